@@ -1,0 +1,42 @@
+#include "accounting_service/accounting_codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "events/v1/events.pb.h"
+
+namespace outbox::accounting {
+
+absl::StatusOr<PaymentEvent> DecodePaymentCreated(const std::string& body,
+                                                  const std::string& amqp_message_id) {
+  events::v1::PaymentCreated msg;
+  if (!msg.ParseFromString(body)) {
+    return absl::InvalidArgumentError("body is not a PaymentCreated protobuf");
+  }
+  PaymentEvent e;
+  e.message_id = msg.message_id();
+  e.payment_id = msg.payment_id();
+  e.payer_account = msg.payer_account();
+  e.payee_account = msg.payee_account();
+  e.amount_minor = msg.amount_minor();
+  e.currency = msg.currency();
+  absl::Status s = ValidatePaymentEvent(e);
+  if (!s.ok()) return s;
+  if (!amqp_message_id.empty() && amqp_message_id != e.message_id) {
+    return absl::InvalidArgumentError(absl::StrCat("AMQP message_id '", amqp_message_id,
+                                                   "' differs from the body's '", e.message_id, "'"));
+  }
+  return e;
+}
+
+std::string EncodePaymentAccounted(const std::string& message_id, const std::string& payment_id,
+                                   const std::string& voucher_id, bool duplicate,
+                                   int64_t accounted_at_ms) {
+  events::v1::PaymentAccounted msg;
+  msg.set_message_id(message_id);
+  msg.set_payment_id(payment_id);
+  msg.set_voucher_id(voucher_id);
+  msg.set_duplicate(duplicate);
+  msg.set_accounted_at_unix_ms(accounted_at_ms);
+  return msg.SerializeAsString();
+}
+
+}  // namespace outbox::accounting

@@ -1,0 +1,59 @@
+#include "accounting_service/accounting_grpc.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
+#include "shared/grpc_util.h"
+
+namespace outbox::accounting {
+namespace {
+
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+void ToProto(const Voucher& v, ::accounting::v1::Voucher* out) {
+  out->set_voucher_id(v.voucher_id);
+  out->set_payment_id(v.payment_id);
+  out->set_message_id(v.message_id);
+  out->set_debit_account(v.debit_account);
+  out->set_credit_account(v.credit_account);
+  out->set_amount_minor(v.amount_minor);
+  out->set_currency(v.currency);
+  *out->mutable_created_at() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(v.created_at);
+}
+
+}  // namespace
+
+grpc::Status AccountingServiceImpl::GetVoucher(grpc::ServerContext*,
+                                               const ::accounting::v1::GetVoucherRequest* req,
+                                               ::accounting::v1::Voucher* resp) {
+  if (req->payment_id().empty()) {
+    return ToGrpcStatus(absl::InvalidArgumentError("payment_id is required"));
+  }
+  auto v = store_.GetByPayment(req->payment_id());
+  if (!v.ok()) return ToGrpcStatus(v.status());
+  ToProto(*v, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status AccountingServiceImpl::ListVouchers(grpc::ServerContext*,
+                                                 const ::accounting::v1::ListVouchersRequest* req,
+                                                 ::accounting::v1::ListVouchersResponse* resp) {
+  if (req->page_size() < 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("page_size must not be negative"));
+  }
+  const int limit = req->page_size() == 0 ? kDefaultPageSize : std::min(req->page_size(), kMaxPageSize);
+  int64_t after = 0;
+  if (!req->page_token().empty() && (!absl::SimpleAtoi(req->page_token(), &after) || after < 0)) {
+    return ToGrpcStatus(absl::InvalidArgumentError("page_token is not a token from this service"));
+  }
+  auto page = store_.List(after, limit);
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  for (const Voucher& v : page->vouchers) ToProto(v, resp->add_vouchers());
+  if (page->next_cursor > 0) resp->set_next_page_token(absl::StrCat(page->next_cursor));
+  return grpc::Status::OK;
+}
+
+}  // namespace outbox::accounting

@@ -1,0 +1,24 @@
+#pragma once
+
+// gRPC edge of the accounting service (read side of the ledger).
+#include "accounting/v1/accounting.grpc.pb.h"
+#include "accounting_service/voucher_store.h"
+
+namespace outbox::accounting {
+
+class AccountingServiceImpl final : public ::accounting::v1::AccountingService::Service {
+ public:
+  explicit AccountingServiceImpl(VoucherStore& store) : store_(store) {}
+
+  grpc::Status GetVoucher(grpc::ServerContext* context,
+                          const ::accounting::v1::GetVoucherRequest* request,
+                          ::accounting::v1::Voucher* response) override;
+  grpc::Status ListVouchers(grpc::ServerContext* context,
+                            const ::accounting::v1::ListVouchersRequest* request,
+                            ::accounting::v1::ListVouchersResponse* response) override;
+
+ private:
+  VoucherStore& store_;
+};
+
+}  // namespace outbox::accounting

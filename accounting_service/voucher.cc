@@ -1,0 +1,23 @@
+#include "accounting_service/voucher.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace outbox::accounting {
+
+absl::Status ValidatePaymentEvent(const PaymentEvent& e) {
+  if (e.message_id.empty()) return absl::InvalidArgumentError("message_id is empty");
+  if (e.payment_id.empty()) return absl::InvalidArgumentError("payment_id is empty");
+  if (e.payer_account.empty()) return absl::InvalidArgumentError("payer_account is empty");
+  if (e.payee_account.empty()) return absl::InvalidArgumentError("payee_account is empty");
+  if (e.payer_account == e.payee_account)
+    return absl::InvalidArgumentError("payee_account equals payer_account");
+  if (e.amount_minor <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("amount_minor must be > 0, got ", e.amount_minor));
+  bool currency_ok = e.currency.size() == 3;
+  for (char c : e.currency) currency_ok = currency_ok && c >= 'A' && c <= 'Z';
+  if (!currency_ok)
+    return absl::InvalidArgumentError(absl::StrCat("currency '", e.currency, "' is not an ISO 4217 code"));
+  return absl::OkStatus();
+}
+
+}  // namespace outbox::accounting

@@ -1,0 +1,36 @@
+#pragma once
+
+// Domain types of the accounting service, free of protobuf.
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace outbox::accounting {
+
+// A payment as announced on PAY_QUEUE.
+struct PaymentEvent {
+  std::string message_id;
+  std::string payment_id;
+  std::string payer_account;
+  std::string payee_account;
+  int64_t amount_minor = 0;
+  std::string currency;
+};
+
+// INVALID_ARGUMENT naming the bad field: such a message is dead-lettered.
+absl::Status ValidatePaymentEvent(const PaymentEvent& event);
+
+struct Voucher {
+  int64_t id = 0;  // row id, the paging cursor
+  std::string voucher_id;
+  std::string payment_id;
+  std::string message_id;
+  std::string debit_account;   // payer
+  std::string credit_account;  // payee
+  int64_t amount_minor = 0;
+  std::string currency;
+  int64_t created_at = 0;  // unix ms
+};
+
+}  // namespace outbox::accounting

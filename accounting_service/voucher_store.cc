@@ -1,0 +1,160 @@
+#include "accounting_service/voucher_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "shared/status_macros.h"
+
+namespace outbox::accounting {
+namespace {
+
+constexpr char kSelect[] =
+    "SELECT id, voucher_id, payment_id, message_id, debit_account, credit_account, "
+    "amount_minor, currency, created_at FROM vouchers ";
+
+void CreateSchema(SQLite::Database& db) {
+  db.exec(R"sql(
+    CREATE TABLE IF NOT EXISTS vouchers (
+      id             INTEGER PRIMARY KEY,
+      voucher_id     TEXT    NOT NULL UNIQUE,
+      payment_id     TEXT    NOT NULL UNIQUE,
+      message_id     TEXT    NOT NULL,
+      debit_account  TEXT    NOT NULL,
+      credit_account TEXT    NOT NULL,
+      amount_minor   INTEGER NOT NULL CHECK (amount_minor > 0),
+      currency       TEXT    NOT NULL,
+      created_at     INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS processed_messages (
+      message_id   TEXT PRIMARY KEY,
+      payment_id   TEXT    NOT NULL,
+      voucher_id   TEXT    NOT NULL,
+      processed_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+  )sql");
+}
+
+Voucher ReadVoucher(SQLite::Statement& s) {
+  Voucher v;
+  v.id = s.getColumn(0).getInt64();
+  v.voucher_id = s.getColumn(1).getString();
+  v.payment_id = s.getColumn(2).getString();
+  v.message_id = s.getColumn(3).getString();
+  v.debit_account = s.getColumn(4).getString();
+  v.credit_account = s.getColumn(5).getString();
+  v.amount_minor = s.getColumn(6).getInt64();
+  v.currency = s.getColumn(7).getString();
+  v.created_at = s.getColumn(8).getInt64();
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<VoucherStore>> VoucherStore::Open(const std::string& path,
+                                                                 const DbOptions& options,
+                                                                 IdGenerator& ids,
+                                                                 const Clock& clock) {
+  ASSIGN_OR_RETURN(auto writer, OpenDatabase(path, options));
+  RETURN_IF_ERROR(Guard("create accounting schema", [&] {
+    CreateSchema(*writer);
+    return absl::OkStatus();
+  }));
+  ASSIGN_OR_RETURN(auto reader, OpenDatabase(path, options));
+  return std::unique_ptr<VoucherStore>(
+      new VoucherStore(std::move(writer), std::move(reader), ids, clock));
+}
+
+absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
+    const std::vector<PaymentEvent>& events) {
+  absl::MutexLock lock(&write_mu_);
+  SQLite::Database& db = *writer_;
+  std::vector<ApplyOutcome> outcomes;
+  const int64_t now = clock_.NowMillis();
+  RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
+    outcomes.assign(events.size(), ApplyOutcome{});
+    SQLite::Statement by_message(db, "SELECT voucher_id FROM processed_messages WHERE message_id = ?");
+    SQLite::Statement by_payment(db, "SELECT voucher_id FROM vouchers WHERE payment_id = ?");
+    SQLite::Statement insert_voucher(db, R"sql(
+      INSERT INTO vouchers (voucher_id, payment_id, message_id, debit_account, credit_account,
+                            amount_minor, currency, created_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql");
+    SQLite::Statement insert_processed(db, R"sql(
+      INSERT INTO processed_messages (message_id, payment_id, voucher_id, processed_at)
+      VALUES (?, ?, ?, ?))sql");
+    for (size_t i = 0; i < events.size(); ++i) {
+      const PaymentEvent& e = events[i];
+      ApplyOutcome& out = outcomes[i];
+      by_message.bind(1, e.message_id);
+      if (by_message.executeStep()) {
+        out.voucher_id = by_message.getColumn(0).getString();
+        out.duplicate = true;
+      }
+      by_message.reset();
+      if (out.duplicate) continue;
+
+      by_payment.bind(1, e.payment_id);
+      if (by_payment.executeStep()) {
+        // Another message for a payment already booked: remember this message
+        // too, but book nothing.
+        out.voucher_id = by_payment.getColumn(0).getString();
+        out.duplicate = true;
+      }
+      by_payment.reset();
+      if (!out.duplicate) {
+        out.voucher_id = ids_.NewId();
+        insert_voucher.bind(1, out.voucher_id);
+        insert_voucher.bind(2, e.payment_id);
+        insert_voucher.bind(3, e.message_id);
+        insert_voucher.bind(4, e.payer_account);
+        insert_voucher.bind(5, e.payee_account);
+        insert_voucher.bind(6, static_cast<int64_t>(e.amount_minor));
+        insert_voucher.bind(7, e.currency);
+        insert_voucher.bind(8, static_cast<int64_t>(now));
+        insert_voucher.exec();
+        insert_voucher.reset();
+      }
+      insert_processed.bind(1, e.message_id);
+      insert_processed.bind(2, e.payment_id);
+      insert_processed.bind(3, out.voucher_id);
+      insert_processed.bind(4, static_cast<int64_t>(now));
+      insert_processed.exec();
+      insert_processed.reset();
+    }
+    return absl::OkStatus();
+  }));
+  return outcomes;
+}
+
+absl::StatusOr<Voucher> VoucherStore::GetByPayment(const std::string& payment_id) {
+  absl::MutexLock lock(&read_mu_);
+  Voucher v;
+  bool found = false;
+  RETURN_IF_ERROR(Guard("get voucher", [&] {
+    SQLite::Statement s(*reader_, absl::StrCat(kSelect, "WHERE payment_id = ?"));
+    s.bind(1, payment_id);
+    if (s.executeStep()) {
+      v = ReadVoucher(s);
+      found = true;
+    }
+    return absl::OkStatus();
+  }));
+  if (!found) return absl::NotFoundError(absl::StrCat("no voucher for payment '", payment_id, "'"));
+  return v;
+}
+
+absl::StatusOr<VoucherPage> VoucherStore::List(int64_t after_id, int limit) {
+  absl::MutexLock lock(&read_mu_);
+  VoucherPage page;
+  RETURN_IF_ERROR(Guard("list vouchers", [&] {
+    SQLite::Statement s(*reader_, absl::StrCat(kSelect, "WHERE id > ? ORDER BY id LIMIT ?"));
+    s.bind(1, static_cast<int64_t>(after_id));
+    s.bind(2, limit + 1);
+    while (s.executeStep()) page.vouchers.push_back(ReadVoucher(s));
+    return absl::OkStatus();
+  }));
+  if (static_cast<int>(page.vouchers.size()) > limit) {
+    page.vouchers.pop_back();
+    page.next_cursor = page.vouchers.back().id;
+  }
+  return page;
+}
+
+}  // namespace outbox::accounting

@@ -1,0 +1,58 @@
+#pragma once
+
+// accounting.db: vouchers and the ids of processed messages, written in one
+// transaction so a message is applied at most once.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "accounting_service/voucher.h"
+#include "shared/clock.h"
+#include "shared/ids.h"
+#include "shared/sqlite_util.h"
+
+namespace outbox::accounting {
+
+struct ApplyOutcome {
+  std::string voucher_id;
+  bool duplicate = false;  // already applied: nothing new was written
+};
+
+struct VoucherPage {
+  std::vector<Voucher> vouchers;
+  int64_t next_cursor = 0;  // 0 on the last page
+};
+
+class VoucherStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<VoucherStore>> Open(const std::string& path,
+                                                            const DbOptions& options,
+                                                            IdGenerator& ids, const Clock& clock);
+
+  // Applies a batch in ONE transaction. A message id seen before, or a payment
+  // that already has a voucher, creates nothing and reports the existing
+  // voucher. Dedup records are kept forever: they never expire too early.
+  absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(const std::vector<PaymentEvent>& events);
+
+  absl::StatusOr<Voucher> GetByPayment(const std::string& payment_id);
+  absl::StatusOr<VoucherPage> List(int64_t after_id, int limit);
+
+ private:
+  VoucherStore(std::unique_ptr<SQLite::Database> writer, std::unique_ptr<SQLite::Database> reader,
+               IdGenerator& ids, const Clock& clock)
+      : ids_(ids), clock_(clock), writer_(std::move(writer)), reader_(std::move(reader)) {}
+
+  IdGenerator& ids_;
+  const Clock& clock_;
+  absl::Mutex write_mu_;
+  std::unique_ptr<SQLite::Database> writer_ ABSL_GUARDED_BY(write_mu_);
+  absl::Mutex read_mu_;
+  std::unique_ptr<SQLite::Database> reader_ ABSL_GUARDED_BY(read_mu_);
+};
+
+}  // namespace outbox::accounting

@@ -1,0 +1,69 @@
+#include "accounting_service/voucher_store.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace outbox::accounting {
+namespace {
+
+class VoucherStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/voucher_store_test.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    auto s = VoucherStore::Open(dir_ + "/accounting.db", DbOptions{}, ids_, clock_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(s).value();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  static PaymentEvent Event(const std::string& message_id, const std::string& payment_id) {
+    return {message_id, payment_id, "alice", "bob", 700, "JPY"};
+  }
+
+  std::string dir_;
+  SequentialIds ids_{"v-"};
+  ManualClock clock_;
+  std::unique_ptr<VoucherStore> store_;
+};
+
+TEST_F(VoucherStoreTest, AppliesOnceAndReportsDuplicates) {
+  auto first = store_->ApplyBatch({Event("m1", "p1"), Event("m2", "p2"), Event("m1", "p1")});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE((*first)[0].duplicate);
+  EXPECT_FALSE((*first)[1].duplicate);
+  EXPECT_TRUE((*first)[2].duplicate);  // same message twice in one batch
+  EXPECT_EQ((*first)[2].voucher_id, (*first)[0].voucher_id);
+
+  auto again = store_->ApplyBatch({Event("m1", "p1"), Event("m9", "p2")});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)[0].duplicate);
+  EXPECT_TRUE((*again)[1].duplicate);  // another message for a booked payment
+  EXPECT_EQ((*again)[1].voucher_id, (*first)[1].voucher_id);
+
+  auto page = store_->List(0, 100);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->vouchers.size(), 2u);
+  EXPECT_EQ(page->vouchers[0].debit_account, "alice");
+  EXPECT_EQ(page->vouchers[0].credit_account, "bob");
+  EXPECT_EQ(page->vouchers[0].amount_minor, 700);
+  auto v = store_->GetByPayment("p2");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->message_id, "m2");
+  EXPECT_TRUE(absl::IsNotFound(store_->GetByPayment("nope").status()));
+}
+
+TEST_F(VoucherStoreTest, DedupSurvivesReopening) {
+  ASSERT_TRUE(store_->ApplyBatch({Event("m1", "p1")}).ok());
+  store_.reset();
+  store_ = std::move(VoucherStore::Open(dir_ + "/accounting.db", DbOptions{}, ids_, clock_)).value();
+  auto again = store_->ApplyBatch({Event("m1", "p1")});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)[0].duplicate);
+}
+
+}  // namespace
+}  // namespace outbox::accounting

@@ -1,0 +1,37 @@
+#pragma once
+
+// Domain types of the payment service, free of protobuf.
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "shared/outbox_table.h"
+
+namespace outbox::payment {
+
+inline constexpr char kBizType[] = "payment";
+
+struct PaymentInput {
+  std::string idempotency_key;
+  std::string payer_account;
+  std::string payee_account;
+  int64_t amount_minor = 0;
+  std::string currency;
+  std::string description;
+};
+
+// True when two requests carry the same business content (the key aside).
+bool SameRequest(const PaymentInput& a, const PaymentInput& b);
+
+// INVALID_ARGUMENT naming the first bad field, or OK.
+absl::Status ValidatePaymentInput(const PaymentInput& input);
+
+struct PaymentRecord {
+  int64_t id = 0;  // row id, the paging cursor
+  std::string payment_id;
+  PaymentInput input;
+  int64_t created_at = 0;  // unix ms
+  OutboxRow outbox;
+};
+
+}  // namespace outbox::payment

@@ -1,0 +1,118 @@
+#include "payment_service/payment_grpc.h"
+
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
+#include "shared/grpc_util.h"
+#include "shared/log.h"
+
+namespace outbox::payment {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+void SetTime(int64_t unix_ms, google::protobuf::Timestamp* ts) {
+  *ts = TimeUtil::MillisecondsToTimestamp(unix_ms);
+}
+
+::payment::v1::OutboxStatus ToProto(OutboxStatus s) {
+  switch (s) {
+    case OutboxStatus::kSending: return ::payment::v1::SENDING;
+    case OutboxStatus::kSent: return ::payment::v1::SENT;
+    case OutboxStatus::kFailed: return ::payment::v1::FAILED;
+  }
+  return ::payment::v1::OUTBOX_STATUS_UNSPECIFIED;
+}
+
+}  // namespace
+
+void ToProto(const PaymentRecord& r, ::payment::v1::Payment* out) {
+  out->set_payment_id(r.payment_id);
+  out->set_idempotency_key(r.input.idempotency_key);
+  out->set_payer_account(r.input.payer_account);
+  out->set_payee_account(r.input.payee_account);
+  out->set_amount_minor(r.input.amount_minor);
+  out->set_currency(r.input.currency);
+  out->set_description(r.input.description);
+  SetTime(r.created_at, out->mutable_created_at());
+  ::payment::v1::OutboxMessage* o = out->mutable_outbox();
+  o->set_message_id(r.outbox.message_id);
+  o->set_status(ToProto(r.outbox.status));
+  o->set_attempts(r.outbox.attempts);
+  o->set_max_attempts(r.outbox.max_attempts);
+  o->set_last_error(r.outbox.last_error);
+  if (r.outbox.status == OutboxStatus::kSending) SetTime(r.outbox.next_retry_at, o->mutable_next_retry_at());
+  if (r.outbox.sent_at > 0) SetTime(r.outbox.sent_at, o->mutable_sent_at());
+  if (r.outbox.last_attempt_at > 0) SetTime(r.outbox.last_attempt_at, o->mutable_last_attempt_at());
+}
+
+grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext*,
+                                               const ::payment::v1::CreatePaymentRequest* req,
+                                               ::payment::v1::CreatePaymentResponse* resp) {
+  PaymentInput input;
+  input.idempotency_key = req->idempotency_key();
+  input.payer_account = req->payer_account();
+  input.payee_account = req->payee_account();
+  input.amount_minor = req->amount_minor();
+  input.currency = req->currency();
+  input.description = req->description();
+  absl::Status valid = ValidatePaymentInput(input);
+  if (!valid.ok()) return ToGrpcStatus(valid);
+
+  CreateOutcome outcome = writer_.Create(input);
+  if (!outcome.status.ok()) {
+    if (!absl::IsAlreadyExists(outcome.status)) {
+      LogError("create_payment_failed", {KV("idempotency_key", input.idempotency_key),
+                                         KV("error", outcome.status.message())});
+    }
+    return ToGrpcStatus(outcome.status);
+  }
+  ToProto(outcome.record, resp->mutable_payment());
+  resp->set_replayed(outcome.replayed);
+  return grpc::Status::OK;
+}
+
+grpc::Status PaymentServiceImpl::GetPayment(grpc::ServerContext*,
+                                            const ::payment::v1::GetPaymentRequest* req,
+                                            ::payment::v1::Payment* resp) {
+  if (req->payment_id().empty()) {
+    return ToGrpcStatus(absl::InvalidArgumentError("payment_id is required"));
+  }
+  auto record = store_.Get(req->payment_id());
+  if (!record.ok()) return ToGrpcStatus(record.status());
+  ToProto(*record, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status PaymentServiceImpl::ListPayments(grpc::ServerContext*,
+                                              const ::payment::v1::ListPaymentsRequest* req,
+                                              ::payment::v1::ListPaymentsResponse* resp) {
+  if (req->page_size() < 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("page_size must not be negative"));
+  }
+  int limit = req->page_size() == 0 ? kDefaultPageSize : std::min(req->page_size(), kMaxPageSize);
+  int64_t after = 0;
+  if (!req->page_token().empty() && (!absl::SimpleAtoi(req->page_token(), &after) || after < 0)) {
+    return ToGrpcStatus(absl::InvalidArgumentError("page_token is not a token from this service"));
+  }
+  std::optional<OutboxStatus> status;
+  switch (req->status()) {
+    case ::payment::v1::OUTBOX_STATUS_UNSPECIFIED: break;
+    case ::payment::v1::SENDING: status = OutboxStatus::kSending; break;
+    case ::payment::v1::SENT: status = OutboxStatus::kSent; break;
+    case ::payment::v1::FAILED: status = OutboxStatus::kFailed; break;
+    default: return ToGrpcStatus(absl::InvalidArgumentError("status is not a known OutboxStatus"));
+  }
+  auto page = store_.List(status, after, limit);
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  for (const PaymentRecord& r : page->payments) ToProto(r, resp->add_payments());
+  if (page->next_cursor > 0) resp->set_next_page_token(absl::StrCat(page->next_cursor));
+  return grpc::Status::OK;
+}
+
+}  // namespace outbox::payment

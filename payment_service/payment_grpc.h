@@ -1,0 +1,31 @@
+#pragma once
+
+// gRPC edge of the payment service: protobuf in, domain calls, protobuf out.
+#include "payment/v1/payment.grpc.pb.h"
+#include "payment_service/payment_store.h"
+#include "payment_service/payment_writer.h"
+
+namespace outbox::payment {
+
+class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
+ public:
+  PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store) : writer_(writer), store_(store) {}
+
+  grpc::Status CreatePayment(grpc::ServerContext* context,
+                             const ::payment::v1::CreatePaymentRequest* request,
+                             ::payment::v1::CreatePaymentResponse* response) override;
+  grpc::Status GetPayment(grpc::ServerContext* context,
+                          const ::payment::v1::GetPaymentRequest* request,
+                          ::payment::v1::Payment* response) override;
+  grpc::Status ListPayments(grpc::ServerContext* context,
+                            const ::payment::v1::ListPaymentsRequest* request,
+                            ::payment::v1::ListPaymentsResponse* response) override;
+
+ private:
+  PaymentWriter& writer_;
+  PaymentStore& store_;
+};
+
+void ToProto(const PaymentRecord& record, ::payment::v1::Payment* out);
+
+}  // namespace outbox::payment

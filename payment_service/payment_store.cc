@@ -1,0 +1,203 @@
+#include "payment_service/payment_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "shared/status_macros.h"
+
+namespace outbox::payment {
+namespace {
+
+constexpr char kPaymentColumns[] =
+    "p.id, p.payment_id, p.idempotency_key, p.payer_account, p.payee_account, p.amount_minor, "
+    "p.currency, p.description, p.created_at";
+
+constexpr char kJoin[] =
+    " FROM payments p JOIN outbox o ON o.biz_type = 'payment' AND o.biz_key = p.payment_id ";
+
+void CreateSchema(SQLite::Database& db) {
+  db.exec(R"sql(
+    CREATE TABLE IF NOT EXISTS payments (
+      id              INTEGER PRIMARY KEY,
+      payment_id      TEXT    NOT NULL UNIQUE,
+      idempotency_key TEXT    NOT NULL UNIQUE,
+      payer_account   TEXT    NOT NULL,
+      payee_account   TEXT    NOT NULL,
+      amount_minor    INTEGER NOT NULL CHECK (amount_minor > 0),
+      currency        TEXT    NOT NULL,
+      description     TEXT    NOT NULL,
+      created_at      INTEGER NOT NULL
+    );
+  )sql");
+  CreateOutboxSchema(db);
+}
+
+PaymentRecord ReadRecord(SQLite::Statement& stmt) {
+  PaymentRecord r;
+  r.id = stmt.getColumn(0).getInt64();
+  r.payment_id = stmt.getColumn(1).getString();
+  r.input.idempotency_key = stmt.getColumn(2).getString();
+  r.input.payer_account = stmt.getColumn(3).getString();
+  r.input.payee_account = stmt.getColumn(4).getString();
+  r.input.amount_minor = stmt.getColumn(5).getInt64();
+  r.input.currency = stmt.getColumn(6).getString();
+  r.input.description = stmt.getColumn(7).getString();
+  r.created_at = stmt.getColumn(8).getInt64();
+  r.outbox = ReadOutboxRow(stmt, 9);
+  return r;
+}
+
+std::string SelectSql(const std::string& where) {
+  return absl::StrCat("SELECT ", kPaymentColumns, ", ", kOutboxColumns, kJoin, where);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::string& path,
+                                                                 const DbOptions& options) {
+  ASSIGN_OR_RETURN(auto writer, OpenDatabase(path, options));
+  RETURN_IF_ERROR(Guard("create payment schema", [&] {
+    CreateSchema(*writer);
+    return absl::OkStatus();
+  }));
+  ASSIGN_OR_RETURN(auto reader, OpenDatabase(path, options));
+  return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(writer), std::move(reader)));
+}
+
+std::vector<CreateOutcome> PaymentStore::CreateBatch(const std::vector<NewPayment>& batch) {
+  absl::MutexLock lock(&write_mu_);
+  SQLite::Database& db = *writer_;
+  std::vector<CreateOutcome> outcomes;
+  absl::Status tx_status = WriteTransaction(db, [&]() -> absl::Status {
+    outcomes.assign(batch.size(), CreateOutcome{});  // a retried body starts over
+    SQLite::Statement find(db, SelectSql("WHERE p.idempotency_key = ?"));
+    SQLite::Statement insert(db, R"sql(
+      INSERT INTO payments (payment_id, idempotency_key, payer_account, payee_account,
+                            amount_minor, currency, description, created_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql");
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const NewPayment& item = batch[i];
+      CreateOutcome& out = outcomes[i];
+      find.bind(1, item.input.idempotency_key);
+      const bool exists = find.executeStep();
+      if (exists) {
+        out.record = ReadRecord(find);
+        if (SameRequest(out.record.input, item.input)) {
+          out.replayed = true;
+        } else {
+          out.status = absl::AlreadyExistsError(absl::StrCat(
+              "idempotency_key '", item.input.idempotency_key,
+              "' was already used for a different payment (", out.record.payment_id, ")"));
+          out.record = PaymentRecord{};
+        }
+      }
+      find.reset();
+      if (exists) continue;
+
+      // One savepoint per request: its failure rolls back only its own rows.
+      db.exec("SAVEPOINT one_payment");
+      try {
+        insert.bind(1, item.payment_id);
+        insert.bind(2, item.input.idempotency_key);
+        insert.bind(3, item.input.payer_account);
+        insert.bind(4, item.input.payee_account);
+        insert.bind(5, static_cast<int64_t>(item.input.amount_minor));
+        insert.bind(6, item.input.currency);
+        insert.bind(7, item.input.description);
+        insert.bind(8, static_cast<int64_t>(item.outbox.created_at));
+        insert.exec();
+        insert.reset();
+        out.record.id = db.getLastInsertRowid();
+        InsertOutboxRow(db, item.outbox);
+        db.exec("RELEASE one_payment");
+        out.record.payment_id = item.payment_id;
+        out.record.input = item.input;
+        out.record.created_at = item.outbox.created_at;
+        out.record.outbox = item.outbox;
+        out.record.outbox.id = db.getLastInsertRowid();
+      } catch (const SQLite::Exception& e) {
+        insert.tryReset();
+        db.exec("ROLLBACK TO one_payment");
+        db.exec("RELEASE one_payment");
+        out.status = SqliteError(e, "insert payment");
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (!tx_status.ok()) {
+    for (CreateOutcome& out : outcomes) {
+      out = CreateOutcome{};
+      out.status = tx_status;
+    }
+    if (outcomes.empty()) outcomes.assign(batch.size(), CreateOutcome{tx_status, {}, false});
+  }
+  return outcomes;
+}
+
+absl::StatusOr<int> PaymentStore::MarkSent(const std::vector<std::string>& message_ids,
+                                           int64_t now_ms) {
+  absl::MutexLock lock(&write_mu_);
+  int changed = 0;
+  RETURN_IF_ERROR(WriteTransaction(*writer_, [&] {
+    changed = MarkOutboxSent(*writer_, message_ids, now_ms);
+    return absl::OkStatus();
+  }));
+  return changed;
+}
+
+absl::Status PaymentStore::RecordPublishError(const std::vector<std::string>& message_ids,
+                                              const std::string& error, int64_t now_ms) {
+  absl::MutexLock lock(&write_mu_);
+  return WriteTransaction(*writer_, [&] {
+    SQLite::Statement stmt(*writer_, R"sql(
+      UPDATE outbox SET last_error = ?1, updated_at = ?2
+      WHERE message_id = ?3 AND status = 'SENDING')sql");
+    for (const std::string& id : message_ids) {
+      stmt.bind(1, error);
+      stmt.bind(2, static_cast<int64_t>(now_ms));
+      stmt.bind(3, id);
+      stmt.exec();
+      stmt.reset();
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {
+  absl::MutexLock lock(&read_mu_);
+  PaymentRecord record;
+  bool found = false;
+  RETURN_IF_ERROR(Guard("get payment", [&] {
+    SQLite::Statement stmt(*reader_, SelectSql("WHERE p.payment_id = ?"));
+    stmt.bind(1, payment_id);
+    if (stmt.executeStep()) {
+      record = ReadRecord(stmt);
+      found = true;
+    }
+    return absl::OkStatus();
+  }));
+  if (!found) return absl::NotFoundError(absl::StrCat("payment '", payment_id, "' not found"));
+  return record;
+}
+
+absl::StatusOr<PaymentPage> PaymentStore::List(std::optional<OutboxStatus> status,
+                                               int64_t after_id, int limit) {
+  absl::MutexLock lock(&read_mu_);
+  PaymentPage page;
+  RETURN_IF_ERROR(Guard("list payments", [&] {
+    std::string where = "WHERE p.id > ?1";
+    if (status.has_value()) where += " AND o.status = ?3";
+    where += " ORDER BY p.id LIMIT ?2";
+    SQLite::Statement stmt(*reader_, SelectSql(where));
+    stmt.bind(1, static_cast<int64_t>(after_id));
+    stmt.bind(2, limit + 1);  // one extra row tells whether another page exists
+    if (status.has_value()) stmt.bind(3, std::string(StatusName(*status)));
+    while (stmt.executeStep()) page.payments.push_back(ReadRecord(stmt));
+    return absl::OkStatus();
+  }));
+  if (static_cast<int>(page.payments.size()) > limit) {
+    page.payments.pop_back();
+    page.next_cursor = page.payments.back().id;
+  }
+  return page;
+}
+
+}  // namespace outbox::payment

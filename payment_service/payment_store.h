@@ -1,0 +1,70 @@
+#pragma once
+
+// payment.db: the payments table and the outbox table, written together.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "payment_service/payment.h"
+#include "shared/sqlite_util.h"
+
+namespace outbox::payment {
+
+// What the writer decided for one request of a group.
+struct CreateOutcome {
+  absl::Status status;  // ALREADY_EXISTS for a reused key with another request
+  PaymentRecord record;
+  bool replayed = false;  // the key was seen before with the same request
+};
+
+// A new payment with everything the transaction needs already decided.
+struct NewPayment {
+  PaymentInput input;
+  std::string payment_id;
+  OutboxRow outbox;  // payload, message id, attempts and retry time filled in
+};
+
+struct PaymentPage {
+  std::vector<PaymentRecord> payments;
+  int64_t next_cursor = 0;  // 0 on the last page
+};
+
+class PaymentStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<PaymentStore>> Open(const std::string& path,
+                                                            const DbOptions& options);
+
+  // Writes the whole group in ONE transaction. Each payment is inserted with
+  // its outbox row, or resolved against an existing idempotency key, under
+  // its own savepoint, so one failing request fails alone. If the commit
+  // itself fails, every outcome carries that error.
+  std::vector<CreateOutcome> CreateBatch(const std::vector<NewPayment>& batch);
+
+  // Marks acknowledged outbox rows SENT in one transaction.
+  absl::StatusOr<int> MarkSent(const std::vector<std::string>& message_ids, int64_t now_ms);
+
+  // Notes why a publish failed on SENDING rows (shown by GetPayment).
+  absl::Status RecordPublishError(const std::vector<std::string>& message_ids,
+                                  const std::string& error, int64_t now_ms);
+
+  absl::StatusOr<PaymentRecord> Get(const std::string& payment_id);
+  absl::StatusOr<PaymentPage> List(std::optional<OutboxStatus> status, int64_t after_id,
+                                   int limit);
+
+ private:
+  PaymentStore(std::unique_ptr<SQLite::Database> writer, std::unique_ptr<SQLite::Database> reader)
+      : writer_(std::move(writer)), reader_(std::move(reader)) {}
+
+  absl::Mutex write_mu_;
+  std::unique_ptr<SQLite::Database> writer_ ABSL_GUARDED_BY(write_mu_);
+  absl::Mutex read_mu_;
+  std::unique_ptr<SQLite::Database> reader_ ABSL_GUARDED_BY(read_mu_);
+};
+
+}  // namespace outbox::payment

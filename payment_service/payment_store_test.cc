@@ -1,0 +1,126 @@
+#include "payment_service/payment_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+
+namespace outbox::payment {
+namespace {
+
+class PaymentStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/payment_store_test.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    auto store = PaymentStore::Open(dir_ + "/payment.db", DbOptions{});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(store).value();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  NewPayment Make(const std::string& key, int64_t amount = 100) {
+    NewPayment n;
+    n.input = {key, "alice", "bob", amount, "EUR", "d"};
+    n.payment_id = absl::StrCat("pay-", ++seq_);
+    n.outbox.message_id = absl::StrCat("msg-", seq_);
+    n.outbox.biz_type = kBizType;
+    n.outbox.biz_key = n.payment_id;
+    n.outbox.topic = "PAY_QUEUE";
+    n.outbox.payload = "payload";
+    n.outbox.attempts = 1;
+    n.outbox.max_attempts = 5;
+    n.outbox.next_retry_at = 1000;
+    n.outbox.created_at = 10;
+    n.outbox.updated_at = 10;
+    return n;
+  }
+
+  std::string dir_;
+  int seq_ = 0;
+  std::unique_ptr<PaymentStore> store_;
+};
+
+TEST_F(PaymentStoreTest, WritesPaymentAndOutboxRowTogether) {
+  auto out = store_->CreateBatch({Make("k1"), Make("k2")});
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0].status.ok()) << out[0].status;
+  ASSERT_TRUE(out[1].status.ok()) << out[1].status;
+  auto got = store_->Get(out[1].record.payment_id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->input.idempotency_key, "k2");
+  EXPECT_EQ(got->outbox.status, OutboxStatus::kSending);
+  EXPECT_EQ(got->outbox.message_id, "msg-2");
+  EXPECT_EQ(got->outbox.attempts, 1);
+}
+
+TEST_F(PaymentStoreTest, ReplaysTheSameRequestAndRefusesADifferentOne) {
+  auto first = store_->CreateBatch({Make("k1")});
+  ASSERT_TRUE(first[0].status.ok());
+  // Same key twice in one group and once more later: one payment only.
+  auto again = store_->CreateBatch({Make("k1"), Make("k1"), Make("k1", 999)});
+  EXPECT_TRUE(again[0].replayed);
+  EXPECT_TRUE(again[1].replayed);
+  EXPECT_EQ(again[0].record.payment_id, first[0].record.payment_id);
+  EXPECT_TRUE(absl::IsAlreadyExists(again[2].status)) << again[2].status;
+  auto page = store_->List(std::nullopt, 0, 100);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->payments.size(), 1u);
+}
+
+TEST_F(PaymentStoreTest, AFailingRequestFailsAlone) {
+  NewPayment bad = Make("k2");
+  NewPayment good = Make("k3");
+  bad.outbox.message_id = "dup";
+  NewPayment clash = Make("k4");
+  clash.outbox.message_id = "dup";  // unique message_id violated by the second
+  auto out = store_->CreateBatch({bad, clash, good});
+  EXPECT_TRUE(out[0].status.ok());
+  EXPECT_FALSE(out[1].status.ok());
+  EXPECT_TRUE(out[2].status.ok());
+  auto page = store_->List(std::nullopt, 0, 100);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->payments.size(), 2u);  // no payment row left without its outbox row
+  EXPECT_EQ(page->payments[0].input.idempotency_key, "k2");
+  EXPECT_EQ(page->payments[1].input.idempotency_key, "k3");
+}
+
+TEST_F(PaymentStoreTest, MarkSentIsIdempotentAndIgnoresUnknownIds) {
+  auto out = store_->CreateBatch({Make("k1"), Make("k2")});
+  auto changed = store_->MarkSent({"msg-1", "msg-1", "nope"}, 500);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(*changed, 1);
+  changed = store_->MarkSent({"msg-1"}, 600);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(*changed, 0);
+  auto got = store_->Get(out[0].record.payment_id);
+  EXPECT_EQ(got->outbox.status, OutboxStatus::kSent);
+  EXPECT_EQ(got->outbox.sent_at, 500);
+}
+
+TEST_F(PaymentStoreTest, ListsPagesAndFiltersByStatus) {
+  std::vector<NewPayment> batch;
+  for (int i = 0; i < 5; ++i) batch.push_back(Make(absl::StrCat("k", i)));
+  store_->CreateBatch(batch);
+  ASSERT_TRUE(store_->MarkSent({"msg-2", "msg-4"}, 5).ok());
+  auto p1 = store_->List(std::nullopt, 0, 2);
+  ASSERT_TRUE(p1.ok());
+  ASSERT_EQ(p1->payments.size(), 2u);
+  ASSERT_GT(p1->next_cursor, 0);
+  auto p2 = store_->List(std::nullopt, p1->next_cursor, 2);
+  auto p3 = store_->List(std::nullopt, p2->next_cursor, 2);
+  EXPECT_EQ(p3->payments.size(), 1u);
+  EXPECT_EQ(p3->next_cursor, 0);
+  auto sent = store_->List(OutboxStatus::kSent, 0, 100);
+  ASSERT_EQ(sent->payments.size(), 2u);
+  EXPECT_EQ(sent->payments[0].outbox.message_id, "msg-2");
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("missing").status()));
+}
+
+}  // namespace
+}  // namespace outbox::payment

@@ -1,0 +1,80 @@
+#include "payment_service/payment.h"
+
+#include <gtest/gtest.h>
+
+#include "payment_service/payment_codec.h"
+
+namespace outbox::payment {
+namespace {
+
+PaymentInput Valid() {
+  PaymentInput in;
+  in.idempotency_key = "key-1";
+  in.payer_account = "alice";
+  in.payee_account = "bob";
+  in.amount_minor = 1250;
+  in.currency = "EUR";
+  in.description = "coffee";
+  return in;
+}
+
+void ExpectInvalid(const PaymentInput& in, const std::string& field) {
+  absl::Status s = ValidatePaymentInput(in);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find(field), std::string::npos) << s;
+}
+
+TEST(ValidatePaymentInputTest, AcceptsAValidPayment) {
+  EXPECT_TRUE(ValidatePaymentInput(Valid()).ok());
+}
+
+TEST(ValidatePaymentInputTest, NamesTheBadField) {
+  PaymentInput in = Valid();
+  in.idempotency_key = "";
+  ExpectInvalid(in, "idempotency_key");
+  in = Valid();
+  in.idempotency_key = std::string(129, 'k');
+  ExpectInvalid(in, "idempotency_key");
+  in = Valid();
+  in.payer_account = "";
+  ExpectInvalid(in, "payer_account");
+  in = Valid();
+  in.payee_account = std::string(65, 'p');
+  ExpectInvalid(in, "payee_account");
+  in = Valid();
+  in.amount_minor = 0;
+  ExpectInvalid(in, "amount_minor");
+  in.amount_minor = -5;
+  ExpectInvalid(in, "amount_minor");
+  in = Valid();
+  in.currency = "eur";
+  ExpectInvalid(in, "currency");
+  in.currency = "EURO";
+  ExpectInvalid(in, "currency");
+  in = Valid();
+  in.description = std::string(257, 'd');
+  ExpectInvalid(in, "description");
+  in = Valid();
+  in.payee_account = in.payer_account;
+  ExpectInvalid(in, "payee_account");
+  in = Valid();
+  in.payer_account = "ali\nce";
+  ExpectInvalid(in, "payer_account");
+}
+
+TEST(SameRequestTest, IgnoresTheKeyButNothingElse) {
+  PaymentInput a = Valid();
+  PaymentInput b = Valid();
+  b.idempotency_key = "other";
+  EXPECT_TRUE(SameRequest(a, b));
+  b.amount_minor += 1;
+  EXPECT_FALSE(SameRequest(a, b));
+}
+
+TEST(PaymentCodecTest, RejectsGarbageAndMissingMessageId) {
+  EXPECT_TRUE(absl::IsInvalidArgument(DecodePaymentAccounted("\xff\xff\xff").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(DecodePaymentAccounted("").status()));
+}
+
+}  // namespace
+}  // namespace outbox::payment

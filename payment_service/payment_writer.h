@@ -1,0 +1,65 @@
+#pragma once
+
+// Group commit: CreatePayment calls queue their request; one writer thread
+// commits everything queued in one transaction and wakes each caller with its
+// own outcome. Right after the commit, the new messages go to the publisher.
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "payment_service/payment_store.h"
+#include "shared/amqp_client.h"
+#include "shared/backoff.h"
+#include "shared/clock.h"
+#include "shared/ids.h"
+
+namespace outbox::payment {
+
+struct WriterOptions {
+  std::string pay_queue = "PAY_QUEUE";
+  std::string reply_to = "ACC_QUEUE";
+  int max_attempts = 10;
+  LinearBackoff backoff;
+  size_t max_batch = 512;
+};
+
+class PaymentWriter {
+ public:
+  using AfterCommit = std::function<void(std::vector<OutgoingMessage>)>;
+
+  PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerator& ids, WriterOptions options,
+                AfterCommit after_commit);
+  ~PaymentWriter();
+
+  void Start();
+  // Finishes every queued request, then stops the writer thread.
+  void Stop();
+
+  // Blocks until the request's group is committed (or failed).
+  CreateOutcome Create(const PaymentInput& input);
+
+ private:
+  struct Pending {
+    const PaymentInput* input;
+    CreateOutcome outcome;
+    bool done = false;
+  };
+  void Run();
+  void CommitGroup(const std::vector<Pending*>& group);
+
+  PaymentStore& store_;
+  const Clock& clock_;
+  IdGenerator& ids_;
+  const WriterOptions options_;
+  const AfterCommit after_commit_;
+
+  absl::Mutex mu_;
+  std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace outbox::payment

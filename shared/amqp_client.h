@@ -1,0 +1,120 @@
+#pragma once
+
+// A thin, checked wrapper around one rabbitmq-c connection with one channel.
+// rabbitmq-c connections are not thread-safe: each thread owns its own
+// AmqpConnection.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace outbox {
+
+struct AmqpUrl {
+  std::string host = "127.0.0.1";
+  int port = 5672;
+  std::string user = "guest";
+  std::string password = "guest";
+  std::string vhost = "/";
+
+  // amqp://user:pass@host:port/vhost (AMQP URI spec; "%2F" is "/").
+  static absl::StatusOr<AmqpUrl> Parse(absl::string_view url);
+  std::string Redacted() const;  // for logs: the password is never printed
+};
+
+// The queue layout all services agree on. Each queue dead-letters into
+// "<queue>.DLQ" through the default exchange.
+struct Topology {
+  std::string pay_queue = "PAY_QUEUE";
+  std::string acc_queue = "ACC_QUEUE";
+  std::string queue_type;  // empty: broker default; "quorum" for clusters
+
+  static std::string DeadLetterQueue(const std::string& queue) { return queue + ".DLQ"; }
+};
+
+struct OutgoingMessage {
+  std::string routing_key;  // queue name (default exchange)
+  std::string message_id;
+  std::string body;
+  std::string reply_to;
+  std::string type;
+};
+
+struct Delivery {
+  uint64_t delivery_tag = 0;
+  std::string message_id;
+  std::string reply_to;
+  std::string type;
+  std::string body;
+  bool redelivered = false;
+};
+
+class AmqpConnection {
+ public:
+  static absl::StatusOr<std::unique_ptr<AmqpConnection>> Connect(
+      const AmqpUrl& url, const std::string& connection_name,
+      absl::Duration timeout = absl::Seconds(5));
+  ~AmqpConnection();
+  AmqpConnection(const AmqpConnection&) = delete;
+  AmqpConnection& operator=(const AmqpConnection&) = delete;
+
+  // Declares a durable queue that dead-letters into its DLQ, and the DLQ.
+  absl::Status DeclareQueue(const std::string& queue, const std::string& queue_type);
+  absl::Status DeclareTopology(const Topology& topology);
+
+  // Puts the channel in publisher-confirm mode.
+  absl::Status EnableConfirms();
+
+  // Publishes every message (persistent, mandatory) without waiting in
+  // between, then waits up to `timeout` for the broker's confirms. Element i
+  // of the result is true only if message i was acked and not returned.
+  // A connection error is returned as a status: nothing is confirmed then.
+  absl::StatusOr<std::vector<bool>> PublishConfirmed(const std::vector<OutgoingMessage>& messages,
+                                                     absl::Duration timeout);
+
+  // Starts consuming `queue` with manual acks and the given prefetch.
+  absl::Status Consume(const std::string& queue, int prefetch);
+
+  // Waits up to `wait` for one delivery, then takes those already received,
+  // up to `max` in all. An empty result means none arrived in time.
+  absl::StatusOr<std::vector<Delivery>> NextDeliveries(size_t max, absl::Duration wait);
+
+  absl::Status Ack(uint64_t delivery_tag, bool multiple);
+  // Rejects without requeue: the broker dead-letters the message.
+  absl::Status Reject(uint64_t delivery_tag);
+  // Returns the message to its queue.
+  absl::Status Requeue(uint64_t delivery_tag, bool multiple);
+
+  // Lets the library exchange heartbeats and notice a closed connection while
+  // the owner has nothing to do.
+  absl::Status Poll(absl::Duration wait);
+
+  // Number of messages ready in `queue` (passive declare), for tests and ops.
+  absl::StatusOr<uint32_t> MessageCount(const std::string& queue);
+  absl::Status Purge(const std::string& queue);
+  absl::Status DeleteQueue(const std::string& queue);
+
+  // Fetches one message with basic.get (no consumer); nullopt-like empty
+  // delivery_tag == 0 when the queue is empty.
+  absl::StatusOr<Delivery> Get(const std::string& queue);
+
+  bool healthy() const { return healthy_; }
+
+ private:
+  struct State;
+  explicit AmqpConnection(std::unique_ptr<State> state);
+  absl::Status Check(const char* what);  // checks the last rpc reply
+  absl::Status Broken(absl::Status s);   // marks the connection unusable
+
+  std::unique_ptr<State> state_;
+  bool healthy_ = true;
+  uint64_t next_publish_tag_ = 1;
+  bool confirms_ = false;
+};
+
+}  // namespace outbox

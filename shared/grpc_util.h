@@ -1,0 +1,35 @@
+#pragma once
+
+// The gRPC edge: the one place where absl::Status becomes grpc::Status, and
+// the server scaffolding every service shares (health, reflection, SIGTERM).
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace outbox {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Builds and starts a server on `listen` (host:port; port 0 picks one) with
+// the standard health service and server reflection. `bound_port` receives
+// the port actually bound.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
+    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port);
+
+// Blocks SIGTERM/SIGINT in the calling thread (call first in main, before
+// any thread starts, so every thread inherits the mask) and ignores SIGPIPE.
+void BlockShutdownSignals();
+// Waits for SIGTERM or SIGINT; returns the signal's name.
+std::string WaitForShutdownSignal();
+
+// Parses "host:port" for the services' own listen flags.
+absl::Status ValidateListenAddress(const std::string& listen, const std::string& flag_name);
+
+}  // namespace outbox

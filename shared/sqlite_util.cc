@@ -1,0 +1,87 @@
+#include "shared/sqlite_util.h"
+
+#include <sqlite3.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace outbox {
+
+absl::StatusOr<Durability> ParseDurability(const std::string& name) {
+  if (name == "full" || name == "FULL") return Durability::kFull;
+  if (name == "normal" || name == "NORMAL") return Durability::kNormal;
+  if (name == "off" || name == "OFF") return Durability::kOff;
+  return absl::InvalidArgumentError(
+      absl::StrCat("sqlite synchronous must be full, normal or off, not '", name, "'"));
+}
+
+absl::Status SqliteError(const SQLite::Exception& e, const std::string& context) {
+  const int code = e.getErrorCode() & 0xff;
+  std::string msg = absl::StrCat(context, ": ", e.what());
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return absl::UnavailableError(msg);
+  if (code == SQLITE_CONSTRAINT) return absl::AlreadyExistsError(msg);
+  if (code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_READONLY)
+    return absl::FailedPreconditionError(msg);
+  return absl::InternalError(msg);
+}
+
+absl::Status Guard(const std::string& context, const std::function<absl::Status()>& fn) {
+  try {
+    return fn();
+  } catch (const SQLite::Exception& e) {
+    return SqliteError(e, context);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string& path,
+                                                               const DbOptions& options) {
+  try {
+    auto db = std::make_unique<SQLite::Database>(
+        path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX);
+    db->setBusyTimeout(options.busy_timeout_ms);
+    db->exec("PRAGMA journal_mode=WAL");
+    switch (options.durability) {
+      case Durability::kFull: db->exec("PRAGMA synchronous=FULL"); break;
+      case Durability::kNormal: db->exec("PRAGMA synchronous=NORMAL"); break;
+      case Durability::kOff: db->exec("PRAGMA synchronous=OFF"); break;
+    }
+    db->exec("PRAGMA foreign_keys=ON");
+    return db;
+  } catch (const SQLite::Exception& e) {
+    return SqliteError(e, absl::StrCat("open ", path));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabaseReadOnly(const std::string& path) {
+  try {
+    auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY);
+    db->setBusyTimeout(5000);
+    return db;
+  } catch (const SQLite::Exception& e) {
+    return SqliteError(e, absl::StrCat("open ", path));
+  }
+}
+
+absl::Status WriteTransaction(SQLite::Database& db, const std::function<absl::Status()>& body) {
+  constexpr int kAttempts = 5;
+  absl::Status last;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    try {
+      SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
+      absl::Status s = body();
+      if (!s.ok()) return s;  // tx's destructor rolls back
+      tx.commit();
+      return absl::OkStatus();
+    } catch (const SQLite::Exception& e) {
+      last = SqliteError(e, "write transaction");
+      if (!absl::IsUnavailable(last)) return last;
+    }
+    // busy_timeout already waited; back off a little more before retrying.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+  }
+  return last;
+}
+
+}  // namespace outbox
