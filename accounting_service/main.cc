@@ -9,6 +9,7 @@
 #include "accounting_service/voucher_store.h"
 #include "shared/cli.h"
 #include "shared/env.h"
+#include "shared/grpc_server.h"
 #include "shared/grpc_util.h"
 #include "shared/ids.h"
 #include "shared/log.h"
@@ -76,6 +77,7 @@ absl::Status Run() {
   const std::string signal = WaitForShutdownSignal();
   LogInfo("accounting_service_stopping", {KV("signal", signal)});
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  LogInfo("grpc_server_stopped");
   consumer.Stop();
   const ConsumerStats& s = consumer.stats();
   LogInfo("accounting_service_stopped",

@@ -15,6 +15,7 @@
 #include "payment_service/payment_writer.h"
 #include "shared/cli.h"
 #include "shared/env.h"
+#include "shared/grpc_server.h"
 #include "shared/grpc_util.h"
 #include "shared/ids.h"
 #include "shared/log.h"
@@ -123,6 +124,7 @@ absl::Status Run() {
   // In-flight calls finish (bounded), then the writer drains, then the
   // publisher sends what was committed, then the ack listener stops.
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  LogInfo("grpc_server_stopped");
   writer.Stop();
   publisher.Stop();
   acks.Stop();

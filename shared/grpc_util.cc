@@ -2,8 +2,6 @@
 
 #include <signal.h>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,21 +12,6 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
                       std::string(status.message()));
-}
-
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port) {
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), bound_port);
-  for (grpc::Service* s : services) builder.RegisterService(s);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || (bound_port != nullptr && *bound_port == 0)) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
-  }
-  server->GetHealthCheckService()->SetServingStatus(true);
-  return server;
 }
 
 void BlockShutdownSignals() {

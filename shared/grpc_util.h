@@ -1,7 +1,7 @@
 #pragma once
 
 // The gRPC edge: the one place where absl::Status becomes grpc::Status, and
-// the server scaffolding every service shares (health, reflection, SIGTERM).
+// the process scaffolding every service shares (SIGTERM, listen addresses).
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,12 +16,6 @@
 namespace outbox {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
-
-// Builds and starts a server on `listen` (host:port; port 0 picks one) with
-// the standard health service and server reflection. `bound_port` receives
-// the port actually bound.
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port);
 
 // Blocks SIGTERM/SIGINT in the calling thread (call first in main, before
 // any thread starts, so every thread inherits the mask) and ignores SIGPIPE.

@@ -1,0 +1,23 @@
+#pragma once
+
+// Server scaffolding every service shares: the standard health service and
+// server reflection, so grpcurl-style tools work without the proto files.
+// A target of its own because grpc++_reflection carries the reflection
+// protos, which test clients generate themselves.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+
+namespace outbox {
+
+// Builds and starts a server on `listen` (host:port; port 0 picks one) with
+// the standard health service and server reflection. `bound_port` receives
+// the port actually bound.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
+    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port);
+
+}  // namespace outbox

@@ -1,0 +1,55 @@
+#include <gtest/gtest.h>
+
+#include "shared/amqp_client.h"
+#include "shared/backoff.h"
+#include "shared/ids.h"
+#include "shared/sqlite_util.h"
+
+namespace outbox {
+namespace {
+
+TEST(AmqpUrlTest, ParsesTheAmqpUriSpec) {
+  auto u = AmqpUrl::Parse("amqp://user:p%40ss@127.0.0.1:5673/%2F");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->user, "user");
+  EXPECT_EQ(u->password, "p@ss");
+  EXPECT_EQ(u->port, 5673);
+  EXPECT_EQ(u->vhost, "/");
+  EXPECT_EQ(u->Redacted().find("p@ss"), std::string::npos);
+  auto v = AmqpUrl::Parse("amqp://u:p@host/orders");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->vhost, "orders");
+  EXPECT_EQ(v->port, 5672);
+  EXPECT_TRUE(absl::IsInvalidArgument(AmqpUrl::Parse("http://x").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(AmqpUrl::Parse("amqps://u:p@h/").status()));
+}
+
+TEST(LinearBackoffTest, GrowsLinearlyUpToTheCap) {
+  LinearBackoff b{absl::Milliseconds(500), absl::Seconds(2)};
+  EXPECT_EQ(b.After(0), absl::Milliseconds(500));
+  EXPECT_EQ(b.After(1), absl::Milliseconds(500));
+  EXPECT_EQ(b.After(2), absl::Seconds(1));
+  EXPECT_EQ(b.After(3), absl::Milliseconds(1500));
+  EXPECT_EQ(b.After(4), absl::Seconds(2));
+  EXPECT_EQ(b.After(40), absl::Seconds(2));
+}
+
+TEST(IdsTest, UuidsAreVersion4AndDistinct) {
+  UuidGenerator g;
+  std::string a = g.NewId(), b = g.NewId();
+  EXPECT_NE(a, b);
+  ASSERT_EQ(a.size(), 36u);
+  EXPECT_EQ(a[14], '4');
+  SequentialIds s("x");
+  EXPECT_EQ(s.NewId(), "x1");
+  EXPECT_EQ(s.NewId(), "x2");
+}
+
+TEST(SqliteUtilTest, ParsesDurability) {
+  EXPECT_EQ(*ParseDurability("full"), Durability::kFull);
+  EXPECT_EQ(*ParseDurability("NORMAL"), Durability::kNormal);
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseDurability("fast").status()));
+}
+
+}  // namespace
+}  // namespace outbox

@@ -1,0 +1,144 @@
+// shared/amqp_client against a real RabbitMQ node.
+#include "shared/amqp_client.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "tests/support/broker.h"
+#include "tests/support/process.h"
+
+namespace outbox {
+namespace {
+
+using testing::PollUntil;
+
+class AmqpClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    broker_ = testing::TestBroker();
+    auto url = AmqpUrl::Parse(broker_.amqp_url);
+    ASSERT_TRUE(url.ok()) << url.status();
+    url_ = *url;
+    queue_ = testing::UniqueName("itest");
+    admin_ = Connect("admin");
+    ASSERT_TRUE(admin_->DeclareQueue(queue_, "").ok());
+  }
+  void TearDown() override {
+    if (admin_ && admin_->healthy()) {
+      admin_->DeleteQueue(queue_).IgnoreError();
+      admin_->DeleteQueue(Topology::DeadLetterQueue(queue_)).IgnoreError();
+    }
+  }
+  std::unique_ptr<AmqpConnection> Connect(const std::string& name) {
+    auto c = AmqpConnection::Connect(url_, name);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+  std::vector<OutgoingMessage> Messages(int n) {
+    std::vector<OutgoingMessage> out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back({queue_, absl::StrCat("m", i), absl::StrCat("body-", i), "reply-here", "T"});
+    }
+    return out;
+  }
+
+  testing::Broker broker_;
+  AmqpUrl url_;
+  std::string queue_;
+  std::unique_ptr<AmqpConnection> admin_;
+};
+
+TEST_F(AmqpClientTest, PipelinedPublishIsConfirmedAndConsumedInBatches) {
+  auto pub = Connect("pub");
+  ASSERT_TRUE(pub->EnableConfirms().ok());
+  auto confirmed = pub->PublishConfirmed(Messages(500), absl::Seconds(10));
+  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  for (bool c : *confirmed) ASSERT_TRUE(c);
+
+  auto sub = Connect("sub");
+  ASSERT_TRUE(sub->Consume(queue_, 100).ok());
+  std::set<std::string> seen;
+  size_t largest_batch = 0;
+  ASSERT_TRUE(PollUntil([&] {
+    auto batch = sub->NextDeliveries(100, absl::Milliseconds(200));
+    EXPECT_TRUE(batch.ok()) << batch.status();
+    if (!batch.ok() || batch->empty()) return seen.size() == 500;
+    largest_batch = std::max(largest_batch, batch->size());
+    for (const auto& d : *batch) {
+      EXPECT_EQ(d.body, absl::StrCat("body-", d.message_id.substr(1)));
+      EXPECT_EQ(d.reply_to, "reply-here");
+      EXPECT_EQ(d.type, "T");
+      seen.insert(d.message_id);
+    }
+    EXPECT_TRUE(sub->Ack(batch->back().delivery_tag, true).ok());
+    return seen.size() == 500;
+  }, absl::Seconds(30), absl::Milliseconds(1)));
+  EXPECT_GT(largest_batch, 1u);  // batches, not one by one
+  auto left = admin_->MessageCount(queue_);
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(*left, 0u);
+}
+
+TEST_F(AmqpClientTest, UnroutableMessageIsNotConfirmed) {
+  auto pub = Connect("pub");
+  ASSERT_TRUE(pub->EnableConfirms().ok());
+  std::vector<OutgoingMessage> m = Messages(2);
+  m[1].routing_key = queue_ + "-does-not-exist";
+  auto confirmed = pub->PublishConfirmed(m, absl::Seconds(10));
+  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  EXPECT_TRUE((*confirmed)[0]);
+  EXPECT_FALSE((*confirmed)[1]);
+}
+
+TEST_F(AmqpClientTest, RejectedMessageGoesToTheDeadLetterQueueAndRequeueRedelivers) {
+  auto pub = Connect("pub");
+  ASSERT_TRUE(pub->EnableConfirms().ok());
+  ASSERT_TRUE(pub->PublishConfirmed(Messages(2), absl::Seconds(10)).ok());
+  auto sub = Connect("sub");
+  ASSERT_TRUE(sub->Consume(queue_, 10).ok());
+  std::vector<Delivery> got;
+  ASSERT_TRUE(PollUntil([&] {
+    auto b = sub->NextDeliveries(10, absl::Milliseconds(100));
+    if (b.ok()) got.insert(got.end(), b->begin(), b->end());
+    return got.size() >= 2;
+  }, absl::Seconds(10)));
+  ASSERT_TRUE(sub->Reject(got[0].delivery_tag).ok());
+  ASSERT_TRUE(sub->Requeue(got[1].delivery_tag, false).ok());
+  std::vector<Delivery> again;
+  ASSERT_TRUE(PollUntil([&] {
+    auto b = sub->NextDeliveries(10, absl::Milliseconds(100));
+    if (b.ok()) again.insert(again.end(), b->begin(), b->end());
+    return !again.empty();
+  }, absl::Seconds(10)));
+  EXPECT_EQ(again[0].message_id, got[1].message_id);
+  EXPECT_TRUE(again[0].redelivered);
+  ASSERT_TRUE(sub->Ack(again[0].delivery_tag, false).ok());
+
+  const std::string dlq = Topology::DeadLetterQueue(queue_);
+  Delivery dead;
+  ASSERT_TRUE(PollUntil([&] {
+    auto d = admin_->Get(dlq);
+    if (d.ok() && d->delivery_tag != 0) dead = *d;
+    return dead.delivery_tag != 0;
+  }, absl::Seconds(10)));
+  EXPECT_EQ(dead.message_id, got[0].message_id);
+  EXPECT_EQ(dead.body, got[0].body);
+  ASSERT_TRUE(admin_->Ack(dead.delivery_tag, false).ok());
+}
+
+TEST_F(AmqpClientTest, BadCredentialsAndClosedPortAreUnavailable) {
+  AmqpUrl bad = url_;
+  bad.password = "wrong";
+  auto c = AmqpConnection::Connect(bad, "bad");
+  EXPECT_TRUE(absl::IsUnavailable(c.status())) << c.status();
+  EXPECT_EQ(c.status().message().find("wrong"), std::string::npos);  // no password in errors
+  bad = url_;
+  bad.port = 1;
+  c = AmqpConnection::Connect(bad, "closed");
+  EXPECT_TRUE(absl::IsUnavailable(c.status())) << c.status();
+}
+
+}  // namespace
+}  // namespace outbox

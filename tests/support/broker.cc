@@ -1,0 +1,54 @@
+#include "tests/support/broker.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace outbox::testing {
+namespace {
+
+[[noreturn]] void Fail(const std::string& why) {
+  std::cerr << "FATAL: " << why << "\n";
+  std::abort();
+}
+
+void RunNodeScript(const std::string& verb, const Broker& broker) {
+  const char* script = std::getenv("OUTBOX_NODE_SCRIPT");
+  if (script == nullptr) Fail("OUTBOX_NODE_SCRIPT is not set (run through ctest)");
+  const std::string cmd = absl::StrCat("bash '", script, "' ", verb, " '", broker.dir, "'");
+  if (std::system(cmd.c_str()) != 0) Fail(absl::StrCat("failed: ", cmd));
+}
+
+}  // namespace
+
+Broker TestBroker() {
+  const char* dir = std::getenv("OUTBOX_TEST_BROKER_DIR");
+  if (dir == nullptr) {
+    Fail("OUTBOX_TEST_BROKER_DIR is not set: run this test through ctest, whose broker "
+         "fixture starts a private RabbitMQ node");
+  }
+  Broker b;
+  b.dir = dir;
+  std::ifstream in(absl::StrCat(dir, "/amqp_url"));
+  std::getline(in, b.amqp_url);
+  absl::StripAsciiWhitespace(&b.amqp_url);
+  if (b.amqp_url.empty()) Fail(absl::StrCat("no broker URL in ", dir, "/amqp_url"));
+  return b;
+}
+
+void StopBroker(const Broker& broker) { RunNodeScript("stop", broker); }
+void StartBroker(const Broker& broker) { RunNodeScript("start", broker); }
+
+std::string UniqueName(const std::string& prefix) {
+  std::random_device rd;
+  return absl::StrCat(prefix, "_", getpid(), "_", rd() % 1000000);
+}
+
+}  // namespace outbox::testing

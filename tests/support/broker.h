@@ -1,0 +1,24 @@
+#pragma once
+
+// The test run's RabbitMQ node, started once by the ctest fixture
+// (cmake/BrokerFixture.cmake). Tests never skip when it is missing: they fail.
+#include <string>
+
+namespace outbox::testing {
+
+struct Broker {
+  std::string dir;
+  std::string amqp_url;
+};
+
+// Reads OUTBOX_TEST_BROKER_DIR; aborts the test program if it is not set up.
+Broker TestBroker();
+
+// Stops / starts the same node (same URL). For tests of broker restarts only.
+void StopBroker(const Broker& broker);
+void StartBroker(const Broker& broker);
+
+// A name unique to this test process, for queue names and temp dirs.
+std::string UniqueName(const std::string& prefix);
+
+}  // namespace outbox::testing

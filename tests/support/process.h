@@ -1,0 +1,62 @@
+#pragma once
+
+// Runs the real service binaries for end-to-end tests: spawn with an
+// environment, read the log, stop with SIGTERM or kill with SIGKILL.
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace outbox::testing {
+
+class Process {
+ public:
+  Process() = default;
+  ~Process();  // kills a process still running
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  // Starts `binary` with `args`; `env` is added to this process's environment.
+  // stdout and stderr go to `log_path` (appended).
+  void Start(const std::string& binary, const std::vector<std::string>& args,
+             const std::map<std::string, std::string>& env, const std::string& log_path);
+
+  // SIGTERM, then waits; returns the exit code (or 128+signal), -1 on timeout.
+  int Terminate(absl::Duration timeout = absl::Seconds(20));
+  // SIGKILL, like a crash.
+  void Kill();
+  bool Running();
+  pid_t pid() const { return pid_; }
+  const std::string& log_path() const { return log_path_; }
+
+  // Waits until the log contains `needle`; returns the log's text or "" on timeout.
+  std::string WaitForLog(const std::string& needle, absl::Duration timeout) const;
+  std::string Log() const;
+
+ private:
+  int Wait(absl::Duration timeout);
+  pid_t pid_ = -1;
+  std::string log_path_;
+};
+
+// Extracts "key=value" from the last log line of `event` (shared/log format).
+std::string LogField(const std::string& log, const std::string& event, const std::string& key);
+
+// Polls `done` every `interval` until it returns true or `timeout` passes.
+template <typename F>
+bool PollUntil(F done, absl::Duration timeout, absl::Duration interval = absl::Milliseconds(100)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    if (done()) return true;
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(interval);
+  }
+}
+
+std::string MakeTempDir(const std::string& prefix);
+
+}  // namespace outbox::testing

@@ -1,0 +1,121 @@
+#include "tests/support/services.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace outbox::testing {
+
+std::string BinaryPath(const std::string& name) { return absl::StrCat(OUTBOX_BIN_DIR, "/", name); }
+
+ServiceSet::ServiceSet(std::map<std::string, std::string> extra_env)
+    : broker_(TestBroker()),
+      dir_(MakeTempDir("outbox_e2e")),
+      pay_queue_(UniqueName("PAY")),
+      acc_queue_(UniqueName("ACC")),
+      extra_env_(std::move(extra_env)) {}
+
+ServiceSet::~ServiceSet() {
+  payment_.Terminate();
+  accounting_.Terminate();
+  if (std::getenv("OUTBOX_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(dir_);
+}
+
+std::map<std::string, std::string> ServiceSet::Env() const {
+  std::map<std::string, std::string> env = {
+      {"AMQP_URL", broker_.amqp_url},
+      {"PAY_QUEUE", pay_queue_},
+      {"ACC_QUEUE", acc_queue_},
+      {"PAYMENT_DB", dir_ + "/payment.db"},
+      {"ACCOUNTING_DB", dir_ + "/accounting.db"},
+  };
+  for (const auto& [k, v] : extra_env_) env[k] = v;
+  return env;
+}
+
+int ServiceSet::StartService(Process& p, const std::string& name, const std::string& event,
+                             std::map<std::string, std::string> env) {
+  const std::string log_path = absl::StrCat(dir_, "/", name, ".log");
+  auto starts = [&](const std::string& log) {
+    int n = 0;
+    for (size_t at = log.find(event); at != std::string::npos; at = log.find(event, at + 1)) ++n;
+    return n;
+  };
+  // A restart appends to the same log: wait for one more start line than before.
+  const int before = starts(p.log_path().empty() ? "" : p.Log());
+  p.Start(BinaryPath(name), {}, env, log_path);
+  std::string log;
+  PollUntil([&] {
+    log = p.Log();
+    return starts(log) > before || !p.Running();
+  }, absl::Seconds(30), absl::Milliseconds(50));
+  int bound = 0;
+  if (starts(log) <= before || !absl::SimpleAtoi(LogField(log, event, "port"), &bound) || bound == 0) {
+    throw std::runtime_error(absl::StrCat(name, " did not start; log:\n", p.Log()));
+  }
+  return bound;
+}
+
+void ServiceSet::StartAccounting() {
+  auto env = Env();
+  // Keep the port across restarts so clients reconnect to the same address.
+  env["ACCOUNTING_LISTEN"] = absl::StrCat("127.0.0.1:", accounting_port_);
+  accounting_port_ = StartService(accounting_, "accounting_service", "accounting_service_started",
+                                  env);
+  if (!accounting_channel_) {
+    accounting_channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", accounting_port_),
+                                              grpc::InsecureChannelCredentials());
+    accounting_stub_ = ::accounting::v1::AccountingService::NewStub(accounting_channel_);
+  }
+}
+
+void ServiceSet::StartPayment() {
+  auto env = Env();
+  env["PAYMENT_LISTEN"] = absl::StrCat("127.0.0.1:", payment_port_);
+  payment_port_ = StartService(payment_, "payment_service", "payment_service_started", env);
+  if (!payment_channel_) {
+    payment_channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", payment_port_),
+                                           grpc::InsecureChannelCredentials());
+    payment_stub_ = ::payment::v1::PaymentService::NewStub(payment_channel_);
+  }
+}
+
+std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
+  std::vector<::payment::v1::Payment> out;
+  std::string token;
+  do {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ::payment::v1::ListPaymentsRequest req;
+    req.set_page_size(1000);
+    req.set_page_token(token);
+    ::payment::v1::ListPaymentsResponse resp;
+    grpc::Status s = payment_stub_->ListPayments(&ctx, req, &resp);
+    if (!s.ok()) throw std::runtime_error("ListPayments: " + s.error_message());
+    out.insert(out.end(), resp.payments().begin(), resp.payments().end());
+    token = resp.next_page_token();
+  } while (!token.empty());
+  return out;
+}
+
+std::vector<::accounting::v1::Voucher> ServiceSet::AllVouchers() {
+  std::vector<::accounting::v1::Voucher> out;
+  std::string token;
+  do {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ::accounting::v1::ListVouchersRequest req;
+    req.set_page_size(1000);
+    req.set_page_token(token);
+    ::accounting::v1::ListVouchersResponse resp;
+    grpc::Status s = accounting_stub_->ListVouchers(&ctx, req, &resp);
+    if (!s.ok()) throw std::runtime_error("ListVouchers: " + s.error_message());
+    out.insert(out.end(), resp.vouchers().begin(), resp.vouchers().end());
+    token = resp.next_page_token();
+  } while (!token.empty());
+  return out;
+}
+
+}  // namespace outbox::testing

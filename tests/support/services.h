@@ -1,0 +1,72 @@
+#pragma once
+
+// The real binaries, wired to the test broker with queues and files of their
+// own, and gRPC clients to them over real sockets.
+#include <map>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "accounting/v1/accounting.grpc.pb.h"
+#include "payment/v1/payment.grpc.pb.h"
+#include "tests/support/broker.h"
+#include "tests/support/process.h"
+
+namespace outbox::testing {
+
+using Env = std::map<std::string, std::string>;
+
+class ServiceSet {
+ public:
+  // `extra_env` is added to every service's environment (e.g. RECOVERY_BASE_DELAY).
+  explicit ServiceSet(std::map<std::string, std::string> extra_env = {});
+  ~ServiceSet();
+
+  void StartAccounting();
+  void StartPayment();
+  void StartAll() {
+    StartAccounting();
+    StartPayment();
+  }
+
+  Process& payment() { return payment_; }
+  Process& accounting() { return accounting_; }
+  const Broker& broker() const { return broker_; }
+  const std::string& dir() const { return dir_; }
+  const std::string& pay_queue() const { return pay_queue_; }
+  const std::string& acc_queue() const { return acc_queue_; }
+  std::map<std::string, std::string> Env() const;
+
+  ::payment::v1::PaymentService::Stub& payments() { return *payment_stub_; }
+  ::accounting::v1::AccountingService::Stub& accounting_api() { return *accounting_stub_; }
+  std::shared_ptr<grpc::Channel> payment_channel() const { return payment_channel_; }
+  std::shared_ptr<grpc::Channel> accounting_channel() const { return accounting_channel_; }
+
+  // Every payment, paging through ListPayments.
+  std::vector<::payment::v1::Payment> AllPayments();
+  // Every voucher, paging through ListVouchers.
+  std::vector<::accounting::v1::Voucher> AllVouchers();
+
+ private:
+  int StartService(Process& p, const std::string& name, const std::string& event,
+                   std::map<std::string, std::string> env);
+
+  Broker broker_;
+  std::string dir_;
+  std::string pay_queue_;
+  std::string acc_queue_;
+  std::map<std::string, std::string> extra_env_;
+  Process payment_;
+  Process accounting_;
+  int payment_port_ = 0;
+  int accounting_port_ = 0;
+  std::shared_ptr<grpc::Channel> payment_channel_;
+  std::shared_ptr<grpc::Channel> accounting_channel_;
+  std::unique_ptr<::payment::v1::PaymentService::Stub> payment_stub_;
+  std::unique_ptr<::accounting::v1::AccountingService::Stub> accounting_stub_;
+};
+
+std::string BinaryPath(const std::string& name);
+
+}  // namespace outbox::testing
