@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "shared/alerts.h"
 #include "shared/amqp_client.h"
 #include "shared/backoff.h"
 #include "shared/ids.h"
@@ -49,6 +50,20 @@ TEST(SqliteUtilTest, ParsesDurability) {
   EXPECT_EQ(*ParseDurability("full"), Durability::kFull);
   EXPECT_EQ(*ParseDurability("NORMAL"), Durability::kNormal);
   EXPECT_TRUE(absl::IsInvalidArgument(ParseDurability("fast").status()));
+}
+
+TEST(AlertsTest, AlertmanagerJsonCarriesLabelsAnnotationsAndEscapes) {
+  Alert a;
+  a.name = "OutboxMessageFailed";
+  a.labels = {{"message_id", "m-1"}};
+  a.annotations = {{"summary", "say \"hi\"\n"}};
+  a.starts_at = absl::FromUnixSeconds(0);
+  const std::string json = AlertmanagerJson({a}, "recovery_service");
+  EXPECT_EQ(json,
+            "[{\"labels\":{\"alertname\":\"OutboxMessageFailed\",\"message_id\":\"m-1\","
+            "\"service\":\"recovery_service\",\"severity\":\"critical\"},"
+            "\"annotations\":{\"summary\":\"say \\\"hi\\\"\\n\"},"
+            "\"startsAt\":\"1970-01-01T00:00:00.000Z\"}]");
 }
 
 }  // namespace

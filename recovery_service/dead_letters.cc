@@ -1,0 +1,87 @@
+#include "recovery_service/dead_letters.h"
+
+#include "absl/strings/str_cat.h"
+#include "shared/log.h"
+
+namespace outbox::recovery {
+
+DeadLetters::DeadLetters(const AmqpUrl& url, const Topology& topology)
+    : topology_(topology),
+      session_(url, topology, "recovery-dead-letters",
+               [](AmqpConnection& c) { return c.EnableConfirms(); }) {}
+
+absl::Status DeadLetters::CheckQueue(const std::string& queue) const {
+  if (queue == topology_.pay_queue || queue == topology_.acc_queue) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("queue must be '", topology_.pay_queue, "' or '",
+                                                 topology_.acc_queue, "', not '", queue, "'"));
+}
+
+absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int limit) {
+  absl::Status valid = CheckQueue(queue);
+  if (!valid.ok()) return valid;
+  const std::string dlq = Topology::DeadLetterQueue(queue);
+  absl::MutexLock lock(&mu_);
+  auto conn = session_.Get();
+  if (!conn.ok()) return conn.status();
+  DeadLetterPeek peek;
+  auto total = (*conn)->MessageCount(dlq);
+  if (!total.ok()) {
+    session_.Reset(total.status());
+    return total.status();
+  }
+  peek.total = *total;
+  uint64_t last_tag = 0;
+  while (static_cast<int>(peek.messages.size()) < limit) {
+    auto d = (*conn)->Get(dlq);
+    if (!d.ok()) {
+      session_.Reset(d.status());  // unacked gets return to the queue with the connection
+      return d.status();
+    }
+    if (d->delivery_tag == 0) break;
+    last_tag = d->delivery_tag;
+    peek.messages.push_back(std::move(d).value());
+  }
+  if (last_tag != 0) {
+    absl::Status s = (*conn)->Requeue(last_tag, /*multiple=*/true);
+    if (!s.ok()) session_.Reset(s);
+  }
+  return peek;
+}
+
+absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit) {
+  absl::Status valid = CheckQueue(queue);
+  if (!valid.ok()) return valid;
+  const std::string dlq = Topology::DeadLetterQueue(queue);
+  absl::MutexLock lock(&mu_);
+  auto conn = session_.Get();
+  if (!conn.ok()) return conn.status();
+  int64_t moved = 0;
+  while (limit <= 0 || moved < limit) {
+    auto d = (*conn)->Get(dlq);
+    if (!d.ok()) {
+      session_.Reset(d.status());
+      return d.status();
+    }
+    if (d->delivery_tag == 0) break;
+    // Publish first, ack the dead letter after the confirm: a crash in
+    // between duplicates the message, which the consumers tolerate.
+    auto confirmed = (*conn)->PublishConfirmed({{queue, d->message_id, d->body, d->reply_to, d->type}},
+                                               absl::Seconds(5));
+    if (!confirmed.ok() || !(*confirmed)[0]) {
+      absl::Status why = confirmed.ok() ? absl::UnavailableError("re-drive not confirmed by broker")
+                                        : confirmed.status();
+      session_.Reset(why);
+      return why;
+    }
+    absl::Status s = (*conn)->Ack(d->delivery_tag, false);
+    if (!s.ok()) {
+      session_.Reset(s);
+      return s;
+    }
+    ++moved;
+  }
+  LogInfo("dead_letters_redriven", {KV("queue", queue), KV("messages", moved)});
+  return moved;
+}
+
+}  // namespace outbox::recovery

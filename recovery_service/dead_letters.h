@@ -1,0 +1,37 @@
+#pragma once
+
+// Operator access to the dead-letter queues (<queue>.DLQ): peek at parked
+// messages and move them back to their queue once the cause is fixed.
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "shared/amqp_session.h"
+
+namespace outbox::recovery {
+
+struct DeadLetterPeek {
+  std::vector<Delivery> messages;
+  int64_t total = 0;
+};
+
+class DeadLetters {
+ public:
+  DeadLetters(const AmqpUrl& url, const Topology& topology);
+
+  // `queue` is PAY_QUEUE's or ACC_QUEUE's configured name.
+  absl::StatusOr<DeadLetterPeek> Peek(const std::string& queue, int limit);
+  // Moves up to `limit` (0 = all) messages back; returns how many moved.
+  absl::StatusOr<int64_t> Redrive(const std::string& queue, int limit);
+
+ private:
+  absl::Status CheckQueue(const std::string& queue) const;
+
+  const Topology topology_;
+  absl::Mutex mu_;
+  AmqpSession session_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace outbox::recovery

@@ -1,0 +1,161 @@
+#include "recovery_service/ops_grpc.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
+#include "shared/grpc_util.h"
+#include "shared/log.h"
+
+namespace outbox::recovery {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+::ops::v1::MessageStatus ToProto(OutboxStatus s) {
+  switch (s) {
+    case OutboxStatus::kSending: return ::ops::v1::SENDING;
+    case OutboxStatus::kSent: return ::ops::v1::SENT;
+    case OutboxStatus::kFailed: return ::ops::v1::FAILED;
+  }
+  return ::ops::v1::MESSAGE_STATUS_UNSPECIFIED;
+}
+
+void SetTime(int64_t ms, google::protobuf::Timestamp* ts) { *ts = TimeUtil::MillisecondsToTimestamp(ms); }
+
+void ToProto(const OutboxRow& r, ::ops::v1::OutboxMessage* out) {
+  out->set_id(r.id);
+  out->set_message_id(r.message_id);
+  out->set_biz_type(r.biz_type);
+  out->set_biz_key(r.biz_key);
+  out->set_topic(r.topic);
+  out->set_payload(r.payload);
+  out->set_status(ToProto(r.status));
+  out->set_attempts(r.attempts);
+  out->set_max_attempts(r.max_attempts);
+  SetTime(r.next_retry_at, out->mutable_next_retry_at());
+  if (r.last_attempt_at > 0) SetTime(r.last_attempt_at, out->mutable_last_attempt_at());
+  out->set_last_error(r.last_error);
+  SetTime(r.created_at, out->mutable_created_at());
+  SetTime(r.updated_at, out->mutable_updated_at());
+  if (r.sent_at > 0) SetTime(r.sent_at, out->mutable_sent_at());
+}
+
+absl::Status PageArgs(int page_size, const std::string& token, int* limit, int64_t* after) {
+  if (page_size < 0) return absl::InvalidArgumentError("page_size must not be negative");
+  *limit = page_size == 0 ? kDefaultPageSize : std::min(page_size, kMaxPageSize);
+  *after = 0;
+  if (!token.empty() && (!absl::SimpleAtoi(token, after) || *after < 0)) {
+    return absl::InvalidArgumentError("page_token is not a token from this service");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext*, const ::ops::v1::ListMessagesRequest* req,
+                                         ::ops::v1::ListMessagesResponse* resp) {
+  OutboxStatus status;
+  switch (req->status()) {
+    case ::ops::v1::SENDING: status = OutboxStatus::kSending; break;
+    case ::ops::v1::SENT: status = OutboxStatus::kSent; break;
+    case ::ops::v1::FAILED: status = OutboxStatus::kFailed; break;
+    default:
+      return ToGrpcStatus(absl::InvalidArgumentError("status is required: SENDING, SENT or FAILED"));
+  }
+  int limit;
+  int64_t after;
+  absl::Status args = PageArgs(req->page_size(), req->page_token(), &limit, &after);
+  if (!args.ok()) return ToGrpcStatus(args);
+  auto page = store_.List(status, after, limit);
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  for (const OutboxRow& r : page->rows) ToProto(r, resp->add_messages());
+  if (page->next_cursor > 0) resp->set_next_page_token(absl::StrCat(page->next_cursor));
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::GetMessage(grpc::ServerContext*, const ::ops::v1::GetMessageRequest* req,
+                                       ::ops::v1::OutboxMessage* resp) {
+  if (req->message_id().empty()) return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
+  auto row = store_.Get(req->message_id());
+  if (!row.ok()) return ToGrpcStatus(row.status());
+  ToProto(*row, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext*,
+                                           const ::ops::v1::RedriveMessageRequest* req,
+                                           ::ops::v1::OutboxMessage* resp) {
+  if (req->message_id().empty()) return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
+  auto row = store_.Redrive(req->message_id(), clock_.NowMillis());
+  if (!row.ok()) return ToGrpcStatus(row.status());
+  LogInfo("message_redriven", {KV("message_id", req->message_id())});
+  ToProto(*row, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext*, const ::ops::v1::RedriveFailedRequest* req,
+                                          ::ops::v1::RedriveFailedResponse* resp) {
+  auto n = store_.RedriveAllFailed(req->dry_run(), clock_.NowMillis());
+  if (!n.ok()) return ToGrpcStatus(n.status());
+  if (!req->dry_run()) LogInfo("failed_messages_redriven", {KV("messages", *n)});
+  resp->set_count(*n);
+  resp->set_dry_run(req->dry_run());
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext*, const ::ops::v1::GetStatsRequest*,
+                                     ::ops::v1::Stats* resp) {
+  auto counts = store_.Counts();
+  if (!counts.ok()) return ToGrpcStatus(counts.status());
+  resp->set_sending(counts->sending);
+  resp->set_sent(counts->sent);
+  resp->set_failed(counts->failed);
+  if (counts->oldest_sending_created_at > 0) {
+    resp->set_oldest_sending_age_seconds(
+        std::max<double>(0, (clock_.NowMillis() - counts->oldest_sending_created_at) / 1000.0));
+  }
+  const RecoveryStats& s = worker_.stats();
+  resp->set_lease_held(s.lease_held.load());
+  auto lease = store_.Lease();
+  if (lease.ok() && lease->expires_at > clock_.NowMillis()) resp->set_lease_holder(lease->holder);
+  resp->set_republished_total(s.republished.load());
+  resp->set_publish_failures_total(s.publish_failures.load());
+  resp->set_failed_total(s.failed.load());
+  resp->set_alerts_sent_total(alerter_.delivered());
+  resp->set_archived_total(counts->archived);
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::ListDeadLetters(grpc::ServerContext*,
+                                            const ::ops::v1::ListDeadLettersRequest* req,
+                                            ::ops::v1::ListDeadLettersResponse* resp) {
+  if (req->limit() < 0) return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
+  auto peek = dead_letters_.Peek(req->queue(), req->limit() == 0 ? kDefaultPageSize
+                                                                 : std::min(req->limit(), kMaxPageSize));
+  if (!peek.ok()) return ToGrpcStatus(peek.status());
+  for (const Delivery& d : peek->messages) {
+    auto* m = resp->add_messages();
+    m->set_message_id(d.message_id);
+    m->set_body(d.body);
+    m->set_type(d.type);
+  }
+  resp->set_total(peek->total);
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::RedriveDeadLetters(grpc::ServerContext*,
+                                               const ::ops::v1::RedriveDeadLettersRequest* req,
+                                               ::ops::v1::RedriveDeadLettersResponse* resp) {
+  if (req->limit() < 0) return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
+  auto n = dead_letters_.Redrive(req->queue(), req->limit());
+  if (!n.ok()) return ToGrpcStatus(n.status());
+  resp->set_count(*n);
+  return grpc::Status::OK;
+}
+
+}  // namespace outbox::recovery

@@ -1,0 +1,42 @@
+#pragma once
+
+// The operator API (ops.v1.OutboxOps) served by recovery_service.
+#include "ops/v1/ops.grpc.pb.h"
+#include "recovery_service/dead_letters.h"
+#include "recovery_service/recovery_store.h"
+#include "recovery_service/recovery_worker.h"
+#include "shared/alerts.h"
+#include "shared/clock.h"
+
+namespace outbox::recovery {
+
+class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
+ public:
+  OutboxOpsImpl(RecoveryStore& store, const RecoveryWorker& worker, const Alerter& alerter,
+                DeadLetters& dead_letters, const Clock& clock)
+      : store_(store), worker_(worker), alerter_(alerter), dead_letters_(dead_letters), clock_(clock) {}
+
+  grpc::Status ListMessages(grpc::ServerContext*, const ::ops::v1::ListMessagesRequest*,
+                            ::ops::v1::ListMessagesResponse*) override;
+  grpc::Status GetMessage(grpc::ServerContext*, const ::ops::v1::GetMessageRequest*,
+                          ::ops::v1::OutboxMessage*) override;
+  grpc::Status RedriveMessage(grpc::ServerContext*, const ::ops::v1::RedriveMessageRequest*,
+                              ::ops::v1::OutboxMessage*) override;
+  grpc::Status RedriveFailed(grpc::ServerContext*, const ::ops::v1::RedriveFailedRequest*,
+                             ::ops::v1::RedriveFailedResponse*) override;
+  grpc::Status GetStats(grpc::ServerContext*, const ::ops::v1::GetStatsRequest*,
+                        ::ops::v1::Stats*) override;
+  grpc::Status ListDeadLetters(grpc::ServerContext*, const ::ops::v1::ListDeadLettersRequest*,
+                               ::ops::v1::ListDeadLettersResponse*) override;
+  grpc::Status RedriveDeadLetters(grpc::ServerContext*, const ::ops::v1::RedriveDeadLettersRequest*,
+                                  ::ops::v1::RedriveDeadLettersResponse*) override;
+
+ private:
+  RecoveryStore& store_;
+  const RecoveryWorker& worker_;
+  const Alerter& alerter_;
+  DeadLetters& dead_letters_;
+  const Clock& clock_;
+};
+
+}  // namespace outbox::recovery

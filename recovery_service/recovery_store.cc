@@ -1,0 +1,309 @@
+#include "recovery_service/recovery_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "shared/status_macros.h"
+
+namespace outbox::recovery {
+namespace {
+
+constexpr char kLeaseName[] = "recovery";
+
+constexpr char kClaimSelect[] =
+    "SELECT %s FROM outbox o INDEXED BY outbox_status_next_retry "
+    "WHERE o.status = 'SENDING' AND o.next_retry_at <= ?1 ORDER BY o.next_retry_at LIMIT ?2";
+
+std::string ClaimSql() {
+  std::string sql = kClaimSelect;
+  return sql.replace(sql.find("%s"), 2, kOutboxColumns);
+}
+
+std::string SelectWhere(const std::string& where) {
+  return absl::StrCat("SELECT ", kOutboxColumns, " FROM outbox o ", where);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::string& path,
+                                                                   const DbOptions& options) {
+  ASSIGN_OR_RETURN(auto writer, OpenDatabase(path, options));
+  // The payment service normally creates the schema; creating it here too
+  // lets recovery start first.
+  RETURN_IF_ERROR(WriteTransaction(*writer, [&] {
+    CreateOutboxSchema(*writer);
+    return absl::OkStatus();
+  }));
+  ASSIGN_OR_RETURN(auto reader, OpenDatabase(path, options));
+  return std::unique_ptr<RecoveryStore>(new RecoveryStore(std::move(writer), std::move(reader)));
+}
+
+absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
+                                                const ClaimPolicy& policy) {
+  absl::MutexLock lock(&write_mu_);
+  SQLite::Database& db = *writer_;
+  Claimed claimed;
+  RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
+    claimed = Claimed{};
+    if (!policy.lease_holder.empty()) {
+      SQLite::Statement lease(db, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
+      lease.bind(1, kLeaseName);
+      if (!lease.executeStep() || lease.getColumn(0).getString() != policy.lease_holder ||
+          lease.getColumn(1).getInt64() <= now_ms) {
+        return absl::FailedPreconditionError("recovery lease is not held by this instance");
+      }
+    }
+    SQLite::Statement select(db, ClaimSql());
+    select.bind(1, static_cast<int64_t>(now_ms));
+    select.bind(2, limit);
+    std::vector<OutboxRow> due;
+    while (select.executeStep()) due.push_back(ReadOutboxRow(select));
+
+    SQLite::Statement bump(db, R"sql(
+      UPDATE outbox SET attempts = ?1, last_attempt_at = ?2, next_retry_at = ?3, updated_at = ?2
+      WHERE id = ?4)sql");
+    SQLite::Statement fail(db, R"sql(
+      UPDATE outbox SET status = 'FAILED', updated_at = ?1 WHERE id = ?2)sql");
+    for (OutboxRow& row : due) {
+      if (row.attempts >= policy.max_attempts) {
+        fail.bind(1, static_cast<int64_t>(now_ms));
+        fail.bind(2, static_cast<int64_t>(row.id));
+        fail.exec();
+        fail.reset();
+        row.status = OutboxStatus::kFailed;
+        row.updated_at = now_ms;
+        claimed.exhausted.push_back(std::move(row));
+        continue;
+      }
+      row.attempts += 1;
+      row.last_attempt_at = now_ms;
+      row.next_retry_at = now_ms + absl::ToInt64Milliseconds(policy.backoff.After(row.attempts));
+      row.updated_at = now_ms;
+      bump.bind(1, row.attempts);
+      bump.bind(2, static_cast<int64_t>(now_ms));
+      bump.bind(3, static_cast<int64_t>(row.next_retry_at));
+      bump.bind(4, static_cast<int64_t>(row.id));
+      bump.exec();
+      bump.reset();
+      claimed.to_publish.push_back(std::move(row));
+    }
+    return absl::OkStatus();
+  }));
+  return claimed;
+}
+
+std::string RecoveryStore::ExplainClaim() {
+  absl::MutexLock lock(&read_mu_);
+  std::string plan;
+  absl::Status s = Guard("explain claim", [&] {
+    SQLite::Statement stmt(*reader_, absl::StrCat("EXPLAIN QUERY PLAN ", ClaimSql()));
+    stmt.bind(1, static_cast<int64_t>(0));
+    stmt.bind(2, 1);
+    while (stmt.executeStep()) absl::StrAppend(&plan, stmt.getColumn(3).getString(), "\n");
+    return absl::OkStatus();
+  });
+  return s.ok() ? plan : std::string(s.message());
+}
+
+absl::Status RecoveryStore::RecordPublishError(const std::vector<std::string>& message_ids,
+                                               const std::string& error, int64_t now_ms) {
+  absl::MutexLock lock(&write_mu_);
+  return WriteTransaction(*writer_, [&] {
+    SQLite::Statement stmt(*writer_, R"sql(
+      UPDATE outbox SET last_error = ?1, updated_at = ?2
+      WHERE message_id = ?3 AND status = 'SENDING')sql");
+    for (const std::string& id : message_ids) {
+      stmt.bind(1, error);
+      stmt.bind(2, static_cast<int64_t>(now_ms));
+      stmt.bind(3, id);
+      stmt.exec();
+      stmt.reset();
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<bool> RecoveryStore::TryAcquireLease(const std::string& holder, int64_t now_ms,
+                                                    int64_t ttl_ms) {
+  absl::MutexLock lock(&write_mu_);
+  bool acquired = false;
+  RETURN_IF_ERROR(WriteTransaction(*writer_, [&] {
+    SQLite::Statement stmt(*writer_, R"sql(
+      INSERT INTO recovery_lease (name, holder, expires_at) VALUES (?1, ?2, ?3)
+      ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+      WHERE recovery_lease.holder = excluded.holder OR recovery_lease.expires_at <= ?4)sql");
+    stmt.bind(1, kLeaseName);
+    stmt.bind(2, holder);
+    stmt.bind(3, static_cast<int64_t>(now_ms + ttl_ms));
+    stmt.bind(4, static_cast<int64_t>(now_ms));
+    acquired = stmt.exec() == 1;
+    return absl::OkStatus();
+  }));
+  return acquired;
+}
+
+absl::Status RecoveryStore::ReleaseLease(const std::string& holder, int64_t now_ms) {
+  absl::MutexLock lock(&write_mu_);
+  return WriteTransaction(*writer_, [&] {
+    SQLite::Statement stmt(*writer_,
+                           "UPDATE recovery_lease SET expires_at = ?1 WHERE name = ?2 AND holder = ?3");
+    stmt.bind(1, static_cast<int64_t>(now_ms));
+    stmt.bind(2, kLeaseName);
+    stmt.bind(3, holder);
+    stmt.exec();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<LeaseState> RecoveryStore::Lease() {
+  absl::MutexLock lock(&read_mu_);
+  LeaseState state;
+  RETURN_IF_ERROR(Guard("read lease", [&] {
+    SQLite::Statement stmt(*reader_, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
+    stmt.bind(1, kLeaseName);
+    if (stmt.executeStep()) {
+      state.holder = stmt.getColumn(0).getString();
+      state.expires_at = stmt.getColumn(1).getInt64();
+    }
+    return absl::OkStatus();
+  }));
+  return state;
+}
+
+absl::StatusOr<int> RecoveryStore::ArchiveSent(int64_t cutoff_ms, int batch) {
+  absl::MutexLock lock(&write_mu_);
+  int moved = 0;
+  RETURN_IF_ERROR(WriteTransaction(*writer_, [&] {
+    // A bounded batch per transaction: never one statement over the table.
+    const std::string pick =
+        "SELECT id FROM outbox INDEXED BY outbox_sent_at WHERE status = 'SENT' AND sent_at < ?1 "
+        "ORDER BY sent_at LIMIT ?2";
+    SQLite::Statement copy(*writer_, absl::StrCat(
+        "INSERT INTO outbox_archive SELECT * FROM outbox WHERE id IN (", pick, ")"));
+    copy.bind(1, static_cast<int64_t>(cutoff_ms));
+    copy.bind(2, batch);
+    copy.exec();
+    SQLite::Statement del(*writer_, absl::StrCat("DELETE FROM outbox WHERE id IN (", pick, ")"));
+    del.bind(1, static_cast<int64_t>(cutoff_ms));
+    del.bind(2, batch);
+    moved = del.exec();
+    return absl::OkStatus();
+  }));
+  return moved;
+}
+
+absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t after_id, int limit) {
+  absl::MutexLock lock(&read_mu_);
+  MessagePage page;
+  RETURN_IF_ERROR(Guard("list messages", [&] {
+    SQLite::Statement stmt(*reader_,
+                           SelectWhere("WHERE o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"));
+    stmt.bind(1, std::string(StatusName(status)));
+    stmt.bind(2, static_cast<int64_t>(after_id));
+    stmt.bind(3, limit + 1);
+    while (stmt.executeStep()) page.rows.push_back(ReadOutboxRow(stmt));
+    return absl::OkStatus();
+  }));
+  if (static_cast<int>(page.rows.size()) > limit) {
+    page.rows.pop_back();
+    page.next_cursor = page.rows.back().id;
+  }
+  return page;
+}
+
+absl::StatusOr<OutboxRow> RecoveryStore::Get(const std::string& message_id) {
+  absl::MutexLock lock(&read_mu_);
+  std::optional<OutboxRow> row;
+  RETURN_IF_ERROR(Guard("get message", [&] {
+    SQLite::Statement stmt(*reader_, SelectWhere("WHERE o.message_id = ?"));
+    stmt.bind(1, message_id);
+    if (stmt.executeStep()) row = ReadOutboxRow(stmt);
+    return absl::OkStatus();
+  }));
+  if (!row) return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
+  return *row;
+}
+
+absl::StatusOr<OutboxRow> RecoveryStore::Redrive(const std::string& message_id, int64_t now_ms) {
+  {
+    absl::MutexLock lock(&write_mu_);
+    absl::Status outcome;
+    RETURN_IF_ERROR(WriteTransaction(*writer_, [&]() -> absl::Status {
+      SQLite::Statement find(*writer_, "SELECT status FROM outbox WHERE message_id = ?");
+      find.bind(1, message_id);
+      if (!find.executeStep()) {
+        return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
+      }
+      const std::string status = find.getColumn(0).getString();
+      if (status != "FAILED") {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "message '", message_id, "' is ", status, "; only FAILED messages can be re-driven"));
+      }
+      SQLite::Statement upd(*writer_, R"sql(
+        UPDATE outbox SET status = 'SENDING', attempts = 0, next_retry_at = ?1, updated_at = ?1,
+                          last_error = '' WHERE message_id = ?2 AND status = 'FAILED')sql");
+      upd.bind(1, static_cast<int64_t>(now_ms));
+      upd.bind(2, message_id);
+      upd.exec();
+      return absl::OkStatus();
+    }));
+  }
+  return Get(message_id);
+}
+
+absl::StatusOr<int64_t> RecoveryStore::RedriveAllFailed(bool dry_run, int64_t now_ms) {
+  absl::MutexLock lock(&write_mu_);
+  int64_t count = 0;
+  RETURN_IF_ERROR(WriteTransaction(*writer_, [&] {
+    if (dry_run) {
+      SQLite::Statement c(*writer_, "SELECT COUNT(*) FROM outbox WHERE status = 'FAILED'");
+      c.executeStep();
+      count = c.getColumn(0).getInt64();
+      return absl::OkStatus();
+    }
+    SQLite::Statement upd(*writer_, R"sql(
+      UPDATE outbox SET status = 'SENDING', attempts = 0, next_retry_at = ?1, updated_at = ?1,
+                        last_error = '' WHERE status = 'FAILED')sql");
+    upd.bind(1, static_cast<int64_t>(now_ms));
+    count = upd.exec();
+    return absl::OkStatus();
+  }));
+  return count;
+}
+
+absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {
+  absl::MutexLock lock(&read_mu_);
+  OutboxCounts counts;
+  RETURN_IF_ERROR(Guard("count messages", [&] {
+    SQLite::Statement by_status(*reader_, "SELECT status, COUNT(*) FROM outbox GROUP BY status");
+    while (by_status.executeStep()) {
+      const std::string s = by_status.getColumn(0).getString();
+      const int64_t n = by_status.getColumn(1).getInt64();
+      if (s == "SENDING") counts.sending = n;
+      if (s == "SENT") counts.sent = n;
+      if (s == "FAILED") counts.failed = n;
+    }
+    SQLite::Statement oldest(*reader_, "SELECT MIN(created_at) FROM outbox WHERE status = 'SENDING'");
+    if (oldest.executeStep() && !oldest.getColumn(0).isNull()) {
+      counts.oldest_sending_created_at = oldest.getColumn(0).getInt64();
+    }
+    SQLite::Statement archived(*reader_, "SELECT COUNT(*) FROM outbox_archive");
+    if (archived.executeStep()) counts.archived = archived.getColumn(0).getInt64();
+    return absl::OkStatus();
+  }));
+  return counts;
+}
+
+absl::StatusOr<int64_t> RecoveryStore::CountSendingOlderThan(int64_t created_before_ms) {
+  absl::MutexLock lock(&read_mu_);
+  int64_t n = 0;
+  RETURN_IF_ERROR(Guard("count backlog", [&] {
+    SQLite::Statement stmt(*reader_,
+                           "SELECT COUNT(*) FROM outbox WHERE status = 'SENDING' AND created_at < ?");
+    stmt.bind(1, static_cast<int64_t>(created_before_ms));
+    stmt.executeStep();
+    n = stmt.getColumn(0).getInt64();
+    return absl::OkStatus();
+  }));
+  return n;
+}
+
+}  // namespace outbox::recovery

@@ -1,0 +1,141 @@
+#include "recovery_service/recovery_store.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+
+namespace outbox::recovery {
+namespace {
+
+class RecoveryStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/recovery_store_test.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    auto s = RecoveryStore::Open(dir_ + "/payment.db", DbOptions{});
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(s).value();
+    raw_ = std::make_unique<SQLite::Database>(dir_ + "/payment.db", SQLite::OPEN_READWRITE);
+    policy_.backoff = {absl::Seconds(2), absl::Seconds(5)};
+    policy_.max_attempts = 3;
+  }
+  void TearDown() override {
+    raw_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void Insert(const std::string& id, OutboxStatus status, int attempts, int64_t next_retry_at,
+              int64_t sent_at = 0) {
+    OutboxRow r;
+    r.message_id = id;
+    r.biz_type = "payment";
+    r.biz_key = "pay-" + id;
+    r.topic = "PAY_QUEUE";
+    r.payload = "p";
+    r.status = status;
+    r.attempts = attempts;
+    r.max_attempts = 3;
+    r.next_retry_at = next_retry_at;
+    r.created_at = 1;
+    r.updated_at = 1;
+    r.sent_at = sent_at;
+    InsertOutboxRow(*raw_, r);
+  }
+
+  std::string dir_;
+  std::unique_ptr<RecoveryStore> store_;
+  std::unique_ptr<SQLite::Database> raw_;
+  ClaimPolicy policy_;
+};
+
+TEST_F(RecoveryStoreTest, ClaimsDueRowsWithLinearBackoffAndFailsExhaustedOnes) {
+  Insert("due1", OutboxStatus::kSending, 1, 1000);
+  Insert("due2", OutboxStatus::kSending, 2, 900);
+  Insert("later", OutboxStatus::kSending, 1, 99'999);
+  Insert("done", OutboxStatus::kSent, 1, 0, 5);
+  Insert("spent", OutboxStatus::kSending, 3, 500);
+
+  auto c = store_->ClaimDue(10'000, 10, policy_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->to_publish.size(), 2u);
+  EXPECT_EQ(c->to_publish[0].message_id, "due2");  // oldest due first
+  EXPECT_EQ(c->to_publish[0].attempts, 3);
+  EXPECT_EQ(c->to_publish[0].next_retry_at, 10'000 + 5'000);  // 2s*3 capped at 5s
+  EXPECT_EQ(c->to_publish[1].attempts, 2);
+  EXPECT_EQ(c->to_publish[1].next_retry_at, 10'000 + 4'000);  // 2s*2
+  ASSERT_EQ(c->exhausted.size(), 1u);
+  EXPECT_EQ(c->exhausted[0].message_id, "spent");
+  EXPECT_EQ(store_->Get("spent")->status, OutboxStatus::kFailed);
+
+  // Claimed rows are not due again until their new next_retry_at.
+  auto again = store_->ClaimDue(10'001, 10, policy_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->to_publish.empty());
+  EXPECT_TRUE(again->exhausted.empty());
+  EXPECT_EQ(store_->Get("due1")->last_attempt_at, 10'000);
+}
+
+TEST_F(RecoveryStoreTest, ClaimUsesTheStatusNextRetryIndex) {
+  const std::string plan = store_->ExplainClaim();
+  EXPECT_NE(plan.find("outbox_status_next_retry"), std::string::npos) << plan;
+}
+
+TEST_F(RecoveryStoreTest, OnlyTheLeaseHolderClaims) {
+  Insert("m", OutboxStatus::kSending, 1, 0);
+  ASSERT_TRUE(*store_->TryAcquireLease("a", 1000, 5000));
+  EXPECT_FALSE(*store_->TryAcquireLease("b", 2000, 5000));
+  EXPECT_TRUE(*store_->TryAcquireLease("a", 3000, 5000));  // renew
+  ClaimPolicy as_b = policy_;
+  as_b.lease_holder = "b";
+  EXPECT_TRUE(absl::IsFailedPrecondition(store_->ClaimDue(4000, 10, as_b).status()));
+  // a's lease expires at 8000: b takes over, and a is fenced off.
+  EXPECT_TRUE(*store_->TryAcquireLease("b", 8000, 5000));
+  ClaimPolicy as_a = policy_;
+  as_a.lease_holder = "a";
+  EXPECT_TRUE(absl::IsFailedPrecondition(store_->ClaimDue(8001, 10, as_a).status()));
+  auto c = store_->ClaimDue(8001, 10, as_b);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->to_publish.size(), 1u);
+  // Giving the lease up lets another take it at once.
+  ASSERT_TRUE(store_->ReleaseLease("b", 9000).ok());
+  EXPECT_TRUE(*store_->TryAcquireLease("a", 9000, 5000));
+  EXPECT_EQ(store_->Lease()->holder, "a");
+}
+
+TEST_F(RecoveryStoreTest, RedriveOnlyTakesFailedRows) {
+  Insert("f1", OutboxStatus::kFailed, 3, 0);
+  Insert("f2", OutboxStatus::kFailed, 3, 0);
+  Insert("s", OutboxStatus::kSending, 1, 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(store_->Redrive("s", 5).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->Redrive("nope", 5).status()));
+  auto r = store_->Redrive("f1", 5);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, OutboxStatus::kSending);
+  EXPECT_EQ(r->attempts, 0);
+  EXPECT_EQ(r->next_retry_at, 5);
+  EXPECT_EQ(*store_->RedriveAllFailed(/*dry_run=*/true, 6), 1);
+  EXPECT_EQ(store_->Get("f2")->status, OutboxStatus::kFailed);
+  EXPECT_EQ(*store_->RedriveAllFailed(/*dry_run=*/false, 6), 1);
+  auto counts = store_->Counts();
+  EXPECT_EQ(counts->sending, 3);
+  EXPECT_EQ(counts->failed, 0);
+}
+
+TEST_F(RecoveryStoreTest, ArchivesOldSentRowsInBoundedBatches) {
+  for (int i = 0; i < 7; ++i) Insert(absl::StrCat("old", i), OutboxStatus::kSent, 1, 0, 100 + i);
+  Insert("new", OutboxStatus::kSent, 1, 0, 10'000);
+  Insert("pending", OutboxStatus::kSending, 1, 0);
+  EXPECT_EQ(*store_->ArchiveSent(5'000, 3), 3);
+  EXPECT_EQ(*store_->ArchiveSent(5'000, 3), 3);
+  EXPECT_EQ(*store_->ArchiveSent(5'000, 3), 1);
+  EXPECT_EQ(*store_->ArchiveSent(5'000, 3), 0);
+  auto counts = store_->Counts();
+  EXPECT_EQ(counts->sent, 1);
+  EXPECT_EQ(counts->sending, 1);
+  EXPECT_EQ(counts->archived, 7);
+}
+
+}  // namespace
+}  // namespace outbox::recovery
