@@ -110,7 +110,7 @@ int MarkOutboxSent(SQLite::Database& db, const std::vector<std::string>& message
                    int64_t now_ms) {
   SQLite::Statement stmt(db, R"sql(
     UPDATE outbox SET status = 'SENT', sent_at = ?1, updated_at = ?1, last_error = ''
-    WHERE message_id = ?2 AND status != 'SENT')sql");
+    WHERE message_id = ?2 AND status = 'SENDING')sql");
   int changed = 0;
   for (const std::string& id : message_ids) {
     stmt.bind(1, static_cast<int64_t>(now_ms));

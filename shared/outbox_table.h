@@ -49,8 +49,10 @@ void InsertOutboxRow(SQLite::Database& db, const OutboxRow& row);
 // Reads the columns of kOutboxColumns starting at column `first`.
 OutboxRow ReadOutboxRow(SQLite::Statement& stmt, int first = 0);
 
-// Marks the rows SENT (SENDING or FAILED ones: the voucher exists either
-// way). Returns how many changed; unknown or already SENT ids are ignored.
+// Marks SENDING rows SENT. Returns how many changed; unknown, already SENT
+// and FAILED ids are ignored: a FAILED row has been alerted on and leaves
+// that state only through an operator's re-drive (its re-publish is then
+// answered as a duplicate and the row turns SENT).
 // Throws SQLite::Exception; call inside the caller's transaction.
 int MarkOutboxSent(SQLite::Database& db, const std::vector<std::string>& message_ids,
                    int64_t now_ms);

@@ -18,12 +18,13 @@ ServiceSet::ServiceSet(std::map<std::string, std::string> extra_env)
       extra_env_(std::move(extra_env)) {}
 
 ServiceSet::~ServiceSet() {
+  for (auto& [name, r] : recoveries_) r->process.Terminate();
   payment_.Terminate();
   accounting_.Terminate();
   if (std::getenv("OUTBOX_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(dir_);
 }
 
-std::map<std::string, std::string> ServiceSet::Env() const {
+Env ServiceSet::ServiceEnv() const {
   std::map<std::string, std::string> env = {
       {"AMQP_URL", broker_.amqp_url},
       {"PAY_QUEUE", pay_queue_},
@@ -36,8 +37,9 @@ std::map<std::string, std::string> ServiceSet::Env() const {
 }
 
 int ServiceSet::StartService(Process& p, const std::string& name, const std::string& event,
-                             std::map<std::string, std::string> env) {
-  const std::string log_path = absl::StrCat(dir_, "/", name, ".log");
+                             std::map<std::string, std::string> env, const std::string& log_name) {
+  const std::string log_path =
+      absl::StrCat(dir_, "/", log_name.empty() ? name : log_name, ".log");
   auto starts = [&](const std::string& log) {
     int n = 0;
     for (size_t at = log.find(event); at != std::string::npos; at = log.find(event, at + 1)) ++n;
@@ -59,7 +61,7 @@ int ServiceSet::StartService(Process& p, const std::string& name, const std::str
 }
 
 void ServiceSet::StartAccounting() {
-  auto env = Env();
+  auto env = ServiceEnv();
   // Keep the port across restarts so clients reconnect to the same address.
   env["ACCOUNTING_LISTEN"] = absl::StrCat("127.0.0.1:", accounting_port_);
   accounting_port_ = StartService(accounting_, "accounting_service", "accounting_service_started",
@@ -72,7 +74,7 @@ void ServiceSet::StartAccounting() {
 }
 
 void ServiceSet::StartPayment() {
-  auto env = Env();
+  auto env = ServiceEnv();
   env["PAYMENT_LISTEN"] = absl::StrCat("127.0.0.1:", payment_port_);
   payment_port_ = StartService(payment_, "payment_service", "payment_service_started", env);
   if (!payment_channel_) {
@@ -80,6 +82,23 @@ void ServiceSet::StartPayment() {
                                            grpc::InsecureChannelCredentials());
     payment_stub_ = ::payment::v1::PaymentService::NewStub(payment_channel_);
   }
+}
+
+ServiceSet::Recovery& ServiceSet::StartRecovery(const std::string& instance, Env extra_env) {
+  auto& slot = recoveries_[instance];
+  if (!slot) slot = std::make_unique<Recovery>();
+  Recovery& r = *slot;
+  auto env = ServiceEnv();
+  env["RECOVERY_INSTANCE_ID"] = instance;
+  env["RECOVERY_LISTEN"] = absl::StrCat("127.0.0.1:", r.port);
+  for (const auto& [k, v] : extra_env) env[k] = v;
+  r.port = StartService(r.process, absl::StrCat("recovery_service"), "recovery_service_started", env,
+                        absl::StrCat("recovery_", instance));
+  if (!r.ops) {
+    r.ops = ::ops::v1::OutboxOps::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", r.port), grpc::InsecureChannelCredentials()));
+  }
+  return r;
 }
 
 std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {

@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "accounting/v1/accounting.grpc.pb.h"
+#include "ops/v1/ops.grpc.pb.h"
 #include "payment/v1/payment.grpc.pb.h"
 #include "tests/support/broker.h"
 #include "tests/support/process.h"
@@ -30,13 +31,22 @@ class ServiceSet {
     StartPayment();
   }
 
+  struct Recovery {
+    Process process;
+    int port = 0;
+    std::unique_ptr<::ops::v1::OutboxOps::Stub> ops;
+  };
+  // Starts a recovery_service instance named `instance` (its lease holder id).
+  Recovery& StartRecovery(const std::string& instance, Env extra_env = {});
+  Recovery& recovery(const std::string& instance) { return *recoveries_.at(instance); }
+
   Process& payment() { return payment_; }
   Process& accounting() { return accounting_; }
   const Broker& broker() const { return broker_; }
   const std::string& dir() const { return dir_; }
   const std::string& pay_queue() const { return pay_queue_; }
   const std::string& acc_queue() const { return acc_queue_; }
-  std::map<std::string, std::string> Env() const;
+  Env ServiceEnv() const;
 
   ::payment::v1::PaymentService::Stub& payments() { return *payment_stub_; }
   ::accounting::v1::AccountingService::Stub& accounting_api() { return *accounting_stub_; }
@@ -50,13 +60,14 @@ class ServiceSet {
 
  private:
   int StartService(Process& p, const std::string& name, const std::string& event,
-                   std::map<std::string, std::string> env);
+                   std::map<std::string, std::string> env, const std::string& log_name = "");
 
   Broker broker_;
   std::string dir_;
   std::string pay_queue_;
   std::string acc_queue_;
   std::map<std::string, std::string> extra_env_;
+  std::map<std::string, std::unique_ptr<Recovery>> recoveries_;
   Process payment_;
   Process accounting_;
   int payment_port_ = 0;

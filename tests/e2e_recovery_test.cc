@@ -1,0 +1,179 @@
+// recovery_service on real parts: linear backoff until FAILED, the alert at a
+// real Alertmanager, operator re-drive, and lease hand-over between instances.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
+#include "tests/support/alertmanager.h"
+#include "tests/support/services.h"
+
+namespace outbox::testing {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+std::vector<std::string> CreatePayments(ServiceSet& s, const std::string& prefix, int n) {
+  std::vector<std::string> message_ids;
+  for (int i = 0; i < n; ++i) {
+    ::payment::v1::CreatePaymentRequest r;
+    r.set_idempotency_key(absl::StrCat(prefix, i));
+    r.set_payer_account("payer");
+    r.set_payee_account("payee");
+    r.set_amount_minor(100 + i);
+    r.set_currency("GBP");
+    ::payment::v1::CreatePaymentResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status st = s.payments().CreatePayment(&ctx, r, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    message_ids.push_back(resp.payment().outbox().message_id());
+  }
+  return message_ids;
+}
+
+::ops::v1::Stats Stats(ServiceSet::Recovery& r) {
+  grpc::ClientContext ctx;
+  ::ops::v1::Stats stats;
+  grpc::Status s = r.ops->GetStats(&ctx, {}, &stats);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return stats;
+}
+
+int CountSent(ServiceSet& s) {
+  int n = 0;
+  for (const auto& p : s.AllPayments()) n += p.outbox().status() == ::payment::v1::SENT;
+  return n;
+}
+
+void ExpectOneVoucherEach(ServiceSet& s, size_t payments) {
+  std::set<std::string> seen;
+  auto vouchers = s.AllVouchers();
+  for (const auto& v : vouchers) EXPECT_TRUE(seen.insert(v.payment_id()).second) << v.payment_id();
+  EXPECT_EQ(vouchers.size(), payments);
+}
+
+TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
+  constexpr int kPayments = 20;
+  const Env env = {{"RECOVERY_BASE_DELAY", "400ms"}, {"RECOVERY_MAX_DELAY", "10s"},
+                   {"RECOVERY_MAX_ATTEMPTS", "4"},   {"RECOVERY_IDLE_SLEEP", "100ms"}};
+  ServiceSet services(env);
+  Alertmanager alertmanager(services.dir());
+  services.StartPayment();  // accounting is down: nothing acknowledges
+  auto& recovery = services.StartRecovery("r1", {{"ALERTMANAGER_URL", alertmanager.url()}});
+  const std::vector<std::string> ids = CreatePayments(services, "lin-", kPayments);
+
+  // Watch one row: every attempt n sets next_retry_at = last_attempt_at + 400ms * n.
+  std::map<int, ::ops::v1::OutboxMessage> by_attempt;
+  ::ops::v1::OutboxMessage row;
+  ASSERT_TRUE(PollUntil([&] {
+    grpc::ClientContext ctx;
+    ::ops::v1::GetMessageRequest req;
+    req.set_message_id(ids[0]);
+    if (!recovery.ops->GetMessage(&ctx, req, &row).ok()) return false;
+    if (row.status() == ::ops::v1::SENDING) by_attempt.emplace(row.attempts(), row);
+    return row.status() == ::ops::v1::FAILED;
+  }, absl::Seconds(30), absl::Milliseconds(20)));
+  EXPECT_EQ(row.attempts(), 4);
+  EXPECT_EQ(row.max_attempts(), 4);
+  for (const auto& [attempt, r] : by_attempt) {
+    const int64_t delay = TimeUtil::TimestampToMilliseconds(r.next_retry_at()) -
+                          TimeUtil::TimestampToMilliseconds(r.last_attempt_at());
+    std::cout << "attempt " << attempt << ": next retry after " << delay << " ms\n";
+    EXPECT_EQ(delay, 400 * attempt) << "attempt " << attempt;
+  }
+  EXPECT_GE(by_attempt.size(), 3u);  // the polls saw most attempts
+  for (int n = 2; n <= 4; ++n) {
+    if (!by_attempt.count(n) || !by_attempt.count(n - 1)) continue;
+    const int64_t gap = TimeUtil::TimestampToMilliseconds(by_attempt[n].last_attempt_at()) -
+                        TimeUtil::TimestampToMilliseconds(by_attempt[n - 1].last_attempt_at());
+    EXPECT_GE(gap, 400 * (n - 1)) << "attempt " << n << " came too early";
+  }
+
+  // Every row ends FAILED and is alerted at Alertmanager.
+  ASSERT_TRUE(PollUntil([&] { return Stats(recovery).failed() == kPayments; }, absl::Seconds(30)));
+  std::string alerts;
+  ASSERT_TRUE(PollUntil([&] {
+    alerts = alertmanager.Alerts();
+    return alerts.find(ids[0]) != std::string::npos && alerts.find(ids.back()) != std::string::npos;
+  }, absl::Seconds(30), absl::Milliseconds(300)))
+      << alerts;
+  EXPECT_NE(alerts.find("OutboxMessageFailed"), std::string::npos);
+  EXPECT_NE(recovery.process.Log().find("alert alertname=OutboxMessageFailed"), std::string::npos);
+
+  // Accounting returns: the queued copies are booked once, FAILED stays FAILED
+  // until the operator re-drives; then every row reaches SENT.
+  services.StartAccounting();
+  grpc::ClientContext dry_ctx;
+  ::ops::v1::RedriveFailedRequest dry;
+  dry.set_dry_run(true);
+  ::ops::v1::RedriveFailedResponse dry_resp;
+  ASSERT_TRUE(recovery.ops->RedriveFailed(&dry_ctx, dry, &dry_resp).ok());
+  EXPECT_EQ(dry_resp.count(), kPayments);
+  EXPECT_EQ(Stats(recovery).failed(), kPayments);  // dry run changed nothing
+
+  grpc::ClientContext one_ctx;
+  ::ops::v1::RedriveMessageRequest one;
+  one.set_message_id(ids[0]);
+  ::ops::v1::OutboxMessage redriven;
+  ASSERT_TRUE(recovery.ops->RedriveMessage(&one_ctx, one, &redriven).ok());
+  EXPECT_EQ(redriven.status(), ::ops::v1::SENDING);
+  EXPECT_EQ(redriven.attempts(), 0);
+  grpc::ClientContext again_ctx;
+  grpc::Status again = recovery.ops->RedriveMessage(&again_ctx, one, &redriven);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << again.error_message();
+
+  grpc::ClientContext all_ctx;
+  ::ops::v1::RedriveFailedResponse all;
+  ASSERT_TRUE(recovery.ops->RedriveFailed(&all_ctx, {}, &all).ok());
+  EXPECT_EQ(all.count(), kPayments - 1);
+  ASSERT_TRUE(PollUntil([&] { return CountSent(services) == kPayments; }, absl::Seconds(60),
+                        absl::Milliseconds(250)));
+  ExpectOneVoucherEach(services, kPayments);
+  auto stats = Stats(recovery);
+  EXPECT_EQ(stats.sent(), kPayments);
+  EXPECT_EQ(stats.sending(), 0);
+  EXPECT_GT(stats.republished_total(), kPayments);
+  EXPECT_EQ(recovery.process.Terminate(), 0);
+}
+
+TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
+  constexpr int kPayments = 20;
+  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"}, {"RECOVERY_MAX_DELAY", "600ms"},
+                   {"RECOVERY_MAX_ATTEMPTS", "1000"}, {"RECOVERY_IDLE_SLEEP", "100ms"},
+                   {"RECOVERY_LEASE_TTL", "2s"}};
+  ServiceSet services(env);
+  services.StartPayment();
+  auto& a = services.StartRecovery("a");
+  auto& b = services.StartRecovery("b");
+  CreatePayments(services, "lease-", kPayments);
+
+  ASSERT_TRUE(PollUntil([&] {
+    return Stats(a).republished_total() + Stats(b).republished_total() >= 2 * kPayments;
+  }, absl::Seconds(30)));
+  auto sa = Stats(a), sb = Stats(b);
+  ASSERT_NE(sa.lease_held(), sb.lease_held()) << "exactly one instance holds the lease";
+  auto& active = sa.lease_held() ? a : b;
+  auto& standby = sa.lease_held() ? b : a;
+  EXPECT_EQ(Stats(standby).republished_total(), 0) << "the standby re-published";
+  EXPECT_EQ(Stats(standby).lease_holder(), sa.lease_held() ? "a" : "b");
+
+  const absl::Time killed = absl::Now();
+  active.process.Kill();  // SIGKILL: no lease release
+  ASSERT_TRUE(PollUntil([&] {
+    auto s = Stats(standby);
+    return s.lease_held() && s.republished_total() > 0;
+  }, absl::Seconds(15), absl::Milliseconds(50)));
+  const absl::Duration handover = absl::Now() - killed;
+  std::cout << "hand-over after SIGKILL: " << absl::FormatDuration(handover)
+            << " (lease ttl 2s)\n";
+  EXPECT_LE(handover, absl::Seconds(2) + absl::Seconds(2));  // ttl + one renew period + re-publish
+
+  services.StartAccounting();
+  ASSERT_TRUE(PollUntil([&] { return CountSent(services) == kPayments; }, absl::Seconds(60),
+                        absl::Milliseconds(250)));
+  ExpectOneVoucherEach(services, kPayments);
+}
+
+}  // namespace
+}  // namespace outbox::testing
