@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "accounting_service/accounting_codec.h"
+#include "shared/failpoint.h"
 #include "shared/log.h"
 
 namespace outbox::accounting {
@@ -92,6 +93,7 @@ absl::Status PaymentConsumer::HandleBatch(AmqpConnection& in, AmqpConnection& ou
     stop_.WaitForNotificationWithTimeout(absl::Milliseconds(200));
     return requeue(outcomes.status());
   }
+  Failpoint(kFpAccountingAfterCommitBeforeReply);
   const int64_t now = clock_.NowMillis();
   std::vector<OutgoingMessage> replies;
   replies.reserve(events.size());
@@ -113,6 +115,7 @@ absl::Status PaymentConsumer::HandleBatch(AmqpConnection& in, AmqpConnection& ou
   for (bool c : *confirmed) {
     if (!c) return requeue(absl::UnavailableError("reply not confirmed by broker"));
   }
+  Failpoint(kFpAccountingAfterReplyBeforeAck);
   return in.Ack(last_valid_tag, /*multiple=*/true);
 }
 

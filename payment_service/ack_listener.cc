@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "payment_service/payment_codec.h"
+#include "shared/failpoint.h"
 #include "shared/log.h"
 
 namespace outbox::payment {
@@ -63,6 +64,7 @@ absl::Status AckListener::HandleBatch(AmqpConnection& conn,
     last_valid_tag = d.delivery_tag;
   }
   if (message_ids.empty()) return absl::OkStatus();
+  Failpoint(kFpPaymentAckBeforeMarkSent);
   {
     auto changed = store_.MarkSent(message_ids, clock_.NowMillis());
     if (!changed.ok()) {

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "shared/failpoint.h"
 #include "shared/log.h"
 
 namespace outbox::payment {
@@ -76,6 +77,8 @@ void FastPublisher::Run() {
       continue;
     }
     auto confirmed = (*conn)->PublishConfirmed(batch, options_.confirm_timeout);
+    // Published and confirmed; the callers' replies race with this point.
+    if (confirmed.ok()) Failpoint(kFpPaymentAfterPublishBeforeReply);
     std::vector<std::string> failed;
     std::string error;
     if (!confirmed.ok()) {

@@ -1,6 +1,7 @@
 #include "payment_service/payment_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "shared/failpoint.h"
 #include "shared/status_macros.h"
 
 namespace outbox::payment {
@@ -120,6 +121,7 @@ std::vector<CreateOutcome> PaymentStore::CreateBatch(const std::vector<NewPaymen
         out.status = SqliteError(e, "insert payment");
       }
     }
+    Failpoint(kFpPaymentBeforeCommit);
     return absl::OkStatus();
   });
   if (!tx_status.ok()) {

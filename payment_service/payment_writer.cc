@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "payment_service/payment_codec.h"
+#include "shared/failpoint.h"
 
 namespace outbox::payment {
 
@@ -90,6 +91,7 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group) {
     const OutboxRow& row = out.record.outbox;
     messages.push_back({row.topic, row.message_id, row.payload, options_.reply_to, "PaymentCreated"});
   }
+  Failpoint(kFpPaymentAfterCommitBeforePublish);
   if (!messages.empty()) after_commit_(std::move(messages));
 
   absl::MutexLock lock(&mu_);

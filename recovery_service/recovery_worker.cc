@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "shared/failpoint.h"
 #include "shared/log.h"
 
 namespace outbox::recovery {
@@ -101,6 +102,7 @@ int RecoveryWorker::Round(AmqpConnection& conn) {
     }
     return 0;
   }
+  if (!claimed->to_publish.empty()) Failpoint(kFpRecoveryAfterClaimBeforePublish);
   for (const OutboxRow& row : claimed->exhausted) {
     ++stats_.failed;
     Alert alert;

@@ -1,0 +1,227 @@
+#include "checker/consistency_check.h"
+
+#include <sqlite3.h>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <filesystem>
+#include <initializer_list>
+#include <memory>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace outbox::checker {
+namespace {
+
+absl::Status FromSqlite(const SQLite::Exception& e, const std::string& context) {
+  const int code = e.getErrorCode() & 0xff;
+  const std::string msg = absl::StrCat(context, ": ", e.what());
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return absl::UnavailableError(msg);
+  if (code == SQLITE_ERROR || code == SQLITE_NOTADB || code == SQLITE_CANTOPEN ||
+      code == SQLITE_READONLY || code == SQLITE_PERM) {
+    return absl::FailedPreconditionError(msg);  // wrong file, missing table, no access
+  }
+  return absl::InternalError(msg);
+}
+
+// SQLite URI for a read-only open. The path is made absolute and '%', '?' and
+// '#' escaped, so no file name can smuggle in URI parameters.
+absl::StatusOr<std::string> ReadOnlyUri(const std::string& path, const char* what) {
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " path is empty"));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return absl::NotFoundError(absl::StrCat(what, " not found (or not a file): ", path));
+  }
+  std::string uri = "file://";
+  for (char c : std::filesystem::absolute(path, ec).string()) {
+    if (c == '%' || c == '?' || c == '#') {
+      absl::StrAppend(&uri, absl::StrFormat("%%%02X", static_cast<unsigned char>(c)));
+    } else {
+      uri.push_back(c);
+    }
+  }
+  return absl::StrCat(uri, "?mode=ro");
+}
+
+int64_t Scalar(SQLite::Database& db, const std::string& sql) {
+  SQLite::Statement stmt(db, sql);
+  return stmt.executeStep() ? stmt.getColumn(0).getInt64() : 0;
+}
+
+// Steps through every row (each one breaks the invariant, so normally none)
+// counting them, and keeps the first few ids: one pass, no second COUNT query.
+CheckResult Collect(SQLite::Database& db, const CheckConfig& config, std::string name,
+                    std::string description, const std::string& sql,
+                    std::initializer_list<int64_t> binds = {}) {
+  CheckResult result;
+  result.name = std::move(name);
+  result.description = std::move(description);
+  SQLite::Statement stmt(db, sql);
+  int index = 1;
+  for (int64_t value : binds) stmt.bind(index++, value);
+  while (stmt.executeStep()) {
+    if (result.count++ < config.max_examples) {
+      result.examples.push_back(stmt.getColumn(0).getString());
+    }
+  }
+  return result;
+}
+
+// Reads accounting.db first, then payment.db (see the ordering note in Check).
+void CheckAccountingFirst(SQLite::Database& db, const CheckConfig& config, Report& report) {
+  SQLite::Transaction tx(db, SQLite::TransactionBehavior::DEFERRED);
+  report.counts.vouchers = Scalar(db, "SELECT count(*) FROM acc.vouchers");
+  report.counts.processed_messages = Scalar(db, "SELECT count(*) FROM acc.processed_messages");
+  report.checks.push_back(Collect(db, config, "voucher_without_payment",
+                                  "voucher whose payment does not exist", R"sql(
+    SELECT v.payment_id FROM acc.vouchers v
+    WHERE NOT EXISTS (SELECT 1 FROM main.payments p WHERE p.payment_id = v.payment_id))sql"));
+  tx.commit();
+}
+
+// Reads payment.db first, then accounting.db.
+void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config, absl::Time now,
+                       Report& report) {
+  SQLite::Transaction tx(db, SQLite::TransactionBehavior::DEFERRED);
+  Counts& counts = report.counts;
+  counts.payments = Scalar(db, "SELECT count(*) FROM main.payments");
+  SQLite::Statement by_status(db, "SELECT status, count(*) FROM main.outbox GROUP BY status");
+  while (by_status.executeStep()) {
+    const std::string status = by_status.getColumn(0).getString();
+    const int64_t n = by_status.getColumn(1).getInt64();
+    if (status == "SENDING") counts.outbox_sending = n;
+    if (status == "SENT") counts.outbox_sent = n;
+    if (status == "FAILED") counts.outbox_failed = n;
+  }
+  // The archive (retention moves SENT rows there) is optional and, being made
+  // by CREATE TABLE AS, has no indexes: it is only ever scanned, or probed
+  // through a NOT IN list that SQLite indexes once per query.
+  const bool archive = Scalar(db, "SELECT count(*) FROM main.sqlite_master "
+                                  "WHERE type = 'table' AND name = 'outbox_archive'") > 0;
+  if (archive) counts.outbox_archived = Scalar(db, "SELECT count(*) FROM main.outbox_archive");
+  auto with_archive = [archive](const char* sql) { return archive ? std::string(sql) : ""; };
+
+  report.checks.push_back(Collect(db, config, "payment_without_outbox",
+                                  "payment with no outbox row", R"sql(
+    SELECT p.payment_id FROM main.payments p
+    WHERE NOT EXISTS (SELECT 1 FROM main.outbox o
+                      WHERE o.biz_type = 'payment' AND o.biz_key = p.payment_id))sql" +
+      with_archive(R"sql(
+      AND p.payment_id NOT IN (SELECT biz_key FROM main.outbox_archive
+                               WHERE biz_type = 'payment' AND biz_key IS NOT NULL))sql")));
+
+  report.checks.push_back(Collect(db, config, "outbox_without_payment",
+                                  "outbox row (biz_type payment) with no payment", R"sql(
+    SELECT o.biz_key FROM main.outbox o
+    WHERE o.biz_type = 'payment'
+      AND NOT EXISTS (SELECT 1 FROM main.payments p WHERE p.payment_id = o.biz_key))sql" +
+      with_archive(R"sql(
+    UNION ALL
+    SELECT a.biz_key FROM main.outbox_archive a
+    WHERE a.biz_type = 'payment'
+      AND NOT EXISTS (SELECT 1 FROM main.payments p WHERE p.payment_id = a.biz_key))sql")));
+
+  report.checks.push_back(Collect(db, config, "sent_without_voucher",
+                                  "SENT (or archived) outbox row with no voucher", R"sql(
+    SELECT o.biz_key FROM main.outbox o
+    WHERE o.status = 'SENT' AND o.biz_type = 'payment'
+      AND NOT EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = o.biz_key))sql" +
+      with_archive(R"sql(
+    UNION ALL
+    SELECT a.biz_key FROM main.outbox_archive a
+    WHERE a.biz_type = 'payment'
+      AND NOT EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = a.biz_key))sql")));
+
+  // vouchers.payment_id is UNIQUE, so this only fires on a schema regression.
+  report.checks.push_back(Collect(db, config, "payment_multiple_vouchers",
+                                  "payment with more than one voucher", R"sql(
+    SELECT payment_id FROM acc.vouchers GROUP BY payment_id HAVING count(*) > 1)sql"));
+
+  report.checks.push_back(Collect(db, config, "voucher_amount_mismatch",
+                                  "voucher amount_minor or currency differs from its payment",
+                                  R"sql(
+    SELECT v.payment_id FROM acc.vouchers v
+    JOIN main.payments p ON p.payment_id = v.payment_id
+    WHERE v.amount_minor IS NOT p.amount_minor OR v.currency IS NOT p.currency)sql"));
+
+  report.checks.push_back(Collect(db, config, "voucher_message_id_mismatch",
+                                  "voucher message_id differs from its outbox row's", R"sql(
+    SELECT v.payment_id FROM acc.vouchers v
+    JOIN main.outbox o ON o.biz_type = 'payment' AND o.biz_key = v.payment_id
+    WHERE v.message_id IS NOT o.message_id)sql" +
+      with_archive(R"sql(
+    UNION ALL
+    SELECT v.payment_id FROM main.outbox_archive a
+    JOIN acc.vouchers v ON v.payment_id = a.biz_key
+    WHERE a.biz_type = 'payment' AND v.message_id IS NOT a.message_id)sql")));
+
+  CheckResult stale = Collect(
+      db, config, "stale_sending",
+      absl::StrCat("SENDING outbox row created more than ", absl::FormatDuration(config.stale_after),
+                   " ago"),
+      "SELECT biz_key FROM main.outbox WHERE status = 'SENDING' AND created_at < ?1",
+      {absl::ToUnixMillis(now - config.stale_after)});
+  stale.is_violation = config.fail_on_stale;
+  report.checks.push_back(std::move(stale));
+
+  report.sending_with_voucher = Scalar(db, R"sql(
+    SELECT count(*) FROM main.outbox o
+    WHERE o.status = 'SENDING' AND o.biz_type = 'payment'
+      AND EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = o.biz_key))sql");
+  tx.commit();
+}
+
+}  // namespace
+
+bool Report::ok() const {
+  for (const CheckResult& c : checks) {
+    if (c.failed()) return false;
+  }
+  return true;
+}
+
+const CheckResult* Report::Find(const std::string& name) const {
+  for (const CheckResult& c : checks) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
+  absl::StatusOr<std::string> payment_uri = ReadOnlyUri(config.payment_db, "payment db");
+  if (!payment_uri.ok()) return payment_uri.status();
+  absl::StatusOr<std::string> accounting_uri = ReadOnlyUri(config.accounting_db, "accounting db");
+  if (!accounting_uri.ok()) return accounting_uri.status();
+
+  Report report;
+  report.payment_db = config.payment_db;
+  report.accounting_db = config.accounting_db;
+  report.now = now;
+  std::string step = absl::StrCat("open ", config.payment_db);
+  try {
+    // One connection with accounting.db attached, so each cross-database
+    // check is a single join that SQLite runs on the UNIQUE indexes.
+    SQLite::Database db(*payment_uri, SQLite::OPEN_READONLY | SQLite::OPEN_URI);
+    db.setBusyTimeout(5000);
+    step = absl::StrCat("attach ", config.accounting_db);
+    SQLite::Statement attach(db, "ATTACH DATABASE ?1 AS acc");
+    attach.bind(1, *accounting_uri);
+    attach.exec();
+    // Each read transaction sees one WAL snapshot per database, taken when it
+    // first reads that database. The services commit payment -> voucher ->
+    // SENT in that order, so a voucher is only judged against a payment
+    // snapshot taken after it (else a payment committed in between looks
+    // missing), and a SENT row against a voucher snapshot taken after it.
+    step = "check (accounting snapshot first)";
+    CheckAccountingFirst(db, config, report);
+    step = "check (payment snapshot first)";
+    CheckPaymentFirst(db, config, now, report);
+  } catch (const SQLite::Exception& e) {
+    return FromSqlite(e, step);
+  }
+  return report;
+}
+
+}  // namespace outbox::checker

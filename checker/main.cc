@@ -1,0 +1,90 @@
+// outbox_check: audits payment.db and accounting.db (read-only) for broken
+// outbox guarantees. Exit 0 = consistent, 1 = violations, 2 = usage/IO error.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "checker/report.h"
+
+namespace {
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+}  // namespace
+
+ABSL_FLAG(std::string, payment_db, Env("PAYMENT_DB"), "path to payment.db (env PAYMENT_DB)");
+ABSL_FLAG(std::string, accounting_db, Env("ACCOUNTING_DB"),
+          "path to accounting.db (env ACCOUNTING_DB)");
+ABSL_FLAG(bool, json, false, "print one JSON object instead of the text report");
+ABSL_FLAG(absl::Duration, stale_after, absl::Minutes(10),
+          "a SENDING row older than this (now - created_at) is stale");
+ABSL_FLAG(bool, fail_on_stale, true,
+          "count stale SENDING rows as a violation (else report them only)");
+
+namespace {
+// absl::ParseCommandLine exits with 1 on a bad flag and after --help, but 1
+// means "violations found" here: while parsing, turn that exit into 2 (usage
+// error) or 0 (help was asked for).
+int g_exit_code_while_parsing = -1;
+void OverrideParseExitCode() {
+  if (g_exit_code_while_parsing < 0) return;
+  std::cout.flush();  // _Exit skips the flush that would print --help to a pipe
+  std::fflush(nullptr);
+  std::_Exit(g_exit_code_while_parsing);
+}
+bool IsHelpRequest(absl::string_view arg) {
+  return absl::StartsWith(arg, "--help") || absl::StartsWith(arg, "-help") ||
+         absl::StartsWith(arg, "--version") || absl::StartsWith(arg, "-version");
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage_config;
+  // --help lists only flags from files matching the program name by default.
+  auto in_main = [](absl::string_view file) { return absl::EndsWith(file, "main.cc"); };
+  usage_config.contains_help_flags = in_main;
+  usage_config.contains_helpshort_flags = in_main;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(
+      "Checks payment.db and accounting.db (opened read-only) for broken outbox guarantees.\n"
+      "Usage: outbox_check --payment_db=payment.db --accounting_db=accounting.db [--json]\n"
+      "Exit status: 0 consistent, 1 violations found, 2 usage or I/O error.");
+
+  bool help = false;
+  for (int i = 1; i < argc; ++i) help = help || IsHelpRequest(argv[i]);
+  g_exit_code_while_parsing = help ? outbox::checker::kExitOk : outbox::checker::kExitError;
+  std::atexit(OverrideParseExitCode);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  g_exit_code_while_parsing = -1;
+  if (args.size() > 1) {
+    std::cerr << "outbox_check: unexpected argument '" << args[1] << "' (see --help)\n";
+    return outbox::checker::kExitError;
+  }
+
+  outbox::checker::CheckConfig config;
+  config.payment_db = absl::GetFlag(FLAGS_payment_db);
+  config.accounting_db = absl::GetFlag(FLAGS_accounting_db);
+  config.stale_after = absl::GetFlag(FLAGS_stale_after);
+  config.fail_on_stale = absl::GetFlag(FLAGS_fail_on_stale);
+  if (config.payment_db.empty() || config.accounting_db.empty()) {
+    std::cerr << "outbox_check: --payment_db and --accounting_db (or PAYMENT_DB and "
+                 "ACCOUNTING_DB) are required\n";
+    return outbox::checker::kExitError;
+  }
+  if (config.stale_after <= absl::ZeroDuration()) {
+    std::cerr << "outbox_check: --stale_after must be positive\n";
+    return outbox::checker::kExitError;
+  }
+  return outbox::checker::RunAndPrint(config, absl::Now(), absl::GetFlag(FLAGS_json), std::cout,
+                                      std::cerr);
+}
