@@ -7,6 +7,7 @@
 #include "accounting_service/accounting_grpc.h"
 #include "accounting_service/payment_consumer.h"
 #include "accounting_service/voucher_store.h"
+#include "shared/alerts.h"
 #include "shared/cli.h"
 #include "shared/env.h"
 #include "shared/grpc_server.h"
@@ -30,6 +31,9 @@ ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
           "queue replies go to when a message has no reply_to [env ACC_QUEUE]");
 ABSL_FLAG(std::string, queue_type, EnvOr("QUEUE_TYPE", ""),
           "x-queue-type of declared queues, e.g. quorum; empty = classic [env QUEUE_TYPE]");
+ABSL_FLAG(std::string, alertmanager_url, EnvOr("ALERTMANAGER_URL", ""),
+          "Alertmanager base URL for dead-letter alerts, e.g. http://127.0.0.1:9093; empty = "
+          "alerts only logged [env ALERTMANAGER_URL]");
 ABSL_FLAG(std::string, sqlite_synchronous, EnvOr("SQLITE_SYNCHRONOUS", "full"),
           "SQLite durability: full, normal or off [env SQLITE_SYNCHRONOUS]");
 ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 256),
@@ -64,7 +68,11 @@ absl::Status Run() {
                                                   ids, clock));
   ConsumerOptions consumer_options;
   consumer_options.prefetch = prefetch;
-  PaymentConsumer consumer(*store, clock, url, topology, consumer_options);
+  AlerterOptions alert_options;
+  alert_options.alertmanager_url = absl::GetFlag(FLAGS_alertmanager_url);
+  alert_options.service = "accounting_service";
+  Alerter alerter(alert_options);
+  PaymentConsumer consumer(*store, alerter, clock, url, topology, consumer_options);
   consumer.Start();
 
   AccountingServiceImpl service(*store);
@@ -79,6 +87,7 @@ absl::Status Run() {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   LogInfo("grpc_server_stopped");
   consumer.Stop();
+  alerter.Stop();
   const ConsumerStats& s = consumer.stats();
   LogInfo("accounting_service_stopped",
           {KV("applied", s.applied.load()), KV("duplicates", s.duplicates.load()),

@@ -8,9 +8,11 @@
 
 namespace outbox::accounting {
 
-PaymentConsumer::PaymentConsumer(VoucherStore& store, const Clock& clock, const AmqpUrl& url,
-                                 const Topology& topology, ConsumerOptions options)
+PaymentConsumer::PaymentConsumer(VoucherStore& store, AlertSink& alerts, const Clock& clock,
+                                 const AmqpUrl& url, const Topology& topology,
+                                 ConsumerOptions options)
     : store_(store),
+      alerts_(alerts),
       clock_(clock),
       topology_(topology),
       options_(options),
@@ -71,6 +73,8 @@ absl::Status PaymentConsumer::HandleBatch(AmqpConnection& in, AmqpConnection& ou
                {KV("message_id", d.message_id), KV("queue", topology_.pay_queue),
                 KV("dead_letter_queue", Topology::DeadLetterQueue(topology_.pay_queue)),
                 KV("error", event.status().message())});
+      alerts_.Raise(DeadLetterAlert(topology_.pay_queue, d.message_id,
+                                    std::string(event.status().message())));
       absl::Status s = in.Reject(d.delivery_tag);
       if (!s.ok()) return s;
       continue;

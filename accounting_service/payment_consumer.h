@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "accounting_service/voucher_store.h"
+#include "shared/alerts.h"
 #include "shared/amqp_session.h"
 #include "shared/clock.h"
 
@@ -28,7 +29,7 @@ struct ConsumerStats {
 
 class PaymentConsumer {
  public:
-  PaymentConsumer(VoucherStore& store, const Clock& clock, const AmqpUrl& url,
+  PaymentConsumer(VoucherStore& store, AlertSink& alerts, const Clock& clock, const AmqpUrl& url,
                   const Topology& topology, ConsumerOptions options);
   ~PaymentConsumer();
 
@@ -43,6 +44,7 @@ class PaymentConsumer {
                            const std::vector<Delivery>& deliveries);
 
   VoucherStore& store_;
+  AlertSink& alerts_;
   const Clock& clock_;
   const Topology topology_;
   const ConsumerOptions options_;

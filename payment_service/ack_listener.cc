@@ -9,9 +9,10 @@
 
 namespace outbox::payment {
 
-AckListener::AckListener(PaymentStore& store, const Clock& clock, AmqpUrl url, Topology topology,
-                         AckListenerOptions options)
+AckListener::AckListener(PaymentStore& store, AlertSink& alerts, const Clock& clock, AmqpUrl url,
+                         Topology topology, AckListenerOptions options)
     : store_(store),
+      alerts_(alerts),
       clock_(clock),
       session_(std::move(url), topology, "payment-ack-listener",
                [queue = topology.acc_queue, prefetch = options.prefetch](AmqpConnection& c) {
@@ -56,6 +57,8 @@ absl::Status AckListener::HandleBatch(AmqpConnection& conn,
     if (!ack.ok()) {
       ++stats_.dead_lettered;
       LogError("ack_dead_lettered", {KV("message_id", d.message_id), KV("error", ack.status().message())});
+      alerts_.Raise(DeadLetterAlert(session_.topology().acc_queue, d.message_id,
+                                    std::string(ack.status().message())));
       absl::Status s = conn.Reject(d.delivery_tag);
       if (!s.ok()) return s;
       continue;

@@ -8,6 +8,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "payment_service/payment_store.h"
+#include "shared/alerts.h"
 #include "shared/amqp_session.h"
 #include "shared/clock.h"
 
@@ -25,8 +26,8 @@ struct AckListenerStats {
 
 class AckListener {
  public:
-  AckListener(PaymentStore& store, const Clock& clock, AmqpUrl url, Topology topology,
-              AckListenerOptions options);
+  AckListener(PaymentStore& store, AlertSink& alerts, const Clock& clock, AmqpUrl url,
+              Topology topology, AckListenerOptions options);
   ~AckListener();
 
   void Start();
@@ -41,6 +42,7 @@ class AckListener {
   absl::Status HandleBatch(AmqpConnection& conn, const std::vector<Delivery>& deliveries);
 
   PaymentStore& store_;
+  AlertSink& alerts_;
   const Clock& clock_;
   AmqpSession session_;
   const AckListenerOptions options_;

@@ -13,6 +13,7 @@
 #include "payment_service/payment_grpc.h"
 #include "payment_service/payment_store.h"
 #include "payment_service/payment_writer.h"
+#include "shared/alerts.h"
 #include "shared/cli.h"
 #include "shared/env.h"
 #include "shared/grpc_server.h"
@@ -37,6 +38,9 @@ ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
           "queue accounting's acknowledgements come from [env ACC_QUEUE]");
 ABSL_FLAG(std::string, queue_type, EnvOr("QUEUE_TYPE", ""),
           "x-queue-type of declared queues, e.g. quorum; empty = classic [env QUEUE_TYPE]");
+ABSL_FLAG(std::string, alertmanager_url, EnvOr("ALERTMANAGER_URL", ""),
+          "Alertmanager base URL for dead-letter alerts, e.g. http://127.0.0.1:9093; empty = "
+          "alerts only logged [env ALERTMANAGER_URL]");
 ABSL_FLAG(std::string, sqlite_synchronous, EnvOr("SQLITE_SYNCHRONOUS", "full"),
           "SQLite durability: full, normal or off [env SQLITE_SYNCHRONOUS]");
 ABSL_FLAG(absl::Duration, recovery_base_delay,
@@ -104,7 +108,11 @@ absl::Status Run() {
                        [&](std::vector<OutgoingMessage> m) { publisher.Enqueue(std::move(m)); });
   AckListenerOptions ack_options;
   ack_options.prefetch = absl::GetFlag(FLAGS_prefetch);
-  AckListener acks(**store, clock, *url, topology, ack_options);
+  AlerterOptions alert_options;
+  alert_options.alertmanager_url = absl::GetFlag(FLAGS_alertmanager_url);
+  alert_options.service = "payment_service";
+  Alerter alerter(alert_options);
+  AckListener acks(**store, alerter, clock, *url, topology, ack_options);
 
   publisher.Start();
   writer.Start();
@@ -128,6 +136,7 @@ absl::Status Run() {
   writer.Stop();
   publisher.Stop();
   acks.Stop();
+  alerter.Stop();
   const PublisherStats ps = publisher.stats();
   LogInfo("payment_service_stopped", {KV("published", ps.confirmed), KV("publish_failed", ps.failed),
                                       KV("acknowledged", acks.stats().acknowledged.load())});

@@ -30,6 +30,10 @@ class Process {
   // SIGKILL, like a crash.
   void Kill();
   bool Running();
+  // Waits for the process to exit by itself; its exit code, -1 on timeout.
+  int WaitExit(absl::Duration timeout) { return Wait(timeout); }
+  // The exit code of the last process that ended (128+signal if killed).
+  int exit_code() const { return exit_code_; }
   pid_t pid() const { return pid_; }
   const std::string& log_path() const { return log_path_; }
 
@@ -40,6 +44,7 @@ class Process {
  private:
   int Wait(absl::Duration timeout);
   pid_t pid_ = -1;
+  int exit_code_ = -1;
   std::string log_path_;
 };
 

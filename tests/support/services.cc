@@ -60,8 +60,9 @@ int ServiceSet::StartService(Process& p, const std::string& name, const std::str
   return bound;
 }
 
-void ServiceSet::StartAccounting() {
+void ServiceSet::StartAccounting(Env extra_env) {
   auto env = ServiceEnv();
+  for (const auto& [k, v] : extra_env) env[k] = v;
   // Keep the port across restarts so clients reconnect to the same address.
   env["ACCOUNTING_LISTEN"] = absl::StrCat("127.0.0.1:", accounting_port_);
   accounting_port_ = StartService(accounting_, "accounting_service", "accounting_service_started",
@@ -73,8 +74,9 @@ void ServiceSet::StartAccounting() {
   }
 }
 
-void ServiceSet::StartPayment() {
+void ServiceSet::StartPayment(Env extra_env) {
   auto env = ServiceEnv();
+  for (const auto& [k, v] : extra_env) env[k] = v;
   env["PAYMENT_LISTEN"] = absl::StrCat("127.0.0.1:", payment_port_);
   payment_port_ = StartService(payment_, "payment_service", "payment_service_started", env);
   if (!payment_channel_) {

@@ -24,8 +24,9 @@ class ServiceSet {
   explicit ServiceSet(std::map<std::string, std::string> extra_env = {});
   ~ServiceSet();
 
-  void StartAccounting();
-  void StartPayment();
+  // `extra_env` applies to this start only (e.g. OUTBOX_FAILPOINTS).
+  void StartAccounting(Env extra_env = {});
+  void StartPayment(Env extra_env = {});
   void StartAll() {
     StartAccounting();
     StartPayment();
