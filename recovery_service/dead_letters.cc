@@ -1,5 +1,7 @@
 #include "recovery_service/dead_letters.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "shared/log.h"
 
@@ -55,8 +57,16 @@ absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit
   absl::MutexLock lock(&mu_);
   auto conn = session_.Get();
   if (!conn.ok()) return conn.status();
+  // Only what is parked now: a message that fails again comes back to the
+  // dead-letter queue and must not be re-driven in a loop.
+  auto parked = (*conn)->MessageCount(dlq);
+  if (!parked.ok()) {
+    session_.Reset(parked.status());
+    return parked.status();
+  }
+  const int64_t budget = limit <= 0 ? *parked : std::min<int64_t>(limit, *parked);
   int64_t moved = 0;
-  while (limit <= 0 || moved < limit) {
+  while (moved < budget) {
     auto d = (*conn)->Get(dlq);
     if (!d.ok()) {
       session_.Reset(d.status());

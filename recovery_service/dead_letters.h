@@ -23,7 +23,8 @@ class DeadLetters {
 
   // `queue` is PAY_QUEUE's or ACC_QUEUE's configured name.
   absl::StatusOr<DeadLetterPeek> Peek(const std::string& queue, int limit);
-  // Moves up to `limit` (0 = all) messages back; returns how many moved.
+  // Moves up to `limit` (0 = all) of the messages parked now back to their
+  // queue; returns how many moved.
   absl::StatusOr<int64_t> Redrive(const std::string& queue, int limit);
 
  private:
