@@ -1,5 +1,6 @@
 // accounting_service: consumes PAY_QUEUE idempotently (voucher + processed
 // message id in one transaction) and replies on ACC_QUEUE, duplicates included.
+#include <memory>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -14,6 +15,7 @@
 #include "shared/grpc_util.h"
 #include "shared/ids.h"
 #include "shared/log.h"
+#include "shared/metrics_server.h"
 #include "shared/status_macros.h"
 
 using outbox::EnvOr;
@@ -34,6 +36,8 @@ ABSL_FLAG(std::string, queue_type, EnvOr("QUEUE_TYPE", ""),
 ABSL_FLAG(std::string, alertmanager_url, EnvOr("ALERTMANAGER_URL", ""),
           "Alertmanager base URL for dead-letter alerts, e.g. http://127.0.0.1:9093; empty = "
           "alerts only logged [env ALERTMANAGER_URL]");
+ABSL_FLAG(std::string, metrics_listen, EnvOr("ACCOUNTING_METRICS_LISTEN", ""),
+          "Prometheus /metrics on host:port; empty = off [env ACCOUNTING_METRICS_LISTEN]");
 ABSL_FLAG(std::string, sqlite_synchronous, EnvOr("SQLITE_SYNCHRONOUS", "full"),
           "SQLite durability: full, normal or off [env SQLITE_SYNCHRONOUS]");
 ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 256),
@@ -75,6 +79,23 @@ absl::Status Run() {
   PaymentConsumer consumer(*store, alerter, clock, url, topology, consumer_options);
   consumer.Start();
 
+  std::unique_ptr<MetricsServer> metrics;
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    ASSIGN_OR_RETURN(metrics, MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), [&] {
+      const ConsumerStats& s = consumer.stats();
+      return absl::StrCat(
+          MetricHeader("outbox_vouchers_created_total", "counter", "vouchers booked"),
+          MetricLine("outbox_vouchers_created_total", s.applied.load()),
+          MetricHeader("outbox_duplicates_total", "counter", "messages seen before, replied again"),
+          MetricLine("outbox_duplicates_total", s.duplicates.load()),
+          MetricHeader("outbox_dead_lettered_total", "counter", "invalid messages dead-lettered"),
+          MetricLine("outbox_dead_lettered_total", s.dead_lettered.load(),
+                     absl::StrCat("queue=\"", topology.pay_queue, "\"")),
+          MetricHeader("outbox_requeued_total", "counter", "deliveries returned after a failure"),
+          MetricLine("outbox_requeued_total", s.requeued.load()));
+    }));
+  }
+
   AccountingServiceImpl service(*store);
   int port = 0;
   ASSIGN_OR_RETURN(auto server, StartGrpcServer(listen, {&service}, &port));
@@ -86,6 +107,7 @@ absl::Status Run() {
   LogInfo("accounting_service_stopping", {KV("signal", signal)});
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   LogInfo("grpc_server_stopped");
+  metrics.reset();
   consumer.Stop();
   alerter.Stop();
   const ConsumerStats& s = consumer.stats();

@@ -20,6 +20,7 @@
 #include "shared/grpc_util.h"
 #include "shared/ids.h"
 #include "shared/log.h"
+#include "shared/metrics_server.h"
 #include "shared/status_macros.h"
 
 using outbox::EnvOr;
@@ -41,6 +42,8 @@ ABSL_FLAG(std::string, queue_type, EnvOr("QUEUE_TYPE", ""),
 ABSL_FLAG(std::string, alertmanager_url, EnvOr("ALERTMANAGER_URL", ""),
           "Alertmanager base URL for dead-letter alerts, e.g. http://127.0.0.1:9093; empty = "
           "alerts only logged [env ALERTMANAGER_URL]");
+ABSL_FLAG(std::string, metrics_listen, EnvOr("PAYMENT_METRICS_LISTEN", ""),
+          "Prometheus /metrics on host:port; empty = off [env PAYMENT_METRICS_LISTEN]");
 ABSL_FLAG(std::string, sqlite_synchronous, EnvOr("SQLITE_SYNCHRONOUS", "full"),
           "SQLite durability: full, normal or off [env SQLITE_SYNCHRONOUS]");
 ABSL_FLAG(absl::Duration, recovery_base_delay,
@@ -118,6 +121,34 @@ absl::Status Run() {
   writer.Start();
   acks.Start();
 
+  std::unique_ptr<MetricsServer> metrics;
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    auto m = MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), [&] {
+      const PublisherStats ps = publisher.stats();
+      const AckListenerStats& as = acks.stats();
+      return absl::StrCat(
+          MetricHeader("outbox_payments_created_total", "counter", "payments committed"),
+          MetricLine("outbox_payments_created_total", writer.payments_created()),
+          MetricHeader("outbox_group_commits_total", "counter", "write transactions (groups)"),
+          MetricLine("outbox_group_commits_total", writer.groups_committed()),
+          MetricHeader("outbox_fast_publish_total", "counter", "fast-path publishes by result"),
+          MetricLine("outbox_fast_publish_total", ps.confirmed, "result=\"confirmed\""),
+          MetricLine("outbox_fast_publish_total", ps.failed, "result=\"failed\""),
+          MetricLine("outbox_fast_publish_total", ps.dropped, "result=\"dropped\""),
+          MetricHeader("outbox_acks_total", "counter", "acknowledgements from ACC_QUEUE"),
+          MetricLine("outbox_acks_total", as.acknowledged.load(), "result=\"marked_sent\""),
+          MetricLine("outbox_acks_total", as.harmless.load(), "result=\"harmless\""),
+          MetricHeader("outbox_dead_lettered_total", "counter", "undecodable messages dead-lettered"),
+          MetricLine("outbox_dead_lettered_total", as.dead_lettered.load(),
+                     absl::StrCat("queue=\"", topology.acc_queue, "\"")),
+          MetricHeader("outbox_amqp_connected", "gauge", "1 when the connection is up"),
+          MetricLine("outbox_amqp_connected", publisher.connected(), "connection=\"publisher\""),
+          MetricLine("outbox_amqp_connected", acks.connected(), "connection=\"ack_listener\""));
+    });
+    if (!m.ok()) return m.status();
+    metrics = std::move(m).value();
+  }
+
   PaymentServiceImpl service(writer, **store);
   int port = 0;
   auto server = StartGrpcServer(listen, {&service}, &port);
@@ -137,6 +168,7 @@ absl::Status Run() {
   publisher.Stop();
   acks.Stop();
   alerter.Stop();
+  metrics.reset();
   const PublisherStats ps = publisher.stats();
   LogInfo("payment_service_stopped", {KV("published", ps.confirmed), KV("publish_failed", ps.failed),
                                       KV("acknowledged", acks.stats().acknowledged.load())});

@@ -92,6 +92,8 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group) {
     messages.push_back({row.topic, row.message_id, row.payload, options_.reply_to, "PaymentCreated"});
   }
   Failpoint(kFpPaymentAfterCommitBeforePublish);
+  ++groups_;
+  created_ += messages.size();
   if (!messages.empty()) after_commit_(std::move(messages));
 
   absl::MutexLock lock(&mu_);

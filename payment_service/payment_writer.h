@@ -3,6 +3,7 @@
 // Group commit: CreatePayment calls queue their request; one writer thread
 // commits everything queued in one transaction and wakes each caller with its
 // own outcome. Right after the commit, the new messages go to the publisher.
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <thread>
@@ -41,6 +42,9 @@ class PaymentWriter {
   // Blocks until the request's group is committed (or failed).
   CreateOutcome Create(const PaymentInput& input);
 
+  int64_t groups_committed() const { return groups_.load(); }
+  int64_t payments_created() const { return created_.load(); }
+
  private:
   struct Pending {
     const PaymentInput* input;
@@ -59,6 +63,8 @@ class PaymentWriter {
   absl::Mutex mu_;
   std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int64_t> groups_{0};
+  std::atomic<int64_t> created_{0};
   std::thread thread_;
 };
 

@@ -18,6 +18,7 @@
 #include "shared/grpc_server.h"
 #include "shared/grpc_util.h"
 #include "shared/log.h"
+#include "shared/metrics_server.h"
 #include "shared/status_macros.h"
 
 using outbox::EnvOr;
@@ -43,6 +44,8 @@ ABSL_FLAG(std::string, pay_queue, EnvOr("PAY_QUEUE", "PAY_QUEUE"), "[env PAY_QUE
 ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
           "reply_to of re-published messages [env ACC_QUEUE]");
 ABSL_FLAG(std::string, queue_type, EnvOr("QUEUE_TYPE", ""), "x-queue-type [env QUEUE_TYPE]");
+ABSL_FLAG(std::string, metrics_listen, EnvOr("RECOVERY_METRICS_LISTEN", ""),
+          "Prometheus /metrics on host:port; empty = off [env RECOVERY_METRICS_LISTEN]");
 ABSL_FLAG(std::string, sqlite_synchronous, EnvOr("SQLITE_SYNCHRONOUS", "full"),
           "SQLite durability: full, normal or off [env SQLITE_SYNCHRONOUS]");
 ABSL_FLAG(absl::Duration, recovery_base_delay, EnvOrDuration("RECOVERY_BASE_DELAY", absl::Seconds(5)),
@@ -125,6 +128,33 @@ absl::Status Run() {
   DeadLetters dead_letters(url, topology);
   worker.Start();
 
+  std::unique_ptr<MetricsServer> metrics;
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    ASSIGN_OR_RETURN(metrics, MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), [&] {
+      const RecoveryStats& s = worker.stats();
+      std::string out = absl::StrCat(
+          MetricHeader("outbox_republished_total", "counter", "messages re-published"),
+          MetricLine("outbox_republished_total", s.republished.load()),
+          MetricHeader("outbox_republish_failures_total", "counter", "re-publishes not confirmed"),
+          MetricLine("outbox_republish_failures_total", s.publish_failures.load()),
+          MetricHeader("outbox_failed_total", "counter", "rows this instance turned FAILED"),
+          MetricLine("outbox_failed_total", s.failed.load()),
+          MetricHeader("outbox_lease_held", "gauge", "1 when this instance is the active one"),
+          MetricLine("outbox_lease_held", s.lease_held.load()),
+          MetricHeader("outbox_alerts_total", "counter", "alerts by delivery result"),
+          MetricLine("outbox_alerts_total", alerter.delivered(), "result=\"delivered\""),
+          MetricLine("outbox_alerts_total", alerter.delivery_failures(), "result=\"failed\""));
+      if (auto c = store->Counts(); c.ok()) {
+        absl::StrAppend(&out, MetricHeader("outbox_rows", "gauge", "outbox rows by status"),
+                        MetricLine("outbox_rows", c->sending, "status=\"SENDING\""),
+                        MetricLine("outbox_rows", c->sent, "status=\"SENT\""),
+                        MetricLine("outbox_rows", c->failed, "status=\"FAILED\""),
+                        MetricLine("outbox_rows", c->archived, "status=\"ARCHIVED\""));
+      }
+      return out;
+    }));
+  }
+
   OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock);
   int port = 0;
   ASSIGN_OR_RETURN(auto server, StartGrpcServer(listen, {&ops}, &port));
@@ -138,6 +168,7 @@ absl::Status Run() {
   const std::string signal = WaitForShutdownSignal();
   LogInfo("recovery_service_stopping", {KV("signal", signal)});
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  metrics.reset();
   worker.Stop();
   alerter.Stop();
   LogInfo("recovery_service_stopped", {KV("republished", worker.stats().republished.load()),

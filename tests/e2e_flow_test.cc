@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "shared/http_client.h"
+#include "tests/support/alertmanager.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -41,7 +43,11 @@ int CountStatus(const std::vector<::payment::v1::Payment>& payments, ::payment::
 }
 
 TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
-  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "2s"}});
+  const int payment_metrics = FreeLoopbackPort();
+  const int accounting_metrics = FreeLoopbackPort();
+  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "2s"},
+                          {"PAYMENT_METRICS_LISTEN", absl::StrCat("127.0.0.1:", payment_metrics)},
+                          {"ACCOUNTING_METRICS_LISTEN", absl::StrCat("127.0.0.1:", accounting_metrics)}});
   services.StartAll();
   constexpr int kThreads = 8;
   constexpr int kEach = 40;
@@ -92,6 +98,18 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
   ::accounting::v1::Voucher v;
   ASSERT_TRUE(services.accounting_api().GetVoucher(&ctx, gv, &v).ok());
   EXPECT_EQ(v.voucher_id(), by_payment[payments[0].payment_id()].voucher_id());
+
+  // Prometheus metrics count what happened.
+  auto payment_text = HttpGet(absl::StrCat("http://127.0.0.1:", payment_metrics, "/metrics"), absl::Seconds(5));
+  ASSERT_TRUE(payment_text.ok()) << payment_text.status();
+  EXPECT_NE(payment_text->body.find(absl::StrCat("outbox_payments_created_total ", kThreads * kEach)),
+            std::string::npos) << payment_text->body;
+  EXPECT_NE(payment_text->body.find(absl::StrCat("outbox_acks_total{result=\"marked_sent\"} ", kThreads * kEach)),
+            std::string::npos) << payment_text->body;
+  auto accounting_text = HttpGet(absl::StrCat("http://127.0.0.1:", accounting_metrics, "/metrics"), absl::Seconds(5));
+  ASSERT_TRUE(accounting_text.ok());
+  EXPECT_NE(accounting_text->body.find(absl::StrCat("outbox_vouchers_created_total ", kThreads * kEach)),
+            std::string::npos) << accounting_text->body;
 
   // SIGTERM shuts both down cleanly.
   EXPECT_EQ(services.payment().Terminate(), 0);
