@@ -1,14 +1,21 @@
-# One private RabbitMQ node per test run, shared by every test that needs it.
+# One private RabbitMQ node per ctest run, shared by every test that needs it
+# (start-up costs 12-16 s, so never one per test). Tests keep apart by queue
+# name or vhost and find the node through $OUTBOX_TEST_BROKER_DIR/broker.env.
 set(OUTBOX_TEST_BROKER_DIR ${CMAKE_BINARY_DIR}/test_broker)
 set(OUTBOX_NODE_SCRIPT ${PROJECT_SOURCE_DIR}/scripts/rabbitmq_node.sh)
 
+# "fresh" stops a node that a killed earlier run left behind, wipes it, starts anew.
 add_test(NAME broker_start COMMAND bash ${OUTBOX_NODE_SCRIPT} fresh ${OUTBOX_TEST_BROKER_DIR})
-set_tests_properties(broker_start PROPERTIES FIXTURES_SETUP broker LABELS "integration;e2e" TIMEOUT 180)
+set_tests_properties(broker_start PROPERTIES
+  FIXTURES_SETUP broker LABELS "integration;e2e" TIMEOUT 180)
 add_test(NAME broker_stop COMMAND bash ${OUTBOX_NODE_SCRIPT} stop ${OUTBOX_TEST_BROKER_DIR})
-set_tests_properties(broker_stop PROPERTIES FIXTURES_CLEANUP broker LABELS "integration;e2e" TIMEOUT 120)
+set_tests_properties(broker_stop PROPERTIES
+  FIXTURES_CLEANUP broker LABELS "integration;e2e" TIMEOUT 120)
 
+# outbox_require_broker(<test>...): each test needs the node and learns where
+# it lives and how to stop/start it (only restart tests should).
 function(outbox_require_broker)
-  foreach(test ${ARGN})
+  foreach(test IN LISTS ARGN)
     set_property(TEST ${test} APPEND PROPERTY FIXTURES_REQUIRED broker)
     set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT
       OUTBOX_TEST_BROKER_DIR=${OUTBOX_TEST_BROKER_DIR}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages the build, tests and demo need, only those
+# that are missing (a no-op on a machine that has them all).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libsqlitecpp-dev libsqlite3-dev libabsl-dev librabbitmq-dev libgtest-dev libgmock-dev
+  rabbitmq-server docker-compose prometheus-alertmanager sqlite3 amqp-tools procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+
+echo "install_deps: installing ${missing[*]}"
+SUDO=()
+if [[ $(id -u) != 0 ]]; then
+  command -v sudo >/dev/null || { echo "install_deps: need root or sudo" >&2; exit 1; }
+  SUDO=(sudo)
+fi
+
+# Keep the packages' postinst scripts from starting the system rabbitmq-server
+# and alertmanager services: we run private instances. Only remove the
+# policy file if we put it there.
+POLICY=/usr/sbin/policy-rc.d
+if [[ ! -e $POLICY ]]; then
+  printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$POLICY" >/dev/null
+  "${SUDO[@]}" chmod 755 "$POLICY"
+  trap '"${SUDO[@]}" rm -f "$POLICY"' EXIT
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# A private RabbitMQ node for tests and demos, without a service manager
+# (see RABBITMQ.md). Everything lives under DIR; the node listens on 127.0.0.1.
+#
+#   rabbitmq_node.sh start DIR   start (or restart) the node; writes DIR/broker.env
+#                                and DIR/amqp_url. A DIR that already has broker.env
+#                                keeps its ports, node name, user and password.
+#   rabbitmq_node.sh stop DIR    stop it (no-op if it is not running)
+#   rabbitmq_node.sh fresh DIR   stop a stale node left in DIR, wipe DIR, start
+#
+# AMQP_PORT / DIST_PORT pick the ports of a new node (default: free random ones).
+set -euo pipefail
+
+RMQ_BIN=/usr/lib/rabbitmq/bin  # the /usr/sbin wrappers would switch to the rabbitmq user
+
+die() { echo "rabbitmq_node: $*" >&2; exit 1; }
+
+# Ports in use in any state, so we also avoid ones in TIME_WAIT.
+used_ports() {
+  local _ addr
+  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | while read -r _ addr _; do
+    if [[ $addr == *:* ]]; then echo $((16#${addr##*:})); fi
+  done
+}
+
+# A random port in [lo, lo+span) not in use and not in $2 (a list to avoid).
+pick_port() {
+  local lo=$1 avoid=$2 used p _
+  used=" $(used_ports | tr '\n' ' ') $avoid "
+  for _ in $(seq 200); do
+    p=$((lo + RANDOM % 10000))
+    [[ $used == *" $p "* ]] || { echo "$p"; return; }
+  done
+  die "no free port near $lo"
+}
+
+# The Erlang CLI names itself after the hostname, so it must resolve.
+ensure_hostname_resolves() {
+  local h
+  h=$(hostname)
+  getent hosts localhost >/dev/null || die "localhost does not resolve"
+  if ! getent hosts "$h" >/dev/null; then
+    [[ $(id -u) == 0 ]] || die "hostname $h does not resolve; add it to /etc/hosts"
+    echo "127.0.0.1 $h" >>/etc/hosts
+  fi
+}
+
+# Exports the environment the server and every CLI call must share.
+node_env() {
+  export HOME=$RABBITMQ_HOME_DIR
+  export RABBITMQ_NODENAME=$RABBITMQ_NODE
+  export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+  export RABBITMQ_NODE_PORT=$AMQP_PORT
+  export RABBITMQ_DIST_PORT=$DIST_PORT
+  export RABBITMQ_CTL_DIST_PORT_MIN=$((DIST_PORT + 10000))
+  export RABBITMQ_CTL_DIST_PORT_MAX=$((DIST_PORT + 10010))
+  export RABBITMQ_MNESIA_BASE=$DIR/mnesia
+  export RABBITMQ_LOG_BASE=$DIR/log
+  export RABBITMQ_CONFIG_FILE=$DIR/rabbitmq.conf
+  export RABBITMQ_ADVANCED_CONFIG_FILE=$DIR/advanced.config
+  export RABBITMQ_ENABLED_PLUGINS_FILE=$DIR/enabled_plugins
+  export RABBITMQ_CONF_ENV_FILE=$DIR/rabbitmq-env.conf
+  export RABBITMQ_PID_FILE=$RABBITMQ_PIDFILE
+  export ERL_EPMD_ADDRESS=127.0.0.1  # only matters if this node starts epmd
+  export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+  export RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+}
+
+# rabbitmqctl can hang when the node does not answer: always bound it.
+ctl() { timeout "$1" "$RMQ_BIN/rabbitmqctl" -q -n "$RABBITMQ_NODE" "${@:2}" >/dev/null 2>&1; }
+
+start_failed() {
+  local pid
+  if pid=$(node_pid); then kill -TERM "$pid" 2>/dev/null || true; fi
+  kill -TERM "$1" 2>/dev/null || true
+  tail -n 30 "$DIR/server.out" >&2 || true
+  die "node $RABBITMQ_NODE did not start; logs in $DIR/log and $DIR/server.out"
+}
+
+# The node's pid if its process is alive and really is this node's beam
+# (its command line names our private HOME), so a reused pid is never killed.
+node_pid() {
+  local pid
+  pid=$(cat "$RABBITMQ_PIDFILE" 2>/dev/null) || return 1
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "-home $RABBITMQ_HOME_DIR " || return 1
+  echo "$pid"
+}
+
+load_env() {
+  # shellcheck disable=SC1091
+  source "$DIR/broker.env"
+  node_env
+}
+
+cmd_start() {
+  ensure_hostname_resolves
+  mkdir -p "$DIR"
+  if [[ -f $DIR/broker.env ]]; then
+    load_env
+    if node_pid >/dev/null; then echo "rabbitmq_node: $RABBITMQ_NODE already running"; return; fi
+  else
+    AMQP_PORT=${AMQP_PORT:-$(pick_port 10000 "")}
+    DIST_PORT=${DIST_PORT:-$(pick_port 20000 "$AMQP_PORT")}
+    RABBITMQ_NODE=outbox$AMQP_PORT@localhost
+    RABBITMQ_PIDFILE=$DIR/rabbitmq.pid
+    RABBITMQ_HOME_DIR=$DIR/home
+    RABBITMQ_USER=outbox
+    RABBITMQ_PASSWORD=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+    AMQP_URL=amqp://$RABBITMQ_USER:$RABBITMQ_PASSWORD@127.0.0.1:$AMQP_PORT/%2F
+    (umask 077; cat >"$DIR/broker.env" <<EOF
+AMQP_URL=$AMQP_URL
+RABBITMQ_NODE=$RABBITMQ_NODE
+RABBITMQ_PIDFILE=$RABBITMQ_PIDFILE
+RABBITMQ_HOME_DIR=$RABBITMQ_HOME_DIR
+AMQP_PORT=$AMQP_PORT
+DIST_PORT=$DIST_PORT
+RABBITMQ_USER=$RABBITMQ_USER
+RABBITMQ_PASSWORD=$RABBITMQ_PASSWORD
+EOF
+    echo "$AMQP_URL" >"$DIR/amqp_url")
+    mkdir -p "$RABBITMQ_HOME_DIR" "$DIR/mnesia" "$DIR/log"
+    od -An -tx1 -N20 /dev/urandom | tr -d ' \n' >"$RABBITMQ_HOME_DIR/.erlang.cookie"
+    chmod 400 "$RABBITMQ_HOME_DIR/.erlang.cookie"
+    echo '[].' >"$DIR/enabled_plugins"
+    : >"$DIR/rabbitmq-env.conf"
+    # The default user is created on first boot only (fresh mnesia), so no guest.
+    (umask 077; cat >"$DIR/rabbitmq.conf" <<EOF
+listeners.tcp.1 = 127.0.0.1:$AMQP_PORT
+default_vhost = /
+default_user = $RABBITMQ_USER
+default_pass = $RABBITMQ_PASSWORD
+default_user_tags.administrator = true
+default_permissions.configure = .*
+default_permissions.read = .*
+default_permissions.write = .*
+log.console = false
+log.file.level = info
+EOF
+    )
+    node_env
+  fi
+  rm -f "$RABBITMQ_PIDFILE"
+  setsid "$RMQ_BIN/rabbitmq-server" >>"$DIR/server.out" 2>&1 </dev/null &
+  local server=$! deadline=$((SECONDS + 120))
+  trap 'start_failed "$server"' INT TERM  # interrupted: don't leave a half-started node
+  # rabbitmqctl wait would block until its timeout if the server died before
+  # writing its pid file (e.g. port taken), so watch for that ourselves first.
+  until [[ -s $RABBITMQ_PIDFILE ]]; do
+    if ! kill -0 "$server" 2>/dev/null || ((SECONDS > deadline)); then start_failed "$server"; fi
+    sleep 0.2
+  done
+  if ! { ctl 120 wait "$RABBITMQ_PIDFILE" && ctl 120 await_startup; }; then start_failed "$server"; fi
+  echo "rabbitmq_node: $RABBITMQ_NODE ready on 127.0.0.1:$AMQP_PORT (env: $DIR/broker.env)"
+}
+
+cmd_stop() {
+  [[ -f $DIR/broker.env ]] || return 0
+  load_env
+  local pid
+  pid=$(node_pid) || { rm -f "$RABBITMQ_PIDFILE"; return 0; }
+  # stop returns once the process is gone; if it fails, fall back to signals.
+  if ! ctl 30 stop "$RABBITMQ_PIDFILE"; then
+    echo "rabbitmq_node: rabbitmqctl stop failed; killing pid $pid" >&2
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$RABBITMQ_PIDFILE"
+  echo "rabbitmq_node: $RABBITMQ_NODE stopped"
+}
+
+[[ $# == 2 ]] || die "usage: $0 start|stop|fresh DIR"
+[[ -x $RMQ_BIN/rabbitmq-server ]] || die "rabbitmq-server is not installed (scripts/install_deps.sh)"
+[[ $1 == stop && ! -d $2 ]] && exit 0
+mkdir -p "$2"
+DIR=$(cd "$2" && pwd)
+case $1 in
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  fresh) (cmd_stop); rm -rf "$DIR"; mkdir -p "$DIR"; cmd_start ;;
+  *) die "usage: $0 start|stop|fresh DIR" ;;
+esac
