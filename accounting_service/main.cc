@@ -105,7 +105,7 @@ absl::Status Run() {
 
   const std::string signal = WaitForShutdownSignal();
   LogInfo("accounting_service_stopping", {KV("signal", signal)});
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ShutdownGrpcServer(*server);
   LogInfo("grpc_server_stopped");
   metrics.reset();
   consumer.Stop();

@@ -162,7 +162,7 @@ absl::Status Run() {
   LogInfo("payment_service_stopping", {KV("signal", signal)});
   // In-flight calls finish (bounded), then the writer drains, then the
   // publisher sends what was committed, then the ack listener stops.
-  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ShutdownGrpcServer(**server);
   LogInfo("grpc_server_stopped");
   writer.Stop();
   publisher.Stop();

@@ -167,7 +167,7 @@ absl::Status Run() {
 
   const std::string signal = WaitForShutdownSignal();
   LogInfo("recovery_service_stopping", {KV("signal", signal)});
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ShutdownGrpcServer(*server);
   metrics.reset();
   worker.Stop();
   alerter.Stop();

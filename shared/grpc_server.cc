@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace outbox {
 
@@ -21,6 +22,10 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   }
   server->GetHealthCheckService()->SetServingStatus(true);
   return server;
+}
+
+void ShutdownGrpcServer(grpc::Server& server) {
+  server.Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
 }
 
 }  // namespace outbox

@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace outbox {
 
@@ -19,5 +20,12 @@ namespace outbox {
 // the port actually bound.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port);
+
+// Stops accepting calls and lets in-flight ones finish; calls still running
+// after the grace period are cancelled. gRPC also waits out the grace period
+// while clients keep idle connections open, so it is kept short: unary calls
+// here take milliseconds.
+inline constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
+void ShutdownGrpcServer(grpc::Server& server);
 
 }  // namespace outbox
