@@ -1,0 +1,957 @@
+// outbox_bench: drives payment_service's CreatePayment over real gRPC, closed
+// loop (a fixed number of calls in flight) or open loop (a fixed offered rate,
+// latency measured from each call's scheduled send time, so a stall is not
+// hidden by the client waiting for it). Then it waits until every payment is
+// SENT and reads the server's own timestamps to get create->SENT latency and
+// the sustained rate at which payments reach SENT.
+//
+// With --baselines it first measures, on the same machine and in the same run,
+// what the parts underneath can do on their own: raw SQLite commits, raw
+// pipelined RabbitMQ publish+consume, and the naive one-round-trip-per-item
+// outbox; the system's figures are printed as ratios to those, because
+// absolute figures swing with the machine's load (RABBITMQ.md).
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "accounting/v1/accounting.grpc.pb.h"
+#include "google/protobuf/util/time_util.h"
+#include "payment/v1/payment.grpc.pb.h"
+#include "shared/amqp_client.h"
+#include "shared/sqlite_util.h"
+#include "shared/status_macros.h"
+
+ABSL_FLAG(std::string, payment_addr, "", "payment_service gRPC address host:port (required)");
+ABSL_FLAG(std::string, accounting_addr, "",
+          "accounting_service gRPC address; if set, vouchers are counted against SENT payments");
+ABSL_FLAG(int, concurrency, 64, "closed loop: CreatePayment calls kept in flight");
+ABSL_FLAG(double, rate, 0,
+          "open loop: CreatePayment calls offered per second (0 = closed loop at --concurrency)");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(20), "measured drive phase");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(3), "drive phase before the measured one");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(60),
+          "after driving, how long to wait for every payment to reach SENT");
+ABSL_FLAG(int, channels, 4, "gRPC channels (TCP connections) the calls are spread over");
+ABSL_FLAG(int, max_in_flight, 20000,
+          "open loop: calls not sent (counted as skipped) while this many are in flight");
+ABSL_FLAG(int, payment_pid, 0, "payment_service pid, for its peak RSS (VmHWM)");
+ABSL_FLAG(int, accounting_pid, 0, "accounting_service pid, for its peak RSS (VmHWM)");
+ABSL_FLAG(int, broker_pid, 0, "RabbitMQ node (beam.smp) pid, for its CPU use while measuring");
+ABSL_FLAG(bool, baselines, false,
+          "first measure raw SQLite, raw broker and naive-outbox rates in this run");
+ABSL_FLAG(std::string, amqp_url, "", "broker for the baselines, amqp://user:pass@host:port/vhost");
+ABSL_FLAG(std::string, scratch_dir, "",
+          "directory for the SQLite baseline files (default $TMPDIR or /tmp); put it on the "
+          "services' filesystem");
+ABSL_FLAG(absl::Duration, sqlite_baseline_time, absl::Seconds(3), "time per SQLite baseline");
+ABSL_FLAG(absl::Duration, broker_baseline_time, absl::Seconds(5), "time of the broker baseline");
+ABSL_FLAG(absl::Duration, naive_baseline_time, absl::Seconds(3),
+          "time of the naive-outbox baseline");
+ABSL_FLAG(std::string, label, "", "name of this run, printed in the report");
+ABSL_FLAG(bool, json, false, "also print the figures as one JSON object on the last line");
+
+namespace outbox::bench {
+namespace {
+
+using ::google::protobuf::util::TimeUtil;
+using PaymentStub = ::payment::v1::PaymentService::Stub;
+
+// Targets from the issue, checked in the report.
+constexpr double kTargetSustained = 2500;  // payments/s reaching SENT
+constexpr double kTargetP99Ms = 50;        // create->SENT p99 at 1,000/s offered
+constexpr double kTargetRssMib = 64;       // each service, under that load
+constexpr double kNaiveReference = 400;    // items/s, RABBITMQ.md's naive outbox
+constexpr int kPayloadBytes = 200;
+
+// ---------------------------------------------------------------- report
+
+// Prints aligned "name  value unit" lines and keeps every figure for --json.
+class Report {
+ public:
+  void Section(const std::string& title) { std::printf("\n%s\n", title.c_str()); }
+  void Line(const std::string& name, const std::string& text) {
+    std::printf("  %-44s %s\n", name.c_str(), text.c_str());
+  }
+  void Figure(const std::string& key, double value) { figures_.emplace_back(key, value); }
+  void Text(const std::string& key, const std::string& value) { texts_.emplace_back(key, value); }
+  void Check(const std::string& what, bool met, const std::string& detail) {
+    Line(what, absl::StrCat(met ? "MET   " : "MISSED", "  ", detail));
+  }
+  std::string Json() const {
+    std::string out = "{";
+    const char* sep = "";
+    for (const auto& [k, v] : texts_) {
+      absl::StrAppend(&out, sep, "\"", k, "\":\"",
+                      absl::StrReplaceAll(v, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
+      sep = ",";
+    }
+    for (const auto& [k, v] : figures_) {
+      if (std::isfinite(v)) {
+        absl::StrAppend(&out, sep, "\"", k, "\":", absl::StrFormat("%.3f", v));
+      } else {
+        absl::StrAppend(&out, sep, "\"", k, "\":null");
+      }
+      sep = ",";
+    }
+    return out + "}";
+  }
+
+ private:
+  std::vector<std::pair<std::string, double>> figures_;
+  std::vector<std::pair<std::string, std::string>> texts_;
+};
+
+struct Percentiles {
+  size_t n = 0;
+  double p50 = NAN, p99 = NAN, p999 = NAN, max = NAN;
+};
+
+// Nearest-rank percentiles.
+Percentiles Summarize(std::vector<double> v) {
+  Percentiles p;
+  p.n = v.size();
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+  };
+  p.p50 = at(0.50);
+  p.p99 = at(0.99);
+  p.p999 = at(0.999);
+  p.max = v.back();
+  return p;
+}
+
+std::string Ms(double v) { return std::isfinite(v) ? absl::StrFormat("%.1f ms", v) : "n/a"; }
+std::string PerSec(double v, const char* unit) {
+  if (!std::isfinite(v)) return "n/a";
+  return *unit == '\0' ? absl::StrFormat("%.0f", v) : absl::StrFormat("%.0f %s", v, unit);
+}
+std::string Ratio(double v) { return std::isfinite(v) ? absl::StrFormat("%.2fx", v) : "n/a"; }
+double Div(double a, double b) { return b > 0 ? a / b : NAN; }
+
+// Keys like UUIDs: random, so index inserts land where the service's would.
+std::string RandomKey(absl::BitGen& gen) {
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+// ---------------------------------------------------------------- baselines
+
+struct SqliteBaseline {
+  double tx2_per_s = NAN;         // 2-row transactions per second
+  double rows_per_s_tx100 = NAN;  // rows per second in 100-row transactions
+};
+
+absl::StatusOr<SqliteBaseline> MeasureSqlite(const std::string& dir, absl::Duration each) {
+  const std::string path = absl::StrCat(dir, "/sqlite_baseline_", getpid(), ".db");
+  auto remove_files = [&] {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  };
+  remove_files();
+  DbOptions options;  // the services' default: WAL, synchronous=FULL
+  options.durability = Durability::kFull;
+  ASSIGN_OR_RETURN(auto db, OpenDatabase(path, options));
+  SqliteBaseline out;
+  absl::BitGen gen;
+  const std::string payload(kPayloadBytes, 'p');
+  absl::Status s = Guard("sqlite baseline", [&]() -> absl::Status {
+    db->exec(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
+    SQLite::Statement insert(*db, "INSERT INTO t (k, payload) VALUES (?, ?)");
+    auto run = [&](int rows_per_tx) {
+      int64_t txs = 0;
+      const absl::Time start = absl::Now();
+      const absl::Time end = start + each;
+      absl::Time now = start;
+      while (now < end) {
+        db->exec("BEGIN IMMEDIATE");
+        for (int i = 0; i < rows_per_tx; ++i) {
+          insert.bind(1, RandomKey(gen));
+          insert.bind(2, payload.data(), static_cast<int>(payload.size()));
+          insert.exec();
+          insert.reset();
+        }
+        db->exec("COMMIT");
+        ++txs;
+        now = absl::Now();
+      }
+      return static_cast<double>(txs) / absl::ToDoubleSeconds(now - start);
+    };
+    out.tx2_per_s = run(2);
+    out.rows_per_s_tx100 = run(100) * 100;
+    return absl::OkStatus();
+  });
+  db.reset();
+  remove_files();
+  RETURN_IF_ERROR(s);
+  return out;
+}
+
+std::vector<OutgoingMessage> MakeBatch(const std::string& queue, const std::string& prefix,
+                                       int64_t first, int n) {
+  std::vector<OutgoingMessage> batch;
+  batch.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    OutgoingMessage m;
+    m.routing_key = queue;
+    m.message_id = absl::StrCat(prefix, first + i);
+    m.body.assign(kPayloadBytes, 'b');
+    batch.push_back(std::move(m));
+  }
+  return batch;
+}
+
+struct BrokerBaseline {
+  double publish_per_s = NAN;  // confirmed publishes per second, while consuming
+  double flow_per_s = NAN;     // messages published AND consumed per second
+};
+
+// One thread publishes persistent messages in confirmed batches of 256 (the
+// fast path's window) while another consumes with prefetch 256 and acks with
+// `multiple`: the broker's own ceiling for the pattern the services use.
+absl::StatusOr<BrokerBaseline> MeasureBroker(const AmqpUrl& url, absl::Duration time) {
+  constexpr int kWindow = 256;
+  const std::string queue = absl::StrCat("bench.raw.", getpid());
+  ASSIGN_OR_RETURN(auto pub, AmqpConnection::Connect(url, "outbox-bench-raw-publish"));
+  RETURN_IF_ERROR(pub->DeclareQueue(queue, ""));
+  RETURN_IF_ERROR(pub->EnableConfirms());
+  ASSIGN_OR_RETURN(auto sub, AmqpConnection::Connect(url, "outbox-bench-raw-consume"));
+  RETURN_IF_ERROR(sub->Consume(queue, kWindow));
+
+  std::atomic<int64_t> published{-1};  // final count once the publisher is done
+  int64_t consumed = 0;
+  absl::Time last_consumed;
+  absl::Status consumer_status;
+  const absl::Time start = absl::Now();
+  std::thread consumer([&] {
+    const absl::Time give_up_after_publish = absl::InfiniteFuture();
+    absl::Time drain_deadline = give_up_after_publish;
+    while (true) {
+      const int64_t target = published.load();
+      if (target >= 0) {
+        if (consumed >= target) return;
+        if (drain_deadline == give_up_after_publish)
+          drain_deadline = absl::Now() + absl::Seconds(30);
+        if (absl::Now() > drain_deadline) {
+          consumer_status = absl::DeadlineExceededError("raw consume did not drain");
+          return;
+        }
+      }
+      auto got = sub->NextDeliveries(kWindow, absl::Milliseconds(100));
+      if (!got.ok()) {
+        consumer_status = got.status();
+        return;
+      }
+      if (got->empty()) continue;
+      consumed += static_cast<int64_t>(got->size());
+      last_consumed = absl::Now();
+      absl::Status s = sub->Ack(got->back().delivery_tag, /*multiple=*/true);
+      if (!s.ok()) {
+        consumer_status = s;
+        return;
+      }
+    }
+  });
+  int64_t confirmed = 0;
+  int64_t sent = 0;
+  absl::Status publish_status;
+  absl::Time publish_end;
+  while (absl::Now() - start < time) {
+    auto ok = pub->PublishConfirmed(MakeBatch(queue, "raw-", sent, kWindow), absl::Seconds(30));
+    if (!ok.ok()) {
+      publish_status = ok.status();
+      break;
+    }
+    sent += kWindow;
+    confirmed += std::count(ok->begin(), ok->end(), true);
+  }
+  publish_end = absl::Now();
+  published.store(publish_status.ok() ? confirmed : 0);
+  consumer.join();
+  (void)pub->DeleteQueue(queue);
+  (void)pub->DeleteQueue(Topology::DeadLetterQueue(queue));
+  RETURN_IF_ERROR(publish_status);
+  RETURN_IF_ERROR(consumer_status);
+  BrokerBaseline out;
+  out.publish_per_s = static_cast<double>(confirmed) / absl::ToDoubleSeconds(publish_end - start);
+  out.flow_per_s = static_cast<double>(consumed) / absl::ToDoubleSeconds(last_consumed - start);
+  return out;
+}
+
+// The naive outbox, one item at a time: commit the row, publish and wait for
+// the confirm, commit "sent". What the design's batching is measured against.
+absl::StatusOr<double> MeasureNaive(const std::string& dir, const AmqpUrl& url,
+                                    absl::Duration time) {
+  const std::string path = absl::StrCat(dir, "/naive_baseline_", getpid(), ".db");
+  auto remove_files = [&] {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  };
+  remove_files();
+  const std::string queue = absl::StrCat("bench.naive.", getpid());
+  ASSIGN_OR_RETURN(auto conn, AmqpConnection::Connect(url, "outbox-bench-naive"));
+  RETURN_IF_ERROR(conn->DeclareQueue(queue, ""));
+  RETURN_IF_ERROR(conn->EnableConfirms());
+  DbOptions options;
+  options.durability = Durability::kFull;
+  ASSIGN_OR_RETURN(auto db, OpenDatabase(path, options));
+  absl::BitGen gen;
+  const std::string payload(kPayloadBytes, 'p');
+  int64_t items = 0;
+  const absl::Time start = absl::Now();
+  absl::Time now = start;
+  absl::Status s = Guard("naive baseline", [&]() -> absl::Status {
+    db->exec(
+        "CREATE TABLE payment (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT "
+        "NULL);"
+        "CREATE TABLE msg (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL,"
+        "                  sent INTEGER NOT NULL DEFAULT 0)");
+    SQLite::Statement pay(*db, "INSERT INTO payment (k, payload) VALUES (?, ?)");
+    SQLite::Statement msg(*db, "INSERT INTO msg (k, payload) VALUES (?, ?)");
+    SQLite::Statement mark(*db, "UPDATE msg SET sent = 1 WHERE k = ?");
+    while (now - start < time) {
+      const std::string key = RandomKey(gen);
+      RETURN_IF_ERROR(WriteTransaction(*db, [&] {
+        pay.bind(1, key);
+        pay.bind(2, payload.data(), static_cast<int>(payload.size()));
+        pay.exec();
+        pay.reset();
+        msg.bind(1, key);
+        msg.bind(2, payload.data(), static_cast<int>(payload.size()));
+        msg.exec();
+        msg.reset();
+        return absl::OkStatus();
+      }));
+      std::vector<OutgoingMessage> one = MakeBatch(queue, "naive-", items, 1);
+      ASSIGN_OR_RETURN(std::vector<bool> ok, conn->PublishConfirmed(one, absl::Seconds(10)));
+      if (!ok[0]) return absl::UnavailableError("naive baseline: publish not confirmed");
+      RETURN_IF_ERROR(WriteTransaction(*db, [&] {
+        mark.bind(1, key);
+        mark.exec();
+        mark.reset();
+        return absl::OkStatus();
+      }));
+      ++items;
+      now = absl::Now();
+    }
+    return absl::OkStatus();
+  });
+  db.reset();
+  remove_files();
+  (void)conn->DeleteQueue(queue);
+  (void)conn->DeleteQueue(Topology::DeadLetterQueue(queue));
+  RETURN_IF_ERROR(s);
+  return static_cast<double>(items) / absl::ToDoubleSeconds(now - start);
+}
+
+// ---------------------------------------------------------------- driving
+
+struct DriveResult {
+  int64_t ok = 0;            // measured calls that succeeded
+  int64_t failed = 0;        // measured calls that failed
+  int64_t skipped = 0;       // open loop: not sent because --max_in_flight were pending
+  int64_t ok_in_window = 0;  // successes completing inside the measured window
+  std::map<int, int64_t> errors_by_code;
+  std::string first_error;
+  std::vector<double> latency_ms;  // measured successes
+};
+
+// CreatePayment calls on a completion queue: one thread issues and completes
+// them, so the client costs little CPU on a machine it shares with the
+// services and the broker.
+class CreateDriver {
+ public:
+  CreateDriver(std::vector<std::unique_ptr<PaymentStub>> stubs, std::string run_tag)
+      : stubs_(std::move(stubs)), run_tag_(std::move(run_tag)) {}
+  ~CreateDriver() {
+    cq_.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq_.Next(&tag, &ok)) delete static_cast<Call*>(tag);
+  }
+
+  static std::string MeasuredPrefix(const std::string& run_tag) {
+    return absl::StrCat("m-", run_tag, "-");
+  }
+
+  DriveResult ClosedLoop(int concurrency, absl::Duration warmup, absl::Duration duration) {
+    DriveResult r;
+    const absl::Time start = absl::Now();
+    window_start_ = start + warmup;
+    window_end_ = window_start_ + duration;
+    int64_t in_flight = 0;
+    for (int i = 0; i < concurrency; ++i, ++in_flight) Issue(start, start >= window_start_);
+    while (in_flight > 0) {
+      void* tag;
+      bool ok;
+      if (!cq_.Next(&tag, &ok)) break;
+      const absl::Time now = absl::Now();
+      Complete(static_cast<Call*>(tag), now, &r);
+      --in_flight;
+      if (now < window_end_) {
+        Issue(now, now >= window_start_);
+        ++in_flight;
+      }
+    }
+    return r;
+  }
+
+  DriveResult OpenLoop(double rate, absl::Duration warmup, absl::Duration duration,
+                       int max_in_flight) {
+    DriveResult r;
+    const absl::Time start = absl::Now();
+    window_start_ = start + warmup;
+    window_end_ = window_start_ + duration;
+    std::atomic<int64_t> in_flight{0};
+    std::atomic<bool> pacing_done{false};
+    std::atomic<int64_t> skipped{0};
+    std::thread pacer([&] {
+      const absl::Duration interval = absl::Seconds(1) / rate;
+      for (int64_t i = 0;; ++i) {
+        const absl::Time scheduled = start + interval * i;
+        if (scheduled >= window_end_) break;
+        const absl::Duration wait = scheduled - absl::Now();
+        if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
+        if (in_flight.load() >= max_in_flight) {
+          if (scheduled >= window_start_) skipped.fetch_add(1);
+          continue;
+        }
+        in_flight.fetch_add(1);
+        Issue(scheduled, scheduled >= window_start_);
+      }
+      pacing_done.store(true);
+    });
+    while (true) {
+      void* tag;
+      bool ok;
+      const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(100);
+      const auto got = cq_.AsyncNext(&tag, &ok, deadline);
+      if (got == grpc::CompletionQueue::SHUTDOWN) break;
+      if (got == grpc::CompletionQueue::GOT_EVENT) {
+        Complete(static_cast<Call*>(tag), absl::Now(), &r);
+        in_flight.fetch_sub(1);
+      }
+      if (pacing_done.load() && in_flight.load() == 0) break;
+    }
+    pacer.join();
+    r.skipped = skipped.load();
+    return r;
+  }
+
+ private:
+  struct Call {
+    grpc::ClientContext ctx;
+    ::payment::v1::CreatePaymentResponse response;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<::payment::v1::CreatePaymentResponse>> reader;
+    absl::Time start;  // when it was (or, open loop, should have been) sent
+    bool measured = false;
+  };
+
+  void Issue(absl::Time start, bool measured) {
+    const int64_t seq = next_seq_.fetch_add(1);
+    auto* call = new Call;
+    call->start = start;
+    call->measured = measured;
+    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ::payment::v1::CreatePaymentRequest req;
+    req.set_idempotency_key(
+        absl::StrCat(measured ? MeasuredPrefix(run_tag_) : absl::StrCat("w-", run_tag_, "-"), seq));
+    const int64_t payer = seq % 997;
+    req.set_payer_account(absl::StrCat("acct-", payer));
+    req.set_payee_account(absl::StrCat("acct-", payer + 1000));
+    req.set_amount_minor(100 + seq % 10000);
+    req.set_currency("EUR");
+    req.set_description("outbox_bench");
+    PaymentStub& stub = *stubs_[static_cast<size_t>(seq) % stubs_.size()];
+    call->reader = stub.PrepareAsyncCreatePayment(&call->ctx, req, &cq_);
+    call->reader->StartCall();
+    call->reader->Finish(&call->response, &call->status, call);
+  }
+
+  void Complete(Call* call, absl::Time now, DriveResult* r) {
+    if (call->status.ok() && now >= window_start_ && now < window_end_) ++r->ok_in_window;
+    if (call->measured) {
+      if (call->status.ok()) {
+        ++r->ok;
+        r->latency_ms.push_back(absl::ToDoubleMilliseconds(now - call->start));
+      } else {
+        ++r->failed;
+        ++r->errors_by_code[call->status.error_code()];
+        if (r->first_error.empty()) r->first_error = call->status.error_message();
+      }
+    }
+    delete call;
+  }
+
+  std::vector<std::unique_ptr<PaymentStub>> stubs_;
+  const std::string run_tag_;
+  grpc::CompletionQueue cq_;
+  std::atomic<int64_t> next_seq_{0};
+  absl::Time window_start_;
+  absl::Time window_end_;
+};
+
+// ---------------------------------------------------------------- SENT
+
+struct SentResult {
+  bool drained = false;       // no SENDING row left before the deadline
+  absl::Duration drain_time;  // from the end of driving until then
+  int64_t all_payments = 0;   // warm-up and measured, every status
+  int64_t all_sent = 0;
+  int64_t measured = 0;  // this run's measured payments found
+  int64_t measured_sent = 0;
+  std::vector<double> to_sent_ms;  // outbox.sent_at - created_at, measured ones
+  int64_t first_created_ms = 0;
+  int64_t last_sent_ms = 0;
+  double sustained_per_s = NAN;  // measured_sent / (last_sent - first_created)
+  double bucket_min = NAN;       // SENT per second over the full seconds between
+  double bucket_median = NAN;    //   the first and last measured SENT
+};
+
+absl::Status ToAbsl(const grpc::Status& s, const std::string& what) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(what, ": ", s.error_message()));
+}
+
+absl::StatusOr<bool> AnySending(PaymentStub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ::payment::v1::ListPaymentsRequest req;
+  req.set_page_size(1);
+  req.set_status(::payment::v1::SENDING);
+  ::payment::v1::ListPaymentsResponse resp;
+  RETURN_IF_ERROR(ToAbsl(stub.ListPayments(&ctx, req, &resp), "ListPayments(SENDING)"));
+  return resp.payments_size() > 0;
+}
+
+absl::StatusOr<SentResult> CollectSent(PaymentStub& stub, const std::string& measured_prefix,
+                                       absl::Duration drain_timeout) {
+  SentResult out;
+  const absl::Time drain_start = absl::Now();
+  while (true) {
+    ASSIGN_OR_RETURN(bool sending, AnySending(stub));
+    if (!sending) {
+      out.drained = true;
+      break;
+    }
+    if (absl::Now() - drain_start > drain_timeout) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  out.drain_time = absl::Now() - drain_start;
+
+  std::string token;
+  int64_t first_sent_ms = INT64_MAX;
+  std::vector<int64_t> sent_ms;
+  out.first_created_ms = INT64_MAX;
+  do {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ::payment::v1::ListPaymentsRequest req;
+    req.set_page_size(1000);
+    req.set_page_token(token);
+    ::payment::v1::ListPaymentsResponse resp;
+    RETURN_IF_ERROR(ToAbsl(stub.ListPayments(&ctx, req, &resp), "ListPayments"));
+    for (const ::payment::v1::Payment& p : resp.payments()) {
+      ++out.all_payments;
+      const bool sent = p.outbox().status() == ::payment::v1::SENT;
+      if (sent) ++out.all_sent;
+      if (!absl::StartsWith(p.idempotency_key(), measured_prefix)) continue;
+      ++out.measured;
+      if (!sent) continue;
+      ++out.measured_sent;
+      const int64_t created = TimeUtil::TimestampToMilliseconds(p.created_at());
+      const int64_t at = TimeUtil::TimestampToMilliseconds(p.outbox().sent_at());
+      out.to_sent_ms.push_back(static_cast<double>(at - created));
+      out.first_created_ms = std::min(out.first_created_ms, created);
+      out.last_sent_ms = std::max(out.last_sent_ms, at);
+      first_sent_ms = std::min(first_sent_ms, at);
+      sent_ms.push_back(at);
+    }
+    token = resp.next_page_token();
+  } while (!token.empty());
+
+  if (out.measured_sent > 0) {
+    const double span_s = static_cast<double>(out.last_sent_ms - out.first_created_ms) / 1000.0;
+    out.sustained_per_s = Div(static_cast<double>(out.measured_sent), span_s);
+    // Per-second SENT counts, leaving out the partial first and last second.
+    const int64_t seconds = (out.last_sent_ms - first_sent_ms) / 1000 + 1;
+    std::vector<double> buckets(static_cast<size_t>(seconds), 0);
+    for (int64_t at : sent_ms) buckets[static_cast<size_t>((at - first_sent_ms) / 1000)] += 1;
+    if (buckets.size() > 2) {
+      std::vector<double> full(buckets.begin() + 1, buckets.end() - 1);
+      std::sort(full.begin(), full.end());
+      out.bucket_min = full.front();
+      out.bucket_median = full[full.size() / 2];
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> CountVouchers(const std::string& addr) {
+  auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+  auto stub = ::accounting::v1::AccountingService::NewStub(channel);
+  int64_t n = 0;
+  std::string token;
+  do {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ::accounting::v1::ListVouchersRequest req;
+    req.set_page_size(1000);
+    req.set_page_token(token);
+    ::accounting::v1::ListVouchersResponse resp;
+    RETURN_IF_ERROR(ToAbsl(stub->ListVouchers(&ctx, req, &resp), "ListVouchers"));
+    n += resp.vouchers_size();
+    token = resp.next_page_token();
+  } while (!token.empty());
+  return n;
+}
+
+// Peak resident set (VmHWM) of a process, in MiB; NaN if unreadable.
+double PeakRssMib(int pid) {
+  if (pid <= 0) return NAN;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!absl::StartsWith(line, "VmHWM:")) continue;
+    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int64_t kib = 0;
+    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kib))
+      return static_cast<double>(kib) / 1024.0;
+  }
+  return NAN;
+}
+
+// CPU time (user + system) a process has used so far, in seconds; NaN if
+// unreadable. pid 0 is this process.
+double CpuSeconds(int pid) {
+  std::ifstream in(pid == 0 ? std::string("/proc/self/stat")
+                            : absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t comm_end = stat.rfind(')');  // the command name may hold spaces
+  if (comm_end == std::string::npos) return NAN;
+  std::vector<std::string> f = absl::StrSplit(stat.substr(comm_end + 2), ' ', absl::SkipEmpty());
+  // After the name: state is field 3 of stat(5), utime 14 and stime 15.
+  int64_t utime = 0, stime = 0;
+  if (f.size() < 13 || !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime))
+    return NAN;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU use of the processes under test during the measured window, as a share
+// of one core (100% = one core busy all the time).
+class CpuMonitor {
+ public:
+  struct Process {
+    std::string name;
+    std::string key;  // in the JSON figures
+    int pid;          // 0 = this process (the load generator)
+    double percent = NAN;
+  };
+
+  CpuMonitor(std::vector<Process> processes, absl::Time from, absl::Time to)
+      : processes_(std::move(processes)) {
+    thread_ = std::thread([this, from, to] {
+      absl::SleepFor(from - absl::Now());
+      std::vector<double> before;
+      for (const Process& p : processes_) before.push_back(CpuSeconds(p.pid));
+      absl::SleepFor(to - absl::Now());
+      const double wall = absl::ToDoubleSeconds(to - from);
+      for (size_t i = 0; i < processes_.size(); ++i) {
+        processes_[i].percent = 100 * (CpuSeconds(processes_[i].pid) - before[i]) / wall;
+      }
+    });
+  }
+  // Waits for the window's end.
+  const std::vector<Process>& Result() {
+    if (thread_.joinable()) thread_.join();
+    return processes_;
+  }
+  ~CpuMonitor() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::vector<Process> processes_;
+  std::thread thread_;
+};
+
+std::shared_ptr<grpc::Channel> Connect(const std::string& addr, int index) {
+  grpc::ChannelArguments args;
+  // A separate TCP connection per channel, not one shared subchannel.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt("outbox_bench.channel", index);
+  return grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
+}
+
+// ---------------------------------------------------------------- main flow
+
+absl::Status Run() {
+  const std::string payment_addr = absl::GetFlag(FLAGS_payment_addr);
+  if (payment_addr.empty()) return absl::InvalidArgumentError("--payment_addr is required");
+  const double rate = absl::GetFlag(FLAGS_rate);
+  const int concurrency = absl::GetFlag(FLAGS_concurrency);
+  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  const absl::Duration warmup = absl::GetFlag(FLAGS_warmup);
+  const int channels = absl::GetFlag(FLAGS_channels);
+  const bool open_loop = rate > 0;
+  if (rate < 0 || (!open_loop && concurrency < 1) || channels < 1 ||
+      duration <= absl::ZeroDuration() || warmup < absl::ZeroDuration() ||
+      absl::GetFlag(FLAGS_max_in_flight) < 1) {
+    return absl::InvalidArgumentError(
+        "--rate must be >= 0; --concurrency, --channels, --max_in_flight and --duration positive; "
+        "--warmup not negative");
+  }
+  std::string scratch = absl::GetFlag(FLAGS_scratch_dir);
+  if (scratch.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    scratch = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
+  }
+
+  Report report;
+  const std::string mode = open_loop
+                               ? absl::StrFormat("open loop, %.0f calls/s offered", rate)
+                               : absl::StrFormat("closed loop, %d calls in flight", concurrency);
+  const std::string label = absl::GetFlag(FLAGS_label);
+  std::printf("== outbox_bench%s: %s, %s measured after %s warm-up ==\n",
+              label.empty() ? "" : absl::StrCat(" [", label, "]").c_str(), mode.c_str(),
+              absl::FormatDuration(duration).c_str(), absl::FormatDuration(warmup).c_str());
+  report.Text("label", label);
+  report.Text("mode", open_loop ? "open" : "closed");
+  report.Figure("offered_rate_per_s", open_loop ? rate : NAN);
+  report.Figure("concurrency", open_loop ? NAN : concurrency);
+  report.Figure("duration_s", absl::ToDoubleSeconds(duration));
+
+  // Baselines first, while the services sit idle.
+  SqliteBaseline sqlite;
+  BrokerBaseline broker;
+  double naive = NAN;
+  if (absl::GetFlag(FLAGS_baselines)) {
+    if (absl::GetFlag(FLAGS_amqp_url).empty()) {
+      return absl::InvalidArgumentError("--baselines needs --amqp_url");
+    }
+    ASSIGN_OR_RETURN(AmqpUrl url, AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url)));
+    report.Section("baselines (this machine, this run; services idle)");
+    std::fflush(stdout);
+    ASSIGN_OR_RETURN(sqlite, MeasureSqlite(scratch, absl::GetFlag(FLAGS_sqlite_baseline_time)));
+    report.Line("sqlite WAL sync=FULL, 2-row transactions", PerSec(sqlite.tx2_per_s, "tx/s"));
+    report.Line("sqlite WAL sync=FULL, 100-row transactions",
+                PerSec(sqlite.rows_per_s_tx100, "rows/s"));
+    std::fflush(stdout);
+    ASSIGN_OR_RETURN(broker, MeasureBroker(url, absl::GetFlag(FLAGS_broker_baseline_time)));
+    report.Line("broker publish(win 256)+consume(prefetch 256)",
+                absl::StrCat(PerSec(broker.flow_per_s, "msg/s"), "  (confirmed publishes ",
+                             PerSec(broker.publish_per_s, "msg/s"), ")"));
+    std::fflush(stdout);
+    ASSIGN_OR_RETURN(naive, MeasureNaive(scratch, url, absl::GetFlag(FLAGS_naive_baseline_time)));
+    report.Line("naive outbox (commit, publish+confirm, mark)", PerSec(naive, "items/s"));
+    report.Figure("sqlite_tx2_per_s", sqlite.tx2_per_s);
+    report.Figure("sqlite_rows_per_s_tx100", sqlite.rows_per_s_tx100);
+    report.Figure("broker_flow_msgs_per_s", broker.flow_per_s);
+    report.Figure("broker_publish_msgs_per_s", broker.publish_per_s);
+    report.Figure("naive_items_per_s", naive);
+    std::fflush(stdout);
+  }
+
+  std::vector<std::unique_ptr<PaymentStub>> stubs;
+  for (int i = 0; i < channels; ++i) {
+    auto channel = Connect(payment_addr, i);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot connect to payment_service at ", payment_addr));
+    }
+    stubs.push_back(::payment::v1::PaymentService::NewStub(channel));
+  }
+  auto query_channel = grpc::CreateChannel(payment_addr, grpc::InsecureChannelCredentials());
+  auto query_stub = ::payment::v1::PaymentService::NewStub(query_channel);
+
+  const std::string run_tag = absl::StrFormat("%d%x", getpid(), absl::ToUnixMillis(absl::Now()));
+  std::vector<CpuMonitor::Process> watched = {{"outbox_bench (client)", "client", 0}};
+  for (const auto& [name, key, pid] :
+       {std::make_tuple("payment_service", "payment", absl::GetFlag(FLAGS_payment_pid)),
+        std::make_tuple("accounting_service", "accounting", absl::GetFlag(FLAGS_accounting_pid)),
+        std::make_tuple("rabbitmq", "broker", absl::GetFlag(FLAGS_broker_pid))}) {
+    if (pid > 0) watched.push_back({name, key, pid});
+  }
+  const absl::Time drive_start = absl::Now();
+  CpuMonitor cpu(watched, drive_start + warmup, drive_start + warmup + duration);
+  DriveResult drive;
+  {
+    CreateDriver driver(std::move(stubs), run_tag);
+    drive = open_loop ? driver.OpenLoop(rate, warmup, duration, absl::GetFlag(FLAGS_max_in_flight))
+                      : driver.ClosedLoop(concurrency, warmup, duration);
+  }
+  ASSIGN_OR_RETURN(SentResult sent, CollectSent(*query_stub, CreateDriver::MeasuredPrefix(run_tag),
+                                                absl::GetFlag(FLAGS_drain_timeout)));
+  const double rss_payment = PeakRssMib(absl::GetFlag(FLAGS_payment_pid));
+  const double rss_accounting = PeakRssMib(absl::GetFlag(FLAGS_accounting_pid));
+
+  const double create_per_s =
+      static_cast<double>(drive.ok_in_window) / absl::ToDoubleSeconds(duration);
+  const Percentiles create = Summarize(drive.latency_ms);
+  const Percentiles to_sent = Summarize(sent.to_sent_ms);
+
+  report.Section("system (payment_service + accounting_service + broker)");
+  report.Line(
+      "create throughput",
+      absl::StrCat(PerSec(create_per_s, "payments/s"), "  (", drive.ok, " ok, ", drive.failed,
+                   " failed", open_loop ? absl::StrCat(", ", drive.skipped, " skipped") : "", ")"));
+  if (drive.failed > 0) {
+    std::string codes;
+    for (const auto& [code, n] : drive.errors_by_code)
+      absl::StrAppend(&codes, " code", code, "=", n);
+    report.Line("create errors", absl::StrCat(codes, "; first: ", drive.first_error));
+  }
+  report.Line(open_loop ? "create latency (from scheduled send)" : "create latency",
+              absl::StrCat("p50 ", Ms(create.p50), "  p99 ", Ms(create.p99), "  p99.9 ",
+                           Ms(create.p999), "  max ", Ms(create.max)));
+  report.Line("create->SENT latency (server clocks, 1 ms)",
+              absl::StrCat("p50 ", Ms(to_sent.p50), "  p99 ", Ms(to_sent.p99), "  p99.9 ",
+                           Ms(to_sent.p999), "  max ", Ms(to_sent.max)));
+  report.Line(
+      "sustained payments reaching SENT",
+      absl::StrCat(PerSec(sent.sustained_per_s, "payments/s"), "  (", sent.measured_sent, " over ",
+                   absl::StrFormat("%.1f s", (sent.last_sent_ms - sent.first_created_ms) / 1000.0),
+                   "; SENT per full second: min ", PerSec(sent.bucket_min, ""), ", median ",
+                   PerSec(sent.bucket_median, ""), ")"));
+  report.Line(
+      "drain after driving",
+      absl::StrCat(sent.drained ? "all SENT after " : "NOT all SENT within ",
+                   absl::FormatDuration(absl::Trunc(sent.drain_time, absl::Milliseconds(1))),
+                   "; measured not SENT: ", sent.measured - sent.measured_sent, "; all payments ",
+                   sent.all_payments, ", SENT ", sent.all_sent));
+  if (!absl::GetFlag(FLAGS_accounting_addr).empty()) {
+    auto vouchers = CountVouchers(absl::GetFlag(FLAGS_accounting_addr));
+    if (vouchers.ok()) {
+      report.Line("vouchers",
+                  absl::StrCat(*vouchers, " for ", sent.all_sent, " SENT payments",
+                               *vouchers == sent.all_sent ? " (match)" : " (MISMATCH)"));
+      report.Figure("vouchers", static_cast<double>(*vouchers));
+    } else {
+      report.Line("vouchers", absl::StrCat("unavailable: ", vouchers.status().ToString()));
+    }
+  }
+  {
+    std::string text;
+    for (const CpuMonitor::Process& p : cpu.Result()) {
+      absl::StrAppend(&text, text.empty() ? "" : ", ", p.name, " ",
+                      absl::StrFormat("%.0f%%", p.percent));
+      report.Figure(absl::StrCat("cpu_percent_", p.key), p.percent);
+    }
+    report.Line(absl::StrFormat("CPU while measuring (%d cores = %d%%)",
+                                std::thread::hardware_concurrency(),
+                                100 * std::thread::hardware_concurrency()),
+                text);
+  }
+  report.Line("peak RSS (VmHWM)",
+              absl::StrFormat("payment_service %.1f MiB, accounting_service %.1f MiB", rss_payment,
+                              rss_accounting));
+  report.Figure("create_per_s", create_per_s);
+  report.Figure("create_ok", static_cast<double>(drive.ok));
+  report.Figure("create_failed", static_cast<double>(drive.failed));
+  report.Figure("create_skipped", static_cast<double>(drive.skipped));
+  report.Figure("create_p50_ms", create.p50);
+  report.Figure("create_p99_ms", create.p99);
+  report.Figure("create_p999_ms", create.p999);
+  report.Figure("to_sent_p50_ms", to_sent.p50);
+  report.Figure("to_sent_p99_ms", to_sent.p99);
+  report.Figure("to_sent_p999_ms", to_sent.p999);
+  report.Figure("to_sent_max_ms", to_sent.max);
+  report.Figure("sustained_sent_per_s", sent.sustained_per_s);
+  report.Figure("sent_per_s_bucket_min", sent.bucket_min);
+  report.Figure("sent_per_s_bucket_median", sent.bucket_median);
+  report.Figure("measured_not_sent", static_cast<double>(sent.measured - sent.measured_sent));
+  report.Figure("payment_peak_rss_mib", rss_payment);
+  report.Figure("accounting_peak_rss_mib", rss_accounting);
+
+  if (absl::GetFlag(FLAGS_baselines)) {
+    report.Section("ratios (same run)");
+    const double broker_payments = broker.flow_per_s / 2;  // a payment is two messages
+    report.Line("sustained / broker ceiling (msg/s / 2)",
+                absl::StrCat(Ratio(Div(sent.sustained_per_s, broker_payments)), "  (ceiling ",
+                             PerSec(broker_payments, "payments/s"), ")"));
+    report.Line("create throughput / sqlite 2-row tx/s",
+                absl::StrCat(Ratio(Div(create_per_s, sqlite.tx2_per_s)),
+                             "  (>1: group commit beats a transaction per payment)"));
+    report.Line("sustained / sqlite 100-row-tx rows/s / 3",
+                absl::StrCat(Ratio(Div(sent.sustained_per_s, sqlite.rows_per_s_tx100 / 3)),
+                             "  (a payment writes 2 rows and updates 1)"));
+    report.Line("sustained / naive outbox measured", Ratio(Div(sent.sustained_per_s, naive)));
+    report.Figure("ratio_sustained_to_broker_ceiling", Div(sent.sustained_per_s, broker_payments));
+    report.Figure("ratio_create_to_sqlite_tx2", Div(create_per_s, sqlite.tx2_per_s));
+    report.Figure("ratio_sustained_to_naive", Div(sent.sustained_per_s, naive));
+  }
+  report.Line("sustained / naive reference 400/s",
+              Ratio(Div(sent.sustained_per_s, kNaiveReference)));
+  report.Figure("ratio_sustained_to_400", Div(sent.sustained_per_s, kNaiveReference));
+
+  report.Section("targets (only meaningful on a quiet machine)");
+  if (!open_loop) {
+    report.Check(">= 2,500 payments/s sustained to SENT", sent.sustained_per_s >= kTargetSustained,
+                 PerSec(sent.sustained_per_s, "payments/s"));
+  } else {
+    const bool at_target_rate = rate >= 1000;
+    report.Check(
+        "create->SENT p99 <= 50 ms at 1,000/s offered",
+        at_target_rate && to_sent.p99 <= kTargetP99Ms,
+        absl::StrCat(Ms(to_sent.p99), at_target_rate ? "" : " (offered rate below 1,000/s)"));
+    report.Check("payment_service peak RSS <= 64 MiB", rss_payment <= kTargetRssMib,
+                 absl::StrFormat("%.1f MiB", rss_payment));
+    report.Check("accounting_service peak RSS <= 64 MiB", rss_accounting <= kTargetRssMib,
+                 absl::StrFormat("%.1f MiB", rss_accounting));
+    report.Check("offered load carried",
+                 drive.skipped == 0 && drive.failed == 0 && create_per_s >= 0.97 * rate,
+                 PerSec(create_per_s, "payments/s created"));
+  }
+  if (absl::GetFlag(FLAGS_json)) std::printf("%s\n", report.Json().c_str());
+  std::fflush(stdout);
+  if (drive.ok == 0) return absl::UnavailableError("no CreatePayment call succeeded");
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace outbox::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "outbox_bench --payment_addr=HOST:PORT [--concurrency=N | --rate=R] [--duration=20s]\n"
+      "  [--baselines --amqp_url=URL] [--payment_pid=P --accounting_pid=A]\n"
+      "Drives CreatePayment and reports throughput, latency to SENT and same-run baselines.");
+  absl::ParseCommandLine(argc, argv);
+  absl::Status s = outbox::bench::Run();
+  if (!s.ok()) {
+    std::fprintf(stderr, "outbox_bench: %s\n", s.ToString().c_str());
+    return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}

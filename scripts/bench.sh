@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Benchmarks, end to end, on this machine: builds a Release tree, starts a
+# private RabbitMQ node and release builds of payment_service and
+# accounting_service, then runs
+#   1. outbox_bench closed loop (throughput), with same-run baselines
+#      (raw SQLite commits, raw broker publish+consume, naive outbox);
+#   2. outbox_bench open loop at a fixed offered rate, against fresh services
+#      and databases (create->SENT latency, peak RSS under that load);
+#   3. claim_bench: recovery's claim of 1,000 due rows in a 5,000,000-row outbox.
+# Everything it starts is stopped on exit. Figures swing with the machine's
+# load: compare only figures from the same run.
+#
+# Environment knobs (defaults in brackets):
+#   BENCH_DURATION [20s]     measured drive phase of each outbox_bench run
+#   BENCH_WARMUP [3s]        warm-up before it
+#   BENCH_CONCURRENCY [64]   calls in flight in the closed-loop run
+#   BENCH_RATE [1000]        offered calls/s in the open-loop run
+#   CLAIM_ROWS [5000000]     SENT rows claim_bench fills the outbox with
+#   BENCH_BUILD_DIR [build-release]   BENCH_SKIP_BUILD=1 uses it as it is
+#   BENCH_JOBS [2]           parallel compile jobs
+#   BENCH_KEEP=1             keep the temp dir (logs, databases) afterwards
+#   BENCH_JSON=1             outbox_bench also prints a JSON line per run
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BENCH_BUILD_DIR:-$ROOT/build-release}
+DURATION=${BENCH_DURATION:-20s}
+WARMUP=${BENCH_WARMUP:-3s}
+CONCURRENCY=${BENCH_CONCURRENCY:-64}
+RATE=${BENCH_RATE:-1000}
+CLAIM_ROWS=${CLAIM_ROWS:-5000000}
+JOBS=${BENCH_JOBS:-2}
+JSON=$([[ ${BENCH_JSON:-0} == 1 ]] && echo true || echo false)
+
+say() { echo "bench: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+# ---------------------------------------------------------------- build
+if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
+  if [[ -x $ROOT/scripts/install_deps.sh ]]; then "$ROOT/scripts/install_deps.sh"; fi
+  say "building Release tree in $BUILD_DIR"
+  # Build output goes to stderr: stdout is the report.
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  targets=(payment_service accounting_service outbox_bench)
+  # claim_bench exists once recovery_service's store does (bench/CMakeLists.txt).
+  if cmake --build "$BUILD_DIR" --target help | grep -w claim_bench >/dev/null; then
+    targets+=(claim_bench)
+  fi
+  cmake --build "$BUILD_DIR" -j"$JOBS" --target "${targets[@]}" >&2
+fi
+BIN=$BUILD_DIR/bin
+for b in payment_service accounting_service outbox_bench; do
+  [[ -x $BIN/$b ]] || die "$BIN/$b is missing (build it, or unset BENCH_SKIP_BUILD)"
+done
+
+# ---------------------------------------------------------------- clean-up
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/outbox_bench.XXXXXX")
+BROKER_DIR=$WORK/broker
+PIDS=()  # services we started and have not stopped yet
+CHILD=   # the step running now (see run)
+
+# Runs a step in the background and waits for it: a signal then interrupts
+# the wait at once (bash would defer the trap until a foreground child ends).
+run() {
+  "$@" &
+  CHILD=$!
+  local rc=0
+  wait "$CHILD" || rc=$?
+  CHILD=
+  return "$rc"
+}
+
+stop_pid() {  # SIGTERM, wait up to 20 s, then SIGKILL
+  local pid=$1 _
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+stop_services() {
+  local pid
+  for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+  PIDS=()
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  [[ -n $CHILD ]] && stop_pid "$CHILD"
+  stop_services
+  "$ROOT/scripts/rabbitmq_node.sh" stop "$BROKER_DIR" >/dev/null 2>&1 || true
+  if [[ ${BENCH_KEEP:-0} == 1 || $rc != 0 ]]; then
+    say "logs and databases kept in $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- services
+say "starting a private RabbitMQ node (takes ~15 s)"
+# In the foreground: interrupted half-way, the node could be left running.
+"$ROOT/scripts/rabbitmq_node.sh" start "$BROKER_DIR" >/dev/null
+AMQP_URL=$(cat "$BROKER_DIR/amqp_url")
+
+# start_service NAME RUN_DIR ENV...: starts build-release/bin/NAME with its log
+# in RUN_DIR, waits for "<NAME>_started ... port=N"; sets PORT and PID.
+start_service() {
+  local name=$1 dir=$2 log line deadline
+  shift 2
+  log=$dir/$name.log
+  env "$@" "$BIN/$name" >>"$log" 2>&1 </dev/null &
+  PID=$!
+  PIDS+=("$PID")
+  deadline=$((SECONDS + 30))
+  until line=$(grep -m1 "${name}_started" "$log" 2>/dev/null); do
+    if ! kill -0 "$PID" 2>/dev/null || ((SECONDS > deadline)); then
+      tail -n 20 "$log" >&2 || true
+      die "$name did not start (log: $log)"
+    fi
+    sleep 0.1
+  done
+  PORT=$(sed -nE 's/.* port=([0-9]+).*/\1/p' <<<"$line")
+  [[ $PORT =~ ^[0-9]+$ && $PORT != 0 ]] || die "$name: no port in: $line"
+}
+
+# start_services RUN: fresh databases and queues under $WORK/RUN.
+start_services() {
+  local run=$1 dir=$WORK/$1
+  mkdir -p "$dir"
+  local common=(AMQP_URL="$AMQP_URL" PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC")
+  start_service accounting_service "$dir" "${common[@]}" \
+    ACCOUNTING_DB="$dir/accounting.db" ACCOUNTING_LISTEN=127.0.0.1:0
+  ACCOUNTING_PORT=$PORT ACCOUNTING_PID=$PID
+  start_service payment_service "$dir" "${common[@]}" \
+    PAYMENT_DB="$dir/payment.db" PAYMENT_LISTEN=127.0.0.1:0
+  PAYMENT_PORT=$PORT PAYMENT_PID=$PID
+}
+
+run_outbox_bench() {  # extra outbox_bench flags...
+  run "$BIN/outbox_bench" \
+    --payment_addr="127.0.0.1:$PAYMENT_PORT" --accounting_addr="127.0.0.1:$ACCOUNTING_PORT" \
+    --payment_pid="$PAYMENT_PID" --accounting_pid="$ACCOUNTING_PID" \
+    --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid" 2>/dev/null || echo 0)" \
+    --duration="$DURATION" --warmup="$WARMUP" --json="$JSON" "$@"
+}
+
+echo "outbox benchmarks on $(hostname), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# 1. Throughput: closed loop, baselines measured first in the same process.
+start_services throughput
+echo
+run_outbox_bench --label=throughput --concurrency="$CONCURRENCY" \
+  --baselines=true --amqp_url="$AMQP_URL" --scratch_dir="$WORK/throughput"
+stop_services
+
+# 2. Latency and memory at a fixed offered rate, with fresh services.
+start_services latency
+echo
+run_outbox_bench --label=latency --rate="$RATE"
+stop_services
+
+# 3. Recovery's claim in a big outbox.
+echo
+if [[ -x $BIN/claim_bench ]]; then
+  mkdir -p "$WORK/claim"
+  run "$BIN/claim_bench" --rows="$CLAIM_ROWS" --dir="$WORK/claim"
+else
+  echo "claim_bench: $BIN/claim_bench was not built (it needs recovery_lib): skipped"
+fi
+echo
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
