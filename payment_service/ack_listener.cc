@@ -9,11 +9,10 @@
 
 namespace outbox::payment {
 
-AckListener::AckListener(PaymentStore& store, AlertSink& alerts, const Clock& clock, AmqpUrl url,
+AckListener::AckListener(MarkSentFn mark_sent, AlertSink& alerts, AmqpUrl url,
                          Topology topology, AckListenerOptions options)
-    : store_(store),
+    : mark_sent_(std::move(mark_sent)),
       alerts_(alerts),
-      clock_(clock),
       session_(std::move(url), topology, "payment-ack-listener",
                [queue = topology.acc_queue, prefetch = options.prefetch](AmqpConnection& c) {
                  return c.Consume(queue, prefetch);
@@ -69,7 +68,7 @@ absl::Status AckListener::HandleBatch(AmqpConnection& conn,
   if (message_ids.empty()) return absl::OkStatus();
   Failpoint(kFpPaymentAckBeforeMarkSent);
   {
-    auto changed = store_.MarkSent(message_ids, clock_.NowMillis());
+    auto changed = mark_sent_(message_ids);
     if (!changed.ok()) {
       // Nothing marked: give the deliveries back and try again later.
       LogError("mark_sent_failed", {KV("messages", message_ids.size()),

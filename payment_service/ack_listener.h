@@ -1,16 +1,19 @@
 #pragma once
 
 // Consumes ACC_QUEUE: each PaymentAccounted marks its outbox row SENT. A batch
-// of deliveries is marked in one transaction, then acked with `multiple`.
-// Undecodable messages are dead-lettered at once.
+// of deliveries is marked in one transaction (the writer's next group), then
+// acked with `multiple`. Undecodable messages are dead-lettered at once.
 #include <atomic>
 #include <thread>
 
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "payment_service/payment_store.h"
 #include "shared/alerts.h"
 #include "shared/amqp_session.h"
-#include "shared/clock.h"
 
 namespace outbox::payment {
 
@@ -26,8 +29,11 @@ struct AckListenerStats {
 
 class AckListener {
  public:
-  AckListener(PaymentStore& store, AlertSink& alerts, const Clock& clock, AmqpUrl url,
-              Topology topology, AckListenerOptions options);
+  // Marks rows SENT durably; returns how many changed.
+  using MarkSentFn = std::function<absl::StatusOr<int>(const std::vector<std::string>&)>;
+
+  AckListener(MarkSentFn mark_sent, AlertSink& alerts, AmqpUrl url, Topology topology,
+              AckListenerOptions options);
   ~AckListener();
 
   void Start();
@@ -41,9 +47,8 @@ class AckListener {
   // Handles one batch; returns an error only for a broker failure.
   absl::Status HandleBatch(AmqpConnection& conn, const std::vector<Delivery>& deliveries);
 
-  PaymentStore& store_;
+  const MarkSentFn mark_sent_;
   AlertSink& alerts_;
-  const Clock& clock_;
   AmqpSession session_;
   const AckListenerOptions options_;
   AckListenerStats stats_;

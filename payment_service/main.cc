@@ -115,7 +115,8 @@ absl::Status Run() {
   alert_options.alertmanager_url = absl::GetFlag(FLAGS_alertmanager_url);
   alert_options.service = "payment_service";
   Alerter alerter(alert_options);
-  AckListener acks(**store, alerter, clock, *url, topology, ack_options);
+  AckListener acks([&](const std::vector<std::string>& ids) { return writer.MarkSent(ids); },
+                   alerter, *url, topology, ack_options);
 
   publisher.Start();
   writer.Start();
@@ -160,13 +161,14 @@ absl::Status Run() {
 
   const std::string signal = WaitForShutdownSignal();
   LogInfo("payment_service_stopping", {KV("signal", signal)});
-  // In-flight calls finish (bounded), then the writer drains, then the
-  // publisher sends what was committed, then the ack listener stops.
+  // In-flight calls finish (bounded), then the ack listener hands its last
+  // batch to the writer, the writer drains, and the publisher sends what was
+  // committed.
   ShutdownGrpcServer(**server);
   LogInfo("grpc_server_stopped");
+  acks.Stop();
   writer.Stop();
   publisher.Stop();
-  acks.Stop();
   alerter.Stop();
   metrics.reset();
   const PublisherStats ps = publisher.stats();

@@ -63,10 +63,13 @@ absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::stri
   return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(writer), std::move(reader)));
 }
 
-std::vector<CreateOutcome> PaymentStore::CreateBatch(const std::vector<NewPayment>& batch) {
+std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,
+                                                     const std::vector<std::string>& mark_sent,
+                                                     int64_t now_ms, absl::StatusOr<int>* marked) {
   absl::MutexLock lock(&write_mu_);
   SQLite::Database& db = *writer_;
   std::vector<CreateOutcome> outcomes;
+  int marked_count = 0;
   absl::Status tx_status = WriteTransaction(db, [&]() -> absl::Status {
     outcomes.assign(batch.size(), CreateOutcome{});  // a retried body starts over
     SQLite::Statement find(db, SelectSql("WHERE p.idempotency_key = ?"));
@@ -74,6 +77,14 @@ std::vector<CreateOutcome> PaymentStore::CreateBatch(const std::vector<NewPaymen
       INSERT INTO payments (payment_id, idempotency_key, payer_account, payee_account,
                             amount_minor, currency, description, created_at)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql");
+    OutboxInserter outbox(db);
+    SQLite::Statement savepoint(db, "SAVEPOINT one_payment");
+    SQLite::Statement release(db, "RELEASE one_payment");
+    SQLite::Statement rollback_to(db, "ROLLBACK TO one_payment");
+    auto run = [](SQLite::Statement& s) {
+      s.exec();
+      s.reset();
+    };
     for (size_t i = 0; i < batch.size(); ++i) {
       const NewPayment& item = batch[i];
       CreateOutcome& out = outcomes[i];
@@ -94,7 +105,7 @@ std::vector<CreateOutcome> PaymentStore::CreateBatch(const std::vector<NewPaymen
       if (exists) continue;
 
       // One savepoint per request: its failure rolls back only its own rows.
-      db.exec("SAVEPOINT one_payment");
+      run(savepoint);
       try {
         insert.bind(1, item.payment_id);
         insert.bind(2, item.input.idempotency_key);
@@ -107,8 +118,8 @@ std::vector<CreateOutcome> PaymentStore::CreateBatch(const std::vector<NewPaymen
         insert.exec();
         insert.reset();
         out.record.id = db.getLastInsertRowid();
-        InsertOutboxRow(db, item.outbox);
-        db.exec("RELEASE one_payment");
+        outbox.Insert(item.outbox);
+        run(release);
         out.record.payment_id = item.payment_id;
         out.record.input = item.input;
         out.record.created_at = item.outbox.created_at;
@@ -116,21 +127,18 @@ std::vector<CreateOutcome> PaymentStore::CreateBatch(const std::vector<NewPaymen
         out.record.outbox.id = db.getLastInsertRowid();
       } catch (const SQLite::Exception& e) {
         insert.tryReset();
-        db.exec("ROLLBACK TO one_payment");
-        db.exec("RELEASE one_payment");
+        run(rollback_to);
+        run(release);
+        out = CreateOutcome{};
         out.status = SqliteError(e, "insert payment");
       }
     }
+    marked_count = mark_sent.empty() ? 0 : MarkOutboxSent(db, mark_sent, now_ms);
     Failpoint(kFpPaymentBeforeCommit);
     return absl::OkStatus();
   });
-  if (!tx_status.ok()) {
-    for (CreateOutcome& out : outcomes) {
-      out = CreateOutcome{};
-      out.status = tx_status;
-    }
-    if (outcomes.empty()) outcomes.assign(batch.size(), CreateOutcome{tx_status, {}, false});
-  }
+  if (marked != nullptr) *marked = tx_status.ok() ? absl::StatusOr<int>(marked_count) : tx_status;
+  if (!tx_status.ok()) outcomes.assign(batch.size(), CreateOutcome{tx_status, {}, false});
   return outcomes;
 }
 

@@ -42,9 +42,15 @@ class PaymentStore {
 
   // Writes the whole group in ONE transaction. Each payment is inserted with
   // its outbox row, or resolved against an existing idempotency key, under
-  // its own savepoint, so one failing request fails alone. If the commit
-  // itself fails, every outcome carries that error.
-  std::vector<CreateOutcome> CreateBatch(const std::vector<NewPayment>& batch);
+  // its own savepoint, so one failing request fails alone. In the same
+  // transaction, acknowledged rows in `mark_sent` turn SENT (their count goes
+  // to *marked). If the commit itself fails, every outcome carries that error.
+  std::vector<CreateOutcome> CommitGroup(const std::vector<NewPayment>& batch,
+                                         const std::vector<std::string>& mark_sent,
+                                         int64_t now_ms, absl::StatusOr<int>* marked);
+  std::vector<CreateOutcome> CreateBatch(const std::vector<NewPayment>& batch) {
+    return CommitGroup(batch, {}, 0, nullptr);
+  }
 
   // Marks acknowledged outbox rows SENT in one transaction.
   absl::StatusOr<int> MarkSent(const std::vector<std::string>& message_ids, int64_t now_ms);

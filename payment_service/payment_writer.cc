@@ -1,5 +1,6 @@
 #include "payment_service/payment_writer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "payment_service/payment_codec.h"
@@ -39,26 +40,39 @@ CreateOutcome PaymentWriter::Create(const PaymentInput& input) {
   return std::move(pending.outcome);
 }
 
+absl::StatusOr<int> PaymentWriter::MarkSent(const std::vector<std::string>& message_ids) {
+  PendingMark pending{&message_ids, 0, false};
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("payment service is shutting down");
+  marks_.push_back(&pending);
+  mu_.Await(absl::Condition(&pending.done));
+  return pending.marked;
+}
+
 void PaymentWriter::Run() {
   while (true) {
     std::vector<Pending*> group;
+    std::vector<PendingMark*> marks;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stopping_;
+        return !queue_.empty() || !marks_.empty() || stopping_;
       };
       mu_.Await(absl::Condition(&ready));
-      if (queue_.empty()) return;  // stopping and drained
+      if (queue_.empty() && marks_.empty()) return;  // stopping and drained
       while (!queue_.empty() && group.size() < options_.max_batch) {
         group.push_back(queue_.front());
         queue_.pop_front();
       }
+      marks.assign(marks_.begin(), marks_.end());
+      marks_.clear();
     }
-    CommitGroup(group);
+    CommitGroup(group, marks);
   }
 }
 
-void PaymentWriter::CommitGroup(const std::vector<Pending*>& group) {
+void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
+                                const std::vector<PendingMark*>& marks) {
   const int64_t now = clock_.NowMillis();
   std::vector<NewPayment> batch;
   batch.reserve(group.size());
@@ -82,7 +96,12 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group) {
     row.updated_at = now;
     batch.push_back(std::move(n));
   }
-  std::vector<CreateOutcome> outcomes = store_.CreateBatch(batch);
+  std::vector<std::string> mark_ids;
+  for (const PendingMark* m : marks) {
+    mark_ids.insert(mark_ids.end(), m->message_ids->begin(), m->message_ids->end());
+  }
+  absl::StatusOr<int> marked = 0;
+  std::vector<CreateOutcome> outcomes = store_.CommitGroup(batch, mark_ids, now, &marked);
 
   std::vector<OutgoingMessage> messages;
   for (size_t i = 0; i < group.size(); ++i) {
@@ -100,6 +119,19 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group) {
   for (size_t i = 0; i < group.size(); ++i) {
     group[i]->outcome = std::move(outcomes[i]);
     group[i]->done = true;
+  }
+  // Each ack batch learns its own count only roughly (the group's total is
+  // split in order); what matters to it is success or failure.
+  int left = marked.ok() ? *marked : 0;
+  for (PendingMark* m : marks) {
+    if (!marked.ok()) {
+      m->marked = marked.status();
+    } else {
+      const int mine = std::min<int>(left, static_cast<int>(m->message_ids->size()));
+      m->marked = mine;
+      left -= mine;
+    }
+    m->done = true;
   }
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 
-// Group commit: CreatePayment calls queue their request; one writer thread
-// commits everything queued in one transaction and wakes each caller with its
-// own outcome. Right after the commit, the new messages go to the publisher.
+// Group commit: CreatePayment calls queue their request, the ack listener
+// queues the message ids to mark SENT; one writer thread commits everything
+// queued in one transaction (one fsync) and wakes each caller with its own
+// outcome. Right after the commit, the new messages go to the publisher.
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -41,6 +42,8 @@ class PaymentWriter {
 
   // Blocks until the request's group is committed (or failed).
   CreateOutcome Create(const PaymentInput& input);
+  // Blocks until the rows are marked SENT in a group; returns how many changed.
+  absl::StatusOr<int> MarkSent(const std::vector<std::string>& message_ids);
 
   int64_t groups_committed() const { return groups_.load(); }
   int64_t payments_created() const { return created_.load(); }
@@ -51,8 +54,13 @@ class PaymentWriter {
     CreateOutcome outcome;
     bool done = false;
   };
+  struct PendingMark {
+    const std::vector<std::string>* message_ids;
+    absl::StatusOr<int> marked;
+    bool done = false;
+  };
   void Run();
-  void CommitGroup(const std::vector<Pending*>& group);
+  void CommitGroup(const std::vector<Pending*>& group, const std::vector<PendingMark*>& marks);
 
   PaymentStore& store_;
   const Clock& clock_;
@@ -62,6 +70,7 @@ class PaymentWriter {
 
   absl::Mutex mu_;
   std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<PendingMark*> marks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> groups_{0};
   std::atomic<int64_t> created_{0};

@@ -14,6 +14,10 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Handlers block while their group commits; keep enough polling threads
+  // alive that the sync server does not create and destroy one per call.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 256);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), bound_port);
   for (grpc::Service* s : services) builder.RegisterService(s);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

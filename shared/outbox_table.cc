@@ -59,12 +59,19 @@ void CreateOutboxSchema(SQLite::Database& db) {
   )sql");
 }
 
-void InsertOutboxRow(SQLite::Database& db, const OutboxRow& row) {
-  SQLite::Statement stmt(db, R"sql(
-    INSERT INTO outbox (message_id, biz_type, biz_key, topic, payload, status, attempts,
-                        max_attempts, next_retry_at, last_attempt_at, last_error,
-                        created_at, updated_at, sent_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
+OutboxInserter::OutboxInserter(SQLite::Database& db)
+    : stmt_(db, R"sql(
+        INSERT INTO outbox (message_id, biz_type, biz_key, topic, payload, status, attempts,
+                            max_attempts, next_retry_at, last_attempt_at, last_error,
+                            created_at, updated_at, sent_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql") {}
+
+void InsertOutboxRow(SQLite::Database& db, const OutboxRow& row) { OutboxInserter(db).Insert(row); }
+
+void OutboxInserter::Insert(const OutboxRow& row) {
+  SQLite::Statement& stmt = stmt_;
+  stmt.tryReset();  // after a failed insert reset() would rethrow its error
+  stmt.clearBindings();
   stmt.bind(1, row.message_id);
   stmt.bind(2, row.biz_type);
   stmt.bind(3, row.biz_key);

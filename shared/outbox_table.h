@@ -43,7 +43,18 @@ extern const char* const kOutboxColumns;
 // recovery lease table if missing. Throws SQLite::Exception.
 void CreateOutboxSchema(SQLite::Database& db);
 
-// Throws SQLite::Exception; call inside the caller's transaction.
+// Inserts rows with one prepared statement. Throws SQLite::Exception; use
+// inside the caller's transaction.
+class OutboxInserter {
+ public:
+  explicit OutboxInserter(SQLite::Database& db);
+  void Insert(const OutboxRow& row);
+
+ private:
+  SQLite::Statement stmt_;
+};
+
+// One row (prepares a statement each time: for tests and tools).
 void InsertOutboxRow(SQLite::Database& db, const OutboxRow& row);
 
 // Reads the columns of kOutboxColumns starting at column `first`.
