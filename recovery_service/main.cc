@@ -74,6 +74,10 @@ ABSL_FLAG(absl::Duration, backlog_age, EnvOrDuration("RECOVERY_BACKLOG_AGE", abs
           "SENDING rows older than this count towards the backlog [env RECOVERY_BACKLOG_AGE]");
 ABSL_FLAG(int64_t, backlog_threshold, EnvOrInt("RECOVERY_BACKLOG_THRESHOLD", 1000),
           "backlog size that raises one alert [env RECOVERY_BACKLOG_THRESHOLD]");
+ABSL_FLAG(absl::Duration, housekeeping_every,
+          EnvOrDuration("RECOVERY_HOUSEKEEPING_EVERY", absl::Seconds(10)),
+          "how often the active instance archives and checks the backlog "
+          "[env RECOVERY_HOUSEKEEPING_EVERY]");
 ABSL_FLAG(absl::Duration, retention, EnvOrDuration("RECOVERY_RETENTION", absl::Hours(24 * 7)),
           "SENT rows older than this move to outbox_archive [env RECOVERY_RETENTION]");
 
@@ -101,6 +105,7 @@ absl::Status Run() {
   options.backlog_age = absl::GetFlag(FLAGS_backlog_age);
   options.backlog_threshold = absl::GetFlag(FLAGS_backlog_threshold);
   options.retention = absl::GetFlag(FLAGS_retention);
+  options.housekeeping_every = absl::GetFlag(FLAGS_housekeeping_every);
   options.reply_to = absl::GetFlag(FLAGS_acc_queue);
   if (options.policy.backoff.base <= absl::ZeroDuration() ||
       options.policy.backoff.max < options.policy.backoff.base || options.policy.max_attempts < 1 ||

@@ -8,7 +8,6 @@
 
 namespace outbox::recovery {
 namespace {
-constexpr absl::Duration kHousekeepingEvery = absl::Seconds(10);
 constexpr int kMaxArchiveBatchesPerPass = 20;
 }  // namespace
 
@@ -57,7 +56,7 @@ void RecoveryWorker::Run() {
       stats_.lease_held = true;
       lease_renewed_ = now;
     }
-    if (now - last_housekeeping_ >= kHousekeepingEvery) {
+    if (now - last_housekeeping_ >= options_.housekeeping_every) {
       last_housekeeping_ = now;
       Housekeeping();
     }

@@ -30,6 +30,7 @@ struct RecoveryOptions {
   int64_t backlog_threshold = 1000;
   absl::Duration retention = absl::Hours(24 * 7);
   int archive_batch = 500;
+  absl::Duration housekeeping_every = absl::Seconds(10);  // archive + backlog check
   std::string reply_to = "ACC_QUEUE";
 };
 

@@ -141,7 +141,10 @@ TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
   constexpr int kPayments = 20;
   const Env env = {{"RECOVERY_BASE_DELAY", "300ms"}, {"RECOVERY_MAX_DELAY", "600ms"},
                    {"RECOVERY_MAX_ATTEMPTS", "1000"}, {"RECOVERY_IDLE_SLEEP", "100ms"},
-                   {"RECOVERY_LEASE_TTL", "2s"}};
+                   {"RECOVERY_LEASE_TTL", "2s"},
+                   // More than 5 rows SENDING for over 1 s is a backlog: one alert, not one per loop.
+                   {"RECOVERY_BACKLOG_AGE", "1s"}, {"RECOVERY_BACKLOG_THRESHOLD", "5"},
+                   {"RECOVERY_HOUSEKEEPING_EVERY", "300ms"}};
   ServiceSet services(env);
   services.StartPayment();
   auto& a = services.StartRecovery("a");
@@ -157,6 +160,20 @@ TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
   auto& standby = sa.lease_held() ? b : a;
   EXPECT_EQ(Stats(standby).republished_total(), 0) << "the standby re-published";
   EXPECT_EQ(Stats(standby).lease_holder(), sa.lease_held() ? "a" : "b");
+
+  auto count = [](const std::string& log, const std::string& needle) {
+    int n = 0;
+    for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+    return n;
+  };
+  ASSERT_TRUE(PollUntil([&] {
+    return count(active.process.Log(), "alertname=OutboxBacklog") >= 1;
+  }, absl::Seconds(10)));
+  // Several more housekeeping passes (every 300 ms) raise no second alert.
+  EXPECT_FALSE(PollUntil([&] {
+    return count(active.process.Log(), "alertname=OutboxBacklog") >= 2;
+  }, absl::Seconds(1)));
+  EXPECT_EQ(count(standby.process.Log(), "alertname=OutboxBacklog"), 0);
 
   const absl::Time killed = absl::Now();
   active.process.Kill();  // SIGKILL: no lease release
