@@ -107,16 +107,7 @@ absl::Status RecoveryStore::RecordPublishError(const std::vector<std::string>& m
                                                const std::string& error, int64_t now_ms) {
   absl::MutexLock lock(&write_mu_);
   return WriteTransaction(*writer_, [&] {
-    SQLite::Statement stmt(*writer_, R"sql(
-      UPDATE outbox SET last_error = ?1, updated_at = ?2
-      WHERE message_id = ?3 AND status = 'SENDING')sql");
-    for (const std::string& id : message_ids) {
-      stmt.bind(1, error);
-      stmt.bind(2, static_cast<int64_t>(now_ms));
-      stmt.bind(3, id);
-      stmt.exec();
-      stmt.reset();
-    }
+    RecordOutboxError(*writer_, message_ids, error, now_ms);
     return absl::OkStatus();
   });
 }

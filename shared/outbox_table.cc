@@ -128,4 +128,18 @@ int MarkOutboxSent(SQLite::Database& db, const std::vector<std::string>& message
   return changed;
 }
 
+void RecordOutboxError(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                       const std::string& error, int64_t now_ms) {
+  SQLite::Statement stmt(db, R"sql(
+    UPDATE outbox SET last_error = ?1, updated_at = ?2
+    WHERE message_id = ?3 AND status = 'SENDING')sql");
+  for (const std::string& id : message_ids) {
+    stmt.bind(1, error);
+    stmt.bind(2, static_cast<int64_t>(now_ms));
+    stmt.bind(3, id);
+    stmt.exec();
+    stmt.reset();
+  }
+}
+
 }  // namespace outbox

@@ -68,4 +68,9 @@ OutboxRow ReadOutboxRow(SQLite::Statement& stmt, int first = 0);
 int MarkOutboxSent(SQLite::Database& db, const std::vector<std::string>& message_ids,
                    int64_t now_ms);
 
+// Notes why a publish failed on SENDING rows (last_error). Throws
+// SQLite::Exception; call inside the caller's transaction.
+void RecordOutboxError(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                       const std::string& error, int64_t now_ms);
+
 }  // namespace outbox
