@@ -47,7 +47,7 @@ void PaymentConsumer::Run() {
       continue;
     }
     if (deliveries->empty()) {
-      absl::Status s = (*out)->Poll(absl::ZeroDuration());  // keep the reply connection alive
+      absl::Status s = (*out)->Poll(absl::Milliseconds(1));  // notice a closed reply connection
       if (!s.ok()) reply_session_.Reset(s);
       continue;
     }

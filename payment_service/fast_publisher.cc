@@ -72,7 +72,7 @@ void FastPublisher::Run() {
     }
     if (batch.empty()) {
       if (stopping) return;
-      absl::Status s = (*conn)->Poll(absl::ZeroDuration());
+      absl::Status s = (*conn)->Poll(absl::Milliseconds(1));
       if (!s.ok()) session_.Reset(s);
       continue;
     }
