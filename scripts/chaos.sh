@@ -38,13 +38,11 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+SCRIPT=chaos
+# shellcheck source=SCRIPTDIR/lib/services.sh
+source "$ROOT/scripts/lib/services.sh"
 
-seconds() {  # "60s" / "60" -> 60
-  local v=${1%s}
-  [[ $v =~ ^[0-9]+$ ]] || { echo "chaos: $2 must be whole seconds, e.g. 30s (got '$1')" >&2; exit 2; }
-  echo "$v"
-}
-DURATION=$(seconds "${CHAOS_DURATION:-60s}" CHAOS_DURATION)
+DURATION=$(seconds "${CHAOS_DURATION:-60s}" CHAOS_DURATION 30s)
 INTERVAL=${CHAOS_INTERVAL:-2-6}
 if [[ $INTERVAL =~ ^([0-9]+)-([0-9]+)$ ]] && ((BASH_REMATCH[1] <= BASH_REMATCH[2])); then
   interval_lo=$((BASH_REMATCH[1] * 10)) interval_hi=$((BASH_REMATCH[2] * 10))
@@ -61,29 +59,14 @@ BROKER_ODDS=${CHAOS_BROKER_ODDS:-5}
 CONCURRENCY=${CHAOS_CONCURRENCY:-4}
 QUIESCE_TIMEOUT=${CHAOS_QUIESCE_TIMEOUT:-120s}
 
-if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-  BUILD_TYPE=${BUILD_TYPE:-Release} bash scripts/build.sh
-fi
-BIN=$(cd "${BUILD_DIR:-build}/bin" && pwd)
-for b in payment_service accounting_service recovery_service outbox_demo outbox_check; do
-  [[ -x $BIN/$b ]] || { echo "chaos: $BIN/$b is missing" >&2; exit 1; }
-done
+build_binaries
 
 WORK=$(mktemp -d -t outbox-chaos.XXXXXX)
 SERVICES=(payment_service accounting_service recovery_service)
-declare -A pid_of=()  # service name -> pid of the running instance
 declare -A faults=([payment_service]=0 [accounting_service]=0 [recovery_service]=0 [broker]=0)
 unexpected=()         # services found dead that we had not killed
 driver=''
 result=1
-
-# alive PID: the process exists and is not a zombie.
-alive() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  [[ ${stat%% *} != Z ]]
-}
 
 # now_ms: sets NOW_MS to the wall clock in milliseconds (no subshell, so the
 # seeded RANDOM sequence stays this shell's alone).
@@ -96,55 +79,17 @@ stamp() { now_ms; local d=$(((NOW_MS - T0) / 100)); STAMP="t+$((d / 10)).$((d % 
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   trap - EXIT INT TERM
-  local name pid
   if [[ -n $driver ]]; then kill -TERM "$driver" 2>/dev/null || true; fi
-  for name in "${!pid_of[@]}"; do kill -TERM "${pid_of[$name]}" 2>/dev/null || true; done
-  for name in "${!pid_of[@]}"; do  # give each up to 10 s to shut down cleanly
-    pid=${pid_of[$name]}
-    for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  bash scripts/rabbitmq_node.sh stop "$WORK/broker" || true
-  if [[ $result == 0 && ${KEEP:-0} != 1 ]]; then
-    rm -rf "$WORK"
-    echo "chaos: removed $WORK (logs, databases); KEEP=1 keeps it"
-  else
-    echo "chaos: logs and databases kept in $WORK (*.log, broker/log/, chaos.log)"
-  fi
+  stop_services
+  finish_work "*.log, broker/log/, chaos.log"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# free_port VAR: sets VAR to a free loopback port not handed out before in this run.
-taken=" "
-free_port() {
-  local used=" " addr p _
-  while read -r _ addr _; do
-    if [[ $addr == *:* ]]; then used+="$((16#${addr##*:})) "; fi
-  done < <(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null)
-  while :; do
-    p=$((30100 + RANDOM % 2600))  # below the kernel's ephemeral range
-    [[ $used$taken == *" $p "* ]] || break
-  done
-  taken+="$p "
-  printf -v "$1" '%s' "$p"
-}
-
-# start_service NAME: runs $BIN/NAME with the environment in the array
-# NAME_env, appending to $WORK/NAME.log, and waits for its "NAME_started" line.
-start_service() {
-  local name=$1 before pid _
-  local -n env_ref=${name}_env
-  before=$(grep -c "${name}_started" "$WORK/$name.log" 2>/dev/null || true)
-  env "${env_ref[@]}" "$BIN/$name" >>"$WORK/$name.log" 2>&1 &
-  pid=$!
-  pid_of[$name]=$pid
-  for _ in $(seq 300); do
-    (($(grep -c "${name}_started" "$WORK/$name.log" || true) > before)) && return 0
-    alive "$pid" || { tail -n 5 "$WORK/$name.log" >&2; echo "chaos: $name exited at start" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "chaos: $name (pid $pid) did not log ${name}_started within 30 s" >&2
+# start NAME: start_service; exits 1 if NAME does not log its started line within 30 s.
+start() {
+  start_service "$1" && return 0
+  echo "chaos: $1 (pid ${pid_of[$1]}) did not log ${1}_started within 30 s" >&2
   exit 1
 }
 
@@ -158,7 +103,7 @@ kill_service() {
   at=$NOW_MS
   kill -KILL "$old" 2>/dev/null || true
   wait "$old" 2>/dev/null || true
-  start_service "$name"
+  start "$name"
   faults[$name]=$((faults[$name] + 1))
   took "$at"
   log "$STAMP kill -9 $name (pid $old); restarted as pid ${pid_of[$name]} (up after $TOOK)"
@@ -190,29 +135,18 @@ check_services() {
       stamp
       log "$STAMP UNEXPECTED: $name (pid ${pid_of[$name]}) died on its own; starting it again"
       tail -n 5 "$WORK/$name.log" | sed 's/^/    /'
-      start_service "$name"
+      start "$name"
     fi
   done
 }
 
-bash scripts/rabbitmq_node.sh start "$WORK/broker"
-AMQP_URL=$(cat "$WORK/broker/amqp_url")
-payment_port='' accounting_port='' recovery_port=''
-free_port payment_port
-free_port accounting_port
-free_port recovery_port
+start_broker
 retry_env=(RECOVERY_BASE_DELAY=1s RECOVERY_MAX_DELAY=5s RECOVERY_MAX_ATTEMPTS=1000)
-# shellcheck disable=SC2034  # used through start_service's nameref
-{
-  accounting_service_env=(AMQP_URL="$AMQP_URL" ACCOUNTING_LISTEN="127.0.0.1:$accounting_port"
-    ACCOUNTING_DB="$WORK/accounting.db")
-  payment_service_env=(AMQP_URL="$AMQP_URL" PAYMENT_LISTEN="127.0.0.1:$payment_port"
-    PAYMENT_DB="$WORK/payment.db" "${retry_env[@]}")
-  recovery_service_env=(AMQP_URL="$AMQP_URL" RECOVERY_LISTEN="127.0.0.1:$recovery_port"
-    PAYMENT_DB="$WORK/payment.db" RECOVERY_LEASE_TTL=3s "${retry_env[@]}")
-}
+service_envs
+payment_service_env+=("${retry_env[@]}")
+recovery_service_env+=(RECOVERY_LEASE_TTL=3s "${retry_env[@]}")
 for name in "${SERVICES[@]}"; do
-  start_service "$name"
+  start "$name"
   echo "chaos: started $name (pid ${pid_of[$name]}), log $WORK/$name.log"
 done
 
@@ -265,9 +199,8 @@ demo --count=0 --report_all --expect_ids="$WORK/acked.ids" --wait_healthy=60 \
 report_rc=${PIPESTATUS[0]}
 echo
 echo "=== outbox_check (both databases) ==="
-"$BIN/outbox_check" --payment_db="$WORK/payment.db" --accounting_db="$WORK/accounting.db" |
-  tee "$WORK/outbox_check.txt"
-check_rc=${PIPESTATUS[0]}
+outbox_check_both
+check_rc=$?
 set -e
 check_services
 

@@ -29,46 +29,28 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+SCRIPT=demo
+# shellcheck source=SCRIPTDIR/lib/services.sh
+source "$ROOT/scripts/lib/services.sh"
 
-seconds() {  # "8s" / "8" -> 8
-  local v=${1%s}
-  [[ $v =~ ^[0-9]+$ ]] || { echo "demo: $2 must be whole seconds, e.g. 8s (got '$1')" >&2; exit 2; }
-  echo "$v"
-}
 PAYMENTS=${DEMO_PAYMENTS:-300}
 OUTAGE_PAYMENTS=${DEMO_OUTAGE_PAYMENTS:-200}
-OUTAGE=$(seconds "${DEMO_OUTAGE:-8s}" DEMO_OUTAGE)
+OUTAGE=$(seconds "${DEMO_OUTAGE:-8s}" DEMO_OUTAGE 8s)
 CONCURRENCY=${DEMO_CONCURRENCY:-8}
 TIMEOUT=${DEMO_TIMEOUT:-60s}
 BASE_DELAY=${RECOVERY_BASE_DELAY:-1s}
 
-if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-  BUILD_TYPE=${BUILD_TYPE:-Release} bash scripts/build.sh
-fi
-BIN=$(cd "${BUILD_DIR:-build}/bin" && pwd)
-for b in payment_service accounting_service recovery_service outbox_demo outbox_check; do
-  [[ -x $BIN/$b ]] || { echo "demo: $BIN/$b is missing" >&2; exit 1; }
-done
+build_binaries
 
 WORK=$(mktemp -d -t outbox-demo.XXXXXX)
-declare -A pid_of=()  # service name -> pid of the running instance
 result=1
-
-# alive PID: the process exists and is not a zombie.
-alive() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  [[ ${stat%% *} != Z ]]
-}
 
 # stop_service NAME SIGNAL: signals it, waits for the exit (SIGKILL after 15 s), reaps it.
 stop_service() {
-  local name=$1 sig=$2 pid=${pid_of[$1]:-} _
+  local name=$1 sig=$2 pid=${pid_of[$1]:-}
   [[ -n $pid ]] || return 0
   kill "-$sig" "$pid" 2>/dev/null || true
-  for _ in $(seq 150); do alive "$pid" || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
+  await_exit "$pid" 150
   wait "$pid" 2>/dev/null && stop_status=0 || stop_status=$?
   unset "pid_of[$name]"
 }
@@ -76,77 +58,28 @@ stop_service() {
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   trap - EXIT INT TERM
-  local name pid
-  for name in "${!pid_of[@]}"; do kill -TERM "${pid_of[$name]}" 2>/dev/null || true; done
-  for name in "${!pid_of[@]}"; do  # give each up to 10 s to shut down cleanly
-    pid=${pid_of[$name]}
-    for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  bash scripts/rabbitmq_node.sh stop "$WORK/broker" || true
-  if [[ $result == 0 && ${KEEP:-0} != 1 ]]; then
-    rm -rf "$WORK"
-    echo "demo: removed $WORK (logs, databases); KEEP=1 keeps it"
-  else
-    echo "demo: logs and databases kept in $WORK (*.log, broker/log/)"
-  fi
+  stop_services
+  finish_work "*.log, broker/log/"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# free_port VAR: sets VAR to a free loopback port not handed out before in this run.
-taken=" "
-free_port() {
-  local used=" " addr p _
-  while read -r _ addr _; do
-    if [[ $addr == *:* ]]; then used+="$((16#${addr##*:})) "; fi
-  done < <(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null)
-  while :; do
-    p=$((30100 + RANDOM % 2600))  # below the kernel's ephemeral range
-    [[ $used$taken == *" $p "* ]] || break
-  done
-  taken+="$p "
-  printf -v "$1" '%s' "$p"
-}
-
-# start_service NAME: runs $BIN/NAME with the environment in the array
-# NAME_env, appending to $WORK/NAME.log, and waits for its "NAME_started" line.
-start_service() {
-  local name=$1 before pid _
-  local -n env_ref=${name}_env
-  before=$(grep -c "${name}_started" "$WORK/$name.log" 2>/dev/null || true)
-  env "${env_ref[@]}" "$BIN/$name" >>"$WORK/$name.log" 2>&1 &
-  pid=$!
-  pid_of[$name]=$pid
-  for _ in $(seq 300); do
-    (($(grep -c "${name}_started" "$WORK/$name.log" || true) > before)) && break
-    alive "$pid" || { tail -n 5 "$WORK/$name.log" >&2; echo "demo: $name exited at start" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "demo: started $name (pid $pid), log $WORK/$name.log"
+# start NAME: start_service, then says so (as before, it goes on after 30 s without the started line).
+start() {
+  start_service "$1" || true
+  echo "demo: started $1 (pid ${pid_of[$1]}), log $WORK/$1.log"
 }
 
 # field FILE LABEL: the first number after LABEL at the start of a report line.
 field() { awk -v l="$2" 'index($0, l " ") == 1 { sub("^" l " +", ""); print $1 + 0; exit }' "$1"; }
 
-bash scripts/rabbitmq_node.sh start "$WORK/broker"
-AMQP_URL=$(cat "$WORK/broker/amqp_url")
-payment_port='' accounting_port='' recovery_port=''
-free_port payment_port
-free_port accounting_port
-free_port recovery_port
-# shellcheck disable=SC2034  # used through start_service's nameref
-{
-  accounting_service_env=(AMQP_URL="$AMQP_URL" ACCOUNTING_LISTEN="127.0.0.1:$accounting_port"
-    ACCOUNTING_DB="$WORK/accounting.db")
-  payment_service_env=(AMQP_URL="$AMQP_URL" PAYMENT_LISTEN="127.0.0.1:$payment_port"
-    PAYMENT_DB="$WORK/payment.db" RECOVERY_BASE_DELAY="$BASE_DELAY")
-  recovery_service_env=(AMQP_URL="$AMQP_URL" RECOVERY_LISTEN="127.0.0.1:$recovery_port"
-    PAYMENT_DB="$WORK/payment.db" RECOVERY_BASE_DELAY="$BASE_DELAY")
-}
-start_service accounting_service
-start_service payment_service
-start_service recovery_service
+start_broker
+service_envs
+payment_service_env+=(RECOVERY_BASE_DELAY="$BASE_DELAY")
+recovery_service_env+=(RECOVERY_BASE_DELAY="$BASE_DELAY")
+start accounting_service
+start payment_service
+start recovery_service
 
 demo() {
   "$BIN/outbox_demo" --payment_addr="127.0.0.1:$payment_port" \
@@ -185,7 +118,7 @@ while ((SECONDS - down_at < OUTAGE)); do
   if [[ $snapshot =~ SENDING\ ([0-9]+) ]]; then outage_sending=${BASH_REMATCH[1]}; fi
 done
 back_ms=$(date +%s%3N)
-start_service accounting_service
+start accounting_service
 echo "demo: accounting_service is back after $((SECONDS - down_at))s (same port and database); waiting for the backlog to drain"
 set +e
 demo --count=0 --expect_ids="$WORK/phase2.ids" --wait_healthy=60 --timeout="$TIMEOUT" |
@@ -196,11 +129,8 @@ republished_total=$(($(republished) - republished_before))
 
 echo
 echo "=== outbox_check (both databases) ==="
-set +e
-"$BIN/outbox_check" --payment_db="$WORK/payment.db" --accounting_db="$WORK/accounting.db" |
-  tee "$WORK/outbox_check.txt"
-check=${PIPESTATUS[0]}
-set -e
+check=0
+outbox_check_both || check=$?
 
 died=()
 for name in "${!pid_of[@]}"; do alive "${pid_of[$name]}" || died+=("$name"); done
