@@ -55,11 +55,13 @@ absl::StatusOr<std::unique_ptr<VoucherStore>> VoucherStore::Open(const std::stri
   ASSIGN_OR_RETURN(auto writer, OpenDatabase(path, options));
   RETURN_IF_ERROR(Guard("create accounting schema", [&] {
     CreateSchema(*writer);
+    DisableAutoCheckpoint(*writer);  // the consumer must not stall on checkpoints
     return absl::OkStatus();
   }));
   ASSIGN_OR_RETURN(auto reader, OpenDatabase(path, options));
-  return std::unique_ptr<VoucherStore>(
-      new VoucherStore(std::move(writer), std::move(reader), ids, clock));
+  ASSIGN_OR_RETURN(auto checkpointer, BackgroundCheckpointer::Start(path));
+  return std::unique_ptr<VoucherStore>(new VoucherStore(
+      std::move(writer), std::move(reader), std::move(checkpointer), ids, clock));
 }
 
 absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(

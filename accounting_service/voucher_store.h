@@ -44,8 +44,13 @@ class VoucherStore {
 
  private:
   VoucherStore(std::unique_ptr<SQLite::Database> writer, std::unique_ptr<SQLite::Database> reader,
-               IdGenerator& ids, const Clock& clock)
-      : ids_(ids), clock_(clock), writer_(std::move(writer)), reader_(std::move(reader)) {}
+               std::unique_ptr<BackgroundCheckpointer> checkpointer, IdGenerator& ids,
+               const Clock& clock)
+      : ids_(ids),
+        clock_(clock),
+        writer_(std::move(writer)),
+        reader_(std::move(reader)),
+        checkpointer_(std::move(checkpointer)) {}
 
   IdGenerator& ids_;
   const Clock& clock_;
@@ -53,6 +58,7 @@ class VoucherStore {
   std::unique_ptr<SQLite::Database> writer_ ABSL_GUARDED_BY(write_mu_);
   absl::Mutex read_mu_;
   std::unique_ptr<SQLite::Database> reader_ ABSL_GUARDED_BY(read_mu_);
+  std::unique_ptr<BackgroundCheckpointer> checkpointer_;
 };
 
 }  // namespace outbox::accounting

@@ -57,10 +57,13 @@ absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::stri
   ASSIGN_OR_RETURN(auto writer, OpenDatabase(path, options));
   RETURN_IF_ERROR(Guard("create payment schema", [&] {
     CreateSchema(*writer);
+    DisableAutoCheckpoint(*writer);  // the group commit must not stall on checkpoints
     return absl::OkStatus();
   }));
   ASSIGN_OR_RETURN(auto reader, OpenDatabase(path, options));
-  return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(writer), std::move(reader)));
+  ASSIGN_OR_RETURN(auto checkpointer, BackgroundCheckpointer::Start(path));
+  return std::unique_ptr<PaymentStore>(
+      new PaymentStore(std::move(writer), std::move(reader), std::move(checkpointer)));
 }
 
 std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,

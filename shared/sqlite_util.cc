@@ -84,4 +84,39 @@ absl::Status WriteTransaction(SQLite::Database& db, const std::function<absl::St
   return last;
 }
 
+absl::StatusOr<std::unique_ptr<BackgroundCheckpointer>> BackgroundCheckpointer::Start(
+    const std::string& path, absl::Duration every) {
+  try {
+    auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE);
+    db->setBusyTimeout(1000);
+    return std::unique_ptr<BackgroundCheckpointer>(new BackgroundCheckpointer(std::move(db), every));
+  } catch (const SQLite::Exception& e) {
+    return SqliteError(e, absl::StrCat("open checkpointer on ", path));
+  }
+}
+
+BackgroundCheckpointer::BackgroundCheckpointer(std::unique_ptr<SQLite::Database> db,
+                                               absl::Duration every)
+    : db_(std::move(db)), every_(every) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+BackgroundCheckpointer::~BackgroundCheckpointer() {
+  stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+void BackgroundCheckpointer::Run() {
+  while (!stop_.WaitForNotificationWithTimeout(every_)) {
+    try {
+      // PASSIVE: copy what no reader still needs, wait for nobody.
+      db_->exec("PRAGMA wal_checkpoint(PASSIVE)");
+    } catch (const SQLite::Exception&) {
+      // Busy or interrupted: the next round tries again.
+    }
+  }
+}
+
+void DisableAutoCheckpoint(SQLite::Database& db) { db.exec("PRAGMA wal_autocheckpoint=0"); }
+
 }  // namespace outbox

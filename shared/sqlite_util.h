@@ -6,11 +6,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 
 namespace outbox {
 
@@ -39,5 +42,29 @@ absl::Status SqliteError(const SQLite::Exception& e, const std::string& context)
 
 // Runs `fn` and converts a SQLite::Exception into a Status.
 absl::Status Guard(const std::string& context, const std::function<absl::Status()>& fn);
+
+// Moves WAL checkpoints off the hot path. SQLite's automatic checkpoint runs
+// inside whichever commit crosses 1000 WAL pages and fsyncs the database file
+// there, stalling that writer for up to hundreds of milliseconds. Call
+// DisableAutoCheckpoint on the hot writer's connection and keep one of these:
+// it runs PASSIVE checkpoints (which never block writers or readers) from its
+// own thread and connection.
+class BackgroundCheckpointer {
+ public:
+  static absl::StatusOr<std::unique_ptr<BackgroundCheckpointer>> Start(
+      const std::string& path, absl::Duration every = absl::Milliseconds(250));
+  ~BackgroundCheckpointer();
+
+ private:
+  BackgroundCheckpointer(std::unique_ptr<SQLite::Database> db, absl::Duration every);
+  void Run();
+
+  std::unique_ptr<SQLite::Database> db_;
+  const absl::Duration every_;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+void DisableAutoCheckpoint(SQLite::Database& db);
 
 }  // namespace outbox
