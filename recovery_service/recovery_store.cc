@@ -32,8 +32,16 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
     CreateOutboxSchema(*writer);
     return absl::OkStatus();
   }));
+  // A claim dirties a page per scattered row; it must not also pay for a
+  // checkpoint while it holds the write lock that payment_service waits on.
+  RETURN_IF_ERROR(Guard("disable auto-checkpoint", [&] {
+    DisableAutoCheckpoint(*writer);
+    return absl::OkStatus();
+  }));
   ASSIGN_OR_RETURN(auto reader, OpenDatabase(path, options));
-  return std::unique_ptr<RecoveryStore>(new RecoveryStore(std::move(writer), std::move(reader)));
+  ASSIGN_OR_RETURN(auto checkpointer, BackgroundCheckpointer::Start(path));
+  return std::unique_ptr<RecoveryStore>(
+      new RecoveryStore(std::move(writer), std::move(reader), std::move(checkpointer)));
 }
 
 absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
