@@ -52,22 +52,14 @@ absl::StatusOr<std::unique_ptr<VoucherStore>> VoucherStore::Open(const std::stri
                                                                  const DbOptions& options,
                                                                  IdGenerator& ids,
                                                                  const Clock& clock) {
-  ASSIGN_OR_RETURN(auto writer, OpenDatabase(path, options));
-  RETURN_IF_ERROR(Guard("create accounting schema", [&] {
-    CreateSchema(*writer);
-    DisableAutoCheckpoint(*writer);  // the consumer must not stall on checkpoints
-    return absl::OkStatus();
-  }));
-  ASSIGN_OR_RETURN(auto reader, OpenDatabase(path, options));
-  ASSIGN_OR_RETURN(auto checkpointer, BackgroundCheckpointer::Start(path));
-  return std::unique_ptr<VoucherStore>(new VoucherStore(
-      std::move(writer), std::move(reader), std::move(checkpointer), ids, clock));
+  ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, CreateSchema));
+  return std::unique_ptr<VoucherStore>(new VoucherStore(std::move(db), ids, clock));
 }
 
 absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
     const std::vector<PaymentEvent>& events) {
-  absl::MutexLock lock(&write_mu_);
-  SQLite::Database& db = *writer_;
+  absl::MutexLock lock(&db_->write_mu);
+  SQLite::Database& db = *db_->writer;
   std::vector<ApplyOutcome> outcomes;
   const int64_t now = clock_.NowMillis();
   RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
@@ -126,11 +118,11 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
 }
 
 absl::StatusOr<Voucher> VoucherStore::GetByPayment(const std::string& payment_id) {
-  absl::MutexLock lock(&read_mu_);
+  absl::MutexLock lock(&db_->read_mu);
   Voucher v;
   bool found = false;
   RETURN_IF_ERROR(Guard("get voucher", [&] {
-    SQLite::Statement s(*reader_, absl::StrCat(kSelect, "WHERE payment_id = ?"));
+    SQLite::Statement s(*db_->reader, absl::StrCat(kSelect, "WHERE payment_id = ?"));
     s.bind(1, payment_id);
     if (s.executeStep()) {
       v = ReadVoucher(s);
@@ -143,10 +135,10 @@ absl::StatusOr<Voucher> VoucherStore::GetByPayment(const std::string& payment_id
 }
 
 absl::StatusOr<VoucherPage> VoucherStore::List(int64_t after_id, int limit) {
-  absl::MutexLock lock(&read_mu_);
+  absl::MutexLock lock(&db_->read_mu);
   VoucherPage page;
   RETURN_IF_ERROR(Guard("list vouchers", [&] {
-    SQLite::Statement s(*reader_, absl::StrCat(kSelect, "WHERE id > ? ORDER BY id LIMIT ?"));
+    SQLite::Statement s(*db_->reader, absl::StrCat(kSelect, "WHERE id > ? ORDER BY id LIMIT ?"));
     s.bind(1, static_cast<int64_t>(after_id));
     s.bind(2, limit + 1);
     while (s.executeStep()) page.vouchers.push_back(ReadVoucher(s));

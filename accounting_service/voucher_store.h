@@ -43,22 +43,12 @@ class VoucherStore {
   absl::StatusOr<VoucherPage> List(int64_t after_id, int limit);
 
  private:
-  VoucherStore(std::unique_ptr<SQLite::Database> writer, std::unique_ptr<SQLite::Database> reader,
-               std::unique_ptr<BackgroundCheckpointer> checkpointer, IdGenerator& ids,
-               const Clock& clock)
-      : ids_(ids),
-        clock_(clock),
-        writer_(std::move(writer)),
-        reader_(std::move(reader)),
-        checkpointer_(std::move(checkpointer)) {}
+  VoucherStore(std::unique_ptr<SqliteFile> db, IdGenerator& ids, const Clock& clock)
+      : ids_(ids), clock_(clock), db_(std::move(db)) {}
 
   IdGenerator& ids_;
   const Clock& clock_;
-  absl::Mutex write_mu_;
-  std::unique_ptr<SQLite::Database> writer_ ABSL_GUARDED_BY(write_mu_);
-  absl::Mutex read_mu_;
-  std::unique_ptr<SQLite::Database> reader_ ABSL_GUARDED_BY(read_mu_);
-  std::unique_ptr<BackgroundCheckpointer> checkpointer_;
+  std::unique_ptr<SqliteFile> db_;
 };
 
 }  // namespace outbox::accounting

@@ -54,23 +54,15 @@ std::string SelectSql(const std::string& where) {
 
 absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::string& path,
                                                                  const DbOptions& options) {
-  ASSIGN_OR_RETURN(auto writer, OpenDatabase(path, options));
-  RETURN_IF_ERROR(Guard("create payment schema", [&] {
-    CreateSchema(*writer);
-    DisableAutoCheckpoint(*writer);  // the group commit must not stall on checkpoints
-    return absl::OkStatus();
-  }));
-  ASSIGN_OR_RETURN(auto reader, OpenDatabase(path, options));
-  ASSIGN_OR_RETURN(auto checkpointer, BackgroundCheckpointer::Start(path));
-  return std::unique_ptr<PaymentStore>(
-      new PaymentStore(std::move(writer), std::move(reader), std::move(checkpointer)));
+  ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, CreateSchema));
+  return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(db)));
 }
 
 std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,
                                                      const std::vector<std::string>& mark_sent,
                                                      int64_t now_ms, absl::StatusOr<int>* marked) {
-  absl::MutexLock lock(&write_mu_);
-  SQLite::Database& db = *writer_;
+  absl::MutexLock lock(&db_->write_mu);
+  SQLite::Database& db = *db_->writer;
   std::vector<CreateOutcome> outcomes;
   int marked_count = 0;
   absl::Status tx_status = WriteTransaction(db, [&]() -> absl::Status {
@@ -147,10 +139,10 @@ std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPaymen
 
 absl::StatusOr<int> PaymentStore::MarkSent(const std::vector<std::string>& message_ids,
                                            int64_t now_ms) {
-  absl::MutexLock lock(&write_mu_);
+  absl::MutexLock lock(&db_->write_mu);
   int changed = 0;
-  RETURN_IF_ERROR(WriteTransaction(*writer_, [&] {
-    changed = MarkOutboxSent(*writer_, message_ids, now_ms);
+  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
+    changed = MarkOutboxSent(*db_->writer, message_ids, now_ms);
     return absl::OkStatus();
   }));
   return changed;
@@ -158,19 +150,19 @@ absl::StatusOr<int> PaymentStore::MarkSent(const std::vector<std::string>& messa
 
 absl::Status PaymentStore::RecordPublishError(const std::vector<std::string>& message_ids,
                                               const std::string& error, int64_t now_ms) {
-  absl::MutexLock lock(&write_mu_);
-  return WriteTransaction(*writer_, [&] {
-    RecordOutboxError(*writer_, message_ids, error, now_ms);
+  absl::MutexLock lock(&db_->write_mu);
+  return WriteTransaction(*db_->writer, [&] {
+    RecordOutboxError(*db_->writer, message_ids, error, now_ms);
     return absl::OkStatus();
   });
 }
 
 absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {
-  absl::MutexLock lock(&read_mu_);
+  absl::MutexLock lock(&db_->read_mu);
   PaymentRecord record;
   bool found = false;
   RETURN_IF_ERROR(Guard("get payment", [&] {
-    SQLite::Statement stmt(*reader_, SelectSql("WHERE p.payment_id = ?"));
+    SQLite::Statement stmt(*db_->reader, SelectSql("WHERE p.payment_id = ?"));
     stmt.bind(1, payment_id);
     if (stmt.executeStep()) {
       record = ReadRecord(stmt);
@@ -184,13 +176,13 @@ absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {
 
 absl::StatusOr<PaymentPage> PaymentStore::List(std::optional<OutboxStatus> status,
                                                int64_t after_id, int limit) {
-  absl::MutexLock lock(&read_mu_);
+  absl::MutexLock lock(&db_->read_mu);
   PaymentPage page;
   RETURN_IF_ERROR(Guard("list payments", [&] {
     std::string where = "WHERE p.id > ?1";
     if (status.has_value()) where += " AND o.status = ?3";
     where += " ORDER BY p.id LIMIT ?2";
-    SQLite::Statement stmt(*reader_, SelectSql(where));
+    SQLite::Statement stmt(*db_->reader, SelectSql(where));
     stmt.bind(1, static_cast<int64_t>(after_id));
     stmt.bind(2, limit + 1);  // one extra row tells whether another page exists
     if (status.has_value()) stmt.bind(3, std::string(StatusName(*status)));

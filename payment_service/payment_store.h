@@ -64,15 +64,9 @@ class PaymentStore {
                                    int limit);
 
  private:
-  PaymentStore(std::unique_ptr<SQLite::Database> writer, std::unique_ptr<SQLite::Database> reader,
-               std::unique_ptr<BackgroundCheckpointer> checkpointer)
-      : writer_(std::move(writer)), reader_(std::move(reader)), checkpointer_(std::move(checkpointer)) {}
+  explicit PaymentStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}
 
-  absl::Mutex write_mu_;
-  std::unique_ptr<SQLite::Database> writer_ ABSL_GUARDED_BY(write_mu_);
-  absl::Mutex read_mu_;
-  std::unique_ptr<SQLite::Database> reader_ ABSL_GUARDED_BY(read_mu_);
-  std::unique_ptr<BackgroundCheckpointer> checkpointer_;
+  std::unique_ptr<SqliteFile> db_;
 };
 
 }  // namespace outbox::payment

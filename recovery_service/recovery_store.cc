@@ -25,29 +25,18 @@ std::string SelectWhere(const std::string& where) {
 
 absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::string& path,
                                                                    const DbOptions& options) {
-  ASSIGN_OR_RETURN(auto writer, OpenDatabase(path, options));
   // The payment service normally creates the schema; creating it here too
-  // lets recovery start first.
-  RETURN_IF_ERROR(WriteTransaction(*writer, [&] {
-    CreateOutboxSchema(*writer);
-    return absl::OkStatus();
-  }));
-  // A claim dirties a page per scattered row; it must not also pay for a
-  // checkpoint while it holds the write lock that payment_service waits on.
-  RETURN_IF_ERROR(Guard("disable auto-checkpoint", [&] {
-    DisableAutoCheckpoint(*writer);
-    return absl::OkStatus();
-  }));
-  ASSIGN_OR_RETURN(auto reader, OpenDatabase(path, options));
-  ASSIGN_OR_RETURN(auto checkpointer, BackgroundCheckpointer::Start(path));
-  return std::unique_ptr<RecoveryStore>(
-      new RecoveryStore(std::move(writer), std::move(reader), std::move(checkpointer)));
+  // lets recovery start first. Checkpoints run in the background: a claim
+  // dirties a page per scattered row and must not also pay for a checkpoint
+  // while it holds the write lock that payment_service waits on.
+  ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, CreateOutboxSchema));
+  return std::unique_ptr<RecoveryStore>(new RecoveryStore(std::move(db)));
 }
 
 absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
                                                 const ClaimPolicy& policy) {
-  absl::MutexLock lock(&write_mu_);
-  SQLite::Database& db = *writer_;
+  absl::MutexLock lock(&db_->write_mu);
+  SQLite::Database& db = *db_->writer;
   Claimed claimed;
   RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
     claimed = Claimed{};
@@ -99,10 +88,10 @@ absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
 }
 
 std::string RecoveryStore::ExplainClaim() {
-  absl::MutexLock lock(&read_mu_);
+  absl::MutexLock lock(&db_->read_mu);
   std::string plan;
   absl::Status s = Guard("explain claim", [&] {
-    SQLite::Statement stmt(*reader_, absl::StrCat("EXPLAIN QUERY PLAN ", ClaimSql()));
+    SQLite::Statement stmt(*db_->reader, absl::StrCat("EXPLAIN QUERY PLAN ", ClaimSql()));
     stmt.bind(1, static_cast<int64_t>(0));
     stmt.bind(2, 1);
     while (stmt.executeStep()) absl::StrAppend(&plan, stmt.getColumn(3).getString(), "\n");
@@ -113,19 +102,19 @@ std::string RecoveryStore::ExplainClaim() {
 
 absl::Status RecoveryStore::RecordPublishError(const std::vector<std::string>& message_ids,
                                                const std::string& error, int64_t now_ms) {
-  absl::MutexLock lock(&write_mu_);
-  return WriteTransaction(*writer_, [&] {
-    RecordOutboxError(*writer_, message_ids, error, now_ms);
+  absl::MutexLock lock(&db_->write_mu);
+  return WriteTransaction(*db_->writer, [&] {
+    RecordOutboxError(*db_->writer, message_ids, error, now_ms);
     return absl::OkStatus();
   });
 }
 
 absl::StatusOr<bool> RecoveryStore::TryAcquireLease(const std::string& holder, int64_t now_ms,
                                                     int64_t ttl_ms) {
-  absl::MutexLock lock(&write_mu_);
+  absl::MutexLock lock(&db_->write_mu);
   bool acquired = false;
-  RETURN_IF_ERROR(WriteTransaction(*writer_, [&] {
-    SQLite::Statement stmt(*writer_, R"sql(
+  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
+    SQLite::Statement stmt(*db_->writer, R"sql(
       INSERT INTO recovery_lease (name, holder, expires_at) VALUES (?1, ?2, ?3)
       ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
       WHERE recovery_lease.holder = excluded.holder OR recovery_lease.expires_at <= ?4)sql");
@@ -140,9 +129,9 @@ absl::StatusOr<bool> RecoveryStore::TryAcquireLease(const std::string& holder, i
 }
 
 absl::Status RecoveryStore::ReleaseLease(const std::string& holder, int64_t now_ms) {
-  absl::MutexLock lock(&write_mu_);
-  return WriteTransaction(*writer_, [&] {
-    SQLite::Statement stmt(*writer_,
+  absl::MutexLock lock(&db_->write_mu);
+  return WriteTransaction(*db_->writer, [&] {
+    SQLite::Statement stmt(*db_->writer,
                            "UPDATE recovery_lease SET expires_at = ?1 WHERE name = ?2 AND holder = ?3");
     stmt.bind(1, static_cast<int64_t>(now_ms));
     stmt.bind(2, kLeaseName);
@@ -153,10 +142,10 @@ absl::Status RecoveryStore::ReleaseLease(const std::string& holder, int64_t now_
 }
 
 absl::StatusOr<LeaseState> RecoveryStore::Lease() {
-  absl::MutexLock lock(&read_mu_);
+  absl::MutexLock lock(&db_->read_mu);
   LeaseState state;
   RETURN_IF_ERROR(Guard("read lease", [&] {
-    SQLite::Statement stmt(*reader_, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
+    SQLite::Statement stmt(*db_->reader, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
     stmt.bind(1, kLeaseName);
     if (stmt.executeStep()) {
       state.holder = stmt.getColumn(0).getString();
@@ -168,19 +157,19 @@ absl::StatusOr<LeaseState> RecoveryStore::Lease() {
 }
 
 absl::StatusOr<int> RecoveryStore::ArchiveSent(int64_t cutoff_ms, int batch) {
-  absl::MutexLock lock(&write_mu_);
+  absl::MutexLock lock(&db_->write_mu);
   int moved = 0;
-  RETURN_IF_ERROR(WriteTransaction(*writer_, [&] {
+  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
     // A bounded batch per transaction: never one statement over the table.
     const std::string pick =
         "SELECT id FROM outbox INDEXED BY outbox_sent_at WHERE status = 'SENT' AND sent_at < ?1 "
         "ORDER BY sent_at LIMIT ?2";
-    SQLite::Statement copy(*writer_, absl::StrCat(
+    SQLite::Statement copy(*db_->writer, absl::StrCat(
         "INSERT INTO outbox_archive SELECT * FROM outbox WHERE id IN (", pick, ")"));
     copy.bind(1, static_cast<int64_t>(cutoff_ms));
     copy.bind(2, batch);
     copy.exec();
-    SQLite::Statement del(*writer_, absl::StrCat("DELETE FROM outbox WHERE id IN (", pick, ")"));
+    SQLite::Statement del(*db_->writer, absl::StrCat("DELETE FROM outbox WHERE id IN (", pick, ")"));
     del.bind(1, static_cast<int64_t>(cutoff_ms));
     del.bind(2, batch);
     moved = del.exec();
@@ -190,10 +179,10 @@ absl::StatusOr<int> RecoveryStore::ArchiveSent(int64_t cutoff_ms, int batch) {
 }
 
 absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t after_id, int limit) {
-  absl::MutexLock lock(&read_mu_);
+  absl::MutexLock lock(&db_->read_mu);
   MessagePage page;
   RETURN_IF_ERROR(Guard("list messages", [&] {
-    SQLite::Statement stmt(*reader_,
+    SQLite::Statement stmt(*db_->reader,
                            SelectWhere("WHERE o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"));
     stmt.bind(1, std::string(StatusName(status)));
     stmt.bind(2, static_cast<int64_t>(after_id));
@@ -209,10 +198,10 @@ absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t aft
 }
 
 absl::StatusOr<OutboxRow> RecoveryStore::Get(const std::string& message_id) {
-  absl::MutexLock lock(&read_mu_);
+  absl::MutexLock lock(&db_->read_mu);
   std::optional<OutboxRow> row;
   RETURN_IF_ERROR(Guard("get message", [&] {
-    SQLite::Statement stmt(*reader_, SelectWhere("WHERE o.message_id = ?"));
+    SQLite::Statement stmt(*db_->reader, SelectWhere("WHERE o.message_id = ?"));
     stmt.bind(1, message_id);
     if (stmt.executeStep()) row = ReadOutboxRow(stmt);
     return absl::OkStatus();
@@ -223,10 +212,10 @@ absl::StatusOr<OutboxRow> RecoveryStore::Get(const std::string& message_id) {
 
 absl::StatusOr<OutboxRow> RecoveryStore::Redrive(const std::string& message_id, int64_t now_ms) {
   {
-    absl::MutexLock lock(&write_mu_);
+    absl::MutexLock lock(&db_->write_mu);
     absl::Status outcome;
-    RETURN_IF_ERROR(WriteTransaction(*writer_, [&]() -> absl::Status {
-      SQLite::Statement find(*writer_, "SELECT status FROM outbox WHERE message_id = ?");
+    RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&]() -> absl::Status {
+      SQLite::Statement find(*db_->writer, "SELECT status FROM outbox WHERE message_id = ?");
       find.bind(1, message_id);
       if (!find.executeStep()) {
         return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
@@ -236,7 +225,7 @@ absl::StatusOr<OutboxRow> RecoveryStore::Redrive(const std::string& message_id, 
         return absl::FailedPreconditionError(absl::StrCat(
             "message '", message_id, "' is ", status, "; only FAILED messages can be re-driven"));
       }
-      SQLite::Statement upd(*writer_, R"sql(
+      SQLite::Statement upd(*db_->writer, R"sql(
         UPDATE outbox SET status = 'SENDING', attempts = 0, next_retry_at = ?1, updated_at = ?1,
                           last_error = '' WHERE message_id = ?2 AND status = 'FAILED')sql");
       upd.bind(1, static_cast<int64_t>(now_ms));
@@ -249,16 +238,16 @@ absl::StatusOr<OutboxRow> RecoveryStore::Redrive(const std::string& message_id, 
 }
 
 absl::StatusOr<int64_t> RecoveryStore::RedriveAllFailed(bool dry_run, int64_t now_ms) {
-  absl::MutexLock lock(&write_mu_);
+  absl::MutexLock lock(&db_->write_mu);
   int64_t count = 0;
-  RETURN_IF_ERROR(WriteTransaction(*writer_, [&] {
+  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
     if (dry_run) {
-      SQLite::Statement c(*writer_, "SELECT COUNT(*) FROM outbox WHERE status = 'FAILED'");
+      SQLite::Statement c(*db_->writer, "SELECT COUNT(*) FROM outbox WHERE status = 'FAILED'");
       c.executeStep();
       count = c.getColumn(0).getInt64();
       return absl::OkStatus();
     }
-    SQLite::Statement upd(*writer_, R"sql(
+    SQLite::Statement upd(*db_->writer, R"sql(
       UPDATE outbox SET status = 'SENDING', attempts = 0, next_retry_at = ?1, updated_at = ?1,
                         last_error = '' WHERE status = 'FAILED')sql");
     upd.bind(1, static_cast<int64_t>(now_ms));
@@ -269,10 +258,10 @@ absl::StatusOr<int64_t> RecoveryStore::RedriveAllFailed(bool dry_run, int64_t no
 }
 
 absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {
-  absl::MutexLock lock(&read_mu_);
+  absl::MutexLock lock(&db_->read_mu);
   OutboxCounts counts;
   RETURN_IF_ERROR(Guard("count messages", [&] {
-    SQLite::Statement by_status(*reader_, "SELECT status, COUNT(*) FROM outbox GROUP BY status");
+    SQLite::Statement by_status(*db_->reader, "SELECT status, COUNT(*) FROM outbox GROUP BY status");
     while (by_status.executeStep()) {
       const std::string s = by_status.getColumn(0).getString();
       const int64_t n = by_status.getColumn(1).getInt64();
@@ -280,11 +269,11 @@ absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {
       if (s == "SENT") counts.sent = n;
       if (s == "FAILED") counts.failed = n;
     }
-    SQLite::Statement oldest(*reader_, "SELECT MIN(created_at) FROM outbox WHERE status = 'SENDING'");
+    SQLite::Statement oldest(*db_->reader, "SELECT MIN(created_at) FROM outbox WHERE status = 'SENDING'");
     if (oldest.executeStep() && !oldest.getColumn(0).isNull()) {
       counts.oldest_sending_created_at = oldest.getColumn(0).getInt64();
     }
-    SQLite::Statement archived(*reader_, "SELECT COUNT(*) FROM outbox_archive");
+    SQLite::Statement archived(*db_->reader, "SELECT COUNT(*) FROM outbox_archive");
     if (archived.executeStep()) counts.archived = archived.getColumn(0).getInt64();
     return absl::OkStatus();
   }));
@@ -292,10 +281,10 @@ absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {
 }
 
 absl::StatusOr<int64_t> RecoveryStore::CountSendingOlderThan(int64_t created_before_ms) {
-  absl::MutexLock lock(&read_mu_);
+  absl::MutexLock lock(&db_->read_mu);
   int64_t n = 0;
   RETURN_IF_ERROR(Guard("count backlog", [&] {
-    SQLite::Statement stmt(*reader_,
+    SQLite::Statement stmt(*db_->reader,
                            "SELECT COUNT(*) FROM outbox WHERE status = 'SENDING' AND created_at < ?");
     stmt.bind(1, static_cast<int64_t>(created_before_ms));
     stmt.executeStep();

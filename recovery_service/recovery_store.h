@@ -88,15 +88,9 @@ class RecoveryStore {
   absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms);
 
  private:
-  RecoveryStore(std::unique_ptr<SQLite::Database> writer, std::unique_ptr<SQLite::Database> reader,
-                std::unique_ptr<BackgroundCheckpointer> checkpointer)
-      : writer_(std::move(writer)), reader_(std::move(reader)), checkpointer_(std::move(checkpointer)) {}
+  explicit RecoveryStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}
 
-  absl::Mutex write_mu_;
-  std::unique_ptr<SQLite::Database> writer_ ABSL_GUARDED_BY(write_mu_);
-  absl::Mutex read_mu_;
-  std::unique_ptr<SQLite::Database> reader_ ABSL_GUARDED_BY(read_mu_);
-  std::unique_ptr<BackgroundCheckpointer> checkpointer_;
+  std::unique_ptr<SqliteFile> db_;
 };
 
 }  // namespace outbox::recovery

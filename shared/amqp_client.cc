@@ -4,6 +4,7 @@
 #include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -252,15 +253,12 @@ absl::StatusOr<std::vector<bool>> AmqpConnection::PublishConfirmed(
           tag = n->delivery_tag;
           multiple = n->multiple;
         }
-        auto end = multiple ? pending.upper_bound(tag) : pending.find(tag);
-        auto begin = multiple ? pending.begin() : end;
-        if (!multiple && end != pending.end()) {
-          confirmed[end->second] = ack && !returned[end->second];
-          pending.erase(end);
-        } else if (multiple) {
-          for (auto it = begin; it != end; ++it) confirmed[it->second] = ack && !returned[it->second];
-          pending.erase(begin, end);
-        }
+        // `multiple` settles every pending tag up to and including `tag`.
+        auto first = multiple ? pending.begin() : pending.find(tag);
+        auto last = multiple ? pending.upper_bound(tag)
+                             : (first == pending.end() ? first : std::next(first));
+        for (auto it = first; it != last; ++it) confirmed[it->second] = ack && !returned[it->second];
+        pending.erase(first, last);
         break;
       }
       case AMQP_BASIC_RETURN_METHOD: {
@@ -384,11 +382,6 @@ absl::StatusOr<uint32_t> AmqpConnection::MessageCount(const std::string& queue) 
   absl::Status s = Check("queue.declare passive");
   if (!s.ok()) return s;
   return ok->message_count;
-}
-
-absl::Status AmqpConnection::Purge(const std::string& queue) {
-  amqp_queue_purge(state_->conn, kChannel, Bytes(queue));
-  return Check("queue.purge");
 }
 
 absl::Status AmqpConnection::DeleteQueue(const std::string& queue) {

@@ -96,11 +96,10 @@ class AmqpConnection {
 
   // Number of messages ready in `queue` (passive declare), for tests and ops.
   absl::StatusOr<uint32_t> MessageCount(const std::string& queue);
-  absl::Status Purge(const std::string& queue);
   absl::Status DeleteQueue(const std::string& queue);
 
-  // Fetches one message with basic.get (no consumer); nullopt-like empty
-  // delivery_tag == 0 when the queue is empty.
+  // Fetches one message with basic.get (no consumer, manual ack); a
+  // delivery_tag of 0 means the queue was empty.
   absl::StatusOr<Delivery> Get(const std::string& queue);
 
   bool healthy() const { return healthy_; }

@@ -119,4 +119,35 @@ void BackgroundCheckpointer::Run() {
 
 void DisableAutoCheckpoint(SQLite::Database& db) { db.exec("PRAGMA wal_autocheckpoint=0"); }
 
+absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
+    const std::string& path, const DbOptions& options,
+    const std::function<void(SQLite::Database&)>& create_schema) {
+  auto file = std::make_unique<SqliteFile>();
+  auto writer = OpenDatabase(path, options);
+  if (!writer.ok()) return writer.status();
+  absl::Status s = WriteTransaction(**writer, [&] {
+    create_schema(**writer);
+    return absl::OkStatus();
+  });
+  if (s.ok()) s = Guard("disable auto-checkpoint", [&] {
+    DisableAutoCheckpoint(**writer);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  auto reader = OpenDatabase(path, options);
+  if (!reader.ok()) return reader.status();
+  auto checkpointer = BackgroundCheckpointer::Start(path);
+  if (!checkpointer.ok()) return checkpointer.status();
+  {
+    absl::MutexLock w(&file->write_mu);
+    file->writer = std::move(writer).value();
+  }
+  {
+    absl::MutexLock r(&file->read_mu);
+    file->reader = std::move(reader).value();
+  }
+  file->checkpointer = std::move(checkpointer).value();
+  return file;
+}
+
 }  // namespace outbox

@@ -11,7 +11,9 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
@@ -66,5 +68,23 @@ class BackgroundCheckpointer {
 };
 
 void DisableAutoCheckpoint(SQLite::Database& db);
+
+// A service's handles on its SQLite file: one writer connection (short
+// BEGIN IMMEDIATE transactions, auto-checkpoint off), one reader connection
+// (WAL readers never block the writer), and the background checkpointer.
+// Each connection is used under its own mutex.
+struct SqliteFile {
+  absl::Mutex write_mu;
+  std::unique_ptr<SQLite::Database> writer ABSL_GUARDED_BY(write_mu);
+  absl::Mutex read_mu;
+  std::unique_ptr<SQLite::Database> reader ABSL_GUARDED_BY(read_mu);
+  std::unique_ptr<BackgroundCheckpointer> checkpointer;
+};
+
+// Opens both connections and runs `create_schema` on the writer (in one
+// transaction) before the reader opens.
+absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
+    const std::string& path, const DbOptions& options,
+    const std::function<void(SQLite::Database&)>& create_schema);
 
 }  // namespace outbox

@@ -94,7 +94,7 @@ ServiceSet::Recovery& ServiceSet::StartRecovery(const std::string& instance, Env
   env["RECOVERY_INSTANCE_ID"] = instance;
   env["RECOVERY_LISTEN"] = absl::StrCat("127.0.0.1:", r.port);
   for (const auto& [k, v] : extra_env) env[k] = v;
-  r.port = StartService(r.process, absl::StrCat("recovery_service"), "recovery_service_started", env,
+  r.port = StartService(r.process, "recovery_service", "recovery_service_started", env,
                         absl::StrCat("recovery_", instance));
   if (!r.ops) {
     r.ops = ::ops::v1::OutboxOps::NewStub(grpc::CreateChannel(
