@@ -10,9 +10,6 @@
 namespace outbox::accounting {
 namespace {
 
-constexpr int kDefaultPageSize = 100;
-constexpr int kMaxPageSize = 1000;
-
 void ToProto(const Voucher& v, ::accounting::v1::Voucher* out) {
   out->set_voucher_id(v.voucher_id);
   out->set_payment_id(v.payment_id);
@@ -41,18 +38,12 @@ grpc::Status AccountingServiceImpl::GetVoucher(grpc::ServerContext*,
 grpc::Status AccountingServiceImpl::ListVouchers(grpc::ServerContext*,
                                                  const ::accounting::v1::ListVouchersRequest* req,
                                                  ::accounting::v1::ListVouchersResponse* resp) {
-  if (req->page_size() < 0) {
-    return ToGrpcStatus(absl::InvalidArgumentError("page_size must not be negative"));
-  }
-  const int limit = req->page_size() == 0 ? kDefaultPageSize : std::min(req->page_size(), kMaxPageSize);
-  int64_t after = 0;
-  if (!req->page_token().empty() && (!absl::SimpleAtoi(req->page_token(), &after) || after < 0)) {
-    return ToGrpcStatus(absl::InvalidArgumentError("page_token is not a token from this service"));
-  }
-  auto page = store_.List(after, limit);
+  auto paging = ParsePageRequest(req->page_size(), req->page_token());
+  if (!paging.ok()) return ToGrpcStatus(paging.status());
+  auto page = store_.List(paging->after_id, paging->limit);
   if (!page.ok()) return ToGrpcStatus(page.status());
   for (const Voucher& v : page->vouchers) ToProto(v, resp->add_vouchers());
-  if (page->next_cursor > 0) resp->set_next_page_token(absl::StrCat(page->next_cursor));
+  resp->set_next_page_token(NextPageToken(page->next_cursor));
   return grpc::Status::OK;
 }
 

@@ -13,9 +13,6 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 
-constexpr int kDefaultPageSize = 100;
-constexpr int kMaxPageSize = 1000;
-
 void SetTime(int64_t unix_ms, google::protobuf::Timestamp* ts) {
   *ts = TimeUtil::MillisecondsToTimestamp(unix_ms);
 }
@@ -92,14 +89,8 @@ grpc::Status PaymentServiceImpl::GetPayment(grpc::ServerContext*,
 grpc::Status PaymentServiceImpl::ListPayments(grpc::ServerContext*,
                                               const ::payment::v1::ListPaymentsRequest* req,
                                               ::payment::v1::ListPaymentsResponse* resp) {
-  if (req->page_size() < 0) {
-    return ToGrpcStatus(absl::InvalidArgumentError("page_size must not be negative"));
-  }
-  int limit = req->page_size() == 0 ? kDefaultPageSize : std::min(req->page_size(), kMaxPageSize);
-  int64_t after = 0;
-  if (!req->page_token().empty() && (!absl::SimpleAtoi(req->page_token(), &after) || after < 0)) {
-    return ToGrpcStatus(absl::InvalidArgumentError("page_token is not a token from this service"));
-  }
+  auto paging = ParsePageRequest(req->page_size(), req->page_token());
+  if (!paging.ok()) return ToGrpcStatus(paging.status());
   std::optional<OutboxStatus> status;
   switch (req->status()) {
     case ::payment::v1::OUTBOX_STATUS_UNSPECIFIED: break;
@@ -108,10 +99,10 @@ grpc::Status PaymentServiceImpl::ListPayments(grpc::ServerContext*,
     case ::payment::v1::FAILED: status = OutboxStatus::kFailed; break;
     default: return ToGrpcStatus(absl::InvalidArgumentError("status is not a known OutboxStatus"));
   }
-  auto page = store_.List(status, after, limit);
+  auto page = store_.List(status, paging->after_id, paging->limit);
   if (!page.ok()) return ToGrpcStatus(page.status());
   for (const PaymentRecord& r : page->payments) ToProto(r, resp->add_payments());
-  if (page->next_cursor > 0) resp->set_next_page_token(absl::StrCat(page->next_cursor));
+  resp->set_next_page_token(NextPageToken(page->next_cursor));
   return grpc::Status::OK;
 }
 

@@ -13,9 +13,6 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 
-constexpr int kDefaultPageSize = 100;
-constexpr int kMaxPageSize = 1000;
-
 ::ops::v1::MessageStatus ToProto(OutboxStatus s) {
   switch (s) {
     case OutboxStatus::kSending: return ::ops::v1::SENDING;
@@ -45,16 +42,6 @@ void ToProto(const OutboxRow& r, ::ops::v1::OutboxMessage* out) {
   if (r.sent_at > 0) SetTime(r.sent_at, out->mutable_sent_at());
 }
 
-absl::Status PageArgs(int page_size, const std::string& token, int* limit, int64_t* after) {
-  if (page_size < 0) return absl::InvalidArgumentError("page_size must not be negative");
-  *limit = page_size == 0 ? kDefaultPageSize : std::min(page_size, kMaxPageSize);
-  *after = 0;
-  if (!token.empty() && (!absl::SimpleAtoi(token, after) || *after < 0)) {
-    return absl::InvalidArgumentError("page_token is not a token from this service");
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext*, const ::ops::v1::ListMessagesRequest* req,
@@ -67,14 +54,12 @@ grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext*, const ::ops::v1::
     default:
       return ToGrpcStatus(absl::InvalidArgumentError("status is required: SENDING, SENT or FAILED"));
   }
-  int limit;
-  int64_t after;
-  absl::Status args = PageArgs(req->page_size(), req->page_token(), &limit, &after);
-  if (!args.ok()) return ToGrpcStatus(args);
-  auto page = store_.List(status, after, limit);
+  auto paging = ParsePageRequest(req->page_size(), req->page_token());
+  if (!paging.ok()) return ToGrpcStatus(paging.status());
+  auto page = store_.List(status, paging->after_id, paging->limit);
   if (!page.ok()) return ToGrpcStatus(page.status());
   for (const OutboxRow& r : page->rows) ToProto(r, resp->add_messages());
-  if (page->next_cursor > 0) resp->set_next_page_token(absl::StrCat(page->next_cursor));
+  resp->set_next_page_token(NextPageToken(page->next_cursor));
   return grpc::Status::OK;
 }
 

@@ -3,6 +3,7 @@
 #include "shared/alerts.h"
 #include "shared/amqp_client.h"
 #include "shared/backoff.h"
+#include "shared/grpc_util.h"
 #include "shared/ids.h"
 #include "shared/sqlite_util.h"
 
@@ -44,6 +45,17 @@ TEST(IdsTest, UuidsAreVersion4AndDistinct) {
   SequentialIds s("x");
   EXPECT_EQ(s.NewId(), "x1");
   EXPECT_EQ(s.NewId(), "x2");
+}
+
+TEST(PagingTest, DefaultsCapsAndRejectsForeignTokens) {
+  EXPECT_EQ(ParsePageRequest(0, "")->limit, 100);
+  EXPECT_EQ(ParsePageRequest(5000, "")->limit, 1000);
+  EXPECT_EQ(ParsePageRequest(10, "42")->after_id, 42);
+  EXPECT_TRUE(absl::IsInvalidArgument(ParsePageRequest(-1, "").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParsePageRequest(10, "abc").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParsePageRequest(10, "-3").status()));
+  EXPECT_EQ(NextPageToken(0), "");
+  EXPECT_EQ(NextPageToken(7), "7");
 }
 
 TEST(SqliteUtilTest, ParsesDurability) {
