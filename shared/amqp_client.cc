@@ -6,6 +6,7 @@
 
 #include <iterator>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +66,8 @@ void FillDelivery(const amqp_basic_properties_t& p, amqp_bytes_t body, Delivery*
 
 struct AmqpConnection::State {
   amqp_connection_state_t conn = nullptr;
+  std::map<uint64_t, std::string> unconfirmed;  // delivery tag -> message id
+  std::set<std::string> returned;               // message ids returned as unroutable
 };
 
 absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url) {
@@ -191,45 +194,45 @@ absl::Status AmqpConnection::EnableConfirms() {
   return s;
 }
 
-absl::StatusOr<std::vector<bool>> AmqpConnection::PublishConfirmed(
-    const std::vector<OutgoingMessage>& messages, absl::Duration timeout) {
+absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
   if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
   if (!confirms_) return absl::FailedPreconditionError("amqp: confirms not enabled");
-  amqp_maybe_release_buffers(state_->conn);
-  std::vector<bool> confirmed(messages.size(), false);
-  std::vector<bool> returned(messages.size(), false);
-  std::map<uint64_t, size_t> pending;  // delivery tag -> message index
-  std::map<std::string, size_t> by_id;
-  const std::string content_type = "application/x-protobuf";
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const OutgoingMessage& m = messages[i];
-    amqp_basic_properties_t props;
-    props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
-                   AMQP_BASIC_CONTENT_TYPE_FLAG;
-    props.delivery_mode = 2;  // persistent
-    props.message_id = Bytes(m.message_id);
-    props.content_type = Bytes(content_type);
-    if (!m.reply_to.empty()) {
-      props._flags |= AMQP_BASIC_REPLY_TO_FLAG;
-      props.reply_to = Bytes(m.reply_to);
-    }
-    if (!m.type.empty()) {
-      props._flags |= AMQP_BASIC_TYPE_FLAG;
-      props.type = Bytes(m.type);
-    }
-    int rc = amqp_basic_publish(state_->conn, kChannel, amqp_empty_bytes, Bytes(m.routing_key),
-                                /*mandatory=*/1, /*immediate=*/0, &props, Bytes(m.body));
-    if (rc != AMQP_STATUS_OK) {
-      return Broken(absl::UnavailableError(
-          absl::StrCat("amqp: basic.publish: ", amqp_error_string2(rc))));
-    }
-    pending[next_publish_tag_++] = i;
-    by_id[m.message_id] = i;
+  static const std::string kContentType = "application/x-protobuf";
+  amqp_basic_properties_t props;
+  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
+                 AMQP_BASIC_CONTENT_TYPE_FLAG;
+  props.delivery_mode = 2;  // persistent
+  props.message_id = Bytes(m.message_id);
+  props.content_type = Bytes(kContentType);
+  if (!m.reply_to.empty()) {
+    props._flags |= AMQP_BASIC_REPLY_TO_FLAG;
+    props.reply_to = Bytes(m.reply_to);
   }
+  if (!m.type.empty()) {
+    props._flags |= AMQP_BASIC_TYPE_FLAG;
+    props.type = Bytes(m.type);
+  }
+  int rc = amqp_basic_publish(state_->conn, kChannel, amqp_empty_bytes, Bytes(m.routing_key),
+                              /*mandatory=*/1, /*immediate=*/0, &props, Bytes(m.body));
+  if (rc != AMQP_STATUS_OK) {
+    return Broken(absl::UnavailableError(
+        absl::StrCat("amqp: basic.publish: ", amqp_error_string2(rc))));
+  }
+  const uint64_t tag = next_publish_tag_++;
+  state_->unconfirmed[tag] = m.message_id;
+  return tag;
+}
 
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!pending.empty()) {
-    timeval tv = AsTimeval(deadline - absl::Now());
+size_t AmqpConnection::unconfirmed() const { return state_->unconfirmed.size(); }
+
+absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) {
+  if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
+  amqp_maybe_release_buffers(state_->conn);
+  const absl::Time deadline = absl::Now() + wait;
+  const size_t before = settled->size();
+  while (!state_->unconfirmed.empty()) {
+    // Block only until the first confirm; then take what is already here.
+    timeval tv = AsTimeval(settled->size() > before ? absl::ZeroDuration() : deadline - absl::Now());
     amqp_frame_t frame;
     int rc = amqp_simple_wait_frame_noblock(state_->conn, &frame, &tv);
     if (rc == AMQP_STATUS_TIMEOUT) break;
@@ -253,11 +256,15 @@ absl::StatusOr<std::vector<bool>> AmqpConnection::PublishConfirmed(
           tag = n->delivery_tag;
           multiple = n->multiple;
         }
-        // `multiple` settles every pending tag up to and including `tag`.
+        // `multiple` settles every unconfirmed tag up to and including `tag`.
+        auto& pending = state_->unconfirmed;
         auto first = multiple ? pending.begin() : pending.find(tag);
         auto last = multiple ? pending.upper_bound(tag)
                              : (first == pending.end() ? first : std::next(first));
-        for (auto it = first; it != last; ++it) confirmed[it->second] = ack && !returned[it->second];
+        for (auto it = first; it != last; ++it) {
+          const bool returned = state_->returned.erase(it->second) > 0;
+          settled->push_back({it->first, ack && !returned});
+        }
         pending.erase(first, last);
         break;
       }
@@ -270,8 +277,7 @@ absl::StatusOr<std::vector<bool>> AmqpConnection::PublishConfirmed(
               absl::StrCat("amqp: reading returned message: ", DescribeReply(r))));
         }
         if (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
-          auto it = by_id.find(ToString(msg.properties.message_id));
-          if (it != by_id.end()) returned[it->second] = true;
+          state_->returned.insert(ToString(msg.properties.message_id));
         }
         amqp_destroy_message(&msg);
         break;
@@ -281,6 +287,31 @@ absl::StatusOr<std::vector<bool>> AmqpConnection::PublishConfirmed(
         return Broken(absl::UnavailableError("amqp: closed by broker while waiting for confirms"));
       default:
         break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<bool>> AmqpConnection::PublishConfirmed(
+    const std::vector<OutgoingMessage>& messages, absl::Duration timeout) {
+  std::vector<bool> confirmed(messages.size(), false);
+  std::map<uint64_t, size_t> index;  // delivery tag -> message
+  for (size_t i = 0; i < messages.size(); ++i) {
+    auto tag = Publish(messages[i]);
+    if (!tag.ok()) return tag.status();
+    index[*tag] = i;
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<Confirm> settled;
+  while (!index.empty() && absl::Now() < deadline) {
+    settled.clear();
+    absl::Status s = ReadConfirms(deadline - absl::Now(), &settled);
+    if (!s.ok()) return s;
+    for (const Confirm& c : settled) {
+      auto it = index.find(c.tag);
+      if (it == index.end()) continue;
+      confirmed[it->second] = c.ok;
+      index.erase(it);
     }
   }
   return confirmed;

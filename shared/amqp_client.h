@@ -70,10 +70,23 @@ class AmqpConnection {
   // Puts the channel in publisher-confirm mode.
   absl::Status EnableConfirms();
 
-  // Publishes every message (persistent, mandatory) without waiting in
-  // between, then waits up to `timeout` for the broker's confirms. Element i
-  // of the result is true only if message i was acked and not returned.
-  // A connection error is returned as a status: nothing is confirmed then.
+  // A sliding window of publisher confirms: Publish sends one message
+  // (persistent, mandatory) and returns its delivery tag at once;
+  // ReadConfirms waits up to `wait` for the broker to settle some, then also
+  // takes whatever else has already arrived. A message counts as confirmed
+  // only if it was acked and not returned as unroutable.
+  struct Confirm {
+    uint64_t tag = 0;
+    bool ok = false;
+  };
+  absl::StatusOr<uint64_t> Publish(const OutgoingMessage& message);
+  absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled);
+  size_t unconfirmed() const;
+
+  // Publishes every message without waiting in between, then waits up to
+  // `timeout` for all confirms. Element i of the result is true only if
+  // message i was confirmed. A connection error is returned as a status:
+  // nothing is confirmed then.
   absl::StatusOr<std::vector<bool>> PublishConfirmed(const std::vector<OutgoingMessage>& messages,
                                                      absl::Duration timeout);
 

@@ -81,6 +81,34 @@ TEST_F(AmqpClientTest, PipelinedPublishIsConfirmedAndConsumedInBatches) {
   EXPECT_EQ(*left, 0u);
 }
 
+TEST_F(AmqpClientTest, SlidingWindowKeepsPublishingWhileConfirmsArrive) {
+  auto pub = Connect("pub");
+  ASSERT_TRUE(pub->EnableConfirms().ok());
+  std::vector<OutgoingMessage> all = Messages(2000);
+  all[777].routing_key = queue_ + "-nowhere";  // one unroutable in the stream
+  constexpr size_t kWindow = 64;
+  size_t next = 0, confirmed = 0, failed = 0, max_in_flight = 0;
+  std::vector<AmqpConnection::Confirm> settled;
+  ASSERT_TRUE(PollUntil([&] {
+    while (next < all.size() && pub->unconfirmed() < kWindow) {
+      EXPECT_TRUE(pub->Publish(all[next++]).ok());
+    }
+    max_in_flight = std::max(max_in_flight, pub->unconfirmed());
+    settled.clear();
+    EXPECT_TRUE(pub->ReadConfirms(absl::Milliseconds(50), &settled).ok());
+    for (const auto& c : settled) c.ok ? ++confirmed : ++failed;
+    return confirmed + failed == all.size();
+  }, absl::Seconds(30), absl::ZeroDuration()));
+  EXPECT_EQ(confirmed, all.size() - 1);
+  EXPECT_EQ(failed, 1u);
+  EXPECT_EQ(pub->unconfirmed(), 0u);
+  EXPECT_LE(max_in_flight, kWindow);
+  EXPECT_GT(max_in_flight, 1u);  // more than one in flight at a time
+  auto count = admin_->MessageCount(queue_);
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ(*count, all.size() - 1);
+}
+
 TEST_F(AmqpClientTest, UnroutableMessageIsNotConfirmed) {
   auto pub = Connect("pub");
   ASSERT_TRUE(pub->EnableConfirms().ok());
