@@ -1,5 +1,6 @@
 #include "recovery_service/recovery_worker.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,18 @@ void RecoveryWorker::Run() {
   const absl::Duration renew_every = options_.lease_ttl / 3;
   while (!stop_.HasBeenNotified()) {
     const absl::Time now = clock_.Now();
+    if (!stats_.lease_held) {
+      // A standby reads the lease (no write lock) and sleeps until it expires,
+      // so it takes over right when the active instance's lease runs out.
+      auto lease = store_.Lease();
+      if (lease.ok() && !lease->holder.empty() && lease->holder != options_.instance_id) {
+        const absl::Duration left = absl::FromUnixMillis(lease->expires_at) - now;
+        if (left > absl::ZeroDuration()) {
+          Sleep(std::min(left + absl::Milliseconds(5), renew_every));
+          continue;
+        }
+      }
+    }
     if (!stats_.lease_held || now - lease_renewed_ >= renew_every) {
       auto acquired = store_.TryAcquireLease(options_.instance_id, absl::ToUnixMillis(now),
                                              absl::ToInt64Milliseconds(options_.lease_ttl));
@@ -49,8 +62,7 @@ void RecoveryWorker::Run() {
       if (!*acquired) {
         if (stats_.lease_held) LogWarning("lease_lost", {KV("instance", options_.instance_id)});
         stats_.lease_held = false;
-        Sleep(std::min(renew_every, absl::Seconds(1)));
-        continue;
+        continue;  // the standby path above waits for the expiry
       }
       if (!stats_.lease_held) LogInfo("lease_acquired", {KV("instance", options_.instance_id)});
       stats_.lease_held = true;
