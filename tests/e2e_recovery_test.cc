@@ -194,5 +194,27 @@ TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
   ExpectOneVoucherEach(services, kPayments);
 }
 
+TEST(RecoveryTest, AnInstanceThatCannotPublishGivesTheLeaseUp) {
+  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"}, {"RECOVERY_MAX_DELAY", "600ms"},
+                   {"RECOVERY_MAX_ATTEMPTS", "1000"}, {"RECOVERY_IDLE_SLEEP", "100ms"},
+                   {"RECOVERY_LEASE_TTL", "2s"}, {"RECOVERY_MAX_PUBLISH_FAILURES", "3"}};
+  ServiceSet services(env);
+  services.StartPayment();  // accounting down: rows stay SENDING and come due
+  CreatePayments(services, "yield-", 10);
+  // "cut-off" holds the lease first but its broker address is a closed port.
+  auto& cut_off = services.StartRecovery(
+      "cut-off", {{"AMQP_URL", "amqp://nobody:nothing@127.0.0.1:1/%2F"}});
+  ASSERT_FALSE(cut_off.process.WaitForLog("lease_acquired", absl::Seconds(10)).empty());
+  auto& healthy = services.StartRecovery("healthy");
+  ASSERT_FALSE(cut_off.process.WaitForLog("lease_yielded", absl::Seconds(10)).empty());
+  ASSERT_TRUE(PollUntil([&] {
+    auto s = Stats(healthy);
+    return s.lease_held() && s.republished_total() > 0;
+  }, absl::Seconds(5), absl::Milliseconds(50)));
+  EXPECT_FALSE(Stats(cut_off).lease_held());
+  EXPECT_EQ(Stats(cut_off).republished_total(), 0);
+  EXPECT_TRUE(cut_off.process.Running());  // losing the broker never kills a service
+}
+
 }  // namespace
 }  // namespace outbox::testing
