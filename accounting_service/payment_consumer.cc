@@ -1,6 +1,9 @@
 #include "accounting_service/payment_consumer.h"
 
+#include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "accounting_service/accounting_codec.h"
 #include "shared/failpoint.h"
@@ -114,13 +117,46 @@ absl::Status PaymentConsumer::HandleBatch(AmqpConnection& in, AmqpConnection& ou
   // The vouchers are committed; the deliveries are acked only once every
   // reply is confirmed. Otherwise they are redelivered, found to be
   // duplicates, and replied to again.
-  auto confirmed = out.PublishConfirmed(replies, options_.confirm_timeout);
+  std::vector<bool> unroutable;
+  auto confirmed = out.PublishConfirmed(replies, options_.confirm_timeout, &unroutable);
   if (!confirmed.ok()) return requeue(confirmed.status());
-  for (bool c : *confirmed) {
-    if (!c) return requeue(absl::UnavailableError("reply not confirmed by broker"));
+  std::vector<uint64_t> to_ack, to_requeue;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    const Delivery& d = *sources[i];
+    if ((*confirmed)[i]) {
+      to_ack.push_back(d.delivery_tag);
+    } else if (unroutable[i]) {
+      // Its reply_to names no queue: redelivering it would fail the same way
+      // forever, so it is poison. Its voucher stands; the row stays SENDING
+      // until a reply reaches the payment side (or it is FAILED and alerted).
+      ++stats_.dead_lettered;
+      const std::string why = absl::StrCat("reply_to '", replies[i].routing_key, "' is not a queue");
+      LogError("payment_message_dead_lettered",
+               {KV("message_id", d.message_id), KV("queue", topology_.pay_queue), KV("error", why)});
+      alerts_.Raise(DeadLetterAlert(topology_.pay_queue, d.message_id, why));
+      absl::Status s = in.Reject(d.delivery_tag);
+      if (!s.ok()) return s;
+    } else {
+      to_requeue.push_back(d.delivery_tag);
+    }
   }
   Failpoint(kFpAccountingAfterReplyBeforeAck);
-  return in.Ack(last_valid_tag, /*multiple=*/true);
+  if (to_requeue.empty()) {
+    // Everything still outstanding up to the last confirmed tag is confirmed.
+    return to_ack.empty() ? absl::OkStatus() : in.Ack(to_ack.back(), /*multiple=*/true);
+  }
+  // Rare: settle one by one so no requeued delivery is acked by `multiple`.
+  stats_.requeued += to_requeue.size();
+  LogWarning("payment_replies_not_confirmed", {KV("messages", to_requeue.size())});
+  for (uint64_t tag : to_ack) {
+    absl::Status s = in.Ack(tag, /*multiple=*/false);
+    if (!s.ok()) return s;
+  }
+  for (uint64_t tag : to_requeue) {
+    absl::Status s = in.Requeue(tag, /*multiple=*/false);
+    if (!s.ok()) return s;
+  }
+  return absl::UnavailableError("replies not confirmed by broker");
 }
 
 }  // namespace outbox::accounting

@@ -263,7 +263,7 @@ absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confi
                              : (first == pending.end() ? first : std::next(first));
         for (auto it = first; it != last; ++it) {
           const bool returned = state_->returned.erase(it->second) > 0;
-          settled->push_back({it->first, ack && !returned});
+          settled->push_back({it->first, ack && !returned, returned});
         }
         pending.erase(first, last);
         break;
@@ -293,8 +293,10 @@ absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confi
 }
 
 absl::StatusOr<std::vector<bool>> AmqpConnection::PublishConfirmed(
-    const std::vector<OutgoingMessage>& messages, absl::Duration timeout) {
+    const std::vector<OutgoingMessage>& messages, absl::Duration timeout,
+    std::vector<bool>* unroutable) {
   std::vector<bool> confirmed(messages.size(), false);
+  if (unroutable != nullptr) unroutable->assign(messages.size(), false);
   std::map<uint64_t, size_t> index;  // delivery tag -> message
   for (size_t i = 0; i < messages.size(); ++i) {
     auto tag = Publish(messages[i]);
@@ -311,6 +313,7 @@ absl::StatusOr<std::vector<bool>> AmqpConnection::PublishConfirmed(
       auto it = index.find(c.tag);
       if (it == index.end()) continue;
       confirmed[it->second] = c.ok;
+      if (unroutable != nullptr) (*unroutable)[it->second] = c.unroutable;
       index.erase(it);
     }
   }

@@ -78,6 +78,7 @@ class AmqpConnection {
   struct Confirm {
     uint64_t tag = 0;
     bool ok = false;
+    bool unroutable = false;  // returned: no queue by that name
   };
   absl::StatusOr<uint64_t> Publish(const OutgoingMessage& message);
   absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled);
@@ -85,10 +86,12 @@ class AmqpConnection {
 
   // Publishes every message without waiting in between, then waits up to
   // `timeout` for all confirms. Element i of the result is true only if
-  // message i was confirmed. A connection error is returned as a status:
-  // nothing is confirmed then.
+  // message i was confirmed; `unroutable`, when given, tells which were
+  // returned because no queue has their routing key. A connection error is
+  // returned as a status: nothing is confirmed then.
   absl::StatusOr<std::vector<bool>> PublishConfirmed(const std::vector<OutgoingMessage>& messages,
-                                                     absl::Duration timeout);
+                                                     absl::Duration timeout,
+                                                     std::vector<bool>* unroutable = nullptr);
 
   // Starts consuming `queue` with manual acks and the given prefetch.
   absl::Status Consume(const std::string& queue, int prefetch);

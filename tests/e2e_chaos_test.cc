@@ -110,10 +110,14 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
       {services.pay_queue(), original.message_id(), original.payload(), services.acc_queue(),
        "PaymentCreated"},  // and a third
       {services.acc_queue(), replay.message_id(), replay.SerializeAsString(), "", ""},  // ack replayed
+      // A valid duplicate whose reply_to names no queue: poison too, never redelivered forever.
+      {services.pay_queue(), original.message_id(), original.payload(), "no-such-queue",
+       "PaymentCreated"},
   };
   auto confirmed = conn->PublishConfirmed(inject, absl::Seconds(10));
   ASSERT_TRUE(confirmed.ok()) << confirmed.status();
-  std::cout << "injected: 2 poison messages, 2 duplicate deliveries, 1 replayed ack\n";
+  std::cout << "injected: 2 undecodable messages, 2 duplicate deliveries, 1 replayed ack, "
+               "1 duplicate with an unroutable reply_to\n";
 
   // The queues keep flowing.
   {
@@ -132,8 +136,9 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
     for (const auto& m : resp.messages()) ids += m.message_id() + " ";
     return std::make_pair(resp.total(), ids);
   };
-  ASSERT_TRUE(PollUntil([&] { return dlq_total(services.pay_queue()).first == 1; }, absl::Seconds(10)));
-  EXPECT_EQ(dlq_total(services.pay_queue()).second, "poison-pay-1 ");
+  ASSERT_TRUE(PollUntil([&] { return dlq_total(services.pay_queue()).first == 2; }, absl::Seconds(10)));
+  EXPECT_EQ(dlq_total(services.pay_queue()).second,
+            absl::StrCat("poison-pay-1 ", original.message_id(), " "));
   EXPECT_EQ(dlq_total(services.acc_queue()).first, 1);
   EXPECT_EQ(dlq_total(services.acc_queue()).second, "poison-acc-1 ");
   EXPECT_NE(services.accounting().Log().find("payment_message_dead_lettered message_id=poison-pay-1"),
@@ -155,8 +160,8 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   rr.set_queue(services.pay_queue());
   ::ops::v1::RedriveDeadLettersResponse rresp;
   ASSERT_TRUE(recovery.ops->RedriveDeadLetters(&rc, rr, &rresp).ok());
-  EXPECT_EQ(rresp.count(), 1);
-  ASSERT_TRUE(PollUntil([&] { return dlq_total(services.pay_queue()).first == 1; }, absl::Seconds(10)));
+  EXPECT_EQ(rresp.count(), 2);
+  ASSERT_TRUE(PollUntil([&] { return dlq_total(services.pay_queue()).first == 2; }, absl::Seconds(10)));
 
   // Duplicates booked nothing; the replayed ack changed nothing.
   EXPECT_EQ(services.AllVouchers().size(), 40u);
@@ -164,7 +169,7 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_EQ(services.accounting().Terminate(), 0);
   const std::string log = services.accounting().Log();
-  EXPECT_NE(log.find("dead_lettered=2"), std::string::npos) << log.substr(log.size() > 400 ? log.size() - 400 : 0);
+  EXPECT_NE(log.find("dead_lettered=4"), std::string::npos) << log.substr(log.size() > 400 ? log.size() - 400 : 0);
 }
 
 }  // namespace
