@@ -119,6 +119,15 @@ TEST_F(PaymentStoreTest, ListsPagesAndFiltersByStatus) {
   auto sent = store_->List(OutboxStatus::kSent, 0, 100);
   ASSERT_EQ(sent->payments.size(), 2u);
   EXPECT_EQ(sent->payments[0].outbox.message_id, "msg-2");
+  auto sending = store_->List(OutboxStatus::kSending, 0, 2);
+  ASSERT_EQ(sending->payments.size(), 2u);
+  EXPECT_EQ(sending->payments[0].outbox.message_id, "msg-1");
+  EXPECT_EQ(sending->payments[1].outbox.message_id, "msg-3");
+  auto sending2 = store_->List(OutboxStatus::kSending, sending->next_cursor, 2);
+  ASSERT_EQ(sending2->payments.size(), 1u);
+  EXPECT_EQ(sending2->payments[0].outbox.message_id, "msg-5");
+  EXPECT_EQ(sending2->next_cursor, 0);
+  EXPECT_TRUE(store_->List(OutboxStatus::kFailed, 0, 10)->payments.empty());
   EXPECT_TRUE(absl::IsNotFound(store_->Get("missing").status()));
 }
 
