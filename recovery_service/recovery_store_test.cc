@@ -137,5 +137,21 @@ TEST_F(RecoveryStoreTest, ArchivesOldSentRowsInBoundedBatches) {
   EXPECT_EQ(counts->archived, 7);
 }
 
+TEST_F(RecoveryStoreTest, ListsByStatusOldestFirstInPages) {
+  for (int i = 0; i < 5; ++i) Insert(absl::StrCat("sent", i), OutboxStatus::kSent, 1, 0, 10 + i);
+  Insert("sending", OutboxStatus::kSending, 1, 0);
+  auto p1 = store_->List(OutboxStatus::kSent, 0, 3);
+  ASSERT_TRUE(p1.ok()) << p1.status();
+  ASSERT_EQ(p1->rows.size(), 3u);
+  EXPECT_EQ(p1->rows[0].message_id, "sent0");
+  auto p2 = store_->List(OutboxStatus::kSent, p1->next_cursor, 3);
+  ASSERT_EQ(p2->rows.size(), 2u);
+  EXPECT_EQ(p2->rows[1].message_id, "sent4");
+  EXPECT_EQ(p2->next_cursor, 0);
+  auto sending = store_->List(OutboxStatus::kSending, 0, 10);
+  ASSERT_EQ(sending->rows.size(), 1u);
+  EXPECT_EQ(sending->rows[0].message_id, "sending");
+}
+
 }  // namespace
 }  // namespace outbox::recovery
