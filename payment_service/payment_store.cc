@@ -147,13 +147,9 @@ std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPaymen
 
 absl::StatusOr<int> PaymentStore::MarkSent(const std::vector<std::string>& message_ids,
                                            int64_t now_ms) {
-  absl::MutexLock lock(&db_->write_mu);
-  int changed = 0;
-  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
-    changed = MarkOutboxSent(*db_->writer, message_ids, now_ms);
-    return absl::OkStatus();
-  }));
-  return changed;
+  absl::StatusOr<int> marked = 0;
+  CommitGroup({}, message_ids, now_ms, &marked);
+  return marked;
 }
 
 absl::Status PaymentStore::RecordPublishError(const std::vector<std::string>& message_ids,

@@ -52,7 +52,7 @@ class PaymentStore {
     return CommitGroup(batch, {}, 0, nullptr);
   }
 
-  // Marks acknowledged outbox rows SENT in one transaction.
+  // Marks acknowledged outbox rows SENT in one transaction (a group of marks only).
   absl::StatusOr<int> MarkSent(const std::vector<std::string>& message_ids, int64_t now_ms);
 
   // Notes why a publish failed on SENDING rows (shown by GetPayment).

@@ -12,29 +12,34 @@ DeadLetters::DeadLetters(const AmqpUrl& url, const Topology& topology)
       session_(url, topology, "recovery-dead-letters",
                [](AmqpConnection& c) { return c.EnableConfirms(); }) {}
 
-absl::Status DeadLetters::CheckQueue(const std::string& queue) const {
-  if (queue == topology_.pay_queue || queue == topology_.acc_queue) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("queue must be '", topology_.pay_queue, "' or '",
-                                                 topology_.acc_queue, "', not '", queue, "'"));
+absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& queue) {
+  if (queue != topology_.pay_queue && queue != topology_.acc_queue) {
+    return absl::InvalidArgumentError(absl::StrCat("queue must be '", topology_.pay_queue,
+                                                   "' or '", topology_.acc_queue, "', not '",
+                                                   queue, "'"));
+  }
+  auto conn = session_.Get();
+  if (!conn.ok()) return conn.status();
+  const std::string dlq = Topology::DeadLetterQueue(queue);
+  auto count = (*conn)->MessageCount(dlq);
+  if (!count.ok()) {
+    session_.Reset(count.status());
+    return count.status();
+  }
+  return Parked{*conn, dlq, *count};
 }
 
 absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int limit) {
-  absl::Status valid = CheckQueue(queue);
-  if (!valid.ok()) return valid;
-  const std::string dlq = Topology::DeadLetterQueue(queue);
   absl::MutexLock lock(&mu_);
-  auto conn = session_.Get();
-  if (!conn.ok()) return conn.status();
+  auto parked = OpenParked(queue);
+  if (!parked.ok()) return parked.status();
+  AmqpConnection* const conn = parked->conn;
+  const std::string& dlq = parked->dlq;
   DeadLetterPeek peek;
-  auto total = (*conn)->MessageCount(dlq);
-  if (!total.ok()) {
-    session_.Reset(total.status());
-    return total.status();
-  }
-  peek.total = *total;
+  peek.total = parked->count;
   uint64_t last_tag = 0;
   while (static_cast<int>(peek.messages.size()) < limit) {
-    auto d = (*conn)->Get(dlq);
+    auto d = conn->Get(dlq);
     if (!d.ok()) {
       session_.Reset(d.status());  // unacked gets return to the queue with the connection
       return d.status();
@@ -44,30 +49,24 @@ absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int l
     peek.messages.push_back(std::move(d).value());
   }
   if (last_tag != 0) {
-    absl::Status s = (*conn)->Requeue(last_tag, /*multiple=*/true);
+    absl::Status s = conn->Requeue(last_tag, /*multiple=*/true);
     if (!s.ok()) session_.Reset(s);
   }
   return peek;
 }
 
 absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit) {
-  absl::Status valid = CheckQueue(queue);
-  if (!valid.ok()) return valid;
-  const std::string dlq = Topology::DeadLetterQueue(queue);
   absl::MutexLock lock(&mu_);
-  auto conn = session_.Get();
-  if (!conn.ok()) return conn.status();
+  auto parked = OpenParked(queue);
+  if (!parked.ok()) return parked.status();
+  AmqpConnection* const conn = parked->conn;
+  const std::string& dlq = parked->dlq;
   // Only what is parked now: a message that fails again comes back to the
   // dead-letter queue and must not be re-driven in a loop.
-  auto parked = (*conn)->MessageCount(dlq);
-  if (!parked.ok()) {
-    session_.Reset(parked.status());
-    return parked.status();
-  }
-  const int64_t budget = limit <= 0 ? *parked : std::min<int64_t>(limit, *parked);
+  const int64_t budget = limit <= 0 ? parked->count : std::min<int64_t>(limit, parked->count);
   int64_t moved = 0;
   while (moved < budget) {
-    auto d = (*conn)->Get(dlq);
+    auto d = conn->Get(dlq);
     if (!d.ok()) {
       session_.Reset(d.status());
       return d.status();
@@ -75,7 +74,7 @@ absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit
     if (d->delivery_tag == 0) break;
     // Publish first, ack the dead letter after the confirm: a crash in
     // between duplicates the message, which the consumers tolerate.
-    auto confirmed = (*conn)->PublishConfirmed({{queue, d->message_id, d->body, d->reply_to, d->type}},
+    auto confirmed = conn->PublishConfirmed({{queue, d->message_id, d->body, d->reply_to, d->type}},
                                                absl::Seconds(5));
     if (!confirmed.ok() || !(*confirmed)[0]) {
       absl::Status why = confirmed.ok() ? absl::UnavailableError("re-drive not confirmed by broker")
@@ -83,7 +82,7 @@ absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit
       session_.Reset(why);
       return why;
     }
-    absl::Status s = (*conn)->Ack(d->delivery_tag, false);
+    absl::Status s = conn->Ack(d->delivery_tag, false);
     if (!s.ok()) {
       session_.Reset(s);
       return s;

@@ -28,7 +28,13 @@ class DeadLetters {
   absl::StatusOr<int64_t> Redrive(const std::string& queue, int limit);
 
  private:
-  absl::Status CheckQueue(const std::string& queue) const;
+  struct Parked {
+    AmqpConnection* conn;
+    std::string dlq;
+    int64_t count;  // messages in the dead-letter queue now
+  };
+  // Checks `queue`, connects, and counts what is parked in its DLQ.
+  absl::StatusOr<Parked> OpenParked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Topology topology_;
   absl::Mutex mu_;
