@@ -5,7 +5,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
-#include "shared/grpc_util.h"
+#include "shared/grpc/grpc_status.h"
+#include "shared/grpc/paging.h"
 
 namespace outbox::accounting {
 namespace {
@@ -42,7 +43,7 @@ grpc::Status AccountingServiceImpl::ListVouchers(grpc::ServerContext*,
   if (!paging.ok()) return ToGrpcStatus(paging.status());
   auto page = store_.List(paging->after_id, paging->limit);
   if (!page.ok()) return ToGrpcStatus(page.status());
-  for (const Voucher& v : page->vouchers) ToProto(v, resp->add_vouchers());
+  for (const Voucher& v : page->items) ToProto(v, resp->add_vouchers());
   resp->set_next_page_token(NextPageToken(page->next_cursor));
   return grpc::Status::OK;
 }

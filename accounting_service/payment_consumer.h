@@ -1,58 +1,65 @@
 #pragma once
 
 // Consumes PAY_QUEUE in batches: decode, apply the batch in one transaction,
-// publish every reply (new or duplicate) to ACC_QUEUE pipelined with
+// publish every reply (new or duplicate) to its reply_to pipelined with
 // confirms, and only then ack the deliveries with `multiple`. A message that
-// cannot be decoded or validated is dead-lettered at once.
+// cannot be decoded or validated, or whose reply cannot be routed, is
+// dead-lettered; anything else that fails goes back to the queue.
 #include <atomic>
-#include <thread>
+#include <string>
+#include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "accounting_service/voucher_store.h"
-#include "shared/alerts.h"
-#include "shared/amqp_session.h"
-#include "shared/clock.h"
+#include "shared/base/clock.h"
+#include "shared/observability/alerts.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/transport.h"
+#include "shared/runtime/worker_thread.h"
 
 namespace outbox::accounting {
 
 struct ConsumerOptions {
+  std::string pay_queue = "PAY_QUEUE";  // for logs and alerts; `payments` reads it
+  std::string acc_queue = "ACC_QUEUE";  // replies for messages without reply_to
   int prefetch = 256;
   absl::Duration confirm_timeout = absl::Seconds(5);
 };
 
-struct ConsumerStats {
-  std::atomic<int64_t> applied{0};     // vouchers created
-  std::atomic<int64_t> duplicates{0};  // messages seen before, replied to again
-  std::atomic<int64_t> dead_lettered{0};
-  std::atomic<int64_t> requeued{0};
-};
-
 class PaymentConsumer {
  public:
-  PaymentConsumer(VoucherStore& store, AlertSink& alerts, const Clock& clock, const AmqpUrl& url,
-                  const Topology& topology, ConsumerOptions options);
+  PaymentConsumer(MessageConsumer& payments, MessagePublisher& replies, VoucherLedger& ledger,
+                  AlertSink& alerts, const Clock& clock, MetricsRegistry& metrics,
+                  ConsumerOptions options);
   ~PaymentConsumer();
 
   void Start();
-  void Stop();  // finishes the batch in hand, then closes its connections
+  void Stop();  // finishes the batch in hand, then stops
 
-  const ConsumerStats& stats() const { return stats_; }
+  // One turn: connect both sides if needed, take a batch and settle it.
+  // False once stopping. Tests call it directly.
+  bool Step();
+
+  int64_t applied() const { return applied_.value(); }
+  int64_t duplicates() const { return duplicates_.value(); }
+  int64_t dead_lettered() const { return dead_lettered_.value(); }
+  int64_t requeued() const { return requeued_.value(); }
 
  private:
-  void Run();
-  absl::Status HandleBatch(AmqpConnection& in, AmqpConnection& out,
-                           const std::vector<Delivery>& deliveries);
+  absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
 
-  VoucherStore& store_;
+  MessageConsumer& payments_;
+  MessagePublisher& replies_;
+  VoucherLedger& ledger_;
   AlertSink& alerts_;
   const Clock& clock_;
-  const Topology topology_;
   const ConsumerOptions options_;
-  AmqpSession consume_session_;
-  AmqpSession reply_session_;
-  ConsumerStats stats_;
-  absl::Notification stop_;
-  std::thread thread_;
+  Counter& applied_;     // vouchers created
+  Counter& duplicates_;  // messages seen before, replied to again
+  Counter& dead_lettered_;
+  Counter& requeued_;
+  std::atomic<bool> consumer_up_{false};
+  std::atomic<bool> replies_up_{false};
+  WorkerThread thread_;
 };
 
 }  // namespace outbox::accounting

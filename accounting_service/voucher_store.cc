@@ -1,7 +1,7 @@
 #include "accounting_service/voucher_store.h"
 
 #include "absl/strings/str_cat.h"
-#include "shared/status_macros.h"
+#include "shared/base/status_macros.h"
 
 namespace outbox::accounting {
 namespace {
@@ -136,19 +136,15 @@ absl::StatusOr<Voucher> VoucherStore::GetByPayment(const std::string& payment_id
 
 absl::StatusOr<VoucherPage> VoucherStore::List(int64_t after_id, int limit) {
   absl::MutexLock lock(&db_->read_mu);
-  VoucherPage page;
+  std::vector<Voucher> rows;
   RETURN_IF_ERROR(Guard("list vouchers", [&] {
     SQLite::Statement s(*db_->reader, absl::StrCat(kSelect, "WHERE id > ? ORDER BY id LIMIT ?"));
     s.bind(1, static_cast<int64_t>(after_id));
     s.bind(2, limit + 1);
-    while (s.executeStep()) page.vouchers.push_back(ReadVoucher(s));
+    while (s.executeStep()) rows.push_back(ReadVoucher(s));
     return absl::OkStatus();
   }));
-  if (static_cast<int>(page.vouchers.size()) > limit) {
-    page.vouchers.pop_back();
-    page.next_cursor = page.vouchers.back().id;
-  }
-  return page;
+  return MakePage(std::move(rows), limit, [](const Voucher& v) { return v.id; });
 }
 
 }  // namespace outbox::accounting

@@ -12,9 +12,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "accounting_service/voucher.h"
-#include "shared/clock.h"
-#include "shared/ids.h"
-#include "shared/sqlite_util.h"
+#include "shared/base/clock.h"
+#include "shared/base/page.h"
+#include "shared/base/ids.h"
+#include "shared/sqlite/sqlite_file.h"
 
 namespace outbox::accounting {
 
@@ -23,21 +24,27 @@ struct ApplyOutcome {
   bool duplicate = false;  // already applied: nothing new was written
 };
 
-struct VoucherPage {
-  std::vector<Voucher> vouchers;
-  int64_t next_cursor = 0;  // 0 on the last page
+using VoucherPage = Page<Voucher>;
+
+// What the consumer needs from the voucher book (the seam its unit tests fake).
+class VoucherLedger {
+ public:
+  virtual ~VoucherLedger() = default;
+  // Applies a batch in ONE transaction. A message id seen before, or a
+  // payment that already has a voucher, creates nothing and reports the
+  // existing voucher. Dedup records are kept forever: they never expire.
+  virtual absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(
+      const std::vector<PaymentEvent>& events) = 0;
 };
 
-class VoucherStore {
+class VoucherStore final : public VoucherLedger {
  public:
   static absl::StatusOr<std::unique_ptr<VoucherStore>> Open(const std::string& path,
                                                             const DbOptions& options,
                                                             IdGenerator& ids, const Clock& clock);
 
-  // Applies a batch in ONE transaction. A message id seen before, or a payment
-  // that already has a voucher, creates nothing and reports the existing
-  // voucher. Dedup records are kept forever: they never expire too early.
-  absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(const std::vector<PaymentEvent>& events);
+  absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(
+      const std::vector<PaymentEvent>& events) override;
 
   absl::StatusOr<Voucher> GetByPayment(const std::string& payment_id);
   absl::StatusOr<VoucherPage> List(int64_t after_id, int limit);

@@ -4,6 +4,9 @@
 
 #include <filesystem>
 
+#include "shared/testing/manual_clock.h"
+#include "shared/testing/sequential_ids.h"
+
 namespace outbox::accounting {
 namespace {
 
@@ -25,8 +28,8 @@ class VoucherStoreTest : public ::testing::Test {
   }
 
   std::string dir_;
-  SequentialIds ids_{"v-"};
-  ManualClock clock_;
+  testing::SequentialIds ids_{"v-"};
+  testing::ManualClock clock_;
   std::unique_ptr<VoucherStore> store_;
 };
 
@@ -46,10 +49,10 @@ TEST_F(VoucherStoreTest, AppliesOnceAndReportsDuplicates) {
 
   auto page = store_->List(0, 100);
   ASSERT_TRUE(page.ok());
-  ASSERT_EQ(page->vouchers.size(), 2u);
-  EXPECT_EQ(page->vouchers[0].debit_account, "alice");
-  EXPECT_EQ(page->vouchers[0].credit_account, "bob");
-  EXPECT_EQ(page->vouchers[0].amount_minor, 700);
+  ASSERT_EQ(page->items.size(), 2u);
+  EXPECT_EQ(page->items[0].debit_account, "alice");
+  EXPECT_EQ(page->items[0].credit_account, "bob");
+  EXPECT_EQ(page->items[0].amount_minor, 700);
   auto v = store_->GetByPayment("p2");
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v->message_id, "m2");

@@ -28,9 +28,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "recovery_service/recovery_store.h"
-#include "shared/outbox_table.h"
-#include "shared/sqlite_util.h"
-#include "shared/status_macros.h"
+#include "shared/sqlite/outbox_table.h"
+#include "shared/sqlite/sqlite_file.h"
+#include "shared/base/status_macros.h"
 
 ABSL_FLAG(int64_t, rows, 5000000, "SENT rows in the outbox");
 ABSL_FLAG(int, due, 1000, "SENDING rows due for a retry; the claim takes this many at once");
@@ -200,9 +200,9 @@ absl::Status Run() {
                          : absl::StrCat("NO: WARNING, ", kIndex, " not in the plan").c_str());
 
   // As the worker claims: under the lease, which the claim re-checks.
-  recovery::ClaimPolicy policy;
-  policy.lease_holder = absl::StrCat("claim_bench-", getpid());
-  ASSIGN_OR_RETURN(bool leased, store->TryAcquireLease(policy.lease_holder,
+  RetryPolicy policy;
+  const std::string holder = absl::StrCat("claim_bench-", getpid());
+  ASSIGN_OR_RETURN(bool leased, store->TryAcquireLease(holder,
                                                        absl::ToUnixMillis(absl::Now()), 3600000));
   if (!leased) return absl::FailedPreconditionError("could not take the recovery lease");
   std::vector<double> runs_ms;
@@ -210,7 +210,7 @@ absl::Status Run() {
     RETURN_IF_ERROR(Rearm(*side, filled.due_ids, absl::ToUnixMillis(absl::Now())));
     const int64_t now_ms = absl::ToUnixMillis(absl::Now());
     const absl::Time start = absl::Now();
-    auto claimed = store->ClaimDue(now_ms, due, policy);
+    auto claimed = store->ClaimDue(now_ms, due, holder, policy);
     const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
     if (!claimed.ok()) return claimed.status();
     const size_t got = claimed->to_publish.size() + claimed->exhausted.size();
@@ -228,7 +228,7 @@ absl::Status Run() {
   // Nothing is due now (the last claim pushed every row's next_retry_at).
   {
     const absl::Time start = absl::Now();
-    auto claimed = store->ClaimDue(absl::ToUnixMillis(absl::Now()), due, policy);
+    auto claimed = store->ClaimDue(absl::ToUnixMillis(absl::Now()), due, holder, policy);
     const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
     if (!claimed.ok()) return claimed.status();
     std::printf("  %-30s %.2f ms (%zu rows)\n", "claim with nothing due", ms,

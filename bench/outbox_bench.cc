@@ -46,9 +46,9 @@
 #include "accounting/v1/accounting.grpc.pb.h"
 #include "google/protobuf/util/time_util.h"
 #include "payment/v1/payment.grpc.pb.h"
-#include "shared/amqp_client.h"
-#include "shared/sqlite_util.h"
-#include "shared/status_macros.h"
+#include "shared/amqp/amqp_client.h"
+#include "shared/sqlite/sqlite_file.h"
+#include "shared/base/status_macros.h"
 
 ABSL_FLAG(std::string, payment_addr, "", "payment_service gRPC address host:port (required)");
 ABSL_FLAG(std::string, accounting_addr, "",

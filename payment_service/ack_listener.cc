@@ -1,64 +1,64 @@
 #include "payment_service/ack_listener.h"
 
-#include <string>
-#include <vector>
-
+#include "absl/strings/str_cat.h"
 #include "payment_service/payment_codec.h"
-#include "shared/failpoint.h"
-#include "shared/log.h"
+#include "shared/observability/log.h"
+#include "shared/outbox/dead_letter.h"
+#include "shared/runtime/failpoint.h"
 
 namespace outbox::payment {
 
-AckListener::AckListener(MarkSentFn mark_sent, AlertSink& alerts, AmqpUrl url,
-                         Topology topology, AckListenerOptions options)
-    : mark_sent_(std::move(mark_sent)),
+AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, AlertSink& alerts,
+                         MetricsRegistry& metrics, AckListenerOptions options)
+    : acks_(acks),
+      outbox_(outbox),
       alerts_(alerts),
-      session_(std::move(url), topology, "payment-ack-listener",
-               [queue = topology.acc_queue, prefetch = options.prefetch](AmqpConnection& c) {
-                 return c.Consume(queue, prefetch);
-               }),
-      options_(options) {}
+      options_(std::move(options)),
+      acknowledged_(metrics.AddCounter("outbox_acks_total", "acknowledgements from accounting",
+                                       "result=\"marked_sent\"")),
+      harmless_(metrics.AddCounter("outbox_acks_total", "", "result=\"harmless\"")),
+      dead_lettered_(metrics.AddCounter("outbox_dead_lettered_total",
+                                        "messages dead-lettered (undecodable or invalid)",
+                                        absl::StrCat("queue=\"", options_.queue, "\""))) {
+  metrics.AddGauge("outbox_amqp_connected", "1 when the connection is up",
+                   "connection=\"ack_listener\"", [this] { return connected_.load() ? 1 : 0; });
+}
 
 AckListener::~AckListener() { Stop(); }
 
-void AckListener::Start() { thread_ = std::thread([this] { Run(); }); }
-
-void AckListener::Stop() {
-  if (!stop_.HasBeenNotified()) stop_.Notify();
-  if (thread_.joinable()) thread_.join();
+void AckListener::Start() {
+  thread_.Start([this] { return Step(); });
 }
 
-void AckListener::Run() {
-  while (!stop_.HasBeenNotified()) {
-    auto conn = session_.Get();
-    connected_ = conn.ok();
-    if (!conn.ok()) {
-      stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100));
-      continue;
-    }
-    auto deliveries = (*conn)->NextDeliveries(options_.prefetch, absl::Milliseconds(200));
-    if (!deliveries.ok()) {
-      session_.Reset(deliveries.status());
-      continue;
-    }
-    if (deliveries->empty()) continue;
-    absl::Status s = HandleBatch(**conn, *deliveries);
-    if (!s.ok()) session_.Reset(s);  // unacked deliveries come back after reconnect
+void AckListener::Stop() { thread_.Stop(); }
+
+bool AckListener::Step() {
+  if (thread_.stopping()) return false;
+  absl::Status up = acks_.Connect();
+  connected_ = up.ok();
+  if (!up.ok()) {
+    thread_.Sleep(absl::Milliseconds(100));
+    return true;
   }
+  auto deliveries = acks_.Next(options_.prefetch, absl::Milliseconds(200));
+  if (!deliveries.ok()) {
+    acks_.Reset(deliveries.status());
+    return true;
+  }
+  if (deliveries->empty()) return true;
+  absl::Status s = HandleBatch(*deliveries);
+  if (!s.ok()) acks_.Reset(s);  // unacked deliveries come back after reconnect
+  return true;
 }
 
-absl::Status AckListener::HandleBatch(AmqpConnection& conn,
-                                      const std::vector<Delivery>& deliveries) {
+absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   std::vector<std::string> message_ids;
   uint64_t last_valid_tag = 0;  // settled (rejected) tags must not be acked again
   for (const Delivery& d : deliveries) {
     auto ack = DecodePaymentAccounted(d.body);
     if (!ack.ok()) {
-      ++stats_.dead_lettered;
-      LogError("ack_dead_lettered", {KV("message_id", d.message_id), KV("error", ack.status().message())});
-      alerts_.Raise(DeadLetterAlert(session_.topology().acc_queue, d.message_id,
-                                    std::string(ack.status().message())));
-      absl::Status s = conn.Reject(d.delivery_tag);
+      absl::Status s = DeadLetter(acks_, alerts_, dead_lettered_, options_.queue, d,
+                                  std::string(ack.status().message()));
       if (!s.ok()) return s;
       continue;
     }
@@ -67,20 +67,18 @@ absl::Status AckListener::HandleBatch(AmqpConnection& conn,
   }
   if (message_ids.empty()) return absl::OkStatus();
   Failpoint(kFpPaymentAckBeforeMarkSent);
-  {
-    auto changed = mark_sent_(message_ids);
-    if (!changed.ok()) {
-      // Nothing marked: give the deliveries back and try again later.
-      LogError("mark_sent_failed", {KV("messages", message_ids.size()),
-                                    KV("error", changed.status().message())});
-      absl::Status s = conn.Requeue(last_valid_tag, /*multiple=*/true);
-      stop_.WaitForNotificationWithTimeout(absl::Milliseconds(200));
-      return s;
-    }
-    stats_.acknowledged += *changed;
-    stats_.harmless += static_cast<int64_t>(message_ids.size()) - *changed;
+  auto changed = outbox_.MarkAcknowledged(message_ids);
+  if (!changed.ok()) {
+    // Nothing marked: give the deliveries back and try again later.
+    LogError("mark_sent_failed", {KV("messages", message_ids.size()),
+                                  KV("error", changed.status().message())});
+    absl::Status s = acks_.Requeue(last_valid_tag, /*multiple=*/true);
+    thread_.Sleep(absl::Milliseconds(200));
+    return s;
   }
-  return conn.Ack(last_valid_tag, /*multiple=*/true);
+  acknowledged_.Add(*changed);
+  harmless_.Add(static_cast<int64_t>(message_ids.size()) - *changed);
+  return acks_.Ack(last_valid_tag, /*multiple=*/true);
 }
 
 }  // namespace outbox::payment

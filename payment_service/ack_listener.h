@@ -1,60 +1,56 @@
 #pragma once
 
-// Consumes ACC_QUEUE: each PaymentAccounted marks its outbox row SENT. A batch
-// of deliveries is marked in one transaction (the writer's next group), then
-// acked with `multiple`. Undecodable messages are dead-lettered at once.
+// Consumes ACC_QUEUE: each PaymentAccounted closes its outbox row (SENT). A
+// batch of deliveries is marked in one transaction (the writer's next group),
+// then acked with `multiple`. Undecodable messages are dead-lettered at once;
+// if the rows cannot be marked, the deliveries go back to the queue.
 #include <atomic>
-#include <thread>
-
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
-#include "shared/alerts.h"
-#include "shared/amqp_session.h"
+#include "shared/observability/alerts.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/repository.h"
+#include "shared/outbox/transport.h"
+#include "shared/runtime/worker_thread.h"
 
 namespace outbox::payment {
 
 struct AckListenerOptions {
-  int prefetch = 256;
-};
-
-struct AckListenerStats {
-  std::atomic<int64_t> acknowledged{0};  // rows turned SENT
-  std::atomic<int64_t> harmless{0};      // replies for unknown or already SENT rows
-  std::atomic<int64_t> dead_lettered{0};
+  std::string queue = "ACC_QUEUE";  // for logs and alerts; the consumer reads it
+  int prefetch = 256;               // most deliveries handled in one batch
 };
 
 class AckListener {
  public:
-  // Marks rows SENT durably; returns how many changed.
-  using MarkSentFn = std::function<absl::StatusOr<int>(const std::vector<std::string>&)>;
-
-  AckListener(MarkSentFn mark_sent, AlertSink& alerts, AmqpUrl url, Topology topology,
-              AckListenerOptions options);
+  AckListener(MessageConsumer& acks, OutboxRepository& outbox, AlertSink& alerts,
+              MetricsRegistry& metrics, AckListenerOptions options);
   ~AckListener();
 
   void Start();
   void Stop();
 
-  const AckListenerStats& stats() const { return stats_; }
-  bool connected() const { return connected_.load(); }
+  // One turn: connect if needed, take a batch and settle it. Returns false
+  // once stopping. Tests call it directly.
+  bool Step();
+
+  int64_t acknowledged() const { return acknowledged_.value(); }
+  int64_t harmless() const { return harmless_.value(); }
+  int64_t dead_lettered() const { return dead_lettered_.value(); }
 
  private:
-  void Run();
-  // Handles one batch; returns an error only for a broker failure.
-  absl::Status HandleBatch(AmqpConnection& conn, const std::vector<Delivery>& deliveries);
+  // Returns an error only for a broker failure.
+  absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
 
-  const MarkSentFn mark_sent_;
+  MessageConsumer& acks_;
+  OutboxRepository& outbox_;
   AlertSink& alerts_;
-  AmqpSession session_;
   const AckListenerOptions options_;
-  AckListenerStats stats_;
+  Counter& acknowledged_;  // rows turned SENT
+  Counter& harmless_;      // replies for unknown or already closed rows
+  Counter& dead_lettered_;
   std::atomic<bool> connected_{false};
-  absl::Notification stop_;
-  std::thread thread_;
+  WorkerThread thread_;
 };
 
 }  // namespace outbox::payment

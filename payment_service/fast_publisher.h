@@ -1,20 +1,25 @@
 #pragma once
 
-// The fast path: publishes messages handed over right after their commit,
-// pipelined (a window of unconfirmed messages), on its own thread and AMQP
-// connection. It never marks anything: a row stays SENDING until accounting
-// acknowledges it, so a nack, a timeout or a lost connection only leaves the
-// row for the recovery service (and the failure is noted on the row).
+// The fast path (the relay): publishes messages handed over right after
+// their commit, pipelined (a window of unconfirmed messages), on its own
+// thread and broker connection. It never marks anything: a row stays SENDING
+// until accounting acknowledges it, so a nack, a return, a confirm timeout or
+// a lost connection only notes the error on the row and leaves it to
+// recovery_service.
 #include <atomic>
 #include <deque>
-#include <functional>
-#include <thread>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "shared/amqp_session.h"
+#include "shared/base/clock.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/repository.h"
+#include "shared/outbox/transport.h"
+#include "shared/runtime/worker_thread.h"
 
 namespace outbox::payment {
 
@@ -24,42 +29,53 @@ struct PublisherOptions {
   absl::Duration confirm_timeout = absl::Seconds(5);
 };
 
-struct PublisherStats {
-  int64_t confirmed = 0;
-  int64_t failed = 0;
-  int64_t dropped = 0;
-};
-
-class FastPublisher {
+class FastPublisher final : public RelayQueue {
  public:
-  using OnFailure = std::function<void(const std::vector<std::string>& message_ids,
-                                       const std::string& error)>;
-
-  FastPublisher(AmqpUrl url, Topology topology, PublisherOptions options, OnFailure on_failure);
-  ~FastPublisher();
+  FastPublisher(MessagePublisher& broker, OutboxRepository& outbox, const Clock& clock,
+                MetricsRegistry& metrics, PublisherOptions options);
+  ~FastPublisher() override;
 
   void Start();
   void Stop();  // publishes what is queued if the broker is there, then stops
 
   // Never blocks the caller.
-  void Enqueue(std::vector<OutgoingMessage> messages);
+  void Enqueue(std::vector<OutgoingMessage> messages) override;
 
-  PublisherStats stats() const;
-  bool connected() const { return connected_.load(); }
+  // One turn of the loop: connect if needed, fill the window, settle
+  // confirms. Returns false once stopped and drained. Tests call it directly.
+  bool Step();
+
+  int64_t confirmed() const { return confirmed_.value(); }
+  int64_t failed() const { return failed_total_.value(); }
+  int64_t dropped() const { return dropped_.value(); }
+  size_t in_flight() const { return in_flight_.size(); }
 
  private:
-  void Run();
+  void FailInFlight(const absl::Status& why);
+  void ReportFailures();
 
-  AmqpSession session_;
+  MessagePublisher& broker_;
+  OutboxRepository& outbox_;
+  const Clock& clock_;
   const PublisherOptions options_;
-  const OnFailure on_failure_;
+  Counter& confirmed_;
+  Counter& failed_total_;
+  Counter& dropped_;
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   std::deque<OutgoingMessage> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  PublisherStats stats_ ABSL_GUARDED_BY(mu_);
-  std::atomic<bool> connected_{false};
-  std::thread thread_;
+
+  // Owned by the publishing thread.
+  struct InFlight {
+    std::string message_id;
+    absl::Time sent;
+  };
+  std::map<uint64_t, InFlight> in_flight_;  // delivery tag -> message
+  std::vector<std::string> failed_;         // not yet noted on their rows
+  std::string error_;
+  std::atomic<bool> connected_{false};  // read by the metrics thread
+  WorkerThread thread_;
 };
 
 }  // namespace outbox::payment

@@ -5,11 +5,13 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "shared/outbox_table.h"
+#include "shared/outbox/message.h"
 
 namespace outbox::payment {
 
 inline constexpr char kBizType[] = "payment";
+// The message type of the event every payment announces on PAY_QUEUE.
+inline constexpr char kPaymentCreatedType[] = "PaymentCreated";
 
 struct PaymentInput {
   std::string idempotency_key;
@@ -31,7 +33,7 @@ struct PaymentRecord {
   std::string payment_id;
   PaymentInput input;
   int64_t created_at = 0;  // unix ms
-  OutboxRow outbox;
+  OutboxMessage outbox;
 };
 
 }  // namespace outbox::payment

@@ -4,29 +4,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/time_util.h"
-#include "shared/grpc_util.h"
-#include "shared/log.h"
+#include "shared/grpc/grpc_status.h"
+#include "shared/grpc/paging.h"
+#include "shared/grpc/proto_convert.h"
+#include "shared/observability/log.h"
 
 namespace outbox::payment {
-namespace {
-
-using google::protobuf::util::TimeUtil;
-
-void SetTime(int64_t unix_ms, google::protobuf::Timestamp* ts) {
-  *ts = TimeUtil::MillisecondsToTimestamp(unix_ms);
-}
-
-::payment::v1::OutboxStatus ToProto(OutboxStatus s) {
-  switch (s) {
-    case OutboxStatus::kSending: return ::payment::v1::SENDING;
-    case OutboxStatus::kSent: return ::payment::v1::SENT;
-    case OutboxStatus::kFailed: return ::payment::v1::FAILED;
-  }
-  return ::payment::v1::OUTBOX_STATUS_UNSPECIFIED;
-}
-
-}  // namespace
 
 void ToProto(const PaymentRecord& r, ::payment::v1::Payment* out) {
   out->set_payment_id(r.payment_id);
@@ -36,16 +19,16 @@ void ToProto(const PaymentRecord& r, ::payment::v1::Payment* out) {
   out->set_amount_minor(r.input.amount_minor);
   out->set_currency(r.input.currency);
   out->set_description(r.input.description);
-  SetTime(r.created_at, out->mutable_created_at());
+  SetTimestamp(r.created_at, out->mutable_created_at());
   ::payment::v1::OutboxMessage* o = out->mutable_outbox();
   o->set_message_id(r.outbox.message_id);
-  o->set_status(ToProto(r.outbox.status));
+  o->set_status(OutboxStatusToProto<::payment::v1::OutboxStatus>(r.outbox.status));
   o->set_attempts(r.outbox.attempts);
   o->set_max_attempts(r.outbox.max_attempts);
   o->set_last_error(r.outbox.last_error);
-  if (r.outbox.status == OutboxStatus::kSending) SetTime(r.outbox.next_retry_at, o->mutable_next_retry_at());
-  if (r.outbox.sent_at > 0) SetTime(r.outbox.sent_at, o->mutable_sent_at());
-  if (r.outbox.last_attempt_at > 0) SetTime(r.outbox.last_attempt_at, o->mutable_last_attempt_at());
+  if (r.outbox.status == OutboxStatus::kSending) SetTimestamp(r.outbox.next_retry_at, o->mutable_next_retry_at());
+  if (r.outbox.sent_at > 0) SetTimestamp(r.outbox.sent_at, o->mutable_sent_at());
+  if (r.outbox.last_attempt_at > 0) SetTimestamp(r.outbox.last_attempt_at, o->mutable_last_attempt_at());
 }
 
 grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext*,
@@ -91,17 +74,11 @@ grpc::Status PaymentServiceImpl::ListPayments(grpc::ServerContext*,
                                               ::payment::v1::ListPaymentsResponse* resp) {
   auto paging = ParsePageRequest(req->page_size(), req->page_token());
   if (!paging.ok()) return ToGrpcStatus(paging.status());
-  std::optional<OutboxStatus> status;
-  switch (req->status()) {
-    case ::payment::v1::OUTBOX_STATUS_UNSPECIFIED: break;
-    case ::payment::v1::SENDING: status = OutboxStatus::kSending; break;
-    case ::payment::v1::SENT: status = OutboxStatus::kSent; break;
-    case ::payment::v1::FAILED: status = OutboxStatus::kFailed; break;
-    default: return ToGrpcStatus(absl::InvalidArgumentError("status is not a known OutboxStatus"));
-  }
-  auto page = store_.List(status, paging->after_id, paging->limit);
+  auto status = OutboxStatusFromNumber(req->status());
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  auto page = store_.List(*status, paging->after_id, paging->limit);
   if (!page.ok()) return ToGrpcStatus(page.status());
-  for (const PaymentRecord& r : page->payments) ToProto(r, resp->add_payments());
+  for (const PaymentRecord& r : page->items) ToProto(r, resp->add_payments());
   resp->set_next_page_token(NextPageToken(page->next_cursor));
   return grpc::Status::OK;
 }

@@ -1,8 +1,9 @@
 #include "payment_service/payment_store.h"
 
 #include "absl/strings/str_cat.h"
-#include "shared/failpoint.h"
-#include "shared/status_macros.h"
+#include "shared/runtime/failpoint.h"
+#include "shared/base/status_macros.h"
+#include "shared/sqlite/outbox_table.h"
 
 namespace outbox::payment {
 namespace {
@@ -50,7 +51,7 @@ PaymentRecord ReadRecord(SQLite::Statement& stmt) {
   r.input.currency = stmt.getColumn(6).getString();
   r.input.description = stmt.getColumn(7).getString();
   r.created_at = stmt.getColumn(8).getInt64();
-  r.outbox = ReadOutboxRow(stmt, 9);
+  r.outbox = ReadOutboxMessage(stmt, 9);
   return r;
 }
 
@@ -61,9 +62,10 @@ std::string SelectSql(const std::string& where, const char* join = kJoin) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::string& path,
-                                                                 const DbOptions& options) {
+                                                                 const DbOptions& options,
+                                                                 const Clock& clock) {
   ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, CreateSchema));
-  return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(db)));
+  return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(db), clock));
 }
 
 std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,
@@ -121,13 +123,13 @@ std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPaymen
         insert.exec();
         insert.reset();
         out.record.id = db.getLastInsertRowid();
-        outbox.Insert(item.outbox);
+        const int64_t outbox_id = outbox.Insert(item.outbox);
         run(release);
         out.record.payment_id = item.payment_id;
         out.record.input = item.input;
         out.record.created_at = item.outbox.created_at;
         out.record.outbox = item.outbox;
-        out.record.outbox.id = db.getLastInsertRowid();
+        out.record.outbox.id = outbox_id;
       } catch (const SQLite::Exception& e) {
         insert.tryReset();
         run(rollback_to);
@@ -136,7 +138,7 @@ std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPaymen
         out.status = SqliteError(e, "insert payment");
       }
     }
-    marked_count = mark_sent.empty() ? 0 : MarkOutboxSent(db, mark_sent, now_ms);
+    marked_count = mark_sent.empty() ? 0 : AcknowledgeOutbox(db, mark_sent, now_ms);
     Failpoint(kFpPaymentBeforeCommit);
     return absl::OkStatus();
   });
@@ -156,7 +158,7 @@ absl::Status PaymentStore::RecordPublishError(const std::vector<std::string>& me
                                               const std::string& error, int64_t now_ms) {
   absl::MutexLock lock(&db_->write_mu);
   return WriteTransaction(*db_->writer, [&] {
-    RecordOutboxError(*db_->writer, message_ids, error, now_ms);
+    RecordOutboxPublishFailure(*db_->writer, message_ids, error, now_ms);
     return absl::OkStatus();
   });
 }
@@ -181,7 +183,7 @@ absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {
 absl::StatusOr<PaymentPage> PaymentStore::List(std::optional<OutboxStatus> status,
                                                int64_t after_id, int limit) {
   absl::MutexLock lock(&db_->read_mu);
-  PaymentPage page;
+  std::vector<PaymentRecord> rows;
   RETURN_IF_ERROR(Guard("list payments", [&] {
     // SENDING and FAILED rows are few: find them through the status index and
     // sort those. Otherwise walk payments in id order and stop after a page.
@@ -194,14 +196,10 @@ absl::StatusOr<PaymentPage> PaymentStore::List(std::optional<OutboxStatus> statu
     stmt.bind(1, static_cast<int64_t>(after_id));
     stmt.bind(2, limit + 1);  // one extra row tells whether another page exists
     if (status.has_value()) stmt.bind(3, std::string(StatusName(*status)));
-    while (stmt.executeStep()) page.payments.push_back(ReadRecord(stmt));
+    while (stmt.executeStep()) rows.push_back(ReadRecord(stmt));
     return absl::OkStatus();
   }));
-  if (static_cast<int>(page.payments.size()) > limit) {
-    page.payments.pop_back();
-    page.next_cursor = page.payments.back().id;
-  }
-  return page;
+  return MakePage(std::move(rows), limit, [](const PaymentRecord& r) { return r.id; });
 }
 
 }  // namespace outbox::payment

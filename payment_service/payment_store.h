@@ -12,7 +12,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "payment_service/payment.h"
-#include "shared/sqlite_util.h"
+#include "shared/base/clock.h"
+#include "shared/base/page.h"
+#include "shared/outbox/repository.h"
+#include "shared/sqlite/sqlite_file.h"
 
 namespace outbox::payment {
 
@@ -27,18 +30,15 @@ struct CreateOutcome {
 struct NewPayment {
   PaymentInput input;
   std::string payment_id;
-  OutboxRow outbox;  // payload, message id, attempts and retry time filled in
+  OutboxMessage outbox;  // from NewOutboxMessage
 };
 
-struct PaymentPage {
-  std::vector<PaymentRecord> payments;
-  int64_t next_cursor = 0;  // 0 on the last page
-};
+using PaymentPage = Page<PaymentRecord>;
 
-class PaymentStore {
+class PaymentStore final : public OutboxRepository {
  public:
-  static absl::StatusOr<std::unique_ptr<PaymentStore>> Open(const std::string& path,
-                                                            const DbOptions& options);
+  static absl::StatusOr<std::unique_ptr<PaymentStore>> Open(
+      const std::string& path, const DbOptions& options, const Clock& clock = SystemClock::Get());
 
   // Writes the whole group in ONE transaction. Each payment is inserted with
   // its outbox row, or resolved against an existing idempotency key, under
@@ -56,6 +56,15 @@ class PaymentStore {
   absl::StatusOr<int> MarkSent(const std::vector<std::string>& message_ids, int64_t now_ms);
 
   // Notes why a publish failed on SENDING rows (shown by GetPayment).
+  // OutboxRepository, each in its own transaction, stamped with the clock.
+  absl::StatusOr<int> MarkAcknowledged(const std::vector<std::string>& message_ids) override {
+    return MarkSent(message_ids, clock_.NowMillis());
+  }
+  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                    const std::string& error) override {
+    return RecordPublishError(message_ids, error, clock_.NowMillis());
+  }
+
   absl::Status RecordPublishError(const std::vector<std::string>& message_ids,
                                   const std::string& error, int64_t now_ms);
 
@@ -64,9 +73,11 @@ class PaymentStore {
                                    int limit);
 
  private:
-  explicit PaymentStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}
+  PaymentStore(std::unique_ptr<SqliteFile> db, const Clock& clock)
+      : db_(std::move(db)), clock_(clock) {}
 
   std::unique_ptr<SqliteFile> db_;
+  const Clock& clock_;
 };
 
 }  // namespace outbox::payment

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "shared/outbox/state_machine.h"
 
 namespace outbox::payment {
 namespace {
@@ -28,16 +29,11 @@ class PaymentStoreTest : public ::testing::Test {
     NewPayment n;
     n.input = {key, "alice", "bob", amount, "EUR", "d"};
     n.payment_id = absl::StrCat("pay-", ++seq_);
-    n.outbox.message_id = absl::StrCat("msg-", seq_);
-    n.outbox.biz_type = kBizType;
-    n.outbox.biz_key = n.payment_id;
-    n.outbox.topic = "PAY_QUEUE";
-    n.outbox.payload = "payload";
-    n.outbox.attempts = 1;
-    n.outbox.max_attempts = 5;
-    n.outbox.next_retry_at = 1000;
-    n.outbox.created_at = 10;
-    n.outbox.updated_at = 10;
+    RetryPolicy retry;
+    retry.max_attempts = 5;
+    n.outbox = NewOutboxMessage({absl::StrCat("msg-", seq_), kBizType, n.payment_id, "PAY_QUEUE",
+                                 kPaymentCreatedType, "ACC_QUEUE", "payload"},
+                                10, retry);
     return n;
   }
 
@@ -57,6 +53,12 @@ TEST_F(PaymentStoreTest, WritesPaymentAndOutboxRowTogether) {
   EXPECT_EQ(got->outbox.status, OutboxStatus::kSending);
   EXPECT_EQ(got->outbox.message_id, "msg-2");
   EXPECT_EQ(got->outbox.attempts, 1);
+  // Everything needed to publish it again is stored with the row.
+  EXPECT_EQ(got->outbox.routing_key, "PAY_QUEUE");
+  EXPECT_EQ(got->outbox.message_type, "PaymentCreated");
+  EXPECT_EQ(got->outbox.reply_to, "ACC_QUEUE");
+  EXPECT_EQ(got->outbox.max_attempts, 5);
+  EXPECT_EQ(got->outbox.id, out[1].record.outbox.id);
 }
 
 TEST_F(PaymentStoreTest, ReplaysTheSameRequestAndRefusesADifferentOne) {
@@ -70,7 +72,7 @@ TEST_F(PaymentStoreTest, ReplaysTheSameRequestAndRefusesADifferentOne) {
   EXPECT_TRUE(absl::IsAlreadyExists(again[2].status)) << again[2].status;
   auto page = store_->List(std::nullopt, 0, 100);
   ASSERT_TRUE(page.ok());
-  EXPECT_EQ(page->payments.size(), 1u);
+  EXPECT_EQ(page->items.size(), 1u);
 }
 
 TEST_F(PaymentStoreTest, AFailingRequestFailsAlone) {
@@ -85,9 +87,9 @@ TEST_F(PaymentStoreTest, AFailingRequestFailsAlone) {
   EXPECT_TRUE(out[2].status.ok());
   auto page = store_->List(std::nullopt, 0, 100);
   ASSERT_TRUE(page.ok());
-  ASSERT_EQ(page->payments.size(), 2u);  // no payment row left without its outbox row
-  EXPECT_EQ(page->payments[0].input.idempotency_key, "k2");
-  EXPECT_EQ(page->payments[1].input.idempotency_key, "k3");
+  ASSERT_EQ(page->items.size(), 2u);  // no payment row left without its outbox row
+  EXPECT_EQ(page->items[0].input.idempotency_key, "k2");
+  EXPECT_EQ(page->items[1].input.idempotency_key, "k3");
 }
 
 TEST_F(PaymentStoreTest, MarkSentIsIdempotentAndIgnoresUnknownIds) {
@@ -110,24 +112,24 @@ TEST_F(PaymentStoreTest, ListsPagesAndFiltersByStatus) {
   ASSERT_TRUE(store_->MarkSent({"msg-2", "msg-4"}, 5).ok());
   auto p1 = store_->List(std::nullopt, 0, 2);
   ASSERT_TRUE(p1.ok());
-  ASSERT_EQ(p1->payments.size(), 2u);
+  ASSERT_EQ(p1->items.size(), 2u);
   ASSERT_GT(p1->next_cursor, 0);
   auto p2 = store_->List(std::nullopt, p1->next_cursor, 2);
   auto p3 = store_->List(std::nullopt, p2->next_cursor, 2);
-  EXPECT_EQ(p3->payments.size(), 1u);
+  EXPECT_EQ(p3->items.size(), 1u);
   EXPECT_EQ(p3->next_cursor, 0);
   auto sent = store_->List(OutboxStatus::kSent, 0, 100);
-  ASSERT_EQ(sent->payments.size(), 2u);
-  EXPECT_EQ(sent->payments[0].outbox.message_id, "msg-2");
+  ASSERT_EQ(sent->items.size(), 2u);
+  EXPECT_EQ(sent->items[0].outbox.message_id, "msg-2");
   auto sending = store_->List(OutboxStatus::kSending, 0, 2);
-  ASSERT_EQ(sending->payments.size(), 2u);
-  EXPECT_EQ(sending->payments[0].outbox.message_id, "msg-1");
-  EXPECT_EQ(sending->payments[1].outbox.message_id, "msg-3");
+  ASSERT_EQ(sending->items.size(), 2u);
+  EXPECT_EQ(sending->items[0].outbox.message_id, "msg-1");
+  EXPECT_EQ(sending->items[1].outbox.message_id, "msg-3");
   auto sending2 = store_->List(OutboxStatus::kSending, sending->next_cursor, 2);
-  ASSERT_EQ(sending2->payments.size(), 1u);
-  EXPECT_EQ(sending2->payments[0].outbox.message_id, "msg-5");
+  ASSERT_EQ(sending2->items.size(), 1u);
+  EXPECT_EQ(sending2->items[0].outbox.message_id, "msg-5");
   EXPECT_EQ(sending2->next_cursor, 0);
-  EXPECT_TRUE(store_->List(OutboxStatus::kFailed, 0, 10)->payments.empty());
+  EXPECT_TRUE(store_->List(OutboxStatus::kFailed, 0, 10)->items.empty());
   EXPECT_TRUE(absl::IsNotFound(store_->Get("missing").status()));
 }
 

@@ -4,17 +4,20 @@
 #include <utility>
 
 #include "payment_service/payment_codec.h"
-#include "shared/failpoint.h"
+#include "shared/outbox/state_machine.h"
+#include "shared/runtime/failpoint.h"
 
 namespace outbox::payment {
 
 PaymentWriter::PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerator& ids,
-                             WriterOptions options, AfterCommit after_commit)
+                             MetricsRegistry& metrics, WriterOptions options, RelayQueue& relay)
     : store_(store),
       clock_(clock),
       ids_(ids),
       options_(std::move(options)),
-      after_commit_(std::move(after_commit)) {}
+      relay_(relay),
+      groups_(metrics.AddCounter("outbox_group_commits_total", "write transactions (groups)")),
+      created_(metrics.AddCounter("outbox_payments_created_total", "payments committed")) {}
 
 PaymentWriter::~PaymentWriter() { Stop(); }
 
@@ -40,7 +43,12 @@ CreateOutcome PaymentWriter::Create(const PaymentInput& input) {
   return std::move(pending.outcome);
 }
 
-absl::StatusOr<int> PaymentWriter::MarkSent(const std::vector<std::string>& message_ids) {
+absl::Status PaymentWriter::RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                                 const std::string& error) {
+  return store_.RecordPublishError(message_ids, error, clock_.NowMillis());
+}
+
+absl::StatusOr<int> PaymentWriter::MarkAcknowledged(const std::vector<std::string>& message_ids) {
   PendingMark pending{&message_ids, 0, false};
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("payment service is shutting down");
@@ -80,20 +88,15 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
     NewPayment n;
     n.input = *p->input;
     n.payment_id = ids_.NewId();
-    OutboxRow& row = n.outbox;
-    row.message_id = ids_.NewId();
-    row.biz_type = kBizType;
-    row.biz_key = n.payment_id;
-    row.topic = options_.pay_queue;
-    row.payload = EncodePaymentCreated(row.message_id, n.payment_id, n.input, now);
-    row.status = OutboxStatus::kSending;
-    // The fast-path publish right after the commit is attempt 1.
-    row.attempts = 1;
-    row.max_attempts = options_.max_attempts;
-    row.last_attempt_at = now;
-    row.next_retry_at = now + absl::ToInt64Milliseconds(options_.backoff.After(1));
-    row.created_at = now;
-    row.updated_at = now;
+    MessageSpec spec;
+    spec.message_id = ids_.NewId();
+    spec.biz_type = kBizType;
+    spec.biz_key = n.payment_id;
+    spec.routing_key = options_.pay_queue;
+    spec.message_type = kPaymentCreatedType;
+    spec.reply_to = options_.reply_to;
+    spec.payload = EncodePaymentCreated(spec.message_id, n.payment_id, n.input, now);
+    n.outbox = NewOutboxMessage(std::move(spec), now, options_.retry);
     batch.push_back(std::move(n));
   }
   std::vector<std::string> mark_ids;
@@ -107,13 +110,12 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
   for (size_t i = 0; i < group.size(); ++i) {
     const CreateOutcome& out = outcomes[i];
     if (!out.status.ok() || out.replayed) continue;
-    const OutboxRow& row = out.record.outbox;
-    messages.push_back({row.topic, row.message_id, row.payload, options_.reply_to, "PaymentCreated"});
+    messages.push_back(ToOutgoing(out.record.outbox));
   }
   Failpoint(kFpPaymentAfterCommitBeforePublish);
-  ++groups_;
-  created_ += messages.size();
-  if (!messages.empty()) after_commit_(std::move(messages));
+  groups_.Add();
+  created_.Add(static_cast<int64_t>(messages.size()));
+  if (!messages.empty()) relay_.Enqueue(std::move(messages));
 
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < group.size(); ++i) {

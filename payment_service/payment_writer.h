@@ -3,38 +3,37 @@
 // Group commit: CreatePayment calls queue their request, the ack listener
 // queues the message ids to mark SENT; one writer thread commits everything
 // queued in one transaction (one fsync) and wakes each caller with its own
-// outcome. Right after the commit, the new messages go to the publisher.
+// outcome. Right after the commit, the new messages go to the relay (the
+// fast publisher). As the outbox repository of the ack listener, acks ride
+// the same group commit.
 #include <atomic>
 #include <deque>
-#include <functional>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "payment_service/payment_store.h"
-#include "shared/amqp_client.h"
-#include "shared/backoff.h"
-#include "shared/clock.h"
-#include "shared/ids.h"
+#include "shared/base/clock.h"
+#include "shared/base/ids.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/repository.h"
+#include "shared/outbox/retry_policy.h"
 
 namespace outbox::payment {
 
 struct WriterOptions {
-  std::string pay_queue = "PAY_QUEUE";
-  std::string reply_to = "ACC_QUEUE";
-  int max_attempts = 10;
-  LinearBackoff backoff;
+  std::string pay_queue = "PAY_QUEUE";  // routing key of the PaymentCreated events
+  std::string reply_to = "ACC_QUEUE";   // where accounting acknowledges them
+  RetryPolicy retry;                    // attempt 1 and the budget stored in each row
   size_t max_batch = 512;
 };
 
-class PaymentWriter {
+class PaymentWriter final : public OutboxRepository {
  public:
-  using AfterCommit = std::function<void(std::vector<OutgoingMessage>)>;
-
-  PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerator& ids, WriterOptions options,
-                AfterCommit after_commit);
-  ~PaymentWriter();
+  PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerator& ids,
+                MetricsRegistry& metrics, WriterOptions options, RelayQueue& relay);
+  ~PaymentWriter() override;
 
   void Start();
   // Finishes every queued request, then stops the writer thread.
@@ -43,10 +42,13 @@ class PaymentWriter {
   // Blocks until the request's group is committed (or failed).
   CreateOutcome Create(const PaymentInput& input);
   // Blocks until the rows are marked SENT in a group; returns how many changed.
-  absl::StatusOr<int> MarkSent(const std::vector<std::string>& message_ids);
+  absl::StatusOr<int> MarkAcknowledged(const std::vector<std::string>& message_ids) override;
+  // Notes a failed publish on the rows (its own short transaction).
+  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                    const std::string& error) override;
 
-  int64_t groups_committed() const { return groups_.load(); }
-  int64_t payments_created() const { return created_.load(); }
+  int64_t groups_committed() const { return groups_.value(); }
+  int64_t payments_created() const { return created_.value(); }
 
  private:
   struct Pending {
@@ -66,14 +68,14 @@ class PaymentWriter {
   const Clock& clock_;
   IdGenerator& ids_;
   const WriterOptions options_;
-  const AfterCommit after_commit_;
+  RelayQueue& relay_;
 
   absl::Mutex mu_;
   std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);
   std::deque<PendingMark*> marks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<int64_t> groups_{0};
-  std::atomic<int64_t> created_{0};
+  Counter& groups_;
+  Counter& created_;
   std::thread thread_;
 };
 

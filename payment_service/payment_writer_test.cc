@@ -7,9 +7,35 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "shared/testing/manual_clock.h"
+#include "shared/testing/sequential_ids.h"
 
 namespace outbox::payment {
 namespace {
+
+using ::outbox::testing::ManualClock;
+using ::outbox::testing::SequentialIds;
+
+// The relay the writer hands committed messages to.
+class RecordingRelay final : public RelayQueue {
+ public:
+  explicit RecordingRelay(std::function<void(const std::vector<OutgoingMessage>&)> check = {})
+      : check_(std::move(check)) {}
+  void Enqueue(std::vector<OutgoingMessage> messages) override {
+    if (check_) check_(messages);
+    absl::MutexLock lock(&mu_);
+    published_.insert(published_.end(), messages.begin(), messages.end());
+  }
+  std::vector<OutgoingMessage> published() {
+    absl::MutexLock lock(&mu_);
+    return published_;
+  }
+
+ private:
+  std::function<void(const std::vector<OutgoingMessage>&)> check_;
+  absl::Mutex mu_;
+  std::vector<OutgoingMessage> published_ ABSL_GUARDED_BY(mu_);
+};
 
 class PaymentWriterTest : public ::testing::Test {
  protected:
@@ -27,25 +53,23 @@ class PaymentWriterTest : public ::testing::Test {
   std::unique_ptr<PaymentStore> store_;
   ManualClock clock_{1'000'000};
   SequentialIds ids_{"id-"};
+  MetricsRegistry metrics_;
 };
 
 TEST_F(PaymentWriterTest, ConcurrentCallersAreCommittedAndPublishedAfterCommit) {
-  absl::Mutex mu;
-  std::vector<OutgoingMessage> published;
   WriterOptions options;
-  options.backoff.base = absl::Seconds(3);
-  options.max_attempts = 7;
-  PaymentWriter writer(*store_, clock_, ids_, options, [&](std::vector<OutgoingMessage> m) {
+  options.retry.base_delay = absl::Seconds(3);
+  options.retry.max_attempts = 7;
+  RecordingRelay relay([&](const std::vector<OutgoingMessage>& m) {
     // Called after the commit: the rows are already visible.
     for (const auto& msg : m) {
       auto page = store_->List(std::nullopt, 0, 1000);
       bool found = false;
-      for (const auto& p : page->payments) found |= p.outbox.message_id == msg.message_id;
+      for (const auto& p : page->items) found |= p.outbox.message_id == msg.message_id;
       EXPECT_TRUE(found) << msg.message_id;
     }
-    absl::MutexLock lock(&mu);
-    published.insert(published.end(), m.begin(), m.end());
   });
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, options, relay);
   writer.Start();
   constexpr int kThreads = 8;
   constexpr int kEach = 25;
@@ -66,16 +90,17 @@ TEST_F(PaymentWriterTest, ConcurrentCallersAreCommittedAndPublishedAfterCommit) 
   for (auto& t : threads) t.join();
   writer.Stop();
   EXPECT_EQ(ok.load(), kThreads * kEach);
-  absl::MutexLock lock(&mu);
+  const std::vector<OutgoingMessage> published = relay.published();
   ASSERT_EQ(published.size(), static_cast<size_t>(kThreads * kEach));
   EXPECT_EQ(published[0].routing_key, "PAY_QUEUE");
   EXPECT_EQ(published[0].reply_to, "ACC_QUEUE");
+  EXPECT_EQ(published[0].type, "PaymentCreated");
+  EXPECT_EQ(writer.payments_created(), kThreads * kEach);
 }
 
 TEST_F(PaymentWriterTest, ReplayIsNotPublishedAgainAndConflictIsRefused) {
-  int published = 0;
-  PaymentWriter writer(*store_, clock_, ids_, WriterOptions{},
-                       [&](std::vector<OutgoingMessage> m) { published += m.size(); });
+  RecordingRelay relay;
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{}, relay);
   writer.Start();
   PaymentInput in{"same", "alice", "bob", 100, "USD", ""};
   CreateOutcome a = writer.Create(in);
@@ -88,7 +113,25 @@ TEST_F(PaymentWriterTest, ReplayIsNotPublishedAgainAndConflictIsRefused) {
   EXPECT_TRUE(b.replayed);
   EXPECT_EQ(a.record.payment_id, b.record.payment_id);
   EXPECT_TRUE(absl::IsAlreadyExists(c.status));
-  EXPECT_EQ(published, 1);
+  EXPECT_EQ(relay.published().size(), 1u);
+}
+
+TEST_F(PaymentWriterTest, AcknowledgementsRideTheGroupCommit) {
+  RecordingRelay relay;
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{}, relay);
+  writer.Start();
+  CreateOutcome a = writer.Create({"k1", "alice", "bob", 100, "USD", ""});
+  CreateOutcome b = writer.Create({"k2", "alice", "bob", 100, "USD", ""});
+  clock_.Advance(absl::Seconds(1));
+  auto marked = writer.MarkAcknowledged({a.record.outbox.message_id, "unknown"});
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  EXPECT_EQ(*marked, 1);
+  ASSERT_TRUE(writer.RecordPublishFailure({b.record.outbox.message_id}, "nack").ok());
+  writer.Stop();
+  EXPECT_EQ(store_->Get(a.record.payment_id)->outbox.status, OutboxStatus::kSent);
+  EXPECT_EQ(store_->Get(a.record.payment_id)->outbox.sent_at, 1'001'000);
+  EXPECT_EQ(store_->Get(b.record.payment_id)->outbox.last_error, "nack");
+  EXPECT_TRUE(absl::IsUnavailable(writer.MarkAcknowledged({"x"}).status()));
 }
 
 }  // namespace

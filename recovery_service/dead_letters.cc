@@ -3,7 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "shared/log.h"
+#include "absl/strings/str_join.h"
+#include "shared/observability/log.h"
 
 namespace outbox::recovery {
 
@@ -13,10 +14,11 @@ DeadLetters::DeadLetters(const AmqpUrl& url, const Topology& topology)
                [](AmqpConnection& c) { return c.EnableConfirms(); }) {}
 
 absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& queue) {
-  if (queue != topology_.pay_queue && queue != topology_.acc_queue) {
-    return absl::InvalidArgumentError(absl::StrCat("queue must be '", topology_.pay_queue,
-                                                   "' or '", topology_.acc_queue, "', not '",
-                                                   queue, "'"));
+  if (std::find(topology_.queues.begin(), topology_.queues.end(), queue) ==
+      topology_.queues.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("queue must be one of '",
+                                                   absl::StrJoin(topology_.queues, "', '"),
+                                                   "', not '", queue, "'"));
   }
   auto conn = session_.Get();
   if (!conn.ok()) return conn.status();

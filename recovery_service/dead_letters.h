@@ -8,7 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "shared/amqp_session.h"
+#include "shared/amqp/amqp_session.h"
 
 namespace outbox::recovery {
 

@@ -3,23 +3,18 @@
 // and serves the operator API (ops.v1.OutboxOps).
 #include <unistd.h>
 
-#include <string>
-
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "recovery_service/dead_letters.h"
 #include "recovery_service/ops_grpc.h"
 #include "recovery_service/recovery_store.h"
 #include "recovery_service/recovery_worker.h"
-#include "shared/alerts.h"
-#include "shared/cli.h"
-#include "shared/env.h"
-#include "shared/grpc_server.h"
-#include "shared/grpc_util.h"
-#include "shared/log.h"
-#include "shared/metrics_server.h"
-#include "shared/status_macros.h"
+#include "shared/amqp/amqp_transport.h"
+#include "shared/base/status_macros.h"
+#include "shared/observability/log.h"
+#include "shared/runtime/env.h"
+#include "shared/service/service_flags.h"
+#include "shared/service/service_main.h"
 
 using outbox::EnvOr;
 using outbox::EnvOrDouble;
@@ -38,22 +33,8 @@ ABSL_FLAG(std::string, recovery_listen, EnvOr("RECOVERY_LISTEN", "127.0.0.1:5005
           "ops gRPC listen address host:port [env RECOVERY_LISTEN]");
 ABSL_FLAG(std::string, payment_db, EnvOr("PAYMENT_DB", "payment.db"),
           "the payment service's SQLite file [env PAYMENT_DB]");
-ABSL_FLAG(std::string, amqp_url, EnvOr("AMQP_URL", ""),
-          "RabbitMQ URL amqp://user:pass@host:port/vhost, required [env AMQP_URL]");
-ABSL_FLAG(std::string, pay_queue, EnvOr("PAY_QUEUE", "PAY_QUEUE"), "[env PAY_QUEUE]");
-ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
-          "reply_to of re-published messages [env ACC_QUEUE]");
-ABSL_FLAG(std::string, queue_type, EnvOr("QUEUE_TYPE", ""), "x-queue-type [env QUEUE_TYPE]");
 ABSL_FLAG(std::string, metrics_listen, EnvOr("RECOVERY_METRICS_LISTEN", ""),
           "Prometheus /metrics on host:port; empty = off [env RECOVERY_METRICS_LISTEN]");
-ABSL_FLAG(std::string, sqlite_synchronous, EnvOr("SQLITE_SYNCHRONOUS", "full"),
-          "SQLite durability: full, normal or off [env SQLITE_SYNCHRONOUS]");
-ABSL_FLAG(absl::Duration, recovery_base_delay, EnvOrDuration("RECOVERY_BASE_DELAY", absl::Seconds(5)),
-          "linear backoff unit: the wait after attempt n is base*n [env RECOVERY_BASE_DELAY]");
-ABSL_FLAG(absl::Duration, recovery_max_delay, EnvOrDuration("RECOVERY_MAX_DELAY", absl::Minutes(5)),
-          "cap of the backoff [env RECOVERY_MAX_DELAY]");
-ABSL_FLAG(int, recovery_max_attempts, EnvOrInt("RECOVERY_MAX_ATTEMPTS", 10),
-          "publishes before a row becomes FAILED [env RECOVERY_MAX_ATTEMPTS]");
 ABSL_FLAG(int, recovery_batch, EnvOrInt("RECOVERY_BATCH", 200),
           "rows claimed per round [env RECOVERY_BATCH]");
 ABSL_FLAG(absl::Duration, recovery_lease_ttl, EnvOrDuration("RECOVERY_LEASE_TTL", absl::Seconds(10)),
@@ -67,9 +48,6 @@ ABSL_FLAG(int, recovery_max_publish_failures, EnvOrInt("RECOVERY_MAX_PUBLISH_FAI
           "failed rounds in a row before the lease is given up [env RECOVERY_MAX_PUBLISH_FAILURES]");
 ABSL_FLAG(std::string, recovery_instance_id, EnvOr("RECOVERY_INSTANCE_ID", DefaultInstanceId()),
           "this instance's name in the lease [env RECOVERY_INSTANCE_ID]");
-ABSL_FLAG(std::string, alertmanager_url, EnvOr("ALERTMANAGER_URL", ""),
-          "Alertmanager base URL, e.g. http://127.0.0.1:9093; empty = alerts only logged "
-          "[env ALERTMANAGER_URL]");
 ABSL_FLAG(absl::Duration, backlog_age, EnvOrDuration("RECOVERY_BACKLOG_AGE", absl::Minutes(5)),
           "SENDING rows older than this count towards the backlog [env RECOVERY_BACKLOG_AGE]");
 ABSL_FLAG(int64_t, backlog_threshold, EnvOrInt("RECOVERY_BACKLOG_THRESHOLD", 1000),
@@ -87,16 +65,10 @@ namespace {
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_recovery_listen);
   RETURN_IF_ERROR(ValidateListenAddress(listen, "recovery_listen"));
-  if (absl::GetFlag(FLAGS_amqp_url).empty()) {
-    return absl::InvalidArgumentError("--amqp_url (or AMQP_URL) is required");
-  }
-  ASSIGN_OR_RETURN(AmqpUrl url, AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url)));
-  ASSIGN_OR_RETURN(Durability durability, ParseDurability(absl::GetFlag(FLAGS_sqlite_synchronous)));
+  ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   RecoveryOptions options;
   options.instance_id = absl::GetFlag(FLAGS_recovery_instance_id);
-  options.policy.backoff.base = absl::GetFlag(FLAGS_recovery_base_delay);
-  options.policy.backoff.max = absl::GetFlag(FLAGS_recovery_max_delay);
-  options.policy.max_attempts = absl::GetFlag(FLAGS_recovery_max_attempts);
+  options.retry = config.retry;
   options.batch = absl::GetFlag(FLAGS_recovery_batch);
   options.rate_per_second = absl::GetFlag(FLAGS_recovery_rate);
   options.lease_ttl = absl::GetFlag(FLAGS_recovery_lease_ttl);
@@ -106,78 +78,35 @@ absl::Status Run() {
   options.backlog_threshold = absl::GetFlag(FLAGS_backlog_threshold);
   options.retention = absl::GetFlag(FLAGS_retention);
   options.housekeeping_every = absl::GetFlag(FLAGS_housekeeping_every);
-  options.reply_to = absl::GetFlag(FLAGS_acc_queue);
-  if (options.policy.backoff.base <= absl::ZeroDuration() ||
-      options.policy.backoff.max < options.policy.backoff.base || options.policy.max_attempts < 1 ||
-      options.batch < 1 || options.rate_per_second <= 0 || options.lease_ttl <= absl::ZeroDuration() ||
-      options.max_publish_failures < 1 || options.instance_id.empty()) {
-    return absl::InvalidArgumentError(
-        "need recovery_base_delay > 0, recovery_max_delay >= base, recovery_max_attempts >= 1, "
-        "recovery_batch >= 1, recovery_rate > 0, recovery_lease_ttl > 0, "
-        "recovery_max_publish_failures >= 1 and a non-empty recovery_instance_id");
-  }
-  Topology topology;
-  topology.pay_queue = absl::GetFlag(FLAGS_pay_queue);
-  topology.acc_queue = absl::GetFlag(FLAGS_acc_queue);
-  topology.queue_type = absl::GetFlag(FLAGS_queue_type);
+  RETURN_IF_ERROR(options.Validate());
 
-  DbOptions db_options;
-  db_options.durability = durability;
-  ASSIGN_OR_RETURN(auto store, RecoveryStore::Open(absl::GetFlag(FLAGS_payment_db), db_options));
   const Clock& clock = SystemClock::Get();
-  AlerterOptions alert_options;
-  alert_options.alertmanager_url = absl::GetFlag(FLAGS_alertmanager_url);
-  alert_options.service = "recovery_service";
-  Alerter alerter(alert_options);
-  RecoveryWorker worker(*store, alerter, clock, url, topology, options);
-  DeadLetters dead_letters(url, topology);
+  MetricsRegistry metrics;
+  Alerter alerter({config.alertmanager_url, "recovery_service"});
+  ASSIGN_OR_RETURN(auto store, RecoveryStore::Open(absl::GetFlag(FLAGS_payment_db), config.db));
+  AmqpPublisher broker(config.amqp, config.topology(),
+                       absl::StrCat("recovery-", options.instance_id));
+  RecoveryWorker worker(*store, broker, alerter, clock, metrics, options);
+  DeadLetters dead_letters(config.amqp, config.topology());
+  OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock);
+  store->RegisterMetrics(metrics);
+  alerter.RegisterMetrics(metrics);
   worker.Start();
 
-  std::unique_ptr<MetricsServer> metrics;
-  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
-    ASSIGN_OR_RETURN(metrics, MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), [&] {
-      const RecoveryStats& s = worker.stats();
-      std::string out = absl::StrCat(
-          MetricHeader("outbox_republished_total", "counter", "messages re-published"),
-          MetricLine("outbox_republished_total", s.republished.load()),
-          MetricHeader("outbox_republish_failures_total", "counter", "re-publishes not confirmed"),
-          MetricLine("outbox_republish_failures_total", s.publish_failures.load()),
-          MetricHeader("outbox_failed_total", "counter", "rows this instance turned FAILED"),
-          MetricLine("outbox_failed_total", s.failed.load()),
-          MetricHeader("outbox_lease_held", "gauge", "1 when this instance is the active one"),
-          MetricLine("outbox_lease_held", s.lease_held.load()),
-          MetricHeader("outbox_alerts_total", "counter", "alerts by delivery result"),
-          MetricLine("outbox_alerts_total", alerter.delivered(), "result=\"delivered\""),
-          MetricLine("outbox_alerts_total", alerter.delivery_failures(), "result=\"failed\""));
-      if (auto c = store->Counts(); c.ok()) {
-        absl::StrAppend(&out, MetricHeader("outbox_rows", "gauge", "outbox rows by status"),
-                        MetricLine("outbox_rows", c->sending, "status=\"SENDING\""),
-                        MetricLine("outbox_rows", c->sent, "status=\"SENT\""),
-                        MetricLine("outbox_rows", c->failed, "status=\"FAILED\""),
-                        MetricLine("outbox_rows", c->archived, "status=\"ARCHIVED\""));
-      }
-      return out;
-    }));
-  }
-
-  OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock);
-  int port = 0;
-  ASSIGN_OR_RETURN(auto server, StartGrpcServer(listen, {&ops}, &port));
+  ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&ops},
+                                                absl::GetFlag(FLAGS_metrics_listen), metrics));
   LogInfo("recovery_service_started",
-          {KV("listen", listen), KV("port", port), KV("db", absl::GetFlag(FLAGS_payment_db)),
-           KV("instance", options.instance_id), KV("amqp", url.Redacted()),
-           KV("base_delay", absl::FormatDuration(options.policy.backoff.base)),
-           KV("max_attempts", options.policy.max_attempts),
-           KV("alertmanager", alert_options.alertmanager_url)});
-
-  const std::string signal = WaitForShutdownSignal();
-  LogInfo("recovery_service_stopping", {KV("signal", signal)});
-  ShutdownGrpcServer(*server);
-  metrics.reset();
+          {KV("listen", listen), KV("port", serving->port()),
+           KV("db", absl::GetFlag(FLAGS_payment_db)), KV("instance", options.instance_id),
+           KV("amqp", config.amqp.Redacted()),
+           KV("base_delay", absl::FormatDuration(options.retry.base_delay)),
+           KV("alertmanager", config.alertmanager_url)});
+  LogInfo("recovery_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
+  serving->Shutdown();
   worker.Stop();
   alerter.Stop();
-  LogInfo("recovery_service_stopped", {KV("republished", worker.stats().republished.load()),
-                                       KV("failed", worker.stats().failed.load())});
+  LogInfo("recovery_service_stopped",
+          {KV("republished", worker.republished()), KV("failed", worker.failed())});
   return absl::OkStatus();
 }
 
@@ -185,16 +114,9 @@ absl::Status Run() {
 }  // namespace outbox::recovery
 
 int main(int argc, char** argv) {
-  outbox::BlockShutdownSignals();
-  outbox::InitCommandLine(
+  return outbox::RunServiceMain(
+      argc, argv, "recovery_service",
       "recovery_service: re-publishes unacknowledged outbox rows, fails exhausted ones with an "
-      "alert, serves ops.v1.OutboxOps.\nEvery flag defaults from the environment variable named "
-      "in its help.");
-  absl::ParseCommandLine(argc, argv);
-  absl::Status s = outbox::recovery::Run();
-  if (!s.ok()) {
-    outbox::LogError("recovery_service_failed", {outbox::KV("error", s.ToString())});
-    return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  return 0;
+      "alert, serves ops.v1.OutboxOps.",
+      outbox::recovery::Run);
 }

@@ -4,61 +4,45 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/time_util.h"
-#include "shared/grpc_util.h"
-#include "shared/log.h"
+#include "shared/grpc/grpc_status.h"
+#include "shared/grpc/paging.h"
+#include "shared/grpc/proto_convert.h"
+#include "shared/observability/log.h"
 
 namespace outbox::recovery {
 namespace {
 
-using google::protobuf::util::TimeUtil;
-
-::ops::v1::MessageStatus ToProto(OutboxStatus s) {
-  switch (s) {
-    case OutboxStatus::kSending: return ::ops::v1::SENDING;
-    case OutboxStatus::kSent: return ::ops::v1::SENT;
-    case OutboxStatus::kFailed: return ::ops::v1::FAILED;
-  }
-  return ::ops::v1::MESSAGE_STATUS_UNSPECIFIED;
-}
-
-void SetTime(int64_t ms, google::protobuf::Timestamp* ts) { *ts = TimeUtil::MillisecondsToTimestamp(ms); }
-
-void ToProto(const OutboxRow& r, ::ops::v1::OutboxMessage* out) {
+void ToProto(const OutboxMessage& r, ::ops::v1::OutboxMessage* out) {
   out->set_id(r.id);
   out->set_message_id(r.message_id);
   out->set_biz_type(r.biz_type);
   out->set_biz_key(r.biz_key);
-  out->set_topic(r.topic);
+  out->set_topic(r.routing_key);
   out->set_payload(r.payload);
-  out->set_status(ToProto(r.status));
+  out->set_status(OutboxStatusToProto<::ops::v1::MessageStatus>(r.status));
   out->set_attempts(r.attempts);
   out->set_max_attempts(r.max_attempts);
-  SetTime(r.next_retry_at, out->mutable_next_retry_at());
-  if (r.last_attempt_at > 0) SetTime(r.last_attempt_at, out->mutable_last_attempt_at());
+  SetTimestamp(r.next_retry_at, out->mutable_next_retry_at());
+  if (r.last_attempt_at > 0) SetTimestamp(r.last_attempt_at, out->mutable_last_attempt_at());
   out->set_last_error(r.last_error);
-  SetTime(r.created_at, out->mutable_created_at());
-  SetTime(r.updated_at, out->mutable_updated_at());
-  if (r.sent_at > 0) SetTime(r.sent_at, out->mutable_sent_at());
+  SetTimestamp(r.created_at, out->mutable_created_at());
+  SetTimestamp(r.updated_at, out->mutable_updated_at());
+  if (r.sent_at > 0) SetTimestamp(r.sent_at, out->mutable_sent_at());
 }
 
 }  // namespace
 
 grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext*, const ::ops::v1::ListMessagesRequest* req,
                                          ::ops::v1::ListMessagesResponse* resp) {
-  OutboxStatus status;
-  switch (req->status()) {
-    case ::ops::v1::SENDING: status = OutboxStatus::kSending; break;
-    case ::ops::v1::SENT: status = OutboxStatus::kSent; break;
-    case ::ops::v1::FAILED: status = OutboxStatus::kFailed; break;
-    default:
-      return ToGrpcStatus(absl::InvalidArgumentError("status is required: SENDING, SENT or FAILED"));
+  auto status = OutboxStatusFromNumber(req->status());
+  if (!status.ok() || !status->has_value()) {
+    return ToGrpcStatus(absl::InvalidArgumentError("status is required: SENDING, SENT or FAILED"));
   }
   auto paging = ParsePageRequest(req->page_size(), req->page_token());
   if (!paging.ok()) return ToGrpcStatus(paging.status());
-  auto page = store_.List(status, paging->after_id, paging->limit);
+  auto page = store_.List(**status, paging->after_id, paging->limit);
   if (!page.ok()) return ToGrpcStatus(page.status());
-  for (const OutboxRow& r : page->rows) ToProto(r, resp->add_messages());
+  for (const OutboxMessage& r : page->items) ToProto(r, resp->add_messages());
   resp->set_next_page_token(NextPageToken(page->next_cursor));
   return grpc::Status::OK;
 }
@@ -104,13 +88,12 @@ grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext*, const ::ops::v1::GetS
     resp->set_oldest_sending_age_seconds(
         std::max<double>(0, (clock_.NowMillis() - counts->oldest_sending_created_at) / 1000.0));
   }
-  const RecoveryStats& s = worker_.stats();
-  resp->set_lease_held(s.lease_held.load());
+  resp->set_lease_held(worker_.lease_held());
   auto lease = store_.Lease();
   if (lease.ok() && lease->expires_at > clock_.NowMillis()) resp->set_lease_holder(lease->holder);
-  resp->set_republished_total(s.republished.load());
-  resp->set_publish_failures_total(s.publish_failures.load());
-  resp->set_failed_total(s.failed.load());
+  resp->set_republished_total(worker_.republished());
+  resp->set_publish_failures_total(worker_.publish_failures());
+  resp->set_failed_total(worker_.failed());
   resp->set_alerts_sent_total(alerter_.delivered());
   resp->set_archived_total(counts->archived);
   return grpc::Status::OK;

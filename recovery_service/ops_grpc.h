@@ -5,8 +5,8 @@
 #include "recovery_service/dead_letters.h"
 #include "recovery_service/recovery_store.h"
 #include "recovery_service/recovery_worker.h"
-#include "shared/alerts.h"
-#include "shared/clock.h"
+#include "shared/observability/alerts.h"
+#include "shared/base/clock.h"
 
 namespace outbox::recovery {
 

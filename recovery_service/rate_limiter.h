@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
-#include "shared/clock.h"
+#include "shared/base/clock.h"
 
 namespace outbox::recovery {
 

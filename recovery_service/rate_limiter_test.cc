@@ -1,12 +1,14 @@
 #include "recovery_service/rate_limiter.h"
 
+#include "shared/testing/manual_clock.h"
+
 #include <gtest/gtest.h>
 
 namespace outbox::recovery {
 namespace {
 
 TEST(RateLimiterTest, AllowsOneSecondOfBurstThenTheRate) {
-  ManualClock clock;
+  outbox::testing::ManualClock clock;
   RateLimiter limiter(100, clock);
   EXPECT_EQ(limiter.Take(500), 100);
   EXPECT_EQ(limiter.Take(10), 0);

@@ -1,7 +1,9 @@
 #include "recovery_service/recovery_store.h"
 
 #include "absl/strings/str_cat.h"
-#include "shared/status_macros.h"
+#include "shared/base/status_macros.h"
+#include "shared/outbox/state_machine.h"
+#include "shared/sqlite/outbox_table.h"
 
 namespace outbox::recovery {
 namespace {
@@ -34,16 +36,17 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
 }
 
 absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
-                                                const ClaimPolicy& policy) {
+                                                const std::string& lease_holder,
+                                                const RetryPolicy& policy) {
   absl::MutexLock lock(&db_->write_mu);
   SQLite::Database& db = *db_->writer;
   Claimed claimed;
   RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
     claimed = Claimed{};
-    if (!policy.lease_holder.empty()) {
+    if (!lease_holder.empty()) {
       SQLite::Statement lease(db, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
       lease.bind(1, kLeaseName);
-      if (!lease.executeStep() || lease.getColumn(0).getString() != policy.lease_holder ||
+      if (!lease.executeStep() || lease.getColumn(0).getString() != lease_holder ||
           lease.getColumn(1).getInt64() <= now_ms) {
         return absl::FailedPreconditionError("recovery lease is not held by this instance");
       }
@@ -51,36 +54,21 @@ absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
     SQLite::Statement select(db, ClaimSql());
     select.bind(1, static_cast<int64_t>(now_ms));
     select.bind(2, limit);
-    std::vector<OutboxRow> due;
-    while (select.executeStep()) due.push_back(ReadOutboxRow(select));
-
-    SQLite::Statement bump(db, R"sql(
-      UPDATE outbox SET attempts = ?1, last_attempt_at = ?2, next_retry_at = ?3, updated_at = ?2
-      WHERE id = ?4)sql");
-    SQLite::Statement fail(db, R"sql(
-      UPDATE outbox SET status = 'FAILED', updated_at = ?1 WHERE id = ?2)sql");
-    for (OutboxRow& row : due) {
-      if (row.attempts >= policy.max_attempts) {
-        fail.bind(1, static_cast<int64_t>(now_ms));
-        fail.bind(2, static_cast<int64_t>(row.id));
-        fail.exec();
-        fail.reset();
-        row.status = OutboxStatus::kFailed;
-        row.updated_at = now_ms;
-        claimed.exhausted.push_back(std::move(row));
-        continue;
+    std::vector<OutboxMessage> due;
+    while (select.executeStep()) due.push_back(ReadOutboxMessage(select));
+    OutboxStateTable table(db);
+    for (OutboxMessage& row : due) {
+      switch (OnDue(row, now_ms, policy)) {
+        case DueAction::kRepublish:
+          table.Save(row);
+          claimed.to_publish.push_back(std::move(row));
+          break;
+        case DueAction::kExhausted:
+          table.Save(row);
+          claimed.exhausted.push_back(std::move(row));
+          break;
+        case DueAction::kNotDue: break;
       }
-      row.attempts += 1;
-      row.last_attempt_at = now_ms;
-      row.next_retry_at = now_ms + absl::ToInt64Milliseconds(policy.backoff.After(row.attempts));
-      row.updated_at = now_ms;
-      bump.bind(1, row.attempts);
-      bump.bind(2, static_cast<int64_t>(now_ms));
-      bump.bind(3, static_cast<int64_t>(row.next_retry_at));
-      bump.bind(4, static_cast<int64_t>(row.id));
-      bump.exec();
-      bump.reset();
-      claimed.to_publish.push_back(std::move(row));
     }
     return absl::OkStatus();
   }));
@@ -100,11 +88,11 @@ std::string RecoveryStore::ExplainClaim() {
   return s.ok() ? plan : std::string(s.message());
 }
 
-absl::Status RecoveryStore::RecordPublishError(const std::vector<std::string>& message_ids,
-                                               const std::string& error, int64_t now_ms) {
+absl::Status RecoveryStore::RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                                 const std::string& error, int64_t now_ms) {
   absl::MutexLock lock(&db_->write_mu);
   return WriteTransaction(*db_->writer, [&] {
-    RecordOutboxError(*db_->writer, message_ids, error, now_ms);
+    RecordOutboxPublishFailure(*db_->writer, message_ids, error, now_ms);
     return absl::OkStatus();
   });
 }
@@ -180,7 +168,7 @@ absl::StatusOr<int> RecoveryStore::ArchiveSent(int64_t cutoff_ms, int batch) {
 
 absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t after_id, int limit) {
   absl::MutexLock lock(&db_->read_mu);
-  MessagePage page;
+  std::vector<OutboxMessage> rows;
   RETURN_IF_ERROR(Guard("list messages", [&] {
     // SENT rows are nearly all rows: walk ids in order and stop after a page
     // (the unary + keeps SQLite from sorting every SENT row through the
@@ -192,71 +180,58 @@ absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t aft
     stmt.bind(1, std::string(StatusName(status)));
     stmt.bind(2, static_cast<int64_t>(after_id));
     stmt.bind(3, limit + 1);
-    while (stmt.executeStep()) page.rows.push_back(ReadOutboxRow(stmt));
+    while (stmt.executeStep()) rows.push_back(ReadOutboxMessage(stmt));
     return absl::OkStatus();
   }));
-  if (static_cast<int>(page.rows.size()) > limit) {
-    page.rows.pop_back();
-    page.next_cursor = page.rows.back().id;
-  }
-  return page;
+  return MakePage(std::move(rows), limit, [](const OutboxMessage& r) { return r.id; });
 }
 
-absl::StatusOr<OutboxRow> RecoveryStore::Get(const std::string& message_id) {
+absl::StatusOr<OutboxMessage> RecoveryStore::Get(const std::string& message_id) {
   absl::MutexLock lock(&db_->read_mu);
-  std::optional<OutboxRow> row;
+  std::optional<OutboxMessage> row;
   RETURN_IF_ERROR(Guard("get message", [&] {
     SQLite::Statement stmt(*db_->reader, SelectWhere("WHERE o.message_id = ?"));
     stmt.bind(1, message_id);
-    if (stmt.executeStep()) row = ReadOutboxRow(stmt);
+    if (stmt.executeStep()) row = ReadOutboxMessage(stmt);
     return absl::OkStatus();
   }));
   if (!row) return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
   return *row;
 }
 
-absl::StatusOr<OutboxRow> RecoveryStore::Redrive(const std::string& message_id, int64_t now_ms) {
-  {
-    absl::MutexLock lock(&db_->write_mu);
-    absl::Status outcome;
-    RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&]() -> absl::Status {
-      SQLite::Statement find(*db_->writer, "SELECT status FROM outbox WHERE message_id = ?");
-      find.bind(1, message_id);
-      if (!find.executeStep()) {
-        return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
-      }
-      const std::string status = find.getColumn(0).getString();
-      if (status != "FAILED") {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "message '", message_id, "' is ", status, "; only FAILED messages can be re-driven"));
-      }
-      SQLite::Statement upd(*db_->writer, R"sql(
-        UPDATE outbox SET status = 'SENDING', attempts = 0, next_retry_at = ?1, updated_at = ?1,
-                          last_error = '' WHERE message_id = ?2 AND status = 'FAILED')sql");
-      upd.bind(1, static_cast<int64_t>(now_ms));
-      upd.bind(2, message_id);
-      upd.exec();
-      return absl::OkStatus();
-    }));
-  }
-  return Get(message_id);
+absl::StatusOr<OutboxMessage> RecoveryStore::Redrive(const std::string& message_id,
+                                                     int64_t now_ms) {
+  absl::MutexLock lock(&db_->write_mu);
+  OutboxMessage redriven;
+  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&]() -> absl::Status {
+    OutboxStateTable table(*db_->writer);
+    std::optional<OutboxMessage> row = table.Load(message_id);
+    if (!row.has_value()) {
+      return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
+    }
+    RETURN_IF_ERROR(OnRedrive(*row, now_ms));
+    table.Save(*row);
+    redriven = *std::move(row);
+    return absl::OkStatus();
+  }));
+  return redriven;
 }
 
 absl::StatusOr<int64_t> RecoveryStore::RedriveAllFailed(bool dry_run, int64_t now_ms) {
   absl::MutexLock lock(&db_->write_mu);
   int64_t count = 0;
-  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
-    if (dry_run) {
-      SQLite::Statement c(*db_->writer, "SELECT COUNT(*) FROM outbox WHERE status = 'FAILED'");
-      c.executeStep();
-      count = c.getColumn(0).getInt64();
-      return absl::OkStatus();
+  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&]() -> absl::Status {
+    count = 0;
+    // FAILED rows are few and found through the status index.
+    SQLite::Statement failed(*db_->writer, SelectWhere("WHERE o.status = 'FAILED'"));
+    std::vector<OutboxMessage> rows;
+    while (failed.executeStep()) rows.push_back(ReadOutboxMessage(failed));
+    OutboxStateTable table(*db_->writer);
+    for (OutboxMessage& row : rows) {
+      if (!OnRedrive(row, now_ms).ok()) continue;
+      if (!dry_run) table.Save(row);
+      ++count;
     }
-    SQLite::Statement upd(*db_->writer, R"sql(
-      UPDATE outbox SET status = 'SENDING', attempts = 0, next_retry_at = ?1, updated_at = ?1,
-                        last_error = '' WHERE status = 'FAILED')sql");
-    upd.bind(1, static_cast<int64_t>(now_ms));
-    count = upd.exec();
     return absl::OkStatus();
   }));
   return count;
@@ -283,6 +258,19 @@ absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {
     return absl::OkStatus();
   }));
   return counts;
+}
+
+void RecoveryStore::RegisterMetrics(MetricsRegistry& metrics) {
+  metrics.AddGaugeFamily("outbox_rows", "outbox rows by status", [this] {
+    std::vector<MetricsRegistry::Sample> out;
+    if (auto c = Counts(); c.ok()) {
+      out = {{"status=\"SENDING\"", static_cast<double>(c->sending)},
+             {"status=\"SENT\"", static_cast<double>(c->sent)},
+             {"status=\"FAILED\"", static_cast<double>(c->failed)},
+             {"status=\"ARCHIVED\"", static_cast<double>(c->archived)}};
+    }
+    return out;
+  });
 }
 
 absl::StatusOr<int64_t> RecoveryStore::CountSendingOlderThan(int64_t created_before_ms) {

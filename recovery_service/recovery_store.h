@@ -13,30 +13,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "shared/backoff.h"
-#include "shared/outbox_table.h"
-#include "shared/sqlite_util.h"
+#include "shared/base/page.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/repository.h"
+#include "shared/sqlite/sqlite_file.h"
 
 namespace outbox::recovery {
-
-struct Claimed {
-  std::vector<OutboxRow> to_publish;  // attempts already incremented, next_retry_at pushed
-  std::vector<OutboxRow> exhausted;   // turned FAILED in the same transaction
-};
-
-struct ClaimPolicy {
-  LinearBackoff backoff;
-  int max_attempts = 10;
-  // When set, the claim happens only if this holder still holds the lease
-  // (checked inside the claim's transaction: a fence against a second
-  // instance that took over).
-  std::string lease_holder;
-};
-
-struct LeaseState {
-  std::string holder;
-  int64_t expires_at = 0;
-};
 
 struct OutboxCounts {
   int64_t sending = 0;
@@ -46,46 +28,43 @@ struct OutboxCounts {
   int64_t oldest_sending_created_at = 0;  // 0 when none
 };
 
-struct MessagePage {
-  std::vector<OutboxRow> rows;
-  int64_t next_cursor = 0;
-};
+using MessagePage = Page<OutboxMessage>;
 
-class RecoveryStore {
+class RecoveryStore final : public RecoveryRepository {
  public:
   static absl::StatusOr<std::unique_ptr<RecoveryStore>> Open(const std::string& path,
                                                              const DbOptions& options);
 
-  // Claims up to `limit` SENDING rows due at `now_ms`, oldest due first,
-  // through the (status, next_retry_at) index. In the same transaction each
-  // row either gets attempts+1 and next_retry_at = now + backoff(attempts),
-  // or, when it already had max_attempts publishes, becomes FAILED.
-  // FAILED_PRECONDITION if policy.lease_holder no longer holds the lease.
-  absl::StatusOr<Claimed> ClaimDue(int64_t now_ms, int limit, const ClaimPolicy& policy);
+  // Claims through the (status, next_retry_at) index, applying OnDue to each
+  // row in the claim's transaction (see RecoveryRepository).
+  absl::StatusOr<Claimed> ClaimDue(int64_t now_ms, int limit, const std::string& lease_holder,
+                                   const RetryPolicy& policy) override;
 
   // The query plan of the claim's SELECT (EXPLAIN QUERY PLAN), for benchmarks.
   std::string ExplainClaim();
 
-  absl::Status RecordPublishError(const std::vector<std::string>& message_ids,
-                                  const std::string& error, int64_t now_ms);
+  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                    const std::string& error, int64_t now_ms) override;
 
-  // Takes or renews the lease when it is free, expired or already ours.
-  absl::StatusOr<bool> TryAcquireLease(const std::string& holder, int64_t now_ms, int64_t ttl_ms);
+  absl::StatusOr<bool> TryAcquireLease(const std::string& holder, int64_t now_ms,
+                                       int64_t ttl_ms) override;
   // Gives the lease up (expires it now) if we hold it.
-  absl::Status ReleaseLease(const std::string& holder, int64_t now_ms);
-  absl::StatusOr<LeaseState> Lease();
+  absl::Status ReleaseLease(const std::string& holder, int64_t now_ms) override;
+  absl::StatusOr<LeaseState> Lease() override;
 
   // Moves up to `batch` SENT rows with sent_at < cutoff to outbox_archive.
-  absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch);
+  absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch) override;
 
   // Operator API.
   absl::StatusOr<MessagePage> List(OutboxStatus status, int64_t after_id, int limit);
-  absl::StatusOr<OutboxRow> Get(const std::string& message_id);
-  // FAILED -> SENDING, attempts 0, due now. FAILED_PRECONDITION otherwise.
-  absl::StatusOr<OutboxRow> Redrive(const std::string& message_id, int64_t now_ms);
+  absl::StatusOr<OutboxMessage> Get(const std::string& message_id);
+  // OnRedrive: FAILED -> SENDING, attempts 0, due now. FAILED_PRECONDITION otherwise.
+  absl::StatusOr<OutboxMessage> Redrive(const std::string& message_id, int64_t now_ms);
   absl::StatusOr<int64_t> RedriveAllFailed(bool dry_run, int64_t now_ms);
   absl::StatusOr<OutboxCounts> Counts();
-  absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms);
+  // outbox_rows{status=...}, read from Counts() when scraped.
+  void RegisterMetrics(MetricsRegistry& metrics);
+  absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) override;
 
  private:
   explicit RecoveryStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "shared/sqlite/outbox_table.h"
 
 namespace outbox::recovery {
 namespace {
@@ -18,7 +19,8 @@ class RecoveryStoreTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(s).value();
     raw_ = std::make_unique<SQLite::Database>(dir_ + "/payment.db", SQLite::OPEN_READWRITE);
-    policy_.backoff = {absl::Seconds(2), absl::Seconds(5)};
+    policy_.base_delay = absl::Seconds(2);
+    policy_.max_delay = absl::Seconds(5);
     policy_.max_attempts = 3;
   }
   void TearDown() override {
@@ -28,11 +30,13 @@ class RecoveryStoreTest : public ::testing::Test {
   }
   void Insert(const std::string& id, OutboxStatus status, int attempts, int64_t next_retry_at,
               int64_t sent_at = 0) {
-    OutboxRow r;
+    OutboxMessage r;
     r.message_id = id;
     r.biz_type = "payment";
     r.biz_key = "pay-" + id;
-    r.topic = "PAY_QUEUE";
+    r.routing_key = "PAY_QUEUE";
+    r.message_type = "PaymentCreated";
+    r.reply_to = "ACC_QUEUE";
     r.payload = "p";
     r.status = status;
     r.attempts = attempts;
@@ -41,13 +45,13 @@ class RecoveryStoreTest : public ::testing::Test {
     r.created_at = 1;
     r.updated_at = 1;
     r.sent_at = sent_at;
-    InsertOutboxRow(*raw_, r);
+    OutboxInserter(*raw_).Insert(r);
   }
 
   std::string dir_;
   std::unique_ptr<RecoveryStore> store_;
   std::unique_ptr<SQLite::Database> raw_;
-  ClaimPolicy policy_;
+  RetryPolicy policy_;
 };
 
 TEST_F(RecoveryStoreTest, ClaimsDueRowsWithLinearBackoffAndFailsExhaustedOnes) {
@@ -57,7 +61,7 @@ TEST_F(RecoveryStoreTest, ClaimsDueRowsWithLinearBackoffAndFailsExhaustedOnes) {
   Insert("done", OutboxStatus::kSent, 1, 0, 5);
   Insert("spent", OutboxStatus::kSending, 3, 500);
 
-  auto c = store_->ClaimDue(10'000, 10, policy_);
+  auto c = store_->ClaimDue(10'000, 10, "", policy_);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->to_publish.size(), 2u);
   EXPECT_EQ(c->to_publish[0].message_id, "due2");  // oldest due first
@@ -70,11 +74,14 @@ TEST_F(RecoveryStoreTest, ClaimsDueRowsWithLinearBackoffAndFailsExhaustedOnes) {
   EXPECT_EQ(store_->Get("spent")->status, OutboxStatus::kFailed);
 
   // Claimed rows are not due again until their new next_retry_at.
-  auto again = store_->ClaimDue(10'001, 10, policy_);
+  auto again = store_->ClaimDue(10'001, 10, "", policy_);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->to_publish.empty());
   EXPECT_TRUE(again->exhausted.empty());
   EXPECT_EQ(store_->Get("due1")->last_attempt_at, 10'000);
+  // The stored row carries what a re-publish needs.
+  EXPECT_EQ(c->to_publish[0].message_type, "PaymentCreated");
+  EXPECT_EQ(c->to_publish[0].reply_to, "ACC_QUEUE");
 }
 
 TEST_F(RecoveryStoreTest, ClaimUsesTheStatusNextRetryIndex) {
@@ -87,15 +94,11 @@ TEST_F(RecoveryStoreTest, OnlyTheLeaseHolderClaims) {
   ASSERT_TRUE(*store_->TryAcquireLease("a", 1000, 5000));
   EXPECT_FALSE(*store_->TryAcquireLease("b", 2000, 5000));
   EXPECT_TRUE(*store_->TryAcquireLease("a", 3000, 5000));  // renew
-  ClaimPolicy as_b = policy_;
-  as_b.lease_holder = "b";
-  EXPECT_TRUE(absl::IsFailedPrecondition(store_->ClaimDue(4000, 10, as_b).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(store_->ClaimDue(4000, 10, "b", policy_).status()));
   // a's lease expires at 8000: b takes over, and a is fenced off.
   EXPECT_TRUE(*store_->TryAcquireLease("b", 8000, 5000));
-  ClaimPolicy as_a = policy_;
-  as_a.lease_holder = "a";
-  EXPECT_TRUE(absl::IsFailedPrecondition(store_->ClaimDue(8001, 10, as_a).status()));
-  auto c = store_->ClaimDue(8001, 10, as_b);
+  EXPECT_TRUE(absl::IsFailedPrecondition(store_->ClaimDue(8001, 10, "a", policy_).status()));
+  auto c = store_->ClaimDue(8001, 10, "b", policy_);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->to_publish.size(), 1u);
   // Giving the lease up lets another take it at once.
@@ -142,15 +145,15 @@ TEST_F(RecoveryStoreTest, ListsByStatusOldestFirstInPages) {
   Insert("sending", OutboxStatus::kSending, 1, 0);
   auto p1 = store_->List(OutboxStatus::kSent, 0, 3);
   ASSERT_TRUE(p1.ok()) << p1.status();
-  ASSERT_EQ(p1->rows.size(), 3u);
-  EXPECT_EQ(p1->rows[0].message_id, "sent0");
+  ASSERT_EQ(p1->items.size(), 3u);
+  EXPECT_EQ(p1->items[0].message_id, "sent0");
   auto p2 = store_->List(OutboxStatus::kSent, p1->next_cursor, 3);
-  ASSERT_EQ(p2->rows.size(), 2u);
-  EXPECT_EQ(p2->rows[1].message_id, "sent4");
+  ASSERT_EQ(p2->items.size(), 2u);
+  EXPECT_EQ(p2->items[1].message_id, "sent4");
   EXPECT_EQ(p2->next_cursor, 0);
   auto sending = store_->List(OutboxStatus::kSending, 0, 10);
-  ASSERT_EQ(sending->rows.size(), 1u);
-  EXPECT_EQ(sending->rows[0].message_id, "sending");
+  ASSERT_EQ(sending->items.size(), 1u);
+  EXPECT_EQ(sending->items[0].message_id, "sending");
 }
 
 }  // namespace

@@ -6,20 +6,21 @@
 // publish failures so another instance can try.
 #include <atomic>
 #include <string>
-#include <thread>
 
-#include "absl/synchronization/notification.h"
 #include "recovery_service/rate_limiter.h"
-#include "recovery_service/recovery_store.h"
-#include "shared/alerts.h"
-#include "shared/amqp_session.h"
-#include "shared/clock.h"
+#include "shared/base/clock.h"
+#include "shared/observability/alerts.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/repository.h"
+#include "shared/outbox/retry_policy.h"
+#include "shared/outbox/transport.h"
+#include "shared/runtime/worker_thread.h"
 
 namespace outbox::recovery {
 
 struct RecoveryOptions {
   std::string instance_id;  // lease holder name
-  ClaimPolicy policy;       // backoff and max attempts (holder is filled in)
+  RetryPolicy retry;        // backoff of attempts 2..n (the budget is in each row)
   int batch = 200;
   double rate_per_second = 1000;
   absl::Duration lease_ttl = absl::Seconds(10);
@@ -31,49 +32,55 @@ struct RecoveryOptions {
   absl::Duration retention = absl::Hours(24 * 7);
   int archive_batch = 500;
   absl::Duration housekeeping_every = absl::Seconds(10);  // archive + backlog check
-  std::string reply_to = "ACC_QUEUE";
-};
 
-struct RecoveryStats {
-  std::atomic<int64_t> republished{0};
-  std::atomic<int64_t> publish_failures{0};
-  std::atomic<int64_t> failed{0};
-  std::atomic<int64_t> archived{0};
-  std::atomic<int64_t> lease_yields{0};
-  std::atomic<bool> lease_held{false};
+  absl::Status Validate() const;  // INVALID_ARGUMENT naming the bad setting
 };
 
 class RecoveryWorker {
  public:
-  RecoveryWorker(RecoveryStore& store, AlertSink& alerts, const Clock& clock, const AmqpUrl& url,
-                 const Topology& topology, RecoveryOptions options);
+  RecoveryWorker(RecoveryRepository& outbox, MessagePublisher& broker, AlertSink& alerts,
+                 const Clock& clock, MetricsRegistry& metrics, RecoveryOptions options);
   ~RecoveryWorker();
 
   void Start();
   void Stop();  // finishes the round in hand and releases the lease
 
-  const RecoveryStats& stats() const { return stats_; }
+  // One turn: lease, housekeeping when due, one claim-and-publish round, and
+  // the idle sleep when nothing was due. False once stopping (the lease is
+  // then released). Tests call it directly.
+  bool Step();
+
+  bool lease_held() const { return lease_held_.load(); }
+  int64_t republished() const { return republished_.value(); }
+  int64_t publish_failures() const { return publish_failures_.value(); }
+  int64_t failed() const { return failed_.value(); }
+  int64_t lease_yields() const { return lease_yields_.value(); }
 
  private:
-  void Run();
+  // Takes or renews the lease; false when another instance holds it.
+  bool HoldLease(absl::Time now);
   // One claim-and-publish round; returns how many rows it handled.
-  int Round(AmqpConnection& conn);
+  int Round();
+  void RaiseFailed(const OutboxMessage& row);
   void Housekeeping();
-  bool Sleep(absl::Duration d) { return stop_.WaitForNotificationWithTimeout(d); }
 
-  RecoveryStore& store_;
+  RecoveryRepository& outbox_;
+  MessagePublisher& broker_;
   AlertSink& alerts_;
   const Clock& clock_;
-  RecoveryOptions options_;
-  AmqpSession session_;
+  const RecoveryOptions options_;
   RateLimiter limiter_;
-  RecoveryStats stats_;
+  Counter& republished_;
+  Counter& publish_failures_;
+  Counter& failed_;
+  Counter& archived_;
+  Counter& lease_yields_;
+  std::atomic<bool> lease_held_{false};
   int consecutive_failures_ = 0;
   absl::Time lease_renewed_ = absl::InfinitePast();
   absl::Time last_housekeeping_ = absl::InfinitePast();
   bool backlog_alerted_ = false;
-  absl::Notification stop_;
-  std::thread thread_;
+  WorkerThread thread_;
 };
 
 }  // namespace outbox::recovery

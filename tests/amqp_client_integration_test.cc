@@ -1,5 +1,5 @@
 // shared/amqp_client against a real RabbitMQ node.
-#include "shared/amqp_client.h"
+#include "shared/amqp/amqp_client.h"
 
 #include <gtest/gtest.h>
 
@@ -88,7 +88,7 @@ TEST_F(AmqpClientTest, SlidingWindowKeepsPublishingWhileConfirmsArrive) {
   all[777].routing_key = queue_ + "-nowhere";  // one unroutable in the stream
   constexpr size_t kWindow = 64;
   size_t next = 0, confirmed = 0, failed = 0, max_in_flight = 0;
-  std::vector<AmqpConnection::Confirm> settled;
+  std::vector<Confirm> settled;
   ASSERT_TRUE(PollUntil([&] {
     while (next < all.size() && pub->unconfirmed() < kWindow) {
       EXPECT_TRUE(pub->Publish(all[next++]).ok());

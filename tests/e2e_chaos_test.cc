@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "events/v1/events.pb.h"
-#include "shared/amqp_client.h"
+#include "shared/amqp/amqp_client.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/load.h"
 
@@ -141,9 +141,9 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
             absl::StrCat("poison-pay-1 ", original.message_id(), " "));
   EXPECT_EQ(dlq_total(services.acc_queue()).first, 1);
   EXPECT_EQ(dlq_total(services.acc_queue()).second, "poison-acc-1 ");
-  EXPECT_NE(services.accounting().Log().find("payment_message_dead_lettered message_id=poison-pay-1"),
+  EXPECT_NE(services.accounting().Log().find("message_dead_lettered message_id=poison-pay-1"),
             std::string::npos);
-  EXPECT_NE(services.payment().Log().find("ack_dead_lettered message_id=poison-acc-1"),
+  EXPECT_NE(services.payment().Log().find("message_dead_lettered message_id=poison-acc-1"),
             std::string::npos);
   std::string alerts;
   ASSERT_TRUE(PollUntil([&] {

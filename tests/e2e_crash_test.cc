@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "shared/failpoint.h"
+#include "shared/runtime/failpoint.h"
 #include "tests/support/load.h"
 
 namespace outbox::testing {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
-#include "shared/http_client.h"
+#include "shared/observability/http_client.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/services.h"
 

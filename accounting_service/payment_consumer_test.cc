@@ -1,0 +1,178 @@
+#include "accounting_service/payment_consumer.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "events/v1/events.pb.h"
+#include "shared/testing/fakes.h"
+
+namespace outbox::accounting {
+namespace {
+
+using ::outbox::testing::FakeConsumer;
+using ::outbox::testing::FakePublisher;
+using ::outbox::testing::ManualClock;
+using ::outbox::testing::RecordingAlerts;
+
+// The voucher book in memory: the same dedup rules, by message id first,
+// then by payment id.
+class InMemoryLedger final : public VoucherLedger {
+ public:
+  absl::Status fail_with;
+  std::map<std::string, std::string> voucher_by_payment;
+  std::map<std::string, std::string> voucher_by_message;
+
+  absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(
+      const std::vector<PaymentEvent>& events) override {
+    if (!fail_with.ok()) return fail_with;
+    std::vector<ApplyOutcome> out;
+    for (const PaymentEvent& e : events) {
+      ApplyOutcome o;
+      if (auto m = voucher_by_message.find(e.message_id); m != voucher_by_message.end()) {
+        out.push_back({m->second, true});
+        continue;
+      }
+      auto p = voucher_by_payment.find(e.payment_id);
+      o.duplicate = p != voucher_by_payment.end();
+      o.voucher_id = o.duplicate ? p->second : "v-" + e.payment_id;
+      voucher_by_payment[e.payment_id] = o.voucher_id;
+      voucher_by_message[e.message_id] = o.voucher_id;
+      out.push_back(o);
+    }
+    return out;
+  }
+};
+
+Delivery Payment(const std::string& message_id, const std::string& payment_id,
+                 const std::string& reply_to = "ACC_QUEUE") {
+  events::v1::PaymentCreated e;
+  e.set_message_id(message_id);
+  e.set_payment_id(payment_id);
+  e.set_payer_account("alice");
+  e.set_payee_account("bob");
+  e.set_amount_minor(100);
+  e.set_currency("EUR");
+  Delivery d;
+  d.message_id = message_id;
+  d.reply_to = reply_to;
+  d.body = e.SerializeAsString();
+  return d;
+}
+
+class PaymentConsumerTest : public ::testing::Test {
+ protected:
+  PaymentConsumerTest() { replies_.clock = &clock_; }
+
+  ManualClock clock_;
+  FakeConsumer queue_;
+  FakePublisher replies_;
+  InMemoryLedger ledger_;
+  RecordingAlerts alerts_;
+  MetricsRegistry metrics_;
+  PaymentConsumer consumer_{queue_, replies_, ledger_, alerts_, clock_, metrics_, ConsumerOptions{}};
+};
+
+TEST_F(PaymentConsumerTest, BooksABatchRepliesToEachReplyToThenAcks) {
+  queue_.Push(Payment("m1", "p1"));
+  queue_.Push(Payment("m2", "p2", "ACC_QUEUE.shard2"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(ledger_.voucher_by_payment.size(), 2u);
+  ASSERT_EQ(replies_.published.size(), 2u);
+  EXPECT_EQ(replies_.published[0].routing_key, "ACC_QUEUE");
+  EXPECT_EQ(replies_.published[1].routing_key, "ACC_QUEUE.shard2");
+  EXPECT_EQ(replies_.published[0].type, "PaymentAccounted");
+  EXPECT_EQ(queue_.acked.size(), 2u);
+  EXPECT_EQ(consumer_.applied(), 2);
+}
+
+TEST_F(PaymentConsumerTest, ADuplicateBooksNothingButIsRepliedToAgain) {
+  queue_.Push(Payment("m1", "p1"));
+  queue_.Push(Payment("m1", "p1"));            // redelivery of the same message
+  queue_.Push(Payment("m1-again", "p1"));      // a re-publish with another id
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(ledger_.voucher_by_payment.size(), 1u);
+  EXPECT_EQ(replies_.published.size(), 3u);
+  EXPECT_EQ(consumer_.applied(), 1);
+  EXPECT_EQ(consumer_.duplicates(), 2);
+  events::v1::PaymentAccounted reply;
+  ASSERT_TRUE(reply.ParseFromString(replies_.published[1].body));
+  EXPECT_TRUE(reply.duplicate());
+  EXPECT_EQ(reply.voucher_id(), "v-p1");
+}
+
+TEST_F(PaymentConsumerTest, PoisonIsDeadLetteredOnceAndNeverRequeued) {
+  Delivery junk;
+  junk.message_id = "junk";
+  junk.body = "\xff\xff";
+  const uint64_t bad = queue_.Push(junk);
+  queue_.Push(Payment("m1", "p1"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{bad}));
+  EXPECT_TRUE(queue_.requeued.empty());
+  EXPECT_EQ(consumer_.dead_lettered(), 1);
+  ASSERT_EQ(alerts_.raised.size(), 1u);
+  EXPECT_EQ(alerts_.raised[0].labels.at("queue"), "PAY_QUEUE");
+  EXPECT_EQ(ledger_.voucher_by_payment.size(), 1u);
+}
+
+TEST_F(PaymentConsumerTest, AnUnroutableReplyToIsPoisonToo) {
+  replies_.answer = [](const OutgoingMessage& m) {
+    return m.routing_key == "nowhere" ? FakePublisher::Answer::kReturn
+                                      : FakePublisher::Answer::kAck;
+  };
+  const uint64_t lost = queue_.Push(Payment("m1", "p1", "nowhere"));
+  const uint64_t fine = queue_.Push(Payment("m2", "p2"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{lost}));
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{fine}));
+  EXPECT_EQ(consumer_.dead_lettered(), 1);
+}
+
+TEST_F(PaymentConsumerTest, AReplyNotConfirmedSendsItsDeliveryBackOnly) {
+  replies_.answer = [](const OutgoingMessage& m) {
+    return m.message_id == "m1" ? FakePublisher::Answer::kNack : FakePublisher::Answer::kAck;
+  };
+  const uint64_t t1 = queue_.Push(Payment("m1", "p1"));
+  const uint64_t t2 = queue_.Push(Payment("m2", "p2"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{t2}));
+  EXPECT_EQ(queue_.requeued, (std::set<uint64_t>{t1}));
+  // Redelivered: found to be a duplicate and replied to again.
+  replies_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kAck; };
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(consumer_.duplicates(), 1);
+  EXPECT_EQ(queue_.ready(), 0u);
+}
+
+TEST_F(PaymentConsumerTest, WhenBookingFailsTheBatchGoesBackAndNothingIsReplied) {
+  ledger_.fail_with = absl::UnavailableError("disk I/O error");
+  queue_.Push(Payment("m1", "p1"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_TRUE(replies_.published.empty());
+  EXPECT_EQ(queue_.requeued.size(), 1u);
+  EXPECT_EQ(consumer_.requeued(), 1);
+}
+
+TEST_F(PaymentConsumerTest, NoDeliveriesAreTakenWhileRepliesCannotBeSent) {
+  replies_.reachable = false;
+  queue_.Push(Payment("m1", "p1"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.ready(), 1u);
+  EXPECT_EQ(queue_.connects, 0);
+}
+
+TEST_F(PaymentConsumerTest, ALostReplyConnectionRequeuesAndReconnects) {
+  queue_.Push(Payment("m1", "p1"));
+  ASSERT_TRUE(replies_.Connect().ok());
+  replies_.Drop();
+  ASSERT_TRUE(consumer_.Step());  // booked, but the replies could not be published
+  EXPECT_EQ(queue_.requeued.size(), 1u);
+  ASSERT_TRUE(consumer_.Step());  // reconnected: the redelivery is a duplicate, replied
+  EXPECT_EQ(replies_.published.size(), 1u);
+  EXPECT_EQ(consumer_.duplicates(), 1);
+  EXPECT_EQ(replies_.connects, 2);
+}
+
+}  // namespace
+}  // namespace outbox::accounting

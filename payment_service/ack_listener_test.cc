@@ -1,0 +1,106 @@
+#include "payment_service/ack_listener.h"
+
+#include <gtest/gtest.h>
+
+#include "events/v1/events.pb.h"
+#include "shared/outbox/state_machine.h"
+#include "shared/testing/fakes.h"
+
+namespace outbox::payment {
+namespace {
+
+using ::outbox::testing::FakeConsumer;
+using ::outbox::testing::InMemoryOutbox;
+using ::outbox::testing::ManualClock;
+using ::outbox::testing::RecordingAlerts;
+
+Delivery Reply(const std::string& message_id) {
+  events::v1::PaymentAccounted ack;
+  ack.set_message_id(message_id);
+  ack.set_payment_id("p-" + message_id);
+  Delivery d;
+  d.message_id = message_id;
+  d.body = ack.SerializeAsString();
+  return d;
+}
+
+class AckListenerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* id : {"m1", "m2", "m3"}) {
+      outbox_.Add(NewOutboxMessage({id, "payment", id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+                                   clock_.NowMillis(), RetryPolicy{}));
+    }
+  }
+
+  ManualClock clock_;
+  FakeConsumer queue_;
+  InMemoryOutbox outbox_{clock_};
+  RecordingAlerts alerts_;
+  MetricsRegistry metrics_;
+  AckListener listener_{queue_, outbox_, alerts_, metrics_, {"ACC_QUEUE", 256}};
+};
+
+TEST_F(AckListenerTest, ABatchOfRepliesClosesItsRowsThenIsAcked) {
+  const uint64_t t1 = queue_.Push(Reply("m1"));
+  const uint64_t t2 = queue_.Push(Reply("m2"));
+  ASSERT_TRUE(listener_.Step());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSent);
+  EXPECT_EQ(outbox_.Row("m2").status, OutboxStatus::kSent);
+  EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSending);
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{t1, t2}));
+  EXPECT_EQ(listener_.acknowledged(), 2);
+}
+
+TEST_F(AckListenerTest, DuplicateAndUnknownRepliesAreHarmless) {
+  queue_.Push(Reply("m1"));
+  queue_.Push(Reply("m1"));
+  queue_.Push(Reply("other-shard"));
+  ASSERT_TRUE(listener_.Step());
+  EXPECT_EQ(listener_.acknowledged(), 1);
+  EXPECT_EQ(listener_.harmless(), 2);
+  EXPECT_EQ(queue_.acked.size(), 3u);
+}
+
+TEST_F(AckListenerTest, PoisonIsDeadLetteredAndAlertedWhileTheRestIsAcked) {
+  Delivery poison;
+  poison.message_id = "junk";
+  poison.body = "\xff\xff";
+  const uint64_t bad = queue_.Push(poison);
+  const uint64_t good = queue_.Push(Reply("m2"));
+  ASSERT_TRUE(listener_.Step());
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{bad}));
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{good}));
+  EXPECT_EQ(listener_.dead_lettered(), 1);
+  ASSERT_EQ(alerts_.raised.size(), 1u);
+  EXPECT_EQ(alerts_.raised[0].name, "OutboxMessageDeadLettered");
+  EXPECT_EQ(outbox_.Row("m2").status, OutboxStatus::kSent);
+}
+
+TEST_F(AckListenerTest, WhenRowsCannotBeMarkedTheRepliesGoBackToTheQueue) {
+  outbox_.fail_with = absl::UnavailableError("database is locked");
+  queue_.Push(Reply("m1"));
+  queue_.Push(Reply("m2"));
+  ASSERT_TRUE(listener_.Step());
+  EXPECT_TRUE(queue_.acked.empty());
+  EXPECT_EQ(queue_.requeued.size(), 2u);
+  EXPECT_EQ(queue_.ready(), 2u);
+  outbox_.fail_with = absl::OkStatus();
+  ASSERT_TRUE(listener_.Step());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSent);
+  EXPECT_EQ(queue_.ready(), 0u);
+}
+
+TEST_F(AckListenerTest, ALostConnectionIsReestablishedAndUnackedRepliesComeBack) {
+  queue_.reachable = false;
+  listener_.Step();
+  EXPECT_EQ(queue_.connects, 0);
+  queue_.reachable = true;
+  queue_.Push(Reply("m3"));
+  ASSERT_TRUE(listener_.Step());
+  EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSent);
+  EXPECT_EQ(queue_.connects, 1);
+}
+
+}  // namespace
+}  // namespace outbox::payment

@@ -1,0 +1,123 @@
+#include "payment_service/fast_publisher.h"
+
+#include <gtest/gtest.h>
+
+#include "shared/outbox/state_machine.h"
+#include "shared/testing/fakes.h"
+
+namespace outbox::payment {
+namespace {
+
+using ::outbox::testing::FakePublisher;
+using ::outbox::testing::InMemoryOutbox;
+using ::outbox::testing::ManualClock;
+
+class FastPublisherTest : public ::testing::Test {
+ protected:
+  FastPublisherTest() { broker_.clock = &clock_; }
+
+  // Rows committed and handed over, as the writer does.
+  void Commit(int n) {
+    std::vector<OutgoingMessage> batch;
+    for (int i = 0; i < n; ++i) {
+      OutboxMessage row = NewOutboxMessage({"m" + std::to_string(next_), "payment",
+                                            "p" + std::to_string(next_), "PAY_QUEUE",
+                                            "PaymentCreated", "ACC_QUEUE", "body"},
+                                           clock_.NowMillis(), RetryPolicy{});
+      ++next_;
+      outbox_.Add(row);
+      batch.push_back(ToOutgoing(row));
+    }
+    publisher_.Enqueue(std::move(batch));
+  }
+
+  ManualClock clock_;
+  FakePublisher broker_;
+  InMemoryOutbox outbox_{clock_};
+  MetricsRegistry metrics_;
+  PublisherOptions options_{/*window=*/4, /*capacity=*/10, absl::Seconds(5)};
+  FastPublisher publisher_{broker_, outbox_, clock_, metrics_, options_};
+  int next_ = 0;
+};
+
+TEST_F(FastPublisherTest, PublishesCommittedMessagesAndLeavesRowsSending) {
+  Commit(3);
+  ASSERT_TRUE(publisher_.Step());
+  EXPECT_EQ(broker_.published.size(), 3u);
+  EXPECT_EQ(publisher_.confirmed(), 3);
+  EXPECT_EQ(broker_.published[0].type, "PaymentCreated");
+  EXPECT_EQ(broker_.published[0].reply_to, "ACC_QUEUE");
+  // Confirmed by the broker is not acknowledged by accounting.
+  EXPECT_EQ(outbox_.Row("m0").status, OutboxStatus::kSending);
+  EXPECT_EQ(outbox_.Row("m0").last_error, "");
+}
+
+TEST_F(FastPublisherTest, KeepsAtMostTheWindowInFlight) {
+  broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kSilent; };
+  Commit(6);
+  ASSERT_TRUE(publisher_.Step());
+  EXPECT_EQ(publisher_.in_flight(), 4u);
+  ASSERT_TRUE(publisher_.Step());
+  EXPECT_EQ(publisher_.in_flight(), 4u);
+}
+
+TEST_F(FastPublisherTest, NackAndReturnAreNotedOnTheRowForRecovery) {
+  broker_.answer = [](const OutgoingMessage& m) {
+    return m.message_id == "m0" ? FakePublisher::Answer::kNack : FakePublisher::Answer::kReturn;
+  };
+  Commit(2);
+  ASSERT_TRUE(publisher_.Step());
+  EXPECT_EQ(publisher_.failed(), 2);
+  EXPECT_NE(outbox_.Row("m0").last_error, "");
+  EXPECT_NE(outbox_.Row("m1").last_error.find("no queue"), std::string::npos);
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSending);
+  EXPECT_EQ(outbox_.Row("m1").attempts, 1);  // the attempt was counted at commit
+}
+
+TEST_F(FastPublisherTest, AConfirmTimeoutStartsANewConnection) {
+  broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kSilent; };
+  Commit(1);
+  ASSERT_TRUE(publisher_.Step());  // published; the fake clock moves 20 ms per empty read
+  for (int i = 0; i < 300 && publisher_.in_flight() > 0; ++i) publisher_.Step();
+  EXPECT_EQ(publisher_.in_flight(), 0u);
+  ASSERT_EQ(broker_.resets.size(), 1u);
+  EXPECT_NE(broker_.resets[0].find("timed out"), std::string::npos);
+  EXPECT_NE(outbox_.Row("m0").last_error.find("timed out"), std::string::npos);
+}
+
+TEST_F(FastPublisherTest, ALostConnectionFailsWhatWasInFlightAndReconnects) {
+  broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kSilent; };
+  Commit(2);
+  ASSERT_TRUE(publisher_.Step());
+  broker_.Drop();
+  broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kAck; };
+  ASSERT_TRUE(publisher_.Step());  // reading confirms fails: both noted
+  EXPECT_EQ(publisher_.failed(), 2);
+  EXPECT_FALSE(outbox_.Row("m1").last_error.empty());
+  Commit(1);
+  ASSERT_TRUE(publisher_.Step());
+  EXPECT_EQ(broker_.connects, 2);
+  EXPECT_EQ(publisher_.confirmed(), 1);
+}
+
+TEST_F(FastPublisherTest, WhileTheBrokerIsAwayItQueuesUpToCapacityThenLeavesRowsToRecovery) {
+  broker_.reachable = false;
+  Commit(12);  // capacity 10
+  EXPECT_EQ(publisher_.dropped(), 2);
+  ASSERT_TRUE(publisher_.Step());
+  EXPECT_TRUE(broker_.published.empty());
+  broker_.reachable = true;
+  for (int i = 0; i < 5; ++i) publisher_.Step();
+  EXPECT_EQ(broker_.published.size(), 10u);
+}
+
+TEST_F(FastPublisherTest, StopDrainsWhatIsQueuedThenEnds) {
+  Commit(2);
+  publisher_.Start();
+  publisher_.Stop();
+  EXPECT_EQ(broker_.published.size(), 2u);
+  EXPECT_FALSE(publisher_.Step());
+}
+
+}  // namespace
+}  // namespace outbox::payment

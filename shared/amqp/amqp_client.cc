@@ -1,0 +1,455 @@
+#include "shared/amqp/amqp_client.h"
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <sys/time.h>
+
+#include <iterator>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace outbox {
+namespace {
+
+constexpr amqp_channel_t kChannel = 1;
+constexpr int kHeartbeatSeconds = 10;
+
+timeval AsTimeval(absl::Duration d) {
+  if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
+  return absl::ToTimeval(d);
+}
+
+amqp_bytes_t Bytes(const std::string& s) {
+  amqp_bytes_t b;
+  b.len = s.size();
+  b.bytes = const_cast<char*>(s.data());
+  return b;
+}
+
+std::string ToString(amqp_bytes_t b) {
+  return b.bytes == nullptr ? std::string() : std::string(static_cast<const char*>(b.bytes), b.len);
+}
+
+std::string DescribeReply(const amqp_rpc_reply_t& r) {
+  switch (r.reply_type) {
+    case AMQP_RESPONSE_NORMAL: return "ok";
+    case AMQP_RESPONSE_NONE: return "missing rpc reply";
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION: return amqp_error_string2(r.library_error);
+    case AMQP_RESPONSE_SERVER_EXCEPTION:
+      if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        auto* m = static_cast<amqp_connection_close_t*>(r.reply.decoded);
+        return absl::StrCat("connection closed by broker: ", m->reply_code, " ",
+                            ToString(m->reply_text));
+      }
+      if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        auto* m = static_cast<amqp_channel_close_t*>(r.reply.decoded);
+        return absl::StrCat("channel closed by broker: ", m->reply_code, " ",
+                            ToString(m->reply_text));
+      }
+      return absl::StrCat("unexpected server method ", r.reply.id);
+  }
+  return "unknown reply";
+}
+
+void FillDelivery(const amqp_basic_properties_t& p, amqp_bytes_t body, Delivery* d) {
+  if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) d->message_id = ToString(p.message_id);
+  if (p._flags & AMQP_BASIC_REPLY_TO_FLAG) d->reply_to = ToString(p.reply_to);
+  if (p._flags & AMQP_BASIC_TYPE_FLAG) d->type = ToString(p.type);
+  d->body = ToString(body);
+}
+
+}  // namespace
+
+struct AmqpConnection::State {
+  amqp_connection_state_t conn = nullptr;
+  std::map<uint64_t, std::string> unconfirmed;  // delivery tag -> message id
+  std::set<std::string> returned;               // message ids returned as unroutable
+};
+
+absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url) {
+  std::string buf(url);
+  amqp_connection_info info;
+  amqp_default_connection_info(&info);
+  if (amqp_parse_url(buf.data(), &info) != AMQP_STATUS_OK) {
+    return absl::InvalidArgumentError(
+        "AMQP URL must look like amqp://user:pass@host:port/vhost");
+  }
+  if (info.ssl) return absl::InvalidArgumentError("amqps:// is not supported");
+  AmqpUrl out;
+  out.host = info.host;
+  out.port = info.port;
+  out.user = info.user;
+  out.password = info.password;
+  out.vhost = info.vhost;
+  return out;
+}
+
+std::string AmqpUrl::Redacted() const {
+  return absl::StrCat("amqp://", user, ":***@", host, ":", port, "/", vhost == "/" ? "%2F" : vhost);
+}
+
+AmqpConnection::AmqpConnection(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+AmqpConnection::~AmqpConnection() {
+  if (state_->conn == nullptr) return;
+  if (healthy_) {
+    amqp_channel_close(state_->conn, kChannel, AMQP_REPLY_SUCCESS);
+    amqp_connection_close(state_->conn, AMQP_REPLY_SUCCESS);
+  }
+  amqp_destroy_connection(state_->conn);
+}
+
+absl::StatusOr<std::unique_ptr<AmqpConnection>> AmqpConnection::Connect(
+    const AmqpUrl& url, const std::string& connection_name, absl::Duration timeout) {
+  auto state = std::make_unique<State>();
+  state->conn = amqp_new_connection();
+  // Owns the connection from here on, so every early return cleans up.
+  std::unique_ptr<AmqpConnection> c(new AmqpConnection(std::move(state)));
+  c->healthy_ = false;
+  amqp_connection_state_t conn = c->state_->conn;
+  amqp_socket_t* socket = amqp_tcp_socket_new(conn);
+  if (socket == nullptr) return absl::InternalError("amqp: cannot create socket");
+  timeval tv = AsTimeval(timeout);
+  int rc = amqp_socket_open_noblock(socket, url.host.c_str(), url.port, &tv);
+  if (rc != AMQP_STATUS_OK) {
+    return absl::UnavailableError(absl::StrCat("amqp: cannot connect to ", url.host, ":",
+                                               url.port, ": ", amqp_error_string2(rc)));
+  }
+  amqp_set_handshake_timeout(conn, &tv);
+  amqp_set_rpc_timeout(conn, &tv);
+  amqp_table_entry_t props[1];
+  props[0].key = amqp_cstring_bytes("connection_name");
+  props[0].value.kind = AMQP_FIELD_KIND_UTF8;
+  props[0].value.value.bytes = Bytes(connection_name);
+  amqp_table_t client_properties = {1, props};
+  amqp_rpc_reply_t r = amqp_login_with_properties(
+      conn, url.vhost.c_str(), 0, 131072, kHeartbeatSeconds, &client_properties,
+      AMQP_SASL_METHOD_PLAIN, url.user.c_str(), url.password.c_str());
+  if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+    return absl::UnavailableError(absl::StrCat("amqp: login to ", url.Redacted(),
+                                               " failed: ", DescribeReply(r)));
+  }
+  amqp_channel_open(conn, kChannel);
+  r = amqp_get_rpc_reply(conn);
+  if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+    return absl::UnavailableError(absl::StrCat("amqp: channel.open: ", DescribeReply(r)));
+  }
+  c->healthy_ = true;
+  return c;
+}
+
+absl::Status AmqpConnection::Broken(absl::Status s) {
+  healthy_ = false;
+  return s;
+}
+
+absl::Status AmqpConnection::Check(const char* what) {
+  amqp_rpc_reply_t r = amqp_get_rpc_reply(state_->conn);
+  if (r.reply_type == AMQP_RESPONSE_NORMAL) return absl::OkStatus();
+  return Broken(absl::UnavailableError(absl::StrCat("amqp: ", what, ": ", DescribeReply(r))));
+}
+
+absl::Status AmqpConnection::DeclareQueue(const std::string& queue,
+                                          const std::string& queue_type) {
+  const std::string dlq = Topology::DeadLetterQueue(queue);
+  amqp_table_entry_t type_entry[1];
+  type_entry[0].key = amqp_cstring_bytes("x-queue-type");
+  type_entry[0].value.kind = AMQP_FIELD_KIND_UTF8;
+  type_entry[0].value.value.bytes = Bytes(queue_type);
+  amqp_table_t dlq_args = {queue_type.empty() ? 0 : 1, type_entry};
+  amqp_queue_declare(state_->conn, kChannel, Bytes(dlq), 0, 1, 0, 0, dlq_args);
+  absl::Status s = Check("queue.declare dead-letter queue");
+  if (!s.ok()) return s;
+
+  amqp_table_entry_t entries[3];
+  entries[0].key = amqp_cstring_bytes("x-dead-letter-exchange");
+  entries[0].value.kind = AMQP_FIELD_KIND_UTF8;
+  entries[0].value.value.bytes = amqp_cstring_bytes("");
+  entries[1].key = amqp_cstring_bytes("x-dead-letter-routing-key");
+  entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
+  entries[1].value.value.bytes = Bytes(dlq);
+  entries[2] = type_entry[0];
+  amqp_table_t args = {queue_type.empty() ? 2 : 3, entries};
+  amqp_queue_declare(state_->conn, kChannel, Bytes(queue), 0, 1, 0, 0, args);
+  return Check("queue.declare");
+}
+
+absl::Status AmqpConnection::DeclareTopology(const Topology& topology) {
+  for (const std::string& queue : topology.queues) {
+    absl::Status s = DeclareQueue(queue, topology.queue_type);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AmqpConnection::EnableConfirms() {
+  amqp_confirm_select(state_->conn, kChannel);
+  absl::Status s = Check("confirm.select");
+  if (s.ok()) {
+    confirms_ = true;
+    next_publish_tag_ = 1;
+  }
+  return s;
+}
+
+absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
+  if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
+  if (!confirms_) return absl::FailedPreconditionError("amqp: confirms not enabled");
+  static const std::string kContentType = "application/x-protobuf";
+  amqp_basic_properties_t props;
+  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
+                 AMQP_BASIC_CONTENT_TYPE_FLAG;
+  props.delivery_mode = 2;  // persistent
+  props.message_id = Bytes(m.message_id);
+  props.content_type = Bytes(kContentType);
+  if (!m.reply_to.empty()) {
+    props._flags |= AMQP_BASIC_REPLY_TO_FLAG;
+    props.reply_to = Bytes(m.reply_to);
+  }
+  if (!m.type.empty()) {
+    props._flags |= AMQP_BASIC_TYPE_FLAG;
+    props.type = Bytes(m.type);
+  }
+  int rc = amqp_basic_publish(state_->conn, kChannel, amqp_empty_bytes, Bytes(m.routing_key),
+                              /*mandatory=*/1, /*immediate=*/0, &props, Bytes(m.body));
+  if (rc != AMQP_STATUS_OK) {
+    return Broken(absl::UnavailableError(
+        absl::StrCat("amqp: basic.publish: ", amqp_error_string2(rc))));
+  }
+  const uint64_t tag = next_publish_tag_++;
+  state_->unconfirmed[tag] = m.message_id;
+  return tag;
+}
+
+size_t AmqpConnection::unconfirmed() const { return state_->unconfirmed.size(); }
+
+absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) {
+  if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
+  amqp_maybe_release_buffers(state_->conn);
+  const absl::Time deadline = absl::Now() + wait;
+  const size_t before = settled->size();
+  while (!state_->unconfirmed.empty()) {
+    // Block only until the first confirm; then take what is already here.
+    timeval tv = AsTimeval(settled->size() > before ? absl::ZeroDuration() : deadline - absl::Now());
+    amqp_frame_t frame;
+    int rc = amqp_simple_wait_frame_noblock(state_->conn, &frame, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT) break;
+    if (rc != AMQP_STATUS_OK) {
+      return Broken(absl::UnavailableError(
+          absl::StrCat("amqp: waiting for confirms: ", amqp_error_string2(rc))));
+    }
+    if (frame.frame_type != AMQP_FRAME_METHOD) continue;
+    switch (frame.payload.method.id) {
+      case AMQP_BASIC_ACK_METHOD:
+      case AMQP_BASIC_NACK_METHOD: {
+        const bool ack = frame.payload.method.id == AMQP_BASIC_ACK_METHOD;
+        uint64_t tag;
+        bool multiple;
+        if (ack) {
+          auto* a = static_cast<amqp_basic_ack_t*>(frame.payload.method.decoded);
+          tag = a->delivery_tag;
+          multiple = a->multiple;
+        } else {
+          auto* n = static_cast<amqp_basic_nack_t*>(frame.payload.method.decoded);
+          tag = n->delivery_tag;
+          multiple = n->multiple;
+        }
+        // `multiple` settles every unconfirmed tag up to and including `tag`.
+        auto& pending = state_->unconfirmed;
+        auto first = multiple ? pending.begin() : pending.find(tag);
+        auto last = multiple ? pending.upper_bound(tag)
+                             : (first == pending.end() ? first : std::next(first));
+        for (auto it = first; it != last; ++it) {
+          const bool returned = state_->returned.erase(it->second) > 0;
+          settled->push_back({it->first, ack && !returned, returned});
+        }
+        pending.erase(first, last);
+        break;
+      }
+      case AMQP_BASIC_RETURN_METHOD: {
+        // Unroutable (no such queue): the ack that follows must not count.
+        amqp_message_t msg;
+        amqp_rpc_reply_t r = amqp_read_message(state_->conn, frame.channel, &msg, 0);
+        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+          return Broken(absl::UnavailableError(
+              absl::StrCat("amqp: reading returned message: ", DescribeReply(r))));
+        }
+        if (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
+          state_->returned.insert(ToString(msg.properties.message_id));
+        }
+        amqp_destroy_message(&msg);
+        break;
+      }
+      case AMQP_CHANNEL_CLOSE_METHOD:
+      case AMQP_CONNECTION_CLOSE_METHOD:
+        return Broken(absl::UnavailableError("amqp: closed by broker while waiting for confirms"));
+      default:
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+// Lends a plain connection to PublishAndConfirm for the duration of one call.
+class BorrowedPublisher final : public MessagePublisher {
+ public:
+  explicit BorrowedPublisher(AmqpConnection& conn) : conn_(conn) {}
+  absl::Status Connect() override { return absl::OkStatus(); }
+  bool connected() const override { return conn_.healthy(); }
+  void Reset(const absl::Status&) override {}
+  absl::Status Poll(absl::Duration wait) override { return conn_.Poll(wait); }
+  absl::StatusOr<uint64_t> Publish(const OutgoingMessage& m) override { return conn_.Publish(m); }
+  absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) override {
+    return conn_.ReadConfirms(wait, settled);
+  }
+
+ private:
+  AmqpConnection& conn_;
+};
+}  // namespace
+
+absl::StatusOr<std::vector<bool>> AmqpConnection::PublishConfirmed(
+    const std::vector<OutgoingMessage>& messages, absl::Duration timeout,
+    std::vector<bool>* unroutable) {
+  BorrowedPublisher publisher(*this);
+  auto confirms = PublishAndConfirm(publisher, messages, timeout, SystemClock::Get());
+  if (!confirms.ok()) return confirms.status();
+  std::vector<bool> confirmed(messages.size());
+  if (unroutable != nullptr) unroutable->assign(messages.size(), false);
+  for (size_t i = 0; i < confirms->size(); ++i) {
+    confirmed[i] = (*confirms)[i].ok;
+    if (unroutable != nullptr) (*unroutable)[i] = (*confirms)[i].unroutable;
+  }
+  return confirmed;
+}
+
+absl::Status AmqpConnection::Consume(const std::string& queue, int prefetch) {
+  amqp_basic_qos(state_->conn, kChannel, 0, static_cast<uint16_t>(prefetch), 0);
+  absl::Status s = Check("basic.qos");
+  if (!s.ok()) return s;
+  amqp_basic_consume(state_->conn, kChannel, Bytes(queue), amqp_empty_bytes, 0, /*no_ack=*/0, 0,
+                     amqp_empty_table);
+  return Check("basic.consume");
+}
+
+absl::StatusOr<std::vector<Delivery>> AmqpConnection::NextDeliveries(size_t max,
+                                                                     absl::Duration wait) {
+  if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
+  amqp_maybe_release_buffers(state_->conn);
+  std::vector<Delivery> out;
+  while (out.size() < max) {
+    timeval tv = AsTimeval(out.empty() ? wait : absl::ZeroDuration());
+    amqp_envelope_t env;
+    amqp_rpc_reply_t r = amqp_consume_message(state_->conn, &env, &tv, 0);
+    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+      Delivery d;
+      d.delivery_tag = env.delivery_tag;
+      d.redelivered = env.redelivered;
+      FillDelivery(env.message.properties, env.message.body, &d);
+      amqp_destroy_envelope(&env);
+      out.push_back(std::move(d));
+      continue;
+    }
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT)
+      break;
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+      amqp_frame_t frame;
+      int rc = amqp_simple_wait_frame(state_->conn, &frame);
+      if (rc != AMQP_STATUS_OK) {
+        return Broken(absl::UnavailableError(
+            absl::StrCat("amqp: reading frame: ", amqp_error_string2(rc))));
+      }
+      if (frame.frame_type == AMQP_FRAME_METHOD &&
+          (frame.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ||
+           frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD ||
+           frame.payload.method.id == AMQP_BASIC_CANCEL_METHOD)) {
+        return Broken(absl::UnavailableError("amqp: consumer closed by broker"));
+      }
+      continue;
+    }
+    return Broken(absl::UnavailableError(absl::StrCat("amqp: consume: ", DescribeReply(r))));
+  }
+  return out;
+}
+
+absl::Status AmqpConnection::Ack(uint64_t delivery_tag, bool multiple) {
+  int rc = amqp_basic_ack(state_->conn, kChannel, delivery_tag, multiple ? 1 : 0);
+  if (rc != AMQP_STATUS_OK)
+    return Broken(absl::UnavailableError(absl::StrCat("amqp: basic.ack: ", amqp_error_string2(rc))));
+  return absl::OkStatus();
+}
+
+absl::Status AmqpConnection::Reject(uint64_t delivery_tag) {
+  int rc = amqp_basic_reject(state_->conn, kChannel, delivery_tag, /*requeue=*/0);
+  if (rc != AMQP_STATUS_OK)
+    return Broken(absl::UnavailableError(absl::StrCat("amqp: basic.reject: ", amqp_error_string2(rc))));
+  return absl::OkStatus();
+}
+
+absl::Status AmqpConnection::Requeue(uint64_t delivery_tag, bool multiple) {
+  int rc = amqp_basic_nack(state_->conn, kChannel, delivery_tag, multiple ? 1 : 0, /*requeue=*/1);
+  if (rc != AMQP_STATUS_OK)
+    return Broken(absl::UnavailableError(absl::StrCat("amqp: basic.nack: ", amqp_error_string2(rc))));
+  return absl::OkStatus();
+}
+
+absl::Status AmqpConnection::Poll(absl::Duration wait) {
+  if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
+  amqp_maybe_release_buffers(state_->conn);
+  timeval tv = AsTimeval(wait);
+  amqp_frame_t frame;
+  int rc = amqp_simple_wait_frame_noblock(state_->conn, &frame, &tv);
+  if (rc == AMQP_STATUS_TIMEOUT) return absl::OkStatus();
+  if (rc != AMQP_STATUS_OK) {
+    return Broken(absl::UnavailableError(absl::StrCat("amqp: ", amqp_error_string2(rc))));
+  }
+  if (frame.frame_type == AMQP_FRAME_METHOD &&
+      (frame.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ||
+       frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD)) {
+    return Broken(absl::UnavailableError("amqp: closed by broker"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> AmqpConnection::MessageCount(const std::string& queue) {
+  amqp_queue_declare_ok_t* ok =
+      amqp_queue_declare(state_->conn, kChannel, Bytes(queue), /*passive=*/1, 0, 0, 0,
+                         amqp_empty_table);
+  absl::Status s = Check("queue.declare passive");
+  if (!s.ok()) return s;
+  return ok->message_count;
+}
+
+absl::Status AmqpConnection::DeleteQueue(const std::string& queue) {
+  amqp_queue_delete(state_->conn, kChannel, Bytes(queue), 0, 0);
+  return Check("queue.delete");
+}
+
+absl::StatusOr<Delivery> AmqpConnection::Get(const std::string& queue) {
+  amqp_maybe_release_buffers(state_->conn);
+  amqp_rpc_reply_t r = amqp_basic_get(state_->conn, kChannel, Bytes(queue), /*no_ack=*/0);
+  if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+    return Broken(absl::UnavailableError(absl::StrCat("amqp: basic.get: ", DescribeReply(r))));
+  }
+  Delivery d;
+  if (r.reply.id == AMQP_BASIC_GET_EMPTY_METHOD) return d;
+  auto* ok = static_cast<amqp_basic_get_ok_t*>(r.reply.decoded);
+  d.delivery_tag = ok->delivery_tag;
+  d.redelivered = ok->redelivered;
+  amqp_message_t msg;
+  r = amqp_read_message(state_->conn, kChannel, &msg, 0);
+  if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+    return Broken(absl::UnavailableError(absl::StrCat("amqp: basic.get body: ", DescribeReply(r))));
+  }
+  FillDelivery(msg.properties, msg.body, &d);
+  amqp_destroy_message(&msg);
+  return d;
+}
+
+}  // namespace outbox

@@ -1,0 +1,115 @@
+#pragma once
+
+// A thin, checked wrapper around one rabbitmq-c connection with one channel.
+// rabbitmq-c connections are not thread-safe: each thread owns its own
+// AmqpConnection.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shared/outbox/message.h"
+#include "shared/outbox/transport.h"
+
+namespace outbox {
+
+struct AmqpUrl {
+  std::string host = "127.0.0.1";
+  int port = 5672;
+  std::string user = "guest";
+  std::string password = "guest";
+  std::string vhost = "/";
+
+  // amqp://user:pass@host:port/vhost (AMQP URI spec; "%2F" is "/").
+  static absl::StatusOr<AmqpUrl> Parse(absl::string_view url);
+  std::string Redacted() const;  // for logs: the password is never printed
+};
+
+// Queues to declare: each is durable and dead-letters into "<queue>.DLQ"
+// through the default exchange. Which queues exist is the services' business
+// (shared/service/service_flags.h); this only declares them.
+struct Topology {
+  std::vector<std::string> queues;
+  std::string queue_type;  // empty: broker default; "quorum" for clusters
+
+  static std::string DeadLetterQueue(const std::string& queue) { return queue + ".DLQ"; }
+};
+
+class AmqpConnection {
+ public:
+  static absl::StatusOr<std::unique_ptr<AmqpConnection>> Connect(
+      const AmqpUrl& url, const std::string& connection_name,
+      absl::Duration timeout = absl::Seconds(5));
+  ~AmqpConnection();
+  AmqpConnection(const AmqpConnection&) = delete;
+  AmqpConnection& operator=(const AmqpConnection&) = delete;
+
+  // Declares a durable queue that dead-letters into its DLQ, and the DLQ.
+  absl::Status DeclareQueue(const std::string& queue, const std::string& queue_type);
+  absl::Status DeclareTopology(const Topology& topology);
+
+  // Puts the channel in publisher-confirm mode.
+  absl::Status EnableConfirms();
+
+  // A sliding window of publisher confirms: Publish sends one message
+  // (persistent, mandatory) and returns its delivery tag at once;
+  // ReadConfirms waits up to `wait` for the broker to settle some, then also
+  // takes whatever else has already arrived. A message counts as confirmed
+  // only if it was acked and not returned as unroutable.
+  absl::StatusOr<uint64_t> Publish(const OutgoingMessage& message);
+  absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled);
+  size_t unconfirmed() const;
+
+  // Publishes every message without waiting in between, then waits up to
+  // `timeout` for all confirms. Element i of the result is true only if
+  // message i was confirmed; `unroutable`, when given, tells which were
+  // returned because no queue has their routing key. A connection error is
+  // returned as a status: nothing is confirmed then.
+  absl::StatusOr<std::vector<bool>> PublishConfirmed(const std::vector<OutgoingMessage>& messages,
+                                                     absl::Duration timeout,
+                                                     std::vector<bool>* unroutable = nullptr);
+
+  // Starts consuming `queue` with manual acks and the given prefetch.
+  absl::Status Consume(const std::string& queue, int prefetch);
+
+  // Waits up to `wait` for one delivery, then takes those already received,
+  // up to `max` in all. An empty result means none arrived in time.
+  absl::StatusOr<std::vector<Delivery>> NextDeliveries(size_t max, absl::Duration wait);
+
+  absl::Status Ack(uint64_t delivery_tag, bool multiple);
+  // Rejects without requeue: the broker dead-letters the message.
+  absl::Status Reject(uint64_t delivery_tag);
+  // Returns the message to its queue.
+  absl::Status Requeue(uint64_t delivery_tag, bool multiple);
+
+  // Lets the library exchange heartbeats and notice a closed connection while
+  // the owner has nothing to do.
+  absl::Status Poll(absl::Duration wait);
+
+  // Number of messages ready in `queue` (passive declare), for tests and ops.
+  absl::StatusOr<uint32_t> MessageCount(const std::string& queue);
+  absl::Status DeleteQueue(const std::string& queue);
+
+  // Fetches one message with basic.get (no consumer, manual ack); a
+  // delivery_tag of 0 means the queue was empty.
+  absl::StatusOr<Delivery> Get(const std::string& queue);
+
+  bool healthy() const { return healthy_; }
+
+ private:
+  struct State;
+  explicit AmqpConnection(std::unique_ptr<State> state);
+  absl::Status Check(const char* what);  // checks the last rpc reply
+  absl::Status Broken(absl::Status s);   // marks the connection unusable
+
+  std::unique_ptr<State> state_;
+  bool healthy_ = true;
+  uint64_t next_publish_tag_ = 1;
+  bool confirms_ = false;
+};
+
+}  // namespace outbox

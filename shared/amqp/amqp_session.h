@@ -1,0 +1,47 @@
+#pragma once
+
+// Keeps one AMQP connection alive for one worker thread: connects on demand,
+// declares the topology, runs the worker's own setup (confirm mode, consume),
+// and after a failure waits with exponential backoff before reconnecting.
+// Losing the broker never ends the worker.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shared/amqp/amqp_client.h"
+#include "shared/base/clock.h"
+
+namespace outbox {
+
+class AmqpSession {
+ public:
+  using Setup = std::function<absl::Status(AmqpConnection&)>;
+
+  AmqpSession(AmqpUrl url, Topology topology, std::string name, Setup setup,
+              const Clock& clock = SystemClock::Get());
+
+  // A healthy connection, or UNAVAILABLE while the broker is unreachable or
+  // the backoff has not elapsed (the caller waits a little and asks again).
+  absl::StatusOr<AmqpConnection*> Get();
+
+  // Drops the connection after an error; the next Get() reconnects later.
+  void Reset(const absl::Status& why);
+
+  bool connected() const { return conn_ != nullptr && conn_->healthy(); }
+  const Topology& topology() const { return topology_; }
+
+ private:
+  AmqpUrl url_;
+  Topology topology_;
+  std::string name_;
+  Setup setup_;
+  const Clock& clock_;
+  std::unique_ptr<AmqpConnection> conn_;
+  absl::Duration backoff_ = absl::ZeroDuration();
+  absl::Time next_attempt_ = absl::InfinitePast();
+  bool logged_down_ = false;
+};
+
+}  // namespace outbox

@@ -1,0 +1,35 @@
+#include "shared/grpc/grpc_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace outbox {
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
+    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // Handlers block while their group commits; keep enough polling threads
+  // alive that the sync server does not create and destroy one per call.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 256);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), bound_port);
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || (bound_port != nullptr && *bound_port == 0)) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+  return server;
+}
+
+void ShutdownGrpcServer(grpc::Server& server) {
+  server.Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+}
+
+}  // namespace outbox

@@ -1,0 +1,161 @@
+#include "shared/observability/alerts.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "shared/observability/http_client.h"
+#include "shared/observability/log.h"
+
+namespace outbox {
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string JsonObject(const std::map<std::string, std::string>& m) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    absl::StrAppend(&out, first ? "" : ",", "\"", JsonEscape(k), "\":\"", JsonEscape(v), "\"");
+    first = false;
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string& service) {
+  std::string out = "[";
+  for (size_t i = 0; i < alerts.size(); ++i) {
+    const Alert& a = alerts[i];
+    std::map<std::string, std::string> labels = a.labels;
+    labels["alertname"] = a.name;
+    labels["severity"] = a.severity;
+    labels["service"] = service;
+    absl::StrAppend(&out, i ? "," : "", "{\"labels\":", JsonObject(labels),
+                    ",\"annotations\":", JsonObject(a.annotations), ",\"startsAt\":\"",
+                    absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", a.starts_at, absl::UTCTimeZone()),
+                    "\"}");
+  }
+  return out + "]";
+}
+
+Alert DeadLetterAlert(const std::string& queue, const std::string& message_id,
+                      const std::string& error) {
+  Alert a;
+  a.name = "OutboxMessageDeadLettered";
+  a.severity = "warning";
+  a.labels = {{"queue", queue}, {"message_id", message_id.empty() ? "(none)" : message_id}};
+  a.annotations = {{"summary", absl::StrCat("message ", message_id, " on ", queue,
+                                            " was dead-lettered to ", queue, ".DLQ")},
+                   {"error", error}};
+  return a;
+}
+
+Alerter::Alerter(AlerterOptions options) : options_(std::move(options)) {
+  if (!options_.alertmanager_url.empty()) thread_ = std::thread([this] { Run(); });
+}
+
+Alerter::~Alerter() { Stop(); }
+
+void Alerter::RegisterMetrics(MetricsRegistry& metrics) {
+  metrics.AddCounterReader("outbox_alerts_total", "alerts by delivery result", "result=\"delivered\"",
+                   [this] { return static_cast<double>(delivered()); });
+  metrics.AddCounterReader("outbox_alerts_total", "", "result=\"failed\"",
+                   [this] { return static_cast<double>(delivery_failures()); });
+}
+
+void Alerter::Raise(Alert alert) {
+  ++raised_;
+  if (alert.starts_at == absl::UnixEpoch()) alert.starts_at = absl::Now();
+  std::string fields;
+  for (const auto& [k, v] : alert.labels) absl::StrAppend(&fields, " ", k, "=", v);
+  LogError("alert", {KV("alertname", alert.name), KV("severity", alert.severity),
+                     KV("labels", fields.empty() ? fields : fields.substr(1)),
+                     KV("summary", alert.annotations.count("summary") ? alert.annotations.at("summary") : "")});
+  if (options_.alertmanager_url.empty()) return;
+  absl::MutexLock lock(&mu_);
+  if (queue_.size() >= options_.capacity) {
+    ++delivery_failures_;
+    LogError("alert_dropped", {KV("alertname", alert.name), KV("reason", "queue full")});
+    return;
+  }
+  queue_.push_back(std::move(alert));
+}
+
+void Alerter::Stop(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    stop_deadline_ = absl::Now() + grace;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Alerter::Run() {
+  const std::string url = absl::StrCat(options_.alertmanager_url, "/api/v2/alerts");
+  while (true) {
+    std::vector<Alert> batch;
+    absl::Time deadline;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;
+      while (!queue_.empty() && batch.size() < 64) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      deadline = stop_deadline_;
+    }
+    const std::string body = AlertmanagerJson(batch, options_.service);
+    bool ok = false;
+    for (int attempt = 1; attempt <= options_.max_delivery_attempts && absl::Now() < deadline; ++attempt) {
+      auto resp = HttpPost(url, "application/json", body, absl::Seconds(5));
+      if (resp.ok() && resp->status / 100 == 2) {
+        ok = true;
+        break;
+      }
+      const std::string error = resp.ok() ? absl::StrCat("HTTP ", resp->status, " ", resp->body)
+                                          : std::string(resp.status().message());
+      LogWarning("alert_delivery_retry", {KV("alerts", batch.size()), KV("attempt", attempt),
+                                          KV("url", url), KV("error", error)});
+      // Wait before retrying, but give up early when asked to stop.
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithDeadline(absl::Condition(&stopping_),
+                            std::min(deadline, absl::Now() + options_.retry_base * attempt));
+    }
+    if (ok) {
+      delivered_ += batch.size();
+    } else {
+      delivery_failures_ += batch.size();
+      LogError("alert_delivery_failed", {KV("alerts", batch.size()), KV("url", url),
+                                         KV("first_alertname", batch.front().name)});
+    }
+  }
+}
+
+}  // namespace outbox

@@ -1,0 +1,81 @@
+#pragma once
+
+// Alerts go to the log at once (error level) and, when an Alertmanager URL is
+// configured, to its HTTP API v2 from a background thread with retries, so a
+// slow or absent Alertmanager never blocks the caller.
+#include <atomic>
+#include <deque>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "shared/observability/metrics.h"
+
+namespace outbox {
+
+struct Alert {
+  std::string name;               // alertname label, e.g. OutboxMessageFailed
+  std::string severity = "critical";
+  std::map<std::string, std::string> labels;       // identify the alert
+  std::map<std::string, std::string> annotations;  // describe it
+  absl::Time starts_at = absl::UnixEpoch();
+};
+
+// The JSON body of POST /api/v2/alerts.
+std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string& service);
+std::string JsonEscape(const std::string& s);
+
+// The alert for a message that could not be decoded or validated and was
+// dead-lettered (guarantee 5).
+Alert DeadLetterAlert(const std::string& queue, const std::string& message_id,
+                      const std::string& error);
+
+class AlertSink {
+ public:
+  virtual ~AlertSink() = default;
+  virtual void Raise(Alert alert) = 0;
+};
+
+struct AlerterOptions {
+  std::string alertmanager_url;  // e.g. http://127.0.0.1:9093; empty = log only
+  std::string service;           // label "service"
+  int max_delivery_attempts = 8;
+  absl::Duration retry_base = absl::Milliseconds(500);
+  size_t capacity = 10'000;      // undelivered alerts kept; beyond, dropped and logged
+};
+
+class Alerter final : public AlertSink {
+ public:
+  explicit Alerter(AlerterOptions options);
+  ~Alerter() override;
+
+  void Raise(Alert alert) override;
+  // Tries to deliver what is queued for up to `grace`, then stops.
+  void Stop(absl::Duration grace = absl::Seconds(2));
+
+  // outbox_alerts_total{result="delivered"|"failed"}.
+  void RegisterMetrics(MetricsRegistry& metrics);
+
+  int64_t raised() const { return raised_.load(); }
+  int64_t delivered() const { return delivered_.load(); }
+  int64_t delivery_failures() const { return delivery_failures_.load(); }
+
+ private:
+  void Run();
+
+  const AlerterOptions options_;
+  std::atomic<int64_t> raised_{0};
+  std::atomic<int64_t> delivered_{0};
+  std::atomic<int64_t> delivery_failures_{0};
+  absl::Mutex mu_;
+  std::deque<Alert> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time stop_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::thread thread_;
+};
+
+}  // namespace outbox

@@ -1,0 +1,43 @@
+#pragma once
+
+// Prometheus text exposition over plain HTTP (GET /metrics), one small
+// thread per service, rendering a MetricsRegistry.
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "shared/observability/metrics.h"
+
+namespace outbox {
+
+class MetricsServer {
+ public:
+  using Render = std::function<std::string()>;
+
+  // `listen` is host:port (port 0 picks one).
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen,
+                                                              Render render);
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen,
+                                                              const MetricsRegistry& registry) {
+    return Start(listen, [&registry] { return registry.Render(); });
+  }
+  ~MetricsServer();
+
+  int port() const { return port_; }
+
+ private:
+  MetricsServer(int fd, int port, Render render);
+  void Run();
+
+  const int fd_;
+  const int port_;
+  const Render render_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+
+}  // namespace outbox

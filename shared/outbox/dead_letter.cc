@@ -1,0 +1,18 @@
+#include "shared/outbox/dead_letter.h"
+
+#include "shared/observability/log.h"
+
+namespace outbox {
+
+absl::Status DeadLetter(MessageConsumer& consumer, AlertSink& alerts, Counter& dead_lettered,
+                        const std::string& queue, const Delivery& delivery,
+                        const std::string& why) {
+  dead_lettered.Add();
+  LogError("message_dead_lettered",
+           {KV("message_id", delivery.message_id), KV("queue", queue),
+            KV("dead_letter_queue", queue + ".DLQ"), KV("error", why)});
+  alerts.Raise(DeadLetterAlert(queue, delivery.message_id, why));
+  return consumer.Reject(delivery.delivery_tag);
+}
+
+}  // namespace outbox

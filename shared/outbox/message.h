@@ -1,0 +1,70 @@
+#pragma once
+
+// The outbox message: one row of the outbox table, written in the same local
+// transaction as the business change it announces, and everything needed to
+// put it on the wire later (routing key, message type, reply_to) stored with
+// it, so any process that reads the row can publish it the same way.
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace outbox {
+
+// SENDING until the consumer acknowledges; FAILED when the attempt budget is
+// spent (an operator's re-drive or a late acknowledgement ends it).
+enum class OutboxStatus { kSending = 1, kSent = 2, kFailed = 3 };
+
+inline constexpr OutboxStatus kAllStatuses[] = {OutboxStatus::kSending, OutboxStatus::kSent,
+                                                OutboxStatus::kFailed};
+
+absl::string_view StatusName(OutboxStatus status);  // "SENDING", "SENT", "FAILED"
+// INVALID_ARGUMENT for anything else.
+absl::StatusOr<OutboxStatus> ParseStatus(absl::string_view name);
+
+struct OutboxMessage {
+  int64_t id = 0;  // row id: the paging cursor
+  std::string message_id;
+  std::string biz_type;  // biz_type + biz_key: the business idempotency key
+  std::string biz_key;
+  std::string routing_key;   // the queue it goes to (default exchange)
+  std::string message_type;  // e.g. "PaymentCreated"
+  std::string reply_to;      // where the consumer's acknowledgement goes
+  std::string payload;
+  OutboxStatus status = OutboxStatus::kSending;
+  int attempts = 0;
+  int max_attempts = 0;
+  int64_t next_retry_at = 0;    // unix ms
+  int64_t last_attempt_at = 0;  // unix ms, 0 = never
+  std::string last_error;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  int64_t sent_at = 0;  // 0 = not acknowledged
+};
+
+// What goes on the wire, whatever the broker.
+struct OutgoingMessage {
+  std::string routing_key;
+  std::string message_id;
+  std::string body;
+  std::string reply_to;
+  std::string type;
+};
+
+// A message received from a queue. The tag identifies it to the transport
+// that delivered it (ack, reject, requeue).
+struct Delivery {
+  uint64_t delivery_tag = 0;
+  std::string message_id;
+  std::string reply_to;
+  std::string type;
+  std::string body;
+  bool redelivered = false;
+};
+
+// The one conversion from a stored row to the message that is published,
+// first by the fast path and later by recovery.
+OutgoingMessage ToOutgoing(const OutboxMessage& row);
+
+}  // namespace outbox

@@ -1,0 +1,71 @@
+#pragma once
+
+// The storage seam: what the workers need from the outbox table. The SQLite
+// adapters are payment_service's PaymentWriter (group commit) and
+// recovery_service's RecoveryStore; shared/testing has an in-memory fake.
+// Implementations apply the transitions of state_machine.h.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shared/outbox/message.h"
+#include "shared/outbox/retry_policy.h"
+
+namespace outbox {
+
+// The delivery side: the relay notes failed publishes, the acknowledgement
+// listener closes rows. Both stamp the time themselves.
+class OutboxRepository {
+ public:
+  virtual ~OutboxRepository() = default;
+  // Applies OnAck to each message durably; returns how many rows changed.
+  // Unknown ids change nothing (a reply for another shard or a replay).
+  virtual absl::StatusOr<int> MarkAcknowledged(const std::vector<std::string>& message_ids) = 0;
+  // Applies OnPublishFailure to each message.
+  virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                            const std::string& error) = 0;
+};
+
+// Takes rows whose commit is done and publishes them now (the fast path).
+class RelayQueue {
+ public:
+  virtual ~RelayQueue() = default;
+  // Never blocks; what cannot be taken stays SENDING for recovery.
+  virtual void Enqueue(std::vector<OutgoingMessage> messages) = 0;
+};
+
+struct Claimed {
+  std::vector<OutboxMessage> to_publish;  // OnDue said kRepublish; stored
+  std::vector<OutboxMessage> exhausted;   // OnDue said kExhausted; stored FAILED
+};
+
+struct LeaseState {
+  std::string holder;
+  int64_t expires_at = 0;  // unix ms
+};
+
+// The recovery side: claim due rows under a lease, note failures, retention.
+class RecoveryRepository {
+ public:
+  virtual ~RecoveryRepository() = default;
+  // Claims up to `limit` due SENDING rows, oldest due first, and applies
+  // OnDue to each in the same transaction. FAILED_PRECONDITION when
+  // `lease_holder` (if not empty) no longer holds the lease at `now_ms`.
+  virtual absl::StatusOr<Claimed> ClaimDue(int64_t now_ms, int limit,
+                                           const std::string& lease_holder,
+                                           const RetryPolicy& policy) = 0;
+  virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                            const std::string& error, int64_t now_ms) = 0;
+  // Takes or renews the lease when it is free, expired or already ours.
+  virtual absl::StatusOr<bool> TryAcquireLease(const std::string& holder, int64_t now_ms,
+                                               int64_t ttl_ms) = 0;
+  virtual absl::Status ReleaseLease(const std::string& holder, int64_t now_ms) = 0;
+  virtual absl::StatusOr<LeaseState> Lease() = 0;
+  // Moves up to `batch` SENT rows acknowledged before `cutoff_ms` to the archive.
+  virtual absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch) = 0;
+  virtual absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) = 0;
+};
+
+}  // namespace outbox

@@ -1,0 +1,160 @@
+#include "shared/outbox/state_machine.h"
+
+#include <gtest/gtest.h>
+
+namespace outbox {
+namespace {
+
+constexpr int64_t kNow = 1'000'000;
+
+RetryPolicy Policy() {
+  RetryPolicy p;
+  p.base_delay = absl::Seconds(2);
+  p.max_delay = absl::Seconds(5);
+  p.max_attempts = 3;
+  return p;
+}
+
+OutboxMessage Fresh() {
+  return NewOutboxMessage({"m-1", "payment", "p-1", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
+                          kNow, Policy());
+}
+
+OutboxMessage InStatus(OutboxStatus s) {
+  OutboxMessage row = Fresh();
+  row.status = s;
+  return row;
+}
+
+TEST(RetryPolicyTest, LinearUpToTheCap) {
+  RetryPolicy p = Policy();
+  EXPECT_EQ(p.DelayAfter(0), absl::Seconds(2));
+  EXPECT_EQ(p.DelayAfter(1), absl::Seconds(2));
+  EXPECT_EQ(p.DelayAfter(2), absl::Seconds(4));
+  EXPECT_EQ(p.DelayAfter(3), absl::Seconds(5));
+  EXPECT_EQ(p.DelayAfter(1000), absl::Seconds(5));
+}
+
+TEST(RetryPolicyTest, ValidateNamesTheBadSetting) {
+  EXPECT_TRUE(Policy().Validate().ok());
+  RetryPolicy p = Policy();
+  p.base_delay = absl::ZeroDuration();
+  EXPECT_TRUE(absl::IsInvalidArgument(p.Validate()));
+  p = Policy();
+  p.max_delay = absl::Seconds(1);
+  EXPECT_NE(p.Validate().message().find("max delay"), std::string::npos);
+  p = Policy();
+  p.max_attempts = 0;
+  EXPECT_NE(p.Validate().message().find("max attempts"), std::string::npos);
+}
+
+TEST(NewOutboxMessageTest, CountsTheFastPathPublishAsAttemptOneAndStoresTheBudget) {
+  OutboxMessage row = Fresh();
+  EXPECT_EQ(row.status, OutboxStatus::kSending);
+  EXPECT_EQ(row.attempts, 1);
+  EXPECT_EQ(row.max_attempts, 3);
+  EXPECT_EQ(row.last_attempt_at, kNow);
+  EXPECT_EQ(row.next_retry_at, kNow + 2000);
+  EXPECT_EQ(row.created_at, kNow);
+  EXPECT_EQ(row.sent_at, 0);
+  EXPECT_EQ(row.message_type, "PaymentCreated");
+  OutgoingMessage out = ToOutgoing(row);
+  EXPECT_EQ(out.routing_key, "PAY_QUEUE");
+  EXPECT_EQ(out.message_id, "m-1");
+  EXPECT_EQ(out.body, "body");
+  EXPECT_EQ(out.reply_to, "ACC_QUEUE");
+  EXPECT_EQ(out.type, "PaymentCreated");
+}
+
+TEST(OnDueTest, NotDueBeforeNextRetryOrOutsideSending) {
+  OutboxMessage row = Fresh();
+  EXPECT_EQ(OnDue(row, kNow + 1999, Policy()), DueAction::kNotDue);
+  EXPECT_EQ(row.attempts, 1);
+  for (OutboxStatus s : {OutboxStatus::kSent, OutboxStatus::kFailed}) {
+    OutboxMessage other = InStatus(s);
+    const OutboxMessage before = other;
+    EXPECT_EQ(OnDue(other, kNow + 100'000, Policy()), DueAction::kNotDue);
+    EXPECT_EQ(other.status, before.status);
+    EXPECT_EQ(other.attempts, before.attempts);
+  }
+}
+
+TEST(OnDueTest, RepublishesWithLinearBackoffThenExhaustsAtTheStoredBudget) {
+  OutboxMessage row = Fresh();
+  int64_t now = row.next_retry_at;
+  ASSERT_EQ(OnDue(row, now, Policy()), DueAction::kRepublish);
+  EXPECT_EQ(row.attempts, 2);
+  EXPECT_EQ(row.last_attempt_at, now);
+  EXPECT_EQ(row.next_retry_at, now + 4000);
+  now = row.next_retry_at;
+  ASSERT_EQ(OnDue(row, now, Policy()), DueAction::kRepublish);
+  EXPECT_EQ(row.attempts, 3);
+  EXPECT_EQ(row.next_retry_at, now + 5000);  // capped
+  now = row.next_retry_at;
+  ASSERT_EQ(OnDue(row, now, Policy()), DueAction::kExhausted);
+  EXPECT_EQ(row.status, OutboxStatus::kFailed);
+  EXPECT_EQ(row.attempts, 3);
+  EXPECT_EQ(row.updated_at, now);
+}
+
+TEST(OnDueTest, TheRowsBudgetWinsOverTheRetriersPolicy) {
+  OutboxMessage row = Fresh();  // written with max_attempts 3
+  RetryPolicy generous = Policy();
+  generous.max_attempts = 100;
+  row.attempts = 3;
+  EXPECT_EQ(OnDue(row, row.next_retry_at, generous), DueAction::kExhausted);
+}
+
+TEST(OnAckTest, ClosesSendingIgnoresDuplicatesAndFailed) {
+  OutboxMessage row = Fresh();
+  row.last_error = "nack";
+  ASSERT_EQ(OnAck(row, kNow + 50), AckEffect::kClosed);
+  EXPECT_EQ(row.status, OutboxStatus::kSent);
+  EXPECT_EQ(row.sent_at, kNow + 50);
+  EXPECT_EQ(row.last_error, "");
+  EXPECT_EQ(OnAck(row, kNow + 60), AckEffect::kAlreadySent);
+  EXPECT_EQ(row.sent_at, kNow + 50);
+  OutboxMessage failed = InStatus(OutboxStatus::kFailed);
+  EXPECT_EQ(OnAck(failed, kNow + 70), AckEffect::kIgnored);
+  EXPECT_EQ(failed.status, OutboxStatus::kFailed);
+  EXPECT_EQ(failed.sent_at, 0);
+}
+
+TEST(OnPublishFailureTest, NotesTheErrorOnSendingRowsOnly) {
+  OutboxMessage row = Fresh();
+  EXPECT_TRUE(OnPublishFailure(row, "nack", kNow + 5));
+  EXPECT_EQ(row.last_error, "nack");
+  EXPECT_EQ(row.attempts, 1);  // counted when the publish started
+  EXPECT_EQ(row.status, OutboxStatus::kSending);
+  for (OutboxStatus s : {OutboxStatus::kSent, OutboxStatus::kFailed}) {
+    OutboxMessage other = InStatus(s);
+    EXPECT_FALSE(OnPublishFailure(other, "late", kNow + 5));
+    EXPECT_EQ(other.last_error, "");
+  }
+}
+
+TEST(OnRedriveTest, OnlyFailedRowsGetAFreshBudgetDueNow) {
+  OutboxMessage row = InStatus(OutboxStatus::kFailed);
+  row.attempts = 3;
+  row.last_error = "no ack";
+  ASSERT_TRUE(OnRedrive(row, kNow + 9).ok());
+  EXPECT_EQ(row.status, OutboxStatus::kSending);
+  EXPECT_EQ(row.attempts, 0);
+  EXPECT_EQ(row.next_retry_at, kNow + 9);
+  EXPECT_EQ(row.last_error, "");
+  EXPECT_EQ(OnDue(row, kNow + 9, Policy()), DueAction::kRepublish);
+  for (OutboxStatus s : {OutboxStatus::kSending, OutboxStatus::kSent}) {
+    OutboxMessage other = InStatus(s);
+    absl::Status st = OnRedrive(other, kNow);
+    EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+    EXPECT_NE(st.message().find(StatusName(s)), absl::string_view::npos);
+  }
+}
+
+TEST(StatusNameTest, RoundTripsAndRejectsUnknown) {
+  for (OutboxStatus s : kAllStatuses) EXPECT_EQ(*ParseStatus(StatusName(s)), s);
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseStatus("LOST").status()));
+}
+
+}  // namespace
+}  // namespace outbox

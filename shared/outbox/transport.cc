@@ -1,0 +1,34 @@
+#include "shared/outbox/transport.h"
+
+#include <map>
+
+namespace outbox {
+
+absl::StatusOr<std::vector<Confirm>> PublishAndConfirm(MessagePublisher& publisher,
+                                                       const std::vector<OutgoingMessage>& messages,
+                                                       absl::Duration timeout, const Clock& clock) {
+  std::vector<Confirm> out(messages.size());
+  std::map<uint64_t, size_t> index;  // tag -> message
+  for (size_t i = 0; i < messages.size(); ++i) {
+    auto tag = publisher.Publish(messages[i]);
+    if (!tag.ok()) return tag.status();
+    out[i].tag = *tag;
+    index[*tag] = i;
+  }
+  const absl::Time deadline = clock.Now() + timeout;
+  std::vector<Confirm> settled;
+  while (!index.empty() && clock.Now() < deadline) {
+    settled.clear();
+    absl::Status s = publisher.ReadConfirms(deadline - clock.Now(), &settled);
+    if (!s.ok()) return s;
+    for (const Confirm& c : settled) {
+      auto it = index.find(c.tag);
+      if (it == index.end()) continue;
+      out[it->second] = c;
+      index.erase(it);
+    }
+  }
+  return out;
+}
+
+}  // namespace outbox

@@ -1,0 +1,69 @@
+#pragma once
+
+// The broker seam: what the workers need from a message transport. The AMQP
+// adapters live in shared/amqp; fakes for unit tests in shared/testing.
+// Implementations keep one connection each and reconnect on their own with
+// backoff; they are not thread-safe (one per worker thread).
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shared/base/clock.h"
+#include "shared/outbox/message.h"
+
+namespace outbox {
+
+class BrokerLink {
+ public:
+  virtual ~BrokerLink() = default;
+  // OK when connected, connecting first if the reconnect backoff allows;
+  // UNAVAILABLE while the broker cannot be reached (ask again a little later).
+  virtual absl::Status Connect() = 0;
+  virtual bool connected() const = 0;
+  // Drops the connection after an error the caller saw; Connect() makes a
+  // new one. What was unconfirmed or unacked on it is settled by the broker.
+  virtual void Reset(const absl::Status& why) = 0;
+  // Services an idle connection (heartbeats) and notices when it was closed.
+  virtual absl::Status Poll(absl::Duration wait) = 0;
+};
+
+// The broker's answer to one publish.
+struct Confirm {
+  uint64_t tag = 0;
+  bool ok = false;          // acked and not returned
+  bool unroutable = false;  // returned: no queue has its routing key
+};
+
+// Publishes with publisher confirms, pipelined: Publish returns a tag at once
+// and ReadConfirms settles tags as the broker answers.
+class MessagePublisher : public BrokerLink {
+ public:
+  // Persistent and mandatory (an unroutable message is returned, not lost).
+  virtual absl::StatusOr<uint64_t> Publish(const OutgoingMessage& message) = 0;
+  // Waits up to `wait` for confirms, then also takes those already arrived.
+  virtual absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) = 0;
+};
+
+// Consumes one queue with manual acknowledgement.
+class MessageConsumer : public BrokerLink {
+ public:
+  // Waits up to `wait` for one delivery, then takes those already received,
+  // up to `max` in all; empty when none arrived in time.
+  virtual absl::StatusOr<std::vector<Delivery>> Next(size_t max, absl::Duration wait) = 0;
+  virtual absl::Status Ack(uint64_t delivery_tag, bool multiple) = 0;
+  // Rejects without requeue: the broker moves it to the dead-letter queue.
+  virtual absl::Status Reject(uint64_t delivery_tag) = 0;
+  virtual absl::Status Requeue(uint64_t delivery_tag, bool multiple) = 0;
+};
+
+// Publishes every message without waiting in between, then waits up to
+// `timeout` for all confirms. Element i of the result is message i's
+// confirm (ok false when none came in time). A connection error is returned
+// as a status: nothing counts as confirmed then.
+absl::StatusOr<std::vector<Confirm>> PublishAndConfirm(MessagePublisher& publisher,
+                                                       const std::vector<OutgoingMessage>& messages,
+                                                       absl::Duration timeout, const Clock& clock);
+
+}  // namespace outbox

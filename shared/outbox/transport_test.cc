@@ -1,0 +1,69 @@
+#include "shared/outbox/transport.h"
+
+#include <gtest/gtest.h>
+
+#include "shared/observability/metrics.h"
+#include "shared/outbox/dead_letter.h"
+#include "shared/testing/fakes.h"
+
+namespace outbox {
+namespace {
+
+using testing::FakeConsumer;
+using testing::FakePublisher;
+using testing::ManualClock;
+using testing::RecordingAlerts;
+
+std::vector<OutgoingMessage> Messages(int n) {
+  std::vector<OutgoingMessage> out;
+  for (int i = 0; i < n; ++i) out.push_back({"Q", "m" + std::to_string(i), "b", "", "T"});
+  return out;
+}
+
+TEST(PublishAndConfirmTest, ReportsEachMessagesAnswer) {
+  ManualClock clock;
+  FakePublisher pub;
+  pub.clock = &clock;
+  ASSERT_TRUE(pub.Connect().ok());
+  pub.answer = [](const OutgoingMessage& m) {
+    if (m.message_id == "m1") return FakePublisher::Answer::kNack;
+    if (m.message_id == "m2") return FakePublisher::Answer::kReturn;
+    if (m.message_id == "m3") return FakePublisher::Answer::kSilent;
+    return FakePublisher::Answer::kAck;
+  };
+  auto confirms = PublishAndConfirm(pub, Messages(4), absl::Seconds(5), clock);
+  ASSERT_TRUE(confirms.ok()) << confirms.status();
+  EXPECT_TRUE((*confirms)[0].ok);
+  EXPECT_FALSE((*confirms)[1].ok);
+  EXPECT_FALSE((*confirms)[1].unroutable);
+  EXPECT_TRUE((*confirms)[2].unroutable);
+  EXPECT_FALSE((*confirms)[3].ok);  // never answered: timed out
+}
+
+TEST(PublishAndConfirmTest, ALostConnectionConfirmsNothing) {
+  ManualClock clock;
+  FakePublisher pub;
+  EXPECT_TRUE(absl::IsUnavailable(PublishAndConfirm(pub, Messages(1), absl::Seconds(1), clock).status()));
+}
+
+TEST(DeadLetterTest, CountsAlertsAndRejectsWithoutRequeue) {
+  FakeConsumer consumer;
+  ASSERT_TRUE(consumer.Connect().ok());
+  Delivery d;
+  d.message_id = "bad-1";
+  const uint64_t tag = consumer.Push(d);
+  auto got = consumer.Next(10, absl::ZeroDuration());
+  ASSERT_EQ(got->size(), 1u);
+  RecordingAlerts alerts;
+  MetricsRegistry metrics;
+  Counter& counter = metrics.AddCounter("dead_total", "dead");
+  ASSERT_TRUE(DeadLetter(consumer, alerts, counter, "PAY_QUEUE", (*got)[0], "garbage").ok());
+  EXPECT_EQ(consumer.rejected.count(tag), 1u);
+  EXPECT_TRUE(consumer.requeued.empty());
+  EXPECT_EQ(counter.value(), 1);
+  ASSERT_EQ(alerts.raised.size(), 1u);
+  EXPECT_EQ(alerts.raised[0].labels.at("message_id"), "bad-1");
+}
+
+}  // namespace
+}  // namespace outbox

@@ -1,0 +1,61 @@
+#include "shared/service/service_flags.h"
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+#include "shared/runtime/env.h"
+
+using outbox::EnvOr;
+using outbox::EnvOrDuration;
+using outbox::EnvOrInt;
+
+ABSL_FLAG(std::string, amqp_url, EnvOr("AMQP_URL", ""),
+          "RabbitMQ URL amqp://user:pass@host:port/vhost, required [env AMQP_URL]");
+ABSL_FLAG(std::string, pay_queue, EnvOr("PAY_QUEUE", "PAY_QUEUE"),
+          "queue of the payment events [env PAY_QUEUE]");
+ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
+          "queue of accounting's acknowledgements (reply_to of payment events) [env ACC_QUEUE]");
+ABSL_FLAG(std::string, queue_type, EnvOr("QUEUE_TYPE", ""),
+          "x-queue-type of declared queues, e.g. quorum; empty = classic [env QUEUE_TYPE]");
+ABSL_FLAG(std::string, sqlite_synchronous, EnvOr("SQLITE_SYNCHRONOUS", "full"),
+          "SQLite durability: full, normal or off [env SQLITE_SYNCHRONOUS]");
+ABSL_FLAG(std::string, alertmanager_url, EnvOr("ALERTMANAGER_URL", ""),
+          "Alertmanager base URL, e.g. http://127.0.0.1:9093; empty = alerts only logged "
+          "[env ALERTMANAGER_URL]");
+ABSL_FLAG(absl::Duration, retry_base_delay,
+          EnvOrDuration("RETRY_BASE_DELAY", EnvOrDuration("RECOVERY_BASE_DELAY", absl::Seconds(5))),
+          "linear backoff unit: a message is retried base*n after its attempt n "
+          "[env RETRY_BASE_DELAY, formerly RECOVERY_BASE_DELAY]");
+ABSL_FLAG(absl::Duration, retry_max_delay,
+          EnvOrDuration("RETRY_MAX_DELAY", EnvOrDuration("RECOVERY_MAX_DELAY", absl::Minutes(5))),
+          "cap of the backoff [env RETRY_MAX_DELAY, formerly RECOVERY_MAX_DELAY]");
+ABSL_FLAG(int, retry_max_attempts,
+          EnvOrInt("RETRY_MAX_ATTEMPTS", EnvOrInt("RECOVERY_MAX_ATTEMPTS", 10)),
+          "publishes before a message becomes FAILED; stored in each row when it is written "
+          "[env RETRY_MAX_ATTEMPTS, formerly RECOVERY_MAX_ATTEMPTS]");
+
+namespace outbox {
+
+absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
+  ServiceConfig c;
+  if (absl::GetFlag(FLAGS_amqp_url).empty()) {
+    return absl::InvalidArgumentError("--amqp_url (or AMQP_URL) is required");
+  }
+  ASSIGN_OR_RETURN(c.amqp, AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url)));
+  c.pay_queue = absl::GetFlag(FLAGS_pay_queue);
+  c.acc_queue = absl::GetFlag(FLAGS_acc_queue);
+  if (c.pay_queue.empty() || c.acc_queue.empty() || c.pay_queue == c.acc_queue) {
+    return absl::InvalidArgumentError("--pay_queue and --acc_queue must be two different names");
+  }
+  c.queue_type = absl::GetFlag(FLAGS_queue_type);
+  ASSIGN_OR_RETURN(c.db.durability, ParseDurability(absl::GetFlag(FLAGS_sqlite_synchronous)));
+  c.retry.base_delay = absl::GetFlag(FLAGS_retry_base_delay);
+  c.retry.max_delay = absl::GetFlag(FLAGS_retry_max_delay);
+  c.retry.max_attempts = absl::GetFlag(FLAGS_retry_max_attempts);
+  absl::Status s = c.retry.Validate();
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--retry_*: ", s.message()));
+  c.alertmanager_url = absl::GetFlag(FLAGS_alertmanager_url);
+  return c;
+}
+
+}  // namespace outbox

@@ -1,0 +1,51 @@
+#pragma once
+
+// Start-up and shutdown every service binary shares, so each main.cc only
+// reads its own flags, wires its parts and waits:
+//   int main(int argc, char** argv) { return RunServiceMain(argc, argv, "x", kUsage, Run); }
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shared/observability/metrics.h"
+#include "shared/observability/metrics_server.h"
+
+namespace outbox {
+
+// Blocks the shutdown signals (before any thread starts), sets up --help,
+// parses the flags and runs `run`. Exit code: 0, 2 for a bad setting
+// (INVALID_ARGUMENT), 1 otherwise, with one log line `<name>_failed`.
+int RunServiceMain(int argc, char** argv, const std::string& name, const std::string& usage,
+                   const std::function<absl::Status()>& run);
+
+// INVALID_ARGUMENT unless `listen` is host:port.
+absl::Status ValidateListenAddress(const std::string& listen, const std::string& flag_name);
+
+// A running service's front: the gRPC server (health and reflection
+// included) and, when `metrics_listen` is set, /metrics.
+class Serving {
+ public:
+  static absl::StatusOr<std::unique_ptr<Serving>> Start(
+      const std::string& listen, const std::vector<grpc::Service*>& services,
+      const std::string& metrics_listen, const MetricsRegistry& metrics);
+  ~Serving();
+
+  int port() const { return port_; }
+  // Blocks until SIGTERM or SIGINT; returns its name.
+  std::string WaitForShutdownSignal();
+  // Stops taking calls; in-flight ones finish within a short grace period.
+  void Shutdown();
+
+ private:
+  Serving() = default;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsServer> metrics_;
+  int port_ = 0;
+};
+
+}  // namespace outbox

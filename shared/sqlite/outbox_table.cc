@@ -1,0 +1,183 @@
+#include "shared/sqlite/outbox_table.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace outbox {
+
+const char* const kOutboxColumns =
+    "o.id, o.message_id, o.biz_type, o.biz_key, o.topic, o.message_type, o.reply_to, o.payload, "
+    "o.status, o.attempts, o.max_attempts, o.next_retry_at, o.last_attempt_at, o.last_error, "
+    "o.created_at, o.updated_at, o.sent_at";
+
+namespace {
+
+bool HasColumn(SQLite::Database& db, const char* table, const char* column) {
+  SQLite::Statement stmt(db, absl::StrCat("SELECT 1 FROM pragma_table_info('", table,
+                                          "') WHERE name = ?"));
+  stmt.bind(1, column);
+  return stmt.executeStep();
+}
+
+// Files written before the row stored its message type and reply_to get the
+// columns (empty: accounting then replies to its default queue).
+void AddMissingColumns(SQLite::Database& db) {
+  for (const char* table : {"outbox", "outbox_archive"}) {
+    for (const char* column : {"message_type", "reply_to"}) {
+      if (!HasColumn(db, table, column)) {
+        db.exec(absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column,
+                             " TEXT NOT NULL DEFAULT ''"));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void CreateOutboxSchema(SQLite::Database& db) {
+  db.exec(R"sql(
+    CREATE TABLE IF NOT EXISTS outbox (
+      id              INTEGER PRIMARY KEY,
+      message_id      TEXT    NOT NULL UNIQUE,
+      biz_type        TEXT    NOT NULL,
+      biz_key         TEXT    NOT NULL,
+      topic           TEXT    NOT NULL,   -- routing key: the queue it goes to
+      payload         BLOB    NOT NULL,
+      status          TEXT    NOT NULL CHECK (status IN ('SENDING', 'SENT', 'FAILED')),
+      attempts        INTEGER NOT NULL DEFAULT 0,
+      max_attempts    INTEGER NOT NULL,
+      next_retry_at   INTEGER NOT NULL,
+      last_attempt_at INTEGER NOT NULL DEFAULT 0,
+      last_error      TEXT    NOT NULL DEFAULT '',
+      created_at      INTEGER NOT NULL,
+      updated_at      INTEGER NOT NULL,
+      sent_at         INTEGER NOT NULL DEFAULT 0,
+      message_type    TEXT    NOT NULL DEFAULT '',
+      reply_to        TEXT    NOT NULL DEFAULT '',
+      UNIQUE (biz_type, biz_key)
+    );
+    CREATE INDEX IF NOT EXISTS outbox_status_next_retry ON outbox (status, next_retry_at);
+    -- Retention walks SENT rows by age without touching the rest.
+    CREATE INDEX IF NOT EXISTS outbox_sent_at ON outbox (sent_at) WHERE status = 'SENT';
+    -- Archived SENT rows, same columns, moved here in small batches.
+    CREATE TABLE IF NOT EXISTS outbox_archive AS SELECT * FROM outbox WHERE 0;
+    CREATE TABLE IF NOT EXISTS recovery_lease (
+      name       TEXT PRIMARY KEY,
+      holder     TEXT    NOT NULL,
+      expires_at INTEGER NOT NULL
+    );
+  )sql");
+  AddMissingColumns(db);
+}
+
+OutboxInserter::OutboxInserter(SQLite::Database& db)
+    : db_(db),
+      stmt_(db, R"sql(
+        INSERT INTO outbox (message_id, biz_type, biz_key, topic, message_type, reply_to, payload,
+                            status, attempts, max_attempts, next_retry_at, last_attempt_at,
+                            last_error, created_at, updated_at, sent_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql") {}
+
+int64_t OutboxInserter::Insert(const OutboxMessage& row) {
+  SQLite::Statement& stmt = stmt_;
+  stmt.tryReset();  // after a failed insert reset() would rethrow its error
+  stmt.clearBindings();
+  int c = 1;
+  stmt.bind(c++, row.message_id);
+  stmt.bind(c++, row.biz_type);
+  stmt.bind(c++, row.biz_key);
+  stmt.bind(c++, row.routing_key);
+  stmt.bind(c++, row.message_type);
+  stmt.bind(c++, row.reply_to);
+  stmt.bind(c++, row.payload.data(), static_cast<int>(row.payload.size()));
+  stmt.bind(c++, std::string(StatusName(row.status)));
+  stmt.bind(c++, row.attempts);
+  stmt.bind(c++, row.max_attempts);
+  stmt.bind(c++, static_cast<int64_t>(row.next_retry_at));
+  stmt.bind(c++, static_cast<int64_t>(row.last_attempt_at));
+  stmt.bind(c++, row.last_error);
+  stmt.bind(c++, static_cast<int64_t>(row.created_at));
+  stmt.bind(c++, static_cast<int64_t>(row.updated_at));
+  stmt.bind(c++, static_cast<int64_t>(row.sent_at));
+  stmt.exec();
+  return db_.getLastInsertRowid();
+}
+
+OutboxMessage ReadOutboxMessage(SQLite::Statement& stmt, int first) {
+  OutboxMessage r;
+  int c = first;
+  r.id = stmt.getColumn(c++).getInt64();
+  r.message_id = stmt.getColumn(c++).getString();
+  r.biz_type = stmt.getColumn(c++).getString();
+  r.biz_key = stmt.getColumn(c++).getString();
+  r.routing_key = stmt.getColumn(c++).getString();
+  r.message_type = stmt.getColumn(c++).getString();
+  r.reply_to = stmt.getColumn(c++).getString();
+  {
+    SQLite::Column payload = stmt.getColumn(c++);
+    r.payload.assign(static_cast<const char*>(payload.getBlob()), payload.getBytes());
+  }
+  r.status = ParseStatus(stmt.getColumn(c++).getString()).value_or(OutboxStatus::kSending);
+  r.attempts = stmt.getColumn(c++).getInt();
+  r.max_attempts = stmt.getColumn(c++).getInt();
+  r.next_retry_at = stmt.getColumn(c++).getInt64();
+  r.last_attempt_at = stmt.getColumn(c++).getInt64();
+  r.last_error = stmt.getColumn(c++).getString();
+  r.created_at = stmt.getColumn(c++).getInt64();
+  r.updated_at = stmt.getColumn(c++).getInt64();
+  r.sent_at = stmt.getColumn(c++).getInt64();
+  return r;
+}
+
+OutboxStateTable::OutboxStateTable(SQLite::Database& db)
+    : load_(db, absl::StrCat("SELECT ", kOutboxColumns, " FROM outbox o WHERE o.message_id = ?")),
+      save_(db, R"sql(
+        UPDATE outbox SET status = ?2, attempts = ?3, next_retry_at = ?4, last_attempt_at = ?5,
+                          last_error = ?6, updated_at = ?7, sent_at = ?8
+        WHERE id = ?1)sql") {}
+
+std::optional<OutboxMessage> OutboxStateTable::Load(const std::string& message_id) {
+  load_.reset();
+  load_.bind(1, message_id);
+  std::optional<OutboxMessage> row;
+  if (load_.executeStep()) row = ReadOutboxMessage(load_);
+  load_.reset();
+  return row;
+}
+
+void OutboxStateTable::Save(const OutboxMessage& row) {
+  save_.reset();
+  save_.bind(1, static_cast<int64_t>(row.id));
+  save_.bind(2, std::string(StatusName(row.status)));
+  save_.bind(3, row.attempts);
+  save_.bind(4, static_cast<int64_t>(row.next_retry_at));
+  save_.bind(5, static_cast<int64_t>(row.last_attempt_at));
+  save_.bind(6, row.last_error);
+  save_.bind(7, static_cast<int64_t>(row.updated_at));
+  save_.bind(8, static_cast<int64_t>(row.sent_at));
+  save_.exec();
+  save_.reset();
+}
+
+int AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                      int64_t now_ms) {
+  OutboxStateTable table(db);
+  int closed = 0;
+  for (const std::string& id : message_ids) {
+    std::optional<OutboxMessage> row = table.Load(id);
+    if (!row.has_value() || OnAck(*row, now_ms) != AckEffect::kClosed) continue;
+    table.Save(*row);
+    ++closed;
+  }
+  return closed;
+}
+
+void RecordOutboxPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                                const std::string& error, int64_t now_ms) {
+  OutboxStateTable table(db);
+  for (const std::string& id : message_ids) {
+    std::optional<OutboxMessage> row = table.Load(id);
+    if (row.has_value() && OnPublishFailure(*row, error, now_ms)) table.Save(*row);
+  }
+}
+
+}  // namespace outbox

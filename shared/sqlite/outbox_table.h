@@ -1,0 +1,65 @@
+#pragma once
+
+// The outbox table in SQLite: schema, rows in and out, and the state
+// machine's transitions (shared/outbox/state_machine.h) applied to stored
+// rows. Used by payment_service (writes rows, closes acknowledged ones) and
+// recovery_service (claims due rows, re-drives), which share payment.db.
+// Everything throws SQLite::Exception and runs inside the caller's
+// transaction.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "shared/outbox/message.h"
+#include "shared/outbox/state_machine.h"
+
+namespace outbox {
+
+// Column list matching ReadOutboxMessage, for SELECTs (table alias "o").
+extern const char* const kOutboxColumns;
+
+// Creates the outbox table, its indexes, the archive and the recovery lease
+// table if missing, and adds columns that older files lack.
+void CreateOutboxSchema(SQLite::Database& db);
+
+// Inserts rows with one prepared statement.
+class OutboxInserter {
+ public:
+  explicit OutboxInserter(SQLite::Database& db);
+  // Returns the new row id.
+  int64_t Insert(const OutboxMessage& row);
+
+ private:
+  SQLite::Database& db_;
+  SQLite::Statement stmt_;
+};
+
+// Reads the columns of kOutboxColumns starting at column `first`.
+OutboxMessage ReadOutboxMessage(SQLite::Statement& stmt, int first = 0);
+
+// Loads rows by message id and stores the state columns of changed ones,
+// with statements prepared once.
+class OutboxStateTable {
+ public:
+  explicit OutboxStateTable(SQLite::Database& db);
+  std::optional<OutboxMessage> Load(const std::string& message_id);
+  // Writes status, attempts, times and last_error of `row` (by id).
+  void Save(const OutboxMessage& row);
+
+ private:
+  SQLite::Statement load_;
+  SQLite::Statement save_;
+};
+
+// OnAck for each id; returns how many rows closed. Unknown ids are skipped.
+int AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                      int64_t now_ms);
+
+// OnPublishFailure for each id.
+void RecordOutboxPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                                const std::string& error, int64_t now_ms);
+
+}  // namespace outbox

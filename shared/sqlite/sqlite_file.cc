@@ -1,0 +1,153 @@
+#include "shared/sqlite/sqlite_file.h"
+
+#include <sqlite3.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace outbox {
+
+absl::StatusOr<Durability> ParseDurability(const std::string& name) {
+  if (name == "full" || name == "FULL") return Durability::kFull;
+  if (name == "normal" || name == "NORMAL") return Durability::kNormal;
+  if (name == "off" || name == "OFF") return Durability::kOff;
+  return absl::InvalidArgumentError(
+      absl::StrCat("sqlite synchronous must be full, normal or off, not '", name, "'"));
+}
+
+absl::Status SqliteError(const SQLite::Exception& e, const std::string& context) {
+  const int code = e.getErrorCode() & 0xff;
+  std::string msg = absl::StrCat(context, ": ", e.what());
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return absl::UnavailableError(msg);
+  if (code == SQLITE_CONSTRAINT) return absl::AlreadyExistsError(msg);
+  if (code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_READONLY)
+    return absl::FailedPreconditionError(msg);
+  return absl::InternalError(msg);
+}
+
+absl::Status Guard(const std::string& context, const std::function<absl::Status()>& fn) {
+  try {
+    return fn();
+  } catch (const SQLite::Exception& e) {
+    return SqliteError(e, context);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string& path,
+                                                               const DbOptions& options) {
+  try {
+    auto db = std::make_unique<SQLite::Database>(
+        path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX);
+    db->setBusyTimeout(options.busy_timeout_ms);
+    db->exec("PRAGMA journal_mode=WAL");
+    switch (options.durability) {
+      case Durability::kFull: db->exec("PRAGMA synchronous=FULL"); break;
+      case Durability::kNormal: db->exec("PRAGMA synchronous=NORMAL"); break;
+      case Durability::kOff: db->exec("PRAGMA synchronous=OFF"); break;
+    }
+    db->exec("PRAGMA foreign_keys=ON");
+    return db;
+  } catch (const SQLite::Exception& e) {
+    return SqliteError(e, absl::StrCat("open ", path));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabaseReadOnly(const std::string& path) {
+  try {
+    auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY);
+    db->setBusyTimeout(5000);
+    return db;
+  } catch (const SQLite::Exception& e) {
+    return SqliteError(e, absl::StrCat("open ", path));
+  }
+}
+
+absl::Status WriteTransaction(SQLite::Database& db, const std::function<absl::Status()>& body) {
+  constexpr int kAttempts = 5;
+  absl::Status last;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    try {
+      SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
+      absl::Status s = body();
+      if (!s.ok()) return s;  // tx's destructor rolls back
+      tx.commit();
+      return absl::OkStatus();
+    } catch (const SQLite::Exception& e) {
+      last = SqliteError(e, "write transaction");
+      if (!absl::IsUnavailable(last)) return last;
+    }
+    // busy_timeout already waited; back off a little more before retrying.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+  }
+  return last;
+}
+
+absl::StatusOr<std::unique_ptr<BackgroundCheckpointer>> BackgroundCheckpointer::Start(
+    const std::string& path, absl::Duration every) {
+  try {
+    auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE);
+    db->setBusyTimeout(1000);
+    return std::unique_ptr<BackgroundCheckpointer>(new BackgroundCheckpointer(std::move(db), every));
+  } catch (const SQLite::Exception& e) {
+    return SqliteError(e, absl::StrCat("open checkpointer on ", path));
+  }
+}
+
+BackgroundCheckpointer::BackgroundCheckpointer(std::unique_ptr<SQLite::Database> db,
+                                               absl::Duration every)
+    : db_(std::move(db)), every_(every) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+BackgroundCheckpointer::~BackgroundCheckpointer() {
+  stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+void BackgroundCheckpointer::Run() {
+  while (!stop_.WaitForNotificationWithTimeout(every_)) {
+    try {
+      // PASSIVE: copy what no reader still needs, wait for nobody.
+      db_->exec("PRAGMA wal_checkpoint(PASSIVE)");
+    } catch (const SQLite::Exception&) {
+      // Busy or interrupted: the next round tries again.
+    }
+  }
+}
+
+void DisableAutoCheckpoint(SQLite::Database& db) { db.exec("PRAGMA wal_autocheckpoint=0"); }
+
+absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
+    const std::string& path, const DbOptions& options,
+    const std::function<void(SQLite::Database&)>& create_schema) {
+  auto file = std::make_unique<SqliteFile>();
+  auto writer = OpenDatabase(path, options);
+  if (!writer.ok()) return writer.status();
+  absl::Status s = WriteTransaction(**writer, [&] {
+    create_schema(**writer);
+    return absl::OkStatus();
+  });
+  if (s.ok()) s = Guard("disable auto-checkpoint", [&] {
+    DisableAutoCheckpoint(**writer);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  auto reader = OpenDatabase(path, options);
+  if (!reader.ok()) return reader.status();
+  auto checkpointer = BackgroundCheckpointer::Start(path);
+  if (!checkpointer.ok()) return checkpointer.status();
+  {
+    absl::MutexLock w(&file->write_mu);
+    file->writer = std::move(writer).value();
+  }
+  {
+    absl::MutexLock r(&file->read_mu);
+    file->reader = std::move(reader).value();
+  }
+  file->checkpointer = std::move(checkpointer).value();
+  return file;
+}
+
+}  // namespace outbox

@@ -1,0 +1,221 @@
+#include "shared/testing/fakes.h"
+
+#include <algorithm>
+
+#include "shared/outbox/state_machine.h"
+
+namespace outbox::testing {
+
+absl::Status FakeLink::DoConnect() {
+  if (connected_) return absl::OkStatus();
+  if (!reachable) return absl::UnavailableError("fake broker unreachable");
+  connected_ = true;
+  ++connects;
+  return absl::OkStatus();
+}
+
+absl::Status FakeLink::Check() {
+  if (broken_) connected_ = broken_ = false;
+  return connected_ ? absl::OkStatus() : absl::UnavailableError("fake connection lost");
+}
+
+void FakeLink::DoReset(const absl::Status& why) {
+  connected_ = false;
+  resets.emplace_back(why.message());
+}
+
+void FakePublisher::Reset(const absl::Status& why) {
+  DoReset(why);
+  pending_.clear();  // a new connection starts a new tag sequence
+  silent_.clear();
+  next_tag_ = 1;
+}
+
+absl::StatusOr<uint64_t> FakePublisher::Publish(const OutgoingMessage& message) {
+  if (absl::Status s = Check(); !s.ok()) return s;
+  const uint64_t tag = next_tag_++;
+  switch (answer(message)) {
+    case Answer::kAck:
+      published.push_back(message);
+      pending_.push_back({tag, true, false});
+      break;
+    case Answer::kNack: pending_.push_back({tag, false, false}); break;
+    case Answer::kReturn: pending_.push_back({tag, false, true}); break;
+    case Answer::kSilent: silent_.insert(tag); break;
+  }
+  return tag;
+}
+
+absl::Status FakePublisher::ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) {
+  if (absl::Status s = Check(); !s.ok()) return s;
+  if (pending_.empty()) {
+    if (clock != nullptr) clock->Advance(wait);
+    return absl::OkStatus();
+  }
+  settled->insert(settled->end(), pending_.begin(), pending_.end());
+  pending_.clear();
+  return absl::OkStatus();
+}
+
+void FakeConsumer::Reset(const absl::Status& why) {
+  DoReset(why);
+  // Unacked deliveries return to the queue, redelivered, with new tags.
+  for (auto& [tag, d] : unacked_) {
+    d.redelivered = true;
+    ready_.push_front(d);
+  }
+  unacked_.clear();
+  for (Delivery& d : ready_) d.delivery_tag = next_tag_++;
+}
+
+uint64_t FakeConsumer::Push(Delivery d) {
+  d.delivery_tag = next_tag_++;
+  ready_.push_back(d);
+  return d.delivery_tag;
+}
+
+absl::StatusOr<std::vector<Delivery>> FakeConsumer::Next(size_t max, absl::Duration) {
+  if (absl::Status s = Check(); !s.ok()) return s;
+  std::vector<Delivery> out;
+  while (!ready_.empty() && out.size() < max) {
+    unacked_[ready_.front().delivery_tag] = ready_.front();
+    out.push_back(ready_.front());
+    ready_.pop_front();
+  }
+  return out;
+}
+
+void FakeConsumer::Settle(uint64_t tag, bool multiple, std::set<uint64_t>& into) {
+  for (auto it = unacked_.begin(); it != unacked_.end();) {
+    if (it->first == tag || (multiple && it->first < tag)) {
+      into.insert(it->first);
+      it = unacked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::Status FakeConsumer::Ack(uint64_t tag, bool multiple) {
+  if (absl::Status s = Check(); !s.ok()) return s;
+  Settle(tag, multiple, acked);
+  return absl::OkStatus();
+}
+
+absl::Status FakeConsumer::Reject(uint64_t tag) {
+  if (absl::Status s = Check(); !s.ok()) return s;
+  Settle(tag, false, rejected);
+  return absl::OkStatus();
+}
+
+absl::Status FakeConsumer::Requeue(uint64_t tag, bool multiple) {
+  if (absl::Status s = Check(); !s.ok()) return s;
+  std::set<uint64_t> tags;
+  std::vector<Delivery> back;
+  for (auto& [t, d] : unacked_) {
+    if (t == tag || (multiple && t < tag)) back.push_back(d);
+  }
+  Settle(tag, multiple, tags);
+  requeued.insert(tags.begin(), tags.end());
+  for (auto it = back.rbegin(); it != back.rend(); ++it) {
+    it->redelivered = true;
+    it->delivery_tag = next_tag_++;
+    ready_.push_front(*it);
+  }
+  return absl::OkStatus();
+}
+
+void InMemoryOutbox::Add(OutboxMessage row) {
+  row.id = next_id_++;
+  rows_[row.message_id] = std::move(row);
+}
+
+absl::StatusOr<int> InMemoryOutbox::MarkAcknowledged(const std::vector<std::string>& message_ids) {
+  if (!fail_with.ok()) return fail_with;
+  int closed = 0;
+  for (const std::string& id : message_ids) {
+    auto it = rows_.find(id);
+    if (it != rows_.end() && OnAck(it->second, clock_.NowMillis()) == AckEffect::kClosed) ++closed;
+  }
+  return closed;
+}
+
+absl::Status InMemoryOutbox::RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                                  const std::string& error) {
+  return RecordPublishFailure(message_ids, error, clock_.NowMillis());
+}
+
+absl::Status InMemoryOutbox::RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                                  const std::string& error, int64_t now_ms) {
+  if (!fail_with.ok()) return fail_with;
+  for (const std::string& id : message_ids) {
+    auto it = rows_.find(id);
+    if (it != rows_.end()) OnPublishFailure(it->second, error, now_ms);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Claimed> InMemoryOutbox::ClaimDue(int64_t now_ms, int limit,
+                                                 const std::string& lease_holder,
+                                                 const RetryPolicy& policy) {
+  if (!fail_with.ok()) return fail_with;
+  if (!lease_holder.empty() && (lease.holder != lease_holder || lease.expires_at <= now_ms)) {
+    return absl::FailedPreconditionError("recovery lease is not held by this instance");
+  }
+  std::vector<OutboxMessage*> due;
+  for (auto& [id, row] : rows_) {
+    if (row.status == OutboxStatus::kSending && row.next_retry_at <= now_ms) due.push_back(&row);
+  }
+  std::sort(due.begin(), due.end(), [](const OutboxMessage* a, const OutboxMessage* b) {
+    return a->next_retry_at < b->next_retry_at;
+  });
+  if (static_cast<int>(due.size()) > limit) due.resize(limit);
+  Claimed claimed;
+  for (OutboxMessage* row : due) {
+    switch (OnDue(*row, now_ms, policy)) {
+      case DueAction::kRepublish: claimed.to_publish.push_back(*row); break;
+      case DueAction::kExhausted: claimed.exhausted.push_back(*row); break;
+      case DueAction::kNotDue: break;
+    }
+  }
+  return claimed;
+}
+
+absl::StatusOr<bool> InMemoryOutbox::TryAcquireLease(const std::string& holder, int64_t now_ms,
+                                                     int64_t ttl_ms) {
+  if (!fail_with.ok()) return fail_with;
+  if (!lease.holder.empty() && lease.holder != holder && lease.expires_at > now_ms) return false;
+  lease = {holder, now_ms + ttl_ms};
+  return true;
+}
+
+absl::Status InMemoryOutbox::ReleaseLease(const std::string& holder, int64_t now_ms) {
+  if (lease.holder == holder) lease.expires_at = now_ms;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LeaseState> InMemoryOutbox::Lease() { return lease; }
+
+absl::StatusOr<int> InMemoryOutbox::ArchiveSent(int64_t cutoff_ms, int batch) {
+  int moved = 0;
+  for (auto it = rows_.begin(); it != rows_.end() && moved < batch;) {
+    if (it->second.status == OutboxStatus::kSent && it->second.sent_at < cutoff_ms) {
+      it = rows_.erase(it);
+      ++moved;
+    } else {
+      ++it;
+    }
+  }
+  archived += moved;
+  return moved;
+}
+
+absl::StatusOr<int64_t> InMemoryOutbox::CountSendingOlderThan(int64_t created_before_ms) {
+  int64_t n = 0;
+  for (const auto& [id, row] : rows_) {
+    n += row.status == OutboxStatus::kSending && row.created_at < created_before_ms;
+  }
+  return n;
+}
+
+}  // namespace outbox::testing

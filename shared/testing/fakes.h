@@ -1,0 +1,132 @@
+#pragma once
+
+// Test doubles for the seams in shared/outbox: a broker that answers as the
+// test says, an outbox held in memory (using the real state machine), and an
+// alert sink that remembers. Not thread-safe: tests drive a worker's Step()
+// from the test thread.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "shared/observability/alerts.h"
+#include "shared/outbox/repository.h"
+#include "shared/outbox/transport.h"
+#include "shared/testing/manual_clock.h"
+
+namespace outbox::testing {
+
+// Connection state shared by the fake publisher and consumer.
+class FakeLink {
+ public:
+  bool reachable = true;  // Connect() fails while false
+  int connects = 0;       // successful Connect() calls that made a new connection
+  std::vector<std::string> resets;  // why each Reset happened
+
+  // Breaks the current connection as a dead socket does: the next operation
+  // on it fails, and Connect() then makes a new one.
+  void Drop() { broken_ = true; }
+
+ protected:
+  absl::Status DoConnect();
+  absl::Status Check();
+  void DoReset(const absl::Status& why);
+  bool connected_ = false;
+  bool broken_ = false;
+};
+
+class FakePublisher final : public MessagePublisher, public FakeLink {
+ public:
+  enum class Answer { kAck, kNack, kReturn, kSilent };
+  // How the broker answers each message (default: ack).
+  std::function<Answer(const OutgoingMessage&)> answer = [](const OutgoingMessage&) {
+    return Answer::kAck;
+  };
+  // When set, ReadConfirms advances it by the time it was asked to wait while
+  // nothing was settled (so confirm timeouts can elapse in a test).
+  ManualClock* clock = nullptr;
+  std::vector<OutgoingMessage> published;  // every message the broker took
+
+  absl::Status Connect() override { return DoConnect(); }
+  bool connected() const override { return connected_; }
+  void Reset(const absl::Status& why) override;
+  absl::Status Poll(absl::Duration) override { return Check(); }
+  absl::StatusOr<uint64_t> Publish(const OutgoingMessage& message) override;
+  absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) override;
+
+  size_t unconfirmed() const { return pending_.size(); }
+
+ private:
+  uint64_t next_tag_ = 1;
+  std::deque<Confirm> pending_;  // answered, not yet read
+  std::set<uint64_t> silent_;    // never answered
+};
+
+class FakeConsumer final : public MessageConsumer, public FakeLink {
+ public:
+  // Queues a delivery; its tag is assigned here (1, 2, ...).
+  uint64_t Push(Delivery d);
+
+  std::set<uint64_t> acked, rejected, requeued;  // settled tags
+
+  absl::Status Connect() override { return DoConnect(); }
+  bool connected() const override { return connected_; }
+  void Reset(const absl::Status& why) override;
+  absl::Status Poll(absl::Duration) override { return Check(); }
+  absl::StatusOr<std::vector<Delivery>> Next(size_t max, absl::Duration wait) override;
+  absl::Status Ack(uint64_t tag, bool multiple) override;
+  absl::Status Reject(uint64_t tag) override;
+  absl::Status Requeue(uint64_t tag, bool multiple) override;
+
+  size_t ready() const { return ready_.size(); }
+
+ private:
+  void Settle(uint64_t tag, bool multiple, std::set<uint64_t>& into);
+  uint64_t next_tag_ = 1;
+  std::deque<Delivery> ready_;
+  std::map<uint64_t, Delivery> unacked_;
+};
+
+class RecordingAlerts final : public AlertSink {
+ public:
+  void Raise(Alert alert) override { raised.push_back(std::move(alert)); }
+  std::vector<Alert> raised;
+};
+
+// The outbox table in memory, for both seams, applying the real transitions.
+class InMemoryOutbox final : public OutboxRepository, public RecoveryRepository {
+ public:
+  explicit InMemoryOutbox(const Clock& clock) : clock_(clock) {}
+
+  absl::Status fail_with;  // when not OK every call returns it
+
+  void Add(OutboxMessage row);
+  const OutboxMessage& Row(const std::string& message_id) const { return rows_.at(message_id); }
+
+  absl::StatusOr<int> MarkAcknowledged(const std::vector<std::string>& message_ids) override;
+  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                    const std::string& error) override;
+  absl::StatusOr<Claimed> ClaimDue(int64_t now_ms, int limit, const std::string& lease_holder,
+                                   const RetryPolicy& policy) override;
+  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                    const std::string& error, int64_t now_ms) override;
+  absl::StatusOr<bool> TryAcquireLease(const std::string& holder, int64_t now_ms,
+                                       int64_t ttl_ms) override;
+  absl::Status ReleaseLease(const std::string& holder, int64_t now_ms) override;
+  absl::StatusOr<LeaseState> Lease() override;
+  absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch) override;
+  absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) override;
+
+  LeaseState lease;
+  int64_t archived = 0;
+
+ private:
+  const Clock& clock_;
+  int64_t next_id_ = 1;
+  std::map<std::string, OutboxMessage> rows_;
+};
+
+}  // namespace outbox::testing
