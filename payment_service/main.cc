@@ -51,6 +51,7 @@ absl::Status Run() {
   UuidGenerator ids;
   MetricsRegistry metrics;
   Alerter alerter({config.alertmanager_url, "payment_service"});
+  alerter.RegisterMetrics(metrics);
   ASSIGN_OR_RETURN(auto store, PaymentStore::Open(absl::GetFlag(FLAGS_payment_db), config.db));
   AmqpPublisher broker(config.amqp, config.topology(), "payment-fast-publisher");
   AmqpConsumer replies(config.amqp, config.topology(), "payment-ack-listener", config.acc_queue,

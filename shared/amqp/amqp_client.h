@@ -36,7 +36,7 @@ struct Topology {
   std::vector<std::string> queues;
   std::string queue_type;  // empty: broker default; "quorum" for clusters
 
-  static std::string DeadLetterQueue(const std::string& queue) { return queue + ".DLQ"; }
+  static std::string DeadLetterQueue(const std::string& queue) { return DeadLetterQueueOf(queue); }
 };
 
 class AmqpConnection {

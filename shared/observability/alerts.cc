@@ -62,18 +62,6 @@ std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string
   return out + "]";
 }
 
-Alert DeadLetterAlert(const std::string& queue, const std::string& message_id,
-                      const std::string& error) {
-  Alert a;
-  a.name = "OutboxMessageDeadLettered";
-  a.severity = "warning";
-  a.labels = {{"queue", queue}, {"message_id", message_id.empty() ? "(none)" : message_id}};
-  a.annotations = {{"summary", absl::StrCat("message ", message_id, " on ", queue,
-                                            " was dead-lettered to ", queue, ".DLQ")},
-                   {"error", error}};
-  return a;
-}
-
 Alerter::Alerter(AlerterOptions options) : options_(std::move(options)) {
   if (!options_.alertmanager_url.empty()) thread_ = std::thread([this] { Run(); });
 }

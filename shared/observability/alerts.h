@@ -29,11 +29,6 @@ struct Alert {
 std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string& service);
 std::string JsonEscape(const std::string& s);
 
-// The alert for a message that could not be decoded or validated and was
-// dead-lettered (guarantee 5).
-Alert DeadLetterAlert(const std::string& queue, const std::string& message_id,
-                      const std::string& error);
-
 class AlertSink {
  public:
   virtual ~AlertSink() = default;

@@ -2,7 +2,7 @@
 
 // The one path for a delivery that can never be processed (undecodable,
 // invalid, or its reply cannot be routed): one log line, a count, an alert,
-// and a reject without requeue, so the broker parks it in "<queue>.DLQ".
+// and a reject without requeue, so the broker parks it in DeadLetterQueueOf(queue).
 // Requeueing it would fail the same way forever.
 #include <string>
 

@@ -5,6 +5,7 @@
 // Implementations keep one connection each and reconnect on their own with
 // backoff; they are not thread-safe (one per worker thread).
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -57,6 +58,10 @@ class MessageConsumer : public BrokerLink {
   virtual absl::Status Reject(uint64_t delivery_tag) = 0;
   virtual absl::Status Requeue(uint64_t delivery_tag, bool multiple) = 0;
 };
+
+// Where a queue's dead letters go: "<queue>.DLQ" (declared by the AMQP
+// adapter, named in logs and alerts).
+inline std::string DeadLetterQueueOf(const std::string& queue) { return queue + ".DLQ"; }
 
 // Publishes every message without waiting in between, then waits up to
 // `timeout` for all confirms. Element i of the result is message i's

@@ -140,7 +140,6 @@ std::optional<OutboxMessage> OutboxStateTable::Load(const std::string& message_i
   load_.bind(1, message_id);
   std::optional<OutboxMessage> row;
   if (load_.executeStep()) row = ReadOutboxMessage(load_);
-  load_.reset();
   return row;
 }
 
@@ -155,7 +154,6 @@ void OutboxStateTable::Save(const OutboxMessage& row) {
   save_.bind(7, static_cast<int64_t>(row.updated_at));
   save_.bind(8, static_cast<int64_t>(row.sent_at));
   save_.exec();
-  save_.reset();
 }
 
 int AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
