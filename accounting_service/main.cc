@@ -39,14 +39,12 @@ absl::Status Run() {
   const Clock& clock = SystemClock::Get();
   UuidGenerator ids;
   MetricsRegistry metrics;
-  Alerter alerter({config.alertmanager_url, "accounting_service"});
-  alerter.RegisterMetrics(metrics);
   ASSIGN_OR_RETURN(auto store, VoucherStore::Open(absl::GetFlag(FLAGS_accounting_db), config.db,
                                                   ids, clock));
   AmqpConsumer payments(config.amqp, config.topology(), "accounting-consumer", config.pay_queue,
                         options.prefetch);
   AmqpPublisher replies(config.amqp, config.topology(), "accounting-replies");
-  PaymentConsumer consumer(payments, replies, *store, alerter, clock, metrics, options);
+  PaymentConsumer consumer(payments, replies, *store, clock, metrics, options);
   AccountingServiceImpl service(*store);
   consumer.Start();
 
@@ -58,7 +56,6 @@ absl::Status Run() {
   LogInfo("accounting_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
   serving->Shutdown();
   consumer.Stop();
-  alerter.Stop();
   LogInfo("accounting_service_stopped",
           {KV("applied", consumer.applied()), KV("duplicates", consumer.duplicates()),
            KV("dead_lettered", consumer.dead_lettered())});

@@ -9,12 +9,11 @@
 namespace outbox::accounting {
 
 PaymentConsumer::PaymentConsumer(MessageConsumer& payments, MessagePublisher& replies,
-                                 VoucherLedger& ledger, AlertSink& alerts, const Clock& clock,
+                                 VoucherLedger& ledger, const Clock& clock,
                                  MetricsRegistry& metrics, ConsumerOptions options)
     : payments_(payments),
       replies_(replies),
       ledger_(ledger),
-      alerts_(alerts),
       clock_(clock),
       options_(std::move(options)),
       applied_(metrics.AddCounter("outbox_vouchers_created_total", "vouchers booked")),
@@ -25,10 +24,8 @@ PaymentConsumer::PaymentConsumer(MessageConsumer& payments, MessagePublisher& re
                                         absl::StrCat("queue=\"", options_.pay_queue, "\""))),
       requeued_(metrics.AddCounter("outbox_requeued_total",
                                    "deliveries returned to the queue after a failure")) {
-  metrics.AddGauge("outbox_amqp_connected", "1 when the connection is up",
-                   "connection=\"consumer\"", [this] { return consumer_up_.load() ? 1 : 0; });
-  metrics.AddGauge("outbox_amqp_connected", "", "connection=\"replies\"",
-                   [this] { return replies_up_.load() ? 1 : 0; });
+  RegisterLinkMetrics(metrics, payments_, "consumer");
+  RegisterLinkMetrics(metrics, replies_, "replies");
 }
 
 PaymentConsumer::~PaymentConsumer() { Stop(); }
@@ -43,11 +40,7 @@ bool PaymentConsumer::Step() {
   if (thread_.stopping()) return false;
   // Take deliveries only while replies can be sent.
   absl::Status up = replies_.Connect();
-  replies_up_ = up.ok();
-  if (up.ok()) {
-    up = payments_.Connect();
-    consumer_up_ = up.ok();
-  }
+  if (up.ok()) up = payments_.Connect();
   if (!up.ok()) {
     thread_.Sleep(absl::Milliseconds(100));
     return true;
@@ -78,7 +71,7 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
   for (const Delivery& d : deliveries) {
     auto event = DecodePaymentCreated(d.body, d.message_id);
     if (!event.ok()) {
-      absl::Status s = DeadLetter(payments_, alerts_, dead_lettered_, options_.pay_queue, d,
+      absl::Status s = DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
                                   std::string(event.status().message()));
       if (!s.ok()) return s;
       continue;
@@ -133,7 +126,7 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
       // Its reply_to names no queue: redelivering it would fail the same way
       // forever, so it is poison. Its voucher stands; the row stays SENDING
       // until a reply reaches the payment side (or it is FAILED and alerted).
-      absl::Status s = DeadLetter(payments_, alerts_, dead_lettered_, options_.pay_queue, d,
+      absl::Status s = DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
                                   absl::StrCat("reply_to '", replies[i].routing_key,
                                                "' is not a queue"));
       if (!s.ok()) return s;

@@ -11,7 +11,6 @@
 
 #include "accounting_service/voucher_store.h"
 #include "shared/base/clock.h"
-#include "shared/observability/alerts.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/transport.h"
 #include "shared/runtime/worker_thread.h"
@@ -19,7 +18,7 @@
 namespace outbox::accounting {
 
 struct ConsumerOptions {
-  std::string pay_queue = "PAY_QUEUE";  // for logs and alerts; `payments` reads it
+  std::string pay_queue = "PAY_QUEUE";  // for logs and metrics; `payments` reads it
   std::string acc_queue = "ACC_QUEUE";  // replies for messages without reply_to
   int prefetch = 256;
   absl::Duration confirm_timeout = absl::Seconds(5);
@@ -28,7 +27,7 @@ struct ConsumerOptions {
 class PaymentConsumer {
  public:
   PaymentConsumer(MessageConsumer& payments, MessagePublisher& replies, VoucherLedger& ledger,
-                  AlertSink& alerts, const Clock& clock, MetricsRegistry& metrics,
+                  const Clock& clock, MetricsRegistry& metrics,
                   ConsumerOptions options);
   ~PaymentConsumer();
 
@@ -50,15 +49,12 @@ class PaymentConsumer {
   MessageConsumer& payments_;
   MessagePublisher& replies_;
   VoucherLedger& ledger_;
-  AlertSink& alerts_;
   const Clock& clock_;
   const ConsumerOptions options_;
   Counter& applied_;     // vouchers created
   Counter& duplicates_;  // messages seen before, replied to again
   Counter& dead_lettered_;
   Counter& requeued_;
-  std::atomic<bool> consumer_up_{false};
-  std::atomic<bool> replies_up_{false};
   WorkerThread thread_;
 };
 

@@ -134,6 +134,15 @@ void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config, absl::Ti
     WHERE a.biz_type = 'payment'
       AND NOT EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = a.biz_key))sql")));
 
+  // A voucher proves the message was delivered: its acknowledgement closes a
+  // FAILED row (SENT), so a FAILED row with a voucher is an alert that
+  // should have resolved (or an acknowledgement lost on the way).
+  report.checks.push_back(Collect(db, config, "failed_with_voucher",
+                                  "FAILED outbox row whose payment has a voucher", R"sql(
+    SELECT o.biz_key FROM main.outbox o
+    WHERE o.status = 'FAILED' AND o.biz_type = 'payment'
+      AND EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = o.biz_key))sql"));
+
   // vouchers.payment_id is UNIQUE, so this only fires on a schema regression.
   report.checks.push_back(Collect(db, config, "payment_multiple_vouchers",
                                   "payment with more than one voucher", R"sql(

@@ -137,7 +137,7 @@ TEST_F(CheckerTest, ConsistentDataIsOk) {
   EXPECT_EQ(r.counts.vouchers, 3);
   EXPECT_EQ(r.counts.processed_messages, 3);
   EXPECT_EQ(r.sending_with_voucher, 1);
-  EXPECT_EQ(r.checks.size(), 8u);
+  EXPECT_EQ(r.checks.size(), 9u);
   for (const CheckResult& c : r.checks) EXPECT_EQ(c.count, 0) << c.name;
   EXPECT_EQ(Exit(), kExitOk);
   EXPECT_TRUE(absl::StrContains(out_.str(), "result: OK")) << out_.str();
@@ -161,6 +161,14 @@ TEST_F(CheckerTest, SentWithoutVoucher) {
   Payment("p1");
   Outbox("p1", "SENT");
   ExpectOnly(Check(), "sent_without_voucher", 1);
+}
+
+TEST_F(CheckerTest, FailedWithVoucher) {
+  Sent("p1");
+  Payment("p2");
+  Outbox("p2", "FAILED");
+  Voucher("p2");  // delivered after all: its acknowledgement should have closed the row
+  ExpectOnly(Check(), "failed_with_voucher", 1);
 }
 
 TEST_F(CheckerTest, VoucherWithoutPayment) {

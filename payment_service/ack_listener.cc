@@ -8,20 +8,20 @@
 
 namespace outbox::payment {
 
-AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, AlertSink& alerts,
+AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox,
                          MetricsRegistry& metrics, AckListenerOptions options)
     : acks_(acks),
       outbox_(outbox),
-      alerts_(alerts),
       options_(std::move(options)),
       acknowledged_(metrics.AddCounter("outbox_acks_total", "acknowledgements from accounting",
                                        "result=\"marked_sent\"")),
+      late_(metrics.AddCounter("outbox_late_acks_total",
+                               "acknowledgements that closed a FAILED row (delivered after all)")),
       harmless_(metrics.AddCounter("outbox_acks_total", "", "result=\"harmless\"")),
       dead_lettered_(metrics.AddCounter("outbox_dead_lettered_total",
                                         "messages dead-lettered (undecodable or invalid)",
                                         absl::StrCat("queue=\"", options_.queue, "\""))) {
-  metrics.AddGauge("outbox_amqp_connected", "1 when the connection is up",
-                   "connection=\"ack_listener\"", [this] { return connected_.load() ? 1 : 0; });
+  RegisterLinkMetrics(metrics, acks_, "ack_listener");
 }
 
 AckListener::~AckListener() { Stop(); }
@@ -35,7 +35,6 @@ void AckListener::Stop() { thread_.Stop(); }
 bool AckListener::Step() {
   if (thread_.stopping()) return false;
   absl::Status up = acks_.Connect();
-  connected_ = up.ok();
   if (!up.ok()) {
     thread_.Sleep(absl::Milliseconds(100));
     return true;
@@ -57,7 +56,7 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   for (const Delivery& d : deliveries) {
     auto ack = DecodePaymentAccounted(d.body);
     if (!ack.ok()) {
-      absl::Status s = DeadLetter(acks_, alerts_, dead_lettered_, options_.queue, d,
+      absl::Status s = DeadLetter(acks_, dead_lettered_, options_.queue, d,
                                   std::string(ack.status().message()));
       if (!s.ok()) return s;
       continue;
@@ -76,8 +75,13 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
     thread_.Sleep(absl::Milliseconds(200));
     return s;
   }
-  acknowledged_.Add(*changed);
-  harmless_.Add(static_cast<int64_t>(message_ids.size()) - *changed);
+  acknowledged_.Add(changed->changed());
+  late_.Add(changed->late);
+  harmless_.Add(static_cast<int64_t>(message_ids.size()) - changed->changed());
+  if (changed->late > 0) {
+    LogInfo("late_ack", {KV("rows", changed->late), KV("first_message_id", message_ids.front()),
+                         KV("effect", "FAILED rows turned SENT")});
+  }
   return acks_.Ack(last_valid_tag, /*multiple=*/true);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
-// Consumes ACC_QUEUE: each PaymentAccounted closes its outbox row (SENT). A
+// Consumes ACC_QUEUE: each PaymentAccounted closes its outbox row (SENT),
+// a FAILED one too (the voucher is booked: its alert resolves). A
 // batch of deliveries is marked in one transaction (the writer's next group),
 // then acked with `multiple`. Undecodable messages are dead-lettered at once;
 // if the rows cannot be marked, the deliveries go back to the queue.
@@ -8,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "shared/observability/alerts.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/transport.h"
@@ -17,14 +17,14 @@
 namespace outbox::payment {
 
 struct AckListenerOptions {
-  std::string queue = "ACC_QUEUE";  // for logs and alerts; the consumer reads it
+  std::string queue = "ACC_QUEUE";  // for logs and metrics; the consumer reads it
   int prefetch = 256;               // most deliveries handled in one batch
 };
 
 class AckListener {
  public:
-  AckListener(MessageConsumer& acks, OutboxRepository& outbox, AlertSink& alerts,
-              MetricsRegistry& metrics, AckListenerOptions options);
+  AckListener(MessageConsumer& acks, OutboxRepository& outbox, MetricsRegistry& metrics,
+              AckListenerOptions options);
   ~AckListener();
 
   void Start();
@@ -35,6 +35,7 @@ class AckListener {
   bool Step();
 
   int64_t acknowledged() const { return acknowledged_.value(); }
+  int64_t late() const { return late_.value(); }
   int64_t harmless() const { return harmless_.value(); }
   int64_t dead_lettered() const { return dead_lettered_.value(); }
 
@@ -44,12 +45,11 @@ class AckListener {
 
   MessageConsumer& acks_;
   OutboxRepository& outbox_;
-  AlertSink& alerts_;
   const AckListenerOptions options_;
   Counter& acknowledged_;  // rows turned SENT
+  Counter& late_;          // of which FAILED before: delivered after all
   Counter& harmless_;      // replies for unknown or already closed rows
   Counter& dead_lettered_;
-  std::atomic<bool> connected_{false};
   WorkerThread thread_;
 };
 

@@ -12,7 +12,6 @@ namespace {
 using ::outbox::testing::FakeConsumer;
 using ::outbox::testing::InMemoryOutbox;
 using ::outbox::testing::ManualClock;
-using ::outbox::testing::RecordingAlerts;
 
 Delivery Reply(const std::string& message_id) {
   events::v1::PaymentAccounted ack;
@@ -36,9 +35,8 @@ class AckListenerTest : public ::testing::Test {
   ManualClock clock_;
   FakeConsumer queue_;
   InMemoryOutbox outbox_{clock_};
-  RecordingAlerts alerts_;
   MetricsRegistry metrics_;
-  AckListener listener_{queue_, outbox_, alerts_, metrics_, {"ACC_QUEUE", 256}};
+  AckListener listener_{queue_, outbox_, metrics_, {"ACC_QUEUE", 256}};
 };
 
 TEST_F(AckListenerTest, ABatchOfRepliesClosesItsRowsThenIsAcked) {
@@ -52,6 +50,24 @@ TEST_F(AckListenerTest, ABatchOfRepliesClosesItsRowsThenIsAcked) {
   EXPECT_EQ(listener_.acknowledged(), 2);
 }
 
+TEST_F(AckListenerTest, ALateReplyClosesAFailedRowAndIsCounted) {
+  OutboxMessage failed = NewOutboxMessage(
+      {"f1", "payment", "f1", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""}, clock_.NowMillis(),
+      RetryPolicy{});
+  failed.status = OutboxStatus::kFailed;
+  failed.last_error = "no acknowledgement";
+  outbox_.Add(failed);
+  queue_.Push(Reply("f1"));
+  queue_.Push(Reply("m1"));
+  ASSERT_TRUE(listener_.Step());
+  EXPECT_EQ(outbox_.Row("f1").status, OutboxStatus::kSent);
+  EXPECT_EQ(outbox_.Row("f1").last_error, "no acknowledgement");
+  EXPECT_EQ(listener_.acknowledged(), 2);
+  EXPECT_EQ(listener_.late(), 1);
+  EXPECT_EQ(listener_.harmless(), 0);
+  EXPECT_NE(metrics_.Render().find("outbox_late_acks_total 1"), std::string::npos);
+}
+
 TEST_F(AckListenerTest, DuplicateAndUnknownRepliesAreHarmless) {
   queue_.Push(Reply("m1"));
   queue_.Push(Reply("m1"));
@@ -62,7 +78,7 @@ TEST_F(AckListenerTest, DuplicateAndUnknownRepliesAreHarmless) {
   EXPECT_EQ(queue_.acked.size(), 3u);
 }
 
-TEST_F(AckListenerTest, PoisonIsDeadLetteredAndAlertedWhileTheRestIsAcked) {
+TEST_F(AckListenerTest, PoisonIsDeadLetteredAndCountedWhileTheRestIsAcked) {
   Delivery poison;
   poison.message_id = "junk";
   poison.body = "\xff\xff";
@@ -72,8 +88,8 @@ TEST_F(AckListenerTest, PoisonIsDeadLetteredAndAlertedWhileTheRestIsAcked) {
   EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{bad}));
   EXPECT_EQ(queue_.acked, (std::set<uint64_t>{good}));
   EXPECT_EQ(listener_.dead_lettered(), 1);
-  ASSERT_EQ(alerts_.raised.size(), 1u);
-  EXPECT_EQ(alerts_.raised[0].name, "OutboxMessageDeadLettered");
+  EXPECT_NE(metrics_.Render().find("outbox_dead_lettered_total{queue=\"ACC_QUEUE\"} 1"),
+            std::string::npos);
   EXPECT_EQ(outbox_.Row("m2").status, OutboxStatus::kSent);
 }
 

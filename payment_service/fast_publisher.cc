@@ -18,8 +18,7 @@ FastPublisher::FastPublisher(MessagePublisher& broker, OutboxRepository& outbox,
                                     "result=\"confirmed\"")),
       failed_total_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"failed\"")),
       dropped_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"dropped\"")) {
-  metrics.AddGauge("outbox_amqp_connected", "1 when the connection is up",
-                   "connection=\"publisher\"", [this] { return connected_.load() ? 1 : 0; });
+  RegisterLinkMetrics(metrics, broker_, "publisher");
 }
 
 FastPublisher::~FastPublisher() { Stop(); }
@@ -76,7 +75,6 @@ bool FastPublisher::Step() {
     if (stopping && queue_.empty() && in_flight_.empty()) return false;
   }
   absl::Status up = broker_.Connect();
-  connected_ = up.ok();
   if (absl::Status s = up; !s.ok()) {
     if (!in_flight_.empty()) FailInFlight(s);
     ReportFailures();

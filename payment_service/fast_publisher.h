@@ -74,7 +74,6 @@ class FastPublisher final : public RelayQueue {
   std::map<uint64_t, InFlight> in_flight_;  // delivery tag -> message
   std::vector<std::string> failed_;         // not yet noted on their rows
   std::string error_;
-  std::atomic<bool> connected_{false};  // read by the metrics thread
   WorkerThread thread_;
 };
 

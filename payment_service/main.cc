@@ -50,8 +50,6 @@ absl::Status Run() {
   const Clock& clock = SystemClock::Get();
   UuidGenerator ids;
   MetricsRegistry metrics;
-  Alerter alerter({config.alertmanager_url, "payment_service"});
-  alerter.RegisterMetrics(metrics);
   ASSIGN_OR_RETURN(auto store, PaymentStore::Open(absl::GetFlag(FLAGS_payment_db), config.db));
   AmqpPublisher broker(config.amqp, config.topology(), "payment-fast-publisher");
   AmqpConsumer replies(config.amqp, config.topology(), "payment-ack-listener", config.acc_queue,
@@ -60,7 +58,7 @@ absl::Status Run() {
   // ACC_QUEUE -> ack listener -> writer (next group marks the rows SENT).
   FastPublisher publisher(broker, *store, clock, metrics, publisher_options);
   PaymentWriter writer(*store, clock, ids, metrics, writer_options, publisher);
-  AckListener acks(replies, writer, alerter, metrics, ack_options);
+  AckListener acks(replies, writer, metrics, ack_options);
   PaymentServiceImpl service(writer, *store);
   publisher.Start();
   writer.Start();
@@ -78,7 +76,6 @@ absl::Status Run() {
   acks.Stop();
   writer.Stop();
   publisher.Stop();
-  alerter.Stop();
   LogInfo("payment_service_stopped", {KV("published", publisher.confirmed()),
                                       KV("publish_failed", publisher.failed()),
                                       KV("acknowledged", acks.acknowledged())});

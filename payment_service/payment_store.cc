@@ -70,11 +70,11 @@ absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::stri
 
 std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,
                                                      const std::vector<std::string>& mark_sent,
-                                                     int64_t now_ms, absl::StatusOr<int>* marked) {
+                                                     int64_t now_ms, absl::StatusOr<AckTally>* marked) {
   absl::MutexLock lock(&db_->write_mu);
   SQLite::Database& db = *db_->writer;
   std::vector<CreateOutcome> outcomes;
-  int marked_count = 0;
+  AckTally marked_count;
   absl::Status tx_status = WriteTransaction(db, [&]() -> absl::Status {
     outcomes.assign(batch.size(), CreateOutcome{});  // a retried body starts over
     SQLite::Statement find(db, SelectSql("WHERE p.idempotency_key = ?"));
@@ -138,18 +138,20 @@ std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPaymen
         out.status = SqliteError(e, "insert payment");
       }
     }
-    marked_count = mark_sent.empty() ? 0 : AcknowledgeOutbox(db, mark_sent, now_ms);
+    marked_count = mark_sent.empty() ? AckTally{} : AcknowledgeOutbox(db, mark_sent, now_ms);
     Failpoint(kFpPaymentBeforeCommit);
     return absl::OkStatus();
   });
-  if (marked != nullptr) *marked = tx_status.ok() ? absl::StatusOr<int>(marked_count) : tx_status;
+  if (marked != nullptr) {
+    *marked = tx_status.ok() ? absl::StatusOr<AckTally>(marked_count) : tx_status;
+  }
   if (!tx_status.ok()) outcomes.assign(batch.size(), CreateOutcome{tx_status, {}, false});
   return outcomes;
 }
 
-absl::StatusOr<int> PaymentStore::MarkSent(const std::vector<std::string>& message_ids,
-                                           int64_t now_ms) {
-  absl::StatusOr<int> marked = 0;
+absl::StatusOr<AckTally> PaymentStore::MarkSent(const std::vector<std::string>& message_ids,
+                                                int64_t now_ms) {
+  absl::StatusOr<AckTally> marked = AckTally{};
   CommitGroup({}, message_ids, now_ms, &marked);
   return marked;
 }

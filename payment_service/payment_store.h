@@ -47,17 +47,17 @@ class PaymentStore final : public OutboxRepository {
   // to *marked). If the commit itself fails, every outcome carries that error.
   std::vector<CreateOutcome> CommitGroup(const std::vector<NewPayment>& batch,
                                          const std::vector<std::string>& mark_sent,
-                                         int64_t now_ms, absl::StatusOr<int>* marked);
+                                         int64_t now_ms, absl::StatusOr<AckTally>* marked);
   std::vector<CreateOutcome> CreateBatch(const std::vector<NewPayment>& batch) {
     return CommitGroup(batch, {}, 0, nullptr);
   }
 
   // Marks acknowledged outbox rows SENT in one transaction (a group of marks only).
-  absl::StatusOr<int> MarkSent(const std::vector<std::string>& message_ids, int64_t now_ms);
+  absl::StatusOr<AckTally> MarkSent(const std::vector<std::string>& message_ids, int64_t now_ms);
 
   // Notes why a publish failed on SENDING rows (shown by GetPayment).
   // OutboxRepository, each in its own transaction, stamped with the clock.
-  absl::StatusOr<int> MarkAcknowledged(const std::vector<std::string>& message_ids) override {
+  absl::StatusOr<AckTally> MarkAcknowledged(const std::vector<std::string>& message_ids) override {
     return MarkSent(message_ids, clock_.NowMillis());
   }
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,

@@ -96,13 +96,31 @@ TEST_F(PaymentStoreTest, MarkSentIsIdempotentAndIgnoresUnknownIds) {
   auto out = store_->CreateBatch({Make("k1"), Make("k2")});
   auto changed = store_->MarkSent({"msg-1", "msg-1", "nope"}, 500);
   ASSERT_TRUE(changed.ok());
-  EXPECT_EQ(*changed, 1);
+  EXPECT_EQ(changed->closed, 1);
+  EXPECT_EQ(changed->late, 0);
   changed = store_->MarkSent({"msg-1"}, 600);
   ASSERT_TRUE(changed.ok());
-  EXPECT_EQ(*changed, 0);
+  EXPECT_EQ(changed->changed(), 0);
   auto got = store_->Get(out[0].record.payment_id);
   EXPECT_EQ(got->outbox.status, OutboxStatus::kSent);
   EXPECT_EQ(got->outbox.sent_at, 500);
+}
+
+TEST_F(PaymentStoreTest, ALateAcknowledgementClosesAFailedRow) {
+  auto out = store_->CreateBatch({Make("k1")});
+  {
+    // What recovery does when the budget is spent.
+    SQLite::Database db(dir_ + "/payment.db", SQLite::OPEN_READWRITE);
+    db.exec("UPDATE outbox SET status = 'FAILED', last_error = 'no acknowledgement'");
+  }
+  auto changed = store_->MarkSent({"msg-1"}, 700);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(changed->closed, 0);
+  EXPECT_EQ(changed->late, 1);
+  auto got = store_->Get(out[0].record.payment_id);
+  EXPECT_EQ(got->outbox.status, OutboxStatus::kSent);
+  EXPECT_EQ(got->outbox.sent_at, 700);
+  EXPECT_EQ(got->outbox.last_error, "no acknowledgement");  // why it had failed
 }
 
 TEST_F(PaymentStoreTest, ListsPagesAndFiltersByStatus) {

@@ -48,8 +48,8 @@ absl::Status PaymentWriter::RecordPublishFailure(const std::vector<std::string>&
   return store_.RecordPublishError(message_ids, error, clock_.NowMillis());
 }
 
-absl::StatusOr<int> PaymentWriter::MarkAcknowledged(const std::vector<std::string>& message_ids) {
-  PendingMark pending{&message_ids, 0, false};
+absl::StatusOr<AckTally> PaymentWriter::MarkAcknowledged(const std::vector<std::string>& message_ids) {
+  PendingMark pending{&message_ids, AckTally{}, false};
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("payment service is shutting down");
   marks_.push_back(&pending);
@@ -103,7 +103,7 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
   for (const PendingMark* m : marks) {
     mark_ids.insert(mark_ids.end(), m->message_ids->begin(), m->message_ids->end());
   }
-  absl::StatusOr<int> marked = 0;
+  absl::StatusOr<AckTally> marked = AckTally{};
   std::vector<CreateOutcome> outcomes = store_.CommitGroup(batch, mark_ids, now, &marked);
 
   std::vector<OutgoingMessage> messages;
@@ -122,16 +122,21 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
     group[i]->outcome = std::move(outcomes[i]);
     group[i]->done = true;
   }
-  // Each ack batch learns its own count only roughly (the group's total is
-  // split in order); what matters to it is success or failure.
-  int left = marked.ok() ? *marked : 0;
+  // Each ack batch learns its own counts only roughly (the group's tally is
+  // split in order; there is one ack listener, so nearly always one batch);
+  // what matters to it is success or failure.
+  AckTally left = marked.ok() ? *marked : AckTally{};
   for (PendingMark* m : marks) {
     if (!marked.ok()) {
       m->marked = marked.status();
     } else {
-      const int mine = std::min<int>(left, static_cast<int>(m->message_ids->size()));
+      int room = static_cast<int>(m->message_ids->size());
+      AckTally mine;
+      mine.closed = std::min(left.closed, room);
+      mine.late = std::min(left.late, room - mine.closed);
+      left.closed -= mine.closed;
+      left.late -= mine.late;
       m->marked = mine;
-      left -= mine;
     }
     m->done = true;
   }

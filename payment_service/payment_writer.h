@@ -41,8 +41,8 @@ class PaymentWriter final : public OutboxRepository {
 
   // Blocks until the request's group is committed (or failed).
   CreateOutcome Create(const PaymentInput& input);
-  // Blocks until the rows are marked SENT in a group; returns how many changed.
-  absl::StatusOr<int> MarkAcknowledged(const std::vector<std::string>& message_ids) override;
+  // Blocks until the rows are marked SENT in a group.
+  absl::StatusOr<AckTally> MarkAcknowledged(const std::vector<std::string>& message_ids) override;
   // Notes a failed publish on the rows (its own short transaction).
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error) override;
@@ -58,7 +58,7 @@ class PaymentWriter final : public OutboxRepository {
   };
   struct PendingMark {
     const std::vector<std::string>* message_ids;
-    absl::StatusOr<int> marked;
+    absl::StatusOr<AckTally> marked;
     bool done = false;
   };
   void Run();

@@ -125,7 +125,7 @@ TEST_F(PaymentWriterTest, AcknowledgementsRideTheGroupCommit) {
   clock_.Advance(absl::Seconds(1));
   auto marked = writer.MarkAcknowledged({a.record.outbox.message_id, "unknown"});
   ASSERT_TRUE(marked.ok()) << marked.status();
-  EXPECT_EQ(*marked, 1);
+  EXPECT_EQ(marked->closed, 1);
   ASSERT_TRUE(writer.RecordPublishFailure({b.record.outbox.message_id}, "nack").ok());
   writer.Stop();
   EXPECT_EQ(store_->Get(a.record.payment_id)->outbox.status, OutboxStatus::kSent);

@@ -13,6 +13,17 @@ DeadLetters::DeadLetters(const AmqpUrl& url, const Topology& topology)
       session_(url, topology, "recovery-dead-letters",
                [](AmqpConnection& c) { return c.EnableConfirms(); }) {}
 
+void DeadLetters::RegisterMetrics(MetricsRegistry& metrics) {
+  const AmqpSession& session = session_;
+  metrics.AddGauge("outbox_amqp_connected", "1 while the broker connection is up",
+                   "connection=\"dead_letters\"",
+                   [&session] { return session.up() ? 1 : 0; });
+  metrics.AddCounterReader("outbox_amqp_connection_drops_total",
+                           "broker connections lost (each logged as amqp_connection_lost)",
+                           "connection=\"dead_letters\"",
+                           [&session] { return static_cast<double>(session.drops()); });
+}
+
 absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& queue) {
   if (std::find(topology_.queues.begin(), topology_.queues.end(), queue) ==
       topology_.queues.end()) {
@@ -20,15 +31,20 @@ absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& q
                                                    absl::StrJoin(topology_.queues, "', '"),
                                                    "', not '", queue, "'"));
   }
-  auto conn = session_.Get();
-  if (!conn.ok()) return conn.status();
   const std::string dlq = Topology::DeadLetterQueue(queue);
-  auto count = (*conn)->MessageCount(dlq);
-  if (!count.ok()) {
-    session_.Reset(count.status());
-    return count.status();
+  // This connection sits idle between operator calls, and the broker may
+  // have closed it meanwhile: a failure on it earns one try on a fresh one.
+  absl::Status last;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto conn = session_.Get();
+    if (!conn.ok()) return conn.status();
+    absl::Status alive = (*conn)->Poll(absl::ZeroDuration());
+    auto count = alive.ok() ? (*conn)->MessageCount(dlq) : absl::StatusOr<uint32_t>(alive);
+    if (count.ok()) return Parked{*conn, dlq, *count};
+    last = count.status();
+    session_.Reset(last);
   }
-  return Parked{*conn, dlq, *count};
+  return last;
 }
 
 absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int limit) {

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "shared/amqp/amqp_session.h"
+#include "shared/observability/metrics.h"
 
 namespace outbox::recovery {
 
@@ -20,6 +21,10 @@ struct DeadLetterPeek {
 class DeadLetters {
  public:
   DeadLetters(const AmqpUrl& url, const Topology& topology);
+
+  // outbox_amqp_connected and outbox_amqp_connection_drops_total with
+  // connection="dead_letters" (the session's counters are atomic).
+  void RegisterMetrics(MetricsRegistry& metrics) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // `queue` is PAY_QUEUE's or ACC_QUEUE's configured name.
   absl::StatusOr<DeadLetterPeek> Peek(const std::string& queue, int limit);

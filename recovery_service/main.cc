@@ -56,6 +56,12 @@ ABSL_FLAG(absl::Duration, housekeeping_every,
           EnvOrDuration("RECOVERY_HOUSEKEEPING_EVERY", absl::Seconds(10)),
           "how often the active instance archives and checks the backlog "
           "[env RECOVERY_HOUSEKEEPING_EVERY]");
+ABSL_FLAG(int64_t, recovery_hold_queue_depth, EnvOrInt("RECOVERY_HOLD_QUEUE_DEPTH", 10000),
+          "re-publishing holds (no attempts spent) while PAY_QUEUE has more ready messages "
+          "than this, or no consumer [env RECOVERY_HOLD_QUEUE_DEPTH]");
+ABSL_FLAG(absl::Duration, alert_resend, EnvOrDuration("RECOVERY_ALERT_RESEND", absl::Minutes(1)),
+          "active alerts are sent to Alertmanager again this often (they expire after four "
+          "times this if recovery stops) [env RECOVERY_ALERT_RESEND]");
 ABSL_FLAG(absl::Duration, retention, EnvOrDuration("RECOVERY_RETENTION", absl::Hours(24 * 7)),
           "SENT rows older than this move to outbox_archive [env RECOVERY_RETENTION]");
 
@@ -78,6 +84,10 @@ absl::Status Run() {
   options.backlog_threshold = absl::GetFlag(FLAGS_backlog_threshold);
   options.retention = absl::GetFlag(FLAGS_retention);
   options.housekeeping_every = absl::GetFlag(FLAGS_housekeeping_every);
+  options.pay_queue = config.pay_queue;
+  options.dead_letter_sources = {config.pay_queue, config.acc_queue};
+  options.hold_queue_depth = absl::GetFlag(FLAGS_recovery_hold_queue_depth);
+  options.alert_resend = absl::GetFlag(FLAGS_alert_resend);
   RETURN_IF_ERROR(options.Validate());
 
   const Clock& clock = SystemClock::Get();
@@ -91,6 +101,7 @@ absl::Status Run() {
   OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock);
   store->RegisterMetrics(metrics);
   alerter.RegisterMetrics(metrics);
+  dead_letters.RegisterMetrics(metrics);
   worker.Start();
 
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&ops},

@@ -96,6 +96,13 @@ grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext*, const ::ops::v1::GetS
   resp->set_failed_total(worker_.failed());
   resp->set_alerts_sent_total(alerter_.delivered());
   resp->set_archived_total(counts->archived);
+  resp->set_delivery_hold(DeliveryHoldName(worker_.hold()));
+  const QueueState queue = worker_.last_queue();
+  resp->set_pay_queue_ready(queue.ready);
+  resp->set_pay_queue_consumers(queue.consumers);
+  resp->set_deferred_total(worker_.deferred());
+  resp->set_alerts_active(worker_.active_alerts());
+  resp->set_alerts_resolved_total(alerter_.resolved());
   return grpc::Status::OK;
 }
 

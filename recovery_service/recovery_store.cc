@@ -35,14 +35,12 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
   return std::unique_ptr<RecoveryStore>(new RecoveryStore(std::move(db)));
 }
 
-absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
-                                                const std::string& lease_holder,
-                                                const RetryPolicy& policy) {
+absl::Status RecoveryStore::WithDueRows(
+    int64_t now_ms, int limit, const std::string& lease_holder,
+    const std::function<void(std::vector<OutboxMessage>&, OutboxStateTable&)>& apply) {
   absl::MutexLock lock(&db_->write_mu);
   SQLite::Database& db = *db_->writer;
-  Claimed claimed;
-  RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
-    claimed = Claimed{};
+  return WriteTransaction(db, [&]() -> absl::Status {
     if (!lease_holder.empty()) {
       SQLite::Statement lease(db, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
       lease.bind(1, kLeaseName);
@@ -57,6 +55,18 @@ absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
     std::vector<OutboxMessage> due;
     while (select.executeStep()) due.push_back(ReadOutboxMessage(select));
     OutboxStateTable table(db);
+    apply(due, table);
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
+                                                const std::string& lease_holder,
+                                                const RetryPolicy& policy) {
+  Claimed claimed;
+  RETURN_IF_ERROR(WithDueRows(now_ms, limit, lease_holder, [&](std::vector<OutboxMessage>& due,
+                                                               OutboxStateTable& table) {
+    claimed = Claimed{};  // a retried transaction starts over
     for (OutboxMessage& row : due) {
       switch (OnDue(row, now_ms, policy)) {
         case DueAction::kRepublish:
@@ -70,9 +80,29 @@ absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
         case DueAction::kNotDue: break;
       }
     }
-    return absl::OkStatus();
   }));
   return claimed;
+}
+
+absl::StatusOr<int> RecoveryStore::DeferDue(int64_t now_ms, int limit,
+                                            const std::string& lease_holder,
+                                            const RetryPolicy& policy) {
+  int deferred = 0;
+  RETURN_IF_ERROR(WithDueRows(now_ms, limit, lease_holder, [&](std::vector<OutboxMessage>& due,
+                                                               OutboxStateTable& table) {
+    deferred = 0;
+    for (OutboxMessage& row : due) {
+      if (!OnHold(row, now_ms, policy)) continue;
+      table.Save(row);
+      ++deferred;
+    }
+  }));
+  return deferred;
+}
+
+absl::StatusOr<std::vector<OutboxMessage>> RecoveryStore::ListFailed(int limit) {
+  ASSIGN_OR_RETURN(MessagePage page, List(OutboxStatus::kFailed, 0, limit));
+  return std::move(page.items);
 }
 
 std::string RecoveryStore::ExplainClaim() {

@@ -3,6 +3,7 @@
 // recovery_service's view of payment.db: claim due SENDING rows under a
 // lease, fail exhausted ones, archive old SENT rows, and the operator's
 // queries and re-drives.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "shared/base/page.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
+#include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/sqlite_file.h"
 
 namespace outbox::recovery {
@@ -39,6 +41,10 @@ class RecoveryStore final : public RecoveryRepository {
   // row in the claim's transaction (see RecoveryRepository).
   absl::StatusOr<Claimed> ClaimDue(int64_t now_ms, int limit, const std::string& lease_holder,
                                    const RetryPolicy& policy) override;
+  // OnHold on due rows through the same index and fence.
+  absl::StatusOr<int> DeferDue(int64_t now_ms, int limit, const std::string& lease_holder,
+                               const RetryPolicy& policy) override;
+  absl::StatusOr<std::vector<OutboxMessage>> ListFailed(int limit) override;
 
   // The query plan of the claim's SELECT (EXPLAIN QUERY PLAN), for benchmarks.
   std::string ExplainClaim();
@@ -68,6 +74,11 @@ class RecoveryStore final : public RecoveryRepository {
 
  private:
   explicit RecoveryStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}
+  // In one write transaction: checks the lease fence, loads up to `limit`
+  // due rows and hands them to `apply`, which moves them and saves them.
+  absl::Status WithDueRows(
+      int64_t now_ms, int limit, const std::string& lease_holder,
+      const std::function<void(std::vector<OutboxMessage>&, OutboxStateTable&)>& apply);
 
   std::unique_ptr<SqliteFile> db_;
 };

@@ -151,6 +151,149 @@ TEST_F(RecoveryWorkerTest, OneBacklogAlertPerEpisode) {
   Worker().Step();
   EXPECT_EQ(alerts_.raised.size(), 1u);
   EXPECT_EQ(alerts_.raised[0].name, "OutboxBacklog");
+  ASSERT_TRUE(outbox_.MarkAcknowledged({"m1", "m2"}).ok());
+  Worker().Step();  // the backlog cleared: its alert resolves
+  EXPECT_EQ(alerts_.Active("OutboxBacklog"), 0);
+}
+
+TEST_F(RecoveryWorkerTest, HoldFollowsConsumersAndDepth) {
+  EXPECT_EQ(HoldFor({0, 0}, 100), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(HoldFor({5, 0}, 100), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(HoldFor({101, 2}, 100), DeliveryHold::kQueueBacklog);
+  EXPECT_EQ(HoldFor({100, 1}, 100), DeliveryHold::kNone);
+  EXPECT_EQ(HoldFor({0, 1}, 0), DeliveryHold::kNone);
+}
+
+TEST_F(RecoveryWorkerTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlertsOnce) {
+  Committed("m1", /*max_attempts=*/2);
+  Committed("m2", /*max_attempts=*/2);
+  broker_.queues["PAY_QUEUE"] = {2, 0};  // the fast-path copies wait; accounting is down
+  for (int i = 0; i < 10; ++i) {        // far past the budget of two attempts
+    clock_.Advance(absl::Seconds(1));
+    Worker().Step();
+  }
+  EXPECT_TRUE(broker_.published.empty());  // another copy would only wait there too
+  EXPECT_EQ(outbox_.Row("m1").attempts, 1);
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSending);
+  EXPECT_GT(outbox_.Row("m1").next_retry_at, clock_.NowMillis());  // pushed, not spent
+  EXPECT_GT(Worker().deferred(), 0);
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
+  ASSERT_EQ(alerts_.raised.size(), 1u);  // one alert for the incident, not one per row
+  EXPECT_EQ(alerts_.raised[0].name, "OutboxConsumerDown");
+  EXPECT_EQ(alerts_.raised[0].labels.at("queue"), "PAY_QUEUE");
+  EXPECT_EQ(alerts_.raised[0].annotations.at("rows_waiting"), "2");
+  EXPECT_EQ(alerts_.raised[0].annotations.at("consumers"), "0");
+
+  // Accounting is back and takes the queued copies: the alert resolves, and
+  // due rows get one more backoff step before any copy is re-published.
+  broker_.queues["PAY_QUEUE"] = {2, 1};
+  clock_.Advance(absl::Seconds(5));
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
+  EXPECT_EQ(alerts_.Active("OutboxConsumerDown"), 0);
+  ASSERT_EQ(alerts_.resolved.size(), 1u);
+  EXPECT_TRUE(broker_.published.empty());
+  ASSERT_TRUE(outbox_.MarkAcknowledged({"m1", "m2"}).ok());
+  clock_.Advance(absl::Seconds(5));
+  Worker().Step();
+  EXPECT_TRUE(broker_.published.empty());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSent);
+  EXPECT_EQ(alerts_.raised.size(), 1u);
+}
+
+TEST_F(RecoveryWorkerTest, AQueueFarBehindHoldsToo) {
+  options_.hold_queue_depth = 100;
+  Committed("m1");
+  broker_.queues["PAY_QUEUE"] = {5000, 1};
+  clock_.Advance(absl::Seconds(2));
+  Worker().Step();
+  EXPECT_TRUE(broker_.published.empty());
+  EXPECT_EQ(outbox_.Row("m1").attempts, 1);
+  ASSERT_EQ(alerts_.raised.size(), 1u);
+  EXPECT_EQ(alerts_.raised[0].name, "OutboxQueueBacklog");
+  EXPECT_EQ(alerts_.raised[0].annotations.at("depth"), "5000");
+  // Consumers gone as well: the incident changes name, still one alert active.
+  broker_.queues["PAY_QUEUE"] = {5000, 0};
+  Worker().Step();
+  EXPECT_EQ(alerts_.Active("OutboxQueueBacklog"), 0);
+  EXPECT_EQ(alerts_.Active("OutboxConsumerDown"), 1);
+}
+
+TEST_F(RecoveryWorkerTest, NothingWaitingMeansNoAlertWhileTheConsumerIsDown) {
+  broker_.queues["PAY_QUEUE"] = {0, 0};
+  Worker().Step();
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
+  EXPECT_TRUE(alerts_.raised.empty());
+}
+
+TEST_F(RecoveryWorkerTest, ConsumerPresentButMessagesLostIsRepublishedAndBudgeted) {
+  // The queue is short and consumed, yet no acknowledgement came: the broker
+  // or a consumer lost the message. Re-publishing is what helps here.
+  Committed("m1", /*max_attempts=*/2);
+  broker_.queues["PAY_QUEUE"] = {0, 1};
+  clock_.Advance(absl::Seconds(1));
+  Worker().Step();
+  EXPECT_EQ(broker_.published.size(), 1u);
+  clock_.Advance(absl::Seconds(2));
+  Worker().Step();
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kFailed);
+  EXPECT_EQ(alerts_.Active("OutboxMessageFailed"), 1);
+}
+
+TEST_F(RecoveryWorkerTest, AFailedAlertResolvesOnceALateAckClosesTheRow) {
+  options_.housekeeping_every = absl::ZeroDuration();
+  Committed("m1", /*max_attempts=*/1);
+  Committed("m2", /*max_attempts=*/1);
+  clock_.Advance(absl::Seconds(1));
+  Worker().Step();
+  ASSERT_EQ(outbox_.Row("m1").status, OutboxStatus::kFailed);
+  EXPECT_EQ(alerts_.Active("OutboxMessageFailed"), 2);
+  Worker().Step();  // housekeeping sees both still FAILED: nothing new
+  EXPECT_EQ(alerts_.raised.size(), 2u);
+  ASSERT_EQ(outbox_.MarkAcknowledged({"m1"})->late, 1);  // the voucher was booked after all
+  Worker().Step();
+  EXPECT_EQ(alerts_.Active("OutboxMessageFailed"), 1);
+  ASSERT_EQ(alerts_.resolved.size(), 1u);
+  EXPECT_EQ(alerts_.resolved[0].labels.at("message_id"), "m1");
+  EXPECT_EQ(alerts_.resolved[0].ends_at, clock_.Now());
+}
+
+TEST_F(RecoveryWorkerTest, DeadLetterQueueAlertsWhileNotEmpty) {
+  options_.housekeeping_every = absl::ZeroDuration();
+  broker_.queues["PAY_QUEUE.DLQ"] = {3, 0};
+  Worker().Step();
+  Worker().Step();
+  ASSERT_EQ(alerts_.raised.size(), 1u);
+  EXPECT_EQ(alerts_.raised[0].name, "OutboxDeadLetters");
+  EXPECT_EQ(alerts_.raised[0].labels.at("queue"), "PAY_QUEUE.DLQ");
+  EXPECT_EQ(alerts_.raised[0].annotations.at("depth"), "3");
+  broker_.queues["PAY_QUEUE.DLQ"] = {0, 0};  // re-driven or purged
+  Worker().Step();
+  EXPECT_EQ(alerts_.Active("OutboxDeadLetters"), 0);
+}
+
+TEST_F(RecoveryWorkerTest, OurOwnDeadConnectionCostsNoAttempt) {
+  Committed("m1");
+  Worker().Step();
+  ASSERT_TRUE(broker_.connected());
+  clock_.Advance(absl::Seconds(1));
+  broker_.Drop();  // closed by the broker while we sat idle
+  Worker().Step();
+  ASSERT_EQ(broker_.published.size(), 1u);  // noticed and replaced before use
+  EXPECT_EQ(broker_.lost(), 1);
+  EXPECT_EQ(Worker().publish_failures(), 0);
+  EXPECT_EQ(outbox_.Row("m1").last_error, "");
+  EXPECT_EQ(outbox_.Row("m1").attempts, 2);  // the re-publish itself, nothing more
+}
+
+TEST_F(RecoveryWorkerTest, IdleWaitPollsTheConnection) {
+  options_.idle_sleep = absl::Milliseconds(600);
+  Worker().Step();
+  broker_.Drop();
+  Worker().Step();  // nothing due: the idle wait polls, notices, and resets
+  EXPECT_EQ(broker_.lost(), 1);
+  EXPECT_FALSE(broker_.resets.empty());
 }
 
 TEST_F(RecoveryWorkerTest, StepReleasesTheLeaseOnceStopped) {

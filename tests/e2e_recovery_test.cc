@@ -1,5 +1,7 @@
-// recovery_service on real parts: linear backoff until FAILED, the alert at a
-// real Alertmanager, operator re-drive, and lease hand-over between instances.
+// recovery_service on real parts: linear backoff until FAILED while a consumer
+// takes the messages but never books them, the alert at a real Alertmanager
+// (resolved when the row is closed), operator re-drive, and lease hand-over
+// between instances.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -7,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
 #include "tests/support/alertmanager.h"
+#include "tests/support/load.h"
+#include "tests/support/queue_sink.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -59,8 +63,13 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
                    {"RECOVERY_MAX_ATTEMPTS", "4"},   {"RECOVERY_IDLE_SLEEP", "100ms"}};
   ServiceSet services(env);
   Alertmanager alertmanager(services.dir());
-  services.StartPayment();  // accounting is down: nothing acknowledges
-  auto& recovery = services.StartRecovery("r1", {{"ALERTMANAGER_URL", alertmanager.url()}});
+  services.StartPayment();
+  // Not accounting: a consumer that dead-letters every message. The queue is
+  // consumed, so recovery re-publishes and spends the budget, as it should.
+  auto sink = std::make_unique<QueueSink>(services.broker().amqp_url, services.pay_queue(),
+                                          QueueSink::Mode::kDeadLetter);
+  auto& recovery = services.StartRecovery("r1", {{"ALERTMANAGER_URL", alertmanager.url()},
+                                                 {"RECOVERY_HOUSEKEEPING_EVERY", "500ms"}});
   const std::vector<std::string> ids = CreatePayments(services, "lin-", kPayments);
 
   // Watch one row: every attempt n sets next_retry_at = last_attempt_at + 400ms * n.
@@ -101,8 +110,10 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   EXPECT_NE(alerts.find("OutboxMessageFailed"), std::string::npos);
   EXPECT_NE(recovery.process.Log().find("alert alertname=OutboxMessageFailed"), std::string::npos);
 
-  // Accounting returns: the queued copies are booked once, FAILED stays FAILED
-  // until the operator re-drives; then every row reaches SENT.
+  // Accounting replaces the bad consumer. Every copy was dead-lettered, so
+  // nothing is booked and FAILED stays FAILED until the operator re-drives;
+  // then every row reaches SENT.
+  sink.reset();
   services.StartAccounting();
   grpc::ClientContext dry_ctx;
   ::ops::v1::RedriveFailedRequest dry;
@@ -134,7 +145,77 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   EXPECT_EQ(stats.sent(), kPayments);
   EXPECT_EQ(stats.sending(), 0);
   EXPECT_GT(stats.republished_total(), kPayments);
+  // Every FAILED alert resolved at Alertmanager once its row was closed.
+  ASSERT_TRUE(PollUntil([&] {
+    alerts = alertmanager.Alerts();
+    return alerts.find("OutboxMessageFailed") == std::string::npos;
+  }, absl::Seconds(20), absl::Milliseconds(300))) << alerts;
+  // The dead-lettered copies wait in the DLQ (one alert for it); re-driven,
+  // they are duplicates: nothing more is booked and that alert resolves too.
+  EXPECT_NE(alerts.find("OutboxDeadLetters"), std::string::npos) << alerts;
+  grpc::ClientContext dl_ctx;
+  ::ops::v1::RedriveDeadLettersRequest dl;
+  dl.set_queue(services.pay_queue());
+  ::ops::v1::RedriveDeadLettersResponse dl_resp;
+  ASSERT_TRUE(recovery.ops->RedriveDeadLetters(&dl_ctx, dl, &dl_resp).ok());
+  EXPECT_GE(dl_resp.count(), kPayments * 4 - kPayments);  // the copies of attempts 2..4 at least
+  ASSERT_TRUE(PollUntil([&] {
+    alerts = alertmanager.Alerts();
+    return alerts.find("OutboxDeadLetters") == std::string::npos;
+  }, absl::Seconds(20), absl::Milliseconds(300))) << alerts;
+  ExpectOneVoucherEach(services, kPayments);
+  EXPECT_EQ(Stats(recovery).alerts_active(), 0);
   EXPECT_EQ(recovery.process.Terminate(), 0);
+}
+
+TEST(RecoveryTest, ALateAcknowledgementClosesAFailedRowAndResolvesItsAlert) {
+  constexpr int kPayments = 10;
+  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"}, {"RECOVERY_MAX_DELAY", "1s"},
+                   {"RECOVERY_MAX_ATTEMPTS", "2"},   {"RECOVERY_IDLE_SLEEP", "100ms"},
+                   {"RECOVERY_HOUSEKEEPING_EVERY", "500ms"}};
+  ServiceSet services(env);
+  Alertmanager alertmanager(services.dir());
+  services.StartPayment();
+  auto& recovery = services.StartRecovery("r1", {{"ALERTMANAGER_URL", alertmanager.url()}});
+  std::vector<std::string> ids;
+  {
+    // The consumer dead-letters every copy: the budget is spent, rows FAIL.
+    QueueSink sink(services.broker().amqp_url, services.pay_queue(), QueueSink::Mode::kDeadLetter);
+    ids = CreatePayments(services, "late-", kPayments);
+    ASSERT_TRUE(PollUntil([&] { return Stats(recovery).failed() == kPayments; }, absl::Seconds(30)));
+  }
+  std::string alerts;
+  ASSERT_TRUE(PollUntil([&] {
+    alerts = alertmanager.Alerts();
+    return alerts.find(ids[0]) != std::string::npos && alerts.find(ids.back()) != std::string::npos;
+  }, absl::Seconds(20), absl::Milliseconds(300))) << alerts;
+
+  // The operator fixes the consumer and moves the dead letters back: accounting
+  // books each payment once, and its acknowledgement closes the FAILED row.
+  services.StartAccounting();
+  grpc::ClientContext dl_ctx;
+  ::ops::v1::RedriveDeadLettersRequest dl;
+  dl.set_queue(services.pay_queue());
+  ::ops::v1::RedriveDeadLettersResponse dl_resp;
+  ASSERT_TRUE(recovery.ops->RedriveDeadLetters(&dl_ctx, dl, &dl_resp).ok());
+  ASSERT_TRUE(PollUntil([&] { return CountSent(services) == kPayments; }, absl::Seconds(20),
+                        absl::Milliseconds(200)));
+  ExpectOneVoucherEach(services, kPayments);
+  for (const auto& p : services.AllPayments()) {
+    EXPECT_EQ(p.outbox().status(), ::payment::v1::SENT);
+    EXPECT_FALSE(p.outbox().last_error().empty()) << "why it had failed is kept";
+  }
+  const std::string metrics = services.payment().Log();
+  EXPECT_NE(metrics.find("late_ack rows="), std::string::npos);
+  ASSERT_TRUE(PollUntil([&] {
+    alerts = alertmanager.Alerts();
+    return alerts.find("OutboxMessageFailed") == std::string::npos &&
+           alerts.find("OutboxDeadLetters") == std::string::npos;
+  }, absl::Seconds(20), absl::Milliseconds(300))) << alerts;
+  EXPECT_NE(recovery.process.Log().find("alert_resolved alertname=OutboxMessageFailed"),
+            std::string::npos);
+  const CheckResult check = RunChecker(services);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
 TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
@@ -147,6 +228,9 @@ TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
                    {"RECOVERY_HOUSEKEEPING_EVERY", "300ms"}};
   ServiceSet services(env);
   services.StartPayment();
+  // A consumer that acks and loses every message: re-publishing is what helps.
+  auto sink = std::make_unique<QueueSink>(services.broker().amqp_url, services.pay_queue(),
+                                          QueueSink::Mode::kDrop);
   auto& a = services.StartRecovery("a");
   auto& b = services.StartRecovery("b");
   CreatePayments(services, "lease-", kPayments);
@@ -188,6 +272,7 @@ TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
   // at its expiry and re-publishes in its first round.
   EXPECT_LE(handover, absl::Seconds(2) + absl::Milliseconds(700));
 
+  sink.reset();
   services.StartAccounting();
   ASSERT_TRUE(PollUntil([&] { return CountSent(services) == kPayments; }, absl::Seconds(60),
                         absl::Milliseconds(250)));
@@ -200,6 +285,7 @@ TEST(RecoveryTest, AnInstanceThatCannotPublishGivesTheLeaseUp) {
                    {"RECOVERY_LEASE_TTL", "2s"}, {"RECOVERY_MAX_PUBLISH_FAILURES", "3"}};
   ServiceSet services(env);
   services.StartPayment();  // accounting down: rows stay SENDING and come due
+  QueueSink sink(services.broker().amqp_url, services.pay_queue(), QueueSink::Mode::kDrop);
   CreatePayments(services, "yield-", 10);
   // "cut-off" holds the lease first but its broker address is a closed port.
   auto& cut_off = services.StartRecovery(

@@ -301,11 +301,16 @@ class BorrowedPublisher final : public MessagePublisher {
   explicit BorrowedPublisher(AmqpConnection& conn) : conn_(conn) {}
   absl::Status Connect() override { return absl::OkStatus(); }
   bool connected() const override { return conn_.healthy(); }
+  bool up() const override { return conn_.healthy(); }
+  int64_t drops() const override { return 0; }
   void Reset(const absl::Status&) override {}
   absl::Status Poll(absl::Duration wait) override { return conn_.Poll(wait); }
   absl::StatusOr<uint64_t> Publish(const OutgoingMessage& m) override { return conn_.Publish(m); }
   absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) override {
     return conn_.ReadConfirms(wait, settled);
+  }
+  absl::StatusOr<QueueState> Inspect(const std::string& queue) override {
+    return conn_.Inspect(queue);
   }
 
  private:
@@ -417,18 +422,32 @@ absl::Status AmqpConnection::Poll(absl::Duration wait) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> AmqpConnection::MessageCount(const std::string& queue) {
+absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
+  if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
   amqp_queue_declare_ok_t* ok =
       amqp_queue_declare(state_->conn, kChannel, Bytes(queue), /*passive=*/1, 0, 0, 0,
                          amqp_empty_table);
   absl::Status s = Check("queue.declare passive");
   if (!s.ok()) return s;
-  return ok->message_count;
+  return QueueState{static_cast<int64_t>(ok->message_count), static_cast<int>(ok->consumer_count)};
+}
+
+absl::StatusOr<uint32_t> AmqpConnection::MessageCount(const std::string& queue) {
+  auto state = Inspect(queue);
+  if (!state.ok()) return state.status();
+  return static_cast<uint32_t>(state->ready);
 }
 
 absl::Status AmqpConnection::DeleteQueue(const std::string& queue) {
   amqp_queue_delete(state_->conn, kChannel, Bytes(queue), 0, 0);
   return Check("queue.delete");
+}
+
+absl::StatusOr<uint32_t> AmqpConnection::Purge(const std::string& queue) {
+  amqp_queue_purge_ok_t* ok = amqp_queue_purge(state_->conn, kChannel, Bytes(queue));
+  absl::Status s = Check("queue.purge");
+  if (!s.ok()) return s;
+  return ok->message_count;
 }
 
 absl::StatusOr<Delivery> AmqpConnection::Get(const std::string& queue) {

@@ -90,9 +90,13 @@ class AmqpConnection {
   // the owner has nothing to do.
   absl::Status Poll(absl::Duration wait);
 
-  // Number of messages ready in `queue` (passive declare), for tests and ops.
+  // Messages ready in `queue` and its consumers (passive declare).
+  absl::StatusOr<QueueState> Inspect(const std::string& queue);
+  // Number of messages ready in `queue`, for tests and ops.
   absl::StatusOr<uint32_t> MessageCount(const std::string& queue);
   absl::Status DeleteQueue(const std::string& queue);
+  // Drops every ready message of `queue`; returns how many.
+  absl::StatusOr<uint32_t> Purge(const std::string& queue);
 
   // Fetches one message with basic.get (no consumer, manual ack); a
   // delivery_tag of 0 means the queue was empty.

@@ -20,7 +20,10 @@ AmqpSession::AmqpSession(AmqpUrl url, Topology topology, std::string name, Setup
       clock_(clock) {}
 
 absl::StatusOr<AmqpConnection*> AmqpSession::Get() {
-  if (conn_ != nullptr && conn_->healthy()) return conn_.get();
+  if (conn_ != nullptr && conn_->healthy()) {
+    counters_->up = true;
+    return conn_.get();
+  }
   if (conn_ != nullptr) Reset(absl::UnavailableError("connection broken"));
   if (clock_.Now() < next_attempt_) return absl::UnavailableError("amqp: waiting to reconnect");
 
@@ -44,6 +47,7 @@ absl::StatusOr<AmqpConnection*> AmqpSession::Get() {
     return conn.status();
   }
   conn_ = std::move(conn).value();
+  counters_->up = true;
   backoff_ = absl::ZeroDuration();
   logged_down_ = false;
   LogInfo("amqp_connected", {KV("connection", name_), KV("url", url_.Redacted())});
@@ -51,11 +55,17 @@ absl::StatusOr<AmqpConnection*> AmqpSession::Get() {
 }
 
 void AmqpSession::Reset(const absl::Status& why) {
+  counters_->up = false;
   if (conn_ == nullptr) return;
-  LogWarning("amqp_connection_lost", {KV("connection", name_), KV("error", why.message())});
+  ++counters_->drops;
+  LogWarning("amqp_connection_lost", {KV("connection", name_), KV("error", why.message()),
+                                      KV("drops", counters_->drops.load())});
   conn_.reset();
-  backoff_ = kMinBackoff;
-  next_attempt_ = clock_.Now() + backoff_;
+  // The first reconnect is at once: a connection that died while idle (or
+  // on one error) is replaced before its next use; if the broker is really
+  // gone, that attempt fails and the backoff grows from there.
+  backoff_ = absl::ZeroDuration();
+  next_attempt_ = clock_.Now();
 }
 
 }  // namespace outbox

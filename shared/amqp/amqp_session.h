@@ -4,6 +4,7 @@
 // declares the topology, runs the worker's own setup (confirm mode, consume),
 // and after a failure waits with exponential backoff before reconnecting.
 // Losing the broker never ends the worker.
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,6 +31,9 @@ class AmqpSession {
   void Reset(const absl::Status& why);
 
   bool connected() const { return conn_ != nullptr && conn_->healthy(); }
+  // Readable from any thread (metrics).
+  bool up() const { return counters_->up.load(); }
+  int64_t drops() const { return counters_->drops.load(); }
   const Topology& topology() const { return topology_; }
 
  private:
@@ -42,6 +46,11 @@ class AmqpSession {
   absl::Duration backoff_ = absl::ZeroDuration();
   absl::Time next_attempt_ = absl::InfinitePast();
   bool logged_down_ = false;
+  struct Counters {  // on the heap so that the session stays movable
+    std::atomic<bool> up{false};
+    std::atomic<int64_t> drops{0};
+  };
+  std::unique_ptr<Counters> counters_ = std::make_unique<Counters>();
 };
 
 }  // namespace outbox

@@ -16,6 +16,10 @@ absl::Status AmqpPublisher::ReadConfirms(absl::Duration wait, std::vector<Confir
   return Use([&](AmqpConnection& c) { return c.ReadConfirms(wait, settled); });
 }
 
+absl::StatusOr<QueueState> AmqpPublisher::Inspect(const std::string& queue) {
+  return Use([&](AmqpConnection& c) { return c.Inspect(queue); });
+}
+
 AmqpConsumer::AmqpConsumer(AmqpUrl url, Topology topology, std::string name, std::string queue,
                            int prefetch, const Clock& clock)
     : AmqpLink(AmqpSession(std::move(url), std::move(topology), std::move(name),

@@ -22,6 +22,8 @@ class AmqpLink : public Interface {
     return conn.status();
   }
   bool connected() const override { return session_.connected(); }
+  bool up() const override { return session_.up(); }
+  int64_t drops() const override { return session_.drops(); }
   void Reset(const absl::Status& why) override { session_.Reset(why); }
   absl::Status Poll(absl::Duration wait) override {
     return Use([&](AmqpConnection& c) { return c.Poll(wait); });
@@ -49,6 +51,7 @@ class AmqpPublisher final : public AmqpLink<MessagePublisher> {
 
   absl::StatusOr<uint64_t> Publish(const OutgoingMessage& message) override;
   absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) override;
+  absl::StatusOr<QueueState> Inspect(const std::string& queue) override;
 };
 
 class AmqpConsumer final : public AmqpLink<MessageConsumer> {

@@ -34,6 +34,14 @@ std::string JsonEscape(const std::string& s) {
 
 namespace {
 
+constexpr char kRfc3339[] = "%Y-%m-%dT%H:%M:%E3SZ";
+
+std::string LabelText(const Alert& alert) {
+  std::string fields;
+  for (const auto& [k, v] : alert.labels) absl::StrAppend(&fields, " ", k, "=", v);
+  return fields.empty() ? fields : fields.substr(1);
+}
+
 std::string JsonObject(const std::map<std::string, std::string>& m) {
   std::string out = "{";
   bool first = true;
@@ -56,8 +64,12 @@ std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string
     labels["service"] = service;
     absl::StrAppend(&out, i ? "," : "", "{\"labels\":", JsonObject(labels),
                     ",\"annotations\":", JsonObject(a.annotations), ",\"startsAt\":\"",
-                    absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", a.starts_at, absl::UTCTimeZone()),
-                    "\"}");
+                    absl::FormatTime(kRfc3339, a.starts_at, absl::UTCTimeZone()), "\"");
+    if (a.ends_at != absl::InfiniteFuture()) {
+      absl::StrAppend(&out, ",\"endsAt\":\"",
+                      absl::FormatTime(kRfc3339, a.ends_at, absl::UTCTimeZone()), "\"");
+    }
+    out += "}";
   }
   return out + "]";
 }
@@ -73,16 +85,38 @@ void Alerter::RegisterMetrics(MetricsRegistry& metrics) {
                    [this] { return static_cast<double>(delivered()); });
   metrics.AddCounterReader("outbox_alerts_total", "", "result=\"failed\"",
                    [this] { return static_cast<double>(delivery_failures()); });
+  metrics.AddCounterReader("outbox_alert_events_total", "alerts raised and resolved",
+                           "event=\"raised\"", [this] { return static_cast<double>(raised()); });
+  metrics.AddCounterReader("outbox_alert_events_total", "", "event=\"resolved\"",
+                           [this] { return static_cast<double>(resolved()); });
 }
 
 void Alerter::Raise(Alert alert) {
   ++raised_;
   if (alert.starts_at == absl::UnixEpoch()) alert.starts_at = absl::Now();
-  std::string fields;
-  for (const auto& [k, v] : alert.labels) absl::StrAppend(&fields, " ", k, "=", v);
   LogError("alert", {KV("alertname", alert.name), KV("severity", alert.severity),
-                     KV("labels", fields.empty() ? fields : fields.substr(1)),
+                     KV("labels", LabelText(alert)),
                      KV("summary", alert.annotations.count("summary") ? alert.annotations.at("summary") : "")});
+  Enqueue(std::move(alert));
+}
+
+void Alerter::Resolve(Alert alert) {
+  ++resolved_;
+  const absl::Time now = absl::Now();
+  if (alert.ends_at == absl::InfiniteFuture() || alert.ends_at > now) alert.ends_at = now;
+  if (alert.starts_at == absl::UnixEpoch() || alert.starts_at > alert.ends_at) {
+    alert.starts_at = alert.ends_at;
+  }
+  LogInfo("alert_resolved", {KV("alertname", alert.name), KV("labels", LabelText(alert))});
+  Enqueue(std::move(alert));
+}
+
+void Alerter::Refresh(Alert alert) {
+  if (alert.starts_at == absl::UnixEpoch()) alert.starts_at = absl::Now();
+  Enqueue(std::move(alert));
+}
+
+void Alerter::Enqueue(Alert alert) {
   if (options_.alertmanager_url.empty()) return;
   absl::MutexLock lock(&mu_);
   if (queue_.size() >= options_.capacity) {

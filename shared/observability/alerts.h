@@ -1,8 +1,10 @@
 #pragma once
 
-// Alerts go to the log at once (error level) and, when an Alertmanager URL is
-// configured, to its HTTP API v2 from a background thread with retries, so a
-// slow or absent Alertmanager never blocks the caller.
+// Alerts go to the log at once (error level when raised, info when resolved)
+// and, when an Alertmanager URL is configured, to its HTTP API v2 from a
+// background thread with retries, so a slow or absent Alertmanager never
+// blocks the caller. Alertmanager tells alerts apart by their labels: a
+// resolution carries the same labels and an end time of now.
 #include <atomic>
 #include <deque>
 #include <map>
@@ -23,6 +25,7 @@ struct Alert {
   std::map<std::string, std::string> labels;       // identify the alert
   std::map<std::string, std::string> annotations;  // describe it
   absl::Time starts_at = absl::UnixEpoch();
+  absl::Time ends_at = absl::InfiniteFuture();  // InfiniteFuture: not sent (open)
 };
 
 // The JSON body of POST /api/v2/alerts.
@@ -32,7 +35,13 @@ std::string JsonEscape(const std::string& s);
 class AlertSink {
  public:
   virtual ~AlertSink() = default;
+  // A new alert: logged and sent.
   virtual void Raise(Alert alert) = 0;
+  // Its cause is gone: sent with ends_at now (or as given), logged.
+  virtual void Resolve(Alert alert) = 0;
+  // Still active: sent again without a log line, so that Alertmanager does
+  // not let it expire.
+  virtual void Refresh(Alert alert) = 0;
 };
 
 struct AlerterOptions {
@@ -49,6 +58,8 @@ class Alerter final : public AlertSink {
   ~Alerter() override;
 
   void Raise(Alert alert) override;
+  void Resolve(Alert alert) override;
+  void Refresh(Alert alert) override;
   // Tries to deliver what is queued for up to `grace`, then stops.
   void Stop(absl::Duration grace = absl::Seconds(2));
 
@@ -56,14 +67,17 @@ class Alerter final : public AlertSink {
   void RegisterMetrics(MetricsRegistry& metrics);
 
   int64_t raised() const { return raised_.load(); }
+  int64_t resolved() const { return resolved_.load(); }
   int64_t delivered() const { return delivered_.load(); }
   int64_t delivery_failures() const { return delivery_failures_.load(); }
 
  private:
+  void Enqueue(Alert alert);
   void Run();
 
   const AlerterOptions options_;
   std::atomic<int64_t> raised_{0};
+  std::atomic<int64_t> resolved_{0};
   std::atomic<int64_t> delivered_{0};
   std::atomic<int64_t> delivery_failures_{0};
   absl::Mutex mu_;

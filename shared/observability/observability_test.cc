@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include "shared/observability/alert_group.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/metrics.h"
+#include "shared/testing/fakes.h"
+#include "shared/testing/manual_clock.h"
 
 namespace outbox {
 namespace {
@@ -18,6 +21,52 @@ TEST(AlertsTest, AlertmanagerJsonCarriesLabelsAnnotationsAndEscapes) {
             "\"service\":\"recovery_service\",\"severity\":\"critical\"},"
             "\"annotations\":{\"summary\":\"say \\\"hi\\\"\\n\"},"
             "\"startsAt\":\"1970-01-01T00:00:00.000Z\"}]");
+}
+
+TEST(AlertsTest, AResolutionCarriesItsEndTime) {
+  Alert a;
+  a.name = "OutboxConsumerDown";
+  a.starts_at = absl::FromUnixSeconds(0);
+  a.ends_at = absl::FromUnixSeconds(61);
+  const std::string json = AlertmanagerJson({a}, "recovery_service");
+  EXPECT_NE(json.find("\"startsAt\":\"1970-01-01T00:00:00.000Z\",\"endsAt\":\"1970-01-01T00:01:01.000Z\""),
+            std::string::npos)
+      << json;
+}
+
+Alert Named(const std::string& name, const std::string& id) {
+  Alert a;
+  a.name = name;
+  a.labels = {{"message_id", id}};
+  return a;
+}
+
+TEST(AlertGroupTest, RaisesOnceRefreshesWhileActiveResolvesWhenGone) {
+  testing::ManualClock clock;
+  testing::RecordingAlerts sink;
+  AlertGroup group(sink, clock, absl::Seconds(60));
+  group.Update({Named("F", "a"), Named("F", "b")});
+  ASSERT_EQ(sink.raised.size(), 2u);
+  EXPECT_EQ(sink.raised[0].ends_at, clock.Now() + absl::Seconds(240));  // expires if we die
+  clock.Advance(absl::Seconds(10));
+  group.Update({Named("F", "a"), Named("F", "b")});
+  EXPECT_EQ(sink.raised.size(), 2u);  // still the same incident: no second alert
+  EXPECT_TRUE(sink.refreshed.empty());
+  clock.Advance(absl::Seconds(60));
+  group.Update({Named("F", "a"), Named("F", "b")});
+  EXPECT_EQ(sink.refreshed.size(), 2u);  // re-sent so Alertmanager keeps it
+  group.Update({Named("F", "b")});
+  ASSERT_EQ(sink.resolved.size(), 1u);
+  EXPECT_EQ(sink.resolved[0].labels.at("message_id"), "a");
+  EXPECT_EQ(sink.resolved[0].ends_at, clock.Now());
+  EXPECT_EQ(group.active(), 1u);
+  group.Update({}, /*complete=*/false);  // a partial view resolves nothing
+  EXPECT_EQ(group.active(), 1u);
+  group.Clear();
+  EXPECT_EQ(sink.resolved.size(), 2u);
+  EXPECT_EQ(group.active(), 0u);
+  group.Add(Named("F", "a"));  // a new incident is a new alert
+  EXPECT_EQ(sink.raised.size(), 3u);
 }
 
 TEST(MetricsTest, OneHelpPerFamilyAndSeriesInRegistrationOrder) {

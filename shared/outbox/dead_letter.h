@@ -1,20 +1,21 @@
 #pragma once
 
 // The one path for a delivery that can never be processed (undecodable,
-// invalid, or its reply cannot be routed): one log line, a count, an alert,
-// and a reject without requeue, so the broker parks it in DeadLetterQueueOf(queue).
-// Requeueing it would fail the same way forever.
+// invalid, or its reply cannot be routed): one log line, a count, and a
+// reject without requeue, so the broker parks it in DeadLetterQueueOf(queue).
+// Requeueing it would fail the same way forever. The alert is raised by
+// recovery_service while the dead-letter queue holds messages
+// (OutboxDeadLetters), and resolved once they are re-driven or purged.
 #include <string>
 
 #include "absl/status/status.h"
-#include "shared/observability/alerts.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/transport.h"
 
 namespace outbox {
 
 // Returns the reject's status (a broker error), OK otherwise.
-absl::Status DeadLetter(MessageConsumer& consumer, AlertSink& alerts, Counter& dead_lettered,
+absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered,
                         const std::string& queue, const Delivery& delivery,
                         const std::string& why);
 

@@ -15,14 +15,21 @@
 
 namespace outbox {
 
+// What a batch of acknowledgements changed.
+struct AckTally {
+  int closed = 0;  // SENDING -> SENT
+  int late = 0;    // FAILED -> SENT: delivered after all
+  int changed() const { return closed + late; }
+};
+
 // The delivery side: the relay notes failed publishes, the acknowledgement
 // listener closes rows. Both stamp the time themselves.
 class OutboxRepository {
  public:
   virtual ~OutboxRepository() = default;
-  // Applies OnAck to each message durably; returns how many rows changed.
-  // Unknown ids change nothing (a reply for another shard or a replay).
-  virtual absl::StatusOr<int> MarkAcknowledged(const std::vector<std::string>& message_ids) = 0;
+  // Applies OnAck to each message durably. Unknown ids change nothing (a
+  // reply for another shard or a replay).
+  virtual absl::StatusOr<AckTally> MarkAcknowledged(const std::vector<std::string>& message_ids) = 0;
   // Applies OnPublishFailure to each message.
   virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                             const std::string& error) = 0;
@@ -56,6 +63,14 @@ class RecoveryRepository {
   virtual absl::StatusOr<Claimed> ClaimDue(int64_t now_ms, int limit,
                                            const std::string& lease_holder,
                                            const RetryPolicy& policy) = 0;
+  // Applies OnHold to up to `limit` due SENDING rows (same fence as
+  // ClaimDue): they wait another backoff step and keep their attempts.
+  // Returns how many were pushed back.
+  virtual absl::StatusOr<int> DeferDue(int64_t now_ms, int limit, const std::string& lease_holder,
+                                       const RetryPolicy& policy) = 0;
+  // FAILED rows, oldest first, at most `limit` (their alerts are kept in
+  // step with this list).
+  virtual absl::StatusOr<std::vector<OutboxMessage>> ListFailed(int limit) = 0;
   virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                             const std::string& error, int64_t now_ms) = 0;
   // Takes or renews the lease when it is free, expired or already ours.

@@ -1,5 +1,6 @@
 #include "shared/outbox/state_machine.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,9 @@ DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy) {
   row.updated_at = now_ms;
   if (row.attempts >= row.max_attempts) {
     row.status = OutboxStatus::kFailed;
+    if (row.last_error.empty()) {  // every publish was confirmed: nobody answered
+      row.last_error = absl::StrCat("no acknowledgement after ", row.attempts, " attempts");
+    }
     return DueAction::kExhausted;
   }
   row.attempts += 1;
@@ -38,15 +42,21 @@ DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy) {
   return DueAction::kRepublish;
 }
 
+bool OnHold(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy) {
+  if (row.status != OutboxStatus::kSending || row.next_retry_at > now_ms) return false;
+  row.next_retry_at =
+      now_ms + absl::ToInt64Milliseconds(policy.DelayAfter(std::max(row.attempts, 1)));
+  row.updated_at = now_ms;
+  return true;
+}
+
 AckEffect OnAck(OutboxMessage& row, int64_t now_ms) {
-  switch (row.status) {
-    case OutboxStatus::kSent: return AckEffect::kAlreadySent;
-    case OutboxStatus::kFailed: return AckEffect::kIgnored;
-    case OutboxStatus::kSending: break;
-  }
+  if (row.status == OutboxStatus::kSent) return AckEffect::kAlreadySent;
+  const bool late = row.status == OutboxStatus::kFailed;
   row.status = OutboxStatus::kSent;
   row.sent_at = now_ms;
   row.updated_at = now_ms;
+  if (late) return AckEffect::kLateClosed;  // last_error tells why it had failed
   row.last_error.clear();
   return AckEffect::kClosed;
 }

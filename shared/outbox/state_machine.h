@@ -7,7 +7,9 @@
 //   (commit)  --> SENDING, attempt 1 counted (the fast-path publish)
 //   SENDING   --due, budget left-->  SENDING, attempts+1, next_retry_at pushed
 //   SENDING   --due, budget spent--> FAILED (alert)
+//   SENDING   --due, consumer down-->SENDING, next_retry_at pushed, attempts kept (hold)
 //   SENDING   --ack-->               SENT
+//   FAILED    --late ack-->          SENT (last_error kept; its alert resolves)
 //   FAILED    --re-drive-->          SENDING, attempts 0, due now
 //   any       --publish failed-->    same status, last_error noted (SENDING only)
 #include <cstdint>
@@ -38,17 +40,25 @@ OutboxMessage NewOutboxMessage(MessageSpec spec, int64_t now_ms, const RetryPoli
 enum class DueAction {
   kNotDue,     // not SENDING, or next_retry_at still ahead: unchanged
   kRepublish,  // attempts+1, last_attempt_at now, next_retry_at now + backoff
-  kExhausted,  // the row already had max_attempts publishes: now FAILED
+  kExhausted,  // the row already had max_attempts publishes: now FAILED (last_error
+               // says why: the last publish error, or that nobody acknowledged)
 };
 // Recovery found the row due at `now_ms`.
 DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy);
 
+// Recovery found the row due while re-publishing is pointless (nobody
+// consumes the queue, or it is far behind): the row waits another backoff
+// step without spending an attempt. True when the row changed.
+bool OnHold(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy);
+
 enum class AckEffect {
   kClosed,       // SENDING -> SENT
+  kLateClosed,   // FAILED -> SENT: delivered after all; last_error kept
   kAlreadySent,  // duplicate acknowledgement: nothing changes
-  kIgnored,      // FAILED: left for the operator's re-drive
 };
-// The consumer acknowledged the message: its effect is booked.
+// The consumer acknowledged the message: its effect is booked, so the row is
+// delivered whatever its state (a FAILED row too: saying otherwise would send
+// an operator after a payment that is fine).
 AckEffect OnAck(OutboxMessage& row, int64_t now_ms);
 
 // A publish was not confirmed: note why on a SENDING row (true when noted).

@@ -95,6 +95,15 @@ TEST(OnDueTest, RepublishesWithLinearBackoffThenExhaustsAtTheStoredBudget) {
   EXPECT_EQ(row.status, OutboxStatus::kFailed);
   EXPECT_EQ(row.attempts, 3);
   EXPECT_EQ(row.updated_at, now);
+  EXPECT_EQ(row.last_error, "no acknowledgement after 3 attempts");
+}
+
+TEST(OnDueTest, AnExhaustedRowKeepsItsLastPublishError) {
+  OutboxMessage row = Fresh();
+  row.attempts = 3;
+  row.last_error = "nack";
+  ASSERT_EQ(OnDue(row, row.next_retry_at, Policy()), DueAction::kExhausted);
+  EXPECT_EQ(row.last_error, "nack");
 }
 
 TEST(OnDueTest, TheRowsBudgetWinsOverTheRetriersPolicy) {
@@ -105,7 +114,7 @@ TEST(OnDueTest, TheRowsBudgetWinsOverTheRetriersPolicy) {
   EXPECT_EQ(OnDue(row, row.next_retry_at, generous), DueAction::kExhausted);
 }
 
-TEST(OnAckTest, ClosesSendingIgnoresDuplicatesAndFailed) {
+TEST(OnAckTest, ClosesSendingAndIgnoresDuplicates) {
   OutboxMessage row = Fresh();
   row.last_error = "nack";
   ASSERT_EQ(OnAck(row, kNow + 50), AckEffect::kClosed);
@@ -114,10 +123,45 @@ TEST(OnAckTest, ClosesSendingIgnoresDuplicatesAndFailed) {
   EXPECT_EQ(row.last_error, "");
   EXPECT_EQ(OnAck(row, kNow + 60), AckEffect::kAlreadySent);
   EXPECT_EQ(row.sent_at, kNow + 50);
+}
+
+TEST(OnAckTest, ALateAckClosesAFailedRowAndKeepsWhyItFailed) {
   OutboxMessage failed = InStatus(OutboxStatus::kFailed);
-  EXPECT_EQ(OnAck(failed, kNow + 70), AckEffect::kIgnored);
-  EXPECT_EQ(failed.status, OutboxStatus::kFailed);
-  EXPECT_EQ(failed.sent_at, 0);
+  failed.attempts = 3;
+  failed.last_error = "no acknowledgement";
+  ASSERT_EQ(OnAck(failed, kNow + 70), AckEffect::kLateClosed);
+  EXPECT_EQ(failed.status, OutboxStatus::kSent);
+  EXPECT_EQ(failed.sent_at, kNow + 70);
+  EXPECT_EQ(failed.updated_at, kNow + 70);
+  EXPECT_EQ(failed.last_error, "no acknowledgement");
+  EXPECT_EQ(failed.attempts, 3);
+  EXPECT_EQ(OnAck(failed, kNow + 80), AckEffect::kAlreadySent);
+  EXPECT_EQ(failed.sent_at, kNow + 70);
+}
+
+TEST(OnHoldTest, PushesADueRowWithoutSpendingAnAttempt) {
+  OutboxMessage row = Fresh();  // attempt 1 counted, due after base (2 s)
+  const int64_t due = row.next_retry_at;
+  EXPECT_FALSE(OnHold(row, due - 1, Policy()));  // not due yet: unchanged
+  EXPECT_EQ(row.next_retry_at, due);
+  ASSERT_TRUE(OnHold(row, due + 5, Policy()));
+  EXPECT_EQ(row.attempts, 1);
+  EXPECT_EQ(row.status, OutboxStatus::kSending);
+  EXPECT_EQ(row.next_retry_at, due + 5 + 2000);  // the wait after attempt 1 again
+  EXPECT_EQ(row.updated_at, due + 5);
+  row.attempts = 2;  // later attempts wait longer, as their backoff says
+  const int64_t later = row.next_retry_at;
+  ASSERT_TRUE(OnHold(row, later, Policy()));
+  EXPECT_EQ(row.attempts, 2);
+  EXPECT_EQ(row.next_retry_at, later + 4000);
+  // An exhausted row is held too: its copies may still be in the queue.
+  row.attempts = row.max_attempts;
+  ASSERT_TRUE(OnHold(row, row.next_retry_at, Policy()));
+  EXPECT_EQ(row.status, OutboxStatus::kSending);
+  for (OutboxStatus s : {OutboxStatus::kSent, OutboxStatus::kFailed}) {
+    OutboxMessage other = InStatus(s);
+    EXPECT_FALSE(OnHold(other, other.next_retry_at + 1000, Policy()));
+  }
 }
 
 TEST(OnPublishFailureTest, NotesTheErrorOnSendingRowsOnly) {

@@ -2,7 +2,28 @@
 
 #include <map>
 
+#include "absl/strings/str_cat.h"
+
 namespace outbox {
+
+absl::Status ConnectLive(BrokerLink& link) {
+  absl::Status s = link.Connect();
+  if (!s.ok()) return s;
+  s = link.Poll(absl::ZeroDuration());
+  if (s.ok()) return s;
+  link.Reset(s);
+  return link.Connect();
+}
+
+void RegisterLinkMetrics(MetricsRegistry& metrics, const BrokerLink& link,
+                         const std::string& connection) {
+  const std::string label = absl::StrCat("connection=\"", connection, "\"");
+  metrics.AddGauge("outbox_amqp_connected", "1 while the broker connection is up", label,
+                   [&link] { return link.up() ? 1 : 0; });
+  metrics.AddCounterReader("outbox_amqp_connection_drops_total",
+                           "broker connections lost (each logged as amqp_connection_lost)", label,
+                           [&link] { return static_cast<double>(link.drops()); });
+}
 
 absl::StatusOr<std::vector<Confirm>> PublishAndConfirm(MessagePublisher& publisher,
                                                        const std::vector<OutgoingMessage>& messages,

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "shared/base/clock.h"
+#include "shared/observability/metrics.h"
 #include "shared/outbox/message.h"
 
 namespace outbox {
@@ -28,6 +29,26 @@ class BrokerLink {
   virtual void Reset(const absl::Status& why) = 0;
   // Services an idle connection (heartbeats) and notices when it was closed.
   virtual absl::Status Poll(absl::Duration wait) = 0;
+  // Safe to read from any thread (metrics): whether the last Connect() gave
+  // a connection not reset since, and how many connections were lost (each
+  // logged when noticed).
+  virtual bool up() const = 0;
+  virtual int64_t drops() const = 0;
+};
+
+// Connects, then polls once, so that a connection the broker closed while it
+// sat idle is noticed and replaced now rather than failing the next publish.
+absl::Status ConnectLive(BrokerLink& link);
+
+// outbox_amqp_connected{connection=...} (1 while up) and
+// outbox_amqp_connection_drops_total{connection=...}.
+void RegisterLinkMetrics(MetricsRegistry& metrics, const BrokerLink& link,
+                         const std::string& connection);
+
+// What a queue looks like to the broker right now.
+struct QueueState {
+  int64_t ready = 0;  // messages waiting for a consumer
+  int consumers = 0;
 };
 
 // The broker's answer to one publish.
@@ -45,6 +66,8 @@ class MessagePublisher : public BrokerLink {
   virtual absl::StatusOr<uint64_t> Publish(const OutgoingMessage& message) = 0;
   // Waits up to `wait` for confirms, then also takes those already arrived.
   virtual absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) = 0;
+  // Looks at a queue without changing it (a passive declare).
+  virtual absl::StatusOr<QueueState> Inspect(const std::string& queue) = 0;
 };
 
 // Consumes one queue with manual acknowledgement.

@@ -156,17 +156,21 @@ void OutboxStateTable::Save(const OutboxMessage& row) {
   save_.exec();
 }
 
-int AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                      int64_t now_ms) {
+AckTally AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                           int64_t now_ms) {
   OutboxStateTable table(db);
-  int closed = 0;
+  AckTally tally;
   for (const std::string& id : message_ids) {
     std::optional<OutboxMessage> row = table.Load(id);
-    if (!row.has_value() || OnAck(*row, now_ms) != AckEffect::kClosed) continue;
+    if (!row.has_value()) continue;
+    switch (OnAck(*row, now_ms)) {
+      case AckEffect::kClosed: ++tally.closed; break;
+      case AckEffect::kLateClosed: ++tally.late; break;
+      case AckEffect::kAlreadySent: continue;
+    }
     table.Save(*row);
-    ++closed;
   }
-  return closed;
+  return tally;
 }
 
 void RecordOutboxPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,

@@ -14,6 +14,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "shared/outbox/message.h"
+#include "shared/outbox/repository.h"
 #include "shared/outbox/state_machine.h"
 
 namespace outbox {
@@ -54,8 +55,8 @@ class OutboxStateTable {
   SQLite::Statement save_;
 };
 
-// OnAck for each id; returns how many rows closed. Unknown ids are skipped.
-int AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
+// OnAck for each id. Unknown ids are skipped.
+AckTally AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
                       int64_t now_ms);
 
 // OnPublishFailure for each id.

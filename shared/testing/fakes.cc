@@ -15,11 +15,15 @@ absl::Status FakeLink::DoConnect() {
 }
 
 absl::Status FakeLink::Check() {
-  if (broken_) connected_ = broken_ = false;
+  if (broken_) {
+    if (connected_) ++drops_;
+    connected_ = broken_ = false;
+  }
   return connected_ ? absl::OkStatus() : absl::UnavailableError("fake connection lost");
 }
 
 void FakeLink::DoReset(const absl::Status& why) {
+  if (connected_) ++drops_;
   connected_ = false;
   resets.emplace_back(why.message());
 }
@@ -55,6 +59,13 @@ absl::Status FakePublisher::ReadConfirms(absl::Duration wait, std::vector<Confir
   settled->insert(settled->end(), pending_.begin(), pending_.end());
   pending_.clear();
   return absl::OkStatus();
+}
+
+absl::StatusOr<QueueState> FakePublisher::Inspect(const std::string& queue) {
+  if (absl::Status s = Check(); !s.ok()) return s;
+  ++inspections;
+  auto it = queues.find(queue);
+  return it == queues.end() ? QueueState{0, 1} : it->second;
 }
 
 void FakeConsumer::Reset(const absl::Status& why) {
@@ -130,14 +141,20 @@ void InMemoryOutbox::Add(OutboxMessage row) {
   rows_[row.message_id] = std::move(row);
 }
 
-absl::StatusOr<int> InMemoryOutbox::MarkAcknowledged(const std::vector<std::string>& message_ids) {
+absl::StatusOr<AckTally> InMemoryOutbox::MarkAcknowledged(
+    const std::vector<std::string>& message_ids) {
   if (!fail_with.ok()) return fail_with;
-  int closed = 0;
+  AckTally tally;
   for (const std::string& id : message_ids) {
     auto it = rows_.find(id);
-    if (it != rows_.end() && OnAck(it->second, clock_.NowMillis()) == AckEffect::kClosed) ++closed;
+    if (it == rows_.end()) continue;
+    switch (OnAck(it->second, clock_.NowMillis())) {
+      case AckEffect::kClosed: ++tally.closed; break;
+      case AckEffect::kLateClosed: ++tally.late; break;
+      case AckEffect::kAlreadySent: break;
+    }
   }
-  return closed;
+  return tally;
 }
 
 absl::Status InMemoryOutbox::RecordPublishFailure(const std::vector<std::string>& message_ids,
@@ -155,9 +172,8 @@ absl::Status InMemoryOutbox::RecordPublishFailure(const std::vector<std::string>
   return absl::OkStatus();
 }
 
-absl::StatusOr<Claimed> InMemoryOutbox::ClaimDue(int64_t now_ms, int limit,
-                                                 const std::string& lease_holder,
-                                                 const RetryPolicy& policy) {
+absl::StatusOr<std::vector<OutboxMessage*>> InMemoryOutbox::Due(int64_t now_ms, int limit,
+                                                                 const std::string& lease_holder) {
   if (!fail_with.ok()) return fail_with;
   if (!lease_holder.empty() && (lease.holder != lease_holder || lease.expires_at <= now_ms)) {
     return absl::FailedPreconditionError("recovery lease is not held by this instance");
@@ -170,8 +186,37 @@ absl::StatusOr<Claimed> InMemoryOutbox::ClaimDue(int64_t now_ms, int limit,
     return a->next_retry_at < b->next_retry_at;
   });
   if (static_cast<int>(due.size()) > limit) due.resize(limit);
+  return due;
+}
+
+absl::StatusOr<int> InMemoryOutbox::DeferDue(int64_t now_ms, int limit,
+                                             const std::string& lease_holder,
+                                             const RetryPolicy& policy) {
+  auto due = Due(now_ms, limit, lease_holder);
+  if (!due.ok()) return due.status();
+  int deferred = 0;
+  for (OutboxMessage* row : *due) deferred += OnHold(*row, now_ms, policy);
+  return deferred;
+}
+
+absl::StatusOr<std::vector<OutboxMessage>> InMemoryOutbox::ListFailed(int limit) {
+  if (!fail_with.ok()) return fail_with;
+  std::vector<OutboxMessage> out;
+  for (const auto& [id, row] : rows_) {
+    if (row.status == OutboxStatus::kFailed && static_cast<int>(out.size()) < limit) {
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Claimed> InMemoryOutbox::ClaimDue(int64_t now_ms, int limit,
+                                                 const std::string& lease_holder,
+                                                 const RetryPolicy& policy) {
+  auto due = Due(now_ms, limit, lease_holder);
+  if (!due.ok()) return due.status();
   Claimed claimed;
-  for (OutboxMessage* row : due) {
+  for (OutboxMessage* row : *due) {
     switch (OnDue(*row, now_ms, policy)) {
       case DueAction::kRepublish: claimed.to_publish.push_back(*row); break;
       case DueAction::kExhausted: claimed.exhausted.push_back(*row); break;
@@ -215,6 +260,13 @@ absl::StatusOr<int64_t> InMemoryOutbox::CountSendingOlderThan(int64_t created_be
   for (const auto& [id, row] : rows_) {
     n += row.status == OutboxStatus::kSending && row.created_at < created_before_ms;
   }
+  return n;
+}
+
+int RecordingAlerts::Active(const std::string& name) const {
+  int n = 0;
+  for (const Alert& a : raised) n += a.name == name;
+  for (const Alert& a : resolved) n -= a.name == name;
   return n;
 }
 

@@ -29,6 +29,7 @@ class FakeLink {
   // Breaks the current connection as a dead socket does: the next operation
   // on it fails, and Connect() then makes a new one.
   void Drop() { broken_ = true; }
+  int64_t lost() const { return drops_; }
 
  protected:
   absl::Status DoConnect();
@@ -36,6 +37,7 @@ class FakeLink {
   void DoReset(const absl::Status& why);
   bool connected_ = false;
   bool broken_ = false;
+  int64_t drops_ = 0;
 };
 
 class FakePublisher final : public MessagePublisher, public FakeLink {
@@ -50,12 +52,19 @@ class FakePublisher final : public MessagePublisher, public FakeLink {
   ManualClock* clock = nullptr;
   std::vector<OutgoingMessage> published;  // every message the broker took
 
+  // What Inspect() reports, by queue (unknown queues: empty, one consumer).
+  std::map<std::string, QueueState> queues;
+  int inspections = 0;
+
   absl::Status Connect() override { return DoConnect(); }
   bool connected() const override { return connected_; }
+  bool up() const override { return connected_; }
+  int64_t drops() const override { return drops_; }
   void Reset(const absl::Status& why) override;
   absl::Status Poll(absl::Duration) override { return Check(); }
   absl::StatusOr<uint64_t> Publish(const OutgoingMessage& message) override;
   absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) override;
+  absl::StatusOr<QueueState> Inspect(const std::string& queue) override;
 
   size_t unconfirmed() const { return pending_.size(); }
 
@@ -74,6 +83,8 @@ class FakeConsumer final : public MessageConsumer, public FakeLink {
 
   absl::Status Connect() override { return DoConnect(); }
   bool connected() const override { return connected_; }
+  bool up() const override { return connected_; }
+  int64_t drops() const override { return drops_; }
   void Reset(const absl::Status& why) override;
   absl::Status Poll(absl::Duration) override { return Check(); }
   absl::StatusOr<std::vector<Delivery>> Next(size_t max, absl::Duration wait) override;
@@ -93,7 +104,11 @@ class FakeConsumer final : public MessageConsumer, public FakeLink {
 class RecordingAlerts final : public AlertSink {
  public:
   void Raise(Alert alert) override { raised.push_back(std::move(alert)); }
-  std::vector<Alert> raised;
+  void Resolve(Alert alert) override { resolved.push_back(std::move(alert)); }
+  void Refresh(Alert alert) override { refreshed.push_back(std::move(alert)); }
+  std::vector<Alert> raised, resolved, refreshed;
+  // Raised and not resolved since, by name.
+  int Active(const std::string& name) const;
 };
 
 // The outbox table in memory, for both seams, applying the real transitions.
@@ -106,11 +121,14 @@ class InMemoryOutbox final : public OutboxRepository, public RecoveryRepository 
   void Add(OutboxMessage row);
   const OutboxMessage& Row(const std::string& message_id) const { return rows_.at(message_id); }
 
-  absl::StatusOr<int> MarkAcknowledged(const std::vector<std::string>& message_ids) override;
+  absl::StatusOr<AckTally> MarkAcknowledged(const std::vector<std::string>& message_ids) override;
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error) override;
   absl::StatusOr<Claimed> ClaimDue(int64_t now_ms, int limit, const std::string& lease_holder,
                                    const RetryPolicy& policy) override;
+  absl::StatusOr<int> DeferDue(int64_t now_ms, int limit, const std::string& lease_holder,
+                               const RetryPolicy& policy) override;
+  absl::StatusOr<std::vector<OutboxMessage>> ListFailed(int limit) override;
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error, int64_t now_ms) override;
   absl::StatusOr<bool> TryAcquireLease(const std::string& holder, int64_t now_ms,
@@ -124,6 +142,10 @@ class InMemoryOutbox final : public OutboxRepository, public RecoveryRepository 
   int64_t archived = 0;
 
  private:
+  // Due SENDING rows, oldest due first, after the lease fence.
+  absl::StatusOr<std::vector<OutboxMessage*>> Due(int64_t now_ms, int limit,
+                                                  const std::string& lease_holder);
+
   const Clock& clock_;
   int64_t next_id_ = 1;
   std::map<std::string, OutboxMessage> rows_;

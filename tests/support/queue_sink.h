@@ -1,0 +1,31 @@
+#pragma once
+
+// A consumer that is not accounting: it takes every message from a queue and
+// either drops it (acks and forgets: a consumer that lost what it took) or
+// dead-letters it (rejects without requeue). Real AMQP on the test broker,
+// on a thread of its own until destroyed.
+#include <atomic>
+#include <string>
+#include <thread>
+
+namespace outbox::testing {
+
+class QueueSink {
+ public:
+  enum class Mode { kDrop, kDeadLetter };
+  // Returns once the consumer is registered with the broker.
+  QueueSink(const std::string& amqp_url, const std::string& queue, Mode mode);
+  ~QueueSink();
+
+  int64_t taken() const { return taken_.load(); }
+
+ private:
+  void Run(const std::string& amqp_url, const std::string& queue, Mode mode);
+
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> ready_{false};
+  std::atomic<int64_t> taken_{0};
+  std::thread thread_;
+};
+
+}  // namespace outbox::testing
