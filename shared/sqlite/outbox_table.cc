@@ -18,11 +18,15 @@ bool HasColumn(SQLite::Database& db, const char* table, const char* column) {
   return stmt.executeStep();
 }
 
+constexpr const char* kTablesWithRowColumns[] = {"outbox", "outbox_archive"};
+constexpr const char* kAddedColumns[] = {"message_type", "reply_to"};
+
 // Files written before the row stored its message type and reply_to get the
-// columns (empty: accounting then replies to its default queue).
+// columns (empty: accounting then replies to its default queue). Checked and
+// added in the caller's write transaction (see the header).
 void AddMissingColumns(SQLite::Database& db) {
-  for (const char* table : {"outbox", "outbox_archive"}) {
-    for (const char* column : {"message_type", "reply_to"}) {
+  for (const char* table : kTablesWithRowColumns) {
+    for (const char* column : kAddedColumns) {
       if (!HasColumn(db, table, column)) {
         db.exec(absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column,
                              " TEXT NOT NULL DEFAULT ''"));

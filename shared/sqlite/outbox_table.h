@@ -22,7 +22,10 @@ namespace outbox {
 extern const char* const kOutboxColumns;
 
 // Creates the outbox table, its indexes, the archive and the recovery lease
-// table if missing, and adds columns that older files lack.
+// table if missing, and adds columns that older files lack. When another
+// process may open the file at the same time, run it in a BEGIN IMMEDIATE
+// transaction (OpenSqliteFile does): each column is then checked and added
+// under the write lock, so two migrating processes cannot both add it.
 void CreateOutboxSchema(SQLite::Database& db);
 
 // Inserts rows with one prepared statement.

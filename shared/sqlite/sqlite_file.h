@@ -29,6 +29,8 @@ struct DbOptions {
 };
 
 // Opens (creating if needed) a database in WAL mode.
+// Safe while other processes open the same file: a lock held by a
+// concurrent opener is retried for at least the busy timeout.
 absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string& path,
                                                                const DbOptions& options);
 absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabaseReadOnly(const std::string& path);
@@ -82,7 +84,8 @@ struct SqliteFile {
 };
 
 // Opens both connections and runs `create_schema` on the writer (in one
-// transaction) before the reader opens.
+// BEGIN IMMEDIATE transaction, retried while another process holds the file)
+// before the reader opens. An empty `create_schema` creates nothing.
 absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
     const std::string& path, const DbOptions& options,
     const std::function<void(SQLite::Database&)>& create_schema);
