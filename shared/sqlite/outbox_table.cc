@@ -18,6 +18,8 @@ bool HasColumn(SQLite::Database& db, const char* table, const char* column) {
   return stmt.executeStep();
 }
 
+constexpr const char* kTables[] = {"outbox", "outbox_archive", "recovery_lease"};
+constexpr const char* kIndexes[] = {"outbox_status_next_retry", "outbox_sent_at"};
 constexpr const char* kTablesWithRowColumns[] = {"outbox", "outbox_archive"};
 constexpr const char* kAddedColumns[] = {"message_type", "reply_to"};
 
@@ -71,6 +73,23 @@ void CreateOutboxSchema(SQLite::Database& db) {
     );
   )sql");
   AddMissingColumns(db);
+}
+
+std::string MissingOutboxSchema(SQLite::Database& db) {
+  for (const char* table : kTables) {
+    if (!db.tableExists(table)) return absl::StrCat("table ", table);
+  }
+  for (const char* index : kIndexes) {
+    SQLite::Statement stmt(db, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
+    stmt.bind(1, index);
+    if (!stmt.executeStep()) return absl::StrCat("index ", index);
+  }
+  for (const char* table : kTablesWithRowColumns) {
+    for (const char* column : kAddedColumns) {
+      if (!HasColumn(db, table, column)) return absl::StrCat("column ", table, ".", column);
+    }
+  }
+  return "";
 }
 
 OutboxInserter::OutboxInserter(SQLite::Database& db)

@@ -86,8 +86,9 @@ absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string
                                                                const DbOptions& options) {
   std::unique_ptr<SQLite::Database> db;
   absl::Status s = Guard(absl::StrCat("open ", path), [&] {
-    db = std::make_unique<SQLite::Database>(
-        path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX);
+    int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX;
+    if (options.create_if_missing) flags |= SQLite::OPEN_CREATE;
+    db = std::make_unique<SQLite::Database>(path, flags);
     db->setBusyTimeout(options.busy_timeout_ms);
     return absl::OkStatus();
   });

@@ -26,9 +26,11 @@ absl::StatusOr<Durability> ParseDurability(const std::string& name);  // "full" 
 struct DbOptions {
   Durability durability = Durability::kFull;
   int busy_timeout_ms = 5000;
+  // false: a missing file is an error (FAILED_PRECONDITION), never created.
+  bool create_if_missing = true;
 };
 
-// Opens (creating if needed) a database in WAL mode.
+// Opens a database in WAL mode, creating the file if missing and allowed.
 // Safe while other processes open the same file: a lock held by a
 // concurrent opener is retried for at least the busy timeout.
 absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string& path,

@@ -106,5 +106,25 @@ TEST(SqliteFileTest, ConcurrentOpenersMigrateAnOldFileOnce) {
   }
 }
 
+TEST(SqliteFileTest, WithoutCreateAMissingFileIsRefusedAndNotCreated) {
+  TempDir dir;
+  const std::string path = dir.path() + "/missing.db";
+  DbOptions options;
+  options.create_if_missing = false;
+  auto file = OpenSqliteFile(path, options, nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(file.status())) << file.status();
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(SqliteFileTest, MissingOutboxSchemaNamesWhatIsMissing) {
+  TempDir dir;
+  SQLite::Database db(dir.path() + "/x.db", SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+  EXPECT_EQ(MissingOutboxSchema(db), "table outbox");
+  CreateOutboxSchema(db);
+  EXPECT_EQ(MissingOutboxSchema(db), "");
+  db.exec("DROP INDEX outbox_status_next_retry");
+  EXPECT_EQ(MissingOutboxSchema(db), "index outbox_status_next_retry");
+}
+
 }  // namespace
 }  // namespace outbox
