@@ -108,10 +108,11 @@ absl::Status Run() {
   OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock);
   store->RegisterMetrics(metrics);
   alerter.RegisterMetrics(metrics);
-  worker.Start();
-
+  // Ports first: a process that cannot serve (a port in use) exits before it
+  // takes the lease or re-publishes anything.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&ops},
                                                 absl::GetFlag(FLAGS_metrics_listen), metrics));
+  worker.Start();
   LogInfo("recovery_service_started",
           {KV("listen", listen), KV("port", serving->port()),
            KV("db", payment_db), KV("instance", options.instance_id),
