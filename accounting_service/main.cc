@@ -46,10 +46,11 @@ absl::Status Run() {
   AmqpPublisher replies(config.amqp, config.topology(), "accounting-replies");
   PaymentConsumer consumer(payments, replies, *store, clock, metrics, options);
   AccountingServiceImpl service(*store);
-  consumer.Start();
-
+  // Ports first: a process that cannot serve (a port in use) exits before it
+  // consumes, and books, a single payment.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service},
                                                 absl::GetFlag(FLAGS_metrics_listen), metrics));
+  consumer.Start();
   LogInfo("accounting_service_started",
           {KV("listen", listen), KV("port", serving->port()),
            KV("db", absl::GetFlag(FLAGS_accounting_db)), KV("amqp", config.amqp.Redacted())});

@@ -60,12 +60,13 @@ absl::Status Run() {
   PaymentWriter writer(*store, clock, ids, metrics, writer_options, publisher);
   AckListener acks(replies, writer, metrics, ack_options);
   PaymentServiceImpl service(writer, *store);
+  // Ports first: a process that cannot serve (a port in use) exits before its
+  // workers touch the broker. A call arriving meanwhile waits for the writer.
+  ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service},
+                                                absl::GetFlag(FLAGS_metrics_listen), metrics));
   publisher.Start();
   writer.Start();
   acks.Start();
-
-  ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service},
-                                                absl::GetFlag(FLAGS_metrics_listen), metrics));
   LogInfo("payment_service_started",
           {KV("listen", listen), KV("port", serving->port()),
            KV("db", absl::GetFlag(FLAGS_payment_db)), KV("amqp", config.amqp.Redacted())});

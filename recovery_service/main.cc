@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, recovery_listen, EnvOr("RECOVERY_LISTEN", "127.0.0.1:5005
           "ops gRPC listen address host:port [env RECOVERY_LISTEN]");
 ABSL_FLAG(std::string, payment_db, EnvOr("PAYMENT_DB", "payment.db"),
           "the payment service's SQLite file [env PAYMENT_DB]");
+ABSL_FLAG(absl::Duration, payment_db_wait, EnvOrDuration("PAYMENT_DB_WAIT", absl::Seconds(30)),
+          "how long to wait for payment_service to create --payment_db and its schema; "
+          "recovery never creates them [env PAYMENT_DB_WAIT]");
 ABSL_FLAG(std::string, metrics_listen, EnvOr("RECOVERY_METRICS_LISTEN", ""),
           "Prometheus /metrics on host:port; empty = off [env RECOVERY_METRICS_LISTEN]");
 ABSL_FLAG(int, recovery_batch, EnvOrInt("RECOVERY_BATCH", 200),
@@ -89,11 +92,25 @@ absl::Status Run() {
   options.hold_queue_depth = absl::GetFlag(FLAGS_recovery_hold_queue_depth);
   options.alert_resend = absl::GetFlag(FLAGS_alert_resend);
   RETURN_IF_ERROR(options.Validate());
+  const std::string payment_db = absl::GetFlag(FLAGS_payment_db);
+  const absl::Duration payment_db_wait = absl::GetFlag(FLAGS_payment_db_wait);
+  if (payment_db_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--payment_db_wait must not be negative");
+  }
 
   const Clock& clock = SystemClock::Get();
   MetricsRegistry metrics;
   Alerter alerter({config.alertmanager_url, "recovery_service"});
-  ASSIGN_OR_RETURN(auto store, RecoveryStore::Open(absl::GetFlag(FLAGS_payment_db), config.db));
+  // payment_service creates the file and its schema; the two may start in
+  // any order, so wait for it rather than create an empty file at a wrong path.
+  ASSIGN_OR_RETURN(auto store,
+                   RecoveryStore::OpenWhenCreated(
+                       payment_db, config.db, payment_db_wait, [&](const absl::Status& why) {
+                         LogInfo("waiting_for_payment_db",
+                                 {KV("path", payment_db),
+                                  KV("wait", absl::FormatDuration(payment_db_wait)),
+                                  KV("reason", why.message())});
+                       }));
   AmqpPublisher broker(config.amqp, config.topology(),
                        absl::StrCat("recovery-", options.instance_id));
   RecoveryWorker worker(*store, broker, alerter, clock, metrics, options);
@@ -102,13 +119,15 @@ absl::Status Run() {
   store->RegisterMetrics(metrics);
   alerter.RegisterMetrics(metrics);
   dead_letters.RegisterMetrics(metrics);
-  worker.Start();
 
+  // Ports first: a process that cannot serve (a port in use) exits before it
+  // takes the lease or re-publishes anything.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&ops},
                                                 absl::GetFlag(FLAGS_metrics_listen), metrics));
+  worker.Start();
   LogInfo("recovery_service_started",
           {KV("listen", listen), KV("port", serving->port()),
-           KV("db", absl::GetFlag(FLAGS_payment_db)), KV("instance", options.instance_id),
+           KV("db", payment_db), KV("instance", options.instance_id),
            KV("amqp", config.amqp.Redacted()),
            KV("base_delay", absl::FormatDuration(options.retry.base_delay)),
            KV("alertmanager", config.alertmanager_url)});

@@ -1,6 +1,10 @@
 #include "recovery_service/recovery_store.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "shared/base/status_macros.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/sqlite/outbox_table.h"
@@ -27,12 +31,53 @@ std::string SelectWhere(const std::string& where) {
 
 absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::string& path,
                                                                    const DbOptions& options) {
-  // The payment service normally creates the schema; creating it here too
-  // lets recovery start first. Checkpoints run in the background: a claim
-  // dirties a page per scattered row and must not also pay for a checkpoint
-  // while it holds the write lock that payment_service waits on.
-  ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, CreateOutboxSchema));
+  std::error_code ignored;
+  if (!std::filesystem::exists(path, ignored)) {
+    return absl::NotFoundError(absl::StrCat("payment database ", path, " does not exist"));
+  }
+  std::string missing;
+  RETURN_IF_ERROR(Guard(absl::StrCat("open ", path), [&] {
+    // A plain connection: it only reads the schema, and changes nothing in a
+    // file payment_service may be creating right now.
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    db.setBusyTimeout(options.busy_timeout_ms);
+    missing = MissingOutboxSchema(db);
+    return absl::OkStatus();
+  }));
+  if (!missing.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("payment database ", path, " has no outbox schema (", missing, " missing)"));
+  }
+  // Checkpoints run in the background: a claim dirties a page per scattered
+  // row and must not also pay for a checkpoint while it holds the write lock
+  // that payment_service waits on.
+  DbOptions existing = options;
+  existing.create_if_missing = false;
+  ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, existing, nullptr));
   return std::unique_ptr<RecoveryStore>(new RecoveryStore(std::move(db)));
+}
+
+absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::OpenWhenCreated(
+    const std::string& path, const DbOptions& options, absl::Duration wait,
+    const std::function<void(const absl::Status&)>& on_first_wait, absl::Duration poll) {
+  const absl::Time deadline = absl::Now() + wait;
+  bool waited = false;
+  while (true) {
+    auto store = Open(path, options);
+    const absl::Status& s = store.status();
+    if (!absl::IsNotFound(s) && !absl::IsUnavailable(s)) return store;
+    if (absl::Now() >= deadline) {
+      if (!absl::IsNotFound(s)) return store;
+      return absl::FailedPreconditionError(
+          absl::StrCat(s.message(), " after ", absl::FormatDuration(wait),
+                       "; is PAYMENT_DB right? payment_service creates it"));
+    }
+    if (!waited) {
+      waited = true;
+      if (on_first_wait) on_first_wait(s);
+    }
+    absl::SleepFor(std::min(poll, deadline - absl::Now()));
+  }
 }
 
 absl::Status RecoveryStore::WithDueRows(

@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "shared/base/page.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
@@ -34,8 +35,21 @@ using MessagePage = Page<OutboxMessage>;
 
 class RecoveryStore final : public RecoveryRepository {
  public:
+  // Opens payment.db as payment_service made it; never creates the file, a
+  // table or a column (a wrong path must not become an empty database).
+  // NOT_FOUND while the file or part of the outbox schema is missing,
+  // UNAVAILABLE while another process keeps it locked.
   static absl::StatusOr<std::unique_ptr<RecoveryStore>> Open(const std::string& path,
                                                              const DbOptions& options);
+
+  // Open, tried again every `poll` for up to `wait` while payment_service has
+  // not created the file and its schema yet (both may start at once).
+  // `on_first_wait` runs once, with the reason, before the first wait. When
+  // `wait` runs out: FAILED_PRECONDITION naming the path.
+  static absl::StatusOr<std::unique_ptr<RecoveryStore>> OpenWhenCreated(
+      const std::string& path, const DbOptions& options, absl::Duration wait,
+      const std::function<void(const absl::Status&)>& on_first_wait,
+      absl::Duration poll = absl::Milliseconds(200));
 
   // Claims through the (status, next_retry_at) index, applying OnDue to each
   // row in the claim's transaction (see RecoveryRepository).

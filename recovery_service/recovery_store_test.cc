@@ -10,11 +10,18 @@
 namespace outbox::recovery {
 namespace {
 
+// What payment_service does on start: create the file and the outbox schema.
+void CreatePaymentDb(const std::string& path) {
+  auto file = OpenSqliteFile(path, DbOptions{}, CreateOutboxSchema);
+  ASSERT_TRUE(file.ok()) << file.status();
+}
+
 class RecoveryStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/recovery_store_test.XXXXXX";
     dir_ = mkdtemp(tmpl);
+    CreatePaymentDb(dir_ + "/payment.db");
     auto s = RecoveryStore::Open(dir_ + "/payment.db", DbOptions{});
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(s).value();
@@ -154,6 +161,59 @@ TEST_F(RecoveryStoreTest, ListsByStatusOldestFirstInPages) {
   auto sending = store_->List(OutboxStatus::kSending, 0, 10);
   ASSERT_EQ(sending->items.size(), 1u);
   EXPECT_EQ(sending->items[0].message_id, "sending");
+}
+
+TEST_F(RecoveryStoreTest, NeverCreatesTheFileOrTheSchema) {
+  const std::string missing = dir_ + "/elsewhere/payment.db";
+  auto store = RecoveryStore::Open(missing, DbOptions{});
+  EXPECT_TRUE(absl::IsNotFound(store.status())) << store.status();
+  EXPECT_NE(store.status().message().find(missing), std::string::npos) << store.status();
+  EXPECT_FALSE(std::filesystem::exists(missing));
+
+  const std::string empty = dir_ + "/empty.db";
+  { SQLite::Database db(empty, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE); }
+  store = RecoveryStore::Open(empty, DbOptions{});
+  EXPECT_TRUE(absl::IsNotFound(store.status())) << store.status();
+  EXPECT_NE(store.status().message().find("table outbox"), std::string::npos) << store.status();
+  SQLite::Database db(empty, SQLite::OPEN_READONLY);
+  EXPECT_FALSE(db.tableExists("outbox"));
+  EXPECT_FALSE(db.tableExists("recovery_lease"));
+}
+
+TEST_F(RecoveryStoreTest, GivesUpWaitingWithTheFailedPreconditionNamingThePath) {
+  const std::string missing = dir_ + "/missing.db";
+  int waits = 0;
+  auto store = RecoveryStore::OpenWhenCreated(
+      missing, DbOptions{}, absl::Milliseconds(300),
+      [&](const absl::Status& why) {
+        ++waits;
+        EXPECT_TRUE(absl::IsNotFound(why)) << why;
+      },
+      absl::Milliseconds(20));
+  EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+  EXPECT_EQ(store.status().message(),
+            absl::StrCat("payment database ", missing,
+                         " does not exist after 300ms; is PAYMENT_DB right? payment_service "
+                         "creates it"));
+  EXPECT_EQ(waits, 1);
+  EXPECT_FALSE(std::filesystem::exists(missing));
+}
+
+TEST_F(RecoveryStoreTest, OpensOncePaymentCreatesTheSchema) {
+  const std::string path = dir_ + "/later.db";
+  int waits = 0;
+  auto store = RecoveryStore::OpenWhenCreated(
+      path, DbOptions{}, absl::Seconds(30),
+      [&](const absl::Status&) {
+        ++waits;
+        CreatePaymentDb(path);  // payment_service comes up meanwhile
+      },
+      absl::Milliseconds(20));
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(waits, 1);
+  auto counts = (*store)->Counts();
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->sending, 0);
 }
 
 }  // namespace

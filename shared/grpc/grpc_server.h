@@ -17,7 +17,8 @@ namespace outbox {
 
 // Builds and starts a server on `listen` (host:port; port 0 picks one) with
 // the standard health service and server reflection. `bound_port` receives
-// the port actually bound.
+// the port actually bound. A port another process listens on is not shared
+// (no SO_REUSEPORT): FAILED_PRECONDITION "cannot listen on <listen>: <why>".
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port);
 

@@ -32,12 +32,21 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
     return absl::InvalidArgumentError(absl::StrCat("metrics host must be an IPv4 address, got '", host, "'"));
   }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("metrics: socket: ", std::strerror(errno)));
+  }
+  // Lets a restart bind while old connections sit in TIME_WAIT; on Linux it
+  // does not let two processes listen on one port (SO_REUSEPORT would).
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 16) != 0) {
-    const std::string err = std::strerror(errno);
-    if (fd >= 0) close(fd);
-    return absl::UnavailableError(absl::StrCat("metrics: cannot listen on ", listen, ": ", err));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 16) != 0) {
+    const int err = errno;
+    close(fd);
+    // The port or address is the operator's to fix: FAILED_PRECONDITION (exit 2).
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot listen on ", listen, " for /metrics: ",
+        err == EADDRINUSE ? "address already in use (another process holds it)"
+                          : std::strerror(err)));
   }
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);

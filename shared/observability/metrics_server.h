@@ -17,7 +17,8 @@ class MetricsServer {
  public:
   using Render = std::function<std::string()>;
 
-  // `listen` is host:port (port 0 picks one).
+  // `listen` is host:port (port 0 picks one). A port in use or an address
+  // that cannot be bound: FAILED_PRECONDITION naming it.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen,
                                                               Render render);
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen,

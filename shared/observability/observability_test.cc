@@ -3,6 +3,7 @@
 #include "shared/observability/alert_group.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/metrics.h"
+#include "shared/observability/metrics_server.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/manual_clock.h"
 
@@ -80,6 +81,17 @@ TEST(MetricsTest, OneHelpPerFamilyAndSeriesInRegistrationOrder) {
             "# HELP x_total things\n# TYPE x_total counter\n"
             "x_total{result=\"ok\"} 3\nx_total{result=\"bad\"} 1\n"
             "# HELP up is it up\n# TYPE up gauge\nup 1\n");
+}
+
+TEST(MetricsServerTest, APortInUseIsAFailedPreconditionNamingIt) {
+  auto first = MetricsServer::Start("127.0.0.1:0", [] { return std::string(); });
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string taken = absl::StrCat("127.0.0.1:", (*first)->port());
+  auto second = MetricsServer::Start(taken, [] { return std::string(); });
+  EXPECT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
+  EXPECT_EQ(second.status().message(),
+            absl::StrCat("cannot listen on ", taken,
+                         " for /metrics: address already in use (another process holds it)"));
 }
 
 }  // namespace

@@ -20,7 +20,16 @@ int RunServiceMain(int argc, char** argv, const std::string& name, const std::st
   absl::Status s = run();
   if (s.ok()) return 0;
   LogError(absl::StrCat(name, "_failed"), {KV("error", s.ToString())});
-  return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  return ExitCodeFor(s);
+}
+
+int ExitCodeFor(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kOk: return 0;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition: return 2;
+    default: return 1;
+  }
 }
 
 absl::Status ValidateListenAddress(const std::string& listen, const std::string& flag_name) {

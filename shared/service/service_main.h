@@ -18,10 +18,16 @@
 namespace outbox {
 
 // Blocks the shutdown signals (before any thread starts), sets up --help,
-// parses the flags and runs `run`. Exit code: 0, 2 for a bad setting
-// (INVALID_ARGUMENT), 1 otherwise, with one log line `<name>_failed`.
+// parses the flags and runs `run`. Exits with ExitCodeFor its status, with
+// one log line `<name>_failed` unless it is OK.
 int RunServiceMain(int argc, char** argv, const std::string& name, const std::string& usage,
                    const std::function<absl::Status()>& run);
+
+// 0 for OK; 2 when the service cannot start as configured and starting it
+// again unchanged will not help: a bad setting (INVALID_ARGUMENT) or a world
+// that does not fit it (FAILED_PRECONDITION: its port is taken, its database
+// is missing or cannot be opened); 1 otherwise.
+int ExitCodeFor(const absl::Status& s);
 
 // INVALID_ARGUMENT unless `listen` is host:port.
 absl::Status ValidateListenAddress(const std::string& listen, const std::string& flag_name);

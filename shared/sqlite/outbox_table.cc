@@ -18,11 +18,17 @@ bool HasColumn(SQLite::Database& db, const char* table, const char* column) {
   return stmt.executeStep();
 }
 
+constexpr const char* kTables[] = {"outbox", "outbox_archive", "recovery_lease"};
+constexpr const char* kIndexes[] = {"outbox_status_next_retry", "outbox_sent_at"};
+constexpr const char* kTablesWithRowColumns[] = {"outbox", "outbox_archive"};
+constexpr const char* kAddedColumns[] = {"message_type", "reply_to"};
+
 // Files written before the row stored its message type and reply_to get the
-// columns (empty: accounting then replies to its default queue).
+// columns (empty: accounting then replies to its default queue). Checked and
+// added in the caller's write transaction (see the header).
 void AddMissingColumns(SQLite::Database& db) {
-  for (const char* table : {"outbox", "outbox_archive"}) {
-    for (const char* column : {"message_type", "reply_to"}) {
+  for (const char* table : kTablesWithRowColumns) {
+    for (const char* column : kAddedColumns) {
       if (!HasColumn(db, table, column)) {
         db.exec(absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column,
                              " TEXT NOT NULL DEFAULT ''"));
@@ -67,6 +73,23 @@ void CreateOutboxSchema(SQLite::Database& db) {
     );
   )sql");
   AddMissingColumns(db);
+}
+
+std::string MissingOutboxSchema(SQLite::Database& db) {
+  for (const char* table : kTables) {
+    if (!db.tableExists(table)) return absl::StrCat("table ", table);
+  }
+  for (const char* index : kIndexes) {
+    SQLite::Statement stmt(db, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
+    stmt.bind(1, index);
+    if (!stmt.executeStep()) return absl::StrCat("index ", index);
+  }
+  for (const char* table : kTablesWithRowColumns) {
+    for (const char* column : kAddedColumns) {
+      if (!HasColumn(db, table, column)) return absl::StrCat("column ", table, ".", column);
+    }
+  }
+  return "";
 }
 
 OutboxInserter::OutboxInserter(SQLite::Database& db)

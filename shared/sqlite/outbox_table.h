@@ -23,8 +23,17 @@ namespace outbox {
 extern const char* const kOutboxColumns;
 
 // Creates the outbox table, its indexes, the archive and the recovery lease
-// table if missing, and adds columns that older files lack.
+// table if missing, and adds columns that older files lack. Only
+// payment_service runs it; recovery_service waits for it (see
+// MissingOutboxSchema). When another process may open the file at the same
+// time, run it in a BEGIN IMMEDIATE transaction (OpenSqliteFile does): each
+// column is then checked and added under the write lock, so two migrating
+// processes cannot both add it.
 void CreateOutboxSchema(SQLite::Database& db);
+
+// What CreateOutboxSchema would still have to create, e.g. "table outbox" or
+// "column outbox.reply_to"; empty when the schema is complete.
+std::string MissingOutboxSchema(SQLite::Database& db);
 
 // Inserts rows with one prepared statement.
 class OutboxInserter {

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -35,23 +36,66 @@ absl::Status Guard(const std::string& context, const std::function<absl::Status(
   }
 }
 
+namespace {
+
+// The busy handler does not cover every lock a concurrent opener meets:
+// switching a new file to WAL needs an exclusive lock, and SQLite reports
+// "database is locked" at once rather than wait while another connection
+// opening the same file holds a shared lock (payment_service and
+// recovery_service started together on a new payment.db hit it one time in
+// five). Opening is idempotent, so openers retry BUSY and LOCKED with a
+// short backoff, for at least the busy timeout.
+absl::Duration OpenRetryBudget(const DbOptions& options) {
+  return std::max(absl::Milliseconds(options.busy_timeout_ms), absl::Seconds(2));
+}
+
+absl::Status RetryWhileBusy(absl::Duration budget, const std::function<absl::Status()>& attempt) {
+  const absl::Time deadline = absl::Now() + budget;
+  absl::Duration backoff = absl::Milliseconds(5);
+  while (true) {
+    absl::Status s = attempt();  // BUSY and LOCKED come back as UNAVAILABLE
+    if (!absl::IsUnavailable(s) || absl::Now() + backoff > deadline) return s;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(200));
+  }
+}
+
+// WAL is persistent in the file; the rest is per connection. All of it is
+// idempotent, so a busy attempt is simply run again.
+absl::Status ApplyPragmas(SQLite::Database& db, const std::string& path, const DbOptions& options) {
+  return Guard(absl::StrCat("open ", path), [&]() -> absl::Status {
+    const std::string mode = db.execAndGet("PRAGMA journal_mode=WAL").getString();
+    if (mode != "wal") {
+      // SQLite keeps the old mode when it cannot take the lock to change it.
+      return absl::UnavailableError(
+          absl::StrCat("open ", path, ": journal_mode is ", mode, ", could not switch to wal"));
+    }
+    switch (options.durability) {
+      case Durability::kFull: db.exec("PRAGMA synchronous=FULL"); break;
+      case Durability::kNormal: db.exec("PRAGMA synchronous=NORMAL"); break;
+      case Durability::kOff: db.exec("PRAGMA synchronous=OFF"); break;
+    }
+    db.exec("PRAGMA foreign_keys=ON");
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string& path,
                                                                const DbOptions& options) {
-  try {
-    auto db = std::make_unique<SQLite::Database>(
-        path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX);
+  std::unique_ptr<SQLite::Database> db;
+  absl::Status s = Guard(absl::StrCat("open ", path), [&] {
+    int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX;
+    if (options.create_if_missing) flags |= SQLite::OPEN_CREATE;
+    db = std::make_unique<SQLite::Database>(path, flags);
     db->setBusyTimeout(options.busy_timeout_ms);
-    db->exec("PRAGMA journal_mode=WAL");
-    switch (options.durability) {
-      case Durability::kFull: db->exec("PRAGMA synchronous=FULL"); break;
-      case Durability::kNormal: db->exec("PRAGMA synchronous=NORMAL"); break;
-      case Durability::kOff: db->exec("PRAGMA synchronous=OFF"); break;
-    }
-    db->exec("PRAGMA foreign_keys=ON");
-    return db;
-  } catch (const SQLite::Exception& e) {
-    return SqliteError(e, absl::StrCat("open ", path));
-  }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  s = RetryWhileBusy(OpenRetryBudget(options), [&] { return ApplyPragmas(*db, path, options); });
+  if (!s.ok()) return s;
+  return db;
 }
 
 absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabaseReadOnly(const std::string& path) {
@@ -125,10 +169,16 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
   auto file = std::make_unique<SqliteFile>();
   auto writer = OpenDatabase(path, options);
   if (!writer.ok()) return writer.status();
-  absl::Status s = WriteTransaction(**writer, [&] {
-    create_schema(**writer);
-    return absl::OkStatus();
-  });
+  absl::Status s;
+  if (create_schema) {
+    // Another process may be creating or migrating the same file right now.
+    s = RetryWhileBusy(OpenRetryBudget(options), [&] {
+      return WriteTransaction(**writer, [&] {
+        create_schema(**writer);
+        return absl::OkStatus();
+      });
+    });
+  }
   if (s.ok()) s = Guard("disable auto-checkpoint", [&] {
     DisableAutoCheckpoint(**writer);
     return absl::OkStatus();

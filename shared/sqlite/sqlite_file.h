@@ -26,9 +26,13 @@ absl::StatusOr<Durability> ParseDurability(const std::string& name);  // "full" 
 struct DbOptions {
   Durability durability = Durability::kFull;
   int busy_timeout_ms = 5000;
+  // false: a missing file is an error (FAILED_PRECONDITION), never created.
+  bool create_if_missing = true;
 };
 
-// Opens (creating if needed) a database in WAL mode.
+// Opens a database in WAL mode, creating the file if missing and allowed.
+// Safe while other processes open the same file: a lock held by a
+// concurrent opener is retried for at least the busy timeout.
 absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string& path,
                                                                const DbOptions& options);
 absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabaseReadOnly(const std::string& path);
@@ -82,7 +86,8 @@ struct SqliteFile {
 };
 
 // Opens both connections and runs `create_schema` on the writer (in one
-// transaction) before the reader opens.
+// BEGIN IMMEDIATE transaction, retried while another process holds the file)
+// before the reader opens. An empty `create_schema` creates nothing.
 absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
     const std::string& path, const DbOptions& options,
     const std::function<void(SQLite::Database&)>& create_schema);
