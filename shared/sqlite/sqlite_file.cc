@@ -39,12 +39,13 @@ absl::Status Guard(const std::string& context, const std::function<absl::Status(
 namespace {
 
 // The busy handler does not cover every lock a concurrent opener meets:
-// switching a new file to WAL needs an exclusive lock, and SQLite reports
-// "database is locked" at once rather than wait while another connection
-// opening the same file holds a shared lock (payment_service and
-// recovery_service started together on a new payment.db hit it one time in
-// five). Opening is idempotent, so openers retry BUSY and LOCKED with a
-// short backoff, for at least the busy timeout.
+// PRAGMA journal_mode=WAL on a new file upgrades its read lock to a write
+// lock, and while another connection opening the same file holds a read lock
+// SQLite returns BUSY at once (in well under a millisecond, whatever the busy
+// timeout) instead of risking a deadlock. payment_service and
+// recovery_service started together on a new payment.db failed so 4 times in
+// 20. Opening is idempotent, so openers retry BUSY and LOCKED with a short
+// backoff, for at least the busy timeout.
 absl::Duration OpenRetryBudget(const DbOptions& options) {
   return std::max(absl::Milliseconds(options.busy_timeout_ms), absl::Seconds(2));
 }
