@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
+#include "shared/observability/trace.h"
 #include "shared/grpc/grpc_status.h"
 #include "shared/grpc/paging.h"
 
@@ -20,6 +21,7 @@ void ToProto(const Voucher& v, ::accounting::v1::Voucher* out) {
   out->set_amount_minor(v.amount_minor);
   out->set_currency(v.currency);
   *out->mutable_created_at() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(v.created_at);
+  out->set_trace_id(TraceIdOf(v.traceparent));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_codec.h"
 #include "shared/observability/log.h"
+#include "shared/observability/trace.h"
 #include "shared/outbox/dead_letter.h"
 #include "shared/runtime/failpoint.h"
 
@@ -76,6 +77,7 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
       if (!s.ok()) return s;
       continue;
     }
+    event->traceparent = d.traceparent;
     events.push_back(std::move(event).value());
     sources.push_back(&d);
     last_valid_tag = d.delivery_tag;
@@ -103,10 +105,19 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
     o.duplicate ? duplicates_.Add() : applied_.Add();
     const std::string& reply_to =
         sources[i]->reply_to.empty() ? options_.acc_queue : sources[i]->reply_to;
+    // The reply continues the payment's trace as accounting's span.
+    const std::string traceparent =
+        events[i].traceparent.empty() ? "" : ContinueOrStart(events[i].traceparent).Traceparent();
     replies.push_back({reply_to, events[i].message_id,
                        EncodePaymentAccounted(events[i].message_id, events[i].payment_id,
                                               o.voucher_id, o.duplicate, now),
-                       "", "PaymentAccounted"});
+                       "", "PaymentAccounted", traceparent});
+    if (LogEnabled(LogLevel::kDebug)) {
+      LogDebug(o.duplicate ? "payment_duplicate" : "voucher_booked",
+               {KV("payment_id", events[i].payment_id), KV("message_id", events[i].message_id),
+                KV("trace_id", TraceIdOf(events[i].traceparent)), KV("voucher_id", o.voucher_id),
+                KV("redelivered", sources[i]->redelivered)});
+    }
   }
   // The vouchers are committed; the deliveries are acked only once every
   // reply is confirmed. Otherwise they are redelivered, found to be

@@ -16,6 +16,7 @@ struct PaymentEvent {
   std::string payee_account;
   int64_t amount_minor = 0;
   std::string currency;
+  std::string traceparent;  // from the message's AMQP header; "" if none
 };
 
 // INVALID_ARGUMENT naming the bad field: such a message is dead-lettered.
@@ -31,6 +32,7 @@ struct Voucher {
   int64_t amount_minor = 0;
   std::string currency;
   int64_t created_at = 0;  // unix ms
+  std::string traceparent;  // of the message that booked it
 };
 
 }  // namespace outbox::accounting

@@ -8,7 +8,7 @@ namespace {
 
 constexpr char kSelect[] =
     "SELECT id, voucher_id, payment_id, message_id, debit_account, credit_account, "
-    "amount_minor, currency, created_at FROM vouchers ";
+    "amount_minor, currency, created_at, traceparent FROM vouchers ";
 
 void CreateSchema(SQLite::Database& db) {
   db.exec(R"sql(
@@ -21,7 +21,8 @@ void CreateSchema(SQLite::Database& db) {
       credit_account TEXT    NOT NULL,
       amount_minor   INTEGER NOT NULL CHECK (amount_minor > 0),
       currency       TEXT    NOT NULL,
-      created_at     INTEGER NOT NULL
+      created_at     INTEGER NOT NULL,
+      traceparent    TEXT    NOT NULL DEFAULT ''
     );
     CREATE TABLE IF NOT EXISTS processed_messages (
       message_id   TEXT PRIMARY KEY,
@@ -30,6 +31,12 @@ void CreateSchema(SQLite::Database& db) {
       processed_at INTEGER NOT NULL
     ) WITHOUT ROWID;
   )sql");
+  // Files written before vouchers kept their trace context (inside the
+  // schema's write transaction, so two openers cannot both add it).
+  SQLite::Statement has(db, "SELECT 1 FROM pragma_table_info('vouchers') WHERE name = 'traceparent'");
+  if (!has.executeStep()) {
+    db.exec("ALTER TABLE vouchers ADD COLUMN traceparent TEXT NOT NULL DEFAULT ''");
+  }
 }
 
 Voucher ReadVoucher(SQLite::Statement& s) {
@@ -43,6 +50,7 @@ Voucher ReadVoucher(SQLite::Statement& s) {
   v.amount_minor = s.getColumn(6).getInt64();
   v.currency = s.getColumn(7).getString();
   v.created_at = s.getColumn(8).getInt64();
+  v.traceparent = s.getColumn(9).getString();
   return v;
 }
 
@@ -68,8 +76,8 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
     SQLite::Statement by_payment(db, "SELECT voucher_id FROM vouchers WHERE payment_id = ?");
     SQLite::Statement insert_voucher(db, R"sql(
       INSERT INTO vouchers (voucher_id, payment_id, message_id, debit_account, credit_account,
-                            amount_minor, currency, created_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql");
+                            amount_minor, currency, created_at, traceparent)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
     SQLite::Statement insert_processed(db, R"sql(
       INSERT INTO processed_messages (message_id, payment_id, voucher_id, processed_at)
       VALUES (?, ?, ?, ?))sql");
@@ -102,6 +110,7 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
         insert_voucher.bind(6, static_cast<int64_t>(e.amount_minor));
         insert_voucher.bind(7, e.currency);
         insert_voucher.bind(8, static_cast<int64_t>(now));
+        insert_voucher.bind(9, e.traceparent);
         insert_voucher.exec();
         insert_voucher.reset();
       }

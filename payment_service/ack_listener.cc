@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "payment_service/payment_codec.h"
 #include "shared/observability/log.h"
+#include "shared/observability/trace.h"
 #include "shared/outbox/dead_letter.h"
 #include "shared/runtime/failpoint.h"
 
@@ -63,6 +64,11 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
     }
     message_ids.push_back(ack->message_id);
     last_valid_tag = d.delivery_tag;
+    if (LogEnabled(LogLevel::kDebug)) {
+      LogDebug("ack_received", {KV("payment_id", ack->payment_id), KV("message_id", ack->message_id),
+                                KV("trace_id", TraceIdOf(d.traceparent)),
+                                KV("duplicate", ack->duplicate)});
+    }
   }
   if (message_ids.empty()) return absl::OkStatus();
   Failpoint(kFpPaymentAckBeforeMarkSent);

@@ -8,6 +8,7 @@
 #include "shared/grpc/paging.h"
 #include "shared/grpc/proto_convert.h"
 #include "shared/observability/log.h"
+#include "shared/observability/trace.h"
 
 namespace outbox::payment {
 
@@ -26,12 +27,13 @@ void ToProto(const PaymentRecord& r, ::payment::v1::Payment* out) {
   o->set_attempts(r.outbox.attempts);
   o->set_max_attempts(r.outbox.max_attempts);
   o->set_last_error(r.outbox.last_error);
+  o->set_trace_id(TraceIdOf(r.outbox.traceparent));
   if (r.outbox.status == OutboxStatus::kSending) SetTimestamp(r.outbox.next_retry_at, o->mutable_next_retry_at());
   if (r.outbox.sent_at > 0) SetTimestamp(r.outbox.sent_at, o->mutable_sent_at());
   if (r.outbox.last_attempt_at > 0) SetTimestamp(r.outbox.last_attempt_at, o->mutable_last_attempt_at());
 }
 
-grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext*,
+grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext* context,
                                                const ::payment::v1::CreatePaymentRequest* req,
                                                ::payment::v1::CreatePaymentResponse* resp) {
   PaymentInput input;
@@ -44,7 +46,15 @@ grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext*,
   absl::Status valid = ValidatePaymentInput(input);
   if (!valid.ok()) return ToGrpcStatus(valid);
 
-  CreateOutcome outcome = writer_.Create(input);
+  // The caller's trace continues here (or starts here): payment_service's
+  // span, stored with the outbox row and sent with its message.
+  std::string incoming;
+  auto header = context->client_metadata().find(kTraceparentHeader);
+  if (header != context->client_metadata().end()) {
+    incoming.assign(header->second.data(), header->second.size());
+  }
+  const std::string traceparent = ContinueOrStart(incoming).Traceparent();
+  CreateOutcome outcome = writer_.Create(input, traceparent);
   if (!outcome.status.ok()) {
     if (!absl::IsAlreadyExists(outcome.status)) {
       LogError("create_payment_failed", {KV("idempotency_key", input.idempotency_key),
@@ -54,6 +64,10 @@ grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext*,
   }
   ToProto(outcome.record, resp->mutable_payment());
   resp->set_replayed(outcome.replayed);
+  // The trace the payment belongs to (a replay: the first request's).
+  if (!outcome.record.outbox.traceparent.empty()) {
+    context->AddInitialMetadata(kTraceparentHeader, outcome.record.outbox.traceparent);
+  }
   return grpc::Status::OK;
 }
 

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "payment_service/payment_codec.h"
+#include "shared/observability/log.h"
+#include "shared/observability/trace.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/runtime/failpoint.h"
 
@@ -31,8 +33,8 @@ void PaymentWriter::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-CreateOutcome PaymentWriter::Create(const PaymentInput& input) {
-  Pending pending{&input, {}, false};
+CreateOutcome PaymentWriter::Create(const PaymentInput& input, const std::string& traceparent) {
+  Pending pending{&input, &traceparent, {}, false};
   absl::MutexLock lock(&mu_);
   if (stopping_) {
     pending.outcome.status = absl::UnavailableError("payment service is shutting down");
@@ -96,6 +98,7 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
     spec.message_type = kPaymentCreatedType;
     spec.reply_to = options_.reply_to;
     spec.payload = EncodePaymentCreated(spec.message_id, n.payment_id, n.input, now);
+    spec.traceparent = *p->traceparent;
     n.outbox = NewOutboxMessage(std::move(spec), now, options_.retry);
     batch.push_back(std::move(n));
   }
@@ -113,6 +116,14 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
     messages.push_back(ToOutgoing(out.record.outbox));
   }
   Failpoint(kFpPaymentAfterCommitBeforePublish);
+  if (LogEnabled(LogLevel::kDebug)) {
+    for (const CreateOutcome& out : outcomes) {
+      if (!out.status.ok() || out.replayed) continue;
+      LogDebug("payment_created", {KV("payment_id", out.record.payment_id),
+                                   KV("message_id", out.record.outbox.message_id),
+                                   KV("trace_id", TraceIdOf(out.record.outbox.traceparent))});
+    }
+  }
   groups_.Add();
   created_.Add(static_cast<int64_t>(messages.size()));
   if (!messages.empty()) relay_.Enqueue(std::move(messages));

@@ -40,7 +40,8 @@ class PaymentWriter final : public OutboxRepository {
   void Stop();
 
   // Blocks until the request's group is committed (or failed).
-  CreateOutcome Create(const PaymentInput& input);
+  // `traceparent` (W3C) goes with the outbox row and its message.
+  CreateOutcome Create(const PaymentInput& input, const std::string& traceparent = "");
   // Blocks until the rows are marked SENT in a group.
   absl::StatusOr<AckTally> MarkAcknowledged(const std::vector<std::string>& message_ids) override;
   // Notes a failed publish on the rows (its own short transaction).
@@ -53,6 +54,7 @@ class PaymentWriter final : public OutboxRepository {
  private:
   struct Pending {
     const PaymentInput* input;
+    const std::string* traceparent;
     CreateOutcome outcome;
     bool done = false;
   };

@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "shared/observability/trace.h"
 #include "shared/grpc/grpc_status.h"
 #include "shared/grpc/paging.h"
 #include "shared/grpc/proto_convert.h"
@@ -28,6 +29,10 @@ void ToProto(const OutboxMessage& r, ::ops::v1::OutboxMessage* out) {
   SetTimestamp(r.created_at, out->mutable_created_at());
   SetTimestamp(r.updated_at, out->mutable_updated_at());
   if (r.sent_at > 0) SetTimestamp(r.sent_at, out->mutable_sent_at());
+  out->set_traceparent(r.traceparent);
+  out->set_trace_id(TraceIdOf(r.traceparent));
+  out->set_message_type(r.message_type);
+  out->set_reply_to(r.reply_to);
 }
 
 }  // namespace

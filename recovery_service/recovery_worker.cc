@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/observability/log.h"
+#include "shared/observability/trace.h"
 #include "shared/runtime/failpoint.h"
 
 namespace outbox::recovery {
@@ -283,6 +284,9 @@ void RecoveryWorker::UpdateHold(DeliveryHold hold, const QueueState& queue) {
 
 void RecoveryWorker::RaiseFailed(const OutboxMessage& row) {
   failed_.Add();
+  LogWarning("message_failed", {KV("payment_id", row.biz_key), KV("message_id", row.message_id),
+                                KV("trace_id", TraceIdOf(row.traceparent)),
+                                KV("attempts", row.attempts), KV("last_error", row.last_error)});
   failed_alerts_.Add(FailedAlert(row));
 }
 
@@ -342,6 +346,13 @@ int RecoveryWorker::Republish() {
     outbox_.RecordPublishFailure(failed, error, now).IgnoreError();
     LogWarning("republish_failed", {KV("messages", failed.size()),
                                     KV("first_message_id", failed.front()), KV("error", error)});
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const OutboxMessage& row = claimed->to_publish[i];
+    const bool ok = confirms.ok() && (*confirms)[i].ok;
+    Log(ok ? LogLevel::kInfo : LogLevel::kWarning, ok ? "message_republished" : "message_republish_failed",
+        {KV("payment_id", row.biz_key), KV("message_id", row.message_id),
+         KV("trace_id", TraceIdOf(row.traceparent)), KV("attempt", row.attempts)});
   }
   LogInfo("republished", {KV("messages", messages.size() - failed.size()),
                           KV("first_message_id", messages.front().message_id),

@@ -11,6 +11,7 @@
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "shared/observability/http_client.h"
 #include "tests/support/alertmanager.h"
+#include "tests/support/queue_sink.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -168,6 +169,66 @@ TEST(EndToEndTest, ReplaysConflictsAndInvalidInputWriteNothingNew) {
   ::payment::v1::ListPaymentsResponse lr;
   EXPECT_EQ(services.payments().ListPayments(&ctx2, list, &lr).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(EndToEndTest, OneTraceIdFollowsAPaymentThroughTheThreeServices) {
+  const std::string trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  ServiceSet services(Env{{"OUTBOX_LOG_LEVEL", "debug"}, {"RECOVERY_BASE_DELAY", "300ms"},
+                          {"RECOVERY_IDLE_SLEEP", "100ms"}});
+  services.StartPayment();
+  auto& recovery = services.StartRecovery("r");
+  CreatePaymentResponse traced, fresh;
+  {
+    // The first copy is lost by a consumer that acks and forgets, so the
+    // story includes a re-publish by recovery.
+    QueueSink sink(services.broker().amqp_url, services.pay_queue(), QueueSink::Mode::kDrop);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("traceparent", "00-" + trace_id + "-00f067aa0ba902b7-01");
+    ASSERT_TRUE(services.payments().CreatePayment(&ctx, Request("trace-1", 4242), &traced).ok());
+    const auto& md = ctx.GetServerInitialMetadata();
+    auto back = md.find("traceparent");
+    ASSERT_NE(back, md.end());
+    EXPECT_EQ(std::string(back->second.data(), back->second.size()).substr(0, 36), "00-" + trace_id + "-");
+    ASSERT_TRUE(Create(services, Request("trace-2", 4343), &fresh).ok());  // no traceparent sent
+    ASSERT_TRUE(PollUntil([&] {
+      return recovery.process.Log().find("message_republished payment_id=" +
+                                         traced.payment().payment_id()) != std::string::npos;
+    }, absl::Seconds(20)));
+  }
+  services.StartAccounting();
+  ASSERT_TRUE(PollUntil([&] {
+    return CountStatus(services.AllPayments(), ::payment::v1::SENT) == 2;
+  }, absl::Seconds(30)));
+
+  const std::string& payment_id = traced.payment().payment_id();
+  const std::string& message_id = traced.payment().outbox().message_id();
+  EXPECT_EQ(traced.payment().outbox().trace_id(), trace_id);
+  ASSERT_EQ(fresh.payment().outbox().trace_id().size(), 32u);  // a new trace was started
+  EXPECT_NE(fresh.payment().outbox().trace_id(), trace_id);
+  grpc::ClientContext get_ctx;
+  ::ops::v1::GetMessageRequest get;
+  get.set_message_id(message_id);
+  ::ops::v1::OutboxMessage row;
+  ASSERT_TRUE(recovery.ops->GetMessage(&get_ctx, get, &row).ok());
+  EXPECT_EQ(row.trace_id(), trace_id);
+  EXPECT_EQ(row.traceparent().substr(0, 36), "00-" + trace_id + "-");
+  grpc::ClientContext v_ctx;
+  ::accounting::v1::GetVoucherRequest vreq;
+  vreq.set_payment_id(payment_id);
+  ::accounting::v1::Voucher voucher;
+  ASSERT_TRUE(services.accounting_api().GetVoucher(&v_ctx, vreq, &voucher).ok());
+  EXPECT_EQ(voucher.trace_id(), trace_id);
+
+  // One grep over the three logs tells the story: created, re-published,
+  // booked, acknowledged, each line with payment id, message id and trace id.
+  const std::string ids = "payment_id=" + payment_id + " message_id=" + message_id +
+                          " trace_id=" + trace_id;
+  EXPECT_NE(services.payment().Log().find("payment_created " + ids), std::string::npos);
+  EXPECT_NE(recovery.process.Log().find("message_republished " + ids), std::string::npos);
+  EXPECT_NE(services.accounting().Log().find(" " + ids), std::string::npos);
+  EXPECT_NE(services.accounting().Log().find("voucher_booked " + ids), std::string::npos)
+      << services.accounting().Log();
+  EXPECT_NE(services.payment().Log().find("ack_received " + ids), std::string::npos);
 }
 
 TEST(EndToEndTest, HealthAndReflectionAnswerOnEveryService) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "shared/observability/trace.h"
 
 namespace outbox {
 namespace {
@@ -59,6 +60,15 @@ void FillDelivery(const amqp_basic_properties_t& p, amqp_bytes_t body, Delivery*
   if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) d->message_id = ToString(p.message_id);
   if (p._flags & AMQP_BASIC_REPLY_TO_FLAG) d->reply_to = ToString(p.reply_to);
   if (p._flags & AMQP_BASIC_TYPE_FLAG) d->type = ToString(p.type);
+  if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
+    for (int i = 0; i < p.headers.num_entries; ++i) {
+      const amqp_table_entry_t& e = p.headers.entries[i];
+      if (ToString(e.key) != kTraceparentHeader) continue;
+      if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES) {
+        d->traceparent = ToString(e.value.value.bytes);
+      }
+    }
+  }
   d->body = ToString(body);
 }
 
@@ -213,6 +223,14 @@ absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
   if (!m.type.empty()) {
     props._flags |= AMQP_BASIC_TYPE_FLAG;
     props.type = Bytes(m.type);
+  }
+  amqp_table_entry_t trace;
+  if (!m.traceparent.empty()) {
+    trace.key = amqp_cstring_bytes(kTraceparentHeader);
+    trace.value.kind = AMQP_FIELD_KIND_UTF8;
+    trace.value.value.bytes = Bytes(m.traceparent);
+    props._flags |= AMQP_BASIC_HEADERS_FLAG;
+    props.headers = {1, &trace};
   }
   int rc = amqp_basic_publish(state_->conn, kChannel, amqp_empty_bytes, Bytes(m.routing_key),
                               /*mandatory=*/1, /*immediate=*/0, &props, Bytes(m.body));

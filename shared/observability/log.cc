@@ -58,8 +58,12 @@ std::string Quote(const std::string& value) {
 
 void SetMinLogLevel(LogLevel level) { MinLevel().store(static_cast<int>(level)); }
 
+bool LogEnabled(LogLevel level) {
+  return static_cast<int>(level) >= MinLevel().load(std::memory_order_relaxed);
+}
+
 void Log(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields) {
-  if (static_cast<int>(level) < MinLevel().load(std::memory_order_relaxed)) return;
+  if (!LogEnabled(level)) return;
   std::string line = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
   absl::StrAppend(&line, " ", LevelName(level), " ", event);
   for (const auto& [key, value] : fields) absl::StrAppend(&line, " ", key, "=", Quote(value));

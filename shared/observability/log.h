@@ -19,12 +19,18 @@ void Log(LogLevel level, absl::string_view event,
 
 // Lines below this level are dropped (default kInfo; OUTBOX_LOG_LEVEL=debug|info|warning|error).
 void SetMinLogLevel(LogLevel level);
+// Whether a line at `level` would be written: callers on a hot path check it
+// before building the fields of a per-message line.
+bool LogEnabled(LogLevel level);
 
 template <typename T>
 LogField KV(absl::string_view key, const T& value) {
   return {key, absl::StrCat(value)};
 }
 
+inline void LogDebug(absl::string_view event, std::initializer_list<LogField> fields = {}) {
+  Log(LogLevel::kDebug, event, fields);
+}
 inline void LogInfo(absl::string_view event, std::initializer_list<LogField> fields = {}) {
   Log(LogLevel::kInfo, event, fields);
 }

@@ -3,6 +3,7 @@
 #include "shared/observability/alert_group.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/metrics.h"
+#include "shared/observability/trace.h"
 #include "shared/observability/metrics_server.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/manual_clock.h"
@@ -22,6 +23,38 @@ TEST(AlertsTest, AlertmanagerJsonCarriesLabelsAnnotationsAndEscapes) {
             "\"service\":\"recovery_service\",\"severity\":\"critical\"},"
             "\"annotations\":{\"summary\":\"say \\\"hi\\\"\\n\"},"
             "\"startsAt\":\"1970-01-01T00:00:00.000Z\"}]");
+}
+
+TEST(TraceTest, ParsesTheW3cFormatAndRejectsTheRest) {
+  auto t = ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(t->span_id, "00f067aa0ba902b7");
+  EXPECT_EQ(t->Traceparent(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  for (const char* bad :
+       {"", "garbage", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // all-zero trace id
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // all-zero span id
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  // upper case
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  // forbidden version
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra"}) {
+    EXPECT_FALSE(ParseTraceparent(bad).has_value()) << bad;
+  }
+  // A later version: its first four fields are read.
+  EXPECT_TRUE(ParseTraceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x").has_value());
+}
+
+TEST(TraceTest, ContinuesATraceWithANewSpanOrStartsOne) {
+  const std::string parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  TraceContext child = ContinueOrStart(parent);
+  EXPECT_EQ(child.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_NE(child.span_id, "00f067aa0ba902b7");
+  EXPECT_TRUE(ParseTraceparent(child.Traceparent()).has_value());
+  TraceContext fresh = ContinueOrStart("not a traceparent");
+  EXPECT_TRUE(ParseTraceparent(fresh.Traceparent()).has_value());
+  EXPECT_NE(fresh.trace_id, NewTrace().trace_id);
+  EXPECT_EQ(TraceIdOf(parent), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(TraceIdOf(""), "");
 }
 
 TEST(AlertsTest, AResolutionCarriesItsEndTime) {

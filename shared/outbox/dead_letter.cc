@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/observability/log.h"
+#include "shared/observability/trace.h"
 
 namespace outbox {
 
@@ -10,7 +11,8 @@ absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered,
                         const std::string& why) {
   dead_lettered.Add();
   LogError("message_dead_lettered",
-           {KV("message_id", delivery.message_id), KV("queue", queue),
+           {KV("message_id", delivery.message_id), KV("trace_id", TraceIdOf(delivery.traceparent)),
+            KV("queue", queue),
             KV("dead_letter_queue", DeadLetterQueueOf(queue)), KV("error", why)});
   return consumer.Reject(delivery.delivery_tag);
 }

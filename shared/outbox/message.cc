@@ -22,7 +22,8 @@ absl::StatusOr<OutboxStatus> ParseStatus(absl::string_view name) {
 }
 
 OutgoingMessage ToOutgoing(const OutboxMessage& row) {
-  return {row.routing_key, row.message_id, row.payload, row.reply_to, row.message_type};
+  return {row.routing_key, row.message_id, row.payload, row.reply_to, row.message_type,
+          row.traceparent};
 }
 
 }  // namespace outbox

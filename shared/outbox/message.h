@@ -31,6 +31,7 @@ struct OutboxMessage {
   std::string routing_key;   // the queue it goes to (default exchange)
   std::string message_type;  // e.g. "PaymentCreated"
   std::string reply_to;      // where the consumer's acknowledgement goes
+  std::string traceparent;   // W3C trace context of the request that wrote it ("" if none)
   std::string payload;
   OutboxStatus status = OutboxStatus::kSending;
   int attempts = 0;
@@ -50,6 +51,7 @@ struct OutgoingMessage {
   std::string body;
   std::string reply_to;
   std::string type;
+  std::string traceparent;  // sent as the AMQP header "traceparent" when set
 };
 
 // A message received from a queue. The tag identifies it to the transport
@@ -59,6 +61,7 @@ struct Delivery {
   std::string message_id;
   std::string reply_to;
   std::string type;
+  std::string traceparent;  // the "traceparent" header, if any
   std::string body;
   bool redelivered = false;
 };

@@ -16,6 +16,7 @@ OutboxMessage NewOutboxMessage(MessageSpec spec, int64_t now_ms, const RetryPoli
   row.message_type = std::move(spec.message_type);
   row.reply_to = std::move(spec.reply_to);
   row.payload = std::move(spec.payload);
+  row.traceparent = std::move(spec.traceparent);
   row.status = OutboxStatus::kSending;
   row.attempts = 1;
   row.max_attempts = policy.max_attempts;

@@ -30,6 +30,7 @@ struct MessageSpec {
   std::string message_type;
   std::string reply_to;
   std::string payload;
+  std::string traceparent;
 };
 
 // A new SENDING row. The publish right after the commit is attempt 1, so the

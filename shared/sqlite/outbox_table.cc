@@ -7,7 +7,7 @@ namespace outbox {
 const char* const kOutboxColumns =
     "o.id, o.message_id, o.biz_type, o.biz_key, o.topic, o.message_type, o.reply_to, o.payload, "
     "o.status, o.attempts, o.max_attempts, o.next_retry_at, o.last_attempt_at, o.last_error, "
-    "o.created_at, o.updated_at, o.sent_at";
+    "o.created_at, o.updated_at, o.sent_at, o.traceparent";
 
 namespace {
 
@@ -21,10 +21,12 @@ bool HasColumn(SQLite::Database& db, const char* table, const char* column) {
 constexpr const char* kTables[] = {"outbox", "outbox_archive", "recovery_lease"};
 constexpr const char* kIndexes[] = {"outbox_status_next_retry", "outbox_sent_at"};
 constexpr const char* kTablesWithRowColumns[] = {"outbox", "outbox_archive"};
-constexpr const char* kAddedColumns[] = {"message_type", "reply_to"};
+constexpr const char* kAddedColumns[] = {"message_type", "reply_to", "traceparent"};
 
-// Files written before the row stored its message type and reply_to get the
-// columns (empty: accounting then replies to its default queue). Checked and
+// Files written before the row stored its message type, reply_to and trace
+// context get the columns (empty: accounting then replies to its default
+// queue; no trace). Appended in this order to both tables, so the archive's
+// `SELECT *` copy keeps lining up. Checked and
 // added in the caller's write transaction (see the header).
 void AddMissingColumns(SQLite::Database& db) {
   for (const char* table : kTablesWithRowColumns) {
@@ -59,6 +61,7 @@ void CreateOutboxSchema(SQLite::Database& db) {
       sent_at         INTEGER NOT NULL DEFAULT 0,
       message_type    TEXT    NOT NULL DEFAULT '',
       reply_to        TEXT    NOT NULL DEFAULT '',
+      traceparent     TEXT    NOT NULL DEFAULT '',
       UNIQUE (biz_type, biz_key)
     );
     CREATE INDEX IF NOT EXISTS outbox_status_next_retry ON outbox (status, next_retry_at);
@@ -97,8 +100,8 @@ OutboxInserter::OutboxInserter(SQLite::Database& db)
       stmt_(db, R"sql(
         INSERT INTO outbox (message_id, biz_type, biz_key, topic, message_type, reply_to, payload,
                             status, attempts, max_attempts, next_retry_at, last_attempt_at,
-                            last_error, created_at, updated_at, sent_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql") {}
+                            last_error, created_at, updated_at, sent_at, traceparent)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql") {}
 
 int64_t OutboxInserter::Insert(const OutboxMessage& row) {
   SQLite::Statement& stmt = stmt_;
@@ -121,6 +124,7 @@ int64_t OutboxInserter::Insert(const OutboxMessage& row) {
   stmt.bind(c++, static_cast<int64_t>(row.created_at));
   stmt.bind(c++, static_cast<int64_t>(row.updated_at));
   stmt.bind(c++, static_cast<int64_t>(row.sent_at));
+  stmt.bind(c++, row.traceparent);
   stmt.exec();
   return db_.getLastInsertRowid();
 }
@@ -148,6 +152,7 @@ OutboxMessage ReadOutboxMessage(SQLite::Statement& stmt, int first) {
   r.created_at = stmt.getColumn(c++).getInt64();
   r.updated_at = stmt.getColumn(c++).getInt64();
   r.sent_at = stmt.getColumn(c++).getInt64();
+  r.traceparent = stmt.getColumn(c++).getString();
   return r;
 }
 
