@@ -102,6 +102,8 @@ am_alerts() {
 start_broker
 free_port recovery_metrics_port
 service_envs
+# debug: one line per payment per step, each with its trace id (the story below).
+export OUTBOX_LOG_LEVEL=${OUTBOX_LOG_LEVEL:-debug}
 payment_service_env+=(RECOVERY_BASE_DELAY="$BASE_DELAY" RECOVERY_MAX_ATTEMPTS="$MAX_ATTEMPTS")
 recovery_service_env+=(RECOVERY_BASE_DELAY="$BASE_DELAY" RECOVERY_MAX_ATTEMPTS="$MAX_ATTEMPTS"
   RECOVERY_HOUSEKEEPING_EVERY=1s RECOVERY_METRICS_LISTEN="127.0.0.1:$recovery_metrics_port"
@@ -177,6 +179,17 @@ echo
 echo "=== outbox_check (both databases) ==="
 check=0
 outbox_check_both || check=$?
+
+echo
+# One payment of the outage, followed through the three logs by its trace id.
+story_payment=$(head -n 1 "$WORK/phase2.ids" | awk '{ print $1 }')
+story_trace=$(grep -h -o "payment_created payment_id=$story_payment .*trace_id=[0-9a-f]*" "$WORK/payment_service.log" |
+  head -n 1 | sed 's/.*trace_id=//')
+if [[ -n $story_trace ]]; then
+  echo "=== one payment's story: grep trace_id=$story_trace over the three logs ==="
+  grep -h "trace_id=$story_trace" "$WORK"/payment_service.log "$WORK"/accounting_service.log \
+    "$WORK"/recovery_service.log | sort | cut -c1-220
+fi
 
 died=()
 for name in "${!pid_of[@]}"; do alive "${pid_of[$name]}" || died+=("$name"); done
