@@ -25,17 +25,14 @@
 //   outbox_demo --count=0 --wait_sent=false --expect_ids=ids   snapshot of those
 //   outbox_demo --count=0 --expect_ids=ids                     wait for them, report
 //   outbox_demo --duration=60s --retry --skip_checks --wait_sent=false --write_ids=ids
-//   outbox_demo --count=0 --report_all --expect_ids=ids        audit everything
 #include <algorithm>
-#include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -45,13 +42,19 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "accounting/v1/accounting.grpc.pb.h"
-#include "grpc/health/v1/health.grpc.pb.h"
+#include "loadgen/channel.h"
+#include "loadgen/create_load.h"
+#include "loadgen/listing.h"
+#include "loadgen/percentiles.h"
+#include "loadgen/request.h"
+#include "loadgen/retry.h"
 #include "payment/v1/payment.grpc.pb.h"
 
 ABSL_FLAG(std::string, payment_addr, "127.0.0.1:50051", "payment_service address (host:port)");
@@ -85,189 +88,151 @@ ABSL_FLAG(std::string, expect_ids, "",
 
 namespace {
 
+namespace loadgen = outbox::loadgen;
 using accounting::v1::AccountingService;
+using loadgen::Created;
+using loadgen::RetryPolicy;
 using payment::v1::CreatePaymentRequest;
 using payment::v1::CreatePaymentResponse;
 using payment::v1::PaymentService;
 
-constexpr int kPageSize = 1000;
 constexpr int kMaxReplays = 5;
 constexpr int kMaxCreateFailures = 20;
 constexpr int kListAttempts = 5;
 constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+constexpr char kDescription[] = "outbox demo payment";
 
-// A channel with its own connection (a local subchannel pool), so client
-// threads do not all share one HTTP/2 connection. Reconnect backoff is capped
-// at 1 s: a restarted service is used again at once, not after up to 2 minutes.
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& addr) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
-}
-
-void SetDeadline(grpc::ClientContext* ctx, absl::Duration d) {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
-}
-
-std::string RandomHex(int bytes) {
-  std::random_device rd;
-  std::string out;
-  for (int i = 0; i < bytes; ++i) absl::StrAppend(&out, absl::Hex(rd() & 0xff, absl::kZeroPad2));
-  return out;
-}
-
-// Polls grpc.health.v1 until `addr` reports SERVING or `deadline` passes.
-bool WaitHealthy(const std::string& addr, absl::Time deadline) {
-  auto stub = grpc::health::v1::Health::NewStub(NewChannel(addr));
-  grpc::Status last;
-  while (true) {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, absl::Seconds(2));
-    grpc::health::v1::HealthCheckRequest req;
-    grpc::health::v1::HealthCheckResponse resp;
-    last = stub->Check(&ctx, req, &resp);
-    if (last.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) return true;
-    if (absl::Now() > deadline) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  std::fprintf(stderr, "outbox_demo: %s not healthy: %s\n", addr.c_str(),
-               last.ok() ? "NOT_SERVING" : last.error_message().c_str());
-  return false;
-}
-
-CreatePaymentRequest DemoRequest(const std::string& run_id, int64_t i) {
-  CreatePaymentRequest req;
-  req.set_idempotency_key(absl::StrCat("demo-", run_id, "-", i));
-  req.set_payer_account(absl::StrCat("payer-", i % 50));
-  req.set_payee_account(absl::StrCat("payee-", i % 37));
-  req.set_amount_minor(100 + i);
-  req.set_currency("EUR");
-  req.set_description(absl::StrCat("outbox demo payment ", i));
-  return req;
-}
-
-// Errors that another try of the same request cannot change.
-bool Permanent(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::ALREADY_EXISTS:
-    case grpc::StatusCode::FAILED_PRECONDITION:
-    case grpc::StatusCode::NOT_FOUND:
-    case grpc::StatusCode::OUT_OF_RANGE:
-    case grpc::StatusCode::PERMISSION_DENIED:
-    case grpc::StatusCode::UNAUTHENTICATED:
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Creates one payment, retrying failures with the same key (safe: the key
-// makes the call idempotent). Without `retry_until`: at most 5 tries, on
-// UNAVAILABLE and DEADLINE_EXCEEDED only. With it: every non-permanent error
-// is retried until that time. `*retries` counts the extra tries.
-grpc::Status Create(PaymentService::Stub& stub, const CreatePaymentRequest& req,
-                    CreatePaymentResponse* resp, absl::Time retry_until = absl::InfinitePast(),
-                    int* retries = nullptr) {
-  const bool keep_trying = retry_until != absl::InfinitePast();
-  grpc::Status status;
-  for (int attempt = 0;; ++attempt) {
-    if (attempt > 0 && retries != nullptr) ++*retries;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, kCallTimeout);
-    status = stub.CreatePayment(&ctx, req, resp);
-    if (status.ok()) break;
-    if (keep_trying) {
-      if (Permanent(status.error_code()) || absl::Now() > retry_until) break;
-      absl::SleepFor(absl::Milliseconds(std::min(1000, 50 << std::min(attempt, 5))));
-    } else {
-      const bool transient = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                             status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-      if (!transient || attempt == 4) break;
-      absl::SleepFor(absl::Milliseconds(100 << attempt));
-    }
-  }
-  return status;
-}
-
-struct Created {
-  int64_t index = 0;
-  std::string payment_id;  // empty: creation failed
-  CreatePaymentRequest request;
-  absl::Duration latency;
+// The flags, read once.
+struct Config {
+  std::string payment_addr, accounting_addr;
+  absl::Duration duration, timeout;
+  bool by_time = false;   // --duration > 0
+  int64_t count = 0;      // payments to create (0 when by_time)
+  bool creating = false;  // this run creates payments
+  int concurrency = 1;
+  bool retry = false, checks = false, wait_sent = true, report_all = false;
+  int wait_healthy = 0;
+  std::string write_ids;
+  std::vector<std::string> expected_ids;  // of --expect_ids
 };
 
-struct CreateStats {
-  std::vector<Created> created;  // in index order
-  int64_t attempted = 0;
+bool ReadIds(const std::string& path, std::vector<std::string>* ids) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view id = absl::StripAsciiWhitespace(line);
+    if (!id.empty()) ids->emplace_back(id);
+  }
+  return !in.bad();
+}
+
+bool WriteIds(const std::string& path, const std::vector<Created>& created) {
+  std::ofstream out(path, std::ios::trunc);
+  for (const Created& c : created) {
+    if (!c.payment_id.empty()) out << c.payment_id << '\n';
+  }
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+absl::StatusOr<Config> ReadFlags() {
+  Config c;
+  c.payment_addr = absl::GetFlag(FLAGS_payment_addr);
+  c.accounting_addr = absl::GetFlag(FLAGS_accounting_addr);
+  c.duration = absl::GetFlag(FLAGS_duration);
+  c.by_time = c.duration > absl::ZeroDuration();
+  c.count = c.by_time ? 0 : std::max(0, absl::GetFlag(FLAGS_count));
+  c.creating = c.by_time || c.count > 0;
+  c.concurrency = std::max(1, absl::GetFlag(FLAGS_concurrency));
+  c.timeout = absl::GetFlag(FLAGS_timeout);
+  c.retry = absl::GetFlag(FLAGS_retry);
+  c.checks = c.creating && !absl::GetFlag(FLAGS_skip_checks);
+  c.wait_sent = absl::GetFlag(FLAGS_wait_sent);
+  c.report_all = absl::GetFlag(FLAGS_report_all);
+  c.wait_healthy = absl::GetFlag(FLAGS_wait_healthy);
+  c.write_ids = absl::GetFlag(FLAGS_write_ids);
+  const std::string expect_ids = absl::GetFlag(FLAGS_expect_ids);
+  if (!expect_ids.empty() && !ReadIds(expect_ids, &c.expected_ids)) {
+    return absl::NotFoundError(absl::StrCat("cannot read --expect_ids=", expect_ids));
+  }
+  return c;
+}
+
+// A few quick tries on UNAVAILABLE and DEADLINE_EXCEEDED: the service may be
+// briefly away. Also the checks' policy, so a refusal comes back at once.
+RetryPolicy FewTries() {
+  RetryPolicy p;
+  p.max_attempts = 5;
+  p.first_backoff = absl::Milliseconds(100);
+  p.call_timeout = kCallTimeout;
+  return p;
+}
+
+// --retry: every error but a permanent one, until --timeout.
+RetryPolicy UntilTimeout(absl::Duration timeout) {
+  RetryPolicy p;
+  p.max_attempts = 0;
+  p.retry_for = timeout;
+  p.retry_unknown = true;
+  p.first_backoff = absl::Milliseconds(50);
+  p.call_timeout = kCallTimeout;
+  return p;
+}
+
+// Step 1: the payments this run creates.
+struct CreatePhase {
+  std::vector<Created> created;  // every payment tried, in index order
+  int64_t wanted = 0;
+  int64_t n_created = 0;
   int64_t failed = 0;   // payments given up on
-  int64_t retries = 0;  // extra CreatePayment calls (--retry)
+  int64_t retries = 0;  // extra CreatePayment calls
+  absl::Duration elapsed;
+  std::vector<double> latency_ms;  // of the created ones
 };
 
-// Creates `count` payments, or new ones until `until` if that is finite.
-CreateStats CreateAll(const std::string& addr, const std::string& run_id, int64_t count,
-                      absl::Time until, int concurrency, bool retry, absl::Duration retry_for) {
-  const bool by_time = until != absl::InfiniteFuture();
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> failures{0};  // without --retry: past kMaxCreateFailures, stop
-  std::atomic<int64_t> retries{0};
-  std::vector<std::vector<Created>> per_thread(concurrency);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < concurrency; ++t) {
-    threads.emplace_back([&, t] {
-      auto stub = PaymentService::NewStub(NewChannel(addr));
-      while (retry || failures < kMaxCreateFailures) {
-        if (by_time && absl::Now() >= until) break;
-        const int64_t i = next++;
-        if (!by_time && i >= count) break;
-        Created c;
-        c.index = i;
-        c.request = DemoRequest(run_id, i);
-        CreatePaymentResponse resp;
-        const absl::Time start = absl::Now();
-        int tries = 0;
-        grpc::Status status = Create(*stub, c.request, &resp,
-                                     retry ? start + retry_for : absl::InfinitePast(), &tries);
-        retries += tries;
-        c.latency = absl::Now() - start;
-        if (status.ok()) {
-          c.payment_id = resp.payment().payment_id();
-        } else {
-          ++failures;
-          std::fprintf(stderr, "outbox_demo: create %lld failed: %d %s\n",
-                       static_cast<long long>(i), static_cast<int>(status.error_code()),
-                       status.error_message().c_str());
-        }
-        per_thread[t].push_back(std::move(c));
-      }
-    });
+CreatePhase CreatePayments(const Config& c, const std::string& run_id, absl::Time start) {
+  std::vector<std::unique_ptr<PaymentService::StubInterface>> stubs;
+  for (int t = 0; t < c.concurrency; ++t) {
+    stubs.push_back(PaymentService::NewStub(loadgen::NewChannel(c.payment_addr)));
   }
-  for (auto& t : threads) t.join();
-  CreateStats out;
-  for (auto& v : per_thread) {
-    for (auto& c : v) out.created.push_back(std::move(c));
+  loadgen::LoadPlan plan;
+  plan.key_prefix = loadgen::KeyPrefix("demo", run_id);
+  plan.description = kDescription;
+  plan.count = c.count;
+  if (c.by_time) plan.until = start + c.duration;
+  plan.max_failures = c.retry ? 0 : kMaxCreateFailures;
+  plan.retry = c.retry ? UntilTimeout(c.timeout) : FewTries();
+  loadgen::CreateLoad load(std::move(stubs), plan, [](const Created& r) {
+    if (r.status.ok()) return;
+    std::fprintf(stderr, "outbox_demo: create %lld failed: %d %s\n",
+                 static_cast<long long>(r.index), static_cast<int>(r.status.error_code()),
+                 r.status.error_message().c_str());
+  });
+  load.Join();
+  CreatePhase out;
+  out.created = load.Results();
+  out.failed = load.failed();
+  out.retries = load.retries();
+  out.n_created = load.created();
+  out.wanted = c.by_time ? static_cast<int64_t>(out.created.size()) : c.count;
+  for (const Created& r : out.created) {
+    if (r.status.ok()) out.latency_ms.push_back(absl::ToDoubleMilliseconds(r.latency));
   }
-  std::sort(out.created.begin(), out.created.end(),
-            [](const Created& a, const Created& b) { return a.index < b.index; });
-  out.attempted = static_cast<int64_t>(out.created.size());
-  out.failed = failures;
-  out.retries = retries;
-  if (!retry && failures >= kMaxCreateFailures) {
+  if (!c.retry && out.failed >= kMaxCreateFailures) {
     std::fprintf(stderr, "outbox_demo: gave up creating after %lld failures\n",
-                 static_cast<long long>(failures.load()));
+                 static_cast<long long>(out.failed));
   }
   return out;
 }
 
 // Requests that must be rejected with INVALID_ARGUMENT.
-std::vector<std::pair<std::string, CreatePaymentRequest>> InvalidRequests(const std::string& run_id) {
+std::vector<std::pair<std::string, CreatePaymentRequest>> InvalidRequests(
+    const std::string& run_id) {
   std::vector<std::pair<std::string, CreatePaymentRequest>> out;
   auto add = [&](const std::string& what, const std::function<void(CreatePaymentRequest&)>& f) {
-    CreatePaymentRequest r = DemoRequest(run_id, 0);
+    CreatePaymentRequest r =
+        loadgen::PaymentRequest(loadgen::KeyPrefix("demo", run_id), 0, kDescription);
     r.set_idempotency_key(absl::StrCat("demo-invalid-", run_id, "-", out.size()));
     f(r);
     out.emplace_back(what, std::move(r));
@@ -282,50 +247,65 @@ std::vector<std::pair<std::string, CreatePaymentRequest>> InvalidRequests(const 
   return out;
 }
 
-// Calls `fetch(page_token, &next_token)` until the last page.
-bool ForEachPage(const std::function<grpc::Status(const std::string&, std::string*)>& fetch) {
-  std::string token;
-  do {
-    std::string next;
-    grpc::Status s = fetch(token, &next);
-    if (!s.ok()) {
-      std::fprintf(stderr, "outbox_demo: list failed: %s\n", s.error_message().c_str());
-      return false;
-    }
-    token = std::move(next);
-  } while (!token.empty());
-  return true;
-}
-
-// All payments (optionally of one outbox status), fed to `on_payment`.
-bool ListPayments(PaymentService::Stub& stub, payment::v1::OutboxStatus status,
-                  const std::function<void(const payment::v1::Payment&)>& on_payment) {
-  return ForEachPage([&](const std::string& token, std::string* next) {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, kCallTimeout);
-    payment::v1::ListPaymentsRequest req;
-    req.set_page_size(kPageSize);
-    req.set_page_token(token);
-    req.set_status(status);
-    payment::v1::ListPaymentsResponse resp;
-    grpc::Status s = stub.ListPayments(&ctx, req, &resp);
-    if (s.ok()) {
-      for (const auto& p : resp.payments()) on_payment(p);
-    }
-    *next = resp.next_page_token();
-    return s;
-  });
-}
-
-// Runs a whole listing (`reset` then `list`) up to kListAttempts times, so a
-// service that is just restarting does not spoil the report.
-bool ListWithRetries(const std::function<void()>& reset, const std::function<bool()>& list) {
-  for (int attempt = 1; attempt <= kListAttempts; ++attempt) {
-    reset();
-    if (list()) return true;
-    if (attempt < kListAttempts) absl::SleepFor(absl::Seconds(1));
+// The API's promises: a replay returns the same payment, a reused key with
+// another request is refused, bad input is INVALID_ARGUMENT.
+struct Checks {
+  int replays = 0, replays_ok = 0;
+  bool reuse_rejected = true;
+  int invalid_rejected = 0;
+  size_t invalid = 0;
+  bool ok() const {
+    return replays_ok == replays && reuse_rejected && invalid_rejected == static_cast<int>(invalid);
   }
-  return false;
+};
+
+Checks RunChecks(PaymentService::Stub& stub, const std::vector<Created>& created,
+                 const std::string& run_id) {
+  Checks out;
+  auto create = [&](const CreatePaymentRequest& req, CreatePaymentResponse* resp) {
+    return loadgen::CreateWithRetries(stub, req, FewTries(), resp);
+  };
+  // Same key and request -> same payment, replayed=true.
+  for (size_t i = 0; i < created.size() && out.replays < kMaxReplays; ++i) {
+    if (created[i].payment_id.empty()) continue;
+    ++out.replays;
+    CreatePaymentResponse resp;
+    grpc::Status s = create(created[i].request, &resp);
+    if (s.ok() && resp.replayed() && resp.payment().payment_id() == created[i].payment_id) {
+      ++out.replays_ok;
+    } else {
+      std::fprintf(stderr, "outbox_demo: replay of %zu: status %d replayed=%d id=%s\n", i,
+                   static_cast<int>(s.error_code()), resp.replayed(),
+                   resp.payment().payment_id().c_str());
+    }
+  }
+  // Same key, different request -> rejected.
+  if (!created.empty() && !created[0].payment_id.empty()) {
+    CreatePaymentRequest changed = created[0].request;
+    changed.set_amount_minor(changed.amount_minor() + 1);
+    CreatePaymentResponse resp;
+    grpc::Status s = create(changed, &resp);
+    out.reuse_rejected = s.error_code() == grpc::StatusCode::ALREADY_EXISTS ||
+                         s.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
+    if (!out.reuse_rejected) {
+      std::fprintf(stderr, "outbox_demo: key reuse with another amount got status %d\n",
+                   static_cast<int>(s.error_code()));
+    }
+  }
+  // Invalid requests -> INVALID_ARGUMENT.
+  const auto invalid = InvalidRequests(run_id);
+  out.invalid = invalid.size();
+  for (const auto& [what, req] : invalid) {
+    CreatePaymentResponse resp;
+    grpc::Status s = create(req, &resp);
+    if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      ++out.invalid_rejected;
+    } else {
+      std::fprintf(stderr, "outbox_demo: invalid request (%s) got status %d\n", what.c_str(),
+                   static_cast<int>(s.error_code()));
+    }
+  }
+  return out;
 }
 
 // What a payment's voucher must say.
@@ -348,26 +328,53 @@ bool VoucherMatches(const accounting::v1::Voucher& v, const Expected& e) {
          v.amount_minor() == e.amount_minor && v.currency() == e.currency;
 }
 
-double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+// Step 3, the set: payment_id -> what its voucher must say. `acked` are the
+// ids a client was given (here or in --expect_ids): each must be in payment.db.
+struct PaymentSet {
+  bool all = false;  // --report_all: every payment in payment.db
+  std::unordered_map<std::string, Expected> expected;
+  std::unordered_set<std::string> acked;
+  int64_t expected_new = 0;  // --expect_ids not created by this run
 
-bool ReadIds(const std::string& path, std::vector<std::string>* ids) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view id = absl::StripAsciiWhitespace(line);
-    if (!id.empty()) ids->emplace_back(id);
+  bool Contains(const std::string& id) const { return all || expected.count(id) != 0; }
+};
+
+PaymentSet BuildSet(const Config& c, const std::vector<Created>& created) {
+  PaymentSet set;
+  set.all = c.report_all;
+  for (const Created& r : created) {
+    if (r.payment_id.empty()) continue;
+    set.expected.emplace(r.payment_id, FromRequest(r.request));
+    set.acked.insert(r.payment_id);
   }
-  return !in.bad();
+  for (const std::string& id : c.expected_ids) {
+    if (set.acked.insert(id).second) {
+      ++set.expected_new;
+      set.expected.emplace(id, Expected{});
+    }
+  }
+  return set;
 }
 
-bool WriteIds(const std::string& path, const std::vector<Created>& created) {
-  std::ofstream out(path, std::ios::trunc);
-  for (const Created& c : created) {
-    if (!c.payment_id.empty()) out << c.payment_id << '\n';
+std::string SetName(const Config& c, const PaymentSet& set) {
+  return c.report_all           ? "all payments in payment.db"
+         : !c.creating          ? "payments of --expect_ids"
+         : set.expected_new > 0 ? "this run's payments + --expect_ids"
+                                : "this run's payments";
+}
+
+// Runs a whole listing (`reset` then `list`) up to kListAttempts times, so a
+// service that is just restarting does not spoil the report.
+bool ListWithRetries(const std::function<void()>& reset,
+                     const std::function<absl::Status()>& list) {
+  for (int attempt = 1; attempt <= kListAttempts; ++attempt) {
+    reset();
+    absl::Status s = list();
+    if (s.ok()) return true;
+    std::fprintf(stderr, "outbox_demo: list failed: %s\n", std::string(s.message()).c_str());
+    if (attempt < kListAttempts) absl::SleepFor(absl::Seconds(1));
   }
-  out.flush();
-  return static_cast<bool>(out);
+  return false;
 }
 
 // Outbox tally of the set.
@@ -376,317 +383,186 @@ struct Tally {
   int max_attempts = 0;
   absl::Time newest_sent_at = absl::InfinitePast();
   std::unordered_set<std::string> in_db;  // ids of the set found in payment.db
+
+  void Add(const payment::v1::Payment& p) {
+    ++seen;
+    in_db.insert(p.payment_id());
+    switch (p.outbox().status()) {
+      case payment::v1::SENT:
+        ++sent;
+        newest_sent_at =
+            std::max(newest_sent_at, absl::FromUnixSeconds(p.outbox().sent_at().seconds()) +
+                                         absl::Nanoseconds(p.outbox().sent_at().nanos()));
+        break;
+      case payment::v1::SENDING: ++sending; break;
+      case payment::v1::FAILED: ++failed; break;
+      default: break;
+    }
+    if (p.outbox().attempts() > 1) ++retried;
+    max_attempts = std::max(max_attempts, p.outbox().attempts());
+  }
+
+  int64_t Missing(const PaymentSet& set) const {
+    int64_t n = 0;
+    for (const std::string& id : set.acked) n += in_db.count(id) == 0 ? 1 : 0;
+    return n;
+  }
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  const std::string payment_addr = absl::GetFlag(FLAGS_payment_addr);
-  const std::string accounting_addr = absl::GetFlag(FLAGS_accounting_addr);
-  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
-  const bool by_time = duration > absl::ZeroDuration();
-  const int64_t count = by_time ? 0 : std::max(0, absl::GetFlag(FLAGS_count));
-  const bool creating = by_time || count > 0;
-  const int concurrency = std::max(1, absl::GetFlag(FLAGS_concurrency));
-  const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
-  const bool retry = absl::GetFlag(FLAGS_retry);
-  const bool checks = creating && !absl::GetFlag(FLAGS_skip_checks);
-  const bool wait_sent = absl::GetFlag(FLAGS_wait_sent);
-  const bool report_all = absl::GetFlag(FLAGS_report_all);
-
-  std::vector<std::string> expected_ids;
-  if (!absl::GetFlag(FLAGS_expect_ids).empty() &&
-      !ReadIds(absl::GetFlag(FLAGS_expect_ids), &expected_ids)) {
-    std::fprintf(stderr, "outbox_demo: cannot read --expect_ids=%s\n",
-                 absl::GetFlag(FLAGS_expect_ids).c_str());
-    return 2;
-  }
-
-  const absl::Time program_start = absl::Now();
-  if (absl::GetFlag(FLAGS_wait_healthy) > 0) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_wait_healthy));
-    if (!WaitHealthy(payment_addr, deadline)) return 2;
-    if (wait_sent && !WaitHealthy(accounting_addr, deadline)) return 2;
-  }
-  auto payments = PaymentService::NewStub(NewChannel(payment_addr));
-  const std::string run_id = RandomHex(6);
-  if (creating) {
-    std::printf("outbox_demo: run %s, %s, %d client threads%s\n", run_id.c_str(),
-                by_time ? absl::StrCat("new payments for ", absl::FormatDuration(duration)).c_str()
-                        : absl::StrCat(count, " payments").c_str(),
-                concurrency, retry ? ", retrying failed creates" : "");
-    std::fflush(stdout);
-  }
-
-  // 1. Create.
-  const absl::Time start = absl::Now();
-  CreateStats stats;
-  if (creating) {
-    stats = CreateAll(payment_addr, run_id, count,
-                      by_time ? start + duration : absl::InfiniteFuture(), concurrency, retry,
-                      timeout);
-  }
-  const std::vector<Created>& created = stats.created;
-  const absl::Duration create_elapsed = absl::Now() - start;
-  const int64_t wanted = by_time ? stats.attempted : count;
-
-  // The set: payment_id -> what its voucher must say. `acked` are the ids a
-  // client was given (here or in --expect_ids): each must be in payment.db.
-  std::unordered_map<std::string, Expected> set;
-  std::unordered_set<std::string> acked;
-  std::vector<absl::Duration> latencies;
-  int64_t n_created = 0;
-  for (const Created& c : created) {
-    if (c.payment_id.empty()) continue;
-    ++n_created;
-    set.emplace(c.payment_id, FromRequest(c.request));
-    acked.insert(c.payment_id);
-    latencies.push_back(c.latency);
-  }
-  int64_t n_expected_new = 0;  // --expect_ids not created by this run
-  for (const std::string& id : expected_ids) {
-    if (acked.insert(id).second) {
-      ++n_expected_new;
-      set.emplace(id, Expected{});
-    }
-  }
-  if (!absl::GetFlag(FLAGS_write_ids).empty() &&
-      !WriteIds(absl::GetFlag(FLAGS_write_ids), created)) {
-    std::fprintf(stderr, "outbox_demo: cannot write --write_ids=%s\n",
-                 absl::GetFlag(FLAGS_write_ids).c_str());
-  }
-
-  // 2. Replays: same key and request -> same payment, replayed=true.
-  //    Same key, different request -> rejected.
-  int replays = 0, replays_ok = 0;
-  bool reuse_rejected = true;
-  int invalid_rejected = 0;
-  const auto invalid = InvalidRequests(run_id);
-  if (checks) {
-    for (size_t i = 0; i < created.size() && replays < kMaxReplays; ++i) {
-      if (created[i].payment_id.empty()) continue;
-      ++replays;
-      CreatePaymentResponse resp;
-      grpc::Status s = Create(*payments, created[i].request, &resp);
-      if (s.ok() && resp.replayed() && resp.payment().payment_id() == created[i].payment_id) {
-        ++replays_ok;
-      } else {
-        std::fprintf(stderr, "outbox_demo: replay of %zu: status %d replayed=%d id=%s\n", i,
-                     static_cast<int>(s.error_code()), resp.replayed(),
-                     resp.payment().payment_id().c_str());
-      }
-    }
-    if (!created.empty() && !created[0].payment_id.empty()) {
-      CreatePaymentRequest changed = created[0].request;
-      changed.set_amount_minor(changed.amount_minor() + 1);
-      CreatePaymentResponse resp;
-      grpc::Status s = Create(*payments, changed, &resp);
-      reuse_rejected = s.error_code() == grpc::StatusCode::ALREADY_EXISTS ||
-                       s.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
-      if (!reuse_rejected) {
-        std::fprintf(stderr, "outbox_demo: key reuse with another amount got status %d\n",
-                     static_cast<int>(s.error_code()));
-      }
-    }
-
-    // 3. Invalid requests -> INVALID_ARGUMENT.
-    for (const auto& [what, req] : invalid) {
-      CreatePaymentResponse resp;
-      grpc::Status s = Create(*payments, req, &resp);
-      if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-        ++invalid_rejected;
-      } else {
-        std::fprintf(stderr, "outbox_demo: invalid request (%s) got status %d\n", what.c_str(),
-                     static_cast<int>(s.error_code()));
-      }
-    }
-  }
-  const bool create_ok = by_time ? stats.failed == 0 : n_created == count;
-  const bool checks_ok = !checks || (replays_ok == replays && reuse_rejected &&
-                                     invalid_rejected == static_cast<int>(invalid.size()));
-
-  auto in_set = [&](const std::string& id) { return report_all || set.count(id) != 0; };
-  auto tally = [&](Tally* t) {
-    return ListWithRetries([&] { *t = Tally{}; }, [&] {
-      return ListPayments(*payments, payment::v1::OUTBOX_STATUS_UNSPECIFIED,
-                          [&](const payment::v1::Payment& p) {
-                            if (!in_set(p.payment_id())) return;
-                            ++t->seen;
-                            t->in_db.insert(p.payment_id());
-                            Expected& e = set[p.payment_id()];
-                            if (!e.known) e = FromPayment(p);
-                            switch (p.outbox().status()) {
-                              case payment::v1::SENT:
-                                ++t->sent;
-                                t->newest_sent_at = std::max(
-                                    t->newest_sent_at,
-                                    absl::FromUnixSeconds(p.outbox().sent_at().seconds()) +
-                                        absl::Nanoseconds(p.outbox().sent_at().nanos()));
-                                break;
-                              case payment::v1::SENDING: ++t->sending; break;
-                              case payment::v1::FAILED: ++t->failed; break;
-                              default: break;
-                            }
-                            if (p.outbox().attempts() > 1) ++t->retried;
-                            t->max_attempts = std::max(t->max_attempts, p.outbox().attempts());
-                          });
-    });
+// Lists every payment and tallies the set's; also learns what an
+// --expect_ids payment's voucher must say.
+bool TallySet(PaymentService::Stub& stub, PaymentSet& set, Tally* t) {
+  auto list = [&] {
+    return loadgen::ForEachPayment(stub, payment::v1::OUTBOX_STATUS_UNSPECIFIED, kCallTimeout,
+                                   [&](const payment::v1::Payment& p) {
+                                     if (!set.Contains(p.payment_id())) return;
+                                     Expected& e = set.expected[p.payment_id()];
+                                     if (!e.known) e = FromPayment(p);
+                                     t->Add(p);
+                                   });
   };
-  auto missing = [&](const Tally& t) {
-    int64_t n = 0;
-    for (const std::string& id : acked) n += t.in_db.count(id) == 0 ? 1 : 0;
-    return n;
-  };
-  const std::string set_name = report_all ? "all payments in payment.db"
-                               : !creating ? "payments of --expect_ids"
-                               : n_expected_new > 0 ? "this run's payments + --expect_ids"
-                                                    : "this run's payments";
+  return ListWithRetries([&] { *t = Tally{}; }, list);
+}
 
-  if (!wait_sent) {
-    // Create only (or look only): one line about the set's outbox, then exit.
-    if (creating) {
-      std::printf("outbox_demo: created %lld / %lld payments in %.2f s (%.0f/s)",
-                  static_cast<long long>(n_created), static_cast<long long>(wanted),
-                  absl::ToDoubleSeconds(create_elapsed),
-                  n_created / std::max(1e-9, absl::ToDoubleSeconds(create_elapsed)));
-      if (retry) {
-        std::printf(", %lld calls retried, %lld given up", static_cast<long long>(stats.retries),
-                    static_cast<long long>(stats.failed));
-      }
-      std::printf("\n");
-      std::fflush(stdout);  // scripts watch for this line while the snapshot runs
-      if (checks) {
-        std::printf("outbox_demo: replays ok %d / %d, key reuse rejected %s, invalid rejected %d / %zu\n",
-                    replays_ok, replays, reuse_rejected ? "yes" : "NO", invalid_rejected,
-                    invalid.size());
-      }
-    }
-    Tally t;
-    if (!tally(&t)) return 1;
-    std::printf("outbox_demo: %s: %lld, SENDING %lld, SENT %lld, FAILED %lld, not found %lld; "
-                "attempts > 1: %lld, most attempts %d\n",
-                set_name.c_str(), static_cast<long long>(report_all ? t.seen : set.size()),
-                static_cast<long long>(t.sending), static_cast<long long>(t.sent),
-                static_cast<long long>(t.failed), static_cast<long long>(missing(t)),
-                static_cast<long long>(t.retried), t.max_attempts);
-    return create_ok && checks_ok ? 0 : 1;
-  }
+// Vouchers of the set: exactly one per payment, matching it.
+struct VoucherAudit {
+  bool listed = false;
+  int64_t vouchers = 0, mismatched = 0, orphans = 0, duplicates = 0, without_voucher = 0;
+  int get_checked = 0, get_ok = 0;  // GetVoucher on a few
+};
 
-  // 4. Wait until none of the set is SENDING (listing only SENDING rows keeps
-  //    each poll proportional to the backlog, not the table).
-  auto accounting = AccountingService::NewStub(NewChannel(accounting_addr));
-  const absl::Time wait_deadline = absl::Now() + timeout;
-  absl::Time drained_at = absl::InfiniteFuture();
-  while (true) {
-    int64_t sending = 0;
-    bool ok = ListPayments(*payments, payment::v1::SENDING, [&](const payment::v1::Payment& p) {
-      if (in_set(p.payment_id()) && p.outbox().status() == payment::v1::SENDING) ++sending;
-    });
-    if (ok && sending == 0) {
-      drained_at = absl::Now();
-      break;
-    }
-    if (absl::Now() > wait_deadline) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-
-  // 5. Final tally of the set, all statuses.
-  Tally t;
-  const bool listed = tally(&t);
-  const int64_t not_in_db = missing(t);
-
-  // 6. Vouchers: exactly one per payment, matching it.
+VoucherAudit AuditVouchers(AccountingService::Stub& stub, const PaymentSet& set, const Tally& t) {
+  VoucherAudit a;
   std::unordered_map<std::string, int> vouchers_per_payment;
-  int64_t vouchers = 0, mismatched = 0, orphans = 0;
-  const bool vouchers_listed = ListWithRetries(
-      [&] { vouchers_per_payment.clear(); vouchers = mismatched = orphans = 0; },
+  a.listed = ListWithRetries(
       [&] {
-        return ForEachPage([&](const std::string& token, std::string* next) {
-          grpc::ClientContext ctx;
-          SetDeadline(&ctx, kCallTimeout);
-          accounting::v1::ListVouchersRequest req;
-          req.set_page_size(kPageSize);
-          req.set_page_token(token);
-          accounting::v1::ListVouchersResponse resp;
-          grpc::Status s = accounting->ListVouchers(&ctx, req, &resp);
-          if (!s.ok()) return s;
-          for (const auto& v : resp.vouchers()) {
-            auto it = set.find(v.payment_id());
-            if (it == set.end() || (report_all && t.in_db.count(v.payment_id()) == 0)) {
-              if (report_all) ++orphans;  // a voucher whose payment does not exist
-              continue;
-            }
-            ++vouchers;
-            ++vouchers_per_payment[v.payment_id()];
-            if (!VoucherMatches(v, it->second)) ++mismatched;
+        vouchers_per_payment.clear();
+        a.vouchers = a.mismatched = a.orphans = 0;
+      },
+      [&] {
+        return loadgen::ForEachVoucher(stub, kCallTimeout, [&](const accounting::v1::Voucher& v) {
+          auto it = set.expected.find(v.payment_id());
+          if (it == set.expected.end() || (set.all && t.in_db.count(v.payment_id()) == 0)) {
+            if (set.all) ++a.orphans;  // a voucher whose payment does not exist
+            return;
           }
-          *next = resp.next_page_token();
-          return s;
+          ++a.vouchers;
+          ++vouchers_per_payment[v.payment_id()];
+          if (!VoucherMatches(v, it->second)) ++a.mismatched;
         });
       });
-  int64_t duplicates = 0, without_voucher = 0;
   for (const std::string& id : t.in_db) {
     auto it = vouchers_per_payment.find(id);
     const int n = it == vouchers_per_payment.end() ? 0 : it->second;
-    if (n > 1) ++duplicates;
-    if (n == 0) ++without_voucher;
+    if (n > 1) ++a.duplicates;
+    if (n == 0) ++a.without_voucher;
   }
-  const int64_t lost = not_in_db + without_voucher;
   // GetVoucher on a few, to exercise the point lookup too.
-  int get_checked = 0, get_ok = 0;
   for (const std::string& id : t.in_db) {
-    if (get_checked == kMaxReplays) break;
-    ++get_checked;
+    if (a.get_checked == kMaxReplays) break;
+    ++a.get_checked;
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, kCallTimeout);
+    loadgen::SetTimeout(&ctx, kCallTimeout);
     accounting::v1::GetVoucherRequest req;
     req.set_payment_id(id);
     accounting::v1::Voucher v;
-    if (accounting->GetVoucher(&ctx, req, &v).ok() && v.payment_id() == id &&
-        VoucherMatches(v, set[id])) {
-      ++get_ok;
+    auto e = set.expected.find(id);
+    if (stub.GetVoucher(&ctx, req, &v).ok() && v.payment_id() == id && e != set.expected.end() &&
+        VoucherMatches(v, e->second)) {
+      ++a.get_ok;
     }
   }
+  return a;
+}
 
-  // 7. Report.
-  std::sort(latencies.begin(), latencies.end());
-  auto pct = [&](double q) {
-    return latencies.empty() ? 0.0 : Ms(latencies[static_cast<size_t>(q * (latencies.size() - 1))]);
-  };
-  const double create_s = absl::ToDoubleSeconds(create_elapsed);
-  const bool drained = drained_at != absl::InfiniteFuture();
-  const double e2e_s = absl::ToDoubleSeconds((drained ? drained_at : absl::Now()) - start);
-  const int64_t set_size = report_all ? t.seen : static_cast<int64_t>(set.size());
-  const bool ok = create_ok && checks_ok && listed && vouchers_listed && not_in_db == 0 &&
-                  t.sent == t.seen && vouchers == t.seen && duplicates == 0 &&
-                  without_voucher == 0 && mismatched == 0 && orphans == 0 &&
-                  get_ok == get_checked;
+// --wait_sent=false: what was created (if anything), then one line about the
+// set's outbox. The exit status.
+int PrintSnapshot(const Config& c, const CreatePhase& create, const Checks& checks, bool create_ok,
+                  PaymentService::Stub& stub, PaymentSet& set) {
+  if (c.creating) {
+    const double create_s = absl::ToDoubleSeconds(create.elapsed);
+    std::printf("outbox_demo: created %lld / %lld payments in %.2f s (%.0f/s)",
+                static_cast<long long>(create.n_created), static_cast<long long>(create.wanted),
+                create_s, create.n_created / std::max(1e-9, create_s));
+    if (c.retry) {
+      std::printf(", %lld calls retried, %lld given up", static_cast<long long>(create.retries),
+                  static_cast<long long>(create.failed));
+    }
+    std::printf("\n");
+    std::fflush(stdout);  // scripts watch for this line while the snapshot runs
+    if (c.checks) {
+      std::printf("outbox_demo: replays ok %d / %d, key reuse rejected %s, invalid rejected %d / %zu\n",
+                  checks.replays_ok, checks.replays, checks.reuse_rejected ? "yes" : "NO",
+                  checks.invalid_rejected, checks.invalid);
+    }
+  }
+  Tally t;
+  if (!TallySet(stub, set, &t)) return 1;
+  std::printf("outbox_demo: %s: %lld, SENDING %lld, SENT %lld, FAILED %lld, not found %lld; "
+              "attempts > 1: %lld, most attempts %d\n",
+              SetName(c, set).c_str(),
+              static_cast<long long>(c.report_all ? t.seen
+                                                  : static_cast<int64_t>(set.expected.size())),
+              static_cast<long long>(t.sending), static_cast<long long>(t.sent),
+              static_cast<long long>(t.failed), static_cast<long long>(t.Missing(set)),
+              static_cast<long long>(t.retried), t.max_attempts);
+  return create_ok && (!c.checks || checks.ok()) ? 0 : 1;
+}
+
+// Everything the final report says.
+struct Outcome {
+  std::string run_id;
+  absl::Time program_start, start;
+  absl::Time drained_at = absl::InfiniteFuture();  // none of the set SENDING any more
+  bool create_ok = false, listed = false;
+  Tally tally;
+  VoucherAudit vouchers;
+};
+
+// The report scripts/demo.sh and scripts/chaos.sh read; true if all is well.
+bool PrintReport(const Config& c, const CreatePhase& create, const Checks& checks,
+                 const PaymentSet& set, const Outcome& o) {
+  const Tally& t = o.tally;
+  const VoucherAudit& v = o.vouchers;
+  const int64_t not_in_db = t.Missing(set);
+  const int64_t lost = not_in_db + v.without_voucher;
+  const loadgen::Percentiles latency = loadgen::Summarize(create.latency_ms);
+  auto ms = [](double x) { return std::isnan(x) ? 0.0 : x; };
+  const double create_s = absl::ToDoubleSeconds(create.elapsed);
+  const bool drained = o.drained_at != absl::InfiniteFuture();
+  const absl::Time end = drained ? o.drained_at : absl::Now();
+  const double e2e_s = absl::ToDoubleSeconds(end - o.start);
+  const std::string set_name = SetName(c, set);
+  const int64_t set_size = c.report_all ? t.seen : static_cast<int64_t>(set.expected.size());
+  const bool ok = o.create_ok && (!c.checks || checks.ok()) && o.listed && v.listed &&
+                  not_in_db == 0 && t.sent == t.seen && v.vouchers == t.seen &&
+                  v.duplicates == 0 && v.without_voucher == 0 && v.mismatched == 0 &&
+                  v.orphans == 0 && v.get_ok == v.get_checked;
 
   std::printf("\n=== outbox demo report (%s) ===\n",
-              creating ? absl::StrCat("run ", run_id).c_str() : set_name.c_str());
-  if (creating) {
-    std::printf("payments created       %lld / %lld\n", static_cast<long long>(n_created),
-                static_cast<long long>(wanted));
-    std::printf("create latency         p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", pct(0.5),
-                pct(0.99), pct(1.0));
-    if (retry) {
+              c.creating ? absl::StrCat("run ", o.run_id).c_str() : set_name.c_str());
+  if (c.creating) {
+    std::printf("payments created       %lld / %lld\n", static_cast<long long>(create.n_created),
+                static_cast<long long>(create.wanted));
+    std::printf("create latency         p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", ms(latency.p50),
+                ms(latency.p99), ms(latency.max));
+    if (c.retry) {
       std::printf("create retries         %lld calls retried, %lld payments given up\n",
-                  static_cast<long long>(stats.retries), static_cast<long long>(stats.failed));
+                  static_cast<long long>(create.retries), static_cast<long long>(create.failed));
     }
   }
-  if (checks) {
-    std::printf("replays ok             %d / %d\n", replays_ok, replays);
-    std::printf("key reuse rejected     %s\n", reuse_rejected ? "yes" : "NO");
-    std::printf("invalid rejected       %d / %zu\n", invalid_rejected, invalid.size());
+  if (c.checks) {
+    std::printf("replays ok             %d / %d\n", checks.replays_ok, checks.replays);
+    std::printf("key reuse rejected     %s\n", checks.reuse_rejected ? "yes" : "NO");
+    std::printf("invalid rejected       %d / %zu\n", checks.invalid_rejected, checks.invalid);
   }
-  if (report_all || n_expected_new > 0) {
+  if (c.report_all || set.expected_new > 0) {
     std::printf("payments checked       %lld (%s)\n", static_cast<long long>(set_size),
                 set_name.c_str());
   }
-  if (n_expected_new > 0) {
+  if (set.expected_new > 0) {
     std::printf("acknowledged earlier   %lld (--expect_ids)\n",
-                static_cast<long long>(expected_ids.size()));
+                static_cast<long long>(c.expected_ids.size()));
   }
   std::printf("outbox SENT            %lld\n", static_cast<long long>(t.sent));
   std::printf("outbox SENDING         %lld\n", static_cast<long long>(t.sending));
@@ -695,28 +571,28 @@ int main(int argc, char** argv) {
               static_cast<long long>(not_in_db));
   std::printf("attempts > 1           %lld (re-published by recovery; most attempts %d)\n",
               static_cast<long long>(t.retried), t.max_attempts);
-  std::printf("vouchers               %lld\n", static_cast<long long>(vouchers));
+  std::printf("vouchers               %lld\n", static_cast<long long>(v.vouchers));
   std::printf("duplicates             %lld (payments with more than one voucher)\n",
-              static_cast<long long>(duplicates));
-  std::printf("without voucher        %lld\n", static_cast<long long>(without_voucher));
-  if (report_all) {
+              static_cast<long long>(v.duplicates));
+  std::printf("without voucher        %lld\n", static_cast<long long>(v.without_voucher));
+  if (c.report_all) {
     std::printf("orphan vouchers        %lld (voucher, but no such payment)\n",
-                static_cast<long long>(orphans));
+                static_cast<long long>(v.orphans));
   }
   std::printf("voucher mismatches     %lld (+ GetVoucher %d / %d ok)\n",
-              static_cast<long long>(mismatched), get_ok, get_checked);
+              static_cast<long long>(v.mismatched), v.get_ok, v.get_checked);
   std::printf("lost                   %lld (rows not found + without voucher)\n",
               static_cast<long long>(lost));
-  if (creating) {
+  if (c.creating) {
     std::printf("create phase           %.2f s (%.0f payments/s)\n", create_s,
-                create_s > 0 ? n_created / create_s : 0.0);
+                create_s > 0 ? create.n_created / create_s : 0.0);
     std::printf("all SENT after         %s%.2f s (%.0f payments/s end to end)\n",
                 drained ? "" : "NOT DRAINED, gave up at ", e2e_s,
                 e2e_s > 0 ? t.sent / e2e_s : 0.0);
   } else {
     std::printf("all SENT after         %s%.2f s (since this program started)\n",
                 drained ? "" : "NOT DRAINED, gave up at ",
-                absl::ToDoubleSeconds((drained ? drained_at : absl::Now()) - program_start));
+                absl::ToDoubleSeconds(end - o.program_start));
   }
   if (t.sent > 0) {
     std::printf("newest sent_at         %s\n",
@@ -724,5 +600,74 @@ int main(int argc, char** argv) {
                     .c_str());
   }
   std::printf("RESULT                 %s\n", ok ? "OK" : "FAILED");
-  return ok ? 0 : 1;
+  return ok;
+}
+
+// --wait_healthy: payment_service, and accounting_service if this run waits
+// for SENT, report SERVING in time.
+bool WaitHealthy(const Config& c) {
+  if (c.wait_healthy <= 0) return true;
+  const absl::Time deadline = absl::Now() + absl::Seconds(c.wait_healthy);
+  std::vector<std::string> addrs = {c.payment_addr};
+  if (c.wait_sent) addrs.push_back(c.accounting_addr);
+  for (const std::string& addr : addrs) {
+    absl::Status s = loadgen::WaitHealthy(addr, deadline);
+    if (!s.ok()) {
+      std::fprintf(stderr, "outbox_demo: %s\n", std::string(s.message()).c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+int Run(const Config& c) {
+  Outcome o;
+  o.program_start = absl::Now();
+  if (!WaitHealthy(c)) return 2;
+  auto payments = PaymentService::NewStub(loadgen::NewChannel(c.payment_addr));
+  o.run_id = loadgen::RandomRunId();
+  if (c.creating) {
+    const std::string what =
+        c.by_time ? absl::StrCat("new payments for ", absl::FormatDuration(c.duration))
+                  : absl::StrCat(c.count, " payments");
+    std::printf("outbox_demo: run %s, %s, %d client threads%s\n", o.run_id.c_str(), what.c_str(),
+                c.concurrency, c.retry ? ", retrying failed creates" : "");
+    std::fflush(stdout);
+  }
+
+  // 1. Create, then check the API's promises.
+  o.start = absl::Now();
+  CreatePhase create;
+  if (c.creating) create = CreatePayments(c, o.run_id, o.start);
+  create.elapsed = absl::Now() - o.start;
+  PaymentSet set = BuildSet(c, create.created);
+  if (!c.write_ids.empty() && !WriteIds(c.write_ids, create.created)) {
+    std::fprintf(stderr, "outbox_demo: cannot write --write_ids=%s\n", c.write_ids.c_str());
+  }
+  const Checks checks = c.checks ? RunChecks(*payments, create.created, o.run_id) : Checks{};
+  o.create_ok = c.by_time ? create.failed == 0 : create.n_created == c.count;
+  if (!c.wait_sent) return PrintSnapshot(c, create, checks, o.create_ok, *payments, set);
+
+  // 2. Wait until none of the set is SENDING, then tally it and its vouchers.
+  auto accounting = AccountingService::NewStub(loadgen::NewChannel(c.accounting_addr));
+  if (loadgen::AwaitNoneSending(
+          *payments, [&](const std::string& id) { return set.Contains(id); },
+          absl::Now() + c.timeout, kCallTimeout)) {
+    o.drained_at = absl::Now();
+  }
+  o.listed = TallySet(*payments, set, &o.tally);
+  o.vouchers = AuditVouchers(*accounting, set, o.tally);
+  return PrintReport(c, create, checks, set, o) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<Config> config = ReadFlags();
+  if (!config.ok()) {
+    std::fprintf(stderr, "outbox_demo: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  return Run(*config);
 }
