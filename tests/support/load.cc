@@ -1,54 +1,49 @@
 #include "tests/support/load.h"
 
-#include "absl/strings/str_cat.h"
+#include <memory>
+#include <utility>
 
 namespace outbox::testing {
+namespace {
+
+// A crashed or restarting service fails calls for a while: the same key is
+// tried again every 100 ms, for up to 3 minutes per payment.
+loadgen::LoadPlan Plan(std::string key_prefix, int total, absl::Duration pause) {
+  loadgen::LoadPlan plan;
+  plan.key_prefix = std::move(key_prefix);
+  plan.description = "load";
+  plan.count = total;
+  plan.pause = pause;
+  plan.retry.max_attempts = 0;
+  plan.retry.retry_for = absl::Minutes(3);
+  plan.retry.retry_unknown = true;
+  plan.retry.first_backoff = plan.retry.max_backoff = absl::Milliseconds(100);
+  plan.retry.call_timeout = absl::Seconds(5);
+  return plan;
+}
+
+// One stub per thread, all on the services' channel (it follows restarts).
+std::vector<std::unique_ptr<::payment::v1::PaymentService::StubInterface>> Stubs(
+    ServiceSet& services, int threads) {
+  std::vector<std::unique_ptr<::payment::v1::PaymentService::StubInterface>> stubs;
+  for (int t = 0; t < threads; ++t) {
+    stubs.push_back(::payment::v1::PaymentService::NewStub(services.payment_channel()));
+  }
+  return stubs;
+}
+
+}  // namespace
 
 PaymentLoad::PaymentLoad(ServiceSet& services, std::string key_prefix, int total, int threads,
                          absl::Duration pause)
-    : services_(services), prefix_(std::move(key_prefix)), total_(total), threads_(threads),
-      pause_(pause) {
-  for (int t = 0; t < threads_; ++t) workers_.emplace_back([this, t] { Run(t); });
-}
-
-void PaymentLoad::Join() {
-  for (auto& w : workers_) {
-    if (w.joinable()) w.join();
-  }
-}
+    : load_(Stubs(services, threads), Plan(std::move(key_prefix), total, pause)) {}
 
 std::vector<std::string> PaymentLoad::payment_ids() const {
-  absl::MutexLock lock(&mu_);
-  return ids_;
-}
-
-void PaymentLoad::Run(int) {
-  const absl::Time give_up = absl::Now() + absl::Minutes(3);
-  for (int i = next_++; i < total_; i = next_++) {
-    ::payment::v1::CreatePaymentRequest r;
-    r.set_idempotency_key(absl::StrCat(prefix_, i));
-    r.set_payer_account(absl::StrCat("payer-", i % 17));
-    r.set_payee_account(absl::StrCat("payee-", i % 13));
-    r.set_amount_minor(1000 + i);
-    r.set_currency("EUR");
-    r.set_description("load");
-    while (absl::Now() < give_up) {
-      ::payment::v1::CreatePaymentResponse resp;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      grpc::Status s = services_.payments().CreatePayment(&ctx, r, &resp);
-      if (s.ok()) {
-        ++created_;
-        absl::MutexLock lock(&mu_);
-        ids_.push_back(resp.payment().payment_id());
-        break;
-      }
-      ++retries_;
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    if (pause_ > absl::ZeroDuration()) absl::SleepFor(pause_);
+  std::vector<std::string> ids;
+  for (const loadgen::Created& c : load_.Results()) {
+    if (!c.payment_id.empty()) ids.push_back(c.payment_id);
   }
-  ++finished_threads_;
+  return ids;
 }
 
 CheckResult RunChecker(const ServiceSet& services) {

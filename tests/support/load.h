@@ -3,13 +3,13 @@
 // A client load for crash and chaos tests: `total` payments with fixed
 // idempotency keys, sent from several threads; a failed call (service down,
 // crash mid-call) is retried with the same key until it succeeds, as a real
-// client of an idempotent API would.
-#include <atomic>
+// client of an idempotent API would. The threads and retries are
+// loadgen::CreateLoad's.
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "loadgen/create_load.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -18,29 +18,15 @@ class PaymentLoad {
  public:
   PaymentLoad(ServiceSet& services, std::string key_prefix, int total, int threads,
               absl::Duration pause = absl::ZeroDuration());
-  ~PaymentLoad() { Join(); }
 
-  void Join();
-  int created() const { return created_.load(); }
-  int retries() const { return retries_.load(); }
-  bool done() const { return finished_threads_.load() == threads_; }
+  void Join() { load_.Join(); }
+  int created() const { return static_cast<int>(load_.created()); }
+  int retries() const { return static_cast<int>(load_.retries()); }
+  bool done() const { return load_.done(); }
   std::vector<std::string> payment_ids() const;
 
  private:
-  void Run(int thread);
-
-  ServiceSet& services_;
-  const std::string prefix_;
-  const int total_;
-  const int threads_;
-  const absl::Duration pause_;
-  std::atomic<int> next_{0};
-  std::atomic<int> created_{0};
-  std::atomic<int> retries_{0};
-  std::atomic<int> finished_threads_{0};
-  mutable absl::Mutex mu_;
-  std::vector<std::string> ids_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> workers_;
+  loadgen::CreateLoad load_;
 };
 
 struct CheckResult {

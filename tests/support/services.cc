@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "loadgen/listing.h"
 
 namespace outbox::testing {
 
@@ -105,37 +106,19 @@ ServiceSet::Recovery& ServiceSet::StartRecovery(const std::string& instance, Env
 
 std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
   std::vector<::payment::v1::Payment> out;
-  std::string token;
-  do {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    ::payment::v1::ListPaymentsRequest req;
-    req.set_page_size(1000);
-    req.set_page_token(token);
-    ::payment::v1::ListPaymentsResponse resp;
-    grpc::Status s = payment_stub_->ListPayments(&ctx, req, &resp);
-    if (!s.ok()) throw std::runtime_error("ListPayments: " + s.error_message());
-    out.insert(out.end(), resp.payments().begin(), resp.payments().end());
-    token = resp.next_page_token();
-  } while (!token.empty());
+  const absl::Status s = loadgen::ForEachPayment(
+      *payment_stub_, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED, absl::Seconds(10),
+      [&](const ::payment::v1::Payment& p) { out.push_back(p); });
+  if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
 }
 
 std::vector<::accounting::v1::Voucher> ServiceSet::AllVouchers() {
   std::vector<::accounting::v1::Voucher> out;
-  std::string token;
-  do {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    ::accounting::v1::ListVouchersRequest req;
-    req.set_page_size(1000);
-    req.set_page_token(token);
-    ::accounting::v1::ListVouchersResponse resp;
-    grpc::Status s = accounting_stub_->ListVouchers(&ctx, req, &resp);
-    if (!s.ok()) throw std::runtime_error("ListVouchers: " + s.error_message());
-    out.insert(out.end(), resp.vouchers().begin(), resp.vouchers().end());
-    token = resp.next_page_token();
-  } while (!token.empty());
+  const absl::Status s = loadgen::ForEachVoucher(
+      *accounting_stub_, absl::Seconds(10),
+      [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
+  if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
 }
 
