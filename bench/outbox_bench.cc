@@ -45,6 +45,10 @@
 #include "absl/time/time.h"
 #include "accounting/v1/accounting.grpc.pb.h"
 #include "google/protobuf/util/time_util.h"
+#include "loadgen/channel.h"
+#include "loadgen/listing.h"
+#include "loadgen/percentiles.h"
+#include "loadgen/request.h"
 #include "payment/v1/payment.grpc.pb.h"
 #include "shared/amqp/amqp_client.h"
 #include "shared/sqlite/sqlite_file.h"
@@ -83,6 +87,8 @@ namespace outbox::bench {
 namespace {
 
 using ::google::protobuf::util::TimeUtil;
+using ::outbox::loadgen::Percentiles;
+using ::outbox::loadgen::Summarize;
 using PaymentStub = ::payment::v1::PaymentService::Stub;
 
 // Targets from the issue, checked in the report.
@@ -91,6 +97,7 @@ constexpr double kTargetP99Ms = 50;        // create->SENT p99 at 1,000/s offere
 constexpr double kTargetRssMib = 64;       // each service, under that load
 constexpr double kNaiveReference = 400;    // items/s, RABBITMQ.md's naive outbox
 constexpr int kPayloadBytes = 200;
+constexpr absl::Duration kQueryTimeout = absl::Seconds(30);  // each listing call
 
 // ---------------------------------------------------------------- report
 
@@ -129,28 +136,6 @@ class Report {
   std::vector<std::pair<std::string, double>> figures_;
   std::vector<std::pair<std::string, std::string>> texts_;
 };
-
-struct Percentiles {
-  size_t n = 0;
-  double p50 = NAN, p99 = NAN, p999 = NAN, max = NAN;
-};
-
-// Nearest-rank percentiles.
-Percentiles Summarize(std::vector<double> v) {
-  Percentiles p;
-  p.n = v.size();
-  if (v.empty()) return p;
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-  };
-  p.p50 = at(0.50);
-  p.p99 = at(0.99);
-  p.p999 = at(0.999);
-  p.max = v.back();
-  return p;
-}
 
 std::string Ms(double v) { return std::isfinite(v) ? absl::StrFormat("%.1f ms", v) : "n/a"; }
 std::string PerSec(double v, const char* unit) {
@@ -400,7 +385,7 @@ class CreateDriver {
   }
 
   static std::string MeasuredPrefix(const std::string& run_tag) {
-    return absl::StrCat("m-", run_tag, "-");
+    return loadgen::KeyPrefix("m", run_tag);
   }
 
   DriveResult ClosedLoop(int concurrency, absl::Duration warmup, absl::Duration duration) {
@@ -482,16 +467,10 @@ class CreateDriver {
     auto* call = new Call;
     call->start = start;
     call->measured = measured;
-    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    ::payment::v1::CreatePaymentRequest req;
-    req.set_idempotency_key(
-        absl::StrCat(measured ? MeasuredPrefix(run_tag_) : absl::StrCat("w-", run_tag_, "-"), seq));
-    const int64_t payer = seq % 997;
-    req.set_payer_account(absl::StrCat("acct-", payer));
-    req.set_payee_account(absl::StrCat("acct-", payer + 1000));
-    req.set_amount_minor(100 + seq % 10000);
-    req.set_currency("EUR");
-    req.set_description("outbox_bench");
+    loadgen::SetTimeout(&call->ctx, absl::Seconds(30));
+    const ::payment::v1::CreatePaymentRequest req = loadgen::PaymentRequest(
+        measured ? MeasuredPrefix(run_tag_) : loadgen::KeyPrefix("w", run_tag_), seq,
+        "outbox_bench");
     PaymentStub& stub = *stubs_[static_cast<size_t>(seq) % stubs_.size()];
     call->reader = stub.PrepareAsyncCreatePayment(&call->ctx, req, &cq_);
     call->reader->StartCall();
@@ -538,68 +517,35 @@ struct SentResult {
   double bucket_median = NAN;    //   the first and last measured SENT
 };
 
-absl::Status ToAbsl(const grpc::Status& s, const std::string& what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(what, ": ", s.error_message()));
-}
-
-absl::StatusOr<bool> AnySending(PaymentStub& stub) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  ::payment::v1::ListPaymentsRequest req;
-  req.set_page_size(1);
-  req.set_status(::payment::v1::SENDING);
-  ::payment::v1::ListPaymentsResponse resp;
-  RETURN_IF_ERROR(ToAbsl(stub.ListPayments(&ctx, req, &resp), "ListPayments(SENDING)"));
-  return resp.payments_size() > 0;
-}
-
 absl::StatusOr<SentResult> CollectSent(PaymentStub& stub, const std::string& measured_prefix,
                                        absl::Duration drain_timeout) {
   SentResult out;
   const absl::Time drain_start = absl::Now();
-  while (true) {
-    ASSIGN_OR_RETURN(bool sending, AnySending(stub));
-    if (!sending) {
-      out.drained = true;
-      break;
-    }
-    if (absl::Now() - drain_start > drain_timeout) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  out.drained =
+      loadgen::AwaitNoneSending(stub, nullptr, drain_start + drain_timeout, kQueryTimeout);
   out.drain_time = absl::Now() - drain_start;
 
-  std::string token;
   int64_t first_sent_ms = INT64_MAX;
   std::vector<int64_t> sent_ms;
   out.first_created_ms = INT64_MAX;
-  do {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    ::payment::v1::ListPaymentsRequest req;
-    req.set_page_size(1000);
-    req.set_page_token(token);
-    ::payment::v1::ListPaymentsResponse resp;
-    RETURN_IF_ERROR(ToAbsl(stub.ListPayments(&ctx, req, &resp), "ListPayments"));
-    for (const ::payment::v1::Payment& p : resp.payments()) {
-      ++out.all_payments;
-      const bool sent = p.outbox().status() == ::payment::v1::SENT;
-      if (sent) ++out.all_sent;
-      if (!absl::StartsWith(p.idempotency_key(), measured_prefix)) continue;
-      ++out.measured;
-      if (!sent) continue;
-      ++out.measured_sent;
-      const int64_t created = TimeUtil::TimestampToMilliseconds(p.created_at());
-      const int64_t at = TimeUtil::TimestampToMilliseconds(p.outbox().sent_at());
-      out.to_sent_ms.push_back(static_cast<double>(at - created));
-      out.first_created_ms = std::min(out.first_created_ms, created);
-      out.last_sent_ms = std::max(out.last_sent_ms, at);
-      first_sent_ms = std::min(first_sent_ms, at);
-      sent_ms.push_back(at);
-    }
-    token = resp.next_page_token();
-  } while (!token.empty());
+  RETURN_IF_ERROR(loadgen::ForEachPayment(
+      stub, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED, kQueryTimeout,
+      [&](const ::payment::v1::Payment& p) {
+        ++out.all_payments;
+        const bool sent = p.outbox().status() == ::payment::v1::SENT;
+        if (sent) ++out.all_sent;
+        if (!absl::StartsWith(p.idempotency_key(), measured_prefix)) return;
+        ++out.measured;
+        if (!sent) return;
+        ++out.measured_sent;
+        const int64_t created = TimeUtil::TimestampToMilliseconds(p.created_at());
+        const int64_t at = TimeUtil::TimestampToMilliseconds(p.outbox().sent_at());
+        out.to_sent_ms.push_back(static_cast<double>(at - created));
+        out.first_created_ms = std::min(out.first_created_ms, created);
+        out.last_sent_ms = std::max(out.last_sent_ms, at);
+        first_sent_ms = std::min(first_sent_ms, at);
+        sent_ms.push_back(at);
+      }));
 
   if (out.measured_sent > 0) {
     const double span_s = static_cast<double>(out.last_sent_ms - out.first_created_ms) / 1000.0;
@@ -619,21 +565,10 @@ absl::StatusOr<SentResult> CollectSent(PaymentStub& stub, const std::string& mea
 }
 
 absl::StatusOr<int64_t> CountVouchers(const std::string& addr) {
-  auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
-  auto stub = ::accounting::v1::AccountingService::NewStub(channel);
+  auto stub = ::accounting::v1::AccountingService::NewStub(loadgen::NewChannel(addr));
   int64_t n = 0;
-  std::string token;
-  do {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    ::accounting::v1::ListVouchersRequest req;
-    req.set_page_size(1000);
-    req.set_page_token(token);
-    ::accounting::v1::ListVouchersResponse resp;
-    RETURN_IF_ERROR(ToAbsl(stub->ListVouchers(&ctx, req, &resp), "ListVouchers"));
-    n += resp.vouchers_size();
-    token = resp.next_page_token();
-  } while (!token.empty());
+  RETURN_IF_ERROR(loadgen::ForEachVoucher(*stub, kQueryTimeout,
+                                          [&](const ::accounting::v1::Voucher&) { ++n; }));
   return n;
 }
 
@@ -706,14 +641,6 @@ class CpuMonitor {
   std::thread thread_;
 };
 
-std::shared_ptr<grpc::Channel> Connect(const std::string& addr, int index) {
-  grpc::ChannelArguments args;
-  // A separate TCP connection per channel, not one shared subchannel.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetInt("outbox_bench.channel", index);
-  return grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
-}
-
 // ---------------------------------------------------------------- main flow
 
 absl::Status Run() {
@@ -785,17 +712,16 @@ absl::Status Run() {
 
   std::vector<std::unique_ptr<PaymentStub>> stubs;
   for (int i = 0; i < channels; ++i) {
-    auto channel = Connect(payment_addr, i);
+    auto channel = loadgen::NewChannel(payment_addr);  // a TCP connection of its own
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       return absl::UnavailableError(
           absl::StrCat("cannot connect to payment_service at ", payment_addr));
     }
     stubs.push_back(::payment::v1::PaymentService::NewStub(channel));
   }
-  auto query_channel = grpc::CreateChannel(payment_addr, grpc::InsecureChannelCredentials());
-  auto query_stub = ::payment::v1::PaymentService::NewStub(query_channel);
+  auto query_stub = ::payment::v1::PaymentService::NewStub(loadgen::NewChannel(payment_addr));
 
-  const std::string run_tag = absl::StrFormat("%d%x", getpid(), absl::ToUnixMillis(absl::Now()));
+  const std::string run_tag = loadgen::RandomRunId();
   std::vector<CpuMonitor::Process> watched = {{"outbox_bench (client)", "client", 0}};
   for (const auto& [name, key, pid] :
        {std::make_tuple("payment_service", "payment", absl::GetFlag(FLAGS_payment_pid)),
