@@ -24,32 +24,6 @@ const Env kOutageEnv = {{"RECOVERY_BASE_DELAY", "1s"},        {"RECOVERY_MAX_DEL
                         {"RECOVERY_MAX_ATTEMPTS", "3"},        {"RECOVERY_IDLE_SLEEP", "200ms"},
                         {"RECOVERY_HOUSEKEEPING_EVERY", "1s"}};
 
-std::vector<std::string> Create(ServiceSet& s, const std::string& prefix, int n) {
-  std::vector<std::string> ids;
-  for (int i = 0; i < n; ++i) {
-    ::payment::v1::CreatePaymentRequest r;
-    r.set_idempotency_key(absl::StrCat(prefix, i));
-    r.set_payer_account("payer");
-    r.set_payee_account("payee");
-    r.set_amount_minor(500 + i);
-    r.set_currency("EUR");
-    ::payment::v1::CreatePaymentResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status st = s.payments().CreatePayment(&ctx, r, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    ids.push_back(resp.payment().payment_id());
-  }
-  return ids;
-}
-
-::ops::v1::Stats Stats(ServiceSet::Recovery& r) {
-  grpc::ClientContext ctx;
-  ::ops::v1::Stats stats;
-  grpc::Status s = r.ops->GetStats(&ctx, {}, &stats);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return stats;
-}
-
 int Count(const std::string& text, const std::string& needle) {
   int n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
@@ -69,13 +43,13 @@ TEST(OutageTest, AnAccountingOutageHealsWithoutAnOperator) {
   Alertmanager alertmanager(services.dir());
   services.StartAll();
   auto& recovery = services.StartRecovery("r", {{"ALERTMANAGER_URL", alertmanager.url()}});
-  Create(services, "warm-", 5);
+  CreatePayments(services, "warm-", 5);
   ASSERT_EQ(WaitAllSent(services, 5, absl::Seconds(20)), 5);
 
   // Accounting stops for 15 s while 100 payments are created.
   ASSERT_EQ(services.accounting().Terminate(), 0);
   const absl::Time outage_start = absl::Now();
-  Create(services, "outage-", kPayments);
+  CreatePayments(services, "outage-", kPayments);
   auto observer = Connect(services);
   int64_t max_depth = 0;
   ::ops::v1::Stats during;
@@ -83,7 +57,7 @@ TEST(OutageTest, AnAccountingOutageHealsWithoutAnOperator) {
     auto depth = observer->MessageCount(services.pay_queue());
     ASSERT_TRUE(depth.ok()) << depth.status();
     max_depth = std::max<int64_t>(max_depth, *depth);
-    during = Stats(recovery);
+    during = OpsStats(recovery);
     absl::SleepFor(absl::Milliseconds(250));
   }
   std::cout << "during the outage: PAY_QUEUE held at most " << max_depth << " messages for "
@@ -123,7 +97,7 @@ TEST(OutageTest, AnAccountingOutageHealsWithoutAnOperator) {
             << "\n";
   EXPECT_LE(raised, 2) << log;
   EXPECT_EQ(Count(log, "alertname=OutboxMessageFailed"), 0);
-  auto after = Stats(recovery);
+  auto after = OpsStats(recovery);
   EXPECT_EQ(after.failed(), 0);
   EXPECT_EQ(after.alerts_active(), 0);
   EXPECT_EQ(after.delivery_hold(), "");
@@ -144,11 +118,11 @@ TEST(OutageTest, AfterALongIdleSpellLostMessagesAreRepublishedAtNoExtraCost) {
     // A consumer takes the messages and loses them: the queue is consumed
     // and short, so recovery re-publishes as it should.
     QueueSink sink(services.broker().amqp_url, services.pay_queue(), QueueSink::Mode::kDrop);
-    Create(services, "lost-", kPayments);
-    ASSERT_TRUE(PollUntil([&] { return Stats(recovery).republished_total() >= kPayments; },
+    CreatePayments(services, "lost-", kPayments);
+    ASSERT_TRUE(PollUntil([&] { return OpsStats(recovery).republished_total() >= kPayments; },
                           absl::Seconds(20)));
   }
-  auto stats = Stats(recovery);
+  auto stats = OpsStats(recovery);
   EXPECT_EQ(stats.publish_failures_total(), 0);
   const std::string log = recovery.process.Log();
   EXPECT_EQ(log.find("amqp_connection_lost"), std::string::npos) << log;

@@ -18,30 +18,11 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 
-std::vector<std::string> CreatePayments(ServiceSet& s, const std::string& prefix, int n) {
+// The outbox message ids of `n` new payments.
+std::vector<std::string> CreateMessages(ServiceSet& s, const std::string& prefix, int n) {
   std::vector<std::string> message_ids;
-  for (int i = 0; i < n; ++i) {
-    ::payment::v1::CreatePaymentRequest r;
-    r.set_idempotency_key(absl::StrCat(prefix, i));
-    r.set_payer_account("payer");
-    r.set_payee_account("payee");
-    r.set_amount_minor(100 + i);
-    r.set_currency("GBP");
-    ::payment::v1::CreatePaymentResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status st = s.payments().CreatePayment(&ctx, r, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    message_ids.push_back(resp.payment().outbox().message_id());
-  }
+  for (const auto& p : CreatePayments(s, prefix, n)) message_ids.push_back(p.outbox().message_id());
   return message_ids;
-}
-
-::ops::v1::Stats Stats(ServiceSet::Recovery& r) {
-  grpc::ClientContext ctx;
-  ::ops::v1::Stats stats;
-  grpc::Status s = r.ops->GetStats(&ctx, {}, &stats);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return stats;
 }
 
 int CountSent(ServiceSet& s) {
@@ -70,7 +51,7 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
                                           QueueSink::Mode::kDeadLetter);
   auto& recovery = services.StartRecovery("r1", {{"ALERTMANAGER_URL", alertmanager.url()},
                                                  {"RECOVERY_HOUSEKEEPING_EVERY", "500ms"}});
-  const std::vector<std::string> ids = CreatePayments(services, "lin-", kPayments);
+  const std::vector<std::string> ids = CreateMessages(services, "lin-", kPayments);
 
   // Watch one row: every attempt n sets next_retry_at = last_attempt_at + 400ms * n.
   std::map<int, ::ops::v1::OutboxMessage> by_attempt;
@@ -100,7 +81,7 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   }
 
   // Every row ends FAILED and is alerted at Alertmanager.
-  ASSERT_TRUE(PollUntil([&] { return Stats(recovery).failed() == kPayments; }, absl::Seconds(30)));
+  ASSERT_TRUE(PollUntil([&] { return OpsStats(recovery).failed() == kPayments; }, absl::Seconds(30)));
   std::string alerts;
   ASSERT_TRUE(PollUntil([&] {
     alerts = alertmanager.Alerts();
@@ -121,7 +102,7 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   ::ops::v1::RedriveFailedResponse dry_resp;
   ASSERT_TRUE(recovery.ops->RedriveFailed(&dry_ctx, dry, &dry_resp).ok());
   EXPECT_EQ(dry_resp.count(), kPayments);
-  EXPECT_EQ(Stats(recovery).failed(), kPayments);  // dry run changed nothing
+  EXPECT_EQ(OpsStats(recovery).failed(), kPayments);  // dry run changed nothing
 
   grpc::ClientContext one_ctx;
   ::ops::v1::RedriveMessageRequest one;
@@ -141,7 +122,7 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   ASSERT_TRUE(PollUntil([&] { return CountSent(services) == kPayments; }, absl::Seconds(60),
                         absl::Milliseconds(250)));
   ExpectOneVoucherEach(services, kPayments);
-  auto stats = Stats(recovery);
+  auto stats = OpsStats(recovery);
   EXPECT_EQ(stats.sent(), kPayments);
   EXPECT_EQ(stats.sending(), 0);
   EXPECT_GT(stats.republished_total(), kPayments);
@@ -164,7 +145,7 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
     return alerts.find("OutboxDeadLetters") == std::string::npos;
   }, absl::Seconds(20), absl::Milliseconds(300))) << alerts;
   ExpectOneVoucherEach(services, kPayments);
-  EXPECT_EQ(Stats(recovery).alerts_active(), 0);
+  EXPECT_EQ(OpsStats(recovery).alerts_active(), 0);
   EXPECT_EQ(recovery.process.Terminate(), 0);
 }
 
@@ -181,8 +162,8 @@ TEST(RecoveryTest, ALateAcknowledgementClosesAFailedRowAndResolvesItsAlert) {
   {
     // The consumer dead-letters every copy: the budget is spent, rows FAIL.
     QueueSink sink(services.broker().amqp_url, services.pay_queue(), QueueSink::Mode::kDeadLetter);
-    ids = CreatePayments(services, "late-", kPayments);
-    ASSERT_TRUE(PollUntil([&] { return Stats(recovery).failed() == kPayments; }, absl::Seconds(30)));
+    ids = CreateMessages(services, "late-", kPayments);
+    ASSERT_TRUE(PollUntil([&] { return OpsStats(recovery).failed() == kPayments; }, absl::Seconds(30)));
   }
   std::string alerts;
   ASSERT_TRUE(PollUntil([&] {
@@ -236,14 +217,14 @@ TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
   CreatePayments(services, "lease-", kPayments);
 
   ASSERT_TRUE(PollUntil([&] {
-    return Stats(a).republished_total() + Stats(b).republished_total() >= 2 * kPayments;
+    return OpsStats(a).republished_total() + OpsStats(b).republished_total() >= 2 * kPayments;
   }, absl::Seconds(30)));
-  auto sa = Stats(a), sb = Stats(b);
+  auto sa = OpsStats(a), sb = OpsStats(b);
   ASSERT_NE(sa.lease_held(), sb.lease_held()) << "exactly one instance holds the lease";
   auto& active = sa.lease_held() ? a : b;
   auto& standby = sa.lease_held() ? b : a;
-  EXPECT_EQ(Stats(standby).republished_total(), 0) << "the standby re-published";
-  EXPECT_EQ(Stats(standby).lease_holder(), sa.lease_held() ? "a" : "b");
+  EXPECT_EQ(OpsStats(standby).republished_total(), 0) << "the standby re-published";
+  EXPECT_EQ(OpsStats(standby).lease_holder(), sa.lease_held() ? "a" : "b");
 
   auto count = [](const std::string& log, const std::string& needle) {
     int n = 0;
@@ -262,7 +243,7 @@ TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
   const absl::Time killed = absl::Now();
   active.process.Kill();  // SIGKILL: no lease release
   ASSERT_TRUE(PollUntil([&] {
-    auto s = Stats(standby);
+    auto s = OpsStats(standby);
     return s.lease_held() && s.republished_total() > 0;
   }, absl::Seconds(15), absl::Milliseconds(50)));
   const absl::Duration handover = absl::Now() - killed;
@@ -294,11 +275,11 @@ TEST(RecoveryTest, AnInstanceThatCannotPublishGivesTheLeaseUp) {
   auto& healthy = services.StartRecovery("healthy");
   ASSERT_FALSE(cut_off.process.WaitForLog("lease_yielded", absl::Seconds(10)).empty());
   ASSERT_TRUE(PollUntil([&] {
-    auto s = Stats(healthy);
+    auto s = OpsStats(healthy);
     return s.lease_held() && s.republished_total() > 0;
   }, absl::Seconds(5), absl::Milliseconds(50)));
-  EXPECT_FALSE(Stats(cut_off).lease_held());
-  EXPECT_EQ(Stats(cut_off).republished_total(), 0);
+  EXPECT_FALSE(OpsStats(cut_off).lease_held());
+  EXPECT_EQ(OpsStats(cut_off).republished_total(), 0);
   EXPECT_TRUE(cut_off.process.Running());  // losing the broker never kills a service
 }
 

@@ -1,7 +1,11 @@
 #include "tests/support/load.h"
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <utility>
+
+#include "loadgen/request.h"
 
 namespace outbox::testing {
 namespace {
@@ -73,6 +77,28 @@ int WaitAllSent(ServiceSet& services, size_t expected, absl::Duration timeout) {
     }
   }, timeout, absl::Milliseconds(250));
   return sent;
+}
+
+std::vector<::payment::v1::Payment> CreatePayments(ServiceSet& services, const std::string& prefix,
+                                                   int n) {
+  std::vector<::payment::v1::Payment> created;
+  for (int i = 0; i < n; ++i) {
+    ::payment::v1::CreatePaymentResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status st =
+        services.payments().CreatePayment(&ctx, loadgen::PaymentRequest(prefix, i, "e2e"), &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    created.push_back(resp.payment());
+  }
+  return created;
+}
+
+::ops::v1::Stats OpsStats(ServiceSet::Recovery& recovery) {
+  grpc::ClientContext ctx;
+  ::ops::v1::Stats stats;
+  grpc::Status s = recovery.ops->GetStats(&ctx, {}, &stats);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return stats;
 }
 
 }  // namespace outbox::testing

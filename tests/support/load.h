@@ -29,6 +29,14 @@ class PaymentLoad {
   loadgen::CreateLoad load_;
 };
 
+// Creates `n` payments one after another (keys prefix0, prefix1, ...),
+// expecting each call to succeed; returns them as payment_service answered.
+std::vector<::payment::v1::Payment> CreatePayments(ServiceSet& services, const std::string& prefix,
+                                                   int n);
+
+// recovery_service's GetStats (a failed call fails the test and returns {}).
+::ops::v1::Stats OpsStats(ServiceSet::Recovery& recovery);
+
 struct CheckResult {
   int exit_code = -1;
   std::string output;  // outbox_check --json
