@@ -2,6 +2,7 @@
 // SQLite files, real gRPC over loopback sockets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <thread>
@@ -211,11 +212,44 @@ TEST(EndToEndTest, BinariesRefuseBadConfigurationWithAClearMessage) {
 
   Process help;
   help.Start(BinaryPath("accounting_service"), {"--help"}, {}, dir + "/h.log");
-  PollUntil([&] { return !help.Running(); }, absl::Seconds(10));
+  ASSERT_EQ(help.WaitExit(absl::Seconds(10)), 0);
   const std::string text = help.Log();
+  EXPECT_EQ(text.rfind("usage: accounting_service [flags]\n", 0), 0u) << text;
+  EXPECT_EQ(text.find("accounting_service", 10), std::string::npos) << "name printed twice:\n" << text;
   for (const char* flag : {"accounting_listen", "accounting_db", "amqp_url", "ACCOUNTING_DB", "AMQP_URL"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag << " missing from --help:\n" << text;
   }
+
+  Process version;
+  version.Start(BinaryPath("recovery_service"), {"--version"}, {}, dir + "/v.log");
+  ASSERT_EQ(version.WaitExit(absl::Seconds(10)), 0);
+  EXPECT_EQ(version.Log().rfind("recovery_service ", 0), 0u) << version.Log();
+  EXPECT_NE(version.Log().find(" build)"), std::string::npos) << version.Log();
+  EXPECT_EQ(version.Log().find("NDEBUG"), std::string::npos) << version.Log();
+
+  // Start-up errors: exit 2 and one line naming the flag, before any broker
+  // connection is tried and without gRPC's own log format.
+  const Env base = {{"AMQP_URL", "amqp://u:p@127.0.0.1:1/%2F"}, {"PAYMENT_DB", dir + "/p.db"}};
+  int n = 0;
+  for (const Env& bad : std::vector<Env>{{{"PAYMENT_LISTEN", "10.255.255.1:5"}},
+                                         {{"PAYMENT_LISTEN", "garbage"}},
+                                         {{"PAYMENT_LISTEN", "no-such-host.invalid:5"}},
+                                         {{"PAYMENT_METRICS_LISTEN", "10.255.255.1:5"}}}) {
+    Env env = base;
+    for (const auto& [k, v] : bad) env[k] = v;
+    Process start;
+    start.Start(BinaryPath("payment_service"), {}, env, absl::StrCat(dir, "/bad", n++, ".log"));
+    EXPECT_EQ(start.WaitExit(absl::Seconds(10)), 2) << start.Log();
+    const std::string log = start.Log();
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+    EXPECT_NE(log.find("payment_service_failed"), std::string::npos) << log;
+    EXPECT_NE(log.find("listen"), std::string::npos) << log;
+  }
+  Process unknown;
+  unknown.Start(BinaryPath("payment_service"), {"--no_such_flag=1"}, base, dir + "/u.log");
+  EXPECT_EQ(unknown.WaitExit(absl::Seconds(10)), 2);
+  EXPECT_EQ(unknown.Log().rfind("payment_service: unknown flag --no_such_flag\n", 0), 0u)
+      << unknown.Log();
 }
 
 }  // namespace

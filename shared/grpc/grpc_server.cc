@@ -1,13 +1,28 @@
 #include "shared/grpc/grpc_server.h"
 
+#include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "shared/observability/log.h"
 
 namespace outbox {
+namespace {
+
+void LogGrpcLine(gpr_log_func_args* args) {
+  const LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR  ? LogLevel::kError
+                         : args->severity == GPR_LOG_SEVERITY_INFO ? LogLevel::kInfo
+                                                                   : LogLevel::kDebug;
+  const absl::string_view file = args->file == nullptr ? "" : args->file;
+  Log(level, "grpc_log",
+      {KV("file", absl::StrCat(file.substr(file.rfind('/') + 1), ":", args->line)),
+       KV("message", args->message == nullptr ? "" : args->message)});
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port) {
@@ -31,5 +46,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
 void ShutdownGrpcServer(grpc::Server& server) {
   server.Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
 }
+
+void SendGrpcLogsToOurLog() { gpr_set_log_function(LogGrpcLine); }
 
 }  // namespace outbox

@@ -28,4 +28,8 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
 inline constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
 void ShutdownGrpcServer(grpc::Server& server);
 
+// gRPC's own log lines (errors, unless GRPC_VERBOSITY says otherwise) become
+// ours: one `grpc_log file=... message=...` line each, not gRPC's format.
+void SendGrpcLogsToOurLog();
+
 }  // namespace outbox
