@@ -7,6 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpc/health/v1/health.pb.h"
+#include "shared/grpc/reflection_v1.h"
 #include "shared/observability/log.h"
 
 namespace outbox {
@@ -26,9 +28,17 @@ void LogGrpcLine(gpr_log_func_args* args) {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port) {
+  // gRPC's built-in health service is implemented without protobuf, so its
+  // descriptor is not in the generated pool unless health.pb.cc is linked in
+  // (this reference makes sure it is); only then can reflection describe it.
+  if (grpc::health::v1::HealthCheckRequest::descriptor()->file()->FindServiceByName("Health") ==
+      nullptr) {
+    return absl::InternalError("grpc.health.v1.Health is missing from the descriptor pool");
+  }
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // v1alpha
   grpc::ServerBuilder builder;
+  AddReflectionV1(builder);
   // Handlers block while their group commits; keep enough polling threads
   // alive that the sync server does not create and destroy one per call.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);

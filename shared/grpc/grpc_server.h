@@ -1,9 +1,10 @@
 #pragma once
 
 // Server scaffolding every service shares: the standard health service and
-// server reflection, so grpcurl-style tools work without the proto files.
-// A target of its own because grpc++_reflection carries the reflection
-// protos, which test clients generate themselves.
+// server reflection (v1 and v1alpha), so grpcurl-style tools work without the
+// proto files, and every listed service, health included, resolves to its
+// file descriptor. grpc++_reflection carries the v1alpha protos, so clients
+// of v1alpha (tests) never link this.
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,7 +17,7 @@
 namespace outbox {
 
 // Builds and starts a server on `listen` (host:port; port 0 picks one) with
-// the standard health service and server reflection. `bound_port` receives
+// the standard health service and server reflection v1 and v1alpha. `bound_port` receives
 // the port actually bound.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port);
