@@ -30,6 +30,9 @@ namespace {
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_accounting_listen);
   RETURN_IF_ERROR(ValidateListenAddress(listen, "accounting_listen"));
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
+  }
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   ConsumerOptions options{config.pay_queue, config.acc_queue, absl::GetFlag(FLAGS_prefetch)};
   if (options.prefetch < 1 || options.prefetch > 65535) {
@@ -68,6 +71,6 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   return outbox::RunServiceMain(argc, argv, "accounting_service",
-                                "accounting_service: books one voucher per payment from PAY_QUEUE.",
+                                "Books one voucher per payment from PAY_QUEUE and replies to each message.",
                                 outbox::accounting::Run);
 }

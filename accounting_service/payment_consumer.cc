@@ -20,9 +20,7 @@ PaymentConsumer::PaymentConsumer(MessageConsumer& payments, MessagePublisher& re
       applied_(metrics.AddCounter("outbox_vouchers_created_total", "vouchers booked")),
       duplicates_(metrics.AddCounter("outbox_duplicates_total",
                                      "messages seen before, replied to again")),
-      dead_lettered_(metrics.AddCounter("outbox_dead_lettered_total",
-                                        "messages dead-lettered (undecodable or invalid)",
-                                        absl::StrCat("queue=\"", options_.pay_queue, "\""))),
+      dead_lettered_(DeadLetteredCounter(metrics, options_.pay_queue)),
       requeued_(metrics.AddCounter("outbox_requeued_total",
                                    "deliveries returned to the queue after a failure")) {
   RegisterLinkMetrics(metrics, payments_, "consumer");

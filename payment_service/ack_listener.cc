@@ -1,6 +1,5 @@
 #include "payment_service/ack_listener.h"
 
-#include "absl/strings/str_cat.h"
 #include "payment_service/payment_codec.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
@@ -19,9 +18,7 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox,
       late_(metrics.AddCounter("outbox_late_acks_total",
                                "acknowledgements that closed a FAILED row (delivered after all)")),
       harmless_(metrics.AddCounter("outbox_acks_total", "", "result=\"harmless\"")),
-      dead_lettered_(metrics.AddCounter("outbox_dead_lettered_total",
-                                        "messages dead-lettered (undecodable or invalid)",
-                                        absl::StrCat("queue=\"", options_.queue, "\""))) {
+      dead_lettered_(DeadLetteredCounter(metrics, options_.queue)) {
   RegisterLinkMetrics(metrics, acks_, "ack_listener");
 }
 

@@ -35,6 +35,9 @@ namespace {
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_payment_listen);
   RETURN_IF_ERROR(ValidateListenAddress(listen, "payment_listen"));
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
+  }
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   PublisherOptions publisher_options;
   publisher_options.window = absl::GetFlag(FLAGS_publish_window);
@@ -88,6 +91,7 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   return outbox::RunServiceMain(argc, argv, "payment_service",
-                                "payment_service: payments with a transactional outbox.",
+                                "Payments with a transactional outbox: a payment and its message in one SQLite\n"
+                                "transaction, published to PAY_QUEUE, SENT when accounting replies.",
                                 outbox::payment::Run);
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "shared/observability/log.h"
+#include "shared/outbox/transport.h"
 
 namespace outbox::recovery {
 
@@ -15,13 +16,9 @@ DeadLetters::DeadLetters(const AmqpUrl& url, const Topology& topology)
 
 void DeadLetters::RegisterMetrics(MetricsRegistry& metrics) {
   const AmqpSession& session = session_;
-  metrics.AddGauge("outbox_amqp_connected", "1 while the broker connection is up",
-                   "connection=\"dead_letters\"",
-                   [&session] { return session.up() ? 1 : 0; });
-  metrics.AddCounterReader("outbox_amqp_connection_drops_total",
-                           "broker connections lost (each logged as amqp_connection_lost)",
-                           "connection=\"dead_letters\"",
-                           [&session] { return static_cast<double>(session.drops()); });
+  RegisterConnectionMetrics(
+      metrics, "dead_letters", [&session] { return session.up(); },
+      [&session] { return session.drops(); });
 }
 
 absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& queue) {

@@ -74,6 +74,9 @@ namespace {
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_recovery_listen);
   RETURN_IF_ERROR(ValidateListenAddress(listen, "recovery_listen"));
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
+  }
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   RecoveryOptions options;
   options.instance_id = absl::GetFlag(FLAGS_recovery_instance_id);
@@ -146,7 +149,7 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   return outbox::RunServiceMain(
       argc, argv, "recovery_service",
-      "recovery_service: re-publishes unacknowledged outbox rows, fails exhausted ones with an "
-      "alert, serves ops.v1.OutboxOps.",
+      "Re-publishes unacknowledged outbox rows, fails exhausted ones with an alert, serves\n"
+      "ops.v1.OutboxOps.",
       outbox::recovery::Run);
 }

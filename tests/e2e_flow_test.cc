@@ -2,12 +2,15 @@
 // SQLite files, real gRPC over loopback sockets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "shared/observability/http_client.h"
 #include "tests/support/alertmanager.h"
@@ -231,10 +234,55 @@ TEST(EndToEndTest, OneTraceIdFollowsAPaymentThroughTheThreeServices) {
   EXPECT_NE(services.payment().Log().find("ack_received " + ids), std::string::npos);
 }
 
+// Lists the services through reflection (v1 or v1alpha: the same messages in
+// two packages) and resolves each to the file that declares it.
+template <typename Reflection, typename Request, typename Response>
+std::set<std::string> ListAndResolveServices(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = Reflection::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto stream = stub->ServerReflectionInfo(&ctx);
+  Request list;
+  list.set_list_services("");
+  EXPECT_TRUE(stream->Write(list));
+  Response resp;
+  EXPECT_TRUE(stream->Read(&resp));
+  std::set<std::string> names;
+  for (const auto& svc : resp.list_services_response().service()) names.insert(svc.name());
+  for (const std::string& name : names) {
+    Request lookup;
+    lookup.set_file_containing_symbol(name);
+    EXPECT_TRUE(stream->Write(lookup));
+    EXPECT_TRUE(stream->Read(&resp));
+    EXPECT_FALSE(resp.has_error_response()) << name << ": " << resp.error_response().error_message();
+    bool declared = false;
+    std::set<std::string> files;
+    for (const std::string& bytes : resp.file_descriptor_response().file_descriptor_proto()) {
+      google::protobuf::FileDescriptorProto file;
+      EXPECT_TRUE(file.ParseFromString(bytes));
+      files.insert(file.name());
+      for (const auto& s : file.service()) declared |= file.package() + "." + s.name() == name;
+    }
+    EXPECT_TRUE(declared) << name << " not declared in what reflection returned";
+    // A file comes with what it imports, so a client can build the types.
+    if (name == "payment.v1.PaymentService") {
+      EXPECT_TRUE(files.count("google/protobuf/timestamp.proto")) << name;
+    }
+  }
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+  return names;
+}
+
 TEST(EndToEndTest, HealthAndReflectionAnswerOnEveryService) {
   ServiceSet services;
   services.StartAll();
-  for (auto channel : {services.payment_channel(), services.accounting_channel()}) {
+  auto& recovery = services.StartRecovery("r1");
+  const std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> servers = {
+      {"payment.v1.PaymentService", services.payment_channel()},
+      {"accounting.v1.AccountingService", services.accounting_channel()},
+      {"ops.v1.OutboxOps", grpc::CreateChannel(absl::StrCat("127.0.0.1:", recovery.port),
+                                               grpc::InsecureChannelCredentials())}};
+  for (const auto& [own, channel] : servers) {
     auto health = grpc::health::v1::Health::NewStub(channel);
     grpc::ClientContext ctx;
     grpc::health::v1::HealthCheckRequest req;
@@ -242,22 +290,20 @@ TEST(EndToEndTest, HealthAndReflectionAnswerOnEveryService) {
     ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
     EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 
-    auto reflection = grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
-    grpc::ClientContext rctx;
-    auto stream = reflection->ServerReflectionInfo(&rctx);
-    grpc::reflection::v1alpha::ServerReflectionRequest rreq;
-    rreq.set_list_services("");
-    ASSERT_TRUE(stream->Write(rreq));
-    stream->WritesDone();
-    grpc::reflection::v1alpha::ServerReflectionResponse rresp;
-    ASSERT_TRUE(stream->Read(&rresp));
-    std::set<std::string> names;
-    for (const auto& svc : rresp.list_services_response().service()) names.insert(svc.name());
-    EXPECT_TRUE(names.count("payment.v1.PaymentService") || names.count("accounting.v1.AccountingService"));
-    EXPECT_TRUE(names.count("grpc.health.v1.Health"));
-    while (stream->Read(&rresp)) {
+    namespace v1 = grpc::reflection::v1;
+    namespace v1alpha = grpc::reflection::v1alpha;
+    const std::set<std::string> listed_v1 =
+        ListAndResolveServices<v1::ServerReflection, v1::ServerReflectionRequest,
+                               v1::ServerReflectionResponse>(channel);
+    const std::set<std::string> listed_v1alpha =
+        ListAndResolveServices<v1alpha::ServerReflection, v1alpha::ServerReflectionRequest,
+                               v1alpha::ServerReflectionResponse>(channel);
+    EXPECT_EQ(listed_v1, listed_v1alpha);
+    for (const std::string& name : {own, std::string("grpc.health.v1.Health"),
+                                    std::string("grpc.reflection.v1.ServerReflection"),
+                                    std::string("grpc.reflection.v1alpha.ServerReflection")}) {
+      EXPECT_TRUE(listed_v1.count(name)) << own << " does not list " << name;
     }
-    EXPECT_TRUE(stream->Finish().ok());
   }
 }
 
@@ -272,11 +318,44 @@ TEST(EndToEndTest, BinariesRefuseBadConfigurationWithAClearMessage) {
 
   Process help;
   help.Start(BinaryPath("accounting_service"), {"--help"}, {}, dir + "/h.log");
-  PollUntil([&] { return !help.Running(); }, absl::Seconds(10));
+  ASSERT_EQ(help.WaitExit(absl::Seconds(10)), 0);
   const std::string text = help.Log();
+  EXPECT_EQ(text.rfind("usage: accounting_service [flags]\n", 0), 0u) << text;
+  EXPECT_EQ(text.find("accounting_service", 10), std::string::npos) << "name printed twice:\n" << text;
   for (const char* flag : {"accounting_listen", "accounting_db", "amqp_url", "ACCOUNTING_DB", "AMQP_URL"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag << " missing from --help:\n" << text;
   }
+
+  Process version;
+  version.Start(BinaryPath("recovery_service"), {"--version"}, {}, dir + "/v.log");
+  ASSERT_EQ(version.WaitExit(absl::Seconds(10)), 0);
+  EXPECT_EQ(version.Log().rfind("recovery_service ", 0), 0u) << version.Log();
+  EXPECT_NE(version.Log().find(" build)"), std::string::npos) << version.Log();
+  EXPECT_EQ(version.Log().find("NDEBUG"), std::string::npos) << version.Log();
+
+  // Start-up errors: exit 2 and one line naming the flag, before any broker
+  // connection is tried and without gRPC's own log format.
+  const Env base = {{"AMQP_URL", "amqp://u:p@127.0.0.1:1/%2F"}, {"PAYMENT_DB", dir + "/p.db"}};
+  int n = 0;
+  for (const Env& bad : std::vector<Env>{{{"PAYMENT_LISTEN", "10.255.255.1:5"}},
+                                         {{"PAYMENT_LISTEN", "garbage"}},
+                                         {{"PAYMENT_LISTEN", "no-such-host.invalid:5"}},
+                                         {{"PAYMENT_METRICS_LISTEN", "10.255.255.1:5"}}}) {
+    Env env = base;
+    for (const auto& [k, v] : bad) env[k] = v;
+    Process start;
+    start.Start(BinaryPath("payment_service"), {}, env, absl::StrCat(dir, "/bad", n++, ".log"));
+    EXPECT_EQ(start.WaitExit(absl::Seconds(10)), 2) << start.Log();
+    const std::string log = start.Log();
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+    EXPECT_NE(log.find("payment_service_failed"), std::string::npos) << log;
+    EXPECT_NE(log.find("listen"), std::string::npos) << log;
+  }
+  Process unknown;
+  unknown.Start(BinaryPath("payment_service"), {"--no_such_flag=1"}, base, dir + "/u.log");
+  EXPECT_EQ(unknown.WaitExit(absl::Seconds(10)), 2);
+  EXPECT_EQ(unknown.Log().rfind("payment_service: unknown flag --no_such_flag\n", 0), 0u)
+      << unknown.Log();
 }
 
 }  // namespace

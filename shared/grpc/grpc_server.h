@@ -1,9 +1,10 @@
 #pragma once
 
 // Server scaffolding every service shares: the standard health service and
-// server reflection, so grpcurl-style tools work without the proto files.
-// A target of its own because grpc++_reflection carries the reflection
-// protos, which test clients generate themselves.
+// server reflection (v1 and v1alpha), so grpcurl-style tools work without the
+// proto files, and every listed service, health included, resolves to its
+// file descriptor. grpc++_reflection carries the v1alpha protos, so clients
+// of v1alpha (tests) never link this.
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,7 +17,7 @@
 namespace outbox {
 
 // Builds and starts a server on `listen` (host:port; port 0 picks one) with
-// the standard health service and server reflection. `bound_port` receives
+// the standard health service and server reflection v1 and v1alpha. `bound_port` receives
 // the port actually bound. A port another process listens on is not shared
 // (no SO_REUSEPORT): FAILED_PRECONDITION "cannot listen on <listen>: <why>".
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
@@ -28,5 +29,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
 // here take milliseconds.
 inline constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
 void ShutdownGrpcServer(grpc::Server& server);
+
+// gRPC's own log lines (errors, unless GRPC_VERBOSITY says otherwise) become
+// ours: one `grpc_log file=... message=...` line each, not gRPC's format.
+void SendGrpcLogsToOurLog();
 
 }  // namespace outbox

@@ -9,7 +9,9 @@ MetricsRegistry::Family& MetricsRegistry::FamilyFor(const std::string& name,
                                                    const std::string& help,
                                                    const std::string& type) {
   for (Family& f : families_) {
-    if (f.name == name) return f;
+    if (f.name != name) continue;
+    if (f.help.empty()) f.help = help;  // a family's help may come with any of its series
+    return f;
   }
   families_.push_back(Family{name, help, type, {}});
   return families_.back();

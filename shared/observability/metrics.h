@@ -26,7 +26,9 @@ class Counter {
 class MetricsRegistry {
  public:
   // `labels` is already formatted, e.g. `result="confirmed"`. Series of one
-  // name share the first registration's help and type. The counter lives as
+  // name share one help and type: the first non-empty help given. A family
+  // registered from two places takes its help from one constant or one
+  // registering function, so texts cannot drift apart. The counter lives as
   // long as the registry.
   Counter& AddCounter(const std::string& name, const std::string& help,
                       const std::string& labels = "");

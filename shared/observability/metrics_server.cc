@@ -8,13 +8,27 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace outbox {
+
+std::string MetricsHttpStatus(absl::string_view request) {
+  // Request line: METHOD SP target SP version. The path is the target up to
+  // any query string; it must be exactly /metrics.
+  const absl::string_view line = request.substr(0, request.find("\r\n"));
+  const std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
+  if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/")) return "400 Bad Request";
+  const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
+  if (path != "/metrics") return "404 Not Found";
+  if (parts[0] != "GET") return "405 Method Not Allowed";
+  return "200 OK";
+}
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& listen,
                                                                     Render render) {
@@ -79,11 +93,13 @@ void MetricsServer::Run() {
       if (n <= 0) break;
       request.append(buf, n);
     }
-    std::string body, status = "200 OK";
-    if (absl::StartsWith(request, "GET /metrics")) {
+    std::string body;
+    const std::string status = MetricsHttpStatus(request);
+    if (status == "200 OK") {
       body = render_();
+    } else if (status == "405 Method Not Allowed") {
+      body = "only GET /metrics\n";
     } else {
-      status = "404 Not Found";
       body = "try /metrics\n";
     }
     const std::string response =

@@ -9,9 +9,16 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "shared/observability/metrics.h"
 
 namespace outbox {
+
+// The HTTP status line for a raw request: "200 OK" only for GET /metrics (a
+// query string is ignored), "405 Method Not Allowed" for another method on
+// it, "404 Not Found" for any other path, "400 Bad Request" for a request
+// line that does not parse.
+std::string MetricsHttpStatus(absl::string_view request);
 
 class MetricsServer {
  public:

@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "shared/observability/alert_group.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/metrics.h"
@@ -103,8 +108,9 @@ TEST(AlertGroupTest, RaisesOnceRefreshesWhileActiveResolvesWhenGone) {
   EXPECT_EQ(sink.raised.size(), 3u);
 }
 
-TEST(MetricsTest, OneHelpPerFamilyAndSeriesInRegistrationOrder) {
+TEST(MetricsTest, OneHelpPerFamilyTheFirstNonEmptyAndSeriesInRegistrationOrder) {
   MetricsRegistry m;
+  m.AddCounter("x_total", "", "result=\"early\"");  // its help comes with a later series
   Counter& ok = m.AddCounter("x_total", "things", "result=\"ok\"");
   Counter& bad = m.AddCounter("x_total", "ignored second help", "result=\"bad\"");
   m.AddGauge("up", "is it up", "", [] { return 1.0; });
@@ -112,7 +118,7 @@ TEST(MetricsTest, OneHelpPerFamilyAndSeriesInRegistrationOrder) {
   bad.Add();
   EXPECT_EQ(m.Render(),
             "# HELP x_total things\n# TYPE x_total counter\n"
-            "x_total{result=\"ok\"} 3\nx_total{result=\"bad\"} 1\n"
+            "x_total{result=\"early\"} 0\nx_total{result=\"ok\"} 3\nx_total{result=\"bad\"} 1\n"
             "# HELP up is it up\n# TYPE up gauge\nup 1\n");
 }
 
@@ -125,6 +131,41 @@ TEST(MetricsServerTest, APortInUseIsAFailedPreconditionNamingIt) {
   EXPECT_EQ(second.status().message(),
             absl::StrCat("cannot listen on ", taken,
                          " for /metrics: address already in use (another process holds it)"));
+}
+
+// Sends `request` to 127.0.0.1:port and returns the response's first line.
+std::string StatusLineOf(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "connect failed";
+  }
+  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string response;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) response.append(buf, n);
+  close(fd);
+  return response.substr(0, response.find("\r\n"));
+}
+
+TEST(MetricsServerTest, OnlyGetMetricsAnswers200) {
+  auto server = MetricsServer::Start("127.0.0.1:0", [] { return std::string("up 1\n"); });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto get = [&](const std::string& line) {
+    return StatusLineOf(port, line + "\r\nHost: x\r\n\r\n");
+  };
+  EXPECT_EQ(get("GET /metrics HTTP/1.1"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(get("GET /metrics?name[]=up HTTP/1.1"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(get("GET /metrics/anything HTTP/1.1"), "HTTP/1.1 404 Not Found");
+  EXPECT_EQ(get("GET /metricsx HTTP/1.1"), "HTTP/1.1 404 Not Found");
+  EXPECT_EQ(get("GET / HTTP/1.1"), "HTTP/1.1 404 Not Found");
+  EXPECT_EQ(get("POST /metrics HTTP/1.1"), "HTTP/1.1 405 Method Not Allowed");
+  EXPECT_EQ(get("garbage"), "HTTP/1.1 400 Bad Request");
 }
 
 }  // namespace

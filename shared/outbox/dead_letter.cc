@@ -6,6 +6,14 @@
 
 namespace outbox {
 
+Counter& DeadLetteredCounter(MetricsRegistry& metrics, const std::string& queue) {
+  return metrics.AddCounter(
+      "outbox_dead_lettered_total",
+      "messages rejected to the dead-letter queue (undecodable, invalid, or a reply that "
+      "cannot be routed)",
+      absl::StrCat("queue=\"", queue, "\""));
+}
+
 absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered,
                         const std::string& queue, const Delivery& delivery,
                         const std::string& why) {

@@ -14,6 +14,10 @@
 
 namespace outbox {
 
+// outbox_dead_lettered_total{queue=...}, registered here only so the
+// services that dead-letter share one help text.
+Counter& DeadLetteredCounter(MetricsRegistry& metrics, const std::string& queue);
+
 // Returns the reject's status (a broker error), OK otherwise.
 absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered,
                         const std::string& queue, const Delivery& delivery,

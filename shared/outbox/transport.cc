@@ -15,14 +15,20 @@ absl::Status ConnectLive(BrokerLink& link) {
   return link.Connect();
 }
 
-void RegisterLinkMetrics(MetricsRegistry& metrics, const BrokerLink& link,
-                         const std::string& connection) {
+void RegisterConnectionMetrics(MetricsRegistry& metrics, const std::string& connection,
+                               std::function<bool()> up, std::function<int64_t()> drops) {
   const std::string label = absl::StrCat("connection=\"", connection, "\"");
   metrics.AddGauge("outbox_amqp_connected", "1 while the broker connection is up", label,
-                   [&link] { return link.up() ? 1 : 0; });
+                   [up = std::move(up)] { return up() ? 1 : 0; });
   metrics.AddCounterReader("outbox_amqp_connection_drops_total",
                            "broker connections lost (each logged as amqp_connection_lost)", label,
-                           [&link] { return static_cast<double>(link.drops()); });
+                           [drops = std::move(drops)] { return static_cast<double>(drops()); });
+}
+
+void RegisterLinkMetrics(MetricsRegistry& metrics, const BrokerLink& link,
+                         const std::string& connection) {
+  RegisterConnectionMetrics(
+      metrics, connection, [&link] { return link.up(); }, [&link] { return link.drops(); });
 }
 
 absl::StatusOr<std::vector<Confirm>> PublishAndConfirm(MessagePublisher& publisher,

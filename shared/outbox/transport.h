@@ -5,6 +5,7 @@
 // Implementations keep one connection each and reconnect on their own with
 // backoff; they are not thread-safe (one per worker thread).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,11 @@ class BrokerLink {
 absl::Status ConnectLive(BrokerLink& link);
 
 // outbox_amqp_connected{connection=...} (1 while up) and
-// outbox_amqp_connection_drops_total{connection=...}.
+// outbox_amqp_connection_drops_total{connection=...}, read when scraped. The
+// one place these families are registered (and their help written).
+void RegisterConnectionMetrics(MetricsRegistry& metrics, const std::string& connection,
+                               std::function<bool()> up, std::function<int64_t()> drops);
+// The same for a BrokerLink.
 void RegisterLinkMetrics(MetricsRegistry& metrics, const BrokerLink& link,
                          const std::string& connection);
 

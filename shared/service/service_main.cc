@@ -1,6 +1,14 @@
 #include "shared/service/service_main.h"
 
-#include "absl/flags/parse.h"
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
@@ -10,37 +18,63 @@
 #include "shared/service/cli.h"
 
 namespace outbox {
+namespace {
 
-int RunServiceMain(int argc, char** argv, const std::string& name, const std::string& usage,
-                   const std::function<absl::Status()>& run) {
+constexpr int kExitCannotStart = 2;
+
+}  // namespace
+
+int RunServiceMain(int argc, char** argv, const std::string& name,
+                   const std::string& description, const std::function<absl::Status()>& run) {
   BlockShutdownSignals();
-  InitCommandLine(absl::StrCat(usage, "\nEvery flag defaults from the environment variable named "
-                                      "in its help."));
-  absl::ParseCommandLine(argc, argv);
-  absl::Status s = run();
-  if (s.ok()) return 0;
-  LogError(absl::StrCat(name, "_failed"), {KV("error", s.ToString())});
-  return ExitCodeFor(s);
-}
-
-int ExitCodeFor(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kOk: return 0;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition: return 2;
-    default: return 1;
+  if (std::optional<int> code = ParseServiceCommandLine(argc, argv, name, description)) {
+    return *code;
   }
+  SendGrpcLogsToOurLog();
+  absl::Status s = run();
+  if (s.ok()) return kExitOk;
+  LogError(absl::StrCat(name, "_failed"), {KV("error", s.ToString())});
+  return kExitCannotStart;
 }
 
 absl::Status ValidateListenAddress(const std::string& listen, const std::string& flag_name) {
+  auto refuse = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag_name, " '", listen, "': ", why));
+  };
   const size_t colon = listen.rfind(':');
   int port = 0;
   if (colon == std::string::npos || colon == 0 ||
       !absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag_name, " must be host:port, got '", listen, "'"));
+    return refuse("must be host:port");
   }
-  return absl::OkStatus();
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // [::1]
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (rc != 0) return refuse(absl::StrCat("host '", host, "' does not resolve: ", gai_strerror(rc)));
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> free_found(found, freeaddrinfo);
+  // Like gRPC, listening works when any of the resolved addresses binds.
+  std::string error;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      error = std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    const bool bound = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    if (!bound) error = std::strerror(errno);
+    close(fd);
+    if (bound) return absl::OkStatus();
+  }
+  return refuse(absl::StrCat("cannot listen there: ", error));
 }
 
 absl::StatusOr<std::unique_ptr<Serving>> Serving::Start(const std::string& listen,

@@ -2,7 +2,7 @@
 
 // Start-up and shutdown every service binary shares, so each main.cc only
 // reads its own flags, wires its parts and waits:
-//   int main(int argc, char** argv) { return RunServiceMain(argc, argv, "x", kUsage, Run); }
+//   int main(int argc, char** argv) { return RunServiceMain(argc, argv, "x", kAbout, Run); }
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,19 +17,21 @@
 
 namespace outbox {
 
-// Blocks the shutdown signals (before any thread starts), sets up --help,
-// parses the flags and runs `run`. Exits with ExitCodeFor its status, with
-// one log line `<name>_failed` unless it is OK.
-int RunServiceMain(int argc, char** argv, const std::string& name, const std::string& usage,
-                   const std::function<absl::Status()>& run);
+// Blocks the shutdown signals (before any thread starts), parses the command
+// line (--help, --version and usage errors as in shared/service/cli.h), sends
+// gRPC's own log lines through ours, and runs `run`, which returns an error
+// only when the service cannot start (a bad setting, an address it cannot
+// listen on, a database it cannot open). Exit code: 0 after a clean
+// shutdown, 2 when it could not start, with one log line
+// `<name>_failed error=...`.
+int RunServiceMain(int argc, char** argv, const std::string& name,
+                   const std::string& description, const std::function<absl::Status()>& run);
 
-// 0 for OK; 2 when the service cannot start as configured and starting it
-// again unchanged will not help: a bad setting (INVALID_ARGUMENT) or a world
-// that does not fit it (FAILED_PRECONDITION: its port is taken, its database
-// is missing or cannot be opened); 1 otherwise.
-int ExitCodeFor(const absl::Status& s);
-
-// INVALID_ARGUMENT unless `listen` is host:port.
+// INVALID_ARGUMENT naming the flag unless `listen` is host:port (port 0
+// picks one) and this host can listen there now: the host resolves to a
+// local address and the port is free. Checked before anything starts, so a
+// bad address is one clear line rather than a gRPC error after the broker
+// connections were opened.
 absl::Status ValidateListenAddress(const std::string& listen, const std::string& flag_name);
 
 // A running service's front: the gRPC server (health and reflection

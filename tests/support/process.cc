@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -23,7 +24,8 @@ Process::~Process() {
 }
 
 void Process::Start(const std::string& binary, const std::vector<std::string>& args,
-                    const std::map<std::string, std::string>& env, const std::string& log_path) {
+                    const std::map<std::string, std::string>& env, const std::string& log_path,
+                    const std::string& err_path) {
   log_path_ = log_path;
   std::vector<std::string> envs;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -46,6 +48,10 @@ void Process::Start(const std::string& binary, const std::vector<std::string>& a
     if (fd >= 0) {
       dup2(fd, 1);
       dup2(fd, 2);
+    }
+    if (!err_path.empty()) {
+      int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (err_fd >= 0) dup2(err_fd, 2);
     }
     // The child must not inherit a blocked SIGTERM from the test runner.
     sigset_t none;
@@ -112,6 +118,28 @@ std::string Process::WaitForLog(const std::string& needle, absl::Duration timeou
       },
       timeout, absl::Milliseconds(50));
   return found ? log : "";
+}
+
+CommandResult RunToCompletion(const std::string& binary, const std::vector<std::string>& args,
+                              const std::map<std::string, std::string>& env,
+                              const std::string& out_prefix, absl::Duration timeout) {
+  const std::string out_path = out_prefix + ".out", err_path = out_prefix + ".err";
+  std::remove(out_path.c_str());
+  std::remove(err_path.c_str());
+  Process p;
+  p.Start(binary, args, env, out_path, err_path);
+  CommandResult r;
+  r.exit_code = p.WaitExit(timeout);
+  if (r.exit_code == -1) p.Kill();
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  r.out = read(out_path);
+  r.err = read(err_path);
+  return r;
 }
 
 std::string LogField(const std::string& log, const std::string& event, const std::string& key) {

@@ -21,9 +21,11 @@ class Process {
   Process& operator=(const Process&) = delete;
 
   // Starts `binary` with `args`; `env` is added to this process's environment.
-  // stdout and stderr go to `log_path` (appended).
+  // stdout and stderr go to `log_path` (appended), stderr to `err_path`
+  // instead when one is given.
   void Start(const std::string& binary, const std::vector<std::string>& args,
-             const std::map<std::string, std::string>& env, const std::string& log_path);
+             const std::map<std::string, std::string>& env, const std::string& log_path,
+             const std::string& err_path = "");
 
   // SIGTERM, then waits; returns the exit code (or 128+signal), -1 on timeout.
   int Terminate(absl::Duration timeout = absl::Seconds(20));
@@ -47,6 +49,21 @@ class Process {
   int exit_code_ = -1;
   std::string log_path_;
 };
+
+// What a command-line program did: its exit code (-1 if it had to be killed
+// after the timeout) and what it printed on stdout and on stderr.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `binary` to completion; its output files are `<out_prefix>.out` and
+// `<out_prefix>.err` (overwritten).
+CommandResult RunToCompletion(const std::string& binary, const std::vector<std::string>& args,
+                              const std::map<std::string, std::string>& env,
+                              const std::string& out_prefix,
+                              absl::Duration timeout = absl::Seconds(30));
 
 // Extracts "key=value" from the last log line of `event` (shared/log format).
 std::string LogField(const std::string& log, const std::string& event, const std::string& key);

@@ -41,6 +41,8 @@ class ServiceSet {
   Recovery& StartRecovery(const std::string& instance, Env extra_env = {});
   Recovery& recovery(const std::string& instance) { return *recoveries_.at(instance); }
 
+  int payment_port() const { return payment_port_; }
+  int accounting_port() const { return accounting_port_; }
   Process& payment() { return payment_; }
   Process& accounting() { return accounting_; }
   const Broker& broker() const { return broker_; }

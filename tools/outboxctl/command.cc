@@ -1,0 +1,317 @@
+#include "tools/outboxctl/command.h"
+
+#include <map>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
+
+namespace outbox::ctl {
+namespace {
+
+struct FlagSpec {
+  absl::string_view name;
+  bool takes_value;
+  bool global;  // applies to every command
+};
+
+constexpr FlagSpec kFlags[] = {
+    {"recovery_addr", true, true},  {"payment_addr", true, true},
+    {"accounting_addr", true, true}, {"timeout", true, true},
+    {"json", false, true},          {"status", true, false},
+    {"limit", true, false},         {"page_size", true, false},
+    {"queue", true, false},         {"all_failed", false, false},
+    {"dry_run", false, false},
+};
+
+const FlagSpec* FindFlag(absl::string_view name) {
+  for (const FlagSpec& f : kFlags) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+absl::Status Bad(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
+// How a flag is written in messages: --all-failed, --recovery_addr (as in the help).
+std::string Shown(absl::string_view name) {
+  if (name == "all_failed" || name == "dry_run") {
+    return absl::StrCat("--", absl::StrReplaceAll(name, {{"_", "-"}}));
+  }
+  return absl::StrCat("--", name);
+}
+
+absl::StatusOr<int> PositiveInt(absl::string_view flag, const std::string& value, int max) {
+  int n = 0;
+  if (!absl::SimpleAtoi(value, &n) || n < 1 || n > max) {
+    return Bad(absl::StrCat(Shown(flag), " must be a whole number from 1 to ", max, ", not '",
+                            value, "'"));
+  }
+  return n;
+}
+
+absl::StatusOr<absl::Duration> PositiveDuration(absl::string_view what, const std::string& value) {
+  absl::Duration d;
+  if (!absl::ParseDuration(value, &d) || d <= absl::ZeroDuration()) {
+    return Bad(absl::StrCat(what, " must be a positive duration such as 500ms or 10s, not '", value,
+                            "'"));
+  }
+  return d;
+}
+
+// The flags each command takes besides the global ones.
+const std::set<std::string>& LocalFlagsOf(Verb verb) {
+  static const auto* none = new std::set<std::string>();
+  static const auto* list = new std::set<std::string>{"status", "limit", "page_size"};
+  static const auto* redrive_all = new std::set<std::string>{"all_failed", "dry_run"};
+  static const auto* dead_letters = new std::set<std::string>{"queue", "limit"};
+  switch (verb) {
+    case Verb::kList: return *list;
+    case Verb::kRedriveAllFailed: return *redrive_all;
+    case Verb::kDeadLettersList:
+    case Verb::kDeadLettersRedrive: return *dead_letters;
+    default: return *none;
+  }
+}
+
+// The command named by the words, and how many words after its name it takes.
+absl::StatusOr<Verb> VerbOf(const std::vector<std::string>& words, bool all_failed,
+                            size_t* name_words, size_t* args) {
+  const std::string& w = words[0];
+  *name_words = 1;
+  *args = 0;
+  if (w == "stats") return Verb::kStats;
+  if (w == "list") return Verb::kList;
+  if (w == "help") return Verb::kHelp;
+  if (w == "version") return Verb::kVersion;
+  if (w == "get") {
+    *args = 1;
+    return Verb::kGet;
+  }
+  if (w == "redrive") {
+    if (all_failed) return Verb::kRedriveAllFailed;
+    *args = 1;
+    return Verb::kRedrive;
+  }
+  if (w == "health") {
+    *args = 1;
+    return Verb::kHealth;
+  }
+  if (w == "dead-letters" || w == "dead_letters" || w == "payment" || w == "voucher") {
+    *name_words = 2;
+    const std::string sub = words.size() > 1 ? words[1] : "";
+    if (w == "payment" || w == "voucher") {
+      if (sub != "get") {
+        return Bad(sub.empty() ? absl::StrCat("'", w, "' needs a subcommand: ", w, " get PAYMENT_ID")
+                               : absl::StrCat("unknown subcommand '", w, " ", sub, "'; try '", w,
+                                              " get PAYMENT_ID'"));
+      }
+      *args = 1;
+      return w == "payment" ? Verb::kPaymentGet : Verb::kVoucherGet;
+    }
+    if (sub == "list") return Verb::kDeadLettersList;
+    if (sub == "redrive") return Verb::kDeadLettersRedrive;
+    return Bad(sub.empty() ? "'dead-letters' needs a subcommand: list or redrive"
+                           : absl::StrCat("unknown subcommand 'dead-letters ", sub,
+                                          "'; try list or redrive"));
+  }
+  return Bad(absl::StrCat("unknown command '", w, "'"));
+}
+
+const char* ArgName(Verb verb) {
+  switch (verb) {
+    case Verb::kGet:
+    case Verb::kRedrive: return "MESSAGE_ID";
+    case Verb::kPaymentGet:
+    case Verb::kVoucherGet: return "PAYMENT_ID";
+    case Verb::kHealth: return "ADDR";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const EnvLookup& env) {
+  for (const std::string& a : args) {
+    if (a == "--") break;
+    if (a == "-h" || a == "-help" || a == "--help") return Command{Verb::kHelp};
+    if (a == "-version" || a == "--version") return Command{Verb::kVersion};
+  }
+  Command c;
+  c.recovery_addr = env("RECOVERY_ADDR").value_or("127.0.0.1:50053");
+  c.payment_addr = env("PAYMENT_ADDR").value_or("127.0.0.1:50051");
+  c.accounting_addr = env("ACCOUNTING_ADDR").value_or("127.0.0.1:50052");
+  c.timeout = absl::Seconds(10);
+  if (auto t = env("OUTBOXCTL_TIMEOUT")) {
+    auto d = PositiveDuration("OUTBOXCTL_TIMEOUT", *t);
+    if (!d.ok()) return d.status();
+    c.timeout = *d;
+  }
+
+  std::map<std::string, std::string> local;  // flag -> value, the last one given
+  std::vector<std::string> words;
+  bool only_words = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (!only_words && a == "--") {
+      only_words = true;
+      continue;
+    }
+    if (only_words || a.size() < 2 || a[0] != '-') {
+      words.push_back(a);
+      continue;
+    }
+    absl::string_view body = a;
+    body.remove_prefix(body.substr(0, 2) == "--" ? 2 : 1);
+    const size_t eq = body.find('=');
+    const std::string written(body.substr(0, eq));
+    const std::string name = absl::StrReplaceAll(written, {{"-", "_"}});
+    const FlagSpec* spec = FindFlag(name);
+    if (spec == nullptr) return Bad(absl::StrCat("unknown flag --", written));
+    std::string value;
+    if (spec->takes_value) {
+      if (eq != absl::string_view::npos) {
+        value = std::string(body.substr(eq + 1));
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      }
+      if (value.empty()) return Bad(absl::StrCat(Shown(name), " needs a value"));
+    } else {
+      value = eq == absl::string_view::npos ? "true" : std::string(body.substr(eq + 1));
+      if (value != "true" && value != "false") {
+        return Bad(absl::StrCat(Shown(name), " takes no value (or true/false), not '", value, "'"));
+      }
+    }
+    if (!spec->global) {
+      local[name] = value;
+    } else if (name == "recovery_addr") {
+      c.recovery_addr = value;
+    } else if (name == "payment_addr") {
+      c.payment_addr = value;
+    } else if (name == "accounting_addr") {
+      c.accounting_addr = value;
+    } else if (name == "json") {
+      c.json = value == "true";
+    } else if (name == "timeout") {
+      auto d = PositiveDuration("--timeout", value);
+      if (!d.ok()) return d.status();
+      c.timeout = *d;
+    }
+  }
+
+  if (words.empty()) return Bad("missing command");
+  const bool all_failed = local.count("all_failed") > 0 && local["all_failed"] == "true";
+  size_t name_words = 0, wanted = 0;
+  auto verb = VerbOf(words, all_failed, &name_words, &wanted);
+  if (!verb.ok()) return verb.status();
+  c.verb = *verb;
+  const std::string command = absl::StrJoin(words.begin(), words.begin() + name_words, " ");
+  const size_t given = words.size() - name_words;
+  if (c.verb == Verb::kRedriveAllFailed && given > 0) {
+    return Bad("redrive takes a MESSAGE_ID or --all-failed, not both");
+  }
+  if (given < wanted) {
+    return Bad(absl::StrCat("'", command, "' needs ", ArgName(c.verb),
+                            c.verb == Verb::kRedrive ? " (or --all-failed)" : ""));
+  }
+  if (given > wanted) {
+    return Bad(absl::StrCat("unexpected argument '", words[name_words + wanted], "' after '",
+                            command, wanted > 0 ? " " : "", wanted > 0 ? ArgName(c.verb) : "",
+                            "'"));
+  }
+  if (wanted == 1) c.arg = words[name_words];
+  if (local.count("dry_run") && c.verb != Verb::kRedriveAllFailed) {
+    return Bad("--dry-run goes with redrive --all-failed");
+  }
+  for (const auto& [name, value] : local) {
+    if (LocalFlagsOf(c.verb).count(name) == 0) {
+      return Bad(absl::StrCat(Shown(name), " does not apply to '", command, "'"));
+    }
+  }
+
+  switch (c.verb) {
+    case Verb::kList: {
+      if (local.count("status") == 0) return Bad("'list' needs --status=FAILED, SENDING or SENT");
+      c.status = absl::AsciiStrToUpper(local["status"]);
+      if (c.status != "FAILED" && c.status != "SENDING" && c.status != "SENT") {
+        return Bad(absl::StrCat("--status must be FAILED, SENDING or SENT, not '", local["status"],
+                                "'"));
+      }
+      c.limit = kDefaultListLimit;
+      if (local.count("limit")) {
+        auto n = PositiveInt("limit", local["limit"], 1000000000);
+        if (!n.ok()) return n.status();
+        c.limit = *n;
+      }
+      if (local.count("page_size")) {
+        auto n = PositiveInt("page_size", local["page_size"], kMaxPageSize);
+        if (!n.ok()) return n.status();
+        c.page_size = *n;
+      }
+      break;
+    }
+    case Verb::kRedriveAllFailed:
+      c.dry_run = local.count("dry_run") > 0 && local["dry_run"] == "true";
+      break;
+    case Verb::kDeadLettersList:
+    case Verb::kDeadLettersRedrive: {
+      if (local.count("queue") == 0) {
+        return Bad(absl::StrCat("'", command, "' needs --queue=QUEUE (e.g. PAY_QUEUE)"));
+      }
+      c.queue = local["queue"];
+      if (local.count("limit")) {
+        auto n = PositiveInt("limit", local["limit"], c.verb == Verb::kDeadLettersList
+                                                          ? kMaxPageSize
+                                                          : 1000000000);
+        if (!n.ok()) return n.status();
+        c.limit = *n;
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return c;
+}
+
+std::string HelpText() {
+  return absl::StrCat(
+      "usage: ", kProgram, " ", kSynopsis, "\n",
+      "The operator's client of the outbox services over gRPC: recovery_service's ops API,\n"
+      "payments, vouchers and health checks. Tables by default, protobuf JSON with --json.\n"
+      "\n"
+      "commands:\n"
+      "  stats                             rows by status, oldest SENDING, lease, hold, totals\n"
+      "  list --status=FAILED|SENDING|SENT [--limit N] [--page_size N]\n"
+      "                                    rows with that status, oldest first, paging through\n"
+      "                                    (at most N rows, default 100; N per call, default 100)\n"
+      "  get MESSAGE_ID                    one outbox row with every field\n"
+      "  redrive MESSAGE_ID                a FAILED row back to SENDING, attempts reset\n"
+      "  redrive --all-failed [--dry-run]  every FAILED row back to SENDING; --dry-run counts\n"
+      "  dead-letters list --queue=Q [--limit N]\n"
+      "                                    messages parked in Q.DLQ (default 100, at most 1000)\n"
+      "  dead-letters redrive --queue=Q [--limit N]\n"
+      "                                    moves them back to Q (default all)\n"
+      "  payment get PAYMENT_ID            a payment and its outbox state (payment_service)\n"
+      "  voucher get PAYMENT_ID            the voucher booked for it (accounting_service)\n"
+      "  health ADDR                       grpc.health.v1 Check; exit 0 only when SERVING\n"
+      "\n"
+      "flags (anywhere on the line; --name=value or --name value):\n"
+      "  --recovery_addr HOST:PORT    recovery_service [env RECOVERY_ADDR] (127.0.0.1:50053)\n"
+      "  --payment_addr HOST:PORT     payment_service [env PAYMENT_ADDR] (127.0.0.1:50051)\n"
+      "  --accounting_addr HOST:PORT  accounting_service [env ACCOUNTING_ADDR] (127.0.0.1:50052)\n"
+      "  --timeout DURATION           deadline of each call, e.g. 500ms [env OUTBOXCTL_TIMEOUT] "
+      "(10s)\n"
+      "  --json                       the response as protobuf JSON (proto field names, zeros "
+      "shown)\n"
+      "  --help, --version\n"
+      "\n"
+      "exit status: 0 done; 1 the call failed (not found, refused, unavailable, not SERVING):\n"
+      "one line on stderr naming the gRPC status; 2 usage error.\n");
+}
+
+}  // namespace outbox::ctl

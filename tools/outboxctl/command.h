@@ -1,0 +1,65 @@
+#pragma once
+
+// outboxctl's command line: the words and flags of one invocation parsed into
+// a Command, with the environment supplying the flags' defaults. No gRPC
+// here, so every rule of the grammar is unit-tested.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace outbox::ctl {
+
+inline constexpr char kProgram[] = "outboxctl";
+inline constexpr char kSynopsis[] = "[flags] <command> [args]";
+
+enum class Verb {
+  kHelp,
+  kVersion,
+  kStats,               // stats
+  kList,                // list --status=S [--limit N] [--page_size N]
+  kGet,                 // get MESSAGE_ID
+  kRedrive,             // redrive MESSAGE_ID
+  kRedriveAllFailed,    // redrive --all-failed [--dry-run]
+  kDeadLettersList,     // dead-letters list --queue=Q [--limit N]
+  kDeadLettersRedrive,  // dead-letters redrive --queue=Q [--limit N]
+  kPaymentGet,          // payment get PAYMENT_ID
+  kVoucherGet,          // voucher get PAYMENT_ID
+  kHealth,              // health ADDR
+};
+
+struct Command {
+  Verb verb = Verb::kHelp;
+  std::string recovery_addr;    // --recovery_addr, RECOVERY_ADDR, 127.0.0.1:50053
+  std::string payment_addr;     // --payment_addr, PAYMENT_ADDR, 127.0.0.1:50051
+  std::string accounting_addr;  // --accounting_addr, ACCOUNTING_ADDR, 127.0.0.1:50052
+  absl::Duration timeout;       // --timeout, OUTBOXCTL_TIMEOUT, 10s: each call's deadline
+  bool json = false;            // --json: protobuf JSON instead of tables
+  std::string arg;              // MESSAGE_ID, PAYMENT_ID or the health check's ADDR
+  std::string status;           // list: SENDING, SENT or FAILED
+  int limit = 0;                // list: rows wanted (100); dead letters: 0 = the default
+  int page_size = 100;          // list: rows per call (at most 1000)
+  bool dry_run = false;         // redrive --all-failed
+  std::string queue;            // dead-letters: PAY_QUEUE or ACC_QUEUE (the service's names)
+};
+
+inline constexpr int kDefaultListLimit = 100;
+inline constexpr int kMaxPageSize = 1000;
+
+// Reads an environment variable; nullopt when unset or empty.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// `args` are argv[1..]. Flags may stand anywhere, as --name=value or
+// --name value (booleans take no value); '-' and '_' are the same in flag
+// names. --help (-h) and --version win over anything else. INVALID_ARGUMENT
+// with one sentence for an unknown command or flag, a missing, extra or bad
+// argument, or a flag the command does not take.
+absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const EnvLookup& env);
+
+// The --help text: the usage line, commands, flags, exit codes.
+std::string HelpText();
+
+}  // namespace outbox::ctl

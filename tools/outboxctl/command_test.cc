@@ -1,0 +1,152 @@
+#include "tools/outboxctl/command.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace outbox::ctl {
+namespace {
+
+absl::StatusOr<Command> Parse(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  return ParseCommand(args, [env](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+// The usage error's message, "" when the line parsed.
+std::string Error(std::vector<std::string> args) {
+  auto c = Parse(std::move(args));
+  if (c.ok()) return "";
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(c.status().message());
+}
+
+TEST(CommandTest, AddressesAndTimeoutComeFromFlagsThenEnvironmentThenDefaults) {
+  auto c = Parse({"stats"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kStats);
+  EXPECT_EQ(c->recovery_addr, "127.0.0.1:50053");
+  EXPECT_EQ(c->payment_addr, "127.0.0.1:50051");
+  EXPECT_EQ(c->accounting_addr, "127.0.0.1:50052");
+  EXPECT_EQ(c->timeout, absl::Seconds(10));
+  EXPECT_FALSE(c->json);
+
+  c = Parse({"stats"}, {{"RECOVERY_ADDR", "10.0.0.1:1"}, {"OUTBOXCTL_TIMEOUT", "500ms"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->recovery_addr, "10.0.0.1:1");
+  EXPECT_EQ(c->timeout, absl::Milliseconds(500));
+
+  c = Parse({"--recovery_addr=h:2", "stats", "--timeout", "2s", "--json"},
+            {{"RECOVERY_ADDR", "10.0.0.1:1"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->recovery_addr, "h:2");
+  EXPECT_EQ(c->timeout, absl::Seconds(2));
+  EXPECT_TRUE(c->json);
+
+  EXPECT_FALSE(Parse({"stats"}, {{"OUTBOXCTL_TIMEOUT", "soon"}}).ok());
+}
+
+TEST(CommandTest, EveryCommand) {
+  auto c = Parse({"list", "--status=failed", "--limit", "5", "--page-size=2"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kList);
+  EXPECT_EQ(c->status, "FAILED");
+  EXPECT_EQ(c->limit, 5);
+  EXPECT_EQ(c->page_size, 2);
+  c = Parse({"list", "--status", "SENT"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->limit, kDefaultListLimit);
+  EXPECT_EQ(c->page_size, 100);
+
+  c = Parse({"get", "m-1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kGet);
+  EXPECT_EQ(c->arg, "m-1");
+
+  c = Parse({"redrive", "m-1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kRedrive);
+  EXPECT_EQ(c->arg, "m-1");
+
+  c = Parse({"redrive", "--all-failed", "--dry-run"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kRedriveAllFailed);
+  EXPECT_TRUE(c->dry_run);
+  c = Parse({"redrive", "--all_failed"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->dry_run);
+
+  c = Parse({"dead-letters", "list", "--queue=PAY_QUEUE", "--limit=3"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kDeadLettersList);
+  EXPECT_EQ(c->queue, "PAY_QUEUE");
+  EXPECT_EQ(c->limit, 3);
+  c = Parse({"dead-letters", "redrive", "--queue", "ACC_QUEUE"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kDeadLettersRedrive);
+  EXPECT_EQ(c->limit, 0) << "0 = all";
+
+  c = Parse({"payment", "get", "p-1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kPaymentGet);
+  EXPECT_EQ(c->arg, "p-1");
+  c = Parse({"voucher", "get", "p-1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kVoucherGet);
+
+  c = Parse({"health", "127.0.0.1:1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kHealth);
+  EXPECT_EQ(c->arg, "127.0.0.1:1");
+
+  // An id that starts with a dash, after "--".
+  c = Parse({"get", "--", "-odd-id"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->arg, "-odd-id");
+}
+
+TEST(CommandTest, HelpAndVersionWinOverEverythingElse) {
+  EXPECT_EQ(Parse({"--help"})->verb, Verb::kHelp);
+  EXPECT_EQ(Parse({"bogus", "-h"})->verb, Verb::kHelp);
+  EXPECT_EQ(Parse({"help"})->verb, Verb::kHelp);
+  EXPECT_EQ(Parse({"--version", "--bogus"})->verb, Verb::kVersion);
+  EXPECT_EQ(Parse({"version"})->verb, Verb::kVersion);
+  EXPECT_EQ(HelpText().rfind("usage: outboxctl [flags] <command> [args]\n", 0), 0u);
+}
+
+TEST(CommandTest, UsageErrorsSayWhatIsWrong) {
+  EXPECT_EQ(Error({}), "missing command");
+  EXPECT_EQ(Error({"frobnicate"}), "unknown command 'frobnicate'");
+  EXPECT_EQ(Error({"stats", "--bogus"}), "unknown flag --bogus");
+  EXPECT_EQ(Error({"stats", "extra"}), "unexpected argument 'extra' after 'stats'");
+  EXPECT_EQ(Error({"get"}), "'get' needs MESSAGE_ID");
+  EXPECT_EQ(Error({"get", "a", "b"}), "unexpected argument 'b' after 'get MESSAGE_ID'");
+  EXPECT_EQ(Error({"redrive"}), "'redrive' needs MESSAGE_ID (or --all-failed)");
+  EXPECT_EQ(Error({"redrive", "m", "--all-failed"}),
+            "redrive takes a MESSAGE_ID or --all-failed, not both");
+  EXPECT_EQ(Error({"redrive", "m", "--dry-run"}), "--dry-run goes with redrive --all-failed");
+  EXPECT_EQ(Error({"list"}), "'list' needs --status=FAILED, SENDING or SENT");
+  EXPECT_EQ(Error({"list", "--status=LOST"}), "--status must be FAILED, SENDING or SENT, not 'LOST'");
+  EXPECT_EQ(Error({"list", "--status=SENT", "--limit=0"}),
+            "--limit must be a whole number from 1 to 1000000000, not '0'");
+  EXPECT_EQ(Error({"list", "--status=SENT", "--page_size=5000"}),
+            "--page_size must be a whole number from 1 to 1000, not '5000'");
+  EXPECT_EQ(Error({"list", "--status"}), "--status needs a value");
+  EXPECT_EQ(Error({"get", "m", "--status=SENT"}), "--status does not apply to 'get'");
+  EXPECT_EQ(Error({"dead-letters"}), "'dead-letters' needs a subcommand: list or redrive");
+  EXPECT_EQ(Error({"dead-letters", "peek"}),
+            "unknown subcommand 'dead-letters peek'; try list or redrive");
+  EXPECT_EQ(Error({"dead-letters", "list"}), "'dead-letters list' needs --queue=QUEUE (e.g. PAY_QUEUE)");
+  EXPECT_EQ(Error({"payment"}), "'payment' needs a subcommand: payment get PAYMENT_ID");
+  EXPECT_EQ(Error({"voucher", "list"}), "unknown subcommand 'voucher list'; try 'voucher get PAYMENT_ID'");
+  EXPECT_EQ(Error({"payment", "get"}), "'payment get' needs PAYMENT_ID");
+  EXPECT_EQ(Error({"health"}), "'health' needs ADDR");
+  EXPECT_EQ(Error({"stats", "--json=maybe"}), "--json takes no value (or true/false), not 'maybe'");
+  EXPECT_EQ(Error({"stats", "--timeout=0s"}),
+            "--timeout must be a positive duration such as 500ms or 10s, not '0s'");
+}
+
+}  // namespace
+}  // namespace outbox::ctl

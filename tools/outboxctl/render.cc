@@ -1,0 +1,201 @@
+#include "tools/outboxctl/render.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+
+namespace outbox::ctl {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+constexpr size_t kErrorWidth = 60;  // last_error in a table; `get` shows all of it
+
+std::string Shorten(const std::string& s, size_t width) {
+  std::string one_line = s;
+  std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+  if (one_line.size() <= width) return one_line;
+  return one_line.substr(0, width - 3) + "...";
+}
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+std::string Attempts(int attempts, int max_attempts) {
+  return absl::StrCat(attempts, " of ", max_attempts);
+}
+
+}  // namespace
+
+std::string Table(const Row& header, const std::vector<Row>& rows) {
+  std::vector<size_t> width(header.size(), 0);
+  auto measure = [&](const Row& r) {
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  };
+  measure(header);
+  for (const Row& r : rows) measure(r);
+  std::string out;
+  auto emit = [&](const Row& r) {
+    std::string line;
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i) {
+      absl::StrAppend(&line, r[i]);
+      if (i + 1 < r.size()) line.append(width[i] - r[i].size() + 2, ' ');
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    absl::StrAppend(&out, line, "\n");
+  };
+  emit(header);
+  for (const Row& r : rows) emit(r);
+  return out;
+}
+
+std::string Fields(const std::vector<std::pair<std::string, std::string>>& fields) {
+  size_t width = 0;
+  for (const auto& [name, value] : fields) width = std::max(width, name.size());
+  std::string out;
+  for (const auto& [name, value] : fields) {
+    absl::StrAppend(&out, name, std::string(width - name.size() + 2, ' '), value, "\n");
+  }
+  return out;
+}
+
+std::string TimeText(const google::protobuf::Timestamp& t, bool set) {
+  if (!set) return "-";
+  const absl::Time time = absl::FromUnixMillis(TimeUtil::TimestampToMilliseconds(t));
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", time, absl::UTCTimeZone());
+}
+
+std::string RenderStats(const ::ops::v1::Stats& s) {
+  const std::string oldest =
+      s.sending() == 0 ? "-"
+                       : absl::FormatDuration(absl::Milliseconds(
+                             static_cast<int64_t>(s.oldest_sending_age_seconds() * 1000)));
+  const std::string lease =
+      s.lease_holder().empty()
+          ? "none"
+          : absl::StrCat(s.lease_holder(), s.lease_held() ? " (this instance)" : "");
+  return Fields({
+      {"sending", absl::StrCat(s.sending())},
+      {"sent", absl::StrCat(s.sent())},
+      {"failed", absl::StrCat(s.failed())},
+      {"oldest_sending_age", oldest},
+      {"lease_holder", lease},
+      {"delivery_hold", s.delivery_hold().empty() ? "none" : s.delivery_hold()},
+      {"pay_queue", absl::StrCat(s.pay_queue_ready(), " ready, ", s.pay_queue_consumers(),
+                                 " consumer(s), as last seen")},
+      {"republished_total", absl::StrCat(s.republished_total())},
+      {"publish_failures_total", absl::StrCat(s.publish_failures_total())},
+      {"failed_total", absl::StrCat(s.failed_total())},
+      {"deferred_total", absl::StrCat(s.deferred_total())},
+      {"archived_total", absl::StrCat(s.archived_total())},
+      {"alerts_active", absl::StrCat(s.alerts_active())},
+      {"alerts_sent_total", absl::StrCat(s.alerts_sent_total())},
+      {"alerts_resolved_total", absl::StrCat(s.alerts_resolved_total())},
+  });
+}
+
+std::string RenderMessages(const std::string& status,
+                           const google::protobuf::RepeatedPtrField<::ops::v1::OutboxMessage>& rows,
+                           bool more) {
+  if (rows.empty()) return absl::StrCat("no ", status, " rows\n");
+  std::vector<Row> table;
+  for (const auto& m : rows) {
+    table.push_back({m.message_id(), m.biz_key(), ::ops::v1::MessageStatus_Name(m.status()),
+                     Attempts(m.attempts(), m.max_attempts()),
+                     m.status() == ::ops::v1::SENDING ? TimeText(m.next_retry_at(), m.has_next_retry_at())
+                                                      : "-",
+                     OrDash(Shorten(m.last_error(), kErrorWidth))});
+  }
+  return absl::StrCat(
+      Table({"MESSAGE_ID", "PAYMENT_ID", "STATUS", "ATTEMPTS", "NEXT_RETRY_AT", "LAST_ERROR"}, table),
+      rows.size(), " ", status, " row(s)", more ? "; more remain (raise --limit)" : "", "\n");
+}
+
+std::string RenderMessage(const ::ops::v1::OutboxMessage& m) {
+  return Fields({
+      {"message_id", m.message_id()},
+      {"id", absl::StrCat(m.id())},
+      {"status", ::ops::v1::MessageStatus_Name(m.status())},
+      {"biz_type", OrDash(m.biz_type())},
+      {"biz_key", OrDash(m.biz_key())},
+      {"topic", OrDash(m.topic())},
+      {"attempts", Attempts(m.attempts(), m.max_attempts())},
+      {"next_retry_at", TimeText(m.next_retry_at(), m.has_next_retry_at())},
+      {"last_attempt_at", TimeText(m.last_attempt_at(), m.has_last_attempt_at())},
+      {"last_error", OrDash(m.last_error())},
+      {"created_at", TimeText(m.created_at(), m.has_created_at())},
+      {"updated_at", TimeText(m.updated_at(), m.has_updated_at())},
+      {"sent_at", TimeText(m.sent_at(), m.has_sent_at())},
+      {"payload", absl::StrCat(m.payload().size(), " bytes (--json shows them, base64)")},
+  });
+}
+
+std::string RenderRedriveFailed(const ::ops::v1::RedriveFailedResponse& r) {
+  if (r.dry_run()) return absl::StrCat(r.count(), " FAILED row(s) would be re-driven (dry run)\n");
+  return absl::StrCat(r.count(), " FAILED row(s) re-driven to SENDING\n");
+}
+
+std::string RenderDeadLetters(const std::string& queue, const ::ops::v1::ListDeadLettersResponse& r) {
+  std::vector<Row> table;
+  for (const auto& d : r.messages()) {
+    table.push_back({OrDash(d.message_id()), OrDash(d.type()), absl::StrCat(d.body().size())});
+  }
+  std::string out = r.messages().empty() ? "" : Table({"MESSAGE_ID", "TYPE", "BYTES"}, table);
+  absl::StrAppend(&out, r.total(), " message(s) dead-lettered from ", queue, ", ",
+                  r.messages_size(), " shown\n");
+  return out;
+}
+
+std::string RenderDeadLettersRedriven(const std::string& queue,
+                                      const ::ops::v1::RedriveDeadLettersResponse& r) {
+  return absl::StrCat(r.count(), " dead-lettered message(s) moved back to ", queue, "\n");
+}
+
+std::string RenderPayment(const ::payment::v1::Payment& p) {
+  const auto& o = p.outbox();
+  return Fields({
+      {"payment_id", p.payment_id()},
+      {"idempotency_key", p.idempotency_key()},
+      {"payer_account", p.payer_account()},
+      {"payee_account", p.payee_account()},
+      {"amount_minor", absl::StrCat(p.amount_minor())},
+      {"currency", p.currency()},
+      {"description", OrDash(p.description())},
+      {"created_at", TimeText(p.created_at(), p.has_created_at())},
+      {"outbox.message_id", o.message_id()},
+      {"outbox.status", ::payment::v1::OutboxStatus_Name(o.status())},
+      {"outbox.attempts", Attempts(o.attempts(), o.max_attempts())},
+      {"outbox.last_attempt_at", TimeText(o.last_attempt_at(), o.has_last_attempt_at())},
+      {"outbox.last_error", OrDash(o.last_error())},
+      {"outbox.sent_at", TimeText(o.sent_at(), o.has_sent_at())},
+  });
+}
+
+std::string RenderVoucher(const ::accounting::v1::Voucher& v) {
+  return Fields({
+      {"voucher_id", v.voucher_id()},
+      {"payment_id", v.payment_id()},
+      {"message_id", v.message_id()},
+      {"debit_account", v.debit_account()},
+      {"credit_account", v.credit_account()},
+      {"amount_minor", absl::StrCat(v.amount_minor())},
+      {"currency", v.currency()},
+      {"created_at", TimeText(v.created_at(), v.has_created_at())},
+  });
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) return absl::StrCat("{\"error\":\"cannot print as JSON\"}\n");
+  return out + "\n";
+}
+
+}  // namespace outbox::ctl

@@ -1,0 +1,131 @@
+#include "tools/outboxctl/run.h"
+
+#include <cstdlib>
+#include <ostream>
+
+#include "tools/outboxctl/render.h"
+
+namespace outbox::ctl {
+namespace {
+
+std::shared_ptr<grpc::Channel> ChannelTo(const std::string& addr) {
+  return grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+}
+
+::ops::v1::MessageStatus StatusNamed(const std::string& name) {
+  ::ops::v1::MessageStatus status = ::ops::v1::MESSAGE_STATUS_UNSPECIFIED;
+  ::ops::v1::MessageStatus_Parse(name, &status);
+  return status;
+}
+
+// Prints the response (table or JSON), or the failed call's one line.
+template <typename Response, typename RenderFn>
+int Print(const Command& c, const absl::StatusOr<Response>& response, const char* server,
+          const std::string& addr, std::ostream& out, std::ostream& err, RenderFn render) {
+  if (!response.ok()) {
+    err << kProgram << ": " << response.status().ToString() << " (" << server << " at " << addr
+        << ")\n";
+    return kExitFailure;
+  }
+  out << (c.json ? ToJson(*response) : render(*response));
+  return kExitOk;
+}
+
+}  // namespace
+
+std::unique_ptr<OpsStub> GrpcConnections::Ops(const std::string& addr) {
+  return ::ops::v1::OutboxOps::NewStub(ChannelTo(addr));
+}
+std::unique_ptr<::payment::v1::PaymentService::StubInterface> GrpcConnections::Payments(
+    const std::string& addr) {
+  return ::payment::v1::PaymentService::NewStub(ChannelTo(addr));
+}
+std::unique_ptr<::accounting::v1::AccountingService::StubInterface> GrpcConnections::Accounting(
+    const std::string& addr) {
+  return ::accounting::v1::AccountingService::NewStub(ChannelTo(addr));
+}
+std::unique_ptr<::grpc::health::v1::Health::StubInterface> GrpcConnections::Health(
+    const std::string& addr) {
+  return ::grpc::health::v1::Health::NewStub(ChannelTo(addr));
+}
+
+int Execute(const Command& c, Connections& connections, std::ostream& out, std::ostream& err) {
+  constexpr char kRecovery[] = "recovery_service";
+  const std::string& ops_addr = c.recovery_addr;
+  switch (c.verb) {
+    case Verb::kHelp:
+      out << HelpText();
+      return kExitOk;
+    case Verb::kVersion:
+      out << VersionLine(kProgram) << "\n";
+      return kExitOk;
+    case Verb::kStats:
+      return Print(c, GetStats(*connections.Ops(ops_addr), c.timeout), kRecovery, ops_addr, out,
+                   err, RenderStats);
+    case Verb::kList:
+      return Print(c,
+                   ListMessages(*connections.Ops(ops_addr), StatusNamed(c.status), c.limit,
+                                c.page_size, c.timeout),
+                   kRecovery, ops_addr, out, err, [&](const ::ops::v1::ListMessagesResponse& r) {
+                     return RenderMessages(c.status, r.messages(), !r.next_page_token().empty());
+                   });
+    case Verb::kGet:
+      return Print(c, GetMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery,
+                   ops_addr, out, err, RenderMessage);
+    case Verb::kRedrive:
+      return Print(c, RedriveMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery,
+                   ops_addr, out, err, RenderMessage);
+    case Verb::kRedriveAllFailed:
+      return Print(c, RedriveFailed(*connections.Ops(ops_addr), c.dry_run, c.timeout), kRecovery,
+                   ops_addr, out, err, RenderRedriveFailed);
+    case Verb::kDeadLettersList:
+      return Print(c, ListDeadLetters(*connections.Ops(ops_addr), c.queue, c.limit, c.timeout),
+                   kRecovery, ops_addr, out, err,
+                   [&](const ::ops::v1::ListDeadLettersResponse& r) {
+                     return RenderDeadLetters(c.queue, r);
+                   });
+    case Verb::kDeadLettersRedrive:
+      return Print(c, RedriveDeadLetters(*connections.Ops(ops_addr), c.queue, c.limit, c.timeout),
+                   kRecovery, ops_addr, out, err,
+                   [&](const ::ops::v1::RedriveDeadLettersResponse& r) {
+                     return RenderDeadLettersRedriven(c.queue, r);
+                   });
+    case Verb::kPaymentGet:
+      return Print(c, GetPayment(*connections.Payments(c.payment_addr), c.arg, c.timeout),
+                   "payment_service", c.payment_addr, out, err, RenderPayment);
+    case Verb::kVoucherGet:
+      return Print(c, GetVoucher(*connections.Accounting(c.accounting_addr), c.arg, c.timeout),
+                   "accounting_service", c.accounting_addr, out, err, RenderVoucher);
+    case Verb::kHealth: {
+      auto health = CheckHealth(*connections.Health(c.arg), c.timeout);
+      const int printed = Print(c, health, "health check", c.arg, out, err,
+                                [&](const ::grpc::health::v1::HealthCheckResponse& r) {
+                                  return c.arg + "  " +
+                                         ::grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                                             r.status()) +
+                                         "\n";
+                                });
+      if (printed != kExitOk) return printed;
+      return health->status() == ::grpc::health::v1::HealthCheckResponse::SERVING ? kExitOk
+                                                                                  : kExitFailure;
+    }
+  }
+  return kExitUsage;
+}
+
+int RunCommandLine(const std::vector<std::string>& args, Connections& connections,
+                   std::ostream& out, std::ostream& err) {
+  auto command = ParseCommand(args, [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    return std::string(v);
+  });
+  if (!command.ok()) {
+    err << kProgram << ": " << command.status().message() << "\n"
+        << UsageLine(kProgram, kSynopsis) << " (--help lists the commands)\n";
+    return kExitUsage;
+  }
+  return Execute(*command, connections, out, err);
+}
+
+}  // namespace outbox::ctl
