@@ -70,10 +70,6 @@ namespace {
 
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_recovery_listen);
-  RETURN_IF_ERROR(ValidateListenAddress(listen, "recovery_listen"));
-  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
-    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
-  }
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   RecoveryOptions options;
   options.instance_id = absl::GetFlag(FLAGS_recovery_instance_id);
@@ -92,6 +88,13 @@ absl::Status Run() {
   options.hold_queue_depth = absl::GetFlag(FLAGS_recovery_hold_queue_depth);
   options.alert_resend = absl::GetFlag(FLAGS_alert_resend);
   RETURN_IF_ERROR(options.Validate());
+
+  // The listen addresses last among the checks (they probe this host), and
+  // before anything opens a file or a connection.
+  RETURN_IF_ERROR(ValidateListenAddress(listen, "recovery_listen"));
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
+  }
 
   const Clock& clock = SystemClock::Get();
   MetricsRegistry metrics;
