@@ -29,14 +29,17 @@ namespace {
 
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_accounting_listen);
-  RETURN_IF_ERROR(ValidateListenAddress(listen, "accounting_listen"));
-  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
-    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
-  }
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   ConsumerOptions options{config.pay_queue, config.acc_queue, absl::GetFlag(FLAGS_prefetch)};
   if (options.prefetch < 1 || options.prefetch > 65535) {
     return absl::InvalidArgumentError("--prefetch must be 1..65535");
+  }
+
+  // The listen addresses last among the checks (they probe this host), and
+  // before anything opens a file or a connection.
+  RETURN_IF_ERROR(ValidateListenAddress(listen, "accounting_listen"));
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
   }
 
   const Clock& clock = SystemClock::Get();

@@ -34,10 +34,6 @@ namespace {
 
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_payment_listen);
-  RETURN_IF_ERROR(ValidateListenAddress(listen, "payment_listen"));
-  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
-    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
-  }
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   PublisherOptions publisher_options;
   publisher_options.window = absl::GetFlag(FLAGS_publish_window);
@@ -48,6 +44,13 @@ absl::Status Run() {
       ack_options.prefetch > 65535) {
     return absl::InvalidArgumentError(
         "--publish_window and --group_commit_max must be positive; --prefetch 1..65535");
+  }
+
+  // The listen addresses last among the checks (they probe this host), and
+  // before anything opens a file or a connection.
+  RETURN_IF_ERROR(ValidateListenAddress(listen, "payment_listen"));
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
   }
 
   const Clock& clock = SystemClock::Get();

@@ -73,10 +73,6 @@ namespace {
 
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_recovery_listen);
-  RETURN_IF_ERROR(ValidateListenAddress(listen, "recovery_listen"));
-  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
-    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
-  }
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   RecoveryOptions options;
   options.instance_id = absl::GetFlag(FLAGS_recovery_instance_id);
@@ -99,6 +95,13 @@ absl::Status Run() {
   const absl::Duration payment_db_wait = absl::GetFlag(FLAGS_payment_db_wait);
   if (payment_db_wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--payment_db_wait must not be negative");
+  }
+
+  // The listen addresses last among the checks (they probe this host), and
+  // before anything opens a file or a connection.
+  RETURN_IF_ERROR(ValidateListenAddress(listen, "recovery_listen"));
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    RETURN_IF_ERROR(ValidateListenAddress(absl::GetFlag(FLAGS_metrics_listen), "metrics_listen"));
   }
 
   const Clock& clock = SystemClock::Get();

@@ -311,7 +311,7 @@ TEST(EndToEndTest, BinariesRefuseBadConfigurationWithAClearMessage) {
   Process p;
   const std::string dir = MakeTempDir("outbox_cfg");
   p.Start(BinaryPath("payment_service"), {"--payment_db=" + dir + "/p.db"},
-          {{"AMQP_URL", ""}}, dir + "/p.log");
+          {{"AMQP_URL", ""}, {"PAYMENT_LISTEN", "127.0.0.1:0"}}, dir + "/p.log");
   PollUntil([&] { return !p.Running(); }, absl::Seconds(10));
   EXPECT_FALSE(p.Running());
   EXPECT_NE(p.Log().find("--amqp_url (or AMQP_URL) is required"), std::string::npos) << p.Log();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
+#include "shared/service/cli.h"
 
 namespace outbox::ctl {
 namespace {
@@ -280,7 +281,7 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const
 
 std::string HelpText() {
   return absl::StrCat(
-      "usage: ", kProgram, " ", kSynopsis, "\n",
+      UsageLine(kProgram, kSynopsis), "\n",
       "The operator's client of the outbox services over gRPC: recovery_service's ops API,\n"
       "payments, vouchers and health checks. Tables by default, protobuf JSON with --json.\n"
       "\n"
