@@ -12,14 +12,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "shared/observability/metrics.h"
 #include "shared/observability/metrics_server.h"
 
 namespace outbox {
 
+inline constexpr absl::Duration kHealthCheckDeadline = absl::Seconds(2);
+
 // Blocks the shutdown signals (before any thread starts), sets up --help,
 // parses the flags and runs `run`. Exit code: 0, 2 for a bad setting
 // (INVALID_ARGUMENT), 1 otherwise, with one log line `<name>_failed`.
+// With --health_check=host:port it runs nothing: it asks that address's
+// gRPC health service and exits 0 if SERVING, 1 otherwise (for container
+// healthchecks; the deadline is kHealthCheckDeadline).
 int RunServiceMain(int argc, char** argv, const std::string& name, const std::string& usage,
                    const std::function<absl::Status()>& run);
 

@@ -51,6 +51,8 @@ class ServiceSet {
 
   ::payment::v1::PaymentService::Stub& payments() { return *payment_stub_; }
   ::accounting::v1::AccountingService::Stub& accounting_api() { return *accounting_stub_; }
+  int payment_port() const { return payment_port_; }
+  int accounting_port() const { return accounting_port_; }
   std::shared_ptr<grpc::Channel> payment_channel() const { return payment_channel_; }
   std::shared_ptr<grpc::Channel> accounting_channel() const { return accounting_channel_; }
 
