@@ -122,7 +122,7 @@ absl::Status Run() {
   RecoveryWorker worker(*store, broker, alerter, clock, metrics, options);
   DeadLetters dead_letters(config.amqp, config.topology());
   OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock);
-  store->RegisterMetrics(metrics);
+  store->RegisterMetrics(metrics, clock);
   alerter.RegisterMetrics(metrics);
   dead_letters.RegisterMetrics(metrics);
 

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "shared/base/clock.h"
 #include "shared/base/page.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
@@ -82,8 +83,12 @@ class RecoveryStore final : public RecoveryRepository {
   absl::StatusOr<OutboxMessage> Redrive(const std::string& message_id, int64_t now_ms);
   absl::StatusOr<int64_t> RedriveAllFailed(bool dry_run, int64_t now_ms);
   absl::StatusOr<OutboxCounts> Counts();
-  // outbox_rows{status=...}, read from Counts() when scraped.
-  void RegisterMetrics(MetricsRegistry& metrics);
+  // created_at of the oldest SENDING row, 0 when there is none (through the
+  // status index: cheaper than Counts()).
+  absl::StatusOr<int64_t> OldestSendingCreatedAt();
+  // outbox_rows{status=...}, read from Counts() when scraped, and
+  // outbox_oldest_sending_age_seconds (0 when nothing is SENDING), by `clock`.
+  void RegisterMetrics(MetricsRegistry& metrics, const Clock& clock);
   absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) override;
 
  private:
@@ -93,6 +98,9 @@ class RecoveryStore final : public RecoveryRepository {
   absl::Status WithDueRows(
       int64_t now_ms, int limit, const std::string& lease_holder,
       const std::function<void(std::vector<OutboxMessage>&, OutboxStateTable&)>& apply);
+
+  // The query behind OldestSendingCreatedAt(), shared with Counts(); throws.
+  int64_t OldestSendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->read_mu);
 
   std::unique_ptr<SqliteFile> db_;
 };

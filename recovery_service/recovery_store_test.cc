@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/sqlite/outbox_table.h"
+#include "shared/testing/manual_clock.h"
 
 namespace outbox::recovery {
 namespace {
@@ -36,7 +37,7 @@ class RecoveryStoreTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   void Insert(const std::string& id, OutboxStatus status, int attempts, int64_t next_retry_at,
-              int64_t sent_at = 0) {
+              int64_t sent_at = 0, int64_t created_at = 1) {
     OutboxMessage r;
     r.message_id = id;
     r.biz_type = "payment";
@@ -49,8 +50,8 @@ class RecoveryStoreTest : public ::testing::Test {
     r.attempts = attempts;
     r.max_attempts = 3;
     r.next_retry_at = next_retry_at;
-    r.created_at = 1;
-    r.updated_at = 1;
+    r.created_at = created_at;
+    r.updated_at = created_at;
     r.sent_at = sent_at;
     OutboxInserter(*raw_).Insert(r);
   }
@@ -214,6 +215,24 @@ TEST_F(RecoveryStoreTest, OpensOncePaymentCreatesTheSchema) {
   auto counts = (*store)->Counts();
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(counts->sending, 0);
+}
+
+TEST_F(RecoveryStoreTest, MetricsShowRowsByStatusAndTheOldestSendingAge) {
+  ::outbox::testing::ManualClock clock(100'000);
+  MetricsRegistry metrics;
+  store_->RegisterMetrics(metrics, clock);
+  EXPECT_NE(metrics.Render().find("\noutbox_oldest_sending_age_seconds 0\n"), std::string::npos)
+      << metrics.Render();
+
+  Insert("old_sent", OutboxStatus::kSent, 1, 0, 50'000, 10'000);  // not SENDING: ignored
+  Insert("oldest", OutboxStatus::kSending, 1, 0, 0, 40'000);
+  Insert("newer", OutboxStatus::kSending, 1, 0, 0, 90'000);
+  Insert("failed", OutboxStatus::kFailed, 3, 0, 0, 20'000);
+  const std::string text = metrics.Render();
+  EXPECT_NE(text.find("\noutbox_oldest_sending_age_seconds 60\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("outbox_rows{status=\"SENDING\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("outbox_rows{status=\"FAILED\"} 1\n"), std::string::npos) << text;
+  EXPECT_EQ(*store_->OldestSendingCreatedAt(), 40'000);
 }
 
 }  // namespace

@@ -307,6 +307,34 @@ TEST(EndToEndTest, HealthAndReflectionAnswerOnEveryService) {
   }
 }
 
+// Container healthchecks run `<service> --health_check=ADDR`: a probe that
+// needs no configuration and starts nothing.
+TEST(EndToEndTest, HealthCheckModeProbesARunningServiceAndStartsNothing) {
+  ServiceSet services;
+  services.StartAll();
+  const int recovery_port = services.StartRecovery("r1").port;
+  const std::string dir = MakeTempDir("outbox_probe");
+  const std::pair<const char*, int> targets[] = {{"payment_service", services.payment_port()},
+                                                 {"accounting_service", services.accounting_port()},
+                                                 {"recovery_service", recovery_port}};
+  for (const auto& [binary, port] : targets) {
+    Process probe;
+    probe.Start(BinaryPath(binary), {"--health_check=127.0.0.1:" + std::to_string(port)},
+                {{"AMQP_URL", ""}}, dir + "/" + binary + ".log");
+    EXPECT_EQ(probe.WaitExit(absl::Seconds(10)), 0) << probe.Log();
+    EXPECT_NE(probe.Log().find("health_check_ok"), std::string::npos) << probe.Log();
+  }
+
+  // Nothing listening: exit 1 within the 2 s deadline.
+  services.accounting().Terminate();
+  Process probe;
+  probe.Start(BinaryPath("accounting_service"),
+              {"--health_check=127.0.0.1:" + std::to_string(services.accounting_port())},
+              {{"AMQP_URL", ""}}, dir + "/down.log");
+  EXPECT_EQ(probe.WaitExit(absl::Seconds(10)), 1) << probe.Log();
+  EXPECT_NE(probe.Log().find("health_check_failed"), std::string::npos) << probe.Log();
+}
+
 TEST(EndToEndTest, BinariesRefuseBadConfigurationWithAClearMessage) {
   Process p;
   const std::string dir = MakeTempDir("outbox_cfg");

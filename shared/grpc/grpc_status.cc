@@ -10,4 +10,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
 }  // namespace outbox

@@ -9,16 +9,36 @@
 #include <memory>
 #include <optional>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/grpc/grpc_server.h"
+#include "shared/grpc/health_probe.h"
 #include "shared/observability/log.h"
 #include "shared/runtime/signals.h"
 #include "shared/service/cli.h"
 
+// No environment default, unlike every other flag: an inherited variable
+// would turn the service itself into a probe.
+ABSL_FLAG(std::string, health_check, "",
+          "probe mode for container healthchecks: ask host:port for grpc.health.v1.Health/Check "
+          "(2 s deadline) and exit 0 if SERVING, 1 otherwise, without starting the service");
+
 namespace outbox {
 namespace {
+
+// --health_check: 0 when `addr` is SERVING, 1 otherwise (what a docker
+// HEALTHCHECK expects), one log line either way.
+int RunHealthCheck(const std::string& addr) {
+  absl::Status s = ProbeHealth(addr, kHealthCheckDeadline);
+  if (!s.ok()) {
+    LogWarning("health_check_failed", {KV("addr", addr), KV("error", s.ToString())});
+    return 1;
+  }
+  LogInfo("health_check_ok", {KV("addr", addr)});
+  return 0;
+}
 
 constexpr int kExitCannotStart = 2;
 
@@ -31,6 +51,9 @@ int RunServiceMain(int argc, char** argv, const std::string& name,
     return *code;
   }
   SendGrpcLogsToOurLog();
+  if (const std::string probe = absl::GetFlag(FLAGS_health_check); !probe.empty()) {
+    return RunHealthCheck(probe);
+  }
   absl::Status s = run();
   if (s.ok()) return kExitOk;
   LogError(absl::StrCat(name, "_failed"), {KV("error", s.ToString())});

@@ -12,10 +12,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "shared/observability/metrics.h"
 #include "shared/observability/metrics_server.h"
 
 namespace outbox {
+
+inline constexpr absl::Duration kHealthCheckDeadline = absl::Seconds(2);
 
 // Blocks the shutdown signals (before any thread starts), parses the command
 // line (--help, --version and usage errors as in shared/service/cli.h), sends
@@ -23,7 +26,10 @@ namespace outbox {
 // only when the service cannot start (a bad setting, an address it cannot
 // listen on, a database it cannot open). Exit code: 0 after a clean
 // shutdown, 2 when it could not start, with one log line
-// `<name>_failed error=...`.
+// `<name>_failed error=...`. With --health_check=host:port it runs nothing:
+// it asks that address's gRPC health service and exits 0 if SERVING, 1
+// otherwise (for container healthchecks; the deadline is
+// kHealthCheckDeadline).
 int RunServiceMain(int argc, char** argv, const std::string& name,
                    const std::string& description, const std::function<absl::Status()>& run);
 

@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# The docker-compose environment, end to end: what the outbox does, as an
+# operator sees it in Prometheus and Alertmanager.
+#
+#   1. up       makes the local stand-in images when ../shared/docker/local-images.sh
+#               exists (a machine without Docker Hub), then `docker-compose up -d --build`
+#               (RabbitMQ, the three services, Prometheus, Alertmanager) and waits until
+#               every container's healthcheck passes.
+#   2. healthy  build/bin/outbox_demo (built on the host with scripts/build.sh if
+#               missing) creates DEMO_PAYMENTS payments through the published loopback
+#               ports and waits until all are SENT with one voucher each.
+#   3. outage   accounting_service's container is stopped for DEMO_OUTAGE, far longer
+#               than the retry budget (RETRY_BASE_DELAY=1s, RETRY_MAX_ATTEMPTS=3 here),
+#               while DEMO_OUTAGE_PAYMENTS payments wait as SENDING. recovery_service
+#               holds re-publishing (no attempt spent) and raises OutboxConsumerDown at
+#               Alertmanager; Prometheus's rules fire too (OutboxPayQueueUnconsumed,
+#               OutboxServiceDown). The outage lasts until both have been seen at
+#               Alertmanager's API (at most DEMO_OUTAGE_MAX). Headless Chromium takes a
+#               screenshot of Alertmanager's page and checks it names the alert, and one
+#               of Prometheus's alerts page.
+#   4. back     accounting_service is started again: every payment turns SENT, the
+#               alerts resolve; a screenshot of Prometheus's graph of the payment rate;
+#               outbox_check reads both databases from their volumes.
+#   5. report   payments, SENT, vouchers, duplicates, lost, alerts fired and resolved,
+#               the checker's verdict; then `docker-compose down -v`.
+#
+#   scripts/compose_demo.sh        DEMO_OUTAGE=90s KEEP_UP=1 scripts/compose_demo.sh
+#
+# Env: DEMO_PAYMENTS (300), DEMO_OUTAGE_PAYMENTS (200), DEMO_OUTAGE (45s: whole
+# seconds, the least time accounting stays down), DEMO_OUTAGE_MAX (180s),
+# DEMO_OUT (a new /tmp/outbox-compose-demo.XXXXXX: screenshots, alert JSON, logs),
+# KEEP_UP=1 leaves the containers and volumes up, COMPOSE_PROJECT_NAME (outboxdemo),
+# RABBITMQ_PASSWORD (random), RETRY_BASE_DELAY (1s), RETRY_MAX_ATTEMPTS (3),
+# BUILD_DIR (build). The published ports (docker-compose.yml) must be free.
+# Exit status 0 only if every payment is SENT with one voucher, none lost or
+# duplicated, nothing FAILED, both alerts fired and resolved, the screenshots
+# show what they should, and outbox_check is OK.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+SCRIPT=compose_demo
+# shellcheck source=SCRIPTDIR/lib/services.sh
+source "$ROOT/scripts/lib/services.sh"  # seconds
+
+PAYMENTS=${DEMO_PAYMENTS:-300}
+OUTAGE_PAYMENTS=${DEMO_OUTAGE_PAYMENTS:-200}
+OUTAGE=$(seconds "${DEMO_OUTAGE:-45s}" DEMO_OUTAGE 45s)
+OUTAGE_MAX=$(seconds "${DEMO_OUTAGE_MAX:-180s}" DEMO_OUTAGE_MAX 180s)
+OUT=${DEMO_OUT:-$(mktemp -d -t outbox-compose-demo.XXXXXX)}
+mkdir -p "$OUT"
+BIN=$ROOT/${BUILD_DIR:-build}/bin
+AM=http://127.0.0.1:9093
+PROM=http://127.0.0.1:9090
+RECOVERY_METRICS=http://127.0.0.1:9103/metrics
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-outboxdemo}
+export RABBITMQ_PASSWORD=${RABBITMQ_PASSWORD:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}
+export RETRY_BASE_DELAY=${RETRY_BASE_DELAY:-1s} RETRY_MAX_ATTEMPTS=${RETRY_MAX_ATTEMPTS:-3}
+export RECOVERY_HOUSEKEEPING_EVERY=${RECOVERY_HOUSEKEEPING_EVERY:-1s}
+
+say() { echo "$SCRIPT: $*"; }
+die() { echo "$SCRIPT: $*" >&2; exit 1; }
+
+# --- tools: the stand-in images, docker-compose, Chromium, jq, curl, the host client ---
+if [[ -e $ROOT/../shared/docker/local-images.sh ]]; then
+  say "making the local images (../shared/docker/local-images.sh)"
+  bash "$ROOT/../shared/docker/local-images.sh"
+fi
+command -v docker-compose >/dev/null || die "docker-compose is not installed"
+docker info >/dev/null 2>&1 || die "no Docker daemon answers"
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v jq >/dev/null || missing+=(jq)
+command -v curl >/dev/null || missing+=(curl)
+if ((${#missing[@]} > 0)); then
+  say "installing ${missing[*]}"
+  SUDO=()
+  [[ $(id -u) == 0 ]] || SUDO=(sudo)
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    "${missing[@]}" >"$OUT/apt.log" 2>&1 || die "apt-get install ${missing[*]} failed: $OUT/apt.log"
+fi
+if [[ ! -x $BIN/outbox_demo ]]; then
+  say "building the host client (scripts/build.sh)"
+  BUILD_DIR=${BUILD_DIR:-build} bash scripts/build.sh
+fi
+[[ -x $BIN/outbox_demo ]] || die "$BIN/outbox_demo is missing"
+
+busy=()
+for port in 5672 15672 50051 50052 50053 9101 9102 9103 9090 9093; do
+  (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && busy+=("$port")
+done
+((${#busy[@]} == 0)) || die "ports already in use on 127.0.0.1: ${busy[*]} (another docker-compose up?)"
+
+# --- helpers ---
+dc() { docker-compose "$@"; }
+# health NAME: the container's health status (starting, healthy, unhealthy) or "absent".
+health() {
+  local id
+  id=$(dc ps -q "$1" 2>/dev/null)
+  [[ -n $id ]] || { echo absent; return; }
+  docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$id"
+}
+# await_healthy SECONDS NAME...: polls until every NAME is healthy; returns 1 after SECONDS.
+await_healthy() {
+  local limit=$1 start=$SECONDS name all
+  shift
+  while :; do
+    all=1
+    for name in "$@"; do [[ $(health "$name") == healthy ]] || all=0; done
+    ((all)) && return 0
+    ((SECONDS - start < limit)) || return 1
+    sleep 2
+  done
+}
+demo() {
+  "$BIN/outbox_demo" --payment_addr=127.0.0.1:50051 --accounting_addr=127.0.0.1:50052 "$@"
+}
+# metric SERIES: recovery_service's current value of a series, 0 if absent.
+metric() {
+  curl -s "$RECOVERY_METRICS" |
+    awk -v n="$1" 'index($0, n " ") == 1 { print $NF + 0; found = 1; exit } END { if (!found) print 0 }'
+}
+# am_alerts: active alerts at Alertmanager as "name (from)" lines, sorted.
+am_alerts() {
+  curl -s "$AM/api/v2/alerts?active=true&silenced=false&inhibited=false" |
+    jq -r '.[] | "\(.labels.alertname) (\(.labels.service // .labels.source // "?"))"' | sort
+}
+am_has() { am_alerts | grep -q "^$1 ($2)$"; }
+chrome() {
+  local profile
+  profile=$(mktemp -d)
+  chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync \
+    --user-data-dir="$profile" --virtual-time-budget=5000 --window-size=1400,900 "$@" \
+    2>>"$OUT/chromium.log"
+  rm -rf "$profile"
+}
+# screenshot FILE URL: a PNG of the page after its scripts ran.
+screenshot() { chrome --screenshot="$OUT/$1" "$2" >/dev/null && [[ -s $OUT/$1 ]]; }
+dom() { chrome --dump-dom "$1"; }
+field() { awk -v l="$2" 'index($0, l " ") == 1 { sub("^" l " +", ""); print $1 + 0; exit }' "$1"; }
+
+result=1
+# shellcheck disable=SC2317  # invoked by the trap
+cleanup() {
+  trap - EXIT INT TERM
+  dc logs --no-color >"$OUT/compose.log" 2>&1 || true
+  if [[ ${KEEP_UP:-0} == 1 ]]; then
+    say "KEEP_UP=1: still up (project $COMPOSE_PROJECT_NAME); stop with: COMPOSE_PROJECT_NAME=$COMPOSE_PROJECT_NAME RABBITMQ_PASSWORD=x docker-compose down -v"
+  else
+    dc down -v >>"$OUT/compose-down.log" 2>&1 || true
+    say "docker-compose down -v done"
+  fi
+  say "screenshots, alert JSON and logs in $OUT"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- 1. up ---
+echo "=== up: docker-compose up -d --build (project $COMPOSE_PROJECT_NAME) ==="
+build_start=$SECONDS
+dc build >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log" >&2; die "docker-compose build failed ($OUT/build.log)"; }
+build_s=$((SECONDS - build_start))
+say "images built in ${build_s}s (log $OUT/build.log)"
+dc up -d --build >"$OUT/up.log" 2>&1 || { tail -n 30 "$OUT/up.log" >&2; die "docker-compose up failed"; }
+services=(rabbitmq payment_service accounting_service recovery_service prometheus alertmanager)
+await_healthy 300 "${services[@]}" || {
+  for s in "${services[@]}"; do echo "  $s: $(health "$s")" >&2; done
+  die "not every container became healthy within 300 s"
+}
+say "every container is healthy after $((SECONDS - build_start - build_s))s:"
+dc ps
+
+# --- 2. healthy run ---
+echo
+echo "=== healthy run ($PAYMENTS payments) ==="
+set +e
+demo --wait_healthy=60 --count="$PAYMENTS" --timeout=60s | tee "$OUT/phase1.report"
+phase1=${PIPESTATUS[0]}
+set -e
+
+# --- 3. outage ---
+echo
+echo "=== outage: accounting_service stopped for at least ${OUTAGE}s, $OUTAGE_PAYMENTS payments meanwhile ==="
+republished_before=$(metric outbox_republished_total)
+raised_before=$(metric 'outbox_alert_events_total{event="raised"}')
+dc stop accounting_service
+down_at=$SECONDS
+say "stopped accounting_service (retry budget: RETRY_BASE_DELAY=$RETRY_BASE_DELAY x RETRY_MAX_ATTEMPTS=$RETRY_MAX_ATTEMPTS)"
+set +e
+demo --count="$OUTAGE_PAYMENTS" --skip_checks --wait_sent=false --write_ids="$OUT/phase2.ids"
+phase2_create=$?
+set -e
+max_depth=0 outage_failed=0 seen_recovery=0 seen_prometheus=0 fired=''
+while :; do
+  sleep 5
+  elapsed=$((SECONDS - down_at))
+  snapshot=$(demo --count=0 --wait_sent=false --expect_ids="$OUT/phase2.ids" || true)
+  depth=$(metric 'outbox_queue_ready{queue="PAY_QUEUE"}')
+  ((depth > max_depth)) && max_depth=$depth
+  failed_now=$(metric 'outbox_rows{status="FAILED"}')
+  ((failed_now > outage_failed)) && outage_failed=$failed_now
+  alerts=$(am_alerts | paste -sd, - | sed 's/,/, /g')
+  printf '%s t+%3ds  %s; PAY_QUEUE %s ready, %s consumers; held %s; re-published %s; FAILED %s; Alertmanager: %s\n' \
+    "$SCRIPT" "$elapsed" "${snapshot/#outbox_demo: payments of --expect_ids/outage payments}" "$depth" \
+    "$(metric 'outbox_queue_consumers{queue="PAY_QUEUE"}')" "$(metric outbox_delivery_held)" \
+    "$(($(metric outbox_republished_total) - republished_before))" "$failed_now" "${alerts:-none}"
+  am_has OutboxConsumerDown recovery_service && seen_recovery=1
+  am_has OutboxPayQueueUnconsumed prometheus && seen_prometheus=1
+  if ((seen_recovery && seen_prometheus)) && [[ -z $fired ]]; then
+    fired=$alerts
+    curl -s "$AM/api/v2/alerts?active=true" | jq . >"$OUT/alerts-firing.json"
+  fi
+  ((elapsed >= OUTAGE && seen_recovery && seen_prometheus)) && break
+  ((elapsed < OUTAGE_MAX)) || break
+done
+outage_s=$((SECONDS - down_at))
+if [[ -z $fired ]]; then
+  curl -s "$AM/api/v2/alerts?active=true" | jq . >"$OUT/alerts-firing.json"
+fi
+
+echo
+echo "--- Alertmanager /api/v2/alerts during the outage ($OUT/alerts-firing.json) ---"
+jq -c '.[] | {alertname: .labels.alertname, from: (.labels.service // .labels.source),
+              severity: .labels.severity, queue: .labels.queue, job: .labels.job,
+              state: .status.state, startsAt, summary: .annotations.summary}
+            | with_entries(select(.value != null))' "$OUT/alerts-firing.json"
+
+# Alertmanager's own page: the official image serves its web UI; Debian's
+# package (the local stand-in image) ships none and says so, and then the
+# alerts Alertmanager serves at its API are what a browser shows.
+am_page="$AM/#/alerts"
+dom "$am_page" >"$OUT/alertmanager.html" || true
+if grep -q 'does not include a web' "$OUT/alertmanager.html"; then
+  say "this Alertmanager has no web UI (Debian's package); showing its /api/v2/alerts page instead"
+  am_page="$AM/api/v2/alerts?active=true"
+  dom "$am_page" >"$OUT/alertmanager.html" || true
+fi
+am_shot=0
+screenshot alertmanager-firing.png "$am_page" && grep -q OutboxConsumerDown "$OUT/alertmanager.html" && am_shot=1
+say "screenshot of $am_page: $OUT/alertmanager-firing.png, names OutboxConsumerDown: $( ((am_shot)) && echo yes || echo NO)"
+# Prometheus's alerts page lists every rule; a firing one reads "Name (1 active)".
+# Debian's build (the stand-in image) serves its classic UI under /classic/.
+prom_alerts=$PROM/alerts
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$prom_alerts") == 200 ]] || prom_alerts=$PROM/classic/alerts
+prom_alerts_shot=0
+dom "$prom_alerts" >"$OUT/prometheus-alerts.html" || true
+screenshot prometheus-alerts.png "$prom_alerts" &&
+  sed 's/<[^>]*>//g' "$OUT/prometheus-alerts.html" | grep -Eq 'OutboxPayQueueUnconsumed \([1-9][0-9]* active\)' &&
+  prom_alerts_shot=1
+say "screenshot of $prom_alerts: $OUT/prometheus-alerts.png, shows OutboxPayQueueUnconsumed active: $( ((prom_alerts_shot)) && echo yes || echo NO)"
+
+# --- 4. accounting back ---
+echo
+dc start accounting_service
+say "accounting_service started again after ${outage_s}s; waiting for the backlog to drain"
+set +e
+demo --count=0 --expect_ids="$OUT/phase2.ids" --wait_healthy=60 --timeout=60s | tee "$OUT/phase2.report"
+phase2=${PIPESTATUS[0]}
+set -e
+republished=$(($(metric outbox_republished_total) - republished_before))
+# Recovery resolves at its next round; Prometheus once its rules stop matching
+# (a scrape and an evaluation, 5 s each, after accounting is healthy again).
+resolved_after=''
+for _ in $(seq 60); do
+  if [[ -z $(am_alerts) ]]; then resolved_after=$((SECONDS - down_at - outage_s)); break; fi
+  sleep 2
+done
+curl -s "$AM/api/v2/alerts?active=true" | jq . >"$OUT/alerts-after.json"
+am_after=$(am_alerts | paste -sd, - | sed 's/,/, /g')
+say "Alertmanager after the outage: ${am_after:-no active alert}${resolved_after:+ (all resolved ${resolved_after}s after accounting was started)}"
+raised=$(($(metric 'outbox_alert_events_total{event="raised"}') - raised_before))
+recovery_resolved=$(metric 'outbox_alert_events_total{event="resolved"}')
+# Which of Prometheus's rules fired during the run, and which fire now.
+prom_query() { curl -s --get "$PROM/api/v1/query" --data-urlencode "query=$1" | jq -r '[.data.result[].metric.alertname] | unique | join(", ")'; }
+prom_fired=$(prom_query 'max_over_time(ALERTS{alertstate="firing"}[15m])')
+prom_firing=$(prom_query 'ALERTS{alertstate="firing"}')
+
+sleep 5  # one more scrape so the graph ends after the drain
+graph="$PROM/graph?g0.expr=rate(outbox_payments_created_total%5B1m%5D)&g0.tab=0&g0.range_input=5m"
+graph_shot=0
+screenshot prometheus-payments-rate.png "$graph" && graph_shot=1
+say "screenshot of $graph: $OUT/prometheus-payments-rate.png"
+
+echo
+echo "=== every payment (outbox_demo --report_all) ==="
+set +e
+demo --count=0 --report_all --timeout=30s | tee "$OUT/all.report"
+all=${PIPESTATUS[0]}
+set -e
+
+echo
+echo "=== outbox_check (both databases, read from their volumes) ==="
+check=0
+docker run --rm -v "${COMPOSE_PROJECT_NAME}_payment_data:/data/payment" \
+  -v "${COMPOSE_PROJECT_NAME}_accounting_data:/data/accounting" outbox-services:local \
+  outbox_check --payment_db=/data/payment/payment.db --accounting_db=/data/accounting/accounting.db |
+  tee "$OUT/outbox_check.txt" || check=$?
+
+# --- 5. report ---
+verdict() { if [[ $1 == 0 ]]; then echo OK; else echo "FAILED (exit $1)"; fi; }
+yes_no() { if (($1)); then echo yes; else echo NO; fi; }
+total=$(field "$OUT/all.report" "payments checked")
+sent=$(field "$OUT/all.report" "outbox SENT")
+sending=$(field "$OUT/all.report" "outbox SENDING")
+failed=$(field "$OUT/all.report" "outbox FAILED")
+vouchers=$(field "$OUT/all.report" "vouchers")
+dups=$(field "$OUT/all.report" "duplicates")
+lost=$(field "$OUT/all.report" "lost")
+p2_total=$(wc -l <"$OUT/phase2.ids")
+ok=1
+[[ $phase1 == 0 && $phase2_create == 0 && $phase2 == 0 && $all == 0 && $check == 0 ]] || ok=0
+((seen_recovery && seen_prometheus && am_shot && prom_alerts_shot && graph_shot)) || ok=0
+[[ -z $am_after && ${failed:-1} == 0 && $outage_failed == 0 && ${lost:-1} == 0 && ${dups:-1} == 0 ]] || ok=0
+[[ -n $sent && $sent == "$total" && $vouchers == "$total" ]] || ok=0
+
+echo
+echo "=== compose demo report ==="
+printf '%-30s %s\n' "docker-compose build" "${build_s}s"
+printf '%-30s %s\n' "payments" "${total:-?} ($PAYMENTS healthy, $p2_total during the outage)"
+printf '%-30s %s\n' "SENT / SENDING / FAILED" "${sent:-?} / ${sending:-?} / ${failed:-?}"
+printf '%-30s %s\n' "vouchers" "${vouchers:-?}"
+printf '%-30s %s\n' "duplicates" "${dups:-?}"
+printf '%-30s %s\n' "lost" "${lost:-?}"
+printf '%-30s %s\n' "outage" "accounting_service down ${outage_s}s; PAY_QUEUE at most $max_depth ready ($(awk -v d="$max_depth" -v p="$p2_total" 'BEGIN { printf "%.2f", p ? d / p : 0 }') per payment); re-published $republished; FAILED during it $outage_failed"
+printf '%-30s %s\n' "alerts fired" "${fired:-not both seen}"
+printf '%-30s %s\n' "  recovery_service" "raised $raised (OutboxConsumerDown seen: $(yes_no "$seen_recovery")), resolved $recovery_resolved in all"
+printf '%-30s %s\n' "  Prometheus rules" "fired: ${prom_fired:-none}; firing now: ${prom_firing:-none}"
+printf '%-30s %s\n' "alerts resolved" "$( [[ -z $am_after ]] && echo "all (${resolved_after}s after accounting's start), none active at Alertmanager" || echo "NO, still active: $am_after")"
+printf '%-30s %s\n' "screenshots" "$OUT/alertmanager-firing.png (names the alert: $(yes_no "$am_shot")), prometheus-alerts.png (rule active: $(yes_no "$prom_alerts_shot")), prometheus-payments-rate.png ($(yes_no "$graph_shot"))"
+printf '%-30s %s\n' "outbox_check" "$(verdict "$check") ($(grep '^result:' "$OUT/outbox_check.txt" || echo 'no result'))"
+if ((ok)); then result=0; fi
+printf '%-30s %s\n' "RESULT" "$([[ $result == 0 ]] && echo OK || echo FAILED)"
+exit "$result"
