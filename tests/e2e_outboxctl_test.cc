@@ -163,6 +163,8 @@ TEST(OutboxctlTest, AnOperatorFindsFailedRowsAndDeadLettersAndRedrivesThem) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\nstatus +FAILED\n"))) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\nattempts +2 of 2\n"))) << r.out;
+  // The payment's trace, for one grep over the three services' logs.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ntrace_id +[0-9a-f]{32}\n"))) << r.out;
   r = ctl({"get", message_ids[0], "--json", at});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "\"message_id\":\"" + message_ids[0] + "\"")) << r.out;

@@ -123,6 +123,10 @@ std::string RenderMessage(const ::ops::v1::OutboxMessage& m) {
       {"biz_type", OrDash(m.biz_type())},
       {"biz_key", OrDash(m.biz_key())},
       {"topic", OrDash(m.topic())},
+      {"message_type", OrDash(m.message_type())},
+      {"reply_to", OrDash(m.reply_to())},
+      {"trace_id", OrDash(m.trace_id())},
+      {"traceparent", OrDash(m.traceparent())},
       {"attempts", Attempts(m.attempts(), m.max_attempts())},
       {"next_retry_at", TimeText(m.next_retry_at(), m.has_next_retry_at())},
       {"last_attempt_at", TimeText(m.last_attempt_at(), m.has_last_attempt_at())},
@@ -172,6 +176,7 @@ std::string RenderPayment(const ::payment::v1::Payment& p) {
       {"outbox.last_attempt_at", TimeText(o.last_attempt_at(), o.has_last_attempt_at())},
       {"outbox.last_error", OrDash(o.last_error())},
       {"outbox.sent_at", TimeText(o.sent_at(), o.has_sent_at())},
+      {"outbox.trace_id", OrDash(o.trace_id())},
   });
 }
 
@@ -185,6 +190,7 @@ std::string RenderVoucher(const ::accounting::v1::Voucher& v) {
       {"amount_minor", absl::StrCat(v.amount_minor())},
       {"currency", v.currency()},
       {"created_at", TimeText(v.created_at(), v.has_created_at())},
+      {"trace_id", OrDash(v.trace_id())},
   });
 }
 
