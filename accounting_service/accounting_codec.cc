@@ -6,7 +6,8 @@
 namespace outbox::accounting {
 
 absl::StatusOr<PaymentEvent> DecodePaymentCreated(const std::string& body,
-                                                  const std::string& amqp_message_id) {
+                                                  const std::string& amqp_message_id,
+                                                  int64_t max_amount_minor) {
   events::v1::PaymentCreated msg;
   if (!msg.ParseFromString(body)) {
     return absl::InvalidArgumentError("body is not a PaymentCreated protobuf");
@@ -18,7 +19,7 @@ absl::StatusOr<PaymentEvent> DecodePaymentCreated(const std::string& body,
   e.payee_account = msg.payee_account();
   e.amount_minor = msg.amount_minor();
   e.currency = msg.currency();
-  absl::Status s = ValidatePaymentEvent(e);
+  absl::Status s = ValidatePaymentEvent(e, max_amount_minor);
   if (!s.ok()) return s;
   if (!amqp_message_id.empty() && amqp_message_id != e.message_id) {
     return absl::InvalidArgumentError(absl::StrCat("AMQP message_id '", amqp_message_id,

@@ -31,6 +31,7 @@ absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_accounting_listen);
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   ConsumerOptions options{config.pay_queue, config.acc_queue, absl::GetFlag(FLAGS_prefetch)};
+  options.max_amount_minor = config.max_amount_minor;
   if (options.prefetch < 1 || options.prefetch > 65535) {
     return absl::InvalidArgumentError("--prefetch must be 1..65535");
   }

@@ -68,7 +68,7 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
   std::vector<const Delivery*> sources;
   uint64_t last_valid_tag = 0;  // rejected tags are settled and must not be acked again
   for (const Delivery& d : deliveries) {
-    auto event = DecodePaymentCreated(d.body, d.message_id);
+    auto event = DecodePaymentCreated(d.body, d.message_id, options_.max_amount_minor);
     if (!event.ok()) {
       absl::Status s = DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
                                   std::string(event.status().message()));

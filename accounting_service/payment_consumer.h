@@ -22,6 +22,7 @@ struct ConsumerOptions {
   std::string acc_queue = "ACC_QUEUE";  // replies for messages without reply_to
   int prefetch = 256;
   absl::Duration confirm_timeout = absl::Seconds(5);
+  int64_t max_amount_minor = kDefaultMaxAmountMinor;  // larger amounts are dead-lettered
 };
 
 class PaymentConsumer {

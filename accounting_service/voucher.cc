@@ -4,7 +4,7 @@
 
 namespace outbox::accounting {
 
-absl::Status ValidatePaymentEvent(const PaymentEvent& e) {
+absl::Status ValidatePaymentEvent(const PaymentEvent& e, int64_t max_amount_minor) {
   if (e.message_id.empty()) return absl::InvalidArgumentError("message_id is empty");
   if (e.payment_id.empty()) return absl::InvalidArgumentError("payment_id is empty");
   if (e.payer_account.empty()) return absl::InvalidArgumentError("payer_account is empty");
@@ -13,6 +13,10 @@ absl::Status ValidatePaymentEvent(const PaymentEvent& e) {
     return absl::InvalidArgumentError("payee_account equals payer_account");
   if (e.amount_minor <= 0)
     return absl::InvalidArgumentError(absl::StrCat("amount_minor must be > 0, got ", e.amount_minor));
+  if (e.amount_minor > max_amount_minor) {
+    return absl::InvalidArgumentError(absl::StrCat("amount_minor must be at most ", max_amount_minor,
+                                                   ", got ", e.amount_minor));
+  }
   bool currency_ok = e.currency.size() == 3;
   for (char c : e.currency) currency_ok = currency_ok && c >= 'A' && c <= 'Z';
   if (!currency_ok)

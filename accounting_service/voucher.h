@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "shared/base/money.h"
 #include "absl/status/status.h"
 
 namespace outbox::accounting {
@@ -20,7 +21,8 @@ struct PaymentEvent {
 };
 
 // INVALID_ARGUMENT naming the bad field: such a message is dead-lettered.
-absl::Status ValidatePaymentEvent(const PaymentEvent& event);
+absl::Status ValidatePaymentEvent(const PaymentEvent& event,
+                                  int64_t max_amount_minor = kDefaultMaxAmountMinor);
 
 struct Voucher {
   int64_t id = 0;  // row id, the paging cursor

@@ -65,7 +65,7 @@ absl::Status Run() {
   FastPublisher publisher(broker, *store, clock, metrics, publisher_options);
   PaymentWriter writer(*store, clock, ids, metrics, writer_options, publisher);
   AckListener acks(replies, writer, metrics, ack_options);
-  PaymentServiceImpl service(writer, *store);
+  PaymentServiceImpl service(writer, *store, config.max_amount_minor);
   // Ports first: a process that cannot serve (a port in use) exits before its
   // workers touch the broker. A call arriving meanwhile waits for the writer.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service},

@@ -37,7 +37,7 @@ bool SameRequest(const PaymentInput& a, const PaymentInput& b) {
          a.description == b.description;
 }
 
-absl::Status ValidatePaymentInput(const PaymentInput& in) {
+absl::Status ValidatePaymentInput(const PaymentInput& in, int64_t max_amount_minor) {
   absl::Status s = CheckText(in.idempotency_key, "idempotency_key", kMaxKey, true);
   if (s.ok()) s = CheckText(in.payer_account, "payer_account", kMaxAccount, true);
   if (s.ok()) s = CheckText(in.payee_account, "payee_account", kMaxAccount, true);
@@ -45,6 +45,11 @@ absl::Status ValidatePaymentInput(const PaymentInput& in) {
   if (in.amount_minor <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("amount_minor must be > 0 (minor units), got ", in.amount_minor));
+  }
+  if (in.amount_minor > max_amount_minor) {
+    return absl::InvalidArgumentError(absl::StrCat("amount_minor must be at most ",
+                                                   max_amount_minor, " (minor units), got ",
+                                                   in.amount_minor));
   }
   if (in.currency.size() != 3 || !(in.currency[0] >= 'A' && in.currency[0] <= 'Z') ||
       !(in.currency[1] >= 'A' && in.currency[1] <= 'Z') ||

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "shared/base/money.h"
 #include "absl/status/status.h"
 #include "shared/outbox/message.h"
 
@@ -26,7 +27,8 @@ struct PaymentInput {
 bool SameRequest(const PaymentInput& a, const PaymentInput& b);
 
 // INVALID_ARGUMENT naming the first bad field, or OK.
-absl::Status ValidatePaymentInput(const PaymentInput& input);
+absl::Status ValidatePaymentInput(const PaymentInput& input,
+                                  int64_t max_amount_minor = kDefaultMaxAmountMinor);
 
 struct PaymentRecord {
   int64_t id = 0;  // row id, the paging cursor

@@ -43,7 +43,7 @@ grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext* context,
   input.amount_minor = req->amount_minor();
   input.currency = req->currency();
   input.description = req->description();
-  absl::Status valid = ValidatePaymentInput(input);
+  absl::Status valid = ValidatePaymentInput(input, max_amount_minor_);
   if (!valid.ok()) return ToGrpcStatus(valid);
 
   // The caller's trace continues here (or starts here): payment_service's

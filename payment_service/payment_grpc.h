@@ -9,7 +9,9 @@ namespace outbox::payment {
 
 class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
  public:
-  PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store) : writer_(writer), store_(store) {}
+  PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store,
+                     int64_t max_amount_minor = kDefaultMaxAmountMinor)
+      : writer_(writer), store_(store), max_amount_minor_(max_amount_minor) {}
 
   grpc::Status CreatePayment(grpc::ServerContext* context,
                              const ::payment::v1::CreatePaymentRequest* request,
@@ -24,6 +26,7 @@ class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
  private:
   PaymentWriter& writer_;
   PaymentStore& store_;
+  const int64_t max_amount_minor_;
 };
 
 void ToProto(const PaymentRecord& record, ::payment::v1::Payment* out);

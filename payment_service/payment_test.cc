@@ -24,6 +24,18 @@ void ExpectInvalid(const PaymentInput& in, const std::string& field) {
   EXPECT_NE(s.message().find(field), std::string::npos) << s;
 }
 
+TEST(ValidatePaymentInputTest, AmountsAreBoundedByTheSetting) {
+  PaymentInput in = Valid();
+  in.amount_minor = kDefaultMaxAmountMinor;
+  EXPECT_TRUE(ValidatePaymentInput(in).ok());
+  in.amount_minor = kDefaultMaxAmountMinor + 1;
+  ExpectInvalid(in, "amount_minor must be at most 1000000000000");
+  in.amount_minor = 9'223'372'036'854'775'807;  // INT64_MAX: accepted before
+  ExpectInvalid(in, "amount_minor");
+  in.amount_minor = 5000;
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidatePaymentInput(in, /*max_amount_minor=*/4999)));
+}
+
 TEST(ValidatePaymentInputTest, AcceptsAValidPayment) {
   EXPECT_TRUE(ValidatePaymentInput(Valid()).ok());
 }

@@ -34,6 +34,10 @@ ABSL_FLAG(int, retry_max_attempts,
           "publishes before a message becomes FAILED; stored in each row when it is written "
           "[env RETRY_MAX_ATTEMPTS, formerly RECOVERY_MAX_ATTEMPTS]");
 
+ABSL_FLAG(int64_t, max_amount_minor, EnvOrInt("MAX_AMOUNT_MINOR", outbox::kDefaultMaxAmountMinor),
+          "largest payment amount in minor units: payment refuses larger requests "
+          "(INVALID_ARGUMENT), accounting dead-letters larger messages [env MAX_AMOUNT_MINOR]");
+
 namespace outbox {
 
 absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
@@ -55,6 +59,8 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
   absl::Status s = c.retry.Validate();
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--retry_*: ", s.message()));
   c.alertmanager_url = absl::GetFlag(FLAGS_alertmanager_url);
+  c.max_amount_minor = absl::GetFlag(FLAGS_max_amount_minor);
+  if (c.max_amount_minor < 1) return absl::InvalidArgumentError("--max_amount_minor must be >= 1");
   return c;
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "shared/amqp/amqp_client.h"
+#include "shared/base/money.h"
 #include "shared/outbox/retry_policy.h"
 #include "shared/sqlite/sqlite_file.h"
 
@@ -20,6 +21,7 @@ struct ServiceConfig {
   DbOptions db;
   RetryPolicy retry;       // payment writes attempt 1 and the budget; recovery the rest
   std::string alertmanager_url;
+  int64_t max_amount_minor = kDefaultMaxAmountMinor;  // the same bound on both sides
 
   // Declares both queues and their dead-letter queues.
   Topology topology() const { return {{pay_queue, acc_queue}, queue_type}; }
