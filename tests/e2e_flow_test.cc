@@ -146,6 +146,7 @@ TEST(EndToEndTest, ReplaysConflictsAndInvalidInputWriteNothingNew) {
       {[](auto& r) { r.set_payee_account(std::string(65, 'x')); }, "payee_account"},
       {[](auto& r) { r.set_amount_minor(0); }, "amount_minor"},
       {[](auto& r) { r.set_amount_minor(-1); }, "amount_minor"},
+      {[](auto& r) { r.set_amount_minor(INT64_MAX); }, "amount_minor must be at most"},
       {[](auto& r) { r.set_currency("euro"); }, "currency"},
       {[](auto& r) { r.set_payee_account(r.payer_account()); }, "payee_account"},
       {[](auto& r) { r.set_description(std::string(300, 'd')); }, "description"},
