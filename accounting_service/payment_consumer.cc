@@ -63,6 +63,20 @@ bool PaymentConsumer::Step() {
   return true;
 }
 
+absl::Status PaymentConsumer::CheckReplyQueue(const std::string& queue) {
+  if (known_reply_queues_.count(queue)) return absl::OkStatus();
+  auto state = replies_.Inspect(queue);
+  if (state.ok()) {
+    known_reply_queues_.insert(queue);
+    return absl::OkStatus();
+  }
+  if (absl::IsNotFound(state.status())) {
+    replies_.Reset(state.status());  // the broker closed its channel
+    replies_.Connect().IgnoreError();
+  }
+  return state.status();
+}
+
 absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliveries) {
   std::vector<PaymentEvent> events;
   std::vector<const Delivery*> sources;
@@ -72,6 +86,17 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
     if (!event.ok()) {
       absl::Status s = DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
                                   std::string(event.status().message()));
+      if (!s.ok()) return s;
+      continue;
+    }
+    // Everything about the message is checked before anything is booked:
+    // a reply that can never be delivered makes it poison now, not after
+    // its voucher was committed.
+    const std::string& reply_to = d.reply_to.empty() ? options_.acc_queue : d.reply_to;
+    absl::Status route = CheckReplyQueue(reply_to);
+    if (absl::IsNotFound(route)) {
+      absl::Status s = DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
+                                  absl::StrCat("reply_to '", reply_to, "' is not a queue"));
       if (!s.ok()) return s;
       continue;
     }

@@ -6,6 +6,7 @@
 // cannot be decoded or validated, or whose reply cannot be routed, is
 // dead-lettered; anything else that fails goes back to the queue.
 #include <atomic>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ class PaymentConsumer {
 
  private:
   absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
+  // NOT_FOUND when `queue` (a reply_to) does not exist: the message is poison
+  // and is dead-lettered before anything is booked. Queues seen to exist are
+  // remembered; any other answer lets the message through (a reply that
+  // cannot be routed is still caught when it is published).
+  absl::Status CheckReplyQueue(const std::string& queue);
 
   MessageConsumer& payments_;
   MessagePublisher& replies_;
@@ -56,6 +62,7 @@ class PaymentConsumer {
   Counter& duplicates_;  // messages seen before, replied to again
   Counter& dead_lettered_;
   Counter& requeued_;
+  std::set<std::string> known_reply_queues_;
   WorkerThread thread_;
 };
 

@@ -114,6 +114,23 @@ TEST_F(PaymentConsumerTest, PoisonIsDeadLetteredOnceAndNeverRequeued) {
   EXPECT_EQ(ledger_.voucher_by_payment.size(), 1u);
 }
 
+TEST_F(PaymentConsumerTest, AReplyToThatIsNoQueueIsDeadLetteredBeforeAnythingIsBooked) {
+  replies_.missing = {"nowhere"};
+  const uint64_t bad = queue_.Push(Payment("m1", "p1", "nowhere"));
+  const uint64_t fine = queue_.Push(Payment("m2", "p2"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{bad}));
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{fine}));
+  EXPECT_EQ(ledger_.voucher_by_payment.count("p1"), 0u);  // nothing booked for it
+  EXPECT_EQ(ledger_.voucher_by_payment.count("p2"), 1u);
+  EXPECT_EQ(consumer_.dead_lettered(), 1);
+  // Known queues are checked once, not per message.
+  const int inspections = replies_.inspections;
+  queue_.Push(Payment("m3", "p3"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(replies_.inspections, inspections);
+}
+
 TEST_F(PaymentConsumerTest, AnUnroutableReplyToIsPoisonToo) {
   replies_.answer = [](const OutgoingMessage& m) {
     return m.routing_key == "nowhere" ? FakePublisher::Answer::kReturn

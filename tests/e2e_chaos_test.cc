@@ -105,6 +105,15 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   ::ops::v1::OutboxMessage original;
   ASSERT_TRUE(recovery.ops->GetMessage(&ctx, get, &original).ok());
 
+  // A well-formed event for a new payment whose reply_to names no queue: its
+  // reply could never be delivered, so it is dead-lettered BEFORE booking.
+  events::v1::PaymentCreated stray;
+  stray.set_message_id("stray-reply-1");
+  stray.set_payment_id("stray-payment-1");
+  stray.set_payer_account("payer-x");
+  stray.set_payee_account("payee-y");
+  stray.set_amount_minor(777);
+  stray.set_currency("EUR");
   std::vector<OutgoingMessage> inject = {
       {services.pay_queue(), "poison-pay-1", "\x08\xff\xff garbage", services.acc_queue(), ""},
       {services.acc_queue(), "poison-acc-1", "\xff\xfe not a protobuf", "", ""},
@@ -116,11 +125,13 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
       // A valid duplicate whose reply_to names no queue: poison too, never redelivered forever.
       {services.pay_queue(), original.message_id(), original.payload(), "no-such-queue",
        "PaymentCreated"},
+      {services.pay_queue(), stray.message_id(), stray.SerializeAsString(), "no-such-queue",
+       "PaymentCreated"},
   };
   auto confirmed = conn->PublishConfirmed(inject, absl::Seconds(10));
   ASSERT_TRUE(confirmed.ok()) << confirmed.status();
   std::cout << "injected: 2 undecodable messages, 2 duplicate deliveries, 1 replayed ack, "
-               "1 duplicate with an unroutable reply_to\n";
+               "1 duplicate with an unroutable reply_to, 1 new payment with an unroutable reply_to\n";
 
   // The queues keep flowing.
   {
@@ -139,9 +150,18 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
     for (const auto& m : resp.messages()) ids += m.message_id() + " ";
     return std::make_pair(resp.total(), ids);
   };
-  ASSERT_TRUE(PollUntil([&] { return dlq_total(services.pay_queue()).first == 2; }, absl::Seconds(10)));
+  ASSERT_TRUE(PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(10)));
   EXPECT_EQ(dlq_total(services.pay_queue()).second,
-            absl::StrCat("poison-pay-1 ", original.message_id(), " "));
+            absl::StrCat("poison-pay-1 ", original.message_id(), " stray-reply-1 "));
+  {
+    grpc::ClientContext v_ctx;
+    ::accounting::v1::GetVoucherRequest vreq;
+    vreq.set_payment_id("stray-payment-1");
+    ::accounting::v1::Voucher v;
+    EXPECT_EQ(services.accounting_api().GetVoucher(&v_ctx, vreq, &v).error_code(),
+              grpc::StatusCode::NOT_FOUND)
+        << "a message whose reply cannot be delivered was booked";
+  }
   EXPECT_EQ(dlq_total(services.acc_queue()).first, 1);
   EXPECT_EQ(dlq_total(services.acc_queue()).second, "poison-acc-1 ");
   EXPECT_NE(services.accounting().Log().find("message_dead_lettered message_id=poison-pay-1"),
@@ -165,8 +185,8 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   rr.set_queue(services.pay_queue());
   ::ops::v1::RedriveDeadLettersResponse rresp;
   ASSERT_TRUE(recovery.ops->RedriveDeadLetters(&rc, rr, &rresp).ok());
-  EXPECT_EQ(rresp.count(), 2);
-  ASSERT_TRUE(PollUntil([&] { return dlq_total(services.pay_queue()).first == 2; }, absl::Seconds(10)));
+  EXPECT_EQ(rresp.count(), 3);
+  ASSERT_TRUE(PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(10)));
 
   // An operator purges what is left: both alerts resolve at Alertmanager.
   ASSERT_TRUE(conn->Purge(services.pay_queue() + ".DLQ").ok());
@@ -184,7 +204,7 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_EQ(services.accounting().Terminate(), 0);
   const std::string log = services.accounting().Log();
-  EXPECT_NE(log.find("dead_lettered=4"), std::string::npos) << log.substr(log.size() > 400 ? log.size() - 400 : 0);
+  EXPECT_NE(log.find("dead_lettered=6"), std::string::npos) << log.substr(log.size() > 400 ? log.size() - 400 : 0);
 }
 
 }  // namespace

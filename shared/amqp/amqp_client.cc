@@ -445,6 +445,12 @@ absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
   amqp_queue_declare_ok_t* ok =
       amqp_queue_declare(state_->conn, kChannel, Bytes(queue), /*passive=*/1, 0, 0, 0,
                          amqp_empty_table);
+  const amqp_rpc_reply_t r = amqp_get_rpc_reply(state_->conn);
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD &&
+      static_cast<amqp_channel_close_t*>(r.reply.decoded)->reply_code == AMQP_NOT_FOUND) {
+    // The broker closed our only channel over it: the connection is spent.
+    return Broken(absl::NotFoundError(absl::StrCat("amqp: no queue '", queue, "'")));
+  }
   absl::Status s = Check("queue.declare passive");
   if (!s.ok()) return s;
   return QueueState{static_cast<int64_t>(ok->message_count), static_cast<int>(ok->consumer_count)};

@@ -90,7 +90,9 @@ class AmqpConnection {
   // the owner has nothing to do.
   absl::Status Poll(absl::Duration wait);
 
-  // Messages ready in `queue` and its consumers (passive declare).
+  // Messages ready in `queue` and its consumers (passive declare). NOT_FOUND
+  // when there is no such queue; the connection must then be replaced (the
+  // broker closes the channel).
   absl::StatusOr<QueueState> Inspect(const std::string& queue);
   // Number of messages ready in `queue`, for tests and ops.
   absl::StatusOr<uint32_t> MessageCount(const std::string& queue);

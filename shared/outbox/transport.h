@@ -71,7 +71,8 @@ class MessagePublisher : public BrokerLink {
   virtual absl::StatusOr<uint64_t> Publish(const OutgoingMessage& message) = 0;
   // Waits up to `wait` for confirms, then also takes those already arrived.
   virtual absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) = 0;
-  // Looks at a queue without changing it (a passive declare).
+  // Looks at a queue without changing it (a passive declare). NOT_FOUND when
+  // it does not exist (then Reset before the next use).
   virtual absl::StatusOr<QueueState> Inspect(const std::string& queue) = 0;
 };
 

@@ -10,6 +10,7 @@ absl::Status FakeLink::DoConnect() {
   if (connected_) return absl::OkStatus();
   if (!reachable) return absl::UnavailableError("fake broker unreachable");
   connected_ = true;
+  broken_ = false;  // a new connection
   ++connects;
   return absl::OkStatus();
 }
@@ -64,6 +65,10 @@ absl::Status FakePublisher::ReadConfirms(absl::Duration wait, std::vector<Confir
 absl::StatusOr<QueueState> FakePublisher::Inspect(const std::string& queue) {
   if (absl::Status s = Check(); !s.ok()) return s;
   ++inspections;
+  if (missing.count(queue)) {
+    Drop();
+    return absl::NotFoundError("fake broker: no queue '" + queue + "'");
+  }
   auto it = queues.find(queue);
   return it == queues.end() ? QueueState{0, 1} : it->second;
 }

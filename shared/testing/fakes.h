@@ -52,8 +52,11 @@ class FakePublisher final : public MessagePublisher, public FakeLink {
   ManualClock* clock = nullptr;
   std::vector<OutgoingMessage> published;  // every message the broker took
 
-  // What Inspect() reports, by queue (unknown queues: empty, one consumer).
+  // What Inspect() reports, by queue (unknown queues: empty, one consumer),
+  // and queues that do not exist (NOT_FOUND; the connection breaks, as the
+  // broker closes the channel).
   std::map<std::string, QueueState> queues;
+  std::set<std::string> missing;
   int inspections = 0;
 
   absl::Status Connect() override { return DoConnect(); }
