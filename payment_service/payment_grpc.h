@@ -4,12 +4,15 @@
 #include "payment/v1/payment.grpc.pb.h"
 #include "payment_service/payment_store.h"
 #include "payment_service/payment_writer.h"
+#include "shared/grpc/server_security.h"
 
 namespace outbox::payment {
 
 class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
  public:
-  PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store) : writer_(writer), store_(store) {}
+  // `auth`: the API token every call must carry (none by default).
+  PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store, BearerTokenCheck auth = {})
+      : writer_(writer), store_(store), auth_(std::move(auth)) {}
 
   grpc::Status CreatePayment(grpc::ServerContext* context,
                              const ::payment::v1::CreatePaymentRequest* request,
@@ -24,6 +27,7 @@ class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
  private:
   PaymentWriter& writer_;
   PaymentStore& store_;
+  const BearerTokenCheck auth_;
 };
 
 void ToProto(const PaymentRecord& record, ::payment::v1::Payment* out);
