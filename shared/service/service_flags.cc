@@ -73,10 +73,6 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
   return c;
 }
 
-}  // namespace outbox
-
-namespace outbox {
-
 TlsClientFiles HealthProbeTlsFromFlags() {
   TlsClientFiles probe;
   if (absl::GetFlag(FLAGS_tls_cert_file).empty()) return probe;  // plaintext server
