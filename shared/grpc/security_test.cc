@@ -18,7 +18,7 @@ namespace {
 
 using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
 
-class TempFiles : public ::testing::Test {
+class SecurityFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/security_test_XXXXXX";
@@ -80,7 +80,7 @@ TEST(BearerTokenCheckTest, WithoutATokenEveryCallPasses) {
   EXPECT_EQ(BearerTokenCheck("t").Check(context).error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
-TEST_F(TempFiles, TokenFileIsTrimmedEmptyIsRefusedWorldReadableWarns) {
+TEST_F(SecurityFilesTest, TokenFileIsTrimmedEmptyIsRefusedWorldReadableWarns) {
   std::string warning;
   auto token = ReadTokenFile(Write("token", "abc123\n"), "ops_token_file", &warning);
   ASSERT_TRUE(token.ok()) << token.status();
@@ -100,7 +100,7 @@ TEST_F(TempFiles, TokenFileIsTrimmedEmptyIsRefusedWorldReadableWarns) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(TempFiles, ServerTlsNeedsCertAndKeyReadableAndPem) {
+TEST_F(SecurityFilesTest, ServerTlsNeedsCertAndKeyReadableAndPem) {
   EXPECT_TRUE(ServerCredentialsFrom({}).ok());  // plaintext
 
   const std::string pem = Write("cert.pem", "-----BEGIN CERTIFICATE-----\nx\n");
@@ -120,7 +120,7 @@ TEST_F(TempFiles, ServerTlsNeedsCertAndKeyReadableAndPem) {
   EXPECT_NE(not_pem.status().message().find("not PEM"), std::string::npos);
 }
 
-TEST_F(TempFiles, ClientTlsCertAndKeyGoTogether) {
+TEST_F(SecurityFilesTest, ClientTlsCertAndKeyGoTogether) {
   EXPECT_TRUE(ChannelCredentialsFrom({}).ok());
   const std::string pem = Write("ca.pem", "-----BEGIN CERTIFICATE-----\nx\n");
   EXPECT_TRUE(ChannelCredentialsFrom({pem, "", ""}).ok());
