@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -38,6 +39,19 @@ std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
+
+// A temp dir for certificates and tokens, removed with its keys at the end.
+class SecretsDir {
+ public:
+  SecretsDir() : path_(MakeTempDir("outbox_certs")) {}
+  ~SecretsDir() {
+    if (std::getenv("OUTBOX_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  const std::string path_;
+};
 
 // scripts/dev_certs.sh into `dir`.
 void MakeCerts(const std::string& dir) {
@@ -95,7 +109,8 @@ grpc::StatusCode ListVouchers(const std::shared_ptr<grpc::Channel>& channel) {
 }
 
 TEST(SecurityTest, TlsAndTokensGuardTheApisHealthStaysOpenAndNoLogShowsAToken) {
-  const std::string certs = MakeTempDir("outbox_certs");
+  const SecretsDir secrets;
+  const std::string& certs = secrets.path();
   MakeCerts(certs);
   const std::string ops_token = RandomToken();
   const std::string api_token = RandomToken();
@@ -172,7 +187,8 @@ TEST(SecurityTest, TlsAndTokensGuardTheApisHealthStaysOpenAndNoLogShowsAToken) {
 }
 
 TEST(SecurityTest, WithAClientCaOnlyClientsWithACertificateGetIn) {
-  const std::string certs = MakeTempDir("outbox_certs");
+  const SecretsDir secrets;
+  const std::string& certs = secrets.path();
   MakeCerts(certs);
   const Env env = {{"TLS_CERT_FILE", certs + "/server.pem"},
                    {"TLS_KEY_FILE", certs + "/server.key"},
@@ -194,7 +210,8 @@ TEST(SecurityTest, WithAClientCaOnlyClientsWithACertificateGetIn) {
 }
 
 TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
-  const std::string certs = MakeTempDir("outbox_certs");
+  const SecretsDir secrets;
+  const std::string& certs = secrets.path();
   MakeCerts(certs);
   ServiceSet services;
   Env base = services.ServiceEnv();
