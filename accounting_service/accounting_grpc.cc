@@ -26,9 +26,10 @@ void ToProto(const Voucher& v, ::accounting::v1::Voucher* out) {
 
 }  // namespace
 
-grpc::Status AccountingServiceImpl::GetVoucher(grpc::ServerContext*,
+grpc::Status AccountingServiceImpl::GetVoucher(grpc::ServerContext* context,
                                                const ::accounting::v1::GetVoucherRequest* req,
                                                ::accounting::v1::Voucher* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->payment_id().empty()) {
     return ToGrpcStatus(absl::InvalidArgumentError("payment_id is required"));
   }
@@ -38,9 +39,10 @@ grpc::Status AccountingServiceImpl::GetVoucher(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status AccountingServiceImpl::ListVouchers(grpc::ServerContext*,
+grpc::Status AccountingServiceImpl::ListVouchers(grpc::ServerContext* context,
                                                  const ::accounting::v1::ListVouchersRequest* req,
                                                  ::accounting::v1::ListVouchersResponse* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto paging = ParsePageRequest(req->page_size(), req->page_token());
   if (!paging.ok()) return ToGrpcStatus(paging.status());
   auto page = store_.List(paging->after_id, paging->limit);

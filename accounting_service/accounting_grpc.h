@@ -3,12 +3,15 @@
 // gRPC edge of the accounting service (read side of the ledger).
 #include "accounting/v1/accounting.grpc.pb.h"
 #include "accounting_service/voucher_store.h"
+#include "shared/grpc/server_security.h"
 
 namespace outbox::accounting {
 
 class AccountingServiceImpl final : public ::accounting::v1::AccountingService::Service {
  public:
-  explicit AccountingServiceImpl(VoucherStore& store) : store_(store) {}
+  // `auth`: the API token every call must carry (none by default).
+  explicit AccountingServiceImpl(VoucherStore& store, BearerTokenCheck auth = {})
+      : store_(store), auth_(std::move(auth)) {}
 
   grpc::Status GetVoucher(grpc::ServerContext* context,
                           const ::accounting::v1::GetVoucherRequest* request,
@@ -19,6 +22,7 @@ class AccountingServiceImpl final : public ::accounting::v1::AccountingService::
 
  private:
   VoucherStore& store_;
+  const BearerTokenCheck auth_;
 };
 
 }  // namespace outbox::accounting

@@ -23,6 +23,9 @@ ABSL_FLAG(std::string, metrics_listen, EnvOr("ACCOUNTING_METRICS_LISTEN", ""),
 ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 256),
           "PAY_QUEUE prefetch, also the largest batch applied in one transaction "
           "[env AMQP_PREFETCH]");
+ABSL_FLAG(std::string, api_token_file, EnvOr("API_TOKEN_FILE", ""),
+          "file holding the client token; when set every AccountingService call needs "
+          "'authorization: Bearer <token>' (health and reflection stay open) [env API_TOKEN_FILE]");
 
 namespace outbox::accounting {
 namespace {
@@ -30,6 +33,8 @@ namespace {
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_accounting_listen);
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
+  ASSIGN_OR_RETURN(BearerTokenCheck auth,
+                   LoadBearerToken(absl::GetFlag(FLAGS_api_token_file), "api_token_file"));
   ConsumerOptions options{config.pay_queue, config.acc_queue, absl::GetFlag(FLAGS_prefetch)};
   options.max_amount_minor = config.max_amount_minor;
   if (options.prefetch < 1 || options.prefetch > 65535) {
@@ -52,11 +57,12 @@ absl::Status Run() {
                         options.prefetch);
   AmqpPublisher replies(config.amqp, config.topology(), "accounting-replies");
   PaymentConsumer consumer(payments, replies, *store, clock, metrics, options);
-  AccountingServiceImpl service(*store);
+  AccountingServiceImpl service(*store, std::move(auth));
   // Ports first: a process that cannot serve (a port in use) exits before it
   // consumes, and books, a single payment.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service},
-                                                absl::GetFlag(FLAGS_metrics_listen), metrics));
+                                                absl::GetFlag(FLAGS_metrics_listen), metrics,
+                                                config.tls));
   consumer.Start();
   LogInfo("accounting_service_started",
           {KV("listen", listen), KV("port", serving->port()),

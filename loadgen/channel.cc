@@ -1,26 +1,46 @@
 #include "loadgen/channel.h"
 
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace outbox::loadgen {
 
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& addr) {
+absl::StatusOr<ChannelSecurity> ChannelSecurity::FromFiles(const TlsClientFiles& tls,
+                                                          const std::string& token_file) {
+  ChannelSecurity security;
+  auto credentials = ChannelCredentialsFrom(tls);
+  if (!credentials.ok()) return credentials.status();
+  security.credentials = *std::move(credentials);
+  if (!token_file.empty()) {
+    std::string warning;
+    auto token = ReadTokenFile(token_file, "token_file", &warning);
+    if (!token.ok()) return token.status();
+    if (!warning.empty()) std::cerr << "warning: " << warning << "\n";
+    security.token = *std::move(token);
+  }
+  return security;
+}
+
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& addr,
+                                          const ChannelSecurity& security) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
+  return CreateChannelWithToken(addr, security.credentials, args, security.token);
 }
 
 void SetTimeout(grpc::ClientContext* ctx, absl::Duration timeout) {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
 
-absl::Status WaitHealthy(const std::string& addr, absl::Time deadline) {
-  auto stub = grpc::health::v1::Health::NewStub(NewChannel(addr));
+absl::Status WaitHealthy(const std::string& addr, absl::Time deadline,
+                         const ChannelSecurity& security) {
+  auto stub = grpc::health::v1::Health::NewStub(NewChannel(addr, security));
   grpc::Status last;
   while (true) {
     grpc::ClientContext ctx;

@@ -28,6 +28,9 @@ ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 256),
           "ACC_QUEUE prefetch, also the ack batch size [env AMQP_PREFETCH]");
 ABSL_FLAG(int, group_commit_max, EnvOrInt("GROUP_COMMIT_MAX", 512),
           "most payments committed in one transaction [env GROUP_COMMIT_MAX]");
+ABSL_FLAG(std::string, api_token_file, EnvOr("API_TOKEN_FILE", ""),
+          "file holding the client token; when set every PaymentService call needs "
+          "'authorization: Bearer <token>' (health and reflection stay open) [env API_TOKEN_FILE]");
 
 namespace outbox::payment {
 namespace {
@@ -35,6 +38,8 @@ namespace {
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_payment_listen);
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
+  ASSIGN_OR_RETURN(BearerTokenCheck auth,
+                   LoadBearerToken(absl::GetFlag(FLAGS_api_token_file), "api_token_file"));
   PublisherOptions publisher_options;
   publisher_options.window = absl::GetFlag(FLAGS_publish_window);
   WriterOptions writer_options{config.pay_queue, config.acc_queue, config.retry,
@@ -65,16 +70,17 @@ absl::Status Run() {
   FastPublisher publisher(broker, *store, clock, metrics, publisher_options);
   PaymentWriter writer(*store, clock, ids, metrics, writer_options, publisher);
   AckListener acks(replies, writer, metrics, ack_options);
-  PaymentServiceImpl service(writer, *store, config.max_amount_minor);
+  PaymentServiceImpl service(writer, *store, config.max_amount_minor, std::move(auth));
   // Ports first: a process that cannot serve (a port in use) exits before its
   // workers touch the broker. A call arriving meanwhile waits for the writer.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service},
-                                                absl::GetFlag(FLAGS_metrics_listen), metrics));
+                                                absl::GetFlag(FLAGS_metrics_listen), metrics,
+                                                config.tls));
   publisher.Start();
   writer.Start();
   acks.Start();
   LogInfo("payment_service_started",
-          {KV("listen", listen), KV("port", serving->port()),
+          {KV("listen", listen), KV("port", serving->port()), KV("tls", config.tls.enabled()),
            KV("db", absl::GetFlag(FLAGS_payment_db)), KV("amqp", config.amqp.Redacted())});
   LogInfo("payment_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
   // In-flight calls finish (bounded), the ack listener hands its last batch to

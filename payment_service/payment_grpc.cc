@@ -36,6 +36,7 @@ void ToProto(const PaymentRecord& r, ::payment::v1::Payment* out) {
 grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext* context,
                                                const ::payment::v1::CreatePaymentRequest* req,
                                                ::payment::v1::CreatePaymentResponse* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   PaymentInput input;
   input.idempotency_key = req->idempotency_key();
   input.payer_account = req->payer_account();
@@ -71,9 +72,10 @@ grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status PaymentServiceImpl::GetPayment(grpc::ServerContext*,
+grpc::Status PaymentServiceImpl::GetPayment(grpc::ServerContext* context,
                                             const ::payment::v1::GetPaymentRequest* req,
                                             ::payment::v1::Payment* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->payment_id().empty()) {
     return ToGrpcStatus(absl::InvalidArgumentError("payment_id is required"));
   }
@@ -83,9 +85,10 @@ grpc::Status PaymentServiceImpl::GetPayment(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status PaymentServiceImpl::ListPayments(grpc::ServerContext*,
+grpc::Status PaymentServiceImpl::ListPayments(grpc::ServerContext* context,
                                               const ::payment::v1::ListPaymentsRequest* req,
                                               ::payment::v1::ListPaymentsResponse* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto paging = ParsePageRequest(req->page_size(), req->page_token());
   if (!paging.ok()) return ToGrpcStatus(paging.status());
   auto status = OutboxStatusFromNumber(req->status());

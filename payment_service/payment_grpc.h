@@ -4,14 +4,17 @@
 #include "payment/v1/payment.grpc.pb.h"
 #include "payment_service/payment_store.h"
 #include "payment_service/payment_writer.h"
+#include "shared/grpc/server_security.h"
 
 namespace outbox::payment {
 
 class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
  public:
+  // `max_amount_minor`: the largest amount a payment may carry; `auth`: the
+  // API token every call must carry (none by default).
   PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store,
-                     int64_t max_amount_minor = kDefaultMaxAmountMinor)
-      : writer_(writer), store_(store), max_amount_minor_(max_amount_minor) {}
+                     int64_t max_amount_minor = kDefaultMaxAmountMinor, BearerTokenCheck auth = {})
+      : writer_(writer), store_(store), max_amount_minor_(max_amount_minor), auth_(std::move(auth)) {}
 
   grpc::Status CreatePayment(grpc::ServerContext* context,
                              const ::payment::v1::CreatePaymentRequest* request,
@@ -27,6 +30,7 @@ class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
   PaymentWriter& writer_;
   PaymentStore& store_;
   const int64_t max_amount_minor_;
+  const BearerTokenCheck auth_;
 };
 
 void ToProto(const PaymentRecord& record, ::payment::v1::Payment* out);

@@ -20,6 +20,9 @@ using outbox::EnvOr;
 using outbox::EnvOrDouble;
 using outbox::EnvOrDuration;
 using outbox::EnvOrInt;
+ABSL_FLAG(std::string, ops_token_file, EnvOr("OPS_TOKEN_FILE", ""),
+          "file holding the operator token; when set every ops.v1.OutboxOps call needs "
+          "'authorization: Bearer <token>' (health and reflection stay open) [env OPS_TOKEN_FILE]");
 
 namespace {
 std::string DefaultInstanceId() {
@@ -74,6 +77,8 @@ namespace {
 absl::Status Run() {
   const std::string listen = absl::GetFlag(FLAGS_recovery_listen);
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
+  ASSIGN_OR_RETURN(BearerTokenCheck auth,
+                   LoadBearerToken(absl::GetFlag(FLAGS_ops_token_file), "ops_token_file"));
   RecoveryOptions options;
   options.instance_id = absl::GetFlag(FLAGS_recovery_instance_id);
   options.retry = config.retry;
@@ -121,7 +126,7 @@ absl::Status Run() {
                        absl::StrCat("recovery-", options.instance_id));
   RecoveryWorker worker(*store, broker, alerter, clock, metrics, options);
   DeadLetters dead_letters(config.amqp, config.topology());
-  OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock);
+  OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, std::move(auth));
   store->RegisterMetrics(metrics, clock);
   alerter.RegisterMetrics(metrics);
   dead_letters.RegisterMetrics(metrics);
@@ -129,7 +134,8 @@ absl::Status Run() {
   // Ports first: a process that cannot serve (a port in use) exits before it
   // takes the lease or re-publishes anything.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&ops},
-                                                absl::GetFlag(FLAGS_metrics_listen), metrics));
+                                                absl::GetFlag(FLAGS_metrics_listen), metrics,
+                                                config.tls));
   worker.Start();
   LogInfo("recovery_service_started",
           {KV("listen", listen), KV("port", serving->port()),

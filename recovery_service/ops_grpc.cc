@@ -37,8 +37,9 @@ void ToProto(const OutboxMessage& r, ::ops::v1::OutboxMessage* out) {
 
 }  // namespace
 
-grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext*, const ::ops::v1::ListMessagesRequest* req,
+grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext* context, const ::ops::v1::ListMessagesRequest* req,
                                          ::ops::v1::ListMessagesResponse* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto status = OutboxStatusFromNumber(req->status());
   if (!status.ok() || !status->has_value()) {
     return ToGrpcStatus(absl::InvalidArgumentError("status is required: SENDING, SENT or FAILED"));
@@ -52,8 +53,9 @@ grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext*, const ::ops::v1::
   return grpc::Status::OK;
 }
 
-grpc::Status OutboxOpsImpl::GetMessage(grpc::ServerContext*, const ::ops::v1::GetMessageRequest* req,
+grpc::Status OutboxOpsImpl::GetMessage(grpc::ServerContext* context, const ::ops::v1::GetMessageRequest* req,
                                        ::ops::v1::OutboxMessage* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->message_id().empty()) return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
   auto row = store_.Get(req->message_id());
   if (!row.ok()) return ToGrpcStatus(row.status());
@@ -61,9 +63,10 @@ grpc::Status OutboxOpsImpl::GetMessage(grpc::ServerContext*, const ::ops::v1::Ge
   return grpc::Status::OK;
 }
 
-grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext*,
+grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext* context,
                                            const ::ops::v1::RedriveMessageRequest* req,
                                            ::ops::v1::OutboxMessage* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->message_id().empty()) return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
   auto row = store_.Redrive(req->message_id(), clock_.NowMillis());
   if (!row.ok()) return ToGrpcStatus(row.status());
@@ -72,8 +75,9 @@ grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext*, const ::ops::v1::RedriveFailedRequest* req,
+grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext* context, const ::ops::v1::RedriveFailedRequest* req,
                                           ::ops::v1::RedriveFailedResponse* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto n = store_.RedriveAllFailed(req->dry_run(), clock_.NowMillis());
   if (!n.ok()) return ToGrpcStatus(n.status());
   if (!req->dry_run()) LogInfo("failed_messages_redriven", {KV("messages", *n)});
@@ -82,8 +86,9 @@ grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext*, const ::ops::v1:
   return grpc::Status::OK;
 }
 
-grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext*, const ::ops::v1::GetStatsRequest*,
+grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext* context, const ::ops::v1::GetStatsRequest*,
                                      ::ops::v1::Stats* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto counts = store_.Counts();
   if (!counts.ok()) return ToGrpcStatus(counts.status());
   resp->set_sending(counts->sending);
@@ -111,9 +116,10 @@ grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext*, const ::ops::v1::GetS
   return grpc::Status::OK;
 }
 
-grpc::Status OutboxOpsImpl::ListDeadLetters(grpc::ServerContext*,
+grpc::Status OutboxOpsImpl::ListDeadLetters(grpc::ServerContext* context,
                                             const ::ops::v1::ListDeadLettersRequest* req,
                                             ::ops::v1::ListDeadLettersResponse* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->limit() < 0) return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
   auto peek = dead_letters_.Peek(req->queue(), req->limit() == 0 ? kDefaultPageSize
                                                                  : std::min(req->limit(), kMaxPageSize));
@@ -128,9 +134,10 @@ grpc::Status OutboxOpsImpl::ListDeadLetters(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status OutboxOpsImpl::RedriveDeadLetters(grpc::ServerContext*,
+grpc::Status OutboxOpsImpl::RedriveDeadLetters(grpc::ServerContext* context,
                                                const ::ops::v1::RedriveDeadLettersRequest* req,
                                                ::ops::v1::RedriveDeadLettersResponse* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->limit() < 0) return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
   auto n = dead_letters_.Redrive(req->queue(), req->limit());
   if (!n.ok()) return ToGrpcStatus(n.status());

@@ -7,14 +7,16 @@
 #include "recovery_service/recovery_worker.h"
 #include "shared/observability/alerts.h"
 #include "shared/base/clock.h"
+#include "shared/grpc/server_security.h"
 
 namespace outbox::recovery {
 
 class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
  public:
   OutboxOpsImpl(RecoveryStore& store, const RecoveryWorker& worker, const Alerter& alerter,
-                DeadLetters& dead_letters, const Clock& clock)
-      : store_(store), worker_(worker), alerter_(alerter), dead_letters_(dead_letters), clock_(clock) {}
+                DeadLetters& dead_letters, const Clock& clock, BearerTokenCheck auth = {})
+      : store_(store), worker_(worker), alerter_(alerter), dead_letters_(dead_letters), clock_(clock),
+        auth_(std::move(auth)) {}
 
   grpc::Status ListMessages(grpc::ServerContext*, const ::ops::v1::ListMessagesRequest*,
                             ::ops::v1::ListMessagesResponse*) override;
@@ -37,6 +39,7 @@ class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
   const Alerter& alerter_;
   DeadLetters& dead_letters_;
   const Clock& clock_;
+  const BearerTokenCheck auth_;  // the ops token (OPS_TOKEN_FILE), when set
 };
 
 }  // namespace outbox::recovery

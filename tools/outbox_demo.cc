@@ -25,6 +25,7 @@
 //   outbox_demo --count=0 --wait_sent=false --expect_ids=ids   snapshot of those
 //   outbox_demo --count=0 --expect_ids=ids                     wait for them, report
 //   outbox_demo --duration=60s --retry --skip_checks --wait_sent=false --write_ids=ids
+#include <cstdlib>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -57,6 +58,13 @@
 #include "loadgen/retry.h"
 #include "payment/v1/payment.grpc.pb.h"
 
+// The security flags take their defaults from the environment, as the
+// services' do, so a secret's path need not be on the command line.
+static std::string EnvOrEmpty(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
 ABSL_FLAG(std::string, payment_addr, "127.0.0.1:50051", "payment_service address (host:port)");
 ABSL_FLAG(std::string, accounting_addr, "127.0.0.1:50052", "accounting_service address (host:port)");
 ABSL_FLAG(int, count, 300, "payments to create; 0 creates none (wait for / report on a set only)");
@@ -85,6 +93,14 @@ ABSL_FLAG(std::string, write_ids, "",
 ABSL_FLAG(std::string, expect_ids, "",
           "file of payment ids acknowledged earlier (see --write_ids): they join the set, "
           "and any of them missing from payment.db counts as lost");
+ABSL_FLAG(std::string, tls_ca_file, EnvOrEmpty("TLS_CA_FILE"),
+          "PEM CA the services' certificates chain to; set = TLS [env TLS_CA_FILE]");
+ABSL_FLAG(std::string, tls_cert_file, EnvOrEmpty("TLS_CLIENT_CERT_FILE"),
+          "PEM client certificate for services that require one (mTLS) [env TLS_CLIENT_CERT_FILE]");
+ABSL_FLAG(std::string, tls_key_file, EnvOrEmpty("TLS_CLIENT_KEY_FILE"),
+          "PEM key of --tls_cert_file [env TLS_CLIENT_KEY_FILE]");
+ABSL_FLAG(std::string, token_file, EnvOrEmpty("API_TOKEN_FILE"),
+          "file with the API token sent as 'authorization: Bearer' [env API_TOKEN_FILE]");
 
 namespace {
 
@@ -114,6 +130,7 @@ struct Config {
   int wait_healthy = 0;
   std::string write_ids;
   std::vector<std::string> expected_ids;  // of --expect_ids
+  loadgen::ChannelSecurity security;      // --tls_*, --token_file
 };
 
 bool ReadIds(const std::string& path, std::vector<std::string>* ids) {
@@ -140,6 +157,12 @@ absl::StatusOr<Config> ReadFlags() {
   Config c;
   c.payment_addr = absl::GetFlag(FLAGS_payment_addr);
   c.accounting_addr = absl::GetFlag(FLAGS_accounting_addr);
+  absl::StatusOr<loadgen::ChannelSecurity> security = loadgen::ChannelSecurity::FromFiles(
+      {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
+       absl::GetFlag(FLAGS_tls_key_file)},
+      absl::GetFlag(FLAGS_token_file));
+  if (!security.ok()) return security.status();
+  c.security = *std::move(security);
   c.duration = absl::GetFlag(FLAGS_duration);
   c.by_time = c.duration > absl::ZeroDuration();
   c.count = c.by_time ? 0 : std::max(0, absl::GetFlag(FLAGS_count));
@@ -194,7 +217,7 @@ struct CreatePhase {
 CreatePhase CreatePayments(const Config& c, const std::string& run_id, absl::Time start) {
   std::vector<std::unique_ptr<PaymentService::StubInterface>> stubs;
   for (int t = 0; t < c.concurrency; ++t) {
-    stubs.push_back(PaymentService::NewStub(loadgen::NewChannel(c.payment_addr)));
+    stubs.push_back(PaymentService::NewStub(loadgen::NewChannel(c.payment_addr, c.security)));
   }
   loadgen::LoadPlan plan;
   plan.key_prefix = loadgen::KeyPrefix("demo", run_id);
@@ -611,7 +634,7 @@ bool WaitHealthy(const Config& c) {
   std::vector<std::string> addrs = {c.payment_addr};
   if (c.wait_sent) addrs.push_back(c.accounting_addr);
   for (const std::string& addr : addrs) {
-    absl::Status s = loadgen::WaitHealthy(addr, deadline);
+    absl::Status s = loadgen::WaitHealthy(addr, deadline, c.security);
     if (!s.ok()) {
       std::fprintf(stderr, "outbox_demo: %s\n", std::string(s.message()).c_str());
       return false;
@@ -624,7 +647,7 @@ int Run(const Config& c) {
   Outcome o;
   o.program_start = absl::Now();
   if (!WaitHealthy(c)) return 2;
-  auto payments = PaymentService::NewStub(loadgen::NewChannel(c.payment_addr));
+  auto payments = PaymentService::NewStub(loadgen::NewChannel(c.payment_addr, c.security));
   o.run_id = loadgen::RandomRunId();
   if (c.creating) {
     const std::string what =
@@ -649,7 +672,7 @@ int Run(const Config& c) {
   if (!c.wait_sent) return PrintSnapshot(c, create, checks, o.create_ok, *payments, set);
 
   // 2. Wait until none of the set is SENDING, then tally it and its vouchers.
-  auto accounting = AccountingService::NewStub(loadgen::NewChannel(c.accounting_addr));
+  auto accounting = AccountingService::NewStub(loadgen::NewChannel(c.accounting_addr, c.security));
   if (loadgen::AwaitNoneSending(
           *payments, [&](const std::string& id) { return set.Contains(id); },
           absl::Now() + c.timeout, kCallTimeout)) {

@@ -67,7 +67,10 @@ void LogGrpcLine(gpr_log_func_args* args) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port) {
+    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port,
+    const TlsServerFiles& tls) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentialsFrom(tls);
+  if (!credentials.ok()) return credentials.status();
   // gRPC's built-in health service is implemented without protobuf, so its
   // descriptor is not in the generated pool unless health.pb.cc is linked in
   // (this reference makes sure it is); only then can reflection describe it.
@@ -82,13 +85,18 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   // would then start too, and the kernel would split the clients between
   // two servers with different databases. Without it the bind fails.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(kMinClientPingInterval)));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, kMaxPingStrikes);
   AddReflectionV1(builder);
   // Handlers block while their group commits; keep enough polling threads
   // alive that the sync server does not create and destroy one per call.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 256);
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, *credentials, &port);
   for (grpc::Service* s : services) builder.RegisterService(s);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "shared/grpc/server_security.h"
 
 namespace outbox {
 
@@ -20,8 +21,21 @@ namespace outbox {
 // the standard health service and server reflection v1 and v1alpha. `bound_port` receives
 // the port actually bound. A port another process listens on is not shared
 // (no SO_REUSEPORT): FAILED_PRECONDITION "cannot listen on <listen>: <why>".
+// With `tls` set it serves TLS (mTLS with a client CA) and nothing in
+// plaintext; a bad TLS setting is INVALID_ARGUMENT naming the flag.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port);
+    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port,
+    const TlsServerFiles& tls = {});
+
+// Load limits of every server. Requests here are a few hundred bytes, so a
+// larger one is refused (RESOURCE_EXHAUSTED) before it is parsed; one
+// connection cannot open unbounded streams; clients that ping more often
+// than kMinClientPingInterval without data are sent GOAWAY after
+// kMaxPingStrikes such pings.
+inline constexpr int kMaxReceiveMessageBytes = 1 << 20;  // 1 MiB
+inline constexpr int kMaxConcurrentStreams = 256;
+inline constexpr absl::Duration kMinClientPingInterval = absl::Seconds(10);
+inline constexpr int kMaxPingStrikes = 2;
 
 // Stops accepting calls and lets in-flight ones finish; calls still running
 // after the grace period are cancelled. gRPC also waits out the grace period

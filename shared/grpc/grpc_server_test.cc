@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace outbox {
 namespace {
@@ -24,6 +26,25 @@ TEST(GrpcServerTest, APortInUseIsRefusedNotShared) {
                          ": address already in use (another process holds it)"));
   EXPECT_EQ(second_port, 0);
   ShutdownGrpcServer(**first);
+}
+
+TEST(GrpcServerTest, ARequestAboveTheLimitIsResourceExhausted) {
+  int port = 0;
+  auto server = StartGrpcServer("127.0.0.1:0", {}, &port);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto check = [&](size_t bytes) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(std::string(bytes, 'x'));
+    grpc::health::v1::HealthCheckResponse resp;
+    return stub->Check(&ctx, req, &resp).error_code();
+  };
+  EXPECT_EQ(check(kMaxReceiveMessageBytes + 1), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(check(100), grpc::StatusCode::NOT_FOUND);  // an unknown service, but parsed
+  ShutdownGrpcServer(**server);
 }
 
 }  // namespace

@@ -9,14 +9,17 @@
 
 namespace outbox {
 
-absl::Status ProbeHealth(const std::string& addr, absl::Duration deadline) {
+absl::Status ProbeHealth(const std::string& addr, absl::Duration deadline,
+                         const TlsClientFiles& tls) {
   const size_t colon = addr.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == addr.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--health_check must be host:port, got '", addr, "'"));
   }
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFrom(tls);
+  if (!credentials.ok()) return credentials.status();
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(addr, *credentials));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   grpc::health::v1::HealthCheckRequest req;  // service "": the server as a whole

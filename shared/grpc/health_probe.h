@@ -7,13 +7,16 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "shared/grpc/channel_security.h"
 
 namespace outbox {
 
 // OK when the server at `addr` (host:port) reports the whole server ("")
 // SERVING within `deadline`. FAILED_PRECONDITION naming the status it
 // reported otherwise; the call's own error (UNAVAILABLE, DEADLINE_EXCEEDED)
-// when nothing answered; INVALID_ARGUMENT when `addr` is not host:port.
-absl::Status ProbeHealth(const std::string& addr, absl::Duration deadline);
+// when nothing answered; INVALID_ARGUMENT when `addr` is not host:port or a
+// TLS file is unusable. With `tls` set it speaks TLS.
+absl::Status ProbeHealth(const std::string& addr, absl::Duration deadline,
+                         const TlsClientFiles& tls = {});
 
 }  // namespace outbox

@@ -3,6 +3,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/observability/log.h"
 #include "shared/runtime/env.h"
 
 using outbox::EnvOr;
@@ -33,6 +34,17 @@ ABSL_FLAG(int, retry_max_attempts,
           EnvOrInt("RETRY_MAX_ATTEMPTS", EnvOrInt("RECOVERY_MAX_ATTEMPTS", 10)),
           "publishes before a message becomes FAILED; stored in each row when it is written "
           "[env RETRY_MAX_ATTEMPTS, formerly RECOVERY_MAX_ATTEMPTS]");
+ABSL_FLAG(std::string, tls_cert_file, EnvOr("TLS_CERT_FILE", ""),
+          "PEM certificate chain of the gRPC server; with --tls_key_file turns TLS on, "
+          "empty = plaintext [env TLS_CERT_FILE]");
+ABSL_FLAG(std::string, tls_key_file, EnvOr("TLS_KEY_FILE", ""),
+          "PEM private key of --tls_cert_file [env TLS_KEY_FILE]");
+ABSL_FLAG(std::string, tls_client_ca_file, EnvOr("TLS_CLIENT_CA_FILE", ""),
+          "PEM CA bundle; when set, clients must present a certificate it signed (mTLS) "
+          "[env TLS_CLIENT_CA_FILE]");
+ABSL_FLAG(std::string, tls_ca_file, EnvOr("TLS_CA_FILE", ""),
+          "PEM CA bundle --health_check trusts for the server's certificate; "
+          "default --tls_client_ca_file [env TLS_CA_FILE]");
 
 ABSL_FLAG(int64_t, max_amount_minor, EnvOrInt("MAX_AMOUNT_MINOR", outbox::kDefaultMaxAmountMinor),
           "largest payment amount in minor units: payment refuses larger requests "
@@ -61,7 +73,31 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
   c.alertmanager_url = absl::GetFlag(FLAGS_alertmanager_url);
   c.max_amount_minor = absl::GetFlag(FLAGS_max_amount_minor);
   if (c.max_amount_minor < 1) return absl::InvalidArgumentError("--max_amount_minor must be >= 1");
+  c.tls = {absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
+           absl::GetFlag(FLAGS_tls_client_ca_file)};
+  RETURN_IF_ERROR(ServerCredentialsFrom(c.tls).status());
   return c;
+}
+
+TlsClientFiles HealthProbeTlsFromFlags() {
+  TlsClientFiles probe;
+  if (absl::GetFlag(FLAGS_tls_cert_file).empty()) return probe;  // plaintext server
+  probe.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  if (probe.ca_file.empty()) probe.ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  if (!absl::GetFlag(FLAGS_tls_client_ca_file).empty()) {
+    probe.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+    probe.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  }
+  return probe;
+}
+
+absl::StatusOr<BearerTokenCheck> LoadBearerToken(const std::string& path, const std::string& flag) {
+  if (path.empty()) return BearerTokenCheck();
+  std::string warning;
+  ASSIGN_OR_RETURN(std::string token, ReadTokenFile(path, flag, &warning));
+  if (!warning.empty()) LogWarning("token_file_too_open", {KV("warning", warning)});
+  LogInfo("token_check_on", {KV("flag", flag), KV("file", path)});
+  return BearerTokenCheck(std::move(token));
 }
 
 }  // namespace outbox

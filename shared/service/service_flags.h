@@ -8,6 +8,8 @@
 #include "absl/status/statusor.h"
 #include "shared/amqp/amqp_client.h"
 #include "shared/base/money.h"
+#include "shared/grpc/channel_security.h"
+#include "shared/grpc/server_security.h"
 #include "shared/outbox/retry_policy.h"
 #include "shared/sqlite/sqlite_file.h"
 
@@ -22,12 +24,25 @@ struct ServiceConfig {
   RetryPolicy retry;       // payment writes attempt 1 and the budget; recovery the rest
   std::string alertmanager_url;
   int64_t max_amount_minor = kDefaultMaxAmountMinor;  // the same bound on both sides
+  TlsServerFiles tls;      // the gRPC server's TLS files; none = plaintext
 
   // Declares both queues and their dead-letter queues.
   Topology topology() const { return {{pay_queue, acc_queue}, queue_type}; }
 };
 
 // Reads and validates the shared flags; INVALID_ARGUMENT names the bad one.
+// The TLS files are read once here, so a bad one stops the start early.
 absl::StatusOr<ServiceConfig> ServiceConfigFromFlags();
+
+// What `--health_check` dials with: TLS when the service's own TLS flags are
+// set, trusting --tls_ca_file (or else --tls_client_ca_file), and presenting
+// the service's certificate when it requires client certificates.
+TlsClientFiles HealthProbeTlsFromFlags();
+
+// The token in `path` (the value of --<flag>) as a handler check; an empty
+// path = no check. INVALID_ARGUMENT for an unreadable or empty file; a file
+// every user can read is started with, after a warning line (never the
+// token).
+absl::StatusOr<BearerTokenCheck> LoadBearerToken(const std::string& path, const std::string& flag);
 
 }  // namespace outbox

@@ -18,12 +18,14 @@
 #include "shared/observability/log.h"
 #include "shared/runtime/signals.h"
 #include "shared/service/cli.h"
+#include "shared/service/service_flags.h"
 
 // No environment default, unlike every other flag: an inherited variable
 // would turn the service itself into a probe.
 ABSL_FLAG(std::string, health_check, "",
           "probe mode for container healthchecks: ask host:port for grpc.health.v1.Health/Check "
-          "(2 s deadline) and exit 0 if SERVING, 1 otherwise, without starting the service");
+          "(2 s deadline) and exit 0 if SERVING, 1 otherwise, without starting the service; "
+          "TLS when --tls_cert_file is set (see --tls_ca_file)");
 
 namespace outbox {
 namespace {
@@ -31,7 +33,7 @@ namespace {
 // --health_check: 0 when `addr` is SERVING, 1 otherwise (what a docker
 // HEALTHCHECK expects), one log line either way.
 int RunHealthCheck(const std::string& addr) {
-  absl::Status s = ProbeHealth(addr, kHealthCheckDeadline);
+  absl::Status s = ProbeHealth(addr, kHealthCheckDeadline, HealthProbeTlsFromFlags());
   if (!s.ok()) {
     LogWarning("health_check_failed", {KV("addr", addr), KV("error", s.ToString())});
     return 1;
@@ -103,12 +105,13 @@ absl::Status ValidateListenAddress(const std::string& listen, const std::string&
 absl::StatusOr<std::unique_ptr<Serving>> Serving::Start(const std::string& listen,
                                                         const std::vector<grpc::Service*>& services,
                                                         const std::string& metrics_listen,
-                                                        const MetricsRegistry& metrics) {
+                                                        const MetricsRegistry& metrics,
+                                                        const TlsServerFiles& tls) {
   std::unique_ptr<Serving> serving(new Serving());
   if (!metrics_listen.empty()) {
     ASSIGN_OR_RETURN(serving->metrics_, MetricsServer::Start(metrics_listen, metrics));
   }
-  ASSIGN_OR_RETURN(serving->server_, StartGrpcServer(listen, services, &serving->port_));
+  ASSIGN_OR_RETURN(serving->server_, StartGrpcServer(listen, services, &serving->port_, tls));
   return serving;
 }
 

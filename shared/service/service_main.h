@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "shared/observability/metrics.h"
 #include "shared/observability/metrics_server.h"
+#include "shared/grpc/server_security.h"
 
 namespace outbox {
 
@@ -46,7 +47,8 @@ class Serving {
  public:
   static absl::StatusOr<std::unique_ptr<Serving>> Start(
       const std::string& listen, const std::vector<grpc::Service*>& services,
-      const std::string& metrics_listen, const MetricsRegistry& metrics);
+      const std::string& metrics_listen, const MetricsRegistry& metrics,
+      const TlsServerFiles& tls = {});
   ~Serving();
 
   int port() const { return port_; }

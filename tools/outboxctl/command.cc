@@ -26,7 +26,9 @@ constexpr FlagSpec kFlags[] = {
     {"json", false, true},          {"status", true, false},
     {"limit", true, false},         {"page_size", true, false},
     {"queue", true, false},         {"all_failed", false, false},
-    {"dry_run", false, false},
+    {"dry_run", false, false},      {"tls_ca_file", true, true},
+    {"tls_cert_file", true, true},  {"tls_key_file", true, true},
+    {"token_file", true, true},
 };
 
 const FlagSpec* FindFlag(absl::string_view name) {
@@ -147,6 +149,10 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const
   c.payment_addr = env("PAYMENT_ADDR").value_or("127.0.0.1:50051");
   c.accounting_addr = env("ACCOUNTING_ADDR").value_or("127.0.0.1:50052");
   c.timeout = absl::Seconds(10);
+  c.tls_ca_file = env("OUTBOXCTL_TLS_CA_FILE").value_or("");
+  c.tls_cert_file = env("OUTBOXCTL_TLS_CERT_FILE").value_or("");
+  c.tls_key_file = env("OUTBOXCTL_TLS_KEY_FILE").value_or("");
+  c.token_file = env("OUTBOXCTL_TOKEN_FILE").value_or("");
   if (auto t = env("OUTBOXCTL_TIMEOUT")) {
     auto d = PositiveDuration("OUTBOXCTL_TIMEOUT", *t);
     if (!d.ok()) return d.status();
@@ -195,6 +201,14 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const
       c.payment_addr = value;
     } else if (name == "accounting_addr") {
       c.accounting_addr = value;
+    } else if (name == "tls_ca_file") {
+      c.tls_ca_file = value;
+    } else if (name == "tls_cert_file") {
+      c.tls_cert_file = value;
+    } else if (name == "tls_key_file") {
+      c.tls_key_file = value;
+    } else if (name == "token_file") {
+      c.token_file = value;
     } else if (name == "json") {
       c.json = value == "true";
     } else if (name == "timeout") {
@@ -309,10 +323,17 @@ std::string HelpText() {
       "(10s)\n"
       "  --json                       the response as protobuf JSON (proto field names, zeros "
       "shown)\n"
+      "  --tls_ca_file FILE           PEM CA of the servers' certificates; set = TLS\n"
+      "                               [env OUTBOXCTL_TLS_CA_FILE]\n"
+      "  --tls_cert_file FILE         PEM client certificate, for servers requiring one (mTLS)\n"
+      "                               [env OUTBOXCTL_TLS_CERT_FILE]\n"
+      "  --tls_key_file FILE          its PEM key [env OUTBOXCTL_TLS_KEY_FILE]\n"
+      "  --token_file FILE            token sent as 'authorization: Bearer' on every call\n"
+      "                               (OPS_TOKEN_FILE's for the ops API) [env OUTBOXCTL_TOKEN_FILE]\n"
       "  --help, --version\n"
       "\n"
       "exit status: 0 done; 1 the call failed (not found, refused, unavailable, not SERVING):\n"
-      "one line on stderr naming the gRPC status; 2 usage error.\n");
+      "one line on stderr naming the gRPC status; 2 usage error (also an unusable TLS or token file).\n");
 }
 
 }  // namespace outbox::ctl

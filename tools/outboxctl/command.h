@@ -44,6 +44,10 @@ struct Command {
   int page_size = 100;          // list: rows per call (at most 1000)
   bool dry_run = false;         // redrive --all-failed
   std::string queue;            // dead-letters: PAY_QUEUE or ACC_QUEUE (the service's names)
+  std::string tls_ca_file;      // --tls_ca_file, OUTBOXCTL_TLS_CA_FILE: set = TLS
+  std::string tls_cert_file;    // --tls_cert_file, OUTBOXCTL_TLS_CERT_FILE: client cert (mTLS)
+  std::string tls_key_file;     // --tls_key_file, OUTBOXCTL_TLS_KEY_FILE
+  std::string token_file;       // --token_file, OUTBOXCTL_TOKEN_FILE: bearer token on every call
 };
 
 inline constexpr int kDefaultListLimit = 100;

@@ -1,16 +1,13 @@
 #include "tools/outboxctl/run.h"
 
 #include <cstdlib>
+#include <iostream>
 #include <ostream>
 
 #include "tools/outboxctl/render.h"
 
 namespace outbox::ctl {
 namespace {
-
-std::shared_ptr<grpc::Channel> ChannelTo(const std::string& addr) {
-  return grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
-}
 
 ::ops::v1::MessageStatus StatusNamed(const std::string& name) {
   ::ops::v1::MessageStatus status = ::ops::v1::MESSAGE_STATUS_UNSPECIFIED;
@@ -33,6 +30,25 @@ int Print(const Command& c, const absl::StatusOr<Response>& response, const char
 
 }  // namespace
 
+absl::Status GrpcConnections::Secure(const TlsClientFiles& tls, const std::string& token_file) {
+  auto credentials = ChannelCredentialsFrom(tls);
+  if (!credentials.ok()) return credentials.status();
+  credentials_ = *std::move(credentials);
+  token_.clear();
+  if (!token_file.empty()) {
+    std::string warning;
+    auto token = ReadTokenFile(token_file, "token_file", &warning);
+    if (!token.ok()) return token.status();
+    if (!warning.empty()) std::cerr << kProgram << ": warning: " << warning << "\n";
+    token_ = *std::move(token);
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<grpc::Channel> GrpcConnections::ChannelTo(const std::string& addr) const {
+  return CreateChannelWithToken(addr, credentials_, grpc::ChannelArguments(), token_);
+}
+
 std::unique_ptr<OpsStub> GrpcConnections::Ops(const std::string& addr) {
   return ::ops::v1::OutboxOps::NewStub(ChannelTo(addr));
 }
@@ -52,6 +68,14 @@ std::unique_ptr<::grpc::health::v1::Health::StubInterface> GrpcConnections::Heal
 int Execute(const Command& c, Connections& connections, std::ostream& out, std::ostream& err) {
   constexpr char kRecovery[] = "recovery_service";
   const std::string& ops_addr = c.recovery_addr;
+  if (c.verb != Verb::kHelp && c.verb != Verb::kVersion) {
+    absl::Status secured =
+        connections.Secure({c.tls_ca_file, c.tls_cert_file, c.tls_key_file}, c.token_file);
+    if (!secured.ok()) {
+      err << kProgram << ": " << secured.message() << "\n";
+      return kExitUsage;
+    }
+  }
   switch (c.verb) {
     case Verb::kHelp:
       out << HelpText();

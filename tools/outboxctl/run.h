@@ -9,6 +9,7 @@
 #include <string>
 
 #include "shared/service/cli.h"
+#include "shared/grpc/channel_security.h"
 #include "tools/outboxctl/calls.h"
 #include "tools/outboxctl/command.h"
 
@@ -24,11 +25,18 @@ class Connections {
       const std::string& addr) = 0;
   virtual std::unique_ptr<::grpc::health::v1::Health::StubInterface> Health(
       const std::string& addr) = 0;
+  // Called once before any stub: how channels are secured (TLS files, the
+  // token file). INVALID_ARGUMENT when a file is unusable.
+  virtual absl::Status Secure(const TlsClientFiles& tls, const std::string& token_file) {
+    return absl::OkStatus();
+  }
 };
 
-// Plaintext channels to each address.
+// Channels to each address: plaintext, or TLS and a bearer token once
+// Secure() was given files.
 class GrpcConnections final : public Connections {
  public:
+  absl::Status Secure(const TlsClientFiles& tls, const std::string& token_file) override;
   std::unique_ptr<OpsStub> Ops(const std::string& addr) override;
   std::unique_ptr<::payment::v1::PaymentService::StubInterface> Payments(
       const std::string& addr) override;
@@ -36,6 +44,11 @@ class GrpcConnections final : public Connections {
       const std::string& addr) override;
   std::unique_ptr<::grpc::health::v1::Health::StubInterface> Health(
       const std::string& addr) override;
+
+ private:
+  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& addr) const;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_ = grpc::InsecureChannelCredentials();
+  std::string token_;
 };
 
 // Runs `command`; the result goes to `out`, a failed call's one line to

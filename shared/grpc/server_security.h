@@ -1,0 +1,60 @@
+#pragma once
+
+// The server half of the gRPC security settings: TLS server credentials from
+// PEM files, and the bearer-token check the API handlers call first. Health
+// and reflection never call it, so they stay open.
+#include <map>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace outbox {
+
+// The server's TLS files. None = plaintext (the default, for loopback use).
+// cert + key = TLS; with client_ca_file as well, clients must present a
+// certificate that chains to it (mTLS).
+struct TlsServerFiles {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+  bool enabled() const { return !cert_file.empty() || !key_file.empty() || !client_ca_file.empty(); }
+};
+
+// Insecure credentials when `files` is empty, else SSL credentials.
+// INVALID_ARGUMENT naming the flag (--tls_cert_file, --tls_key_file,
+// --tls_client_ca_file): a certificate without its key, a client CA without
+// a certificate, a file that cannot be read or is not PEM.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFrom(
+    const TlsServerFiles& files);
+
+// Compares in time that depends only on the lengths, not on where the first
+// difference is, so a caller cannot learn a token byte by byte.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+
+// `metadata` must carry `authorization: Bearer <expected>`. UNAUTHENTICATED
+// when there is no bearer token, PERMISSION_DENIED when it is not
+// `expected`. The messages never contain either token.
+absl::Status CheckBearerToken(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+                              absl::string_view expected);
+
+// What each handler of a protected service asks first. Without a token
+// (the default) every call passes.
+class BearerTokenCheck {
+ public:
+  BearerTokenCheck() = default;
+  explicit BearerTokenCheck(std::string token) : token_(std::move(token)) {}
+
+  bool enabled() const { return !token_.empty(); }
+  // OK, or the gRPC status to return at once.
+  grpc::Status Check(const grpc::ServerContext& context) const;
+
+ private:
+  std::string token_;
+};
+
+}  // namespace outbox

@@ -1,0 +1,246 @@
+// The gRPC security settings on the real binaries: TLS (and mTLS) from
+// certificates made by scripts/dev_certs.sh, the ops and API bearer tokens,
+// health staying open, outboxctl and --health_check speaking TLS, and the
+// tokens never reaching a log.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "shared/grpc/channel_security.h"
+#include "tests/support/services.h"
+
+namespace outbox::testing {
+namespace {
+
+using ::grpc::health::v1::Health;
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+
+constexpr absl::Duration kCallTimeout = absl::Seconds(5);
+
+std::string RandomToken() {
+  std::random_device rd;
+  return absl::StrFormat("%016x%016x", (uint64_t{rd()} << 32) | rd(), (uint64_t{rd()} << 32) | rd());
+}
+
+std::string WriteSecret(const std::string& path, const std::string& contents) {
+  std::ofstream(path) << contents << "\n";
+  chmod(path.c_str(), 0600);
+  return path;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A temp dir for certificates and tokens, removed with its keys at the end.
+class SecretsDir {
+ public:
+  SecretsDir() : path_(MakeTempDir("outbox_certs")) {}
+  ~SecretsDir() {
+    if (std::getenv("OUTBOX_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  const std::string path_;
+};
+
+// scripts/dev_certs.sh into `dir`.
+void MakeCerts(const std::string& dir) {
+  const CommandResult r =
+      RunToCompletion("/bin/bash", {absl::StrCat(OUTBOX_SOURCE_DIR, "/scripts/dev_certs.sh"), dir},
+                      {}, absl::StrCat(dir, "/dev_certs"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  struct stat st {};
+  ASSERT_EQ(stat(absl::StrCat(dir, "/server.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+std::shared_ptr<grpc::Channel> Channel(int port, const TlsClientFiles& tls,
+                                       const std::string& token = "") {
+  auto credentials = ChannelCredentialsFrom(tls);
+  EXPECT_TRUE(credentials.ok()) << credentials.status();
+  return CreateChannelWithToken(absl::StrCat("127.0.0.1:", port), *credentials,
+                                grpc::ChannelArguments(), token);
+}
+
+template <typename Call>
+grpc::StatusCode CodeOf(Call call) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  return call(&ctx).error_code();
+}
+
+grpc::StatusCode Health(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = Health::NewStub(channel);
+  HealthCheckResponse resp;
+  const grpc::StatusCode code =
+      CodeOf([&](grpc::ClientContext* ctx) { return stub->Check(ctx, HealthCheckRequest(), &resp); });
+  if (code == grpc::StatusCode::OK && resp.status() != HealthCheckResponse::SERVING) {
+    return grpc::StatusCode::FAILED_PRECONDITION;
+  }
+  return code;
+}
+
+grpc::StatusCode OpsStats(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = ::ops::v1::OutboxOps::NewStub(channel);
+  ::ops::v1::Stats stats;
+  return CodeOf([&](grpc::ClientContext* ctx) { return stub->GetStats(ctx, {}, &stats); });
+}
+
+grpc::StatusCode ListPayments(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = ::payment::v1::PaymentService::NewStub(channel);
+  ::payment::v1::ListPaymentsResponse resp;
+  return CodeOf([&](grpc::ClientContext* ctx) { return stub->ListPayments(ctx, {}, &resp); });
+}
+
+grpc::StatusCode ListVouchers(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = ::accounting::v1::AccountingService::NewStub(channel);
+  ::accounting::v1::ListVouchersResponse resp;
+  return CodeOf([&](grpc::ClientContext* ctx) { return stub->ListVouchers(ctx, {}, &resp); });
+}
+
+TEST(SecurityTest, TlsAndTokensGuardTheApisHealthStaysOpenAndNoLogShowsAToken) {
+  const SecretsDir secrets;
+  const std::string& certs = secrets.path();
+  MakeCerts(certs);
+  const std::string ops_token = RandomToken();
+  const std::string api_token = RandomToken();
+  const std::string ops_token_file = WriteSecret(certs + "/ops.token", ops_token);
+  const std::string api_token_file = WriteSecret(certs + "/api.token", api_token);
+  const std::string wrong_token_file = WriteSecret(certs + "/wrong.token", "not-the-token");
+  const Env tls_env = {{"TLS_CERT_FILE", certs + "/server.pem"},
+                       {"TLS_KEY_FILE", certs + "/server.key"},
+                       {"TLS_CA_FILE", certs + "/ca.pem"}};
+  Env env = tls_env;
+  env["OPS_TOKEN_FILE"] = ops_token_file;
+  env["API_TOKEN_FILE"] = api_token_file;
+  ServiceSet services(env);
+  services.StartAll();
+  auto& recovery = services.StartRecovery("r1");
+  const TlsClientFiles ca{certs + "/ca.pem", "", ""};
+
+  // TLS with the CA works; plaintext does not reach the API, nor health.
+  EXPECT_EQ(Health(Channel(recovery.port, ca)), grpc::StatusCode::OK);
+  EXPECT_EQ(Health(Channel(services.payment_port(), ca)), grpc::StatusCode::OK);
+  EXPECT_NE(Health(Channel(recovery.port, {})), grpc::StatusCode::OK);
+  EXPECT_NE(OpsStats(Channel(recovery.port, {}, ops_token)), grpc::StatusCode::OK);
+
+  // The ops token: missing, wrong, right.
+  EXPECT_EQ(OpsStats(Channel(recovery.port, ca)), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(OpsStats(Channel(recovery.port, ca, "wrong")), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(OpsStats(Channel(recovery.port, ca, api_token)), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(OpsStats(Channel(recovery.port, ca, ops_token)), grpc::StatusCode::OK);
+
+  // The API token on payment and accounting.
+  EXPECT_EQ(ListPayments(Channel(services.payment_port(), ca)), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(ListPayments(Channel(services.payment_port(), ca, ops_token)),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(ListPayments(Channel(services.payment_port(), ca, api_token)), grpc::StatusCode::OK);
+  EXPECT_EQ(ListVouchers(Channel(services.accounting_port(), ca)),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(ListVouchers(Channel(services.accounting_port(), ca, api_token)),
+            grpc::StatusCode::OK);
+
+  // The real outboxctl: TLS and the token file, then without the token.
+  const std::string at = absl::StrCat("--recovery_addr=127.0.0.1:", recovery.port);
+  auto ctl = [&](const std::vector<std::string>& args, const std::string& name) {
+    CommandResult r = RunToCompletion(BinaryPath("outboxctl"), args, {},
+                                      absl::StrCat(services.dir(), "/outboxctl.", name));
+    std::cout << "outboxctl " << name << " -> exit " << r.exit_code << "\n" << r.out << r.err;
+    return r;
+  };
+  const std::string tls_flag = "--tls_ca_file=" + certs + "/ca.pem";
+  EXPECT_EQ(ctl({"stats", at, tls_flag, "--token_file=" + ops_token_file}, "ok").exit_code, 0);
+  const CommandResult no_token = ctl({"stats", at, tls_flag}, "no_token");
+  EXPECT_EQ(no_token.exit_code, 1);
+  EXPECT_NE(no_token.err.find("UNAUTHENTICATED"), std::string::npos) << no_token.err;
+  const CommandResult wrong = ctl({"stats", at, tls_flag, "--token_file=" + wrong_token_file}, "wrong");
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("PERMISSION_DENIED"), std::string::npos) << wrong.err;
+  EXPECT_EQ(ctl({"stats", at, "--token_file=" + ops_token_file}, "plaintext").exit_code, 1);
+  EXPECT_EQ(ctl({"health", absl::StrCat("127.0.0.1:", recovery.port), tls_flag}, "health").exit_code,
+            0);
+
+  // The service's own --health_check probe with the same TLS settings.
+  const CommandResult probe =
+      RunToCompletion(BinaryPath("recovery_service"),
+                      {absl::StrCat("--health_check=127.0.0.1:", recovery.port)}, tls_env,
+                      services.dir() + "/probe");
+  EXPECT_EQ(probe.exit_code, 0) << probe.out << probe.err;
+
+  // No token, nor a piece of one, in any log.
+  for (const std::string log : {"payment_service", "accounting_service", "recovery_r1"}) {
+    const std::string text = ReadAll(absl::StrCat(services.dir(), "/", log, ".log"));
+    EXPECT_FALSE(text.empty()) << log;
+    EXPECT_EQ(text.find(ops_token.substr(0, 8)), std::string::npos) << log;
+    EXPECT_EQ(text.find(api_token.substr(0, 8)), std::string::npos) << log;
+  }
+}
+
+TEST(SecurityTest, WithAClientCaOnlyClientsWithACertificateGetIn) {
+  const SecretsDir secrets;
+  const std::string& certs = secrets.path();
+  MakeCerts(certs);
+  const Env env = {{"TLS_CERT_FILE", certs + "/server.pem"},
+                   {"TLS_KEY_FILE", certs + "/server.key"},
+                   {"TLS_CLIENT_CA_FILE", certs + "/ca.pem"}};
+  ServiceSet services(env);
+  services.StartAccounting();
+  const int port = services.accounting_port();
+  EXPECT_NE(Health(Channel(port, {certs + "/ca.pem", "", ""})), grpc::StatusCode::OK);
+  EXPECT_EQ(Health(Channel(port, {certs + "/ca.pem", certs + "/client.pem", certs + "/client.key"})),
+            grpc::StatusCode::OK);
+  EXPECT_EQ(ListVouchers(
+                Channel(port, {certs + "/ca.pem", certs + "/client.pem", certs + "/client.key"})),
+            grpc::StatusCode::OK);
+  const CommandResult probe =
+      RunToCompletion(BinaryPath("accounting_service"),
+                      {absl::StrCat("--health_check=127.0.0.1:", port)}, env,
+                      services.dir() + "/probe");
+  EXPECT_EQ(probe.exit_code, 0) << probe.out << probe.err;
+}
+
+TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
+  const SecretsDir secrets;
+  const std::string& certs = secrets.path();
+  MakeCerts(certs);
+  ServiceSet services;
+  Env base = services.ServiceEnv();
+  base["ACCOUNTING_LISTEN"] = "127.0.0.1:0";
+  base["RECOVERY_LISTEN"] = "127.0.0.1:0";
+  auto start = [&](const std::string& binary, Env extra, const std::string& name) {
+    Env env = base;
+    for (const auto& [k, v] : extra) env[k] = v;
+    CommandResult r = RunToCompletion(BinaryPath(binary), {}, env,
+                                      absl::StrCat(services.dir(), "/", name));
+    std::cout << binary << " " << name << " -> exit " << r.exit_code << "\n" << r.err;
+    return r;
+  };
+  const CommandResult no_key =
+      start("accounting_service", {{"TLS_CERT_FILE", certs + "/server.pem"}}, "no_key");
+  EXPECT_EQ(no_key.exit_code, 2);
+  EXPECT_NE((no_key.out + no_key.err).find("tls_key_file"), std::string::npos);
+  const CommandResult unreadable = start(
+      "accounting_service",
+      {{"TLS_CERT_FILE", certs + "/server.pem"}, {"TLS_KEY_FILE", certs + "/missing.key"}},
+      "unreadable");
+  EXPECT_EQ(unreadable.exit_code, 2);
+  EXPECT_NE((unreadable.out + unreadable.err).find("missing.key"), std::string::npos);
+  const CommandResult empty_token =
+      start("recovery_service", {{"OPS_TOKEN_FILE", WriteSecret(certs + "/empty.token", "")}},
+            "empty_token");
+  EXPECT_EQ(empty_token.exit_code, 2);
+  EXPECT_NE((empty_token.out + empty_token.err).find("is empty"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace outbox::testing
