@@ -4,6 +4,7 @@
 #include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <set>
@@ -81,6 +82,13 @@ struct AmqpConnection::State {
 };
 
 absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url) {
+  // rabbitmq-c reads a C string: whatever followed a NUL would be dropped
+  // unseen. Control characters, also percent-encoded ones, would reach logs
+  // through Redacted().
+  auto has_control = [](absl::string_view s) {
+    return std::any_of(s.begin(), s.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+  };
+  if (has_control(url)) return absl::InvalidArgumentError("AMQP URL contains a control character");
   std::string buf(url);
   amqp_connection_info info;
   amqp_default_connection_info(&info);
@@ -89,6 +97,13 @@ absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url) {
         "AMQP URL must look like amqp://user:pass@host:port/vhost");
   }
   if (info.ssl) return absl::InvalidArgumentError("amqps:// is not supported");
+  // rabbitmq-c accepts port 0, which cannot be connected to.
+  if (info.port < 1 || info.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("AMQP URL port must be 1..65535, not ", info.port));
+  }
+  if (has_control(info.host) || has_control(info.user) || has_control(info.vhost)) {
+    return absl::InvalidArgumentError("AMQP URL contains an encoded control character");
+  }
   AmqpUrl out;
   out.host = info.host;
   out.port = info.port;

@@ -21,5 +21,14 @@ TEST(AmqpUrlTest, ParsesTheAmqpUriSpec) {
   EXPECT_TRUE(absl::IsInvalidArgument(AmqpUrl::Parse("amqps://u:p@h/").status()));
 }
 
+// Found by fuzz/amqp_url_fuzz.cc: rabbitmq-c takes these (it stops at the NUL).
+TEST(AmqpUrlTest, RefusesWhatCannotBeConnectedTo) {
+  EXPECT_TRUE(absl::IsInvalidArgument(AmqpUrl::Parse("amqp://h:0/").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      AmqpUrl::Parse(std::string("amqp://h:5672/\0amqp://other/", 28)).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(AmqpUrl::Parse("amqp://h\n:5672/").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(AmqpUrl::Parse("amqp://h:5672/a%0Ab").status()));
+}
+
 }  // namespace
 }  // namespace outbox

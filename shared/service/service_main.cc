@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -49,6 +50,10 @@ constexpr int kExitCannotStart = 2;
 int RunServiceMain(int argc, char** argv, const std::string& name,
                    const std::string& description, const std::function<absl::Status()>& run) {
   BlockShutdownSignals();
+  // A write past RLIMIT_FSIZE would kill the process with SIGXFSZ. Ignored,
+  // it fails with EFBIG: SQLite rolls the transaction back and the service
+  // answers RESOURCE_EXHAUSTED until there is room again, like a full disk.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (std::optional<int> code = ParseServiceCommandLine(argc, argv, name, description)) {
     return *code;
   }

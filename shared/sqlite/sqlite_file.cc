@@ -1,6 +1,8 @@
 #include "shared/sqlite/sqlite_file.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -20,8 +22,27 @@ absl::StatusOr<Durability> ParseDurability(const std::string& name) {
 
 absl::Status SqliteError(const SQLite::Exception& e, const std::string& context) {
   const int code = e.getErrorCode() & 0xff;
+  // An exception made from a bare code has no extended code (-1).
+  const int extended = e.getExtendedErrorCode() > 0 ? e.getExtendedErrorCode() : e.getErrorCode();
   std::string msg = absl::StrCat(context, ": ", e.what());
   if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return absl::UnavailableError(msg);
+  // A full disk (ENOSPC) is SQLITE_FULL; a file size limit (RLIMIT_FSIZE,
+  // EFBIG with SIGXFSZ ignored) or a quota reaches SQLite as a failed write.
+  // Either way the transaction was rolled back and a retry can succeed once
+  // there is room again.
+  if (code == SQLITE_FULL) return absl::ResourceExhaustedError(absl::StrCat(msg, " (disk full)"));
+  if (extended == SQLITE_IOERR_WRITE || extended == SQLITE_IOERR_SHMSIZE ||
+      extended == SQLITE_IOERR_TRUNCATE) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(msg, " (write failed: disk full, quota or file size limit)"));
+  }
+  if (code == SQLITE_NOTADB) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(context, ": is not a SQLite database (", e.what(), ")"));
+  }
+  if (code == SQLITE_CORRUPT) {
+    return absl::DataLossError(absl::StrCat(context, ": the SQLite database is corrupt (", e.what(), ")"));
+  }
   if (code == SQLITE_CONSTRAINT) return absl::AlreadyExistsError(msg);
   if (code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_READONLY)
     return absl::FailedPreconditionError(msg);
@@ -81,6 +102,17 @@ absl::Status ApplyPragmas(SQLite::Database& db, const std::string& path, const D
   });
 }
 
+// The files hold payments and accounts: only the service's user may read
+// them. SQLite gives -wal and -shm the mode of the database file, so creating
+// that one 0600 (before SQLite creates it with 0644 & ~umask) covers all
+// three. An existing file keeps whatever mode its owner chose.
+void CreatePrivateFile(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // EEXIST and any other failure: SQLite's own open reports what matters.
+  if (fd >= 0) ::close(fd);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string& path,
@@ -88,7 +120,10 @@ absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string
   std::unique_ptr<SQLite::Database> db;
   absl::Status s = Guard(absl::StrCat("open ", path), [&] {
     int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX;
-    if (options.create_if_missing) flags |= SQLite::OPEN_CREATE;
+    if (options.create_if_missing) {
+      flags |= SQLite::OPEN_CREATE;
+      CreatePrivateFile(path);
+    }
     db = std::make_unique<SQLite::Database>(path, flags);
     db->setBusyTimeout(options.busy_timeout_ms);
     return absl::OkStatus();

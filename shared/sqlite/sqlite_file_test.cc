@@ -1,7 +1,13 @@
 #include "shared/sqlite/sqlite_file.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <fstream>
 
 #include <filesystem>
 #include <string>
@@ -124,6 +130,100 @@ TEST(SqliteFileTest, MissingOutboxSchemaNamesWhatIsMissing) {
   EXPECT_EQ(MissingOutboxSchema(db), "");
   db.exec("DROP INDEX outbox_status_next_retry");
   EXPECT_EQ(MissingOutboxSchema(db), "index outbox_status_next_retry");
+}
+
+TEST(SqliteFileTest, MapsResourceAndFileErrors) {
+  EXPECT_TRUE(absl::IsResourceExhausted(SqliteError(SQLite::Exception("full", SQLITE_FULL), "commit")));
+  // EFBIG (a file size limit) reaches SQLite as a failed write.
+  EXPECT_TRUE(absl::IsResourceExhausted(
+      SqliteError(SQLite::Exception("disk I/O error", SQLITE_IOERR_WRITE), "commit")));
+  absl::Status notadb = SqliteError(SQLite::Exception("file is not a database", SQLITE_NOTADB),
+                                    "open /x/payment.db");
+  EXPECT_TRUE(absl::IsFailedPrecondition(notadb));
+  EXPECT_NE(notadb.message().find("/x/payment.db: is not a SQLite database"), std::string::npos)
+      << notadb;
+  EXPECT_TRUE(absl::IsDataLoss(SqliteError(SQLite::Exception("malformed", SQLITE_CORRUPT), "read")));
+  EXPECT_TRUE(absl::IsInternal(SqliteError(SQLite::Exception("read", SQLITE_IOERR_READ), "read")));
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode & 0777;
+}
+
+TEST(SqliteFileTest, CreatesPrivateFiles) {
+  TempDir dir;
+  const std::string path = dir.path() + "/private.db";
+  auto file = OpenSqliteFile(path, DbOptions{}, CreateOutboxSchema);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(ModeOf(path), 0600u);
+  EXPECT_EQ(ModeOf(path + "-wal"), 0600u);
+  EXPECT_EQ(ModeOf(path + "-shm"), 0600u);
+}
+
+TEST(SqliteFileTest, RefusesAFileThatIsNotADatabase) {
+  TempDir dir;
+  const std::string path = dir.path() + "/payment.db";
+  std::ofstream(path) << "these are not the pages you are looking for\n";
+  auto db = OpenDatabase(path, DbOptions{});
+  ASSERT_FALSE(db.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(db.status())) << db.status();
+  EXPECT_NE(db.status().message().find("is not a SQLite database"), std::string::npos)
+      << db.status();
+}
+
+// Lowers this process's file size limit for its lifetime (SIGXFSZ ignored,
+// as the services do), so writes past it fail with EFBIG.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &lowered);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit saved_{};
+  void (*old_handler_)(int) = SIG_DFL;
+};
+
+int64_t CountRows(SQLite::Database& db) { return db.execAndGet("SELECT count(*) FROM t").getInt64(); }
+
+TEST(SqliteFileTest, AFullDiskRollsBackAndRecovers) {
+  TempDir dir;
+  auto db = OpenDatabase(dir.path() + "/full.db", DbOptions{});
+  ASSERT_TRUE(db.ok()) << db.status();
+  (*db)->exec("CREATE TABLE t (b BLOB NOT NULL)");
+  auto insert = [&] {
+    return WriteTransaction(**db, [&] {
+      (*db)->exec("INSERT INTO t VALUES (randomblob(6000))");
+      (*db)->exec("INSERT INTO t VALUES (randomblob(6000))");
+      return absl::OkStatus();
+    });
+  };
+  int64_t committed = 0;
+  absl::Status full;
+  {
+    FileSizeLimit limit(256 * 1024);
+    for (int i = 0; i < 200 && full.ok(); ++i) {
+      full = insert();
+      if (full.ok()) committed += 2;
+    }
+  }
+  ASSERT_FALSE(full.ok()) << "never hit the 256 KiB limit";
+  EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+  EXPECT_GT(committed, 0);
+  // The failed transaction left nothing behind; with room again, writes work.
+  EXPECT_EQ(CountRows(**db), committed);
+  ASSERT_TRUE(insert().ok());
+  EXPECT_EQ(CountRows(**db), committed + 2);
 }
 
 }  // namespace
