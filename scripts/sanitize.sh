@@ -31,13 +31,15 @@ export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:check_initialization_order=1
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$PWD/scripts/tsan.supp"
 
+asan="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+tsan="-fsanitize=thread -fno-omit-frame-pointer"
 status=0
 case "$mode" in
-  asan) run asan "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" "$@" || status=$? ;;
-  tsan) run tsan "-fsanitize=thread -fno-omit-frame-pointer" "$@" || status=$? ;;
+  asan) run asan "$asan" "$@" || status=$? ;;
+  tsan) run tsan "$tsan" "$@" || status=$? ;;
   all)
-    run asan "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" "$@" || status=$?
-    run tsan "-fsanitize=thread -fno-omit-frame-pointer" "$@" || status=$? ;;
+    run asan "$asan" "$@" || status=$?
+    run tsan "$tsan" "$@" || status=$? ;;
   *) echo "usage: $0 [asan|tsan|all] [ctest args...]" >&2; exit 2 ;;
 esac
 exit "$status"
