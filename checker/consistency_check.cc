@@ -191,7 +191,7 @@ bool Report::ok() const {
   return true;
 }
 
-const CheckResult* Report::Find(const std::string& name) const {
+const CheckResult* Report::Find(const std::string& name) const& {
   for (const CheckResult& c : checks) {
     if (c.name == name) return &c;
   }

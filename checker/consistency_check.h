@@ -52,7 +52,10 @@ struct Report {
   std::vector<CheckResult> checks;
 
   bool ok() const;
-  const CheckResult* Find(const std::string& name) const;
+  // Points into this report, so only on an lvalue: `Check().Find(...)`
+  // would dangle (ASan found one such use in a test).
+  const CheckResult* Find(const std::string& name) const&;
+  const CheckResult* Find(const std::string& name) const&& = delete;
 };
 
 // `now` is injected so the stale-row check is deterministic in tests.

@@ -246,7 +246,8 @@ TEST_F(CheckerTest, ArchivedRowsCountAsSent) {
 
 TEST_F(CheckerTest, ExamplesAreCapped) {
   for (int i = 0; i < 25; ++i) Payment(absl::StrCat("p", i));
-  const CheckResult* c = Check().Find("payment_without_outbox");
+  Report r = Check();  // Find points into r: keep it alive
+  const CheckResult* c = r.Find("payment_without_outbox");
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->count, 25);
   EXPECT_EQ(c->examples.size(), 10u);
