@@ -192,12 +192,8 @@ void RecoveryWorker::IdleWait(absl::Duration d) {
 }
 
 int RecoveryWorker::Round() {
-  auto queue = broker_.Inspect(options_.pay_queue);
-  if (!queue.ok()) {
-    // Our own connection may have died under us: one try on a fresh one.
-    broker_.Reset(queue.status());
-    if (broker_.Connect().ok()) queue = broker_.Inspect(options_.pay_queue);
-  }
+  auto queue = OnceMoreOnAFreshConnection(broker_,
+                                          [&] { return broker_.Inspect(options_.pay_queue); });
   if (!queue.ok()) {
     ++consecutive_failures_;
     LogWarning("queue_inspect_failed",
@@ -315,16 +311,11 @@ int RecoveryWorker::Republish() {
   std::vector<OutgoingMessage> messages;
   messages.reserve(claimed->to_publish.size());
   for (const OutboxMessage& row : claimed->to_publish) messages.push_back(ToOutgoing(row));
-  auto confirms = PublishAndConfirm(broker_, messages, options_.confirm_timeout, clock_);
-  if (!confirms.ok()) {
-    // The connection failed under us (it may have been dropped between
-    // rounds): once more on a fresh one, so our own dead socket does not
-    // cost the rows an attempt. Copies of a half-sent batch are harmless.
-    broker_.Reset(confirms.status());
-    if (broker_.Connect().ok()) {
-      confirms = PublishAndConfirm(broker_, messages, options_.confirm_timeout, clock_);
-    }
-  }
+  // A connection dropped between rounds must not cost the rows an attempt:
+  // once more on a fresh one. Copies of a half-sent batch are harmless.
+  auto confirms = OnceMoreOnAFreshConnection(broker_, [&] {
+    return PublishAndConfirm(broker_, messages, options_.confirm_timeout, clock_);
+  });
   std::vector<std::string> failed;
   std::string error;
   if (!confirms.ok()) {
@@ -406,8 +397,7 @@ void RecoveryWorker::Housekeeping() {
   bool seen_all = true;
   for (const std::string& queue : options_.dead_letter_sources) {
     const std::string dlq = DeadLetterQueueOf(queue);
-    auto state = broker_.connected() ? broker_.Inspect(dlq)
-                                     : absl::StatusOr<QueueState>(absl::UnavailableError("down"));
+    auto state = broker_.Inspect(dlq);  // UNAVAILABLE while not connected
     if (!state.ok()) {
       seen_all = false;
       continue;

@@ -41,6 +41,18 @@ class BrokerLink {
 // sat idle is noticed and replaced now rather than failing the next publish.
 absl::Status ConnectLive(BrokerLink& link);
 
+// Runs `op` (returning a Status or StatusOr); if it fails, replaces the
+// connection and runs it once more, so a connection that died under us does
+// not count as the broker refusing. The second answer is the one returned.
+template <typename Op>
+auto OnceMoreOnAFreshConnection(BrokerLink& link, Op op) -> decltype(op()) {
+  auto result = op();
+  if (result.ok()) return result;
+  link.Reset(result.status());
+  if (link.Connect().ok()) result = op();
+  return result;
+}
+
 // outbox_amqp_connected{connection=...} (1 while up) and
 // outbox_amqp_connection_drops_total{connection=...}, read when scraped. The
 // one place these families are registered (and their help written).
