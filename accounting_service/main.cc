@@ -37,6 +37,7 @@ absl::Status Run() {
                    LoadBearerToken(absl::GetFlag(FLAGS_api_token_file), "api_token_file"));
   ConsumerOptions options{config.pay_queue, config.acc_queue, absl::GetFlag(FLAGS_prefetch)};
   options.max_amount_minor = config.max_amount_minor;
+  options.keys = config.message_keys.get();
   if (options.prefetch < 1 || options.prefetch > 65535) {
     return absl::InvalidArgumentError("--prefetch must be 1..65535");
   }
@@ -55,7 +56,8 @@ absl::Status Run() {
                                                   ids, clock));
   AmqpConsumer payments(config.amqp, config.topology(), "accounting-consumer", config.pay_queue,
                         options.prefetch);
-  AmqpPublisher replies(config.amqp, config.topology(), "accounting-replies");
+  AmqpPublisher amqp_replies(config.amqp, config.topology(), "accounting-replies");
+  SigningPublisher replies(amqp_replies, config.message_keys.get());
   PaymentConsumer consumer(payments, replies, *store, clock, metrics, options);
   AccountingServiceImpl service(*store, std::move(auth));
   // Ports first: a process that cannot serve (a port in use) exits before it
@@ -66,13 +68,16 @@ absl::Status Run() {
   consumer.Start();
   LogInfo("accounting_service_started",
           {KV("listen", listen), KV("port", serving->port()),
-           KV("db", absl::GetFlag(FLAGS_accounting_db)), KV("amqp", config.amqp.Redacted())});
+           KV("db", absl::GetFlag(FLAGS_accounting_db)),
+           KV("amqp", config.amqp.Redacted()),
+           KV("message_signing", config.message_signing())});
   LogInfo("accounting_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
   serving->Shutdown();
   consumer.Stop();
   LogInfo("accounting_service_stopped",
           {KV("applied", consumer.applied()), KV("duplicates", consumer.duplicates()),
-           KV("dead_lettered", consumer.dead_lettered())});
+           KV("dead_lettered", consumer.dead_lettered()),
+           KV("unauthenticated", consumer.unauthenticated())});
   return absl::OkStatus();
 }
 

@@ -21,6 +21,7 @@ PaymentConsumer::PaymentConsumer(MessageConsumer& payments, MessagePublisher& re
       duplicates_(metrics.AddCounter("outbox_duplicates_total",
                                      "messages seen before, replied to again")),
       dead_lettered_(DeadLetteredCounter(metrics, options_.pay_queue)),
+      unauthenticated_(UnauthenticatedCounter(metrics, options_.pay_queue)),
       requeued_(metrics.AddCounter("outbox_requeued_total",
                                    "deliveries returned to the queue after a failure")) {
   RegisterLinkMetrics(metrics, payments_, "consumer");
@@ -82,8 +83,13 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
   std::vector<const Delivery*> sources;
   uint64_t last_valid_tag = 0;  // rejected tags are settled and must not be acked again
   for (const Delivery& d : deliveries) {
-    auto event = DecodePaymentCreated(d.body, d.message_id, options_.max_amount_minor);
+    // A forged event would book a voucher for a payment that never happened.
+    absl::Status signature = CheckSignature(options_.keys, d);
+    auto event = signature.ok()
+                     ? DecodePaymentCreated(d.body, d.message_id, options_.max_amount_minor)
+                     : absl::StatusOr<PaymentEvent>(signature);
     if (!event.ok()) {
+      if (!signature.ok()) unauthenticated_.Add();
       absl::Status s = DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
                                   std::string(event.status().message()));
       if (!s.ok()) return s;

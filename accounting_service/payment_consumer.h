@@ -13,6 +13,7 @@
 #include "accounting_service/voucher_store.h"
 #include "shared/base/clock.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/message_auth.h"
 #include "shared/outbox/transport.h"
 #include "shared/runtime/worker_thread.h"
 
@@ -24,6 +25,9 @@ struct ConsumerOptions {
   int prefetch = 256;
   absl::Duration confirm_timeout = absl::Seconds(5);
   int64_t max_amount_minor = kDefaultMaxAmountMinor;  // larger amounts are dead-lettered
+  // Events must be signed by one of these keys; null = unsigned accepted.
+  // (Replies are signed by the publisher given, a SigningPublisher.)
+  const MessageKeys* keys = nullptr;
 };
 
 class PaymentConsumer {
@@ -43,6 +47,7 @@ class PaymentConsumer {
   int64_t applied() const { return applied_.value(); }
   int64_t duplicates() const { return duplicates_.value(); }
   int64_t dead_lettered() const { return dead_lettered_.value(); }
+  int64_t unauthenticated() const { return unauthenticated_.value(); }
   int64_t requeued() const { return requeued_.value(); }
 
  private:
@@ -61,6 +66,7 @@ class PaymentConsumer {
   Counter& applied_;     // vouchers created
   Counter& duplicates_;  // messages seen before, replied to again
   Counter& dead_lettered_;
+  Counter& unauthenticated_;  // of those, missing or bad signatures
   Counter& requeued_;
   std::set<std::string> known_reply_queues_;
   WorkerThread thread_;

@@ -114,6 +114,34 @@ TEST_F(PaymentConsumerTest, PoisonIsDeadLetteredOnceAndNeverRequeued) {
   EXPECT_EQ(ledger_.voucher_by_payment.size(), 1u);
 }
 
+TEST_F(PaymentConsumerTest, WithKeysAForgedOrUnsignedEventBooksNothingAndIsDeadLettered) {
+  auto keys = MessageKeys::Parse("k1 0123456789abcdef0123456789abcdef");
+  ASSERT_TRUE(keys.ok());
+  auto forger = MessageKeys::Parse("k1 not-the-secret-not-the-secret-not-the");
+  ASSERT_TRUE(forger.ok());
+  auto signed_by = [](const MessageKeys& k, Delivery d) {
+    d.signature = k.Sign({"PAY_QUEUE", d.message_id, d.body, d.reply_to, d.type, "", ""});
+    return d;
+  };
+  ConsumerOptions options;
+  options.keys = &*keys;
+  PaymentConsumer consumer(queue_, replies_, ledger_, clock_, metrics_, options);
+  const uint64_t unsigned_tag = queue_.Push(Payment("m1", "p1"));
+  const uint64_t forged_tag = queue_.Push(signed_by(*forger, Payment("m2", "p2")));
+  Delivery redirected = signed_by(*keys, Payment("m3", "p3"));
+  redirected.reply_to = "ACC_QUEUE.attacker";  // signed for ACC_QUEUE, sent elsewhere
+  const uint64_t redirected_tag = queue_.Push(redirected);
+  const uint64_t good = queue_.Push(signed_by(*keys, Payment("m4", "p4")));
+  ASSERT_TRUE(consumer.Step());
+  EXPECT_EQ(ledger_.voucher_by_payment.size(), 1u);
+  EXPECT_EQ(ledger_.voucher_by_payment.count("p4"), 1u);
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{unsigned_tag, forged_tag, redirected_tag}));
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{good}));
+  EXPECT_EQ(consumer.unauthenticated(), 3);
+  EXPECT_EQ(consumer.dead_lettered(), 3);
+  ASSERT_EQ(replies_.published.size(), 1u);  // only the signed event is replied to
+}
+
 TEST_F(PaymentConsumerTest, AReplyToThatIsNoQueueIsDeadLetteredBeforeAnythingIsBooked) {
   replies_.missing = {"nowhere"};
   const uint64_t bad = queue_.Push(Payment("m1", "p1", "nowhere"));

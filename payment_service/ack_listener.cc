@@ -18,7 +18,8 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox,
       late_(metrics.AddCounter("outbox_late_acks_total",
                                "acknowledgements that closed a FAILED row (delivered after all)")),
       harmless_(metrics.AddCounter("outbox_acks_total", "", "result=\"harmless\"")),
-      dead_lettered_(DeadLetteredCounter(metrics, options_.queue)) {
+      dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
+      unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)) {
   RegisterLinkMetrics(metrics, acks_, "ack_listener");
 }
 
@@ -52,8 +53,12 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   std::vector<std::string> message_ids;
   uint64_t last_valid_tag = 0;  // settled (rejected) tags must not be acked again
   for (const Delivery& d : deliveries) {
-    auto ack = DecodePaymentAccounted(d.body);
+    // A forged acknowledgement would mark a row SENT that was never booked.
+    absl::Status signature = CheckSignature(options_.keys, d);
+    auto ack = signature.ok() ? DecodePaymentAccounted(d.body)
+                              : absl::StatusOr<Acknowledgement>(signature);
     if (!ack.ok()) {
+      if (!signature.ok()) unauthenticated_.Add();
       absl::Status s = DeadLetter(acks_, dead_lettered_, options_.queue, d,
                                   std::string(ack.status().message()));
       if (!s.ok()) return s;

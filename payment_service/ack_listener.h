@@ -12,6 +12,7 @@
 #include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/transport.h"
+#include "shared/outbox/message_auth.h"
 #include "shared/runtime/worker_thread.h"
 
 namespace outbox::payment {
@@ -19,6 +20,8 @@ namespace outbox::payment {
 struct AckListenerOptions {
   std::string queue = "ACC_QUEUE";  // for logs and metrics; the consumer reads it
   int prefetch = 256;               // most deliveries handled in one batch
+  // Replies must be signed by one of these keys; null = unsigned accepted.
+  const MessageKeys* keys = nullptr;
 };
 
 class AckListener {
@@ -38,6 +41,7 @@ class AckListener {
   int64_t late() const { return late_.value(); }
   int64_t harmless() const { return harmless_.value(); }
   int64_t dead_lettered() const { return dead_lettered_.value(); }
+  int64_t unauthenticated() const { return unauthenticated_.value(); }
 
  private:
   // Returns an error only for a broker failure.
@@ -50,6 +54,7 @@ class AckListener {
   Counter& late_;          // of which FAILED before: delivered after all
   Counter& harmless_;      // replies for unknown or already closed rows
   Counter& dead_lettered_;
+  Counter& unauthenticated_;  // of those, missing or bad signatures
   WorkerThread thread_;
 };
 

@@ -93,6 +93,30 @@ TEST_F(AckListenerTest, PoisonIsDeadLetteredAndCountedWhileTheRestIsAcked) {
   EXPECT_EQ(outbox_.Row("m2").status, OutboxStatus::kSent);
 }
 
+TEST_F(AckListenerTest, WithKeysAForgedOrUnsignedReplyClosesNothingAndIsDeadLettered) {
+  auto keys = MessageKeys::Parse("k1 0123456789abcdef0123456789abcdef");
+  ASSERT_TRUE(keys.ok());
+  auto forger = MessageKeys::Parse("k1 not-the-secret-not-the-secret-not-the");
+  ASSERT_TRUE(forger.ok());
+  auto signed_by = [](const MessageKeys& k, Delivery d) {
+    d.signature = k.Sign({"ACC_QUEUE", d.message_id, d.body, d.reply_to, d.type, "", ""});
+    return d;
+  };
+  AckListener listener(queue_, outbox_, metrics_, {"ACC_QUEUE", 256, &*keys});
+  const uint64_t unsigned_tag = queue_.Push(Reply("m1"));
+  const uint64_t forged_tag = queue_.Push(signed_by(*forger, Reply("m3")));
+  const uint64_t good = queue_.Push(signed_by(*keys, Reply("m2")));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSending);
+  EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSending);
+  EXPECT_EQ(outbox_.Row("m2").status, OutboxStatus::kSent);
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{unsigned_tag, forged_tag}));
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{good}));
+  EXPECT_EQ(listener.unauthenticated(), 2);
+  EXPECT_NE(metrics_.Render().find("outbox_unauthenticated_messages_total{queue=\"ACC_QUEUE\"} 2"),
+            std::string::npos);
+}
+
 TEST_F(AckListenerTest, WhenRowsCannotBeMarkedTheRepliesGoBackToTheQueue) {
   outbox_.fail_with = absl::UnavailableError("database is locked");
   queue_.Push(Reply("m1"));

@@ -45,6 +45,7 @@ absl::Status Run() {
   WriterOptions writer_options{config.pay_queue, config.acc_queue, config.retry,
                                static_cast<size_t>(absl::GetFlag(FLAGS_group_commit_max))};
   AckListenerOptions ack_options{config.acc_queue, absl::GetFlag(FLAGS_prefetch)};
+  ack_options.keys = config.message_keys.get();
   if (publisher_options.window < 1 || writer_options.max_batch < 1 || ack_options.prefetch < 1 ||
       ack_options.prefetch > 65535) {
     return absl::InvalidArgumentError(
@@ -62,7 +63,8 @@ absl::Status Run() {
   UuidGenerator ids;
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, PaymentStore::Open(absl::GetFlag(FLAGS_payment_db), config.db));
-  AmqpPublisher broker(config.amqp, config.topology(), "payment-fast-publisher");
+  AmqpPublisher amqp(config.amqp, config.topology(), "payment-fast-publisher");
+  SigningPublisher broker(amqp, config.message_keys.get());
   AmqpConsumer replies(config.amqp, config.topology(), "payment-ack-listener", config.acc_queue,
                        ack_options.prefetch);
   // Data path: handler -> writer (group commit) -> publisher (PAY_QUEUE);
@@ -81,7 +83,9 @@ absl::Status Run() {
   acks.Start();
   LogInfo("payment_service_started",
           {KV("listen", listen), KV("port", serving->port()), KV("tls", config.tls.enabled()),
-           KV("db", absl::GetFlag(FLAGS_payment_db)), KV("amqp", config.amqp.Redacted())});
+           KV("db", absl::GetFlag(FLAGS_payment_db)),
+           KV("amqp", config.amqp.Redacted()),
+           KV("message_signing", config.message_signing())});
   LogInfo("payment_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
   // In-flight calls finish (bounded), the ack listener hands its last batch to
   // the writer, the writer drains, and the publisher sends what was committed.

@@ -88,9 +88,9 @@ absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit
     }
     if (d->delivery_tag == 0) break;
     // Publish first, ack the dead letter after the confirm: a crash in
-    // between duplicates the message, which the consumers tolerate.
-    auto confirmed = conn->PublishConfirmed({{queue, d->message_id, d->body, d->reply_to, d->type}},
-                                               absl::Seconds(5));
+    // between duplicates the message, which the consumers tolerate. It goes
+    // back as it came, signature included: never re-signed here.
+    auto confirmed = conn->PublishConfirmed({Forward(*d, queue)}, absl::Seconds(5));
     if (!confirmed.ok() || !(*confirmed)[0]) {
       absl::Status why = confirmed.ok() ? absl::UnavailableError("re-drive not confirmed by broker")
                                         : confirmed.status();

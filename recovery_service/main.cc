@@ -122,8 +122,8 @@ absl::Status Run() {
                                   KV("wait", absl::FormatDuration(payment_db_wait)),
                                   KV("reason", why.message())});
                        }));
-  AmqpPublisher broker(config.amqp, config.topology(),
-                       absl::StrCat("recovery-", options.instance_id));
+  AmqpPublisher amqp(config.amqp, config.topology(), absl::StrCat("recovery-", options.instance_id));
+  SigningPublisher broker(amqp, config.message_keys.get());
   RecoveryWorker worker(*store, broker, alerter, clock, metrics, options);
   DeadLetters dead_letters(config.amqp, config.topology());
   OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, std::move(auth));
@@ -141,6 +141,7 @@ absl::Status Run() {
           {KV("listen", listen), KV("port", serving->port()),
            KV("db", payment_db), KV("instance", options.instance_id),
            KV("amqp", config.amqp.Redacted()),
+           KV("message_signing", config.message_signing()),
            KV("base_delay", absl::FormatDuration(options.retry.base_delay)),
            KV("alertmanager", config.alertmanager_url)});
   LogInfo("recovery_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});

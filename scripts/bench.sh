@@ -132,7 +132,10 @@ start_service() {
 start_services() {
   local run=$1 dir=$WORK/$1
   mkdir -p "$dir"
-  local common=(AMQP_URL="$AMQP_URL" PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC")
+  [[ -s $WORK/message.keys ]] ||  # the services sign and check every message
+    (umask 077 && echo "bench $(openssl rand -hex 32)" >"$WORK/message.keys")
+  local common=(AMQP_URL="$AMQP_URL" PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC"
+    MESSAGE_KEYS_FILE="$WORK/message.keys")
   start_service accounting_service "$dir" "${common[@]}" \
     ACCOUNTING_DB="$dir/accounting.db" ACCOUNTING_LISTEN=127.0.0.1:0
   ACCOUNTING_PORT=$PORT ACCOUNTING_PID=$PID

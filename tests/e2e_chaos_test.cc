@@ -128,6 +128,9 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
       {services.pay_queue(), stray.message_id(), stray.SerializeAsString(), "no-such-queue",
        "PaymentCreated"},
   };
+  // Signed as the services sign (their keys): what is tested here is what
+  // happens after the signature check (e2e.security covers forged messages).
+  for (OutgoingMessage& m : inject) m = services.Signed(m);
   auto confirmed = conn->PublishConfirmed(inject, absl::Seconds(10));
   ASSERT_TRUE(confirmed.ok()) << confirmed.status();
   std::cout << "injected: 2 undecodable messages, 2 duplicate deliveries, 1 replayed ack, "

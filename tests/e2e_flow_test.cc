@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -364,7 +366,11 @@ TEST(EndToEndTest, BinariesRefuseBadConfigurationWithAClearMessage) {
 
   // Start-up errors: exit 2 and one line naming the flag, before any broker
   // connection is tried and without gRPC's own log format.
-  const Env base = {{"AMQP_URL", "amqp://u:p@127.0.0.1:1/%2F"}, {"PAYMENT_DB", dir + "/p.db"}};
+  std::ofstream(dir + "/keys") << "k1 0123456789abcdef0123456789abcdef\n";
+  std::filesystem::permissions(dir + "/keys", std::filesystem::perms::owner_read);
+  const Env base = {{"AMQP_URL", "amqp://u:p@127.0.0.1:1/%2F"},
+                    {"PAYMENT_DB", dir + "/p.db"},
+                    {"MESSAGE_KEYS_FILE", dir + "/keys"}};
   int n = 0;
   for (const Env& bad : std::vector<Env>{{{"PAYMENT_LISTEN", "10.255.255.1:5"}},
                                          {{"PAYMENT_LISTEN", "garbage"}},

@@ -12,7 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "events/v1/events.pb.h"
+#include "shared/amqp/amqp_client.h"
 #include "shared/grpc/channel_security.h"
+#include "shared/outbox/message_auth.h"
+#include "tests/support/alertmanager.h"
+#include "tests/support/load.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -209,6 +214,113 @@ TEST(SecurityTest, WithAClientCaOnlyClientsWithACertificateGetIn) {
   EXPECT_EQ(probe.exit_code, 0) << probe.out << probe.err;
 }
 
+// The attack from the issue, with a client that is not ours (Debian's
+// amqp-publish): well-formed events and acknowledgements published by hand,
+// unsigned or signed with a key the services do not hold. Each is
+// dead-lettered before anything is booked or marked, counted, and alerted
+// (OutboxDeadLetters); the signed traffic around them flows as usual.
+TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreDeadLettered) {
+  ServiceSet services(Env{{"RECOVERY_HOUSEKEEPING_EVERY", "500ms"}});
+  Alertmanager alertmanager(services.dir());
+  const Env alerting = {{"ALERTMANAGER_URL", alertmanager.url()}};
+  services.StartAccounting(alerting);
+  services.StartPayment(alerting);
+  services.StartRecovery("r", alerting);
+  CreatePayments(services, "signed-", 3);
+  ASSERT_EQ(WaitAllSent(services, 3, absl::Seconds(30)), 3);
+
+  // Accounting down: the victim's row stays SENDING, a forged ack would close it.
+  ASSERT_EQ(services.accounting().Terminate(), 0);
+  const ::payment::v1::Payment victim = CreatePayments(services, "victim-", 1).at(0);
+  const std::string kid = services.message_keys().signing_key_id();
+  auto forger = MessageKeys::Parse(kid + " a-secret-the-services-do-not-hold-0123456789");
+  ASSERT_TRUE(forger.ok());
+  auto publish = [&](const std::string& queue, const std::string& body, const std::string& reply_to,
+                     const std::string& signature, const std::string& name) {
+    const std::string body_file = absl::StrCat(services.dir(), "/", name, ".bin");
+    std::ofstream(body_file, std::ios::binary) << body;
+    std::string command = absl::StrCat("amqp-publish --url='", services.broker().amqp_url, "' -p -r '",
+                                       queue, "'", reply_to.empty() ? "" : " -t '" + reply_to + "'",
+                                       signature.empty() ? "" : " -H 'x-outbox-signature: " + signature + "'",
+                                       " < '", body_file, "'");
+    const CommandResult r = RunToCompletion("/bin/bash", {"-c", command}, {},
+                                            absl::StrCat(services.dir(), "/", name));
+    ASSERT_EQ(r.exit_code, 0) << command << "\n" << r.out << r.err;
+  };
+  auto forged_signature = [&](const std::string& body, const std::string& reply_to) {
+    return forger->Sign({"", "", body, reply_to, "", "", ""});  // amqp-publish sets no message id
+  };
+
+  ::events::v1::PaymentAccounted ack;
+  ack.set_message_id(victim.outbox().message_id());
+  ack.set_payment_id(victim.payment_id());
+  ack.set_voucher_id("forged-voucher");
+  const std::string ack_body = ack.SerializeAsString();
+  publish(services.acc_queue(), ack_body, "", "", "ack_unsigned");
+  publish(services.acc_queue(), ack_body, "", forged_signature(ack_body, ""), "ack_forged");
+
+  ::events::v1::PaymentCreated event;
+  event.set_message_id("forged-message-1");
+  event.set_payment_id("forged-payment-1");
+  event.set_payer_account("payer-x");
+  event.set_payee_account("payee-y");
+  event.set_amount_minor(100000);
+  event.set_currency("EUR");
+  const std::string event_body = event.SerializeAsString();
+  publish(services.pay_queue(), event_body, services.acc_queue(), "", "event_unsigned");
+  publish(services.pay_queue(), event_body, services.acc_queue(),
+          forged_signature(event_body, services.acc_queue()), "event_forged");
+
+  auto url = AmqpUrl::Parse(services.broker().amqp_url);
+  ASSERT_TRUE(url.ok());
+  auto conn = AmqpConnection::Connect(*url, "test-inspector");
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  auto dead_letters = [&](const std::string& queue) {
+    auto n = (*conn)->MessageCount(DeadLetterQueueOf(queue));
+    return n.ok() ? static_cast<int>(*n) : -1;
+  };
+  ASSERT_TRUE(PollUntil([&] { return dead_letters(services.acc_queue()) == 2; }, absl::Seconds(15)));
+  {
+    grpc::ClientContext ctx;
+    ::payment::v1::GetPaymentRequest get;
+    get.set_payment_id(victim.payment_id());
+    ::payment::v1::Payment now;
+    ASSERT_TRUE(services.payments().GetPayment(&ctx, get, &now).ok());
+    EXPECT_EQ(now.outbox().status(), ::payment::v1::SENDING)
+        << "a forged acknowledgement closed a row nothing booked";
+  }
+
+  services.StartAccounting(alerting);
+  ASSERT_EQ(WaitAllSent(services, 4, absl::Seconds(30)), 4);
+  ASSERT_TRUE(PollUntil([&] { return dead_letters(services.pay_queue()) == 2; }, absl::Seconds(15)));
+  {
+    grpc::ClientContext ctx;
+    ::accounting::v1::GetVoucherRequest get;
+    get.set_payment_id("forged-payment-1");
+    ::accounting::v1::Voucher v;
+    EXPECT_EQ(services.accounting_api().GetVoucher(&ctx, get, &v).error_code(),
+              grpc::StatusCode::NOT_FOUND)
+        << "a forged event was booked";
+  }
+  EXPECT_EQ(services.AllVouchers().size(), 4u);
+  for (Process* p : {&services.accounting(), &services.payment()}) {
+    const std::string log = p->Log();
+    EXPECT_NE(log.find("unsigned message"), std::string::npos) << log;
+    EXPECT_NE(log.find("bad signature (key '" + kid + "')"), std::string::npos) << log;
+  }
+  std::string alerts;
+  ASSERT_TRUE(PollUntil([&] {
+    alerts = alertmanager.Alerts();
+    return alerts.find(services.pay_queue() + ".DLQ") != std::string::npos &&
+           alerts.find(services.acc_queue() + ".DLQ") != std::string::npos;
+  }, absl::Seconds(30), absl::Milliseconds(300))) << alerts;
+  EXPECT_NE(alerts.find("OutboxDeadLetters"), std::string::npos);
+  const CheckResult check = RunChecker(services);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  ASSERT_EQ(services.accounting().Terminate(), 0);
+  EXPECT_NE(services.accounting().Log().find("unauthenticated=2"), std::string::npos);
+}
+
 TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
   const SecretsDir secrets;
   const std::string& certs = secrets.path();
@@ -240,6 +352,20 @@ TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
             "empty_token");
   EXPECT_EQ(empty_token.exit_code, 2);
   EXPECT_NE((empty_token.out + empty_token.err).find("is empty"), std::string::npos);
+  // Message keys: required unless unsigned messages are allowed explicitly.
+  for (const char* binary : {"payment_service", "accounting_service", "recovery_service"}) {
+    const CommandResult no_keys = start(binary, {{"MESSAGE_KEYS_FILE", ""}}, "no_keys");
+    EXPECT_EQ(no_keys.exit_code, 2);
+    EXPECT_NE((no_keys.out + no_keys.err).find("--message_keys_file (or MESSAGE_KEYS_FILE) is required"),
+              std::string::npos);
+  }
+  const CommandResult weak_key = start(
+      "accounting_service",
+      {{"MESSAGE_KEYS_FILE", WriteSecret(certs + "/weak.keys", "k1 too-short-secret")}}, "weak_key");
+  EXPECT_EQ(weak_key.exit_code, 2);
+  EXPECT_NE((weak_key.out + weak_key.err).find("shorter than 32 bytes"), std::string::npos);
+  EXPECT_EQ((weak_key.out + weak_key.err).find("too-short-secret"), std::string::npos)
+      << "a secret reached the log";
 }
 
 }  // namespace

@@ -87,16 +87,25 @@ start_broker() {
   free_port recovery_port
 }
 
-# service_envs: sets each NAME_env to its broker URL, listen address and database; scripts append their own settings.
+# message_keys FILE: writes a fresh message signing key ("<key id> <secret>", mode 0600) to FILE
+# unless it exists; the three services share it (MESSAGE_KEYS_FILE).
+message_keys() {
+  [[ -s $1 ]] && return 0
+  (umask 077 && echo "k$(date +%Y%m%d%H%M%S) $(openssl rand -hex 32)" >"$1")
+}
+
+# service_envs: sets each NAME_env to its broker URL, listen address, database and message keys
+# ($WORK/message.keys, made here); scripts append their own settings.
 service_envs() {
+  message_keys "$WORK/message.keys"
   # shellcheck disable=SC2034  # used through start_service's nameref
   {
     accounting_service_env=(AMQP_URL="$AMQP_URL" ACCOUNTING_LISTEN="127.0.0.1:$accounting_port"
-      ACCOUNTING_DB="$WORK/accounting.db")
+      ACCOUNTING_DB="$WORK/accounting.db" MESSAGE_KEYS_FILE="$WORK/message.keys")
     payment_service_env=(AMQP_URL="$AMQP_URL" PAYMENT_LISTEN="127.0.0.1:$payment_port"
-      PAYMENT_DB="$WORK/payment.db")
+      PAYMENT_DB="$WORK/payment.db" MESSAGE_KEYS_FILE="$WORK/message.keys")
     recovery_service_env=(AMQP_URL="$AMQP_URL" RECOVERY_LISTEN="127.0.0.1:$recovery_port"
-      PAYMENT_DB="$WORK/payment.db")
+      PAYMENT_DB="$WORK/payment.db" MESSAGE_KEYS_FILE="$WORK/message.keys")
   }
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "shared/observability/trace.h"
+#include "shared/outbox/message_auth.h"
 
 namespace outbox {
 namespace {
@@ -64,10 +65,10 @@ void FillDelivery(const amqp_basic_properties_t& p, amqp_bytes_t body, Delivery*
   if (p._flags & AMQP_BASIC_HEADERS_FLAG) {
     for (int i = 0; i < p.headers.num_entries; ++i) {
       const amqp_table_entry_t& e = p.headers.entries[i];
-      if (ToString(e.key) != kTraceparentHeader) continue;
-      if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES) {
-        d->traceparent = ToString(e.value.value.bytes);
-      }
+      if (e.value.kind != AMQP_FIELD_KIND_UTF8 && e.value.kind != AMQP_FIELD_KIND_BYTES) continue;
+      const std::string key = ToString(e.key);
+      if (key == kTraceparentHeader) d->traceparent = ToString(e.value.value.bytes);
+      if (key == kSignatureHeader) d->signature = ToString(e.value.value.bytes);
     }
   }
   d->body = ToString(body);
@@ -239,13 +240,20 @@ absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
     props._flags |= AMQP_BASIC_TYPE_FLAG;
     props.type = Bytes(m.type);
   }
-  amqp_table_entry_t trace;
-  if (!m.traceparent.empty()) {
-    trace.key = amqp_cstring_bytes(kTraceparentHeader);
-    trace.value.kind = AMQP_FIELD_KIND_UTF8;
-    trace.value.value.bytes = Bytes(m.traceparent);
+  amqp_table_entry_t headers[2];
+  int num_headers = 0;
+  auto add_header = [&](const char* key, const std::string& value) {
+    if (value.empty()) return;
+    amqp_table_entry_t& h = headers[num_headers++];
+    h.key = amqp_cstring_bytes(key);
+    h.value.kind = AMQP_FIELD_KIND_UTF8;
+    h.value.value.bytes = Bytes(value);
+  };
+  add_header(kTraceparentHeader, m.traceparent);
+  add_header(kSignatureHeader, m.signature);
+  if (num_headers > 0) {
     props._flags |= AMQP_BASIC_HEADERS_FLAG;
-    props.headers = {1, &trace};
+    props.headers = {num_headers, headers};
   }
   int rc = amqp_basic_publish(state_->conn, kChannel, amqp_empty_bytes, Bytes(m.routing_key),
                               /*mandatory=*/1, /*immediate=*/0, &props, Bytes(m.body));

@@ -14,6 +14,14 @@ Counter& DeadLetteredCounter(MetricsRegistry& metrics, const std::string& queue)
       absl::StrCat("queue=\"", queue, "\""));
 }
 
+Counter& UnauthenticatedCounter(MetricsRegistry& metrics, const std::string& queue) {
+  return metrics.AddCounter(
+      "outbox_unauthenticated_messages_total",
+      "messages dead-lettered because their signature was missing or wrong (forged, or a "
+      "sender without the current keys)",
+      absl::StrCat("queue=\"", queue, "\""));
+}
+
 absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered,
                         const std::string& queue, const Delivery& delivery,
                         const std::string& why) {

@@ -17,6 +17,9 @@ namespace outbox {
 // outbox_dead_lettered_total{queue=...}, registered here only so the
 // services that dead-letter share one help text.
 Counter& DeadLetteredCounter(MetricsRegistry& metrics, const std::string& queue);
+// outbox_unauthenticated_messages_total{queue=...}: of those, the ones whose
+// signature was missing or wrong (message_auth.h): forged or misconfigured.
+Counter& UnauthenticatedCounter(MetricsRegistry& metrics, const std::string& queue);
 
 // Returns the reject's status (a broker error), OK otherwise.
 absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered,

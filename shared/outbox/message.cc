@@ -26,4 +26,8 @@ OutgoingMessage ToOutgoing(const OutboxMessage& row) {
           row.traceparent};
 }
 
+OutgoingMessage Forward(const Delivery& d, const std::string& routing_key) {
+  return {routing_key, d.message_id, d.body, d.reply_to, d.type, d.traceparent, d.signature};
+}
+
 }  // namespace outbox

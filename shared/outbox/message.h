@@ -52,6 +52,7 @@ struct OutgoingMessage {
   std::string reply_to;
   std::string type;
   std::string traceparent;  // sent as the AMQP header "traceparent" when set
+  std::string signature;    // "<key id>:<hmac>" (message_auth.h); "" = unsigned
 };
 
 // A message received from a queue. The tag identifies it to the transport
@@ -62,6 +63,7 @@ struct Delivery {
   std::string reply_to;
   std::string type;
   std::string traceparent;  // the "traceparent" header, if any
+  std::string signature;    // the kSignatureHeader header, if any
   std::string body;
   bool redelivered = false;
 };
@@ -69,5 +71,10 @@ struct Delivery {
 // The one conversion from a stored row to the message that is published,
 // first by the fast path and later by recovery.
 OutgoingMessage ToOutgoing(const OutboxMessage& row);
+
+// A received message sent on again unchanged to `routing_key` (a dead letter
+// re-driven to its queue): headers and signature included, so re-driving
+// never turns a forged message into a trusted one.
+OutgoingMessage Forward(const Delivery& delivery, const std::string& routing_key);
 
 }  // namespace outbox

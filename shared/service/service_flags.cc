@@ -2,6 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/runtime/env.h"
@@ -50,7 +51,42 @@ ABSL_FLAG(int64_t, max_amount_minor, EnvOrInt("MAX_AMOUNT_MINOR", outbox::kDefau
           "largest payment amount in minor units: payment refuses larger requests "
           "(INVALID_ARGUMENT), accounting dead-letters larger messages [env MAX_AMOUNT_MINOR]");
 
+ABSL_FLAG(std::string, message_keys_file, EnvOr("MESSAGE_KEYS_FILE", ""),
+          "file of '<key id> <secret>' lines shared by the three services: messages are "
+          "signed with the first key and accepted when signed by any; required unless "
+          "--allow_unsigned_messages [env MESSAGE_KEYS_FILE]");
+ABSL_FLAG(bool, allow_unsigned_messages, EnvOr("ALLOW_UNSIGNED_MESSAGES", "") == "true",
+          "run without --message_keys_file: messages are sent unsigned and accepted unsigned, so "
+          "anyone who can publish to the broker can forge payments and acknowledgements "
+          "[env ALLOW_UNSIGNED_MESSAGES=true]");
+
 namespace outbox {
+namespace {
+
+absl::StatusOr<std::shared_ptr<const MessageKeys>> MessageKeysFromFlags() {
+  const std::string path = absl::GetFlag(FLAGS_message_keys_file);
+  if (path.empty()) {
+    if (!absl::GetFlag(FLAGS_allow_unsigned_messages)) {
+      return absl::InvalidArgumentError(
+          "--message_keys_file (or MESSAGE_KEYS_FILE) is required; --allow_unsigned_messages "
+          "only for a broker nobody else can publish to");
+    }
+    LogWarning("messages_unsigned",
+               {KV("warning", "--allow_unsigned_messages: messages are neither signed nor checked")});
+    return nullptr;
+  }
+  std::string warning;
+  ASSIGN_OR_RETURN(std::string text, ReadTokenFile(path, "message_keys_file", &warning));
+  if (!warning.empty()) LogWarning("message_keys_file_too_open", {KV("warning", warning)});
+  auto keys = MessageKeys::Parse(text);
+  if (!keys.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--message_keys_file: '", path, "' ", keys.status().message()));
+  }
+  return std::make_shared<const MessageKeys>(*std::move(keys));
+}
+
+}  // namespace
 
 absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
   ServiceConfig c;
@@ -76,7 +112,14 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
   c.tls = {absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
            absl::GetFlag(FLAGS_tls_client_ca_file)};
   RETURN_IF_ERROR(ServerCredentialsFrom(c.tls).status());
+  ASSIGN_OR_RETURN(c.message_keys, MessageKeysFromFlags());
   return c;
+}
+
+std::string ServiceConfig::message_signing() const {
+  if (message_keys == nullptr) return "off";
+  return absl::StrCat("key ", message_keys->signing_key_id(), " (accepts ",
+                      absl::StrJoin(message_keys->key_ids(), ","), ")");
 }
 
 TlsClientFiles HealthProbeTlsFromFlags() {

@@ -3,6 +3,7 @@
 // The settings every service shares, defined once (service_flags.cc) so the
 // three binaries read the same names and environment variables: the broker,
 // the queues, SQLite durability, the retry policy and the alert sink.
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -10,6 +11,7 @@
 #include "shared/base/money.h"
 #include "shared/grpc/channel_security.h"
 #include "shared/grpc/server_security.h"
+#include "shared/outbox/message_auth.h"
 #include "shared/outbox/retry_policy.h"
 #include "shared/sqlite/sqlite_file.h"
 
@@ -25,6 +27,12 @@ struct ServiceConfig {
   std::string alertmanager_url;
   int64_t max_amount_minor = kDefaultMaxAmountMinor;  // the same bound on both sides
   TlsServerFiles tls;      // the gRPC server's TLS files; none = plaintext
+  // Signs what the service sends and checks what it receives; null only with
+  // --allow_unsigned_messages.
+  std::shared_ptr<const MessageKeys> message_keys;
+
+  // For the start line: "key <id> (accepts <ids>)" or "off".
+  std::string message_signing() const;
 
   // Declares both queues and their dead-letter queues.
   Topology topology() const { return {{pay_queue, acc_queue}, queue_type}; }

@@ -1,11 +1,13 @@
 #include "tests/support/services.h"
 
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "loadgen/listing.h"
+#include "shared/base/ids.h"
 
 namespace outbox::testing {
 
@@ -16,7 +18,22 @@ ServiceSet::ServiceSet(std::map<std::string, std::string> extra_env)
       dir_(MakeTempDir("outbox_e2e")),
       pay_queue_(UniqueName("PAY")),
       acc_queue_(UniqueName("ACC")),
-      extra_env_(std::move(extra_env)) {}
+      message_keys_file_(dir_ + "/message.keys"),
+      extra_env_(std::move(extra_env)) {
+  UuidGenerator secret;
+  const std::string text = absl::StrCat(UniqueName("e2e"), " ", secret.NewId(), secret.NewId(), "\n");
+  auto keys = MessageKeys::Parse(text);
+  if (!keys.ok()) throw std::runtime_error(std::string(keys.status().message()));
+  message_keys_ = std::make_unique<MessageKeys>(*std::move(keys));
+  std::ofstream(message_keys_file_) << text;
+  std::filesystem::permissions(message_keys_file_, std::filesystem::perms::owner_read |
+                                                       std::filesystem::perms::owner_write);
+}
+
+OutgoingMessage ServiceSet::Signed(OutgoingMessage m) const {
+  m.signature = message_keys_->Sign(m);
+  return m;
+}
 
 ServiceSet::~ServiceSet() {
   for (auto& [name, r] : recoveries_) r->process.Terminate();
@@ -32,6 +49,7 @@ Env ServiceSet::ServiceEnv() const {
       {"ACC_QUEUE", acc_queue_},
       {"PAYMENT_DB", dir_ + "/payment.db"},
       {"ACCOUNTING_DB", dir_ + "/accounting.db"},
+      {"MESSAGE_KEYS_FILE", message_keys_file_},
   };
   for (const auto& [k, v] : extra_env_) env[k] = v;
   return env;

@@ -11,6 +11,7 @@
 #include "accounting/v1/accounting.grpc.pb.h"
 #include "ops/v1/ops.grpc.pb.h"
 #include "payment/v1/payment.grpc.pb.h"
+#include "shared/outbox/message_auth.h"
 #include "tests/support/broker.h"
 #include "tests/support/process.h"
 
@@ -49,6 +50,12 @@ class ServiceSet {
   const std::string& dir() const { return dir_; }
   const std::string& pay_queue() const { return pay_queue_; }
   const std::string& acc_queue() const { return acc_queue_; }
+  // The services sign and check messages with these keys (MESSAGE_KEYS_FILE,
+  // a random secret per ServiceSet); `Signed` signs a hand-made message the
+  // way the services do, so a test can inject one they accept.
+  const MessageKeys& message_keys() const { return *message_keys_; }
+  const std::string& message_keys_file() const { return message_keys_file_; }
+  OutgoingMessage Signed(OutgoingMessage m) const;
   Env ServiceEnv() const;
 
   ::payment::v1::PaymentService::Stub& payments() { return *payment_stub_; }
@@ -69,6 +76,8 @@ class ServiceSet {
   std::string dir_;
   std::string pay_queue_;
   std::string acc_queue_;
+  std::string message_keys_file_;
+  std::unique_ptr<MessageKeys> message_keys_;
   std::map<std::string, std::string> extra_env_;
   std::map<std::string, std::unique_ptr<Recovery>> recoveries_;
   Process payment_;

@@ -1,0 +1,142 @@
+#include "shared/outbox/message_auth.h"
+
+#include <gtest/gtest.h>
+
+#include "shared/testing/fakes.h"
+
+namespace outbox {
+namespace {
+
+const char kOld[] = "old 0123456789abcdef0123456789abcdef";
+const char kNew[] = "new fedcba9876543210fedcba9876543210";
+
+MessageKeys Keys(const std::string& text) {
+  auto keys = MessageKeys::Parse(text);
+  EXPECT_TRUE(keys.ok()) << keys.status();
+  return *std::move(keys);
+}
+
+OutgoingMessage Event() {
+  return {"PAY_QUEUE", "m-1", "body bytes", "ACC_QUEUE", "PaymentCreated", "", ""};
+}
+
+// What the consumer receives when `m` is published signed with `keys`.
+Delivery Received(const OutgoingMessage& m, const MessageKeys* keys) {
+  Delivery d;
+  d.message_id = m.message_id;
+  d.reply_to = m.reply_to;
+  d.type = m.type;
+  d.body = m.body;
+  if (keys != nullptr) d.signature = keys->Sign(m);
+  return d;
+}
+
+TEST(MessageKeysTest, ParsesKeysInOrderIgnoringCommentsAndBlankLines) {
+  MessageKeys keys = Keys(std::string("# rotation in progress\n\n") + kNew + "\n" + kOld + "\n");
+  EXPECT_EQ(keys.signing_key_id(), "new");
+  EXPECT_EQ(keys.key_ids(), (std::vector<std::string>{"new", "old"}));
+}
+
+TEST(MessageKeysTest, RejectsBadFilesNamingTheLineButNeverTheSecret) {
+  for (const std::string& text :
+       {std::string(""), std::string("# only a comment\n"), std::string("k1 short-secret\n"),
+        std::string("k1\n"), std::string("k1 a b\n"),
+        std::string("bad/id 0123456789abcdef0123456789abcdef\n"),
+        std::string(kOld) + "\n" + kOld + "\n"}) {
+    auto keys = MessageKeys::Parse(text);
+    ASSERT_FALSE(keys.ok()) << text;
+    EXPECT_EQ(keys.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(keys.status().message().find("0123456789abcdef"), std::string::npos)
+        << keys.status();
+  }
+}
+
+TEST(MessageKeysTest, ASignedMessageVerifies) {
+  MessageKeys keys = Keys(kOld);
+  const Delivery d = Received(Event(), &keys);
+  EXPECT_EQ(d.signature.substr(0, 4), "old:");
+  EXPECT_EQ(d.signature.size(), 4u + 64u);
+  EXPECT_TRUE(keys.Verify(d).ok());
+}
+
+TEST(MessageKeysTest, AnyChangeToWhatTheConsumerActsOnBreaksTheSignature) {
+  MessageKeys keys = Keys(kOld);
+  const Delivery good = Received(Event(), &keys);
+  std::vector<Delivery> tampered(5, good);
+  tampered[0].body += "x";
+  tampered[1].message_id = "m-2";
+  tampered[2].reply_to = "attacker-queue";
+  tampered[3].type = "Other";
+  // Bytes moved between fields: length prefixes keep them apart.
+  tampered[4].reply_to = "ACC_QUEUEbody bytes";
+  tampered[4].body = "";
+  for (const Delivery& d : tampered) {
+    absl::Status s = keys.Verify(d);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
+    EXPECT_EQ(s.message(), "bad signature (key 'old')");
+  }
+}
+
+TEST(MessageKeysTest, UnsignedMalformedAndUnknownKeysAreRefused) {
+  MessageKeys keys = Keys(kOld);
+  Delivery d = Received(Event(), nullptr);
+  EXPECT_EQ(keys.Verify(d).message(), "unsigned message");
+  d.signature = "old:xyz";
+  EXPECT_EQ(keys.Verify(d).message(), "malformed signature");
+  d.signature = "no-colon";
+  EXPECT_EQ(keys.Verify(d).message(), "malformed signature");
+  MessageKeys other = Keys(kNew);
+  d = Received(Event(), &other);
+  EXPECT_EQ(keys.Verify(d).message(), "unknown key id 'new'");
+  // The same key id with another secret: forged.
+  MessageKeys impostor = Keys("old ffffffffffffffffffffffffffffffffffff");
+  d = Received(Event(), &impostor);
+  EXPECT_EQ(keys.Verify(d).message(), "bad signature (key 'old')");
+}
+
+TEST(MessageKeysTest, DuringARotationBothKeysAreAcceptedAndTheNewOneSigns) {
+  MessageKeys before = Keys(kOld);                                     // step 0
+  MessageKeys accepting = Keys(std::string(kOld) + "\n" + kNew);       // step 1: new accepted
+  MessageKeys switched = Keys(std::string(kNew) + "\n" + kOld);        // step 2: new signs
+  MessageKeys after = Keys(kNew);                                      // step 3: old removed
+  const Delivery by_old = Received(Event(), &before);
+  const Delivery by_new = Received(Event(), &switched);
+  EXPECT_EQ(by_new.signature.substr(0, 4), "new:");
+  for (const MessageKeys* k : {&accepting, &switched}) {
+    EXPECT_TRUE(k->Verify(by_old).ok());
+    EXPECT_TRUE(k->Verify(by_new).ok());
+  }
+  EXPECT_FALSE(before.Verify(by_new).ok());  // why step 1 comes first everywhere
+  EXPECT_FALSE(after.Verify(by_old).ok());   // why old messages drain before step 3
+}
+
+TEST(SigningPublisherTest, SignsWithKeysAndPassesThroughWithout) {
+  MessageKeys keys = Keys(kOld);
+  testing::FakePublisher broker;
+  ASSERT_TRUE(broker.Connect().ok());
+  SigningPublisher signing(broker, &keys);
+  ASSERT_TRUE(signing.Publish(Event()).ok());
+  SigningPublisher plain(broker, nullptr);
+  ASSERT_TRUE(plain.Publish(Event()).ok());
+  ASSERT_EQ(broker.published.size(), 2u);
+  EXPECT_EQ(broker.published[0].signature, keys.Sign(Event()));
+  EXPECT_EQ(broker.published[1].signature, "");
+  EXPECT_TRUE(CheckSignature(&keys, Received(broker.published[0], &keys)).ok());
+  EXPECT_TRUE(CheckSignature(nullptr, Received(broker.published[1], nullptr)).ok());
+}
+
+TEST(ForwardTest, ARedrivenMessageKeepsItsOwnSignatureAndHeaders) {
+  Delivery d;
+  d.message_id = "m-1";
+  d.body = "forged";
+  d.signature = "old:" + std::string(64, '0');
+  d.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  OutgoingMessage out = Forward(d, "PAY_QUEUE");
+  EXPECT_EQ(out.routing_key, "PAY_QUEUE");
+  EXPECT_EQ(out.signature, d.signature);
+  EXPECT_EQ(out.traceparent, d.traceparent);
+  EXPECT_EQ(out.body, "forged");
+}
+
+}  // namespace
+}  // namespace outbox
