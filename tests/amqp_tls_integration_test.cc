@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -117,6 +118,17 @@ TEST_F(AmqpTlsTest, ABrokerCertificateFromAnotherCaIsRefused) {
   EXPECT_TRUE(absl::IsUnavailable(c.status())) << c.status();
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("TLS handshake"));
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("certificate verify failed"));
+}
+
+// What a CA rotation relies on: a bundle with another CA and the broker's.
+TEST_F(AmqpTlsTest, ACaBundleWithTheBrokersCaAmongOthersWorks) {
+  const std::string bundle = Other("bundle.pem");
+  {
+    std::ofstream out(bundle);
+    out << std::ifstream(Other("ca.pem")).rdbuf() << std::ifstream(ca_).rdbuf();
+  }
+  auto c = AmqpConnection::Connect(Tls({bundle, "", ""}), "tls-ca-bundle");
+  EXPECT_TRUE(c.ok()) << c.status();
 }
 
 // 127.0.0.2 reaches the same TLS listener (rabbitmq_node.sh listens there
