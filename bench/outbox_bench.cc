@@ -72,7 +72,11 @@ ABSL_FLAG(int, accounting_pid, 0, "accounting_service pid, for its peak RSS (VmH
 ABSL_FLAG(int, broker_pid, 0, "RabbitMQ node (beam.smp) pid, for its CPU use while measuring");
 ABSL_FLAG(bool, baselines, false,
           "first measure raw SQLite, raw broker and naive-outbox rates in this run");
-ABSL_FLAG(std::string, amqp_url, "", "broker for the baselines, amqp://user:pass@host:port/vhost");
+ABSL_FLAG(std::string, amqp_url, "",
+          "broker for the baselines, amqp://user:pass@host:port/vhost or amqps://...");
+ABSL_FLAG(std::string, amqp_tls_ca_file, "", "with amqps://: the CA the broker must chain to");
+ABSL_FLAG(std::string, amqp_tls_cert_file, "", "with amqps://: a client certificate (optional)");
+ABSL_FLAG(std::string, amqp_tls_key_file, "", "with amqps://: the key of --amqp_tls_cert_file");
 ABSL_FLAG(std::string, scratch_dir, "",
           "directory for the SQLite baseline files (default $TMPDIR or /tmp); put it on the "
           "services' filesystem");
@@ -687,7 +691,10 @@ absl::Status Run() {
     if (absl::GetFlag(FLAGS_amqp_url).empty()) {
       return absl::InvalidArgumentError("--baselines needs --amqp_url");
     }
-    ASSIGN_OR_RETURN(AmqpUrl url, AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url)));
+    ASSIGN_OR_RETURN(AmqpUrl url, AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url),
+                                                 {absl::GetFlag(FLAGS_amqp_tls_ca_file),
+                                                  absl::GetFlag(FLAGS_amqp_tls_cert_file),
+                                                  absl::GetFlag(FLAGS_amqp_tls_key_file)}));
     report.Section("baselines (this machine, this run; services idle)");
     std::fflush(stdout);
     ASSIGN_OR_RETURN(sqlite, MeasureSqlite(scratch, absl::GetFlag(FLAGS_sqlite_baseline_time)));

@@ -9,6 +9,11 @@
 #   rabbitmq_node.sh fresh DIR   stop a stale node left in DIR, wipe DIR, start
 #
 # AMQP_PORT / DIST_PORT pick the ports of a new node (default: free random ones).
+# AMQP_TLS_DIR=D gives a new node a TLS listener as well (the plaintext one
+# stays): D holds ca.pem, server.pem and server.key (scripts/dev_certs.sh D).
+# Clients present a certificate only if they want to; one is verified against
+# D/ca.pem. The amqps URL goes to DIR/amqps_url and broker.env (AMQPS_URL,
+# AMQPS_PORT, AMQP_TLS_CA_FILE); AMQPS_PORT picks its port.
 set -euo pipefail
 
 RMQ_BIN=/usr/lib/rabbitmq/bin  # the /usr/sbin wrappers would switch to the rabbitmq user
@@ -98,6 +103,9 @@ cmd_start() {
   mkdir -p "$DIR"
   if [[ -f $DIR/broker.env ]]; then
     load_env
+    if [[ -n ${AMQP_TLS_DIR:-} && -z ${AMQPS_PORT:-} ]]; then
+      die "$DIR holds a node without TLS; AMQP_TLS_DIR applies to new nodes only (use fresh)"
+    fi
     if node_pid >/dev/null; then echo "rabbitmq_node: $RABBITMQ_NODE already running"; return; fi
   else
     AMQP_PORT=${AMQP_PORT:-$(pick_port 10000 "")}
@@ -108,6 +116,17 @@ cmd_start() {
     RABBITMQ_USER=outbox
     RABBITMQ_PASSWORD=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
     AMQP_URL=amqp://$RABBITMQ_USER:$RABBITMQ_PASSWORD@127.0.0.1:$AMQP_PORT/%2F
+    AMQP_TLS_DIR=${AMQP_TLS_DIR:-}
+    AMQPS_PORT=${AMQPS_PORT:-}
+    AMQPS_URL=
+    if [[ -n $AMQP_TLS_DIR ]]; then
+      AMQP_TLS_DIR=$(cd "$AMQP_TLS_DIR" 2>/dev/null && pwd) || die "AMQP_TLS_DIR: no directory $AMQP_TLS_DIR"
+      for f in ca.pem server.pem server.key; do
+        [[ -r $AMQP_TLS_DIR/$f ]] || die "AMQP_TLS_DIR: cannot read $AMQP_TLS_DIR/$f (make it with scripts/dev_certs.sh)"
+      done
+      AMQPS_PORT=${AMQPS_PORT:-$(pick_port 10000 "$AMQP_PORT $DIST_PORT")}
+      AMQPS_URL=amqps://$RABBITMQ_USER:$RABBITMQ_PASSWORD@127.0.0.1:$AMQPS_PORT/%2F
+    fi
     (umask 077; cat >"$DIR/broker.env" <<EOF
 AMQP_URL=$AMQP_URL
 RABBITMQ_NODE=$RABBITMQ_NODE
@@ -117,8 +136,12 @@ AMQP_PORT=$AMQP_PORT
 DIST_PORT=$DIST_PORT
 RABBITMQ_USER=$RABBITMQ_USER
 RABBITMQ_PASSWORD=$RABBITMQ_PASSWORD
+AMQPS_URL=$AMQPS_URL
+AMQPS_PORT=$AMQPS_PORT
+AMQP_TLS_CA_FILE=${AMQP_TLS_DIR:+$AMQP_TLS_DIR/ca.pem}
 EOF
-    echo "$AMQP_URL" >"$DIR/amqp_url")
+    echo "$AMQP_URL" >"$DIR/amqp_url"
+    if [[ -n $AMQPS_URL ]]; then echo "$AMQPS_URL" >"$DIR/amqps_url"; fi)
     mkdir -p "$RABBITMQ_HOME_DIR" "$DIR/mnesia" "$DIR/log"
     od -An -tx1 -N20 /dev/urandom | tr -d ' \n' >"$RABBITMQ_HOME_DIR/.erlang.cookie"
     chmod 400 "$RABBITMQ_HOME_DIR/.erlang.cookie"
@@ -138,6 +161,20 @@ log.console = false
 log.file.level = info
 EOF
     )
+    # TLS 1.2+ only. 127.0.0.2 is loopback too but not in the dev certificate:
+    # tests dial it to see hostname verification refuse the broker.
+    if [[ -n $AMQPS_URL ]]; then cat >>"$DIR/rabbitmq.conf" <<EOF
+listeners.ssl.1 = 127.0.0.1:$AMQPS_PORT
+listeners.ssl.2 = 127.0.0.2:$AMQPS_PORT
+ssl_options.cacertfile = $AMQP_TLS_DIR/ca.pem
+ssl_options.certfile = $AMQP_TLS_DIR/server.pem
+ssl_options.keyfile = $AMQP_TLS_DIR/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = false
+ssl_options.versions.1 = tlsv1.3
+ssl_options.versions.2 = tlsv1.2
+EOF
+    fi
     node_env
   fi
   rm -f "$RABBITMQ_PIDFILE"
@@ -151,7 +188,7 @@ EOF
     sleep 0.2
   done
   if ! { ctl 120 wait "$RABBITMQ_PIDFILE" && ctl 120 await_startup; }; then start_failed "$server"; fi
-  echo "rabbitmq_node: $RABBITMQ_NODE ready on 127.0.0.1:$AMQP_PORT (env: $DIR/broker.env)"
+  echo "rabbitmq_node: $RABBITMQ_NODE ready on 127.0.0.1:$AMQP_PORT${AMQPS_PORT:+, TLS on 127.0.0.1:$AMQPS_PORT} (env: $DIR/broker.env)"
 }
 
 cmd_stop() {

@@ -1,13 +1,15 @@
 // The gRPC security settings on the real binaries: TLS (and mTLS) from
 // certificates made by scripts/dev_certs.sh, the ops and API bearer tokens,
 // health staying open, outboxctl and --health_check speaking TLS, and the
-// tokens never reaching a log.
+// tokens never reaching a log. And AMQP over TLS: the three services on the
+// test node's amqps listener, a broker they cannot verify, bad AMQP_TLS_*.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -321,6 +323,62 @@ TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreD
   EXPECT_NE(services.accounting().Log().find("unauthenticated=2"), std::string::npos);
 }
 
+// The node's TLS listener serves a certificate of the fixture's dev CA
+// (broker().tls_dir); the services present that CA's client certificate too.
+TEST(SecurityTest, TheServicesTalkToTheBrokerOverAmqps) {
+  const Broker broker = TestBroker();
+  const std::string& tls = broker.tls_dir;
+  ServiceSet services(Env{{"AMQP_URL", broker.amqps_url},
+                          {"AMQP_TLS_CA_FILE", tls + "/ca.pem"},
+                          {"AMQP_TLS_CERT_FILE", tls + "/client.pem"},
+                          {"AMQP_TLS_KEY_FILE", tls + "/client.key"},
+                          {"RECOVERY_BASE_DELAY", "2s"}});
+  services.StartAll();
+  services.StartRecovery("r1");
+  constexpr int kPayments = 20;
+  CreatePayments(services, "amqps", kPayments);
+  EXPECT_EQ(WaitAllSent(services, kPayments, absl::Seconds(30)), kPayments);
+  std::vector<::accounting::v1::Voucher> vouchers;
+  PollUntil([&] {
+    vouchers = services.AllVouchers();
+    return vouchers.size() >= kPayments;
+  }, absl::Seconds(10));
+  std::set<std::string> paid;
+  for (const auto& v : vouchers) paid.insert(v.payment_id());
+  EXPECT_EQ(vouchers.size(), static_cast<size_t>(kPayments));
+  EXPECT_EQ(paid.size(), static_cast<size_t>(kPayments));
+  // Every service connected to the amqps URL, none to another; no password in a log.
+  const std::string& url = broker.amqps_url;
+  const size_t at = url.find('@');
+  const std::string password = url.substr(url.rfind(':', at) + 1, at - url.rfind(':', at) - 1);
+  ASSERT_GE(password.size(), 16u);
+  for (const std::string log : {"payment_service", "accounting_service", "recovery_r1"}) {
+    const std::string text = ReadAll(absl::StrCat(services.dir(), "/", log, ".log"));
+    EXPECT_NE(text.find("amqp_connected"), std::string::npos) << log << ":\n" << text;
+    EXPECT_NE(text.find("url=amqps://"), std::string::npos) << log << ":\n" << text;
+    EXPECT_EQ(text.find("url=amqp://"), std::string::npos) << log << ":\n" << text;
+    EXPECT_EQ(text.find(password), std::string::npos) << log << " shows the broker password";
+  }
+}
+
+// A broker certificate from a CA the service does not trust: the service
+// keeps running (retrying under the session backoff, see integration.amqp_tls),
+// says why in its log and stops cleanly.
+TEST(SecurityTest, AnUnverifiableBrokerIsLoggedAndTheServiceKeepsRunning) {
+  const SecretsDir secrets;
+  MakeCerts(secrets.path());  // a CA the broker's certificate does not chain to
+  const Broker broker = TestBroker();
+  ServiceSet services(Env{{"AMQP_URL", broker.amqps_url},
+                          {"AMQP_TLS_CA_FILE", secrets.path() + "/ca.pem"}});
+  services.StartAccounting();
+  const std::string log =
+      services.accounting().WaitForLog("certificate verify failed", absl::Seconds(10));
+  EXPECT_NE(log.find("amqp_unavailable"), std::string::npos) << services.accounting().Log();
+  EXPECT_NE(log.find("TLS handshake"), std::string::npos) << log;
+  EXPECT_TRUE(services.accounting().Running());
+  EXPECT_EQ(services.accounting().Terminate(), 0);
+}
+
 TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
   const SecretsDir secrets;
   const std::string& certs = secrets.path();
@@ -328,6 +386,7 @@ TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
   ServiceSet services;
   Env base = services.ServiceEnv();
   base["ACCOUNTING_LISTEN"] = "127.0.0.1:0";
+  base["PAYMENT_LISTEN"] = "127.0.0.1:0";
   base["RECOVERY_LISTEN"] = "127.0.0.1:0";
   auto start = [&](const std::string& binary, Env extra, const std::string& name) {
     Env env = base;
@@ -366,6 +425,34 @@ TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
   EXPECT_NE((weak_key.out + weak_key.err).find("shorter than 32 bytes"), std::string::npos);
   EXPECT_EQ((weak_key.out + weak_key.err).find("too-short-secret"), std::string::npos)
       << "a secret reached the log";
+
+  // AMQP over TLS: each bad setting exits 2 with one line naming the flag.
+  const std::string amqps = services.broker().amqps_url;
+  const std::string ca = certs + "/ca.pem";
+  const struct {
+    std::string name;
+    Env env;
+    std::string says;
+  } bad_amqp[] = {
+      {"amqps_no_ca", {{"AMQP_URL", amqps}}, "--amqp_tls_ca_file"},
+      {"amqps_missing_ca", {{"AMQP_URL", amqps}, {"AMQP_TLS_CA_FILE", certs + "/nope.pem"}},
+       "nope.pem"},
+      {"amqps_cert_no_key",
+       {{"AMQP_URL", amqps}, {"AMQP_TLS_CA_FILE", ca}, {"AMQP_TLS_CERT_FILE", certs + "/client.pem"}},
+       "--amqp_tls_key_file"},
+      {"amqps_missing_key",
+       {{"AMQP_URL", amqps}, {"AMQP_TLS_CA_FILE", ca}, {"AMQP_TLS_CERT_FILE", certs + "/client.pem"},
+        {"AMQP_TLS_KEY_FILE", certs + "/ops.token.missing"}},
+       "--amqp_tls_key_file: cannot read"},
+      {"plain_url_with_ca", {{"AMQP_TLS_CA_FILE", ca}}, "amqps://"},
+  };
+  for (const auto& bad : bad_amqp) {
+    const CommandResult r = start("payment_service", bad.env, bad.name);
+    EXPECT_EQ(r.exit_code, 2) << bad.name;
+    const std::string out = r.out + r.err;
+    EXPECT_NE(out.find("payment_service_failed"), std::string::npos) << bad.name << ": " << out;
+    EXPECT_NE(out.find(bad.says), std::string::npos) << bad.name << ": " << out;
+  }
 }
 
 }  // namespace

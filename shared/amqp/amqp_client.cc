@@ -1,6 +1,7 @@
 #include "shared/amqp/amqp_client.h"
 
 #include <amqp.h>
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "shared/amqp/amqp_tls.h"
 #include "shared/observability/trace.h"
 #include "shared/outbox/message_auth.h"
 
@@ -95,9 +97,8 @@ absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url) {
   amqp_default_connection_info(&info);
   if (amqp_parse_url(buf.data(), &info) != AMQP_STATUS_OK) {
     return absl::InvalidArgumentError(
-        "AMQP URL must look like amqp://user:pass@host:port/vhost");
+        "AMQP URL must look like amqp://user:pass@host:port/vhost (or amqps://...)");
   }
-  if (info.ssl) return absl::InvalidArgumentError("amqps:// is not supported");
   // rabbitmq-c accepts port 0, which cannot be connected to.
   if (info.port < 1 || info.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("AMQP URL port must be 1..65535, not ", info.port));
@@ -111,11 +112,22 @@ absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url) {
   out.user = info.user;
   out.password = info.password;
   out.vhost = info.vhost;
+  out.tls = info.ssl != 0;
+  return out;
+}
+
+absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url, AmqpTlsFiles tls_files) {
+  absl::StatusOr<AmqpUrl> out = Parse(url);
+  if (!out.ok()) return out;
+  absl::Status s = amqp_internal::CheckTlsFiles(out->tls, tls_files);
+  if (!s.ok()) return s;
+  out->tls_files = std::move(tls_files);
   return out;
 }
 
 std::string AmqpUrl::Redacted() const {
-  return absl::StrCat("amqp://", user, ":***@", host, ":", port, "/", vhost == "/" ? "%2F" : vhost);
+  return absl::StrCat(tls ? "amqps://" : "amqp://", user, ":***@", host, ":", port, "/",
+                      vhost == "/" ? "%2F" : vhost);
 }
 
 AmqpConnection::AmqpConnection(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -137,11 +149,21 @@ absl::StatusOr<std::unique_ptr<AmqpConnection>> AmqpConnection::Connect(
   std::unique_ptr<AmqpConnection> c(new AmqpConnection(std::move(state)));
   c->healthy_ = false;
   amqp_connection_state_t conn = c->state_->conn;
-  amqp_socket_t* socket = amqp_tcp_socket_new(conn);
+  amqp_socket_t* socket = url.tls ? amqp_ssl_socket_new(conn) : amqp_tcp_socket_new(conn);
   if (socket == nullptr) return absl::InternalError("amqp: cannot create socket");
+  if (url.tls) {
+    absl::Status s = amqp_internal::ConfigureTlsSocket(socket, url.host, url.tls_files);
+    if (!s.ok()) return s;
+  }
   timeval tv = AsTimeval(timeout);
+  amqp_internal::ClearTlsFailure();
   int rc = amqp_socket_open_noblock(socket, url.host.c_str(), url.port, &tv);
   if (rc != AMQP_STATUS_OK) {
+    const std::string tls_failure = url.tls ? amqp_internal::DescribeTlsFailure(rc) : "";
+    if (!tls_failure.empty()) {
+      return absl::UnavailableError(absl::StrCat("amqp: TLS handshake with ", url.host, ":",
+                                                 url.port, " failed: ", tls_failure));
+    }
     return absl::UnavailableError(absl::StrCat("amqp: cannot connect to ", url.host, ":",
                                                url.port, ": ", amqp_error_string2(rc)));
   }

@@ -17,15 +17,33 @@
 
 namespace outbox {
 
+// The PEM files of an amqps:// connection. The broker's certificate must
+// chain to ca_file and name the host of the URL; cert_file + key_file are
+// presented to brokers that verify clients.
+struct AmqpTlsFiles {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  bool empty() const { return ca_file.empty() && cert_file.empty() && key_file.empty(); }
+};
+
 struct AmqpUrl {
   std::string host = "127.0.0.1";
   int port = 5672;
   std::string user = "guest";
   std::string password = "guest";
   std::string vhost = "/";
+  bool tls = false;        // amqps://
+  AmqpTlsFiles tls_files;  // used with tls only
 
-  // amqp://user:pass@host:port/vhost (AMQP URI spec; "%2F" is "/").
+  // amqp://user:pass@host:port/vhost (AMQP URI spec; "%2F" is "/"), or
+  // amqps://... (port 5671 by default). Syntax only: an amqps URL connects
+  // once tls_files holds a CA.
   static absl::StatusOr<AmqpUrl> Parse(absl::string_view url);
+  // Parse, then `tls_files` checked against the scheme and loaded once:
+  // amqps needs a CA, cert and key come together, amqp takes no files.
+  // INVALID_ARGUMENT naming the flag (--amqp_tls_ca_file, ...).
+  static absl::StatusOr<AmqpUrl> Parse(absl::string_view url, AmqpTlsFiles tls_files);
   std::string Redacted() const;  // for logs: the password is never printed
 };
 
@@ -41,6 +59,9 @@ struct Topology {
 
 class AmqpConnection {
  public:
+  // Over TLS when url.tls, verifying the broker. UNAVAILABLE when the broker
+  // cannot be reached, refuses the login or fails the TLS handshake (the
+  // message says why, e.g. "certificate verify failed: ...").
   static absl::StatusOr<std::unique_ptr<AmqpConnection>> Connect(
       const AmqpUrl& url, const std::string& connection_name,
       absl::Duration timeout = absl::Seconds(5));

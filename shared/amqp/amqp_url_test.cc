@@ -1,4 +1,9 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "shared/amqp/amqp_client.h"
 
@@ -17,8 +22,60 @@ TEST(AmqpUrlTest, ParsesTheAmqpUriSpec) {
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v->vhost, "orders");
   EXPECT_EQ(v->port, 5672);
+  EXPECT_FALSE(v->tls);
   EXPECT_TRUE(absl::IsInvalidArgument(AmqpUrl::Parse("http://x").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(AmqpUrl::Parse("amqps://u:p@h/").status()));
+}
+
+TEST(AmqpUrlTest, AmqpsIsTlsOnPort5671ByDefault) {
+  auto u = AmqpUrl::Parse("amqps://u:secret@broker.example/%2F");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->port, 5671);
+  EXPECT_EQ(u->host, "broker.example");
+  EXPECT_EQ(u->Redacted(), "amqps://u:***@broker.example:5671/%2F");
+  auto v = AmqpUrl::Parse("amqps://u:p@127.0.0.1:15671/x");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->port, 15671);
+}
+
+// The TLS files against the scheme; each error names the flag to fix.
+TEST(AmqpUrlTest, TlsFilesAreCheckedAgainstTheScheme) {
+  const std::string dir = ::testing::TempDir();
+  const std::string not_pem = dir + "/amqp_url_test_not_pem.txt";
+  std::ofstream(not_pem) << "not a certificate\n";
+  auto message = [](const absl::StatusOr<AmqpUrl>& u) { return std::string(u.status().message()); };
+
+  auto plain = AmqpUrl::Parse("amqp://u:p@h/", {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->tls);
+
+  auto files_without_tls = AmqpUrl::Parse("amqp://u:p@h/", {not_pem, "", ""});
+  EXPECT_TRUE(absl::IsInvalidArgument(files_without_tls.status()));
+  EXPECT_NE(message(files_without_tls).find("amqps://"), std::string::npos);
+
+  auto no_ca = AmqpUrl::Parse("amqps://u:p@h/", {});
+  EXPECT_TRUE(absl::IsInvalidArgument(no_ca.status()));
+  EXPECT_NE(message(no_ca).find("--amqp_tls_ca_file"), std::string::npos);
+
+  auto half = AmqpUrl::Parse("amqps://u:p@h/", {not_pem, not_pem, ""});
+  EXPECT_TRUE(absl::IsInvalidArgument(half.status()));
+  EXPECT_NE(message(half).find("--amqp_tls_key_file"), std::string::npos);
+
+  auto missing = AmqpUrl::Parse("amqps://u:p@h/", {dir + "/no/such/ca.pem", "", ""});
+  EXPECT_TRUE(absl::IsInvalidArgument(missing.status()));
+  EXPECT_NE(message(missing).find("--amqp_tls_ca_file: cannot read"), std::string::npos)
+      << message(missing);
+
+  auto missing_key = AmqpUrl::Parse("amqps://u:p@h/", {not_pem, not_pem, dir + "/no.key"});
+  EXPECT_TRUE(absl::IsInvalidArgument(missing_key.status()));
+  EXPECT_NE(message(missing_key).find("--amqp_tls_key_file: cannot read"), std::string::npos)
+      << message(missing_key);
+
+  auto garbage = AmqpUrl::Parse("amqps://u:p@h/", {not_pem, "", ""});
+  EXPECT_TRUE(absl::IsInvalidArgument(garbage.status()));
+  EXPECT_NE(message(garbage).find("--amqp_tls_ca_file: no CA certificate loads"), std::string::npos)
+      << message(garbage);
+  unlink(not_pem.c_str());
 }
 
 // Found by fuzz/amqp_url_fuzz.cc: rabbitmq-c takes these (it stops at the NUL).

@@ -12,7 +12,16 @@ using outbox::EnvOrDuration;
 using outbox::EnvOrInt;
 
 ABSL_FLAG(std::string, amqp_url, EnvOr("AMQP_URL", ""),
-          "RabbitMQ URL amqp://user:pass@host:port/vhost, required [env AMQP_URL]");
+          "RabbitMQ URL amqp://user:pass@host:port/vhost, or amqps://... for TLS, required "
+          "[env AMQP_URL]");
+ABSL_FLAG(std::string, amqp_tls_ca_file, EnvOr("AMQP_TLS_CA_FILE", ""),
+          "PEM CA bundle the broker's certificate must chain to; required with amqps:// "
+          "[env AMQP_TLS_CA_FILE]");
+ABSL_FLAG(std::string, amqp_tls_cert_file, EnvOr("AMQP_TLS_CERT_FILE", ""),
+          "PEM client certificate for brokers that verify clients; with --amqp_tls_key_file "
+          "[env AMQP_TLS_CERT_FILE]");
+ABSL_FLAG(std::string, amqp_tls_key_file, EnvOr("AMQP_TLS_KEY_FILE", ""),
+          "PEM private key (unencrypted) of --amqp_tls_cert_file [env AMQP_TLS_KEY_FILE]");
 ABSL_FLAG(std::string, pay_queue, EnvOr("PAY_QUEUE", "PAY_QUEUE"),
           "queue of the payment events [env PAY_QUEUE]");
 ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
@@ -93,7 +102,10 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
   if (absl::GetFlag(FLAGS_amqp_url).empty()) {
     return absl::InvalidArgumentError("--amqp_url (or AMQP_URL) is required");
   }
-  ASSIGN_OR_RETURN(c.amqp, AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url)));
+  ASSIGN_OR_RETURN(c.amqp, AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url),
+                                          {absl::GetFlag(FLAGS_amqp_tls_ca_file),
+                                           absl::GetFlag(FLAGS_amqp_tls_cert_file),
+                                           absl::GetFlag(FLAGS_amqp_tls_key_file)}));
   c.pay_queue = absl::GetFlag(FLAGS_pay_queue);
   c.acc_queue = absl::GetFlag(FLAGS_acc_queue);
   if (c.pay_queue.empty() || c.acc_queue.empty() || c.pay_queue == c.acc_queue) {

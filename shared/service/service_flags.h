@@ -39,7 +39,8 @@ struct ServiceConfig {
 };
 
 // Reads and validates the shared flags; INVALID_ARGUMENT names the bad one.
-// The TLS files are read once here, so a bad one stops the start early.
+// The TLS files (gRPC and AMQP) are read once here, so a bad one stops the
+// start early.
 absl::StatusOr<ServiceConfig> ServiceConfigFromFlags();
 
 // What `--health_check` dials with: TLS when the service's own TLS flags are

@@ -4,11 +4,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace outbox::testing {
@@ -40,6 +42,20 @@ Broker TestBroker() {
   std::getline(in, b.amqp_url);
   absl::StripAsciiWhitespace(&b.amqp_url);
   if (b.amqp_url.empty()) Fail(absl::StrCat("no broker URL in ", dir, "/amqp_url"));
+  std::ifstream tls(absl::StrCat(dir, "/amqps_url"));
+  std::getline(tls, b.amqps_url);
+  absl::StripAsciiWhitespace(&b.amqps_url);
+  // broker.env names the CA file; its directory holds the rest of the set.
+  std::ifstream env(absl::StrCat(dir, "/broker.env"));
+  constexpr absl::string_view kCaFile = "AMQP_TLS_CA_FILE=";
+  for (std::string line; std::getline(env, line);) {
+    if (absl::StartsWith(line, kCaFile)) {
+      b.tls_dir = std::filesystem::path(line.substr(kCaFile.size())).parent_path().string();
+    }
+  }
+  if (b.amqps_url.empty() || b.tls_dir.empty()) {
+    Fail(absl::StrCat("the broker in ", dir, " has no TLS listener (AMQP_TLS_DIR)"));
+  }
   return b;
 }
 

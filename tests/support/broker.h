@@ -9,9 +9,14 @@ namespace outbox::testing {
 struct Broker {
   std::string dir;
   std::string amqp_url;
+  // The node's TLS listener (the fixture always gives it one) and the
+  // directory of its dev certificates: ca.pem, client.pem, client.key.
+  std::string amqps_url;
+  std::string tls_dir;
 };
 
-// Reads OUTBOX_TEST_BROKER_DIR; aborts the test program if it is not set up.
+// Reads OUTBOX_TEST_BROKER_DIR; aborts the test program if it is not set up
+// (the TLS listener included).
 Broker TestBroker();
 
 // Stops / starts the same node (same URL). For tests of broker restarts only.
