@@ -4,6 +4,8 @@
 # For local runs and tests only; never commit the output. Keys are mode 0600.
 #   scripts/dev_certs.sh DIR
 # Files: ca.pem ca.key server.pem server.key client.pem client.key
+# Env: DEV_CERT_NAMES: more DNS names for the server certificate, space-separated
+# (e.g. "rabbitmq payment_service" for the docker-compose network).
 set -euo pipefail
 if [[ $# -ne 1 ]]; then
   echo "usage: $0 DIR" >&2
@@ -14,6 +16,11 @@ mkdir -p "$dir"
 cd "$dir"
 umask 077
 days=30
+san="IP:127.0.0.1,DNS:localhost"
+for name in ${DEV_CERT_NAMES:-}; do
+  [[ $name =~ ^[A-Za-z0-9.-]+$ ]] || { echo "$0: bad DNS name '$name' in DEV_CERT_NAMES" >&2; exit 2; }
+  san+=",DNS:$name"
+done
 
 openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days "$days" \
   -subj "/CN=outbox dev CA" -keyout ca.key -out ca.pem \
@@ -29,7 +36,7 @@ issue() {
     "basicConstraints=critical,CA:FALSE" \
     "keyUsage=critical,digitalSignature,keyEncipherment" \
     "extendedKeyUsage=$eku" \
-    "subjectAltName=IP:127.0.0.1,DNS:localhost" >"$name.ext"
+    "subjectAltName=$san" >"$name.ext"
   openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -sha256 \
     -days "$days" -extfile "$name.ext" -out "$name.pem" 2>/dev/null
   rm -f "$name.csr" "$name.ext"
