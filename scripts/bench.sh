@@ -20,6 +20,8 @@
 #   BENCH_JOBS [2]           parallel compile jobs
 #   BENCH_KEEP=1             keep the temp dir (logs, databases) afterwards
 #   BENCH_JSON=1             outbox_bench also prints a JSON line per run
+#   BENCH_PROFILE=1          perf-record payment_service (and accounting_service) during the
+#                            throughput run and print where their CPU went (installs linux-perf)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -155,11 +157,41 @@ run_outbox_bench() {  # extra outbox_bench flags...
 echo "outbox benchmarks on $(hostname), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
+# profile_start NAME PID / profile_report: perf samples (call graphs) of a service while it runs.
+profile_pids=()
+profile_start() {
+  [[ ${BENCH_PROFILE:-0} == 1 ]] || return 0
+  perf record -q -F 499 -g -p "$2" -o "$WORK/$1.perf.data" >/dev/null 2>&1 &
+  profile_pids+=($!)
+}
+profile_report() {
+  [[ ${BENCH_PROFILE:-0} == 1 ]] || return 0
+  local pid name
+  for pid in "${profile_pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+  for pid in "${profile_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for name in payment_service accounting_service; do
+    echo
+    echo "== profile: $name during the throughput run (perf, 499 Hz, self time) =="
+    echo "-- by library --"
+    perf report -i "$WORK/$name.perf.data" --stdio --no-children --sort dso --percent-limit 2 \
+      2>/dev/null | grep -E '^ +[0-9]' | sed -E 's/ +$//' | head -12
+    echo "-- top functions --"
+    perf report -i "$WORK/$name.perf.data" --stdio --no-children --sort dso,symbol -g none \
+      --percent-limit 1 2>/dev/null | grep -E '^ +[0-9]' | sed -E 's/ +- +- *$//; s/ +$//' | head -25
+  done
+}
+if [[ ${BENCH_PROFILE:-0} == 1 ]] && ! command -v perf >/dev/null; then
+  apt-get install -y -q linux-perf >/dev/null || die "BENCH_PROFILE=1 needs perf (linux-perf)"
+fi
+
 # 1. Throughput: closed loop, baselines measured first in the same process.
 start_services throughput
+profile_start payment_service "$PAYMENT_PID"
+profile_start accounting_service "$ACCOUNTING_PID"
 echo
 run_outbox_bench --label=throughput --concurrency="$CONCURRENCY" \
   --baselines=true --amqp_url="$AMQP_URL" --scratch_dir="$WORK/throughput"
+profile_report
 stop_services
 
 # 2. Latency and memory at a fixed offered rate, with fresh services.

@@ -7,6 +7,7 @@
 // the three services share and named by a key id so keys can rotate: the
 // sender signs with its first key; a receiver accepts any key it holds.
 // Consumers check it before anything else and dead-letter what fails.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,11 +42,13 @@ class MessageKeys {
   absl::Status Verify(const Delivery& delivery) const;
 
  private:
+  struct Mac;  // OpenSSL's keyed HMAC context
   struct Key {
     std::string id;
     std::string secret;
+    std::shared_ptr<const Mac> mac;  // shared: MessageKeys stays copyable
   };
-  explicit MessageKeys(std::vector<Key> keys) : keys_(std::move(keys)) {}
+  explicit MessageKeys(std::vector<Key> keys);
 
   std::vector<Key> keys_;  // never empty
 };
