@@ -12,6 +12,9 @@ using outbox::EnvOrInt;
 
 ABSL_FLAG(std::string, amqp_url, EnvOr("AMQP_URL", ""),
           "RabbitMQ URL amqp://user:pass@host:port/vhost, required [env AMQP_URL]");
+ABSL_FLAG(std::string, amqp_password_file, EnvOr("AMQP_PASSWORD_FILE", ""),
+          "file holding the password of the user in --amqp_url, read once at start; "
+          "replaces a password in the URL [env AMQP_PASSWORD_FILE]");
 ABSL_FLAG(std::string, pay_queue, EnvOr("PAY_QUEUE", "PAY_QUEUE"),
           "queue of the payment events [env PAY_QUEUE]");
 ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
@@ -58,6 +61,11 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
     return absl::InvalidArgumentError("--amqp_url (or AMQP_URL) is required");
   }
   ASSIGN_OR_RETURN(c.amqp, AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url)));
+  if (const std::string path = absl::GetFlag(FLAGS_amqp_password_file); !path.empty()) {
+    std::string warning;
+    ASSIGN_OR_RETURN(c.amqp.password, ReadTokenFile(path, "amqp_password_file", &warning));
+    if (!warning.empty()) LogWarning("password_file_too_open", {KV("warning", warning)});
+  }
   c.pay_queue = absl::GetFlag(FLAGS_pay_queue);
   c.acc_queue = absl::GetFlag(FLAGS_acc_queue);
   if (c.pay_queue.empty() || c.acc_queue.empty() || c.pay_queue == c.acc_queue) {
