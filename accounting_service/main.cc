@@ -53,9 +53,9 @@ absl::Status Run() {
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, VoucherStore::Open(absl::GetFlag(FLAGS_accounting_db), config.db,
                                                   ids, clock));
-  AmqpConsumer payments(config.amqp, config.topology(), "accounting-consumer", config.pay_queue,
+  AmqpConsumer payments(config.amqp, Topology{}, "accounting-consumer", config.pay_queue,
                         options.prefetch);
-  AmqpPublisher replies(config.amqp, config.topology(), "accounting-replies");
+  AmqpPublisher replies(config.amqp, config.replies(), "accounting-replies");
   PaymentConsumer consumer(payments, replies, *store, clock, metrics, options);
   AccountingServiceImpl service(*store, std::move(auth));
   // Ports first: a process that cannot serve (a port in use) exits before it

@@ -62,8 +62,8 @@ absl::Status Run() {
   UuidGenerator ids;
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, PaymentStore::Open(absl::GetFlag(FLAGS_payment_db), config.db));
-  AmqpPublisher broker(config.amqp, config.topology(), "payment-fast-publisher");
-  AmqpConsumer replies(config.amqp, config.topology(), "payment-ack-listener", config.acc_queue,
+  AmqpPublisher broker(config.amqp, config.payment_events(), "payment-fast-publisher");
+  AmqpConsumer replies(config.amqp, Topology{}, "payment-ack-listener", config.acc_queue,
                        ack_options.prefetch);
   // Data path: handler -> writer (group commit) -> publisher (PAY_QUEUE);
   // ACC_QUEUE -> ack listener -> writer (next group marks the rows SENT).
