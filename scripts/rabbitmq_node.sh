@@ -3,17 +3,29 @@
 # (see RABBITMQ.md). Everything lives under DIR; the node listens on 127.0.0.1.
 #
 #   rabbitmq_node.sh start DIR   start (or restart) the node; writes DIR/broker.env
-#                                and DIR/amqp_url. A DIR that already has broker.env
-#                                keeps its ports, node name, user and password.
+#                                and DIR/amqp_url (the admin user). A DIR that already
+#                                has broker.env keeps its ports, node name, users and
+#                                passwords.
 #   rabbitmq_node.sh stop DIR    stop it (no-op if it is not running)
 #   rabbitmq_node.sh fresh DIR   stop a stale node left in DIR, wipe DIR, start
 #
 # AMQP_PORT / DIST_PORT pick the ports of a new node (default: free random ones).
+#
+# A new node also gets one broker user per service with the least permissions
+# it needs (README, Security: broker users): outbox-payment, outbox-accounting,
+# outbox-recovery. For each, DIR/users/<user>.url is its AMQP URL without a
+# password and DIR/users/<user>.password (mode 0600) the password, for
+# AMQP_URL and AMQP_PASSWORD_FILE. The permissions cover queue names matching
+# OUTBOX_PAY_QUEUES / OUTBOX_ACC_QUEUES (regexes; the defaults match PAY_QUEUE
+# and ACC_QUEUE, the tests' PAY_<n> and ACC_<n>, and dotted prefixes such as
+# bench.1.PAY).
 set -euo pipefail
 
 RMQ_BIN=/usr/lib/rabbitmq/bin  # the /usr/sbin wrappers would switch to the rabbitmq user
 
 die() { echo "rabbitmq_node: $*" >&2; exit 1; }
+
+SERVICE_USERS=(outbox-payment outbox-accounting outbox-recovery)
 
 # Ports in use in any state, so we also avoid ones in TIME_WAIT.
 used_ports() {
@@ -69,6 +81,39 @@ node_env() {
 # rabbitmqctl can hang when the node does not answer: always bound it.
 ctl() { timeout "$1" "$RMQ_BIN/rabbitmqctl" -q -n "$RABBITMQ_NODE" "${@:2}" >/dev/null 2>&1; }
 
+# configure, write and read regexes of a service user (README, Security: broker
+# users). A user may bind only queues it may feed, so binding opens no way in.
+permissions_of() {
+  local pay=$OUTBOX_PAY_QUEUES acc=$OUTBOX_ACC_QUEUES
+  case $1 in
+    outbox-payment)
+      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$pay\\.DLQ)\$"
+      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$pay\\.DLQ)\$"
+      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$acc)\$" ;;
+    outbox-accounting)
+      echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"
+      echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"
+      echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$pay)\$" ;;
+    outbox-recovery)
+      echo '^$'
+      echo '^outbox\.(payments|replies)$'
+      echo "^($pay|$acc)\\.DLQ\$" ;;
+  esac
+}
+
+# The service users, once, on a new node (add_user reads the password from
+# stdin, so it never shows in ps).
+create_service_users() {
+  local user perms
+  for user in "${SERVICE_USERS[@]}"; do
+    timeout 60 "$RMQ_BIN/rabbitmqctl" -q -n "$RABBITMQ_NODE" add_user "$user" \
+      <"$DIR/users/$user.password" >/dev/null 2>&1 || die "cannot add broker user $user"
+    mapfile -t perms < <(permissions_of "$user")
+    ctl 60 set_permissions -p / "$user" "${perms[@]}" || die "cannot set permissions of $user"
+  done
+  : >"$DIR/users/.created"
+}
+
 start_failed() {
   local pid
   if pid=$(node_pid); then kill -TERM "$pid" 2>/dev/null || true; fi
@@ -108,6 +153,8 @@ cmd_start() {
     RABBITMQ_USER=outbox
     RABBITMQ_PASSWORD=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
     AMQP_URL=amqp://$RABBITMQ_USER:$RABBITMQ_PASSWORD@127.0.0.1:$AMQP_PORT/%2F
+    OUTBOX_PAY_QUEUES=${OUTBOX_PAY_QUEUES:-'([A-Za-z0-9_-]+\.)*PAY[A-Za-z0-9_-]*'}
+    OUTBOX_ACC_QUEUES=${OUTBOX_ACC_QUEUES:-'([A-Za-z0-9_-]+\.)*ACC[A-Za-z0-9_-]*'}
     (umask 077; cat >"$DIR/broker.env" <<EOF
 AMQP_URL=$AMQP_URL
 RABBITMQ_NODE=$RABBITMQ_NODE
@@ -117,8 +164,15 @@ AMQP_PORT=$AMQP_PORT
 DIST_PORT=$DIST_PORT
 RABBITMQ_USER=$RABBITMQ_USER
 RABBITMQ_PASSWORD=$RABBITMQ_PASSWORD
+OUTBOX_PAY_QUEUES='$OUTBOX_PAY_QUEUES'
+OUTBOX_ACC_QUEUES='$OUTBOX_ACC_QUEUES'
 EOF
-    echo "$AMQP_URL" >"$DIR/amqp_url")
+    echo "$AMQP_URL" >"$DIR/amqp_url"
+    mkdir -p "$DIR/users"
+    for user in "${SERVICE_USERS[@]}"; do
+      od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$DIR/users/$user.password"
+      echo "amqp://$user@127.0.0.1:$AMQP_PORT/%2F" >"$DIR/users/$user.url"
+    done)
     mkdir -p "$RABBITMQ_HOME_DIR" "$DIR/mnesia" "$DIR/log"
     od -An -tx1 -N20 /dev/urandom | tr -d ' \n' >"$RABBITMQ_HOME_DIR/.erlang.cookie"
     chmod 400 "$RABBITMQ_HOME_DIR/.erlang.cookie"
@@ -151,6 +205,7 @@ EOF
     sleep 0.2
   done
   if ! { ctl 120 wait "$RABBITMQ_PIDFILE" && ctl 120 await_startup; }; then start_failed "$server"; fi
+  [[ -f $DIR/users/.created ]] || create_service_users
   echo "rabbitmq_node: $RABBITMQ_NODE ready on 127.0.0.1:$AMQP_PORT (env: $DIR/broker.env)"
 }
 

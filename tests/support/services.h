@@ -49,7 +49,9 @@ class ServiceSet {
   const std::string& dir() const { return dir_; }
   const std::string& pay_queue() const { return pay_queue_; }
   const std::string& acc_queue() const { return acc_queue_; }
-  Env ServiceEnv() const;
+  // The services' settings with the admin broker user; with `broker_user`,
+  // that service's own user (scripts/rabbitmq_node.sh), as Start* use.
+  Env ServiceEnv(const std::string& broker_user = "") const;
 
   ::payment::v1::PaymentService::Stub& payments() { return *payment_stub_; }
   ::accounting::v1::AccountingService::Stub& accounting_api() { return *accounting_stub_; }
