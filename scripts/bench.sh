@@ -132,11 +132,14 @@ start_service() {
 start_services() {
   local run=$1 dir=$WORK/$1
   mkdir -p "$dir"
-  local common=(AMQP_URL="$AMQP_URL" PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC")
+  local common=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC") users=$BROKER_DIR/users
+  # Each service on its own broker user (scripts/rabbitmq_node.sh).
   start_service accounting_service "$dir" "${common[@]}" \
+    AMQP_URL="$(cat "$users/outbox-accounting.url")" AMQP_PASSWORD_FILE="$users/outbox-accounting.password" \
     ACCOUNTING_DB="$dir/accounting.db" ACCOUNTING_LISTEN=127.0.0.1:0
   ACCOUNTING_PORT=$PORT ACCOUNTING_PID=$PID
   start_service payment_service "$dir" "${common[@]}" \
+    AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
     PAYMENT_DB="$dir/payment.db" PAYMENT_LISTEN=127.0.0.1:0
   PAYMENT_PORT=$PORT PAYMENT_PID=$PID
 }

@@ -87,15 +87,25 @@ start_broker() {
   free_port recovery_port
 }
 
-# service_envs: sets each NAME_env to its broker URL, listen address and database; scripts append their own settings.
+# broker_user USER: AMQP_URL and AMQP_PASSWORD_FILE settings for the service's own broker user.
+broker_user() {
+  echo "AMQP_URL=$(cat "$WORK/broker/users/$1.url")"
+  echo "AMQP_PASSWORD_FILE=$WORK/broker/users/$1.password"
+}
+
+# service_envs: sets each NAME_env to its broker user, listen address and database; scripts append their own settings.
 service_envs() {
+  local payment accounting recovery
+  mapfile -t payment < <(broker_user outbox-payment)
+  mapfile -t accounting < <(broker_user outbox-accounting)
+  mapfile -t recovery < <(broker_user outbox-recovery)
   # shellcheck disable=SC2034  # used through start_service's nameref
   {
-    accounting_service_env=(AMQP_URL="$AMQP_URL" ACCOUNTING_LISTEN="127.0.0.1:$accounting_port"
+    accounting_service_env=("${accounting[@]}" ACCOUNTING_LISTEN="127.0.0.1:$accounting_port"
       ACCOUNTING_DB="$WORK/accounting.db")
-    payment_service_env=(AMQP_URL="$AMQP_URL" PAYMENT_LISTEN="127.0.0.1:$payment_port"
+    payment_service_env=("${payment[@]}" PAYMENT_LISTEN="127.0.0.1:$payment_port"
       PAYMENT_DB="$WORK/payment.db")
-    recovery_service_env=(AMQP_URL="$AMQP_URL" RECOVERY_LISTEN="127.0.0.1:$recovery_port"
+    recovery_service_env=("${recovery[@]}" RECOVERY_LISTEN="127.0.0.1:$recovery_port"
       PAYMENT_DB="$WORK/payment.db")
   }
 }
