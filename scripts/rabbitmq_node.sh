@@ -25,7 +25,9 @@ RMQ_BIN=/usr/lib/rabbitmq/bin  # the /usr/sbin wrappers would switch to the rabb
 
 die() { echo "rabbitmq_node: $*" >&2; exit 1; }
 
-SERVICE_USERS=(outbox-payment outbox-accounting outbox-recovery)
+# shellcheck source=scripts/lib/broker_users.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/broker_users.sh"
+read -r -a SERVICE_USERS <<<"$BROKER_USERS"
 
 # Ports in use in any state, so we also avoid ones in TIME_WAIT.
 used_ports() {
@@ -81,26 +83,6 @@ node_env() {
 # rabbitmqctl can hang when the node does not answer: always bound it.
 ctl() { timeout "$1" "$RMQ_BIN/rabbitmqctl" -q -n "$RABBITMQ_NODE" "${@:2}" >/dev/null 2>&1; }
 
-# configure, write and read regexes of a service user (README, Security: broker
-# users). A user may bind only queues it may feed, so binding opens no way in.
-permissions_of() {
-  local pay=$OUTBOX_PAY_QUEUES acc=$OUTBOX_ACC_QUEUES
-  case $1 in
-    outbox-payment)
-      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$pay\\.DLQ)\$"
-      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$pay\\.DLQ)\$"
-      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$acc)\$" ;;
-    outbox-accounting)
-      echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"
-      echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"
-      echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$pay)\$" ;;
-    outbox-recovery)
-      echo '^$'
-      echo '^outbox\.(payments|replies)$'
-      echo "^($pay|$acc)\\.DLQ\$" ;;
-  esac
-}
-
 # The service users, once, on a new node (add_user reads the password from
 # stdin, so it never shows in ps).
 create_service_users() {
@@ -108,7 +90,7 @@ create_service_users() {
   for user in "${SERVICE_USERS[@]}"; do
     timeout 60 "$RMQ_BIN/rabbitmqctl" -q -n "$RABBITMQ_NODE" add_user "$user" \
       <"$DIR/users/$user.password" >/dev/null 2>&1 || die "cannot add broker user $user"
-    mapfile -t perms < <(permissions_of "$user")
+    mapfile -t perms < <(broker_permissions "$user")
     ctl 60 set_permissions -p / "$user" "${perms[@]}" || die "cannot set permissions of $user"
   done
   : >"$DIR/users/.created"
