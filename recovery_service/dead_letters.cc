@@ -46,6 +46,7 @@ absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& q
     absl::Status alive = (*conn)->Poll(absl::ZeroDuration());
     auto count = alive.ok() ? (*conn)->MessageCount(dlq) : absl::StatusOr<uint32_t>(alive);
     if (count.ok()) return Parked{*conn, dlq, *count};
+    if (absl::IsNotFound(count.status())) return count.status();  // the connection is fine
     last = count.status();
     session_.Reset(last);
   }

@@ -18,6 +18,10 @@ namespace outbox {
 namespace {
 
 constexpr amqp_channel_t kChannel = 1;
+// Passive declares go on a channel of their own: the broker closes the
+// channel of one that finds no queue, and that must cost neither the main
+// channel (its confirms, its consumer) nor the connection.
+constexpr amqp_channel_t kInspectChannel = 2;
 constexpr int kHeartbeatSeconds = 10;
 
 timeval AsTimeval(absl::Duration d) {
@@ -491,14 +495,32 @@ absl::Status AmqpConnection::Poll(absl::Duration wait) {
 
 absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
   if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
+  if (!inspect_channel_open_) {
+    amqp_channel_open(state_->conn, kInspectChannel);
+    absl::Status s = Check("channel.open (inspect)");
+    if (!s.ok()) return s;
+    inspect_channel_open_ = true;
+  }
   amqp_queue_declare_ok_t* ok =
-      amqp_queue_declare(state_->conn, kChannel, Bytes(queue), /*passive=*/1, 0, 0, 0,
+      amqp_queue_declare(state_->conn, kInspectChannel, Bytes(queue), /*passive=*/1, 0, 0, 0,
                          amqp_empty_table);
   const amqp_rpc_reply_t r = amqp_get_rpc_reply(state_->conn);
-  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD &&
-      static_cast<amqp_channel_close_t*>(r.reply.decoded)->reply_code == AMQP_NOT_FOUND) {
-    // The broker closed our only channel over it: the connection is spent.
-    return Broken(absl::NotFoundError(absl::StrCat("amqp: no queue '", queue, "'")));
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    // Only that channel is closed: acknowledge it; the next call opens it again.
+    const uint16_t code = static_cast<amqp_channel_close_t*>(r.reply.decoded)->reply_code;
+    const std::string why = DescribeReply(r);
+    inspect_channel_open_ = false;
+    amqp_channel_close_ok_t close_ok{};
+    int rc =
+        amqp_send_method(state_->conn, kInspectChannel, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
+    if (rc != AMQP_STATUS_OK) {
+      return Broken(absl::UnavailableError(
+          absl::StrCat("amqp: channel.close-ok: ", amqp_error_string2(rc))));
+    }
+    if (code == AMQP_NOT_FOUND) {
+      return absl::NotFoundError(absl::StrCat("amqp: no queue '", queue, "'"));
+    }
+    return absl::UnavailableError(absl::StrCat("amqp: queue.declare passive: ", why));
   }
   absl::Status s = Check("queue.declare passive");
   if (!s.ok()) return s;

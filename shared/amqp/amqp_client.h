@@ -112,9 +112,9 @@ class AmqpConnection {
   // the owner has nothing to do.
   absl::Status Poll(absl::Duration wait);
 
-  // Messages ready in `queue` and its consumers (passive declare). NOT_FOUND
-  // when there is no such queue; the connection must then be replaced (the
-  // broker closes the channel).
+  // Messages ready in `queue` and its consumers (passive declare, on a
+  // channel of its own). NOT_FOUND when there is no such queue; the
+  // connection stays usable.
   absl::StatusOr<QueueState> Inspect(const std::string& queue);
   // Number of messages ready in `queue`, for tests and ops.
   absl::StatusOr<uint32_t> MessageCount(const std::string& queue);
@@ -140,6 +140,7 @@ class AmqpConnection {
   uint64_t next_publish_tag_ = 1;
   bool confirms_ = false;
   std::string exchange_;
+  bool inspect_channel_open_ = false;
 };
 
 }  // namespace outbox
