@@ -126,6 +126,7 @@ cmd_start() {
   if [[ -f $DIR/broker.env ]]; then
     load_env
     if node_pid >/dev/null; then echo "rabbitmq_node: $RABBITMQ_NODE already running"; return; fi
+    [[ -d $DIR/users ]] || die "$DIR has no users/ (made by an older rabbitmq_node.sh): use 'fresh'"
   else
     AMQP_PORT=${AMQP_PORT:-$(pick_port 10000 "")}
     DIST_PORT=${DIST_PORT:-$(pick_port 20000 "$AMQP_PORT")}
