@@ -22,7 +22,7 @@ for p in "${passwords[@]}"; do
 done
 # Each service logs in as its own broker user, with its own password.
 for s in payment accounting recovery; do
-  upper=$(tr a-z A-Z <<<"$s")
+  upper=$(tr '[:lower:]' '[:upper:]' <<<"$s")
   grep -q "AMQP_URL: amqp://outbox-$s:test-only-${upper}_BROKER_PASSWORD@rabbitmq" <<<"$config" \
     || { echo "FAIL: ${s}_service does not use broker user outbox-$s" >&2; exit 1; }
 done

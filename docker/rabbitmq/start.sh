@@ -4,7 +4,8 @@
 # set at every start, so a changed password takes effect with a restart.
 # /tmp/outbox-users-ready tells the healthcheck they are in place.
 set -eu
-. "$(dirname "$0")/broker_users.sh"  # mounted beside this script
+# shellcheck disable=SC1091  # scripts/lib/broker_users.sh, mounted beside this script
+. "$(dirname "$0")/broker_users.sh"
 export OUTBOX_PAY_QUEUES="${OUTBOX_PAY_QUEUES:-${PAY_QUEUE:-PAY_QUEUE}}"
 export OUTBOX_ACC_QUEUES="${OUTBOX_ACC_QUEUES:-${ACC_QUEUE:-ACC_QUEUE}}"
 rm -f /tmp/outbox-users-ready

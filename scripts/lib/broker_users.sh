@@ -1,8 +1,10 @@
+# shellcheck shell=sh
 # The services' broker users and their permissions (README, Security: broker
 # users), for scripts/rabbitmq_node.sh and docker/rabbitmq/start.sh (sourced;
 # POSIX sh). Queue names are regexes: OUTBOX_PAY_QUEUES, OUTBOX_ACC_QUEUES.
 # A user may bind only queues it may feed, so binding opens no way in.
 
+# shellcheck disable=SC2034  # read by the scripts that source this
 BROKER_USERS="outbox-payment outbox-accounting outbox-recovery"
 
 # broker_permissions USER: its configure, write and read regexes, one a line.

@@ -4,7 +4,7 @@
 # and their shutdown. The sourcing script runs from the repository root with
 # `set -euo pipefail` and sets SCRIPT (the prefix of its messages), WORK (its
 # temp dir) and result (0 once it has succeeded; it decides what cleanup keeps).
-# Sets BIN, AMQP_URL, payment_port, accounting_port, recovery_port and the
+# Sets BIN, payment_port, accounting_port, recovery_port and the
 # NAME_env arrays through the functions below.
 
 declare -A pid_of=()  # service name -> pid of the running instance
@@ -77,10 +77,10 @@ free_port() {
   printf -v "$1" '%s' "$p"
 }
 
-# start_broker: starts the private RabbitMQ node in $WORK/broker, sets AMQP_URL and picks the three service ports.
+# start_broker: starts the private RabbitMQ node in $WORK/broker (the services' broker users in
+# $WORK/broker/users) and picks the three service ports.
 start_broker() {
   bash scripts/rabbitmq_node.sh start "$WORK/broker"
-  AMQP_URL=$(cat "$WORK/broker/amqp_url")
   payment_port='' accounting_port='' recovery_port=''
   free_port payment_port
   free_port accounting_port
