@@ -54,9 +54,9 @@ absl::Status Run() {
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, VoucherStore::Open(absl::GetFlag(FLAGS_accounting_db), config.db,
                                                   ids, clock));
-  AmqpConsumer payments(config.amqp, config.topology(), "accounting-consumer", config.pay_queue,
+  AmqpConsumer payments(config.amqp, Topology{}, "accounting-consumer", config.pay_queue,
                         options.prefetch);
-  AmqpPublisher amqp_replies(config.amqp, config.topology(), "accounting-replies");
+  AmqpPublisher amqp_replies(config.amqp, config.replies(), "accounting-replies");
   SigningPublisher replies(amqp_replies, config.message_keys.get());
   PaymentConsumer consumer(payments, replies, *store, clock, metrics, options);
   AccountingServiceImpl service(*store, std::move(auth));

@@ -71,11 +71,7 @@ absl::Status PaymentConsumer::CheckReplyQueue(const std::string& queue) {
     known_reply_queues_.insert(queue);
     return absl::OkStatus();
   }
-  if (absl::IsNotFound(state.status())) {
-    replies_.Reset(state.status());  // the broker closed its channel
-    replies_.Connect().IgnoreError();
-  }
-  return state.status();
+  return state.status();  // NOT_FOUND leaves the connection usable
 }
 
 absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliveries) {

@@ -63,9 +63,9 @@ absl::Status Run() {
   UuidGenerator ids;
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, PaymentStore::Open(absl::GetFlag(FLAGS_payment_db), config.db));
-  AmqpPublisher amqp(config.amqp, config.topology(), "payment-fast-publisher");
+  AmqpPublisher amqp(config.amqp, config.payment_events(), "payment-fast-publisher");
   SigningPublisher broker(amqp, config.message_keys.get());
-  AmqpConsumer replies(config.amqp, config.topology(), "payment-ack-listener", config.acc_queue,
+  AmqpConsumer replies(config.amqp, Topology{}, "payment-ack-listener", config.acc_queue,
                        ack_options.prefetch);
   // Data path: handler -> writer (group commit) -> publisher (PAY_QUEUE);
   // ACC_QUEUE -> ack listener -> writer (next group marks the rows SENT).

@@ -9,9 +9,10 @@
 
 namespace outbox::recovery {
 
-DeadLetters::DeadLetters(const AmqpUrl& url, const Topology& topology)
-    : topology_(topology),
-      session_(url, topology, "recovery-dead-letters",
+DeadLetters::DeadLetters(const AmqpUrl& url, std::vector<Source> sources)
+    : sources_(std::move(sources)),
+      // Declares nothing: recovery's broker user may not.
+      session_(url, Topology{}, "recovery-dead-letters",
                [](AmqpConnection& c) { return c.EnableConfirms(); }) {}
 
 void DeadLetters::RegisterMetrics(MetricsRegistry& metrics) {
@@ -21,12 +22,19 @@ void DeadLetters::RegisterMetrics(MetricsRegistry& metrics) {
       [&session] { return session.drops(); });
 }
 
+const DeadLetters::Source* DeadLetters::Find(const std::string& queue) const {
+  for (const Source& s : sources_) {
+    if (s.queue == queue) return &s;
+  }
+  return nullptr;
+}
+
 absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& queue) {
-  if (std::find(topology_.queues.begin(), topology_.queues.end(), queue) ==
-      topology_.queues.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("queue must be one of '",
-                                                   absl::StrJoin(topology_.queues, "', '"),
-                                                   "', not '", queue, "'"));
+  if (Find(queue) == nullptr) {
+    std::vector<std::string> names;
+    for (const Source& s : sources_) names.push_back(s.queue);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "queue must be one of '", absl::StrJoin(names, "', '"), "', not '", queue, "'"));
   }
   const std::string dlq = Topology::DeadLetterQueue(queue);
   // This connection sits idle between operator calls, and the broker may
@@ -38,6 +46,7 @@ absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& q
     absl::Status alive = (*conn)->Poll(absl::ZeroDuration());
     auto count = alive.ok() ? (*conn)->MessageCount(dlq) : absl::StatusOr<uint32_t>(alive);
     if (count.ok()) return Parked{*conn, dlq, *count};
+    if (absl::IsNotFound(count.status())) return count.status();  // the connection is fine
     last = count.status();
     session_.Reset(last);
   }
@@ -90,6 +99,7 @@ absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit
     // Publish first, ack the dead letter after the confirm: a crash in
     // between duplicates the message, which the consumers tolerate. It goes
     // back as it came, signature included: never re-signed here.
+    conn->PublishThrough(Find(queue)->exchange);
     auto confirmed = conn->PublishConfirmed({Forward(*d, queue)}, absl::Seconds(5));
     if (!confirmed.ok() || !(*confirmed)[0]) {
       absl::Status why = confirmed.ok() ? absl::UnavailableError("re-drive not confirmed by broker")

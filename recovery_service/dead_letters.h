@@ -20,7 +20,13 @@ struct DeadLetterPeek {
 
 class DeadLetters {
  public:
-  DeadLetters(const AmqpUrl& url, const Topology& topology);
+  // A queue whose dead letters may be moved back, and the exchange that feeds
+  // it (re-driven messages go the way the original did).
+  struct Source {
+    std::string queue;
+    std::string exchange;
+  };
+  DeadLetters(const AmqpUrl& url, std::vector<Source> sources);
 
   // outbox_amqp_connected and outbox_amqp_connection_drops_total with
   // connection="dead_letters" (the session's counters are atomic).
@@ -40,8 +46,9 @@ class DeadLetters {
   };
   // Checks `queue`, connects, and counts what is parked in its DLQ.
   absl::StatusOr<Parked> OpenParked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const Source* Find(const std::string& queue) const;
 
-  const Topology topology_;
+  const std::vector<Source> sources_;
   absl::Mutex mu_;
   AmqpSession session_ ABSL_GUARDED_BY(mu_);
 };

@@ -122,10 +122,12 @@ absl::Status Run() {
                                   KV("wait", absl::FormatDuration(payment_db_wait)),
                                   KV("reason", why.message())});
                        }));
-  AmqpPublisher amqp(config.amqp, config.topology(), absl::StrCat("recovery-", options.instance_id));
+  AmqpPublisher amqp(config.amqp, Topology{{}, "", kPaymentsExchange},
+                     absl::StrCat("recovery-", options.instance_id));
   SigningPublisher broker(amqp, config.message_keys.get());
   RecoveryWorker worker(*store, broker, alerter, clock, metrics, options);
-  DeadLetters dead_letters(config.amqp, config.topology());
+  DeadLetters dead_letters(config.amqp, {{config.pay_queue, kPaymentsExchange},
+                                         {config.acc_queue, kRepliesExchange}});
   OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, std::move(auth));
   store->RegisterMetrics(metrics, clock);
   alerter.RegisterMetrics(metrics);

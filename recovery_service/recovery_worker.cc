@@ -192,8 +192,13 @@ void RecoveryWorker::IdleWait(absl::Duration d) {
 }
 
 int RecoveryWorker::Round() {
-  auto queue = OnceMoreOnAFreshConnection(broker_,
-                                          [&] { return broker_.Inspect(options_.pay_queue); });
+  auto queue = OnceMoreOnAFreshConnection(broker_, [&]() -> absl::StatusOr<QueueState> {
+    auto state = broker_.Inspect(options_.pay_queue);
+    // payment_service declares the queue (recovery's broker user may not):
+    // until it has, nobody consumes it.
+    if (absl::IsNotFound(state.status())) return QueueState{0, 0};
+    return state;
+  });
   if (!queue.ok()) {
     ++consecutive_failures_;
     LogWarning("queue_inspect_failed",
@@ -398,6 +403,7 @@ void RecoveryWorker::Housekeeping() {
   for (const std::string& queue : options_.dead_letter_sources) {
     const std::string dlq = DeadLetterQueueOf(queue);
     auto state = broker_.Inspect(dlq);  // UNAVAILABLE while not connected
+    if (absl::IsNotFound(state.status())) continue;  // not declared yet: nothing parked
     if (!state.ok()) {
       seen_all = false;
       continue;

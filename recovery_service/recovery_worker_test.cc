@@ -227,6 +227,24 @@ TEST_F(RecoveryWorkerTest, NothingWaitingMeansNoAlertWhileTheConsumerIsDown) {
   EXPECT_TRUE(alerts_.raised.empty());
 }
 
+TEST_F(RecoveryWorkerTest, AQueueNotDeclaredYetIsUnconsumedNotABrokerFailure) {
+  // payment_service declares PAY_QUEUE; recovery's broker user may not.
+  Committed("m1");
+  broker_.missing = {"PAY_QUEUE", "PAY_QUEUE.DLQ"};
+  options_.housekeeping_every = absl::ZeroDuration();
+  options_.dead_letter_sources = {"PAY_QUEUE"};
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Worker().Step();
+  }
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
+  EXPECT_TRUE(Worker().lease_held());  // no failures counted, so the lease is kept
+  EXPECT_TRUE(broker_.published.empty());
+  EXPECT_EQ(outbox_.Row("m1").attempts, 1);
+  EXPECT_EQ(alerts_.Active("OutboxDeadLetters"), 0);
+  EXPECT_TRUE(broker_.resets.empty());  // nor a reason to drop the connection
+}
+
 TEST_F(RecoveryWorkerTest, ConsumerPresentButMessagesLostIsRepublishedAndBudgeted) {
   // The queue is short and consumed, yet no acknowledgement came: the broker
   // or a consumer lost the message. Re-publishing is what helps here.

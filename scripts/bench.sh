@@ -136,12 +136,15 @@ start_services() {
   mkdir -p "$dir"
   [[ -s $WORK/message.keys ]] ||  # the services sign and check every message
     (umask 077 && echo "bench $(openssl rand -hex 32)" >"$WORK/message.keys")
-  local common=(AMQP_URL="$AMQP_URL" PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC"
-    MESSAGE_KEYS_FILE="$WORK/message.keys")
+  local common=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC"
+    MESSAGE_KEYS_FILE="$WORK/message.keys") users=$BROKER_DIR/users
+  # Each service on its own broker user (scripts/rabbitmq_node.sh).
   start_service accounting_service "$dir" "${common[@]}" \
+    AMQP_URL="$(cat "$users/outbox-accounting.url")" AMQP_PASSWORD_FILE="$users/outbox-accounting.password" \
     ACCOUNTING_DB="$dir/accounting.db" ACCOUNTING_LISTEN=127.0.0.1:0
   ACCOUNTING_PORT=$PORT ACCOUNTING_PID=$PID
   start_service payment_service "$dir" "${common[@]}" \
+    AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
     PAYMENT_DB="$dir/payment.db" PAYMENT_LISTEN=127.0.0.1:0
   PAYMENT_PORT=$PORT PAYMENT_PID=$PID
 }

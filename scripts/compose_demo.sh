@@ -30,8 +30,9 @@
 # seconds, the least time accounting stays down), DEMO_OUTAGE_MAX (180s),
 # DEMO_OUT (a new /tmp/outbox-compose-demo.XXXXXX: screenshots, alert JSON, logs),
 # KEEP_UP=1 leaves the containers and volumes up, COMPOSE_PROJECT_NAME (outboxdemo),
-# RABBITMQ_PASSWORD (random), RETRY_BASE_DELAY (1s), RETRY_MAX_ATTEMPTS (3),
-# BUILD_DIR (build). The published ports (docker-compose.yml) must be free.
+# RABBITMQ_PASSWORD and the three *_BROKER_PASSWORD (random), RETRY_BASE_DELAY (1s),
+# RETRY_MAX_ATTEMPTS (3), BUILD_DIR (build). The published ports (docker-compose.yml)
+# must be free.
 # Exit status 0 only if every payment is SENT with one voucher, none lost or
 # duplicated, nothing FAILED, both alerts fired and resolved, the screenshots
 # show what they should, and outbox_check is OK.
@@ -54,6 +55,9 @@ PROM=http://127.0.0.1:9090
 RECOVERY_METRICS=http://127.0.0.1:9103/metrics
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-outboxdemo}
 export RABBITMQ_PASSWORD=${RABBITMQ_PASSWORD:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}
+for p in PAYMENT_BROKER_PASSWORD ACCOUNTING_BROKER_PASSWORD RECOVERY_BROKER_PASSWORD; do
+  [[ -n ${!p:-} ]] || export "$p=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+done
 export RETRY_BASE_DELAY=${RETRY_BASE_DELAY:-1s} RETRY_MAX_ATTEMPTS=${RETRY_MAX_ATTEMPTS:-3}
 export RECOVERY_HOUSEKEEPING_EVERY=${RECOVERY_HOUSEKEEPING_EVERY:-1s}
 
@@ -145,7 +149,7 @@ cleanup() {
   trap - EXIT INT TERM
   dc logs --no-color >"$OUT/compose.log" 2>&1 || true
   if [[ ${KEEP_UP:-0} == 1 ]]; then
-    say "KEEP_UP=1: still up (project $COMPOSE_PROJECT_NAME); stop with: COMPOSE_PROJECT_NAME=$COMPOSE_PROJECT_NAME RABBITMQ_PASSWORD=x docker-compose down -v"
+    say "KEEP_UP=1: still up (project $COMPOSE_PROJECT_NAME); stop with: COMPOSE_PROJECT_NAME=$COMPOSE_PROJECT_NAME RABBITMQ_PASSWORD=x PAYMENT_BROKER_PASSWORD=x ACCOUNTING_BROKER_PASSWORD=x RECOVERY_BROKER_PASSWORD=x docker-compose down -v"
   else
     dc down -v >>"$OUT/compose-down.log" 2>&1 || true
     say "docker-compose down -v done"

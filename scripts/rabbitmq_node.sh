@@ -3,8 +3,9 @@
 # (see RABBITMQ.md). Everything lives under DIR; the node listens on 127.0.0.1.
 #
 #   rabbitmq_node.sh start DIR   start (or restart) the node; writes DIR/broker.env
-#                                and DIR/amqp_url. A DIR that already has broker.env
-#                                keeps its ports, node name, user and password.
+#                                and DIR/amqp_url (the admin user). A DIR that already
+#                                has broker.env keeps its ports, node name, users and
+#                                passwords.
 #   rabbitmq_node.sh stop DIR    stop it (no-op if it is not running)
 #   rabbitmq_node.sh fresh DIR   stop a stale node left in DIR, wipe DIR, start
 #
@@ -14,11 +15,24 @@
 # Clients present a certificate only if they want to; one is verified against
 # D/ca.pem. The amqps URL goes to DIR/amqps_url and broker.env (AMQPS_URL,
 # AMQPS_PORT, AMQP_TLS_CA_FILE); AMQPS_PORT picks its port.
+#
+# A new node also gets one broker user per service with the least permissions
+# it needs (README, Security: broker users): outbox-payment, outbox-accounting,
+# outbox-recovery. For each, DIR/users/<user>.url is its AMQP URL without a
+# password and DIR/users/<user>.password (mode 0600) the password, for
+# AMQP_URL and AMQP_PASSWORD_FILE. The permissions cover queue names matching
+# OUTBOX_PAY_QUEUES / OUTBOX_ACC_QUEUES (regexes; the defaults match PAY_QUEUE
+# and ACC_QUEUE, the tests' PAY_<n> and ACC_<n>, and dotted prefixes such as
+# bench.1.PAY).
 set -euo pipefail
 
 RMQ_BIN=/usr/lib/rabbitmq/bin  # the /usr/sbin wrappers would switch to the rabbitmq user
 
 die() { echo "rabbitmq_node: $*" >&2; exit 1; }
+
+# shellcheck source=scripts/lib/broker_users.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/broker_users.sh"
+read -r -a SERVICE_USERS <<<"$BROKER_USERS"
 
 # Ports in use in any state, so we also avoid ones in TIME_WAIT.
 used_ports() {
@@ -74,6 +88,19 @@ node_env() {
 # rabbitmqctl can hang when the node does not answer: always bound it.
 ctl() { timeout "$1" "$RMQ_BIN/rabbitmqctl" -q -n "$RABBITMQ_NODE" "${@:2}" >/dev/null 2>&1; }
 
+# The service users, once, on a new node (add_user reads the password from
+# stdin, so it never shows in ps).
+create_service_users() {
+  local user perms
+  for user in "${SERVICE_USERS[@]}"; do
+    timeout 60 "$RMQ_BIN/rabbitmqctl" -q -n "$RABBITMQ_NODE" add_user "$user" \
+      <"$DIR/users/$user.password" >/dev/null 2>&1 || die "cannot add broker user $user"
+    mapfile -t perms < <(broker_permissions "$user")
+    ctl 60 set_permissions -p / "$user" "${perms[@]}" || die "cannot set permissions of $user"
+  done
+  : >"$DIR/users/.created"
+}
+
 start_failed() {
   local pid
   if pid=$(node_pid); then kill -TERM "$pid" 2>/dev/null || true; fi
@@ -107,6 +134,7 @@ cmd_start() {
       die "$DIR holds a node without TLS; AMQP_TLS_DIR applies to new nodes only (use fresh)"
     fi
     if node_pid >/dev/null; then echo "rabbitmq_node: $RABBITMQ_NODE already running"; return; fi
+    [[ -d $DIR/users ]] || die "$DIR has no users/ (made by an older rabbitmq_node.sh): use 'fresh'"
   else
     AMQP_PORT=${AMQP_PORT:-$(pick_port 10000 "")}
     DIST_PORT=${DIST_PORT:-$(pick_port 20000 "$AMQP_PORT")}
@@ -127,6 +155,8 @@ cmd_start() {
       AMQPS_PORT=${AMQPS_PORT:-$(pick_port 10000 "$AMQP_PORT $DIST_PORT")}
       AMQPS_URL=amqps://$RABBITMQ_USER:$RABBITMQ_PASSWORD@127.0.0.1:$AMQPS_PORT/%2F
     fi
+    OUTBOX_PAY_QUEUES=${OUTBOX_PAY_QUEUES:-'([A-Za-z0-9_-]+\.)*PAY[A-Za-z0-9_-]*'}
+    OUTBOX_ACC_QUEUES=${OUTBOX_ACC_QUEUES:-'([A-Za-z0-9_-]+\.)*ACC[A-Za-z0-9_-]*'}
     (umask 077; cat >"$DIR/broker.env" <<EOF
 AMQP_URL=$AMQP_URL
 RABBITMQ_NODE=$RABBITMQ_NODE
@@ -139,9 +169,16 @@ RABBITMQ_PASSWORD=$RABBITMQ_PASSWORD
 AMQPS_URL=$AMQPS_URL
 AMQPS_PORT=$AMQPS_PORT
 AMQP_TLS_CA_FILE=${AMQP_TLS_DIR:+$AMQP_TLS_DIR/ca.pem}
+OUTBOX_PAY_QUEUES='$OUTBOX_PAY_QUEUES'
+OUTBOX_ACC_QUEUES='$OUTBOX_ACC_QUEUES'
 EOF
     echo "$AMQP_URL" >"$DIR/amqp_url"
-    if [[ -n $AMQPS_URL ]]; then echo "$AMQPS_URL" >"$DIR/amqps_url"; fi)
+    if [[ -n $AMQPS_URL ]]; then echo "$AMQPS_URL" >"$DIR/amqps_url"; fi
+    mkdir -p "$DIR/users"
+    for user in "${SERVICE_USERS[@]}"; do
+      od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$DIR/users/$user.password"
+      echo "amqp://$user@127.0.0.1:$AMQP_PORT/%2F" >"$DIR/users/$user.url"
+    done)
     mkdir -p "$RABBITMQ_HOME_DIR" "$DIR/mnesia" "$DIR/log"
     od -An -tx1 -N20 /dev/urandom | tr -d ' \n' >"$RABBITMQ_HOME_DIR/.erlang.cookie"
     chmod 400 "$RABBITMQ_HOME_DIR/.erlang.cookie"
@@ -188,6 +225,7 @@ EOF
     sleep 0.2
   done
   if ! { ctl 120 wait "$RABBITMQ_PIDFILE" && ctl 120 await_startup; }; then start_failed "$server"; fi
+  [[ -f $DIR/users/.created ]] || create_service_users
   echo "rabbitmq_node: $RABBITMQ_NODE ready on 127.0.0.1:$AMQP_PORT${AMQPS_PORT:+, TLS on 127.0.0.1:$AMQPS_PORT} (env: $DIR/broker.env)"
 }
 

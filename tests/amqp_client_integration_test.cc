@@ -156,6 +156,47 @@ TEST_F(AmqpClientTest, RejectedMessageGoesToTheDeadLetterQueueAndRequeueRedelive
   ASSERT_TRUE(admin_->Ack(dead.delivery_tag, false).ok());
 }
 
+TEST_F(AmqpClientTest, InspectingAMissingQueueIsNotFoundAndCostsNeitherChannelNorConnection) {
+  auto pub = Connect("pub");
+  ASSERT_TRUE(pub->EnableConfirms().ok());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(absl::IsNotFound(pub->Inspect(queue_ + ".missing").status()));
+    ASSERT_TRUE(pub->healthy());
+    // The publishing channel keeps confirm mode, and inspecting works again.
+    auto confirmed = pub->PublishConfirmed(Messages(1), absl::Seconds(10));
+    ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+    EXPECT_TRUE((*confirmed)[0]);
+    auto state = pub->Inspect(queue_);
+    ASSERT_TRUE(state.ok()) << state.status();
+    EXPECT_EQ(state->ready, i + 1);
+  }
+}
+
+TEST_F(AmqpClientTest, ExchangesRouteEachQueueByItsNameAndDeadLettersToItsDlq) {
+  const std::string routed = queue_ + ".routed";
+  ASSERT_TRUE(admin_->DeclareQueue(routed, "", kPaymentsExchange).ok());
+  auto pub = Connect("pub");
+  ASSERT_TRUE(pub->EnableConfirms().ok());
+  pub->PublishThrough(kPaymentsExchange);
+  std::vector<bool> unroutable;
+  auto confirmed = pub->PublishConfirmed(
+      {{routed, "x1", "b", "", "T"}, {queue_, "x2", "b", "", "T"}}, absl::Seconds(10), &unroutable);
+  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  EXPECT_TRUE((*confirmed)[0]);
+  // queue_ is not bound to the exchange: returned, not confirmed.
+  EXPECT_FALSE((*confirmed)[1]);
+  EXPECT_TRUE(unroutable[1]);
+  auto d = admin_->Get(routed);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->message_id, "x1");
+  ASSERT_TRUE(admin_->Reject(d->delivery_tag).ok());
+  const std::string dlq = Topology::DeadLetterQueue(routed);
+  EXPECT_TRUE(PollUntil([&] { return admin_->MessageCount(dlq).value_or(0) == 1; },
+                        absl::Seconds(5)));
+  admin_->DeleteQueue(routed).IgnoreError();
+  admin_->DeleteQueue(dlq).IgnoreError();
+}
+
 TEST_F(AmqpClientTest, BadCredentialsAndClosedPortAreUnavailable) {
   AmqpUrl bad = url_;
   bad.password = "wrong";

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks docker-compose.yml: valid with RABBITMQ_PASSWORD set, rejected without
-# it (no default password), and no guest account anywhere.
+# Checks docker-compose.yml: valid with the four broker passwords set, rejected
+# without any one of them (no default password), each service on its own
+# broker user, and no guest account anywhere.
 #   bash tests/compose_config_test.sh [path/to/docker-compose.yml]
 set -euo pipefail
 file=${1:-$(cd "$(dirname "$0")/.." && pwd)/docker-compose.yml}
@@ -9,10 +10,24 @@ command -v docker-compose >/dev/null || { echo "FAIL: docker-compose not install
 no_env=$(mktemp)
 trap 'rm -f "$no_env"' EXIT
 
-RABBITMQ_PASSWORD=test-only docker-compose --env-file "$no_env" -f "$file" config -q \
+passwords=(RABBITMQ_PASSWORD PAYMENT_BROKER_PASSWORD ACCOUNTING_BROKER_PASSWORD RECOVERY_BROKER_PASSWORD)
+all=()
+for p in "${passwords[@]}"; do all+=("$p=test-only-$p"); done
+config=$(env "${all[@]}" docker-compose --env-file "$no_env" -f "$file" config) \
   || { echo "FAIL: docker-compose config rejects $file" >&2; exit 1; }
-if env -u RABBITMQ_PASSWORD docker-compose --env-file "$no_env" -f "$file" config -q 2>/dev/null; then
-  echo "FAIL: $file is accepted without RABBITMQ_PASSWORD" >&2; exit 1
+for p in "${passwords[@]}"; do
+  if env "${all[@]}" -u "$p" docker-compose --env-file "$no_env" -f "$file" config -q 2>/dev/null; then
+    echo "FAIL: $file is accepted without $p" >&2; exit 1
+  fi
+done
+# Each service logs in as its own broker user, with its own password.
+for s in payment accounting recovery; do
+  upper=$(tr '[:lower:]' '[:upper:]' <<<"$s")
+  grep -q "AMQP_URL: amqp://outbox-$s:test-only-${upper}_BROKER_PASSWORD@rabbitmq" <<<"$config" \
+    || { echo "FAIL: ${s}_service does not use broker user outbox-$s" >&2; exit 1; }
+done
+if grep -q 'amqp://outbox:' <<<"$config"; then
+  echo "FAIL: a service uses the admin broker user" >&2; exit 1
 fi
 if grep -qi guest "$file"; then
   echo "FAIL: $file mentions guest" >&2; exit 1

@@ -328,7 +328,10 @@ TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreD
 TEST(SecurityTest, TheServicesTalkToTheBrokerOverAmqps) {
   const Broker broker = TestBroker();
   const std::string& tls = broker.tls_dir;
+  // The node's admin user over TLS (its password is in the URL, so no
+  // per-service AMQP_PASSWORD_FILE).
   ServiceSet services(Env{{"AMQP_URL", broker.amqps_url},
+                          {"AMQP_PASSWORD_FILE", ""},
                           {"AMQP_TLS_CA_FILE", tls + "/ca.pem"},
                           {"AMQP_TLS_CERT_FILE", tls + "/client.pem"},
                           {"AMQP_TLS_KEY_FILE", tls + "/client.key"},
@@ -369,6 +372,7 @@ TEST(SecurityTest, AnUnverifiableBrokerIsLoggedAndTheServiceKeepsRunning) {
   MakeCerts(secrets.path());  // a CA the broker's certificate does not chain to
   const Broker broker = TestBroker();
   ServiceSet services(Env{{"AMQP_URL", broker.amqps_url},
+                          {"AMQP_PASSWORD_FILE", ""},
                           {"AMQP_TLS_CA_FILE", secrets.path() + "/ca.pem"}});
   services.StartAccounting();
   const std::string log =

@@ -4,7 +4,7 @@
 # and their shutdown. The sourcing script runs from the repository root with
 # `set -euo pipefail` and sets SCRIPT (the prefix of its messages), WORK (its
 # temp dir) and result (0 once it has succeeded; it decides what cleanup keeps).
-# Sets BIN, AMQP_URL, payment_port, accounting_port, recovery_port and the
+# Sets BIN, payment_port, accounting_port, recovery_port and the
 # NAME_env arrays through the functions below.
 
 declare -A pid_of=()  # service name -> pid of the running instance
@@ -77,10 +77,10 @@ free_port() {
   printf -v "$1" '%s' "$p"
 }
 
-# start_broker: starts the private RabbitMQ node in $WORK/broker, sets AMQP_URL and picks the three service ports.
+# start_broker: starts the private RabbitMQ node in $WORK/broker (the services' broker users in
+# $WORK/broker/users) and picks the three service ports.
 start_broker() {
   bash scripts/rabbitmq_node.sh start "$WORK/broker"
-  AMQP_URL=$(cat "$WORK/broker/amqp_url")
   payment_port='' accounting_port='' recovery_port=''
   free_port payment_port
   free_port accounting_port
@@ -94,17 +94,27 @@ message_keys() {
   (umask 077 && echo "k$(date +%Y%m%d%H%M%S) $(openssl rand -hex 32)" >"$1")
 }
 
-# service_envs: sets each NAME_env to its broker URL, listen address, database and message keys
+# broker_user USER: AMQP_URL and AMQP_PASSWORD_FILE settings for the service's own broker user.
+broker_user() {
+  echo "AMQP_URL=$(cat "$WORK/broker/users/$1.url")"
+  echo "AMQP_PASSWORD_FILE=$WORK/broker/users/$1.password"
+}
+
+# service_envs: sets each NAME_env to its broker user, listen address, database and message keys
 # ($WORK/message.keys, made here); scripts append their own settings.
 service_envs() {
+  local payment accounting recovery
   message_keys "$WORK/message.keys"
+  mapfile -t payment < <(broker_user outbox-payment)
+  mapfile -t accounting < <(broker_user outbox-accounting)
+  mapfile -t recovery < <(broker_user outbox-recovery)
   # shellcheck disable=SC2034  # used through start_service's nameref
   {
-    accounting_service_env=(AMQP_URL="$AMQP_URL" ACCOUNTING_LISTEN="127.0.0.1:$accounting_port"
+    accounting_service_env=("${accounting[@]}" ACCOUNTING_LISTEN="127.0.0.1:$accounting_port"
       ACCOUNTING_DB="$WORK/accounting.db" MESSAGE_KEYS_FILE="$WORK/message.keys")
-    payment_service_env=(AMQP_URL="$AMQP_URL" PAYMENT_LISTEN="127.0.0.1:$payment_port"
+    payment_service_env=("${payment[@]}" PAYMENT_LISTEN="127.0.0.1:$payment_port"
       PAYMENT_DB="$WORK/payment.db" MESSAGE_KEYS_FILE="$WORK/message.keys")
-    recovery_service_env=(AMQP_URL="$AMQP_URL" RECOVERY_LISTEN="127.0.0.1:$recovery_port"
+    recovery_service_env=("${recovery[@]}" RECOVERY_LISTEN="127.0.0.1:$recovery_port"
       PAYMENT_DB="$WORK/payment.db" MESSAGE_KEYS_FILE="$WORK/message.keys")
   }
 }

@@ -21,6 +21,10 @@ namespace outbox {
 namespace {
 
 constexpr amqp_channel_t kChannel = 1;
+// Passive declares go on a channel of their own: the broker closes the
+// channel of one that finds no queue, and that must cost neither the main
+// channel (its confirms, its consumer) nor the connection.
+constexpr amqp_channel_t kInspectChannel = 2;
 constexpr int kHeartbeatSeconds = 10;
 
 timeval AsTimeval(absl::Duration d) {
@@ -201,9 +205,27 @@ absl::Status AmqpConnection::Check(const char* what) {
   return Broken(absl::UnavailableError(absl::StrCat("amqp: ", what, ": ", DescribeReply(r))));
 }
 
-absl::Status AmqpConnection::DeclareQueue(const std::string& queue,
-                                          const std::string& queue_type) {
+std::string DeadLetterExchangeOf(const std::string& exchange) {
+  return absl::StrCat(exchange, ".dead-letters");
+}
+
+absl::Status AmqpConnection::DeclareExchange(const std::string& exchange) {
+  static const std::string kDirect = "direct";
+  amqp_exchange_declare(state_->conn, kChannel, Bytes(exchange), Bytes(kDirect), /*passive=*/0,
+                        /*durable=*/1, /*auto_delete=*/0, /*internal=*/0, amqp_empty_table);
+  return Check("exchange.declare");
+}
+
+absl::Status AmqpConnection::Bind(const std::string& queue, const std::string& exchange) {
+  amqp_queue_bind(state_->conn, kChannel, Bytes(queue), Bytes(exchange), Bytes(queue),
+                  amqp_empty_table);
+  return Check("queue.bind");
+}
+
+absl::Status AmqpConnection::DeclareQueue(const std::string& queue, const std::string& queue_type,
+                                          const std::string& exchange) {
   const std::string dlq = Topology::DeadLetterQueue(queue);
+  const std::string dlx = exchange.empty() ? "" : DeadLetterExchangeOf(exchange);
   amqp_table_entry_t type_entry[1];
   type_entry[0].key = amqp_cstring_bytes("x-queue-type");
   type_entry[0].value.kind = AMQP_FIELD_KIND_UTF8;
@@ -212,25 +234,35 @@ absl::Status AmqpConnection::DeclareQueue(const std::string& queue,
   amqp_queue_declare(state_->conn, kChannel, Bytes(dlq), 0, 1, 0, 0, dlq_args);
   absl::Status s = Check("queue.declare dead-letter queue");
   if (!s.ok()) return s;
+  if (!dlx.empty()) {
+    s = DeclareExchange(dlx);
+    if (s.ok()) s = Bind(dlq, dlx);
+    if (!s.ok()) return s;
+  }
 
   amqp_table_entry_t entries[3];
   entries[0].key = amqp_cstring_bytes("x-dead-letter-exchange");
   entries[0].value.kind = AMQP_FIELD_KIND_UTF8;
-  entries[0].value.value.bytes = amqp_cstring_bytes("");
+  entries[0].value.value.bytes = Bytes(dlx);
   entries[1].key = amqp_cstring_bytes("x-dead-letter-routing-key");
   entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
   entries[1].value.value.bytes = Bytes(dlq);
   entries[2] = type_entry[0];
   amqp_table_t args = {queue_type.empty() ? 2 : 3, entries};
   amqp_queue_declare(state_->conn, kChannel, Bytes(queue), 0, 1, 0, 0, args);
-  return Check("queue.declare");
+  s = Check("queue.declare");
+  if (!s.ok() || exchange.empty()) return s;
+  s = DeclareExchange(exchange);
+  if (!s.ok()) return s;
+  return Bind(queue, exchange);
 }
 
 absl::Status AmqpConnection::DeclareTopology(const Topology& topology) {
   for (const std::string& queue : topology.queues) {
-    absl::Status s = DeclareQueue(queue, topology.queue_type);
+    absl::Status s = DeclareQueue(queue, topology.queue_type, topology.exchange);
     if (!s.ok()) return s;
   }
+  PublishThrough(topology.exchange);
   return absl::OkStatus();
 }
 
@@ -277,7 +309,7 @@ absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
     props._flags |= AMQP_BASIC_HEADERS_FLAG;
     props.headers = {num_headers, headers};
   }
-  int rc = amqp_basic_publish(state_->conn, kChannel, amqp_empty_bytes, Bytes(m.routing_key),
+  int rc = amqp_basic_publish(state_->conn, kChannel, Bytes(exchange_), Bytes(m.routing_key),
                               /*mandatory=*/1, /*immediate=*/0, &props, Bytes(m.body));
   if (rc != AMQP_STATUS_OK) {
     return Broken(absl::UnavailableError(
@@ -347,7 +379,13 @@ absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confi
         amqp_destroy_message(&msg);
         break;
       }
-      case AMQP_CHANNEL_CLOSE_METHOD:
+      case AMQP_CHANNEL_CLOSE_METHOD: {
+        // E.g. "403 ACCESS_REFUSED - access to exchange ..." or "404 NOT_FOUND - no exchange".
+        auto* m = static_cast<amqp_channel_close_t*>(frame.payload.method.decoded);
+        return Broken(absl::UnavailableError(
+            absl::StrCat("amqp: channel closed by broker while waiting for confirms: ",
+                         m->reply_code, " ", ToString(m->reply_text))));
+      }
       case AMQP_CONNECTION_CLOSE_METHOD:
         return Broken(absl::UnavailableError("amqp: closed by broker while waiting for confirms"));
       default:
@@ -487,14 +525,32 @@ absl::Status AmqpConnection::Poll(absl::Duration wait) {
 
 absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
   if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
+  if (!inspect_channel_open_) {
+    amqp_channel_open(state_->conn, kInspectChannel);
+    absl::Status s = Check("channel.open (inspect)");
+    if (!s.ok()) return s;
+    inspect_channel_open_ = true;
+  }
   amqp_queue_declare_ok_t* ok =
-      amqp_queue_declare(state_->conn, kChannel, Bytes(queue), /*passive=*/1, 0, 0, 0,
+      amqp_queue_declare(state_->conn, kInspectChannel, Bytes(queue), /*passive=*/1, 0, 0, 0,
                          amqp_empty_table);
   const amqp_rpc_reply_t r = amqp_get_rpc_reply(state_->conn);
-  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD &&
-      static_cast<amqp_channel_close_t*>(r.reply.decoded)->reply_code == AMQP_NOT_FOUND) {
-    // The broker closed our only channel over it: the connection is spent.
-    return Broken(absl::NotFoundError(absl::StrCat("amqp: no queue '", queue, "'")));
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    // Only that channel is closed: acknowledge it; the next call opens it again.
+    const uint16_t code = static_cast<amqp_channel_close_t*>(r.reply.decoded)->reply_code;
+    const std::string why = DescribeReply(r);
+    inspect_channel_open_ = false;
+    amqp_channel_close_ok_t close_ok{};
+    int rc =
+        amqp_send_method(state_->conn, kInspectChannel, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
+    if (rc != AMQP_STATUS_OK) {
+      return Broken(absl::UnavailableError(
+          absl::StrCat("amqp: channel.close-ok: ", amqp_error_string2(rc))));
+    }
+    if (code == AMQP_NOT_FOUND) {
+      return absl::NotFoundError(absl::StrCat("amqp: no queue '", queue, "'"));
+    }
+    return absl::UnavailableError(absl::StrCat("amqp: queue.declare passive: ", why));
   }
   absl::Status s = Check("queue.declare passive");
   if (!s.ok()) return s;

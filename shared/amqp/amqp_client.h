@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include "absl/strings/string_view.h"
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,12 +48,25 @@ struct AmqpUrl {
   std::string Redacted() const;  // for logs: the password is never printed
 };
 
-// Queues to declare: each is durable and dead-letters into "<queue>.DLQ"
-// through the default exchange. Which queues exist is the services' business
-// (shared/service/service_flags.h); this only declares them.
+// Named exchanges, one per writer, so that broker permissions decide who may
+// feed which queue: a user that may write the default exchange reaches every
+// queue. Each queue is bound to its exchange by its own name, and its dead
+// letters go through DeadLetterExchangeOf(exchange) into "<queue>.DLQ"
+// (README, Security: broker users).
+inline constexpr char kPaymentsExchange[] = "outbox.payments";  // payment, recovery write
+inline constexpr char kRepliesExchange[] = "outbox.replies";    // accounting, recovery write
+std::string DeadLetterExchangeOf(const std::string& exchange);
+
+// What a connection declares at connect and where it publishes. Only the
+// side that writes a queue declares it (with its DLQ) and binds it, since a
+// user that may bind a queue to an exchange it writes may feed that queue.
+// Which queues exist is the services' business (shared/service/service_flags.h).
 struct Topology {
-  std::vector<std::string> queues;
-  std::string queue_type;  // empty: broker default; "quorum" for clusters
+  std::vector<std::string> queues;  // declared durable and bound to `exchange`
+  std::string queue_type;           // empty: broker default; "quorum" for clusters
+  // Publish() sends through it. Empty: the default exchange, and declared
+  // queues dead-letter through it too (tests and bench, as the admin user).
+  std::string exchange;
 
   static std::string DeadLetterQueue(const std::string& queue) { return DeadLetterQueueOf(queue); }
 };
@@ -70,8 +84,16 @@ class AmqpConnection {
   AmqpConnection& operator=(const AmqpConnection&) = delete;
 
   // Declares a durable queue that dead-letters into its DLQ, and the DLQ.
-  absl::Status DeclareQueue(const std::string& queue, const std::string& queue_type);
+  // With an `exchange`, also that exchange and its dead-letter exchange
+  // (durable, direct) and the bindings, each by the queue's own name.
+  absl::Status DeclareQueue(const std::string& queue, const std::string& queue_type,
+                            const std::string& exchange = "");
+  // Declares the topology's queues and publishes through its exchange.
   absl::Status DeclareTopology(const Topology& topology);
+  // Routes `exchange` to `queue` by the queue's own name.
+  absl::Status Bind(const std::string& queue, const std::string& exchange);
+  // The exchange Publish() sends through ("" = the default exchange).
+  void PublishThrough(std::string exchange) { exchange_ = std::move(exchange); }
 
   // Puts the channel in publisher-confirm mode.
   absl::Status EnableConfirms();
@@ -111,9 +133,9 @@ class AmqpConnection {
   // the owner has nothing to do.
   absl::Status Poll(absl::Duration wait);
 
-  // Messages ready in `queue` and its consumers (passive declare). NOT_FOUND
-  // when there is no such queue; the connection must then be replaced (the
-  // broker closes the channel).
+  // Messages ready in `queue` and its consumers (passive declare, on a
+  // channel of its own). NOT_FOUND when there is no such queue; the
+  // connection stays usable.
   absl::StatusOr<QueueState> Inspect(const std::string& queue);
   // Number of messages ready in `queue`, for tests and ops.
   absl::StatusOr<uint32_t> MessageCount(const std::string& queue);
@@ -132,11 +154,14 @@ class AmqpConnection {
   explicit AmqpConnection(std::unique_ptr<State> state);
   absl::Status Check(const char* what);  // checks the last rpc reply
   absl::Status Broken(absl::Status s);   // marks the connection unusable
+  absl::Status DeclareExchange(const std::string& exchange);
 
   std::unique_ptr<State> state_;
   bool healthy_ = true;
   uint64_t next_publish_tag_ = 1;
   bool confirms_ = false;
+  std::string exchange_;
+  bool inspect_channel_open_ = false;
 };
 
 }  // namespace outbox

@@ -84,7 +84,7 @@ class MessagePublisher : public BrokerLink {
   // Waits up to `wait` for confirms, then also takes those already arrived.
   virtual absl::Status ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) = 0;
   // Looks at a queue without changing it (a passive declare). NOT_FOUND when
-  // it does not exist (then Reset before the next use).
+  // it does not exist; the link stays usable.
   virtual absl::StatusOr<QueueState> Inspect(const std::string& queue) = 0;
 };
 

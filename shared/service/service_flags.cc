@@ -22,6 +22,9 @@ ABSL_FLAG(std::string, amqp_tls_cert_file, EnvOr("AMQP_TLS_CERT_FILE", ""),
           "[env AMQP_TLS_CERT_FILE]");
 ABSL_FLAG(std::string, amqp_tls_key_file, EnvOr("AMQP_TLS_KEY_FILE", ""),
           "PEM private key (unencrypted) of --amqp_tls_cert_file [env AMQP_TLS_KEY_FILE]");
+ABSL_FLAG(std::string, amqp_password_file, EnvOr("AMQP_PASSWORD_FILE", ""),
+          "file holding the password of the user in --amqp_url, read once at start; "
+          "replaces a password in the URL [env AMQP_PASSWORD_FILE]");
 ABSL_FLAG(std::string, pay_queue, EnvOr("PAY_QUEUE", "PAY_QUEUE"),
           "queue of the payment events [env PAY_QUEUE]");
 ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
@@ -106,6 +109,11 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
                                           {absl::GetFlag(FLAGS_amqp_tls_ca_file),
                                            absl::GetFlag(FLAGS_amqp_tls_cert_file),
                                            absl::GetFlag(FLAGS_amqp_tls_key_file)}));
+  if (const std::string path = absl::GetFlag(FLAGS_amqp_password_file); !path.empty()) {
+    std::string warning;
+    ASSIGN_OR_RETURN(c.amqp.password, ReadTokenFile(path, "amqp_password_file", &warning));
+    if (!warning.empty()) LogWarning("password_file_too_open", {KV("warning", warning)});
+  }
   c.pay_queue = absl::GetFlag(FLAGS_pay_queue);
   c.acc_queue = absl::GetFlag(FLAGS_acc_queue);
   if (c.pay_queue.empty() || c.acc_queue.empty() || c.pay_queue == c.acc_queue) {

@@ -34,8 +34,12 @@ struct ServiceConfig {
   // For the start line: "key <id> (accepts <ids>)" or "off".
   std::string message_signing() const;
 
-  // Declares both queues and their dead-letter queues.
-  Topology topology() const { return {{pay_queue, acc_queue}, queue_type}; }
+  // Each queue is declared and bound by the side that writes it: payment
+  // declares PAY_QUEUE and publishes through kPaymentsExchange, accounting
+  // declares ACC_QUEUE and replies through kRepliesExchange. Consumers and
+  // recovery declare nothing (their broker users may not).
+  Topology payment_events() const { return {{pay_queue}, queue_type, kPaymentsExchange}; }
+  Topology replies() const { return {{acc_queue}, queue_type, kRepliesExchange}; }
 };
 
 // Reads and validates the shared flags; INVALID_ARGUMENT names the bad one.

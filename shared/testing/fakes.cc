@@ -65,10 +65,7 @@ absl::Status FakePublisher::ReadConfirms(absl::Duration wait, std::vector<Confir
 absl::StatusOr<QueueState> FakePublisher::Inspect(const std::string& queue) {
   if (absl::Status s = Check(); !s.ok()) return s;
   ++inspections;
-  if (missing.count(queue)) {
-    Drop();
-    return absl::NotFoundError("fake broker: no queue '" + queue + "'");
-  }
+  if (missing.count(queue)) return absl::NotFoundError("fake broker: no queue '" + queue + "'");
   auto it = queues.find(queue);
   return it == queues.end() ? QueueState{0, 1} : it->second;
 }

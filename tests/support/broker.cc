@@ -59,6 +59,17 @@ Broker TestBroker() {
   return b;
 }
 
+BrokerUser ServiceBrokerUser(const Broker& broker, const std::string& user) {
+  BrokerUser u;
+  const std::string base = absl::StrCat(broker.dir, "/users/", user);
+  std::ifstream in(base + ".url");
+  std::getline(in, u.url);
+  absl::StripAsciiWhitespace(&u.url);
+  if (u.url.empty()) Fail(absl::StrCat("no broker user ", user, " in ", broker.dir, "/users"));
+  u.password_file = base + ".password";
+  return u;
+}
+
 void StopBroker(const Broker& broker) { RunNodeScript("stop", broker); }
 void StartBroker(const Broker& broker) { RunNodeScript("start", broker); }
 

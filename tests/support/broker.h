@@ -19,6 +19,16 @@ struct Broker {
 // (the TLS listener included).
 Broker TestBroker();
 
+// A service's own broker user, made by scripts/rabbitmq_node.sh: its URL
+// (no password in it) and the file holding its password, for AMQP_URL and
+// AMQP_PASSWORD_FILE. `user` is outbox-payment, outbox-accounting or
+// outbox-recovery; aborts if the node has no such user.
+struct BrokerUser {
+  std::string url;
+  std::string password_file;
+};
+BrokerUser ServiceBrokerUser(const Broker& broker, const std::string& user);
+
 // Stops / starts the same node (same URL). For tests of broker restarts only.
 void StopBroker(const Broker& broker);
 void StartBroker(const Broker& broker);

@@ -25,8 +25,10 @@ void QueueSink::Run(const std::string& amqp_url, const std::string& queue, Mode 
   auto url = AmqpUrl::Parse(amqp_url);
   if (!url.ok()) return;
   auto conn = AmqpConnection::Connect(*url, "test-queue-sink");
-  // Declared as the services declare it, in case none of them has yet.
-  if (!conn.ok() || !(*conn)->DeclareQueue(queue, "").ok() || !(*conn)->Consume(queue, 100).ok()) {
+  // Declared as payment_service declares it (the arguments must match), in
+  // case it has not yet.
+  if (!conn.ok() || !(*conn)->DeclareQueue(queue, "", kPaymentsExchange).ok() ||
+      !(*conn)->Consume(queue, 100).ok()) {
     return;
   }
   ready_ = true;

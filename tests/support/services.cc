@@ -42,7 +42,7 @@ ServiceSet::~ServiceSet() {
   if (std::getenv("OUTBOX_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(dir_);
 }
 
-Env ServiceSet::ServiceEnv() const {
+Env ServiceSet::ServiceEnv(const std::string& broker_user) const {
   std::map<std::string, std::string> env = {
       {"AMQP_URL", broker_.amqp_url},
       {"PAY_QUEUE", pay_queue_},
@@ -51,6 +51,11 @@ Env ServiceSet::ServiceEnv() const {
       {"ACCOUNTING_DB", dir_ + "/accounting.db"},
       {"MESSAGE_KEYS_FILE", message_keys_file_},
   };
+  if (!broker_user.empty()) {
+    const BrokerUser user = ServiceBrokerUser(broker_, broker_user);
+    env["AMQP_URL"] = user.url;
+    env["AMQP_PASSWORD_FILE"] = user.password_file;
+  }
   for (const auto& [k, v] : extra_env_) env[k] = v;
   return env;
 }
@@ -80,7 +85,7 @@ int ServiceSet::StartService(Process& p, const std::string& name, const std::str
 }
 
 void ServiceSet::StartAccounting(Env extra_env) {
-  auto env = ServiceEnv();
+  auto env = ServiceEnv("outbox-accounting");
   for (const auto& [k, v] : extra_env) env[k] = v;
   // Keep the port across restarts so clients reconnect to the same address.
   env["ACCOUNTING_LISTEN"] = absl::StrCat("127.0.0.1:", accounting_port_);
@@ -94,7 +99,7 @@ void ServiceSet::StartAccounting(Env extra_env) {
 }
 
 void ServiceSet::StartPayment(Env extra_env) {
-  auto env = ServiceEnv();
+  auto env = ServiceEnv("outbox-payment");
   for (const auto& [k, v] : extra_env) env[k] = v;
   env["PAYMENT_LISTEN"] = absl::StrCat("127.0.0.1:", payment_port_);
   payment_port_ = StartService(payment_, "payment_service", "payment_service_started", env);
@@ -109,7 +114,7 @@ ServiceSet::Recovery& ServiceSet::StartRecovery(const std::string& instance, Env
   auto& slot = recoveries_[instance];
   if (!slot) slot = std::make_unique<Recovery>();
   Recovery& r = *slot;
-  auto env = ServiceEnv();
+  auto env = ServiceEnv("outbox-recovery");
   env["RECOVERY_INSTANCE_ID"] = instance;
   env["RECOVERY_LISTEN"] = absl::StrCat("127.0.0.1:", r.port);
   for (const auto& [k, v] : extra_env) env[k] = v;

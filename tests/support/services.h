@@ -56,7 +56,9 @@ class ServiceSet {
   const MessageKeys& message_keys() const { return *message_keys_; }
   const std::string& message_keys_file() const { return message_keys_file_; }
   OutgoingMessage Signed(OutgoingMessage m) const;
-  Env ServiceEnv() const;
+  // The services' settings with the admin broker user; with `broker_user`,
+  // that service's own user (scripts/rabbitmq_node.sh), as Start* use.
+  Env ServiceEnv(const std::string& broker_user = "") const;
 
   ::payment::v1::PaymentService::Stub& payments() { return *payment_stub_; }
   ::accounting::v1::AccountingService::Stub& accounting_api() { return *accounting_stub_; }

@@ -1,0 +1,28 @@
+# shellcheck shell=sh
+# The services' broker users and their permissions (README, Security: broker
+# users), for scripts/rabbitmq_node.sh and docker/rabbitmq/start.sh (sourced;
+# POSIX sh). Queue names are regexes: OUTBOX_PAY_QUEUES, OUTBOX_ACC_QUEUES.
+# A user may bind only queues it may feed, so binding opens no way in.
+
+# shellcheck disable=SC2034  # read by the scripts that source this
+BROKER_USERS="outbox-payment outbox-accounting outbox-recovery"
+
+# broker_permissions USER: its configure, write and read regexes, one a line.
+broker_permissions() {
+  pay=${OUTBOX_PAY_QUEUES:?} acc=${OUTBOX_ACC_QUEUES:?}
+  case $1 in
+    outbox-payment)
+      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$pay\\.DLQ)\$"
+      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$pay\\.DLQ)\$"
+      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$acc)\$" ;;
+    outbox-accounting)
+      echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"
+      echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"
+      echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$pay)\$" ;;
+    outbox-recovery)
+      echo '^$'
+      echo '^outbox\.(payments|replies)$'
+      echo "^($pay|$acc)\\.DLQ\$" ;;
+    *) return 1 ;;
+  esac
+}
