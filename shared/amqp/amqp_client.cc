@@ -273,26 +273,35 @@ absl::Status AmqpConnection::Check(const char* what) {
 
 absl::Status AmqpConnection::DeclareQueue(const std::string& queue,
                                           const std::string& queue_type) {
+  auto text = [](const char* key, amqp_bytes_t value) {
+    amqp_table_entry_t e;
+    e.key = amqp_cstring_bytes(key);
+    e.value.kind = AMQP_FIELD_KIND_UTF8;
+    e.value.value.bytes = value;
+    return e;
+  };
   const std::string dlq = Topology::DeadLetterQueue(queue);
-  amqp_table_entry_t type_entry[1];
-  type_entry[0].key = amqp_cstring_bytes("x-queue-type");
-  type_entry[0].value.kind = AMQP_FIELD_KIND_UTF8;
-  type_entry[0].value.value.bytes = Bytes(queue_type);
-  amqp_table_t dlq_args = {queue_type.empty() ? 0 : 1, type_entry};
-  amqp_queue_declare(state_->conn, kChannel, Bytes(dlq), 0, 1, 0, 0, dlq_args);
+  std::vector<amqp_table_entry_t> dlq_args;
+  if (!queue_type.empty()) dlq_args.push_back(text("x-queue-type", Bytes(queue_type)));
+  amqp_queue_declare(state_->conn, kChannel, Bytes(dlq), 0, 1, 0, 0,
+                     {static_cast<int>(dlq_args.size()), dlq_args.data()});
   absl::Status s = Check("queue.declare dead-letter queue");
   if (!s.ok()) return s;
 
-  amqp_table_entry_t entries[3];
-  entries[0].key = amqp_cstring_bytes("x-dead-letter-exchange");
-  entries[0].value.kind = AMQP_FIELD_KIND_UTF8;
-  entries[0].value.value.bytes = amqp_cstring_bytes("");
-  entries[1].key = amqp_cstring_bytes("x-dead-letter-routing-key");
-  entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
-  entries[1].value.value.bytes = Bytes(dlq);
-  entries[2] = type_entry[0];
-  amqp_table_t args = {queue_type.empty() ? 2 : 3, entries};
-  amqp_queue_declare(state_->conn, kChannel, Bytes(queue), 0, 1, 0, 0, args);
+  std::vector<amqp_table_entry_t> args = {text("x-dead-letter-exchange", amqp_cstring_bytes("")),
+                                          text("x-dead-letter-routing-key", Bytes(dlq))};
+  if (!queue_type.empty()) args.push_back(text("x-queue-type", Bytes(queue_type)));
+  if (queue_type == "quorum") {
+    // A quorum queue dead-letters at most once by default: a rejected message
+    // would be lost if the DLQ's leader were away at that moment (a node
+    // restart). At-least-once keeps it in this queue until the DLQ has it,
+    // and needs overflow reject-publish (no length limit is set, so it
+    // never rejects a publish).
+    args.push_back(text("x-dead-letter-strategy", amqp_cstring_bytes("at-least-once")));
+    args.push_back(text("x-overflow", amqp_cstring_bytes("reject-publish")));
+  }
+  amqp_queue_declare(state_->conn, kChannel, Bytes(queue), 0, 1, 0, 0,
+                     {static_cast<int>(args.size()), args.data()});
   return Check("queue.declare");
 }
 
