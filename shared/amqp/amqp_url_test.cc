@@ -106,6 +106,13 @@ TEST(AmqpUrlTest, ACommaSeparatedNodeListIsOneClusterUrl) {
   EXPECT_TRUE(s->tls);
   EXPECT_EQ(s->vhost, "vh");
 
+  // IPv6 literals keep their brackets in the URL.
+  auto v6 = AmqpUrl::Parse("amqp://u:p@[::1]:5674,127.0.0.1/%2F");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->Nodes()[0].host, "::1");
+  EXPECT_EQ(v6->Nodes()[0].port, 5674);
+  EXPECT_EQ(v6->Nodes()[1].port, 5672);
+
   // A single node has one address.
   auto one = AmqpUrl::Parse("amqp://u:p@h:1/%2F");
   ASSERT_TRUE(one.ok());
