@@ -21,11 +21,12 @@
 # (cluster_partition_handling = autoheal: the side with fewer clients
 # restarts). pause_minority would not do: a node paused (SIGSTOP) past the
 # tick time is back before it notices it was alone, and the partition stays.
+# SC2034: DIR is read by the node script's functions (load_env).
+# shellcheck disable=SC1090,SC1091,SC2034  # sources the node script and per-node env files
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NODE_SCRIPT=$HERE/rabbitmq_node.sh
-# shellcheck source=rabbitmq_node.sh
 source "$NODE_SCRIPT"  # pick_port, ensure_hostname_resolves, load_env, node_pid, RMQ_BIN
 NODES=(1 2 3)
 
@@ -85,7 +86,6 @@ cmd_wait() {
 
 write_files() {
   local i hosts=() user pass
-  # shellcheck disable=SC1091
   user=$(source "$CLUSTER/node1/broker.env"; echo "$RABBITMQ_USER")
   pass=$(source "$CLUSTER/node1/broker.env"; echo "$RABBITMQ_PASSWORD")
   : >"$CLUSTER/nodes"
@@ -138,7 +138,7 @@ cmd_stop() {
   # A node left SIGSTOPped by a failed test would not answer stop.
   for i in "${NODES[@]}"; do
     [[ -f $CLUSTER/node$i/broker.env ]] || continue
-    pid=$(DIR=$CLUSTER/node$i; load_env; node_pid) && kill -CONT "$pid" 2>/dev/null || true
+    if pid=$(DIR=$CLUSTER/node$i; load_env; node_pid); then kill -CONT "$pid" 2>/dev/null || true; fi
   done
   all_nodes stop
 }
