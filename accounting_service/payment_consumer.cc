@@ -186,7 +186,12 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
     absl::Status s = payments_.Requeue(tag, /*multiple=*/false);
     if (!s.ok()) return s;
   }
-  return absl::UnavailableError("replies not confirmed by broker");
+  // Replies go on over a new connection (the next node of a cluster): on
+  // RabbitMQ 3.10 a channel opened while a quorum queue elected its leader
+  // can keep nacking every publish to it until the old leader's node is back.
+  absl::Status not_confirmed = absl::UnavailableError("replies not confirmed by broker");
+  replies_.Reset(not_confirmed);
+  return not_confirmed;
 }
 
 }  // namespace outbox::accounting

@@ -181,6 +181,9 @@ TEST_F(PaymentConsumerTest, AReplyNotConfirmedSendsItsDeliveryBackOnly) {
   ASSERT_TRUE(consumer_.Step());
   EXPECT_EQ(queue_.acked, (std::set<uint64_t>{t2}));
   EXPECT_EQ(queue_.requeued, (std::set<uint64_t>{t1}));
+  // The reply connection is replaced: a nacking channel may stay stuck.
+  EXPECT_FALSE(replies_.connected());
+  EXPECT_EQ(replies_.drops(), 1);
   // Redelivered: found to be a duplicate and replied to again.
   replies_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kAck; };
   ASSERT_TRUE(consumer_.Step());

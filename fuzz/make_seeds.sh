@@ -51,6 +51,7 @@ printf 'amqp://guest:guest@127.0.0.1:5672/%%2F' > "$corpus/amqp_url/default"
 printf 'amqp://user:secret@rabbit:5673/orders' > "$corpus/amqp_url/vhost"
 printf 'amqp://localhost' > "$corpus/amqp_url/host_only"
 printf 'amqps://u:p@h:5671/' > "$corpus/amqp_url/tls"
+printf 'amqp://u:p,w@h1:5672,h2,[::1]:5674/%%2F' > "$corpus/amqp_url/cluster"
 printf 'amqp://[::1]:99999/' > "$corpus/amqp_url/ipv6_bad_port"
 printf 'http://nope' > "$corpus/amqp_url/wrong_scheme"
 

@@ -10,6 +10,9 @@
 #   rabbitmq_node.sh fresh DIR   stop a stale node left in DIR, wipe DIR, start
 #
 # AMQP_PORT / DIST_PORT pick the ports of a new node (default: free random ones).
+# NODE_COOKIE sets a new node's Erlang cookie (default: random), and
+# NODE_EXTRA_CONF holds lines added to its rabbitmq.conf: both for nodes that
+# form a cluster (scripts/rabbitmq_cluster.sh sources this file).
 # AMQP_TLS_DIR=D gives a new node a TLS listener as well (the plaintext one
 # stays): D holds ca.pem, server.pem and server.key (scripts/dev_certs.sh D).
 # Clients present a certificate only if they want to; one is verified against
@@ -180,7 +183,8 @@ EOF
       echo "amqp://$user@127.0.0.1:$AMQP_PORT/%2F" >"$DIR/users/$user.url"
     done)
     mkdir -p "$RABBITMQ_HOME_DIR" "$DIR/mnesia" "$DIR/log"
-    od -An -tx1 -N20 /dev/urandom | tr -d ' \n' >"$RABBITMQ_HOME_DIR/.erlang.cookie"
+    if [[ -n ${NODE_COOKIE:-} ]]; then printf %s "$NODE_COOKIE"; else od -An -tx1 -N20 /dev/urandom | tr -d ' \n'; fi \
+      >"$RABBITMQ_HOME_DIR/.erlang.cookie"
     chmod 400 "$RABBITMQ_HOME_DIR/.erlang.cookie"
     echo '[].' >"$DIR/enabled_plugins"
     : >"$DIR/rabbitmq-env.conf"
@@ -198,6 +202,7 @@ log.console = false
 log.file.level = info
 EOF
     )
+    if [[ -n ${NODE_EXTRA_CONF:-} ]]; then printf '%s\n' "$NODE_EXTRA_CONF" >>"$DIR/rabbitmq.conf"; fi
     # TLS 1.2+ only. 127.0.0.2 is loopback too but not in the dev certificate:
     # tests dial it to see hostname verification refuse the broker.
     if [[ -n $AMQPS_URL ]]; then cat >>"$DIR/rabbitmq.conf" <<EOF
@@ -245,6 +250,8 @@ cmd_stop() {
   echo "rabbitmq_node: $RABBITMQ_NODE stopped"
 }
 
+# Sourced (by rabbitmq_cluster.sh): the functions only.
+[[ ${BASH_SOURCE[0]} == "$0" ]] || return 0
 [[ $# == 2 ]] || die "usage: $0 start|stop|fresh DIR"
 [[ -x $RMQ_BIN/rabbitmq-server ]] || die "rabbitmq-server is not installed (scripts/install_deps.sh)"
 [[ $1 == stop && ! -d $2 ]] && exit 0

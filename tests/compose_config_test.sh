@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks docker-compose.yml: valid with the four broker passwords set, rejected
 # without any one of them (no default password), each service on its own
-# broker user, and no guest account anywhere.
+# broker user, the `cluster` profile's nodes and URL list, and no guest
+# account anywhere.
 #   bash tests/compose_config_test.sh [path/to/docker-compose.yml]
 set -euo pipefail
 file=${1:-$(cd "$(dirname "$0")/.." && pwd)/docker-compose.yml}
@@ -29,6 +30,17 @@ done
 if grep -q 'amqp://outbox:' <<<"$config"; then
   echo "FAIL: a service uses the admin broker user" >&2; exit 1
 fi
+# Profile `cluster`: three nodes, and services that list all three with quorum queues.
+cluster=$(env "${all[@]}" RABBITMQ_ERLANG_COOKIE=test-cookie \
+  docker-compose --env-file "$no_env" -f "$file" --profile cluster config) \
+  || { echo "FAIL: docker-compose --profile cluster config rejects $file" >&2; exit 1; }
+for node in rabbit-1 rabbit-2 rabbit-3; do
+  grep -q "hostname: $node" <<<"$cluster" || { echo "FAIL: profile cluster has no $node" >&2; exit 1; }
+done
+urls=$(grep -cE 'AMQP_URL: amqp://outbox-(payment|accounting|recovery):test-only-[A-Z]+_BROKER_PASSWORD@rabbit-1:5672,rabbit-2:5672,rabbit-3:5672/%2F' <<<"$cluster")
+quorum=$(grep -c 'QUEUE_TYPE: quorum' <<<"$cluster")
+[[ $urls == 3 && $quorum == 3 ]] \
+  || { echo "FAIL: profile cluster: $urls of 3 services list the nodes, $quorum use quorum queues" >&2; exit 1; }
 if grep -qi guest "$file"; then
   echo "FAIL: $file mentions guest" >&2; exit 1
 fi

@@ -11,7 +11,10 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "shared/amqp/amqp_tls.h"
 #include "shared/observability/trace.h"
@@ -88,7 +91,9 @@ struct AmqpConnection::State {
   std::set<std::string> returned;               // message ids returned as unroutable
 };
 
-absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url) {
+namespace {
+
+absl::StatusOr<AmqpUrl> ParseOneNode(absl::string_view url) {
   // rabbitmq-c reads a C string: whatever followed a NUL would be dropped
   // unseen. Control characters, also percent-encoded ones, would reach logs
   // through Redacted().
@@ -117,6 +122,53 @@ absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url) {
   out.password = info.password;
   out.vhost = info.vhost;
   out.tls = info.ssl != 0;
+  out.addresses = {{out.host, out.port}};
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url) {
+  for (absl::string_view scheme : {",amqp://", ",amqps://"}) {
+    if (absl::StrContains(url, scheme)) {
+      return absl::InvalidArgumentError(
+          "AMQP URL: list a cluster's nodes in one URL, "
+          "amqp://user:pass@host1:port1,host2:port2/vhost, not as several URLs");
+    }
+  }
+  // The node list is the authority after the last '@' (a password may hold
+  // commas, never an unencoded '@' or '/').
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == absl::string_view::npos) return ParseOneNode(url);
+  const size_t begin = scheme_end + 3;
+  const size_t end = std::min(url.find('/', begin), url.size());
+  const size_t at = url.substr(begin, end - begin).rfind('@');
+  const size_t hosts_begin = at == absl::string_view::npos ? begin : begin + at + 1;
+  const absl::string_view hosts = url.substr(hosts_begin, end - hosts_begin);
+  if (!absl::StrContains(hosts, ',')) return ParseOneNode(url);
+
+  absl::StatusOr<AmqpUrl> out;
+  std::vector<AmqpAddress> addresses;
+  for (absl::string_view node : absl::StrSplit(hosts, ',')) {
+    if (node.empty()) {
+      return absl::InvalidArgumentError(
+          "AMQP URL: empty node in the list (write host1:port1,host2:port2)");
+    }
+    absl::StatusOr<AmqpUrl> one = ParseOneNode(
+        absl::StrCat(url.substr(0, hosts_begin), node, url.substr(end)));
+    if (!one.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AMQP URL: node ", addresses.size() + 1, ": ", one.status().message()));
+    }
+    const AmqpAddress address{one->host, one->port};
+    if (std::find(addresses.begin(), addresses.end(), address) != addresses.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AMQP URL: node ", address.host, ":", address.port, " is listed twice"));
+    }
+    addresses.push_back(address);
+    if (!out.ok()) out = std::move(one);
+  }
+  out->addresses = std::move(addresses);
   return out;
 }
 
@@ -130,9 +182,27 @@ absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url, AmqpTlsFiles tls_f
 }
 
 std::string AmqpUrl::Redacted() const {
-  return absl::StrCat(tls ? "amqps://" : "amqp://", user, ":***@", host, ":", port, "/",
+  std::vector<std::string> nodes;
+  for (const AmqpAddress& a : Nodes()) nodes.push_back(absl::StrCat(a.host, ":", a.port));
+  return absl::StrCat(tls ? "amqps://" : "amqp://", user, ":***@", absl::StrJoin(nodes, ","), "/",
                       vhost == "/" ? "%2F" : vhost);
 }
+
+std::vector<AmqpAddress> AmqpUrl::Nodes() const {
+  if (addresses.empty()) return {{host, port}};
+  return addresses;
+}
+
+AmqpUrl AmqpUrl::Node(size_t i) const {
+  AmqpUrl one = *this;
+  const std::vector<AmqpAddress> nodes = Nodes();
+  one.addresses = {nodes[i % nodes.size()]};
+  one.host = one.addresses[0].host;
+  one.port = one.addresses[0].port;
+  return one;
+}
+
+std::string AmqpUrl::HostPort() const { return absl::StrCat(host, ":", port); }
 
 AmqpConnection::AmqpConnection(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
@@ -224,14 +294,19 @@ absl::Status AmqpConnection::Bind(const std::string& queue, const std::string& e
 
 absl::Status AmqpConnection::DeclareQueue(const std::string& queue, const std::string& queue_type,
                                           const std::string& exchange) {
+  auto text = [](const char* key, amqp_bytes_t value) {
+    amqp_table_entry_t e;
+    e.key = amqp_cstring_bytes(key);
+    e.value.kind = AMQP_FIELD_KIND_UTF8;
+    e.value.value.bytes = value;
+    return e;
+  };
   const std::string dlq = Topology::DeadLetterQueue(queue);
   const std::string dlx = exchange.empty() ? "" : DeadLetterExchangeOf(exchange);
-  amqp_table_entry_t type_entry[1];
-  type_entry[0].key = amqp_cstring_bytes("x-queue-type");
-  type_entry[0].value.kind = AMQP_FIELD_KIND_UTF8;
-  type_entry[0].value.value.bytes = Bytes(queue_type);
-  amqp_table_t dlq_args = {queue_type.empty() ? 0 : 1, type_entry};
-  amqp_queue_declare(state_->conn, kChannel, Bytes(dlq), 0, 1, 0, 0, dlq_args);
+  std::vector<amqp_table_entry_t> dlq_args;
+  if (!queue_type.empty()) dlq_args.push_back(text("x-queue-type", Bytes(queue_type)));
+  amqp_queue_declare(state_->conn, kChannel, Bytes(dlq), 0, 1, 0, 0,
+                     {static_cast<int>(dlq_args.size()), dlq_args.data()});
   absl::Status s = Check("queue.declare dead-letter queue");
   if (!s.ok()) return s;
   if (!dlx.empty()) {
@@ -240,16 +315,20 @@ absl::Status AmqpConnection::DeclareQueue(const std::string& queue, const std::s
     if (!s.ok()) return s;
   }
 
-  amqp_table_entry_t entries[3];
-  entries[0].key = amqp_cstring_bytes("x-dead-letter-exchange");
-  entries[0].value.kind = AMQP_FIELD_KIND_UTF8;
-  entries[0].value.value.bytes = Bytes(dlx);
-  entries[1].key = amqp_cstring_bytes("x-dead-letter-routing-key");
-  entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
-  entries[1].value.value.bytes = Bytes(dlq);
-  entries[2] = type_entry[0];
-  amqp_table_t args = {queue_type.empty() ? 2 : 3, entries};
-  amqp_queue_declare(state_->conn, kChannel, Bytes(queue), 0, 1, 0, 0, args);
+  std::vector<amqp_table_entry_t> args = {text("x-dead-letter-exchange", Bytes(dlx)),
+                                          text("x-dead-letter-routing-key", Bytes(dlq))};
+  if (!queue_type.empty()) args.push_back(text("x-queue-type", Bytes(queue_type)));
+  if (queue_type == "quorum") {
+    // A quorum queue dead-letters at most once by default: a rejected message
+    // would be lost if the DLQ's leader were away at that moment (a node
+    // restart). At-least-once keeps it in this queue until the DLQ has it,
+    // and needs overflow reject-publish (no length limit is set, so it
+    // never rejects a publish).
+    args.push_back(text("x-dead-letter-strategy", amqp_cstring_bytes("at-least-once")));
+    args.push_back(text("x-overflow", amqp_cstring_bytes("reject-publish")));
+  }
+  amqp_queue_declare(state_->conn, kChannel, Bytes(queue), 0, 1, 0, 0,
+                     {static_cast<int>(args.size()), args.data()});
   s = Check("queue.declare");
   if (!s.ok() || exchange.empty()) return s;
   s = DeclareExchange(exchange);

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "shared/observability/log.h"
 
 namespace outbox {
@@ -27,30 +31,44 @@ absl::StatusOr<AmqpConnection*> AmqpSession::Get() {
   if (conn_ != nullptr) Reset(absl::UnavailableError("connection broken"));
   if (clock_.Now() < next_attempt_) return absl::UnavailableError("amqp: waiting to reconnect");
 
-  auto attempt = [&]() -> absl::StatusOr<std::unique_ptr<AmqpConnection>> {
-    auto conn = AmqpConnection::Connect(url_, name_);
+  auto attempt = [&](const AmqpUrl& node) -> absl::StatusOr<std::unique_ptr<AmqpConnection>> {
+    auto conn = AmqpConnection::Connect(node, name_);
     if (!conn.ok()) return conn.status();
     absl::Status s = (*conn)->DeclareTopology(topology_);
     if (s.ok() && setup_) s = setup_(**conn);
     if (!s.ok()) return s;
     return conn;
   };
-  auto conn = attempt();
+  // One round: each node once, from the one after the last failure on.
+  const size_t nodes = url_.Nodes().size();
+  std::vector<std::string> errors;
+  absl::StatusOr<std::unique_ptr<AmqpConnection>> conn = absl::UnavailableError("no node");
+  for (size_t i = 0; i < nodes; ++i) {
+    const AmqpUrl node = url_.Node(node_);
+    conn = attempt(node);
+    if (conn.ok()) break;
+    const absl::string_view error = conn.status().message();
+    errors.push_back(nodes == 1 || absl::StrContains(error, node.HostPort())
+                         ? std::string(error)
+                         : absl::StrCat(node.HostPort(), ": ", error));
+    node_ = (node_ + 1) % nodes;
+  }
   if (!conn.ok()) {
     backoff_ = std::clamp(backoff_ * 2, kMinBackoff, kMaxBackoff);
     next_attempt_ = clock_.Now() + backoff_;
     if (!logged_down_) {
       LogWarning("amqp_unavailable", {KV("connection", name_), KV("url", url_.Redacted()),
-                                      KV("error", conn.status().message())});
+                                      KV("error", absl::StrJoin(errors, "; "))});
       logged_down_ = true;
     }
-    return conn.status();
+    return absl::Status(conn.status().code(), absl::StrJoin(errors, "; "));
   }
   conn_ = std::move(conn).value();
   counters_->up = true;
   backoff_ = absl::ZeroDuration();
   logged_down_ = false;
-  LogInfo("amqp_connected", {KV("connection", name_), KV("url", url_.Redacted())});
+  LogInfo("amqp_connected", {KV("connection", name_), KV("node", node()),
+                             KV("url", url_.Redacted())});
   return conn_.get();
 }
 
@@ -58,9 +76,13 @@ void AmqpSession::Reset(const absl::Status& why) {
   counters_->up = false;
   if (conn_ == nullptr) return;
   ++counters_->drops;
-  LogWarning("amqp_connection_lost", {KV("connection", name_), KV("error", why.message()),
+  LogWarning("amqp_connection_lost", {KV("connection", name_), KV("node", node()),
+                                      KV("error", why.message()),
                                       KV("drops", counters_->drops.load())});
   conn_.reset();
+  // In a cluster the next attempt goes to another node first: this one may
+  // be the one that is gone.
+  node_ = (node_ + 1) % url_.Nodes().size();
   // The first reconnect is at once: a connection that died while idle (or
   // on one error) is replaced before its next use; if the broker is really
   // gone, that attempt fails and the backoff grows from there.

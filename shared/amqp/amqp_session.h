@@ -3,7 +3,9 @@
 // Keeps one AMQP connection alive for one worker thread: connects on demand,
 // declares the topology, runs the worker's own setup (confirm mode, consume),
 // and after a failure waits with exponential backoff before reconnecting.
-// Losing the broker never ends the worker.
+// Losing the broker never ends the worker. With several nodes in the URL, an
+// attempt tries them in turn, starting after the one that failed last; the
+// backoff applies to a whole round.
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -35,6 +37,8 @@ class AmqpSession {
   bool up() const { return counters_->up.load(); }
   int64_t drops() const { return counters_->drops.load(); }
   const Topology& topology() const { return topology_; }
+  // "host:port" of the node connected to (or to be tried next).
+  std::string node() const { return url_.Node(node_).HostPort(); }
 
  private:
   AmqpUrl url_;
@@ -43,6 +47,7 @@ class AmqpSession {
   Setup setup_;
   const Clock& clock_;
   std::unique_ptr<AmqpConnection> conn_;
+  size_t node_ = 0;  // index into url_.Nodes(): connected, or the next to try
   absl::Duration backoff_ = absl::ZeroDuration();
   absl::Time next_attempt_ = absl::InfinitePast();
   bool logged_down_ = false;

@@ -78,6 +78,65 @@ TEST(AmqpUrlTest, TlsFilesAreCheckedAgainstTheScheme) {
   unlink(not_pem.c_str());
 }
 
+TEST(AmqpUrlTest, ACommaSeparatedNodeListIsOneClusterUrl) {
+  auto u = AmqpUrl::Parse("amqp://u:p%2Cq@127.0.0.1:5672,127.0.0.1:5673,broker3/%2F");
+  ASSERT_TRUE(u.ok()) << u.status();
+  ASSERT_EQ(u->Nodes().size(), 3u);
+  EXPECT_EQ(u->HostPort(), "127.0.0.1:5672");  // Connect dials the first
+  EXPECT_EQ(u->Nodes()[1].port, 5673);
+  EXPECT_EQ(u->Nodes()[2].host, "broker3");
+  EXPECT_EQ(u->Nodes()[2].port, 5672);  // the scheme's default port
+  EXPECT_EQ(u->password, "p,q");
+  EXPECT_EQ(u->vhost, "/");
+  EXPECT_EQ(u->Redacted(), "amqp://u:***@127.0.0.1:5672,127.0.0.1:5673,broker3:5672/%2F");
+  const AmqpUrl second = u->Node(1);
+  EXPECT_EQ(second.HostPort(), "127.0.0.1:5673");
+  EXPECT_EQ(second.Nodes().size(), 1u);
+  EXPECT_EQ(second.user, "u");
+  EXPECT_EQ(second.Redacted(), "amqp://u:***@127.0.0.1:5673/%2F");
+  EXPECT_EQ(u->Node(3).HostPort(), "127.0.0.1:5672");  // wraps around
+
+  // A comma in the password does not split nodes; amqps keeps its default port.
+  auto s = AmqpUrl::Parse("amqps://u:a,b@h1,h2:15671/vh");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->password, "a,b");
+  ASSERT_EQ(s->Nodes().size(), 2u);
+  EXPECT_EQ(s->Nodes()[0].port, 5671);
+  EXPECT_EQ(s->Nodes()[1].port, 15671);
+  EXPECT_TRUE(s->tls);
+  EXPECT_EQ(s->vhost, "vh");
+
+  // IPv6 literals keep their brackets in the URL.
+  auto v6 = AmqpUrl::Parse("amqp://u:p@[::1]:5674,127.0.0.1/%2F");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->Nodes()[0].host, "::1");
+  EXPECT_EQ(v6->Nodes()[0].port, 5674);
+  EXPECT_EQ(v6->Nodes()[1].port, 5672);
+
+  // A single node has one address.
+  auto one = AmqpUrl::Parse("amqp://u:p@h:1/%2F");
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->Nodes().size(), 1u);
+  EXPECT_EQ(one->Redacted(), "amqp://u:***@h:1/%2F");
+}
+
+TEST(AmqpUrlTest, BadNodeListsSayWhatIsWrong) {
+  auto message = [](absl::string_view url) {
+    auto u = AmqpUrl::Parse(url);
+    EXPECT_TRUE(absl::IsInvalidArgument(u.status())) << url;
+    return std::string(u.status().message());
+  };
+  EXPECT_NE(message("amqp://u:p@h1:5672,,h3:5674/%2F").find("empty node"), std::string::npos);
+  EXPECT_NE(message("amqp://u:p@h1:5672,/%2F").find("empty node"), std::string::npos);
+  EXPECT_NE(message("amqp://u:p@h1:5672,h1:5672/%2F").find("h1:5672 is listed twice"),
+            std::string::npos);
+  EXPECT_NE(message("amqp://u:p@h1:5672,h2:0/%2F").find("node 2: AMQP URL port"),
+            std::string::npos);
+  EXPECT_NE(message("amqp://u:p@h1:5672,h2:x/%2F").find("node 2:"), std::string::npos);
+  EXPECT_NE(message("amqp://u:p@h1/%2F,amqp://u:p@h2/%2F").find("not as several URLs"),
+            std::string::npos);
+}
+
 // Found by fuzz/amqp_url_fuzz.cc: rabbitmq-c takes these (it stops at the NUL).
 TEST(AmqpUrlTest, RefusesWhatCannotBeConnectedTo) {
   EXPECT_TRUE(absl::IsInvalidArgument(AmqpUrl::Parse("amqp://h:0/").status()));

@@ -14,7 +14,10 @@ namespace outbox::testing {
 std::string BinaryPath(const std::string& name) { return absl::StrCat(OUTBOX_BIN_DIR, "/", name); }
 
 ServiceSet::ServiceSet(std::map<std::string, std::string> extra_env)
-    : broker_(TestBroker()),
+    : ServiceSet(TestBroker(), std::move(extra_env)) {}
+
+ServiceSet::ServiceSet(Broker broker, std::map<std::string, std::string> extra_env)
+    : broker_(std::move(broker)),
       dir_(MakeTempDir("outbox_e2e")),
       pay_queue_(UniqueName("PAY")),
       acc_queue_(UniqueName("ACC")),

@@ -23,6 +23,8 @@ class ServiceSet {
  public:
   // `extra_env` is added to every service's environment (e.g. RECOVERY_BASE_DELAY).
   explicit ServiceSet(std::map<std::string, std::string> extra_env = {});
+  // Against another broker, e.g. the test cluster (its amqp_url lists the nodes).
+  ServiceSet(Broker broker, std::map<std::string, std::string> extra_env);
   ~ServiceSet();
 
   // `extra_env` applies to this start only (e.g. OUTBOX_FAILPOINTS).
