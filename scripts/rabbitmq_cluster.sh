@@ -14,6 +14,7 @@
 #   rabbitmq_cluster.sh leader DIR QUEUE print the number (1-3) of the node leading quorum QUEUE
 #
 # DIR/amqp_urls: the URL the services take, amqp://user:pass@127.0.0.1:P1,...:P3/%2F
+# (the admin user); DIR/users/<user>.url and .password: each service's own user
 # (node 1's user: the others took it over when they joined; their own
 # broker.env URLs are stale). DIR/nodes: one line per node, "I NODENAME
 # PIDFILE AMQP_PORT", for tests that kill, stop or SIGSTOP one node.
@@ -97,6 +98,15 @@ write_files() {
     hosts+=("127.0.0.1:$(source "$CLUSTER/node$i/broker.env"; echo "$AMQP_PORT")")
   done
   (IFS=,; umask 077; echo "amqp://$user:$pass@${hosts[*]}/%2F" >"$CLUSTER/amqp_urls")
+  # The services' broker users are node 1's (nodes 2 and 3 took its data when
+  # they joined): DIR/users/<user>.url lists every node, .password is node 1's.
+  mkdir -p "$CLUSTER/users"
+  local f
+  for f in "$CLUSTER"/node1/users/*.password; do
+    user=$(basename "$f" .password)
+    install -m 600 "$f" "$CLUSTER/users/$user.password"
+    (IFS=,; echo "amqp://$user@${hosts[*]}/%2F" >"$CLUSTER/users/$user.url")
+  done
 }
 
 cmd_start() {

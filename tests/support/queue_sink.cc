@@ -10,8 +10,10 @@ namespace outbox::testing {
 
 QueueSink::QueueSink(const std::string& amqp_url, const std::string& queue, Mode mode) {
   thread_ = std::thread([this, amqp_url, queue, mode] { Run(amqp_url, queue, mode); });
-  if (!PollUntil([this] { return ready_.load(); }, absl::Seconds(10))) {
-    std::fprintf(stderr, "QueueSink: could not consume %s\n", queue.c_str());
+  if (!PollUntil([this] { return ready_.load(); }, absl::Seconds(20))) {
+    absl::MutexLock lock(&mu_);
+    std::fprintf(stderr, "QueueSink: could not consume %s: %s\n", queue.c_str(),
+                 last_error_.c_str());
     std::abort();
   }
 }
@@ -24,20 +26,34 @@ QueueSink::~QueueSink() {
 void QueueSink::Run(const std::string& amqp_url, const std::string& queue, Mode mode) {
   auto url = AmqpUrl::Parse(amqp_url);
   if (!url.ok()) return;
-  auto conn = AmqpConnection::Connect(*url, "test-queue-sink");
-  // Declared as payment_service declares it (the arguments must match), in
-  // case it has not yet.
-  if (!conn.ok() || !(*conn)->DeclareQueue(queue, "", kPaymentsExchange).ok() ||
-      !(*conn)->Consume(queue, 100).ok()) {
-    return;
+  // A loaded machine (parallel tests, a cluster starting) can make the first
+  // connection slow: try again until the constructor gives up.
+  std::unique_ptr<AmqpConnection> conn;
+  while (!stop_ && conn == nullptr) {
+    auto c = AmqpConnection::Connect(*url, "test-queue-sink");
+    // Declared as payment_service declares it (the arguments must match), in
+    // case it has not yet.
+    absl::Status s = c.status();
+    if (s.ok()) s = (*c)->DeclareQueue(queue, "", kPaymentsExchange);
+    if (s.ok()) s = (*c)->Consume(queue, 100);
+    if (s.ok()) {
+      conn = *std::move(c);
+    } else {
+      {
+        absl::MutexLock lock(&mu_);
+        last_error_ = std::string(s.message());
+      }
+      absl::SleepFor(absl::Milliseconds(200));
+    }
   }
+  if (conn == nullptr) return;
   ready_ = true;
   while (!stop_) {
-    auto got = (*conn)->NextDeliveries(100, absl::Milliseconds(50));
+    auto got = conn->NextDeliveries(100, absl::Milliseconds(50));
     if (!got.ok()) return;
     for (const Delivery& d : *got) {
-      absl::Status s = mode == Mode::kDrop ? (*conn)->Ack(d.delivery_tag, false)
-                                           : (*conn)->Reject(d.delivery_tag);
+      absl::Status s = mode == Mode::kDrop ? conn->Ack(d.delivery_tag, false)
+                                           : conn->Reject(d.delivery_tag);
       if (!s.ok()) return;
       ++taken_;
     }

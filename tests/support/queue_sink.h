@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
+
 namespace outbox::testing {
 
 class QueueSink {
@@ -25,6 +27,8 @@ class QueueSink {
   std::atomic<bool> stop_{false};
   std::atomic<bool> ready_{false};
   std::atomic<int64_t> taken_{0};
+  absl::Mutex mu_;
+  std::string last_error_ ABSL_GUARDED_BY(mu_);  // why the last connect attempt failed
   std::thread thread_;
 };
 
