@@ -7,8 +7,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "shared/amqp/amqp_session.h"
+#include "shared/base/mutex.h"
 #include "shared/observability/metrics.h"
 
 namespace outbox::recovery {
@@ -42,7 +42,7 @@ class DeadLetters {
   absl::StatusOr<Parked> OpenParked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Topology topology_;
-  absl::Mutex mu_;
+  Mutex mu_;
   AmqpSession session_ ABSL_GUARDED_BY(mu_);
 };
 
