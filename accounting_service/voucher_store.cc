@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<VoucherStore>> VoucherStore::Open(const std::stri
 
 absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
     const std::vector<PaymentEvent>& events) {
-  absl::MutexLock lock(&db_->write_mu);
+  MutexLock lock(&db_->write_mu);
   SQLite::Database& db = *db_->writer;
   std::vector<ApplyOutcome> outcomes;
   const int64_t now = clock_.NowMillis();
@@ -127,7 +127,7 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
 }
 
 absl::StatusOr<Voucher> VoucherStore::GetByPayment(const std::string& payment_id) {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   Voucher v;
   bool found = false;
   RETURN_IF_ERROR(Guard("get voucher", [&] {
@@ -144,7 +144,7 @@ absl::StatusOr<Voucher> VoucherStore::GetByPayment(const std::string& payment_id
 }
 
 absl::StatusOr<VoucherPage> VoucherStore::List(int64_t after_id, int limit) {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   std::vector<Voucher> rows;
   RETURN_IF_ERROR(Guard("list vouchers", [&] {
     SQLite::Statement s(*db_->reader, absl::StrCat(kSelect, "WHERE id > ? ORDER BY id LIMIT ?"));

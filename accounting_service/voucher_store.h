@@ -10,11 +10,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "accounting_service/voucher.h"
 #include "shared/base/clock.h"
-#include "shared/base/page.h"
 #include "shared/base/ids.h"
+#include "shared/base/mutex.h"
+#include "shared/base/page.h"
 #include "shared/sqlite/sqlite_file.h"
 
 namespace outbox::accounting {

@@ -53,6 +53,7 @@
 #include "shared/amqp/amqp_client.h"
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/base/status_macros.h"
+#include "shared/runtime/env.h"
 
 ABSL_FLAG(std::string, payment_addr, "", "payment_service gRPC address host:port (required)");
 ABSL_FLAG(std::string, accounting_addr, "",
@@ -87,6 +88,14 @@ ABSL_FLAG(absl::Duration, grpc_baseline_time, absl::Seconds(3),
 ABSL_FLAG(absl::Duration, naive_baseline_time, absl::Seconds(3),
           "time of the naive-outbox baseline");
 ABSL_FLAG(std::string, label, "", "name of this run, printed in the report");
+ABSL_FLAG(std::string, tls_ca_file, outbox::EnvOr("TLS_CA_FILE", ""),
+          "PEM CA the services' certificates chain to; set = TLS [env TLS_CA_FILE]");
+ABSL_FLAG(std::string, tls_cert_file, outbox::EnvOr("TLS_CLIENT_CERT_FILE", ""),
+          "PEM client certificate for services that require one (mTLS) [env TLS_CLIENT_CERT_FILE]");
+ABSL_FLAG(std::string, tls_key_file, outbox::EnvOr("TLS_CLIENT_KEY_FILE", ""),
+          "PEM key of --tls_cert_file [env TLS_CLIENT_KEY_FILE]");
+ABSL_FLAG(std::string, token_file, outbox::EnvOr("API_TOKEN_FILE", ""),
+          "file with the API token sent as 'authorization: Bearer' [env API_TOKEN_FILE]");
 ABSL_FLAG(bool, json, false, "also print the figures as one JSON object on the last line");
 
 namespace outbox::bench {
@@ -615,8 +624,9 @@ absl::StatusOr<SentResult> CollectSent(PaymentStub& stub, const std::string& mea
   return out;
 }
 
-absl::StatusOr<int64_t> CountVouchers(const std::string& addr) {
-  auto stub = ::accounting::v1::AccountingService::NewStub(loadgen::NewChannel(addr));
+absl::StatusOr<int64_t> CountVouchers(const std::string& addr,
+                                      const loadgen::ChannelSecurity& security) {
+  auto stub = ::accounting::v1::AccountingService::NewStub(loadgen::NewChannel(addr, security));
   int64_t n = 0;
   RETURN_IF_ERROR(loadgen::ForEachVoucher(*stub, kQueryTimeout,
                                           [&](const ::accounting::v1::Voucher&) { ++n; }));
@@ -710,6 +720,12 @@ absl::Status Run() {
         "--rate must be >= 0; --concurrency, --channels, --max_in_flight and --duration positive; "
         "--warmup not negative");
   }
+  // Plaintext unless --tls_ca_file; the API token (if any) goes with every call.
+  ASSIGN_OR_RETURN(const loadgen::ChannelSecurity security,
+                   loadgen::ChannelSecurity::FromFiles(
+                       {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
+                        absl::GetFlag(FLAGS_tls_key_file)},
+                       absl::GetFlag(FLAGS_token_file)));
   std::string scratch = absl::GetFlag(FLAGS_scratch_dir);
   if (scratch.empty()) {
     const char* tmp = std::getenv("TMPDIR");
@@ -717,15 +733,18 @@ absl::Status Run() {
   }
 
   Report report;
-  const std::string mode = open_loop
-                               ? absl::StrFormat("open loop, %.0f calls/s offered", rate)
-                               : absl::StrFormat("closed loop, %d calls in flight", concurrency);
+  const bool tls = !absl::GetFlag(FLAGS_tls_ca_file).empty();
+  const std::string mode = absl::StrCat(
+      open_loop ? absl::StrFormat("open loop, %.0f calls/s offered", rate)
+                : absl::StrFormat("closed loop, %d calls in flight", concurrency),
+      tls ? ", gRPC over TLS" : "");
   const std::string label = absl::GetFlag(FLAGS_label);
   std::printf("== outbox_bench%s: %s, %s measured after %s warm-up ==\n",
               label.empty() ? "" : absl::StrCat(" [", label, "]").c_str(), mode.c_str(),
               absl::FormatDuration(duration).c_str(), absl::FormatDuration(warmup).c_str());
   report.Text("label", label);
   report.Text("mode", open_loop ? "open" : "closed");
+  report.Text("grpc", tls ? "tls" : "plaintext");
   report.Figure("offered_rate_per_s", open_loop ? rate : NAN);
   report.Figure("concurrency", open_loop ? NAN : concurrency);
   report.Figure("duration_s", absl::ToDoubleSeconds(duration));
@@ -783,14 +802,15 @@ absl::Status Run() {
 
   std::vector<std::unique_ptr<PaymentStub>> stubs;
   for (int i = 0; i < channels; ++i) {
-    auto channel = loadgen::NewChannel(payment_addr);  // a TCP connection of its own
+    auto channel = loadgen::NewChannel(payment_addr, security);  // a TCP connection of its own
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       return absl::UnavailableError(
           absl::StrCat("cannot connect to payment_service at ", payment_addr));
     }
     stubs.push_back(::payment::v1::PaymentService::NewStub(channel));
   }
-  auto query_stub = ::payment::v1::PaymentService::NewStub(loadgen::NewChannel(payment_addr));
+  auto query_stub =
+      ::payment::v1::PaymentService::NewStub(loadgen::NewChannel(payment_addr, security));
 
   const std::string run_tag = loadgen::RandomRunId();
   std::vector<CpuMonitor::Process> watched = {{"outbox_bench (client)", "client", 0}};
@@ -848,7 +868,7 @@ absl::Status Run() {
                    "; measured not SENT: ", sent.measured - sent.measured_sent, "; all payments ",
                    sent.all_payments, ", SENT ", sent.all_sent));
   if (!absl::GetFlag(FLAGS_accounting_addr).empty()) {
-    auto vouchers = CountVouchers(absl::GetFlag(FLAGS_accounting_addr));
+    auto vouchers = CountVouchers(absl::GetFlag(FLAGS_accounting_addr), security);
     if (vouchers.ok()) {
       report.Line("vouchers",
                   absl::StrCat(*vouchers, " for ", sent.all_sent, " SENT payments",

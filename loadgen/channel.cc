@@ -29,8 +29,10 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& addr,
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also takes it as the connect
+  // timeout (default 20 s), and 100 ms cut off TLS handshakes on a busy
+  // machine ("timed out before receiving SETTINGS frame").
   return CreateChannelWithToken(addr, security.credentials, args, security.token);
 }
 

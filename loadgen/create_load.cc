@@ -24,7 +24,7 @@ void CreateLoad::Join() {
 std::vector<Created> CreateLoad::Results() const {
   std::vector<Created> out;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     out = results_;
   }
   std::sort(out.begin(), out.end(),
@@ -54,7 +54,7 @@ void CreateLoad::Run(payment::v1::PaymentService::StubInterface& stub) {
     }
     if (on_created_) on_created_(c);
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       results_.push_back(std::move(c));
     }
     if (plan_.pause > absl::ZeroDuration()) absl::SleepFor(plan_.pause);

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "loadgen/retry.h"
 #include "payment/v1/payment.grpc.pb.h"
+#include "shared/base/mutex.h"
 
 namespace outbox::loadgen {
 
@@ -72,7 +72,7 @@ class CreateLoad {
   std::atomic<int64_t> failed_{0};
   std::atomic<int64_t> retries_{0};
   std::atomic<size_t> finished_threads_{0};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<Created> results_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };

@@ -29,14 +29,14 @@ void FastPublisher::Start() {
 
 void FastPublisher::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   thread_.Stop();
 }
 
 void FastPublisher::Enqueue(std::vector<OutgoingMessage> messages) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (OutgoingMessage& m : messages) {
     if (queue_.size() >= options_.capacity) {
       dropped_.Add();  // the row stays SENDING; recovery re-publishes it
@@ -66,7 +66,7 @@ void FastPublisher::ReportFailures() {
 bool FastPublisher::Step() {
   bool stopping = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
     // With nothing in flight, sleep until there is work; wake at least every
     // second to keep the idle connection's heartbeats going.
@@ -79,14 +79,14 @@ bool FastPublisher::Step() {
     if (!in_flight_.empty()) FailInFlight(s);
     ReportFailures();
     if (stopping) return false;  // whatever is queued stays SENDING for recovery
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
     return true;
   }
   // Fill the window.
   std::vector<OutgoingMessage> batch;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     while (!queue_.empty() && in_flight_.size() + batch.size() < options_.window) {
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
@@ -113,7 +113,7 @@ bool FastPublisher::Step() {
   // Settle confirms: wait briefly only when there is nothing new to send.
   bool more_waiting;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     more_waiting = !queue_.empty() && in_flight_.size() < options_.window;
   }
   std::vector<Confirm> settled;

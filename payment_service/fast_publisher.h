@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "shared/base/clock.h"
+#include "shared/base/mutex.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/transport.h"
@@ -62,7 +62,7 @@ class FastPublisher final : public RelayQueue {
   Counter& failed_total_;
   Counter& dropped_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<OutgoingMessage> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 

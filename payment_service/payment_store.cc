@@ -71,7 +71,7 @@ absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::stri
 std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,
                                                      const std::vector<std::string>& mark_sent,
                                                      int64_t now_ms, absl::StatusOr<AckTally>* marked) {
-  absl::MutexLock lock(&db_->write_mu);
+  MutexLock lock(&db_->write_mu);
   SQLite::Database& db = *db_->writer;
   std::vector<CreateOutcome> outcomes;
   AckTally marked_count;
@@ -158,7 +158,7 @@ absl::StatusOr<AckTally> PaymentStore::MarkSent(const std::vector<std::string>& 
 
 absl::Status PaymentStore::RecordPublishError(const std::vector<std::string>& message_ids,
                                               const std::string& error, int64_t now_ms) {
-  absl::MutexLock lock(&db_->write_mu);
+  MutexLock lock(&db_->write_mu);
   return WriteTransaction(*db_->writer, [&] {
     RecordOutboxPublishFailure(*db_->writer, message_ids, error, now_ms);
     return absl::OkStatus();
@@ -166,7 +166,7 @@ absl::Status PaymentStore::RecordPublishError(const std::vector<std::string>& me
 }
 
 absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   PaymentRecord record;
   bool found = false;
   RETURN_IF_ERROR(Guard("get payment", [&] {
@@ -184,7 +184,7 @@ absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {
 
 absl::StatusOr<PaymentPage> PaymentStore::List(std::optional<OutboxStatus> status,
                                                int64_t after_id, int limit) {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   std::vector<PaymentRecord> rows;
   RETURN_IF_ERROR(Guard("list payments", [&] {
     // SENDING and FAILED rows are few: find them through the status index and

@@ -10,9 +10,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "payment_service/payment.h"
 #include "shared/base/clock.h"
+#include "shared/base/mutex.h"
 #include "shared/base/page.h"
 #include "shared/outbox/repository.h"
 #include "shared/sqlite/sqlite_file.h"

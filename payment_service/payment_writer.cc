@@ -27,7 +27,7 @@ void PaymentWriter::Start() { thread_ = std::thread([this] { Run(); }); }
 
 void PaymentWriter::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
@@ -35,7 +35,7 @@ void PaymentWriter::Stop() {
 
 CreateOutcome PaymentWriter::Create(const PaymentInput& input, const std::string& traceparent) {
   Pending pending{&input, &traceparent, {}, false};
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stopping_) {
     pending.outcome.status = absl::UnavailableError("payment service is shutting down");
     return pending.outcome;
@@ -52,7 +52,7 @@ absl::Status PaymentWriter::RecordPublishFailure(const std::vector<std::string>&
 
 absl::StatusOr<AckTally> PaymentWriter::MarkAcknowledged(const std::vector<std::string>& message_ids) {
   PendingMark pending{&message_ids, AckTally{}, false};
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("payment service is shutting down");
   marks_.push_back(&pending);
   mu_.Await(absl::Condition(&pending.done));
@@ -64,7 +64,7 @@ void PaymentWriter::Run() {
     std::vector<Pending*> group;
     std::vector<PendingMark*> marks;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
         return !queue_.empty() || !marks_.empty() || stopping_;
       };
@@ -128,7 +128,7 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
   created_.Add(static_cast<int64_t>(messages.size()));
   if (!messages.empty()) relay_.Enqueue(std::move(messages));
 
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (size_t i = 0; i < group.size(); ++i) {
     group[i]->outcome = std::move(outcomes[i]);
     group[i]->done = true;

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "payment_service/payment_store.h"
 #include "shared/base/clock.h"
 #include "shared/base/ids.h"
+#include "shared/base/mutex.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/retry_policy.h"
@@ -72,7 +72,7 @@ class PaymentWriter final : public OutboxRepository {
   const WriterOptions options_;
   RelayQueue& relay_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);
   std::deque<PendingMark*> marks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -23,17 +23,17 @@ class RecordingRelay final : public RelayQueue {
       : check_(std::move(check)) {}
   void Enqueue(std::vector<OutgoingMessage> messages) override {
     if (check_) check_(messages);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     published_.insert(published_.end(), messages.begin(), messages.end());
   }
   std::vector<OutgoingMessage> published() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return published_;
   }
 
  private:
   std::function<void(const std::vector<OutgoingMessage>&)> check_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<OutgoingMessage> published_ ABSL_GUARDED_BY(mu_);
 };
 

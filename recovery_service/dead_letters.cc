@@ -54,7 +54,7 @@ absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& q
 }
 
 absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int limit) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto parked = OpenParked(queue);
   if (!parked.ok()) return parked.status();
   AmqpConnection* const conn = parked->conn;
@@ -80,7 +80,7 @@ absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int l
 }
 
 absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto parked = OpenParked(queue);
   if (!parked.ok()) return parked.status();
   AmqpConnection* const conn = parked->conn;

@@ -7,8 +7,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "shared/amqp/amqp_session.h"
+#include "shared/base/mutex.h"
 #include "shared/observability/metrics.h"
 
 namespace outbox::recovery {
@@ -49,7 +49,7 @@ class DeadLetters {
   const Source* Find(const std::string& queue) const;
 
   const std::vector<Source> sources_;
-  absl::Mutex mu_;
+  Mutex mu_;
   AmqpSession session_ ABSL_GUARDED_BY(mu_);
 };
 

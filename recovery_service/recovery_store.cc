@@ -83,7 +83,7 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::OpenWhenCreated(
 absl::Status RecoveryStore::WithDueRows(
     int64_t now_ms, int limit, const std::string& lease_holder,
     const std::function<void(std::vector<OutboxMessage>&, OutboxStateTable&)>& apply) {
-  absl::MutexLock lock(&db_->write_mu);
+  MutexLock lock(&db_->write_mu);
   SQLite::Database& db = *db_->writer;
   return WriteTransaction(db, [&]() -> absl::Status {
     if (!lease_holder.empty()) {
@@ -151,7 +151,7 @@ absl::StatusOr<std::vector<OutboxMessage>> RecoveryStore::ListFailed(int limit) 
 }
 
 std::string RecoveryStore::ExplainClaim() {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   std::string plan;
   absl::Status s = Guard("explain claim", [&] {
     SQLite::Statement stmt(*db_->reader, absl::StrCat("EXPLAIN QUERY PLAN ", ClaimSql()));
@@ -165,7 +165,7 @@ std::string RecoveryStore::ExplainClaim() {
 
 absl::Status RecoveryStore::RecordPublishFailure(const std::vector<std::string>& message_ids,
                                                  const std::string& error, int64_t now_ms) {
-  absl::MutexLock lock(&db_->write_mu);
+  MutexLock lock(&db_->write_mu);
   return WriteTransaction(*db_->writer, [&] {
     RecordOutboxPublishFailure(*db_->writer, message_ids, error, now_ms);
     return absl::OkStatus();
@@ -174,7 +174,7 @@ absl::Status RecoveryStore::RecordPublishFailure(const std::vector<std::string>&
 
 absl::StatusOr<bool> RecoveryStore::TryAcquireLease(const std::string& holder, int64_t now_ms,
                                                     int64_t ttl_ms) {
-  absl::MutexLock lock(&db_->write_mu);
+  MutexLock lock(&db_->write_mu);
   bool acquired = false;
   RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
     SQLite::Statement stmt(*db_->writer, R"sql(
@@ -192,7 +192,7 @@ absl::StatusOr<bool> RecoveryStore::TryAcquireLease(const std::string& holder, i
 }
 
 absl::Status RecoveryStore::ReleaseLease(const std::string& holder, int64_t now_ms) {
-  absl::MutexLock lock(&db_->write_mu);
+  MutexLock lock(&db_->write_mu);
   return WriteTransaction(*db_->writer, [&] {
     SQLite::Statement stmt(*db_->writer,
                            "UPDATE recovery_lease SET expires_at = ?1 WHERE name = ?2 AND holder = ?3");
@@ -205,7 +205,7 @@ absl::Status RecoveryStore::ReleaseLease(const std::string& holder, int64_t now_
 }
 
 absl::StatusOr<LeaseState> RecoveryStore::Lease() {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   LeaseState state;
   RETURN_IF_ERROR(Guard("read lease", [&] {
     SQLite::Statement stmt(*db_->reader, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
@@ -220,7 +220,7 @@ absl::StatusOr<LeaseState> RecoveryStore::Lease() {
 }
 
 absl::StatusOr<int> RecoveryStore::ArchiveSent(int64_t cutoff_ms, int batch) {
-  absl::MutexLock lock(&db_->write_mu);
+  MutexLock lock(&db_->write_mu);
   int moved = 0;
   RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
     // A bounded batch per transaction: never one statement over the table.
@@ -242,7 +242,7 @@ absl::StatusOr<int> RecoveryStore::ArchiveSent(int64_t cutoff_ms, int batch) {
 }
 
 absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t after_id, int limit) {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   std::vector<OutboxMessage> rows;
   RETURN_IF_ERROR(Guard("list messages", [&] {
     // SENT rows are nearly all rows: walk ids in order and stop after a page
@@ -262,7 +262,7 @@ absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t aft
 }
 
 absl::StatusOr<OutboxMessage> RecoveryStore::Get(const std::string& message_id) {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   std::optional<OutboxMessage> row;
   RETURN_IF_ERROR(Guard("get message", [&] {
     SQLite::Statement stmt(*db_->reader, SelectWhere("WHERE o.message_id = ?"));
@@ -276,7 +276,7 @@ absl::StatusOr<OutboxMessage> RecoveryStore::Get(const std::string& message_id) 
 
 absl::StatusOr<OutboxMessage> RecoveryStore::Redrive(const std::string& message_id,
                                                      int64_t now_ms) {
-  absl::MutexLock lock(&db_->write_mu);
+  MutexLock lock(&db_->write_mu);
   OutboxMessage redriven;
   RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&]() -> absl::Status {
     OutboxStateTable table(*db_->writer);
@@ -293,7 +293,7 @@ absl::StatusOr<OutboxMessage> RecoveryStore::Redrive(const std::string& message_
 }
 
 absl::StatusOr<int64_t> RecoveryStore::RedriveAllFailed(bool dry_run, int64_t now_ms) {
-  absl::MutexLock lock(&db_->write_mu);
+  MutexLock lock(&db_->write_mu);
   int64_t count = 0;
   RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&]() -> absl::Status {
     count = 0;
@@ -313,7 +313,7 @@ absl::StatusOr<int64_t> RecoveryStore::RedriveAllFailed(bool dry_run, int64_t no
 }
 
 absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   OutboxCounts counts;
   RETURN_IF_ERROR(Guard("count messages", [&] {
     SQLite::Statement by_status(*db_->reader, "SELECT status, COUNT(*) FROM outbox GROUP BY status");
@@ -340,7 +340,7 @@ int64_t RecoveryStore::OldestSendingLocked() {
 }
 
 absl::StatusOr<int64_t> RecoveryStore::OldestSendingCreatedAt() {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   int64_t oldest = 0;
   RETURN_IF_ERROR(Guard("oldest sending", [&] {
     oldest = OldestSendingLocked();
@@ -371,7 +371,7 @@ void RecoveryStore::RegisterMetrics(MetricsRegistry& metrics, const Clock& clock
 }
 
 absl::StatusOr<int64_t> RecoveryStore::CountSendingOlderThan(int64_t created_before_ms) {
-  absl::MutexLock lock(&db_->read_mu);
+  MutexLock lock(&db_->read_mu);
   int64_t n = 0;
   RETURN_IF_ERROR(Guard("count backlog", [&] {
     SQLite::Statement stmt(*db_->reader,

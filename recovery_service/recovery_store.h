@@ -13,9 +13,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "shared/base/clock.h"
+#include "shared/base/mutex.h"
 #include "shared/base/page.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"

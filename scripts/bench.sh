@@ -22,6 +22,9 @@
 #   BENCH_JSON=1             outbox_bench also prints a JSON line per run
 #   BENCH_PROFILE=1          perf-record payment_service (and accounting_service) during the
 #                            throughput run and print where their CPU went (installs linux-perf)
+#   BENCH_TLS=1              gRPC with TLS and an API token (scripts/dev_certs.sh
+#                            certificates in the temp dir); default plaintext, as
+#                            the figures in README were taken
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,6 +36,7 @@ RATE=${BENCH_RATE:-1000}
 CLAIM_ROWS=${CLAIM_ROWS:-5000000}
 JOBS=${BENCH_JOBS:-2}
 JSON=$([[ ${BENCH_JSON:-0} == 1 ]] && echo true || echo false)
+TLS=${BENCH_TLS:-0}
 
 say() { echo "bench: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -109,6 +113,17 @@ say "starting a private RabbitMQ node (takes ~15 s)"
 "$ROOT/scripts/rabbitmq_node.sh" start "$BROKER_DIR" >/dev/null
 AMQP_URL=$(cat "$BROKER_DIR/amqp_url")
 
+# gRPC security for every run: none, or TLS + API token (BENCH_TLS=1).
+SERVICE_SECURITY=() CLIENT_SECURITY=()
+if [[ $TLS == 1 ]]; then
+  say "gRPC with TLS and an API token (certificates in $WORK/certs)"
+  bash "$ROOT/scripts/dev_certs.sh" "$WORK/certs" >/dev/null
+  (umask 077 && head -c 32 /dev/urandom | base64 >"$WORK/certs/api.token")
+  SERVICE_SECURITY=(TLS_CERT_FILE="$WORK/certs/server.pem" TLS_KEY_FILE="$WORK/certs/server.key"
+    API_TOKEN_FILE="$WORK/certs/api.token")
+  CLIENT_SECURITY=(--tls_ca_file="$WORK/certs/ca.pem" --token_file="$WORK/certs/api.token")
+fi
+
 # start_service NAME RUN_DIR ENV...: starts build-release/bin/NAME with its log
 # in RUN_DIR, waits for "<NAME>_started ... port=N"; sets PORT and PID.
 start_service() {
@@ -137,7 +152,7 @@ start_services() {
   [[ -s $WORK/message.keys ]] ||  # the services sign and check every message
     (umask 077 && echo "bench $(openssl rand -hex 32)" >"$WORK/message.keys")
   local common=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC"
-    MESSAGE_KEYS_FILE="$WORK/message.keys") users=$BROKER_DIR/users
+    MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}") users=$BROKER_DIR/users
   # Each service on its own broker user (scripts/rabbitmq_node.sh).
   start_service accounting_service "$dir" "${common[@]}" \
     AMQP_URL="$(cat "$users/outbox-accounting.url")" AMQP_PASSWORD_FILE="$users/outbox-accounting.password" \
@@ -154,7 +169,7 @@ run_outbox_bench() {  # extra outbox_bench flags...
     --payment_addr="127.0.0.1:$PAYMENT_PORT" --accounting_addr="127.0.0.1:$ACCOUNTING_PORT" \
     --payment_pid="$PAYMENT_PID" --accounting_pid="$ACCOUNTING_PID" \
     --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid" 2>/dev/null || echo 0)" \
-    --duration="$DURATION" --warmup="$WARMUP" --json="$JSON" "$@"
+    --duration="$DURATION" --warmup="$WARMUP" --json="$JSON" "${CLIENT_SECURITY[@]}" "$@"
 }
 
 echo "outbox benchmarks on $(hostname), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -3,7 +3,9 @@
 # operator sees it in Prometheus and Alertmanager.
 #
 #   1. up       makes the local stand-in images when ../shared/docker/local-images.sh
-#               exists (a machine without Docker Hub), then `docker-compose up -d --build`
+#               exists (a machine without Docker Hub), a fresh throwaway CA, server
+#               certificate and API/ops tokens in certs/compose/ (git-ignored; mounted
+#               read-only: gRPC runs with TLS and tokens), then `docker-compose up -d --build`
 #               (RabbitMQ, the three services, Prometheus, Alertmanager) and waits until
 #               every container's healthcheck passes.
 #   2. healthy  build/bin/outbox_demo (built on the host with scripts/build.sh if
@@ -115,8 +117,10 @@ await_healthy() {
     sleep 2
   done
 }
+CERTS=$ROOT/certs/compose
 demo() {
-  "$BIN/outbox_demo" --payment_addr=127.0.0.1:50051 --accounting_addr=127.0.0.1:50052 "$@"
+  "$BIN/outbox_demo" --payment_addr=127.0.0.1:50051 --accounting_addr=127.0.0.1:50052 \
+    --tls_ca_file="$CERTS/ca.pem" --token_file="$CERTS/api.token" "$@"
 }
 # metric SERIES: recovery_service's current value of a series, 0 if absent.
 metric() {
@@ -160,6 +164,16 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- 1. up ---
+# gRPC TLS, tokens and the message signing key: new ones every run. The containers run as uid 10001
+# (docker/Dockerfile), which must read the keys and tokens (mode 0600).
+rm -rf "$CERTS"
+bash scripts/dev_certs.sh "$CERTS" >/dev/null
+(umask 077 && head -c 32 /dev/urandom | base64 >"$CERTS/api.token" &&
+  head -c 32 /dev/urandom | base64 >"$CERTS/ops.token" &&
+  echo "compose $(openssl rand -hex 32)" >"$CERTS/message.keys")
+chown -R 10001 "$CERTS" 2>/dev/null || sudo chown -R 10001 "$CERTS" ||
+  die "cannot hand $CERTS to uid 10001 (the containers' user)"
+say "gRPC TLS certificates, tokens and the message key in $CERTS"
 echo "=== up: docker-compose up -d --build (project $COMPOSE_PROJECT_NAME) ==="
 build_start=$SECONDS
 dc build >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log" >&2; die "docker-compose build failed ($OUT/build.log)"; }

@@ -28,6 +28,9 @@
 # RECOVERY_MAX_ATTEMPTS (3 here), other RECOVERY_* / service variables are
 # passed through; KEEP=1 keeps the temp dir, SKIP_BUILD=1 uses the binaries
 # already in BUILD_DIR (build), BUILD_TYPE (Release).
+# gRPC runs with TLS and bearer tokens (certificates from scripts/dev_certs.sh
+# and random API/ops tokens in the temp dir's certs/); DEMO_PLAINTEXT=1 turns
+# both off.
 # Exit status 0 only if both phases and outbox_check are OK, PAY_QUEUE held at
 # most 1.1 messages per payment during the outage, no row FAILED, at most 2
 # alerts were raised and none is active at the end, every row was SENT within
@@ -102,6 +105,11 @@ am_alerts() {
 start_broker
 free_port recovery_metrics_port
 service_envs
+client_security=()
+if [[ ${DEMO_PLAINTEXT:-0} != 1 ]]; then
+  grpc_security "$WORK/certs"
+  echo "demo: gRPC with TLS and tokens (CA, certificates and tokens in $WORK/certs)"
+fi
 # debug: one line per payment per step, each with its trace id (the story below).
 export OUTBOX_LOG_LEVEL=${OUTBOX_LOG_LEVEL:-debug}
 payment_service_env+=(RECOVERY_BASE_DELAY="$BASE_DELAY" RECOVERY_MAX_ATTEMPTS="$MAX_ATTEMPTS")
@@ -114,7 +122,8 @@ start recovery_service
 
 demo() {
   "$BIN/outbox_demo" --payment_addr="127.0.0.1:$payment_port" \
-    --accounting_addr="127.0.0.1:$accounting_port" --concurrency="$CONCURRENCY" "$@"
+    --accounting_addr="127.0.0.1:$accounting_port" --concurrency="$CONCURRENCY" \
+    "${client_security[@]}" "$@"
 }
 # metric NAME: recovery_service's current value of a metric series (its /metrics), 0 if absent.
 metric() {

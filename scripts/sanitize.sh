@@ -6,7 +6,8 @@
 # go to ctest (default `-L 'unit|integration'`, e.g. `scripts/sanitize.sh
 # asan -L e2e`). Exits non-zero if a build or any test fails.
 # Env: SANITIZE_TARGETS (space-separated cmake targets to build instead of
-# all; e.g. only the test programs a label needs).
+# all; e.g. only the test programs a label needs). ccache is used when
+# installed (set CCACHE_DISABLE=1 for a cold build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-asan}"
@@ -14,10 +15,15 @@ shift || true
 (($# > 0)) || set -- -L 'unit|integration'
 bash scripts/install_deps.sh
 
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+
 run() {  # run NAME FLAGS: configure, build and test build-NAME/
   local dir="build-$1" flags="$2"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ "${launcher[@]}" \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" || return
   # shellcheck disable=SC2086  # SANITIZE_TARGETS is a list

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks docker-compose.yml: valid with the four broker passwords set, rejected
 # without any one of them (no default password), each service on its own
-# broker user, the `cluster` profile's nodes and URL list, and no guest
-# account anywhere.
+# broker user, the `cluster` profile's nodes and URL list, no guest account
+# anywhere, and gRPC TLS and tokens on in all three services (certificates
+# mounted read-only).
 #   bash tests/compose_config_test.sh [path/to/docker-compose.yml]
 set -euo pipefail
 file=${1:-$(cd "$(dirname "$0")/.." && pwd)/docker-compose.yml}
@@ -44,4 +45,22 @@ quorum=$(grep -c 'QUEUE_TYPE: quorum' <<<"$cluster")
 if grep -qi guest "$file"; then
   echo "FAIL: $file mentions guest" >&2; exit 1
 fi
+# gRPC TLS, tokens and the message key in all six services (docker-compose
+# config shows the cluster profile's too).
+config=$(env "${all[@]}" docker-compose --env-file "$no_env" -f "$file" config)
+# expect COUNT TEXT: exactly COUNT lines of the resolved config end in TEXT
+# (after a space, a slash or a colon).
+expect() {
+  local n
+  n=$(awk -v t="$2" '{ s = substr($0, length($0) - length(t) + 1); p = substr($0, length($0) - length(t), 1) }
+    s == t && (p == " " || p == "/" || p == ":") { n++ } END { print n + 0 }' <<<"$config")
+  [[ $n == "$1" ]] || { echo "FAIL: expected '$2' $1 times in the resolved config, found $n" >&2; exit 1; }
+}
+expect 6 "TLS_CERT_FILE: /certs/server.pem"
+expect 6 "TLS_KEY_FILE: /certs/server.key"
+expect 6 "TLS_CA_FILE: /certs/ca.pem"
+expect 6 "certs/compose:/certs:ro"
+expect 4 "API_TOKEN_FILE: /certs/api.token"
+expect 2 "OPS_TOKEN_FILE: /certs/ops.token"
+expect 6 "MESSAGE_KEYS_FILE: /certs/message.keys"
 echo "PASS: $file"

@@ -119,6 +119,28 @@ service_envs() {
   }
 }
 
+# grpc_security DIR: gRPC TLS and tokens on, as in production: a throwaway CA
+# and certificates (scripts/dev_certs.sh) and random API and ops tokens, all in
+# DIR; adds them to the NAME_env arrays (service_envs first) and sets
+# client_security, the flags outbox_demo needs to reach the services.
+grpc_security() {
+  local dir=$1 tls
+  bash scripts/dev_certs.sh "$dir" >/dev/null
+  (
+    umask 077
+    head -c 32 /dev/urandom | base64 >"$dir/api.token"
+    head -c 32 /dev/urandom | base64 >"$dir/ops.token"
+  )
+  tls=(TLS_CERT_FILE="$dir/server.pem" TLS_KEY_FILE="$dir/server.key" TLS_CA_FILE="$dir/ca.pem")
+  # shellcheck disable=SC2034  # used through start_service's nameref and by the caller
+  {
+    payment_service_env+=("${tls[@]}" API_TOKEN_FILE="$dir/api.token")
+    accounting_service_env+=("${tls[@]}" API_TOKEN_FILE="$dir/api.token")
+    recovery_service_env+=("${tls[@]}" OPS_TOKEN_FILE="$dir/ops.token")
+    client_security=(--tls_ca_file="$dir/ca.pem" --token_file="$dir/api.token")
+  }
+}
+
 # start_service NAME: runs $BIN/NAME with the environment in the array NAME_env, appending to
 # $WORK/NAME.log, and waits up to 30 s for a new "NAME_started" line: returns 1 if it does not
 # come, exits 1 if NAME dies first.

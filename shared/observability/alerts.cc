@@ -118,7 +118,7 @@ void Alerter::Refresh(Alert alert) {
 
 void Alerter::Enqueue(Alert alert) {
   if (options_.alertmanager_url.empty()) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (queue_.size() >= options_.capacity) {
     ++delivery_failures_;
     LogError("alert_dropped", {KV("alertname", alert.name), KV("reason", "queue full")});
@@ -129,7 +129,7 @@ void Alerter::Enqueue(Alert alert) {
 
 void Alerter::Stop(absl::Duration grace) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
     stop_deadline_ = absl::Now() + grace;
@@ -143,7 +143,7 @@ void Alerter::Run() {
     std::vector<Alert> batch;
     absl::Time deadline;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;
@@ -166,7 +166,7 @@ void Alerter::Run() {
       LogWarning("alert_delivery_retry", {KV("alerts", batch.size()), KV("attempt", attempt),
                                           KV("url", url), KV("error", error)});
       // Wait before retrying, but give up early when asked to stop.
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       mu_.AwaitWithDeadline(absl::Condition(&stopping_),
                             std::min(deadline, absl::Now() + options_.retry_base * attempt));
     }

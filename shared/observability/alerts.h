@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "shared/base/mutex.h"
 #include "shared/observability/metrics.h"
 
 namespace outbox {
@@ -80,7 +80,7 @@ class Alerter final : public AlertSink {
   std::atomic<int64_t> resolved_{0};
   std::atomic<int64_t> delivered_{0};
   std::atomic<int64_t> delivery_failures_{0};
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<Alert> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time stop_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();

@@ -19,7 +19,7 @@ MetricsRegistry::Family& MetricsRegistry::FamilyFor(const std::string& name,
 
 Counter& MetricsRegistry::AddCounter(const std::string& name, const std::string& help,
                                      const std::string& labels) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Counter& c = counters_.emplace_back();
   FamilyFor(name, help, "counter").series.push_back([&c, labels] {
     return std::vector<Sample>{{labels, static_cast<double>(c.value())}};
@@ -29,7 +29,7 @@ Counter& MetricsRegistry::AddCounter(const std::string& name, const std::string&
 
 void MetricsRegistry::AddCounterReader(const std::string& name, const std::string& help,
                                        const std::string& labels, std::function<double()> read) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FamilyFor(name, help, "counter").series.push_back([read = std::move(read), labels] {
     return std::vector<Sample>{{labels, read()}};
   });
@@ -37,7 +37,7 @@ void MetricsRegistry::AddCounterReader(const std::string& name, const std::strin
 
 void MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
                                const std::string& labels, std::function<double()> read) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FamilyFor(name, help, "gauge").series.push_back([read = std::move(read), labels] {
     return std::vector<Sample>{{labels, read()}};
   });
@@ -45,12 +45,12 @@ void MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
 
 void MetricsRegistry::AddGaugeFamily(const std::string& name, const std::string& help,
                                      std::function<std::vector<Sample>()> read) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FamilyFor(name, help, "gauge").series.push_back(std::move(read));
 }
 
 std::string MetricsRegistry::Render() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::string out;
   for (const Family& f : families_) {
     absl::StrAppend(&out, "# HELP ", f.name, " ", f.help, "\n# TYPE ", f.name, " ", f.type, "\n");

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "shared/base/mutex.h"
 
 namespace outbox {
 
@@ -53,7 +53,7 @@ class MetricsRegistry {
   Family& FamilyFor(const std::string& name, const std::string& help, const std::string& type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::deque<Counter> counters_ ABSL_GUARDED_BY(mu_);  // stable addresses
   std::vector<Family> families_ ABSL_GUARDED_BY(mu_);
 };

@@ -6,8 +6,8 @@
 #include <functional>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "shared/base/mutex.h"
 
 namespace outbox {
 
@@ -37,7 +37,7 @@ class WorkerThread {
   bool Sleep(absl::Duration d) const { return !stop_.WaitForNotificationWithTimeout(d); }
 
  private:
-  absl::Notification stop_;
+  Notification stop_;
   std::thread thread_;
 };
 

@@ -225,11 +225,11 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
   auto checkpointer = BackgroundCheckpointer::Start(path);
   if (!checkpointer.ok()) return checkpointer.status();
   {
-    absl::MutexLock w(&file->write_mu);
+    MutexLock w(&file->write_mu);
     file->writer = std::move(writer).value();
   }
   {
-    absl::MutexLock r(&file->read_mu);
+    MutexLock r(&file->read_mu);
     file->reader = std::move(reader).value();
   }
   file->checkpointer = std::move(checkpointer).value();

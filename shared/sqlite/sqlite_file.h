@@ -10,12 +10,11 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
-#include "absl/status/status.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "shared/base/mutex.h"
 
 namespace outbox {
 
@@ -67,7 +66,7 @@ class BackgroundCheckpointer {
 
   std::unique_ptr<SQLite::Database> db_;
   const absl::Duration every_;
-  absl::Notification stop_;
+  Notification stop_;
   std::thread thread_;
 };
 
@@ -78,9 +77,9 @@ void DisableAutoCheckpoint(SQLite::Database& db);
 // (WAL readers never block the writer), and the background checkpointer.
 // Each connection is used under its own mutex.
 struct SqliteFile {
-  absl::Mutex write_mu;
+  Mutex write_mu;
   std::unique_ptr<SQLite::Database> writer ABSL_GUARDED_BY(write_mu);
-  absl::Mutex read_mu;
+  Mutex read_mu;
   std::unique_ptr<SQLite::Database> reader ABSL_GUARDED_BY(read_mu);
   std::unique_ptr<BackgroundCheckpointer> checkpointer;
 };

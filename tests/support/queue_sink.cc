@@ -11,7 +11,7 @@ namespace outbox::testing {
 QueueSink::QueueSink(const std::string& amqp_url, const std::string& queue, Mode mode) {
   thread_ = std::thread([this, amqp_url, queue, mode] { Run(amqp_url, queue, mode); });
   if (!PollUntil([this] { return ready_.load(); }, absl::Seconds(20))) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::fprintf(stderr, "QueueSink: could not consume %s: %s\n", queue.c_str(),
                  last_error_.c_str());
     std::abort();
@@ -40,7 +40,7 @@ void QueueSink::Run(const std::string& amqp_url, const std::string& queue, Mode 
       conn = *std::move(c);
     } else {
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         last_error_ = std::string(s.message());
       }
       absl::SleepFor(absl::Milliseconds(200));

@@ -8,7 +8,8 @@
 #include <string>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/base/thread_annotations.h"
+#include "shared/base/mutex.h"
 
 namespace outbox::testing {
 
@@ -27,7 +28,7 @@ class QueueSink {
   std::atomic<bool> stop_{false};
   std::atomic<bool> ready_{false};
   std::atomic<int64_t> taken_{0};
-  absl::Mutex mu_;
+  Mutex mu_;
   std::string last_error_ ABSL_GUARDED_BY(mu_);  // why the last connect attempt failed
   std::thread thread_;
 };
