@@ -13,6 +13,7 @@ namespace outbox {
 namespace {
 constexpr absl::Duration kMinBackoff = absl::Milliseconds(100);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+constexpr absl::Duration kQueueWait = absl::Milliseconds(250);  // a queue not declared yet
 }  // namespace
 
 AmqpSession::AmqpSession(AmqpUrl url, Topology topology, std::string name, Setup setup,
@@ -54,8 +55,14 @@ absl::StatusOr<AmqpConnection*> AmqpSession::Get() {
     node_ = (node_ + 1) % nodes;
   }
   if (!conn.ok()) {
-    backoff_ = std::clamp(backoff_ * 2, kMinBackoff, kMaxBackoff);
-    next_attempt_ = clock_.Now() + backoff_;
+    // The broker answered but the queue to consume is not there yet: its
+    // writer declares it (e.g. accounting declares ACC_QUEUE on its first
+    // start). Ask again soon rather than after a grown backoff, so the first
+    // replies are not left waiting while their rows come due again.
+    const bool queue_not_declared_yet = absl::StrContains(conn.status().message(), "NOT_FOUND");
+    backoff_ = queue_not_declared_yet ? kMinBackoff
+                                      : std::clamp(backoff_ * 2, kMinBackoff, kMaxBackoff);
+    next_attempt_ = clock_.Now() + (queue_not_declared_yet ? kQueueWait : backoff_);
     if (!logged_down_) {
       LogWarning("amqp_unavailable", {KV("connection", name_), KV("url", url_.Redacted()),
                                       KV("error", absl::StrJoin(errors, "; "))});
