@@ -132,7 +132,7 @@ am_alerts() {
   curl -s "$AM/api/v2/alerts?active=true&silenced=false&inhibited=false" |
     jq -r '.[] | "\(.labels.alertname) (\(.labels.service // .labels.source // "?"))"' | sort
 }
-am_has() { am_alerts | grep -q "^$1 ($2)$"; }
+am_has() { am_alerts | grep "^$1 ($2)$" >/dev/null; }  # no -q: an early exit would fail the pipe (pipefail)
 chrome() {
   local profile
   profile=$(mktemp -d)
@@ -264,7 +264,7 @@ prom_alerts=$PROM/alerts
 prom_alerts_shot=0
 dom "$prom_alerts" >"$OUT/prometheus-alerts.html" || true
 screenshot prometheus-alerts.png "$prom_alerts" &&
-  sed 's/<[^>]*>//g' "$OUT/prometheus-alerts.html" | grep -Eq 'OutboxPayQueueUnconsumed \([1-9][0-9]* active\)' &&
+  sed 's/<[^>]*>//g' "$OUT/prometheus-alerts.html" | grep -E 'OutboxPayQueueUnconsumed \([1-9][0-9]* active\)' >/dev/null &&
   prom_alerts_shot=1
 say "screenshot of $prom_alerts: $OUT/prometheus-alerts.png, shows OutboxPayQueueUnconsumed active: $( ((prom_alerts_shot)) && echo yes || echo NO)"
 
