@@ -13,6 +13,7 @@ namespace {
 using ::outbox::testing::FakeConsumer;
 using ::outbox::testing::FakePublisher;
 using ::outbox::testing::ManualClock;
+using ::outbox::testing::SignedBy;
 
 // The voucher book in memory: the same dedup rules, by message id first,
 // then by payment id.
@@ -119,19 +120,15 @@ TEST_F(PaymentConsumerTest, WithKeysAForgedOrUnsignedEventBooksNothingAndIsDeadL
   ASSERT_TRUE(keys.ok());
   auto forger = MessageKeys::Parse("k1 not-the-secret-not-the-secret-not-the");
   ASSERT_TRUE(forger.ok());
-  auto signed_by = [](const MessageKeys& k, Delivery d) {
-    d.signature = k.Sign({"PAY_QUEUE", d.message_id, d.body, d.reply_to, d.type, "", ""});
-    return d;
-  };
   ConsumerOptions options;
   options.keys = &*keys;
   PaymentConsumer consumer(queue_, replies_, ledger_, clock_, metrics_, options);
   const uint64_t unsigned_tag = queue_.Push(Payment("m1", "p1"));
-  const uint64_t forged_tag = queue_.Push(signed_by(*forger, Payment("m2", "p2")));
-  Delivery redirected = signed_by(*keys, Payment("m3", "p3"));
+  const uint64_t forged_tag = queue_.Push(SignedBy(*forger, Payment("m2", "p2")));
+  Delivery redirected = SignedBy(*keys, Payment("m3", "p3"));
   redirected.reply_to = "ACC_QUEUE.attacker";  // signed for ACC_QUEUE, sent elsewhere
   const uint64_t redirected_tag = queue_.Push(redirected);
-  const uint64_t good = queue_.Push(signed_by(*keys, Payment("m4", "p4")));
+  const uint64_t good = queue_.Push(SignedBy(*keys, Payment("m4", "p4")));
   ASSERT_TRUE(consumer.Step());
   EXPECT_EQ(ledger_.voucher_by_payment.size(), 1u);
   EXPECT_EQ(ledger_.voucher_by_payment.count("p4"), 1u);

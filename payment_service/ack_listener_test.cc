@@ -12,6 +12,7 @@ namespace {
 using ::outbox::testing::FakeConsumer;
 using ::outbox::testing::InMemoryOutbox;
 using ::outbox::testing::ManualClock;
+using ::outbox::testing::SignedBy;
 
 Delivery Reply(const std::string& message_id) {
   events::v1::PaymentAccounted ack;
@@ -98,14 +99,10 @@ TEST_F(AckListenerTest, WithKeysAForgedOrUnsignedReplyClosesNothingAndIsDeadLett
   ASSERT_TRUE(keys.ok());
   auto forger = MessageKeys::Parse("k1 not-the-secret-not-the-secret-not-the");
   ASSERT_TRUE(forger.ok());
-  auto signed_by = [](const MessageKeys& k, Delivery d) {
-    d.signature = k.Sign({"ACC_QUEUE", d.message_id, d.body, d.reply_to, d.type, "", ""});
-    return d;
-  };
   AckListener listener(queue_, outbox_, metrics_, {"ACC_QUEUE", 256, &*keys});
   const uint64_t unsigned_tag = queue_.Push(Reply("m1"));
-  const uint64_t forged_tag = queue_.Push(signed_by(*forger, Reply("m3")));
-  const uint64_t good = queue_.Push(signed_by(*keys, Reply("m2")));
+  const uint64_t forged_tag = queue_.Push(SignedBy(*forger, Reply("m3")));
+  const uint64_t good = queue_.Push(SignedBy(*keys, Reply("m2")));
   ASSERT_TRUE(listener.Step());
   EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSending);
   EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSending);

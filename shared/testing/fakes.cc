@@ -272,4 +272,9 @@ int RecordingAlerts::Active(const std::string& name) const {
   return n;
 }
 
+Delivery SignedBy(const MessageKeys& keys, Delivery d) {
+  d.signature = keys.Sign(Forward(d, ""));
+  return d;
+}
+
 }  // namespace outbox::testing

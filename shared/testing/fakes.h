@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "shared/observability/alerts.h"
+#include "shared/outbox/message_auth.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/transport.h"
 #include "shared/testing/manual_clock.h"
@@ -76,6 +77,10 @@ class FakePublisher final : public MessagePublisher, public FakeLink {
   std::deque<Confirm> pending_;  // answered, not yet read
   std::set<uint64_t> silent_;    // never answered
 };
+
+// `d` carrying the signature `keys` gives it when it is sent: what a
+// consumer under test receives from a sender holding those keys.
+Delivery SignedBy(const MessageKeys& keys, Delivery d);
 
 class FakeConsumer final : public MessageConsumer, public FakeLink {
  public:
