@@ -37,7 +37,7 @@ absl::Status Run() {
                    LoadBearerToken(absl::GetFlag(FLAGS_api_token_file), "api_token_file"));
   ConsumerOptions options{config.pay_queue, config.acc_queue, absl::GetFlag(FLAGS_prefetch)};
   options.max_amount_minor = config.max_amount_minor;
-  options.keys = config.message_keys.get();
+  options.keys = config.keys();
   if (options.prefetch < 1 || options.prefetch > 65535) {
     return absl::InvalidArgumentError("--prefetch must be 1..65535");
   }
@@ -57,7 +57,7 @@ absl::Status Run() {
   AmqpConsumer payments(config.amqp, Topology{}, "accounting-consumer", config.pay_queue,
                         options.prefetch);
   AmqpPublisher amqp_replies(config.amqp, config.replies(), "accounting-replies");
-  SigningPublisher replies(amqp_replies, config.message_keys.get());
+  SigningPublisher replies(amqp_replies, config.keys());
   PaymentConsumer consumer(payments, replies, *store, clock, metrics, options);
   AccountingServiceImpl service(*store, std::move(auth));
   // Ports first: a process that cannot serve (a port in use) exits before it

@@ -45,7 +45,7 @@ absl::Status Run() {
   WriterOptions writer_options{config.pay_queue, config.acc_queue, config.retry,
                                static_cast<size_t>(absl::GetFlag(FLAGS_group_commit_max))};
   AckListenerOptions ack_options{config.acc_queue, absl::GetFlag(FLAGS_prefetch)};
-  ack_options.keys = config.message_keys.get();
+  ack_options.keys = config.keys();
   if (publisher_options.window < 1 || writer_options.max_batch < 1 || ack_options.prefetch < 1 ||
       ack_options.prefetch > 65535) {
     return absl::InvalidArgumentError(
@@ -64,7 +64,7 @@ absl::Status Run() {
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, PaymentStore::Open(absl::GetFlag(FLAGS_payment_db), config.db));
   AmqpPublisher amqp(config.amqp, config.payment_events(), "payment-fast-publisher");
-  SigningPublisher broker(amqp, config.message_keys.get());
+  SigningPublisher broker(amqp, config.keys());
   AmqpConsumer replies(config.amqp, Topology{}, "payment-ack-listener", config.acc_queue,
                        ack_options.prefetch);
   // Data path: handler -> writer (group commit) -> publisher (PAY_QUEUE);

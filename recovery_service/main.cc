@@ -124,7 +124,7 @@ absl::Status Run() {
                        }));
   AmqpPublisher amqp(config.amqp, Topology{{}, "", kPaymentsExchange},
                      absl::StrCat("recovery-", options.instance_id));
-  SigningPublisher broker(amqp, config.message_keys.get());
+  SigningPublisher broker(amqp, config.keys());
   RecoveryWorker worker(*store, broker, alerter, clock, metrics, options);
   DeadLetters dead_letters(config.amqp, {{config.pay_queue, kPaymentsExchange},
                                          {config.acc_queue, kRepliesExchange}});

@@ -75,7 +75,7 @@ ABSL_FLAG(bool, allow_unsigned_messages, EnvOr("ALLOW_UNSIGNED_MESSAGES", "") ==
 namespace outbox {
 namespace {
 
-absl::StatusOr<std::shared_ptr<const MessageKeys>> MessageKeysFromFlags() {
+absl::StatusOr<std::optional<MessageKeys>> MessageKeysFromFlags() {
   const std::string path = absl::GetFlag(FLAGS_message_keys_file);
   if (path.empty()) {
     if (!absl::GetFlag(FLAGS_allow_unsigned_messages)) {
@@ -85,7 +85,7 @@ absl::StatusOr<std::shared_ptr<const MessageKeys>> MessageKeysFromFlags() {
     }
     LogWarning("messages_unsigned",
                {KV("warning", "--allow_unsigned_messages: messages are neither signed nor checked")});
-    return nullptr;
+    return std::nullopt;
   }
   std::string warning;
   ASSIGN_OR_RETURN(std::string text, ReadTokenFile(path, "message_keys_file", &warning));
@@ -95,7 +95,7 @@ absl::StatusOr<std::shared_ptr<const MessageKeys>> MessageKeysFromFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--message_keys_file: '", path, "' ", keys.status().message()));
   }
-  return std::make_shared<const MessageKeys>(*std::move(keys));
+  return *std::move(keys);
 }
 
 }  // namespace
@@ -137,7 +137,7 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
 }
 
 std::string ServiceConfig::message_signing() const {
-  if (message_keys == nullptr) return "off";
+  if (!message_keys) return "off";
   return absl::StrCat("key ", message_keys->signing_key_id(), " (accepts ",
                       absl::StrJoin(message_keys->key_ids(), ","), ")");
 }

@@ -3,7 +3,7 @@
 // The settings every service shares, defined once (service_flags.cc) so the
 // three binaries read the same names and environment variables: the broker,
 // the queues, SQLite durability, the retry policy and the alert sink.
-#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -27,9 +27,10 @@ struct ServiceConfig {
   std::string alertmanager_url;
   int64_t max_amount_minor = kDefaultMaxAmountMinor;  // the same bound on both sides
   TlsServerFiles tls;      // the gRPC server's TLS files; none = plaintext
-  // Signs what the service sends and checks what it receives; null only with
+  // Signs what the service sends and checks what it receives; none only with
   // --allow_unsigned_messages.
-  std::shared_ptr<const MessageKeys> message_keys;
+  std::optional<MessageKeys> message_keys;
+  const MessageKeys* keys() const { return message_keys ? &*message_keys : nullptr; }
 
   // For the start line: "key <id> (accepts <ids>)" or "off".
   std::string message_signing() const;
