@@ -43,7 +43,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 SCRIPT=compose_demo
 # shellcheck source=SCRIPTDIR/lib/services.sh
-source "$ROOT/scripts/lib/services.sh"  # seconds
+source "$ROOT/scripts/lib/services.sh"  # seconds, message_keys
 
 PAYMENTS=${DEMO_PAYMENTS:-300}
 OUTAGE_PAYMENTS=${DEMO_OUTAGE_PAYMENTS:-200}
@@ -170,8 +170,8 @@ trap 'exit 130' INT TERM
 rm -rf "$CERTS"
 bash scripts/dev_certs.sh "$CERTS" >/dev/null
 (umask 077 && head -c 32 /dev/urandom | base64 >"$CERTS/api.token" &&
-  head -c 32 /dev/urandom | base64 >"$CERTS/ops.token" &&
-  echo "compose $(openssl rand -hex 32)" >"$CERTS/message.keys")
+  head -c 32 /dev/urandom | base64 >"$CERTS/ops.token")
+message_keys "$CERTS/message.keys"  # scripts/lib/services.sh
 chown -R 10001 "$CERTS" 2>/dev/null || sudo chown -R 10001 "$CERTS" ||
   die "cannot hand $CERTS to uid 10001 (the containers' user)"
 say "gRPC TLS certificates, tokens and the message key in $CERTS"
