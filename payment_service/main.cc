@@ -31,6 +31,11 @@ ABSL_FLAG(int, group_commit_max, EnvOrInt("GROUP_COMMIT_MAX", 512),
 ABSL_FLAG(std::string, api_token_file, EnvOr("API_TOKEN_FILE", ""),
           "file holding the client token; when set every PaymentService call needs "
           "'authorization: Bearer <token>' (health and reflection stay open) [env API_TOKEN_FILE]");
+ABSL_FLAG(std::string, payment_shards, EnvOr("PAYMENT_SHARDS", ""),
+          "every payment shard's gRPC address host:port, comma-separated, by shard index; "
+          "empty = one shard [env PAYMENT_SHARDS]");
+ABSL_FLAG(int, payment_shard_index, EnvOrInt("PAYMENT_SHARD_INDEX", 0),
+          "this instance's index in --payment_shards [env PAYMENT_SHARD_INDEX]");
 
 namespace outbox::payment {
 namespace {
@@ -40,6 +45,8 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   ASSIGN_OR_RETURN(BearerTokenCheck auth,
                    LoadBearerToken(absl::GetFlag(FLAGS_api_token_file), "api_token_file"));
+  ASSIGN_OR_RETURN(ShardConfig shard, ParseShardConfig(absl::GetFlag(FLAGS_payment_shards),
+                                                       absl::GetFlag(FLAGS_payment_shard_index)));
   PublisherOptions publisher_options;
   publisher_options.window = absl::GetFlag(FLAGS_publish_window);
   WriterOptions writer_options{config.pay_queue, config.acc_queue, config.retry,
@@ -60,7 +67,8 @@ absl::Status Run() {
   }
 
   const Clock& clock = SystemClock::Get();
-  UuidGenerator ids;
+  UuidGenerator uuids;
+  ShardIds ids(uuids, shard);  // "s<index>-<uuid>" with several shards
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, PaymentStore::Open(absl::GetFlag(FLAGS_payment_db), config.db));
   AmqpPublisher amqp(config.amqp, config.payment_events(), "payment-fast-publisher");
@@ -72,7 +80,8 @@ absl::Status Run() {
   FastPublisher publisher(broker, *store, clock, metrics, publisher_options);
   PaymentWriter writer(*store, clock, ids, metrics, writer_options, publisher);
   AckListener acks(replies, writer, metrics, ack_options);
-  PaymentServiceImpl service(writer, *store, config.max_amount_minor, std::move(auth));
+  PaymentServiceImpl service(writer, *store, config.max_amount_minor, std::move(auth),
+                             ShardGuard(shard));
   // Ports first: a process that cannot serve (a port in use) exits before its
   // workers touch the broker. A call arriving meanwhile waits for the writer.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service},
@@ -83,7 +92,8 @@ absl::Status Run() {
   acks.Start();
   LogInfo("payment_service_started",
           {KV("listen", listen), KV("port", serving->port()), KV("tls", config.tls.enabled()),
-           KV("db", absl::GetFlag(FLAGS_payment_db)),
+           KV("db", absl::GetFlag(FLAGS_payment_db)), KV("shard", shard.index),
+           KV("shards", shard.count()), KV("reply_queue", config.acc_queue),
            KV("amqp", config.amqp.Redacted()),
            KV("message_signing", config.message_signing())});
   LogInfo("payment_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});

@@ -37,6 +37,9 @@ grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext* context,
                                                const ::payment::v1::CreatePaymentRequest* req,
                                                ::payment::v1::CreatePaymentResponse* resp) {
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
+  if (grpc::Status elsewhere = shard_.CheckKey(*context, req->idempotency_key()); !elsewhere.ok()) {
+    return elsewhere;
+  }
   PaymentInput input;
   input.idempotency_key = req->idempotency_key();
   input.payer_account = req->payer_account();
@@ -78,6 +81,9 @@ grpc::Status PaymentServiceImpl::GetPayment(grpc::ServerContext* context,
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->payment_id().empty()) {
     return ToGrpcStatus(absl::InvalidArgumentError("payment_id is required"));
+  }
+  if (grpc::Status elsewhere = shard_.CheckPaymentId(*context, req->payment_id()); !elsewhere.ok()) {
+    return elsewhere;
   }
   auto record = store_.Get(req->payment_id());
   if (!record.ok()) return ToGrpcStatus(record.status());

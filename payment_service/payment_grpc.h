@@ -2,6 +2,7 @@
 
 // gRPC edge of the payment service: protobuf in, domain calls, protobuf out.
 #include "payment/v1/payment.grpc.pb.h"
+#include "payment_service/payment_shard.h"
 #include "payment_service/payment_store.h"
 #include "payment_service/payment_writer.h"
 #include "shared/grpc/server_security.h"
@@ -11,10 +12,13 @@ namespace outbox::payment {
 class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
  public:
   // `max_amount_minor`: the largest amount a payment may carry; `auth`: the
-  // API token every call must carry (none by default).
+  // API token every call must carry (none by default); `shard`: which
+  // payments are this instance's (all by default, payment_shard.h).
   PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store,
-                     int64_t max_amount_minor = kDefaultMaxAmountMinor, BearerTokenCheck auth = {})
-      : writer_(writer), store_(store), max_amount_minor_(max_amount_minor), auth_(std::move(auth)) {}
+                     int64_t max_amount_minor = kDefaultMaxAmountMinor, BearerTokenCheck auth = {},
+                     ShardGuard shard = {})
+      : writer_(writer), store_(store), max_amount_minor_(max_amount_minor), auth_(std::move(auth)),
+        shard_(std::move(shard)) {}
 
   grpc::Status CreatePayment(grpc::ServerContext* context,
                              const ::payment::v1::CreatePaymentRequest* request,
@@ -31,6 +35,7 @@ class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
   PaymentStore& store_;
   const int64_t max_amount_minor_;
   const BearerTokenCheck auth_;
+  const ShardGuard shard_;
 };
 
 void ToProto(const PaymentRecord& record, ::payment::v1::Payment* out);
