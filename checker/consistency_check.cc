@@ -77,7 +77,11 @@ void CheckAccountingFirst(SQLite::Database& db, const CheckConfig& config, Repor
   report.checks.push_back(Collect(db, config, "voucher_without_payment",
                                   "voucher whose payment does not exist", R"sql(
     SELECT v.payment_id FROM acc.vouchers v
-    WHERE NOT EXISTS (SELECT 1 FROM main.payments p WHERE p.payment_id = v.payment_id))sql"));
+    WHERE NOT EXISTS (SELECT 1 FROM main.payments p WHERE p.payment_id = v.payment_id))sql" +
+      (config.payment_id_prefix.empty()
+           ? std::string()
+           : absl::StrCat(" AND substr(v.payment_id, 1, ", config.payment_id_prefix.size(),
+                          ") = '", config.payment_id_prefix, "'"))));
   tx.commit();
 }
 
@@ -199,6 +203,14 @@ const CheckResult* Report::Find(const std::string& name) const& {
 }
 
 absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
+  // "s<digits>-" only, so it can stand in the SQL as a literal.
+  const std::string& prefix = config.payment_id_prefix;
+  if (!prefix.empty() &&
+      (prefix.size() < 3 || prefix.front() != 's' || prefix.back() != '-' ||
+       prefix.find_first_not_of("0123456789", 1) != prefix.size() - 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("payment id prefix '", prefix, "' is not s<shard>- (e.g. s0-)"));
+  }
   absl::StatusOr<std::string> payment_uri = ReadOnlyUri(config.payment_db, "payment db");
   if (!payment_uri.ok()) return payment_uri.status();
   absl::StatusOr<std::string> accounting_uri = ReadOnlyUri(config.accounting_db, "accounting db");

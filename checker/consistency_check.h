@@ -19,6 +19,10 @@ struct CheckConfig {
   // operator can choose to see stale rows without failing on them.
   bool fail_on_stale = true;
   int max_examples = 10;
+  // Payment shards share accounting: with "s<k>-", only vouchers of payments
+  // whose id names this shard must have their payment in `payment_db`.
+  // Empty: every voucher (one payment shard).
+  std::string payment_id_prefix;
 };
 
 struct Counts {

@@ -176,6 +176,27 @@ TEST_F(CheckerTest, VoucherWithoutPayment) {
   ExpectOnly(Check(), "voucher_without_payment", 1);
 }
 
+// Payment shards share one accounting db: shard 0's check skips the
+// vouchers of shard 1's payments, and still sees its own missing ones.
+TEST_F(CheckerTest, APaymentShardOwnsOnlyTheVouchersOfItsPrefix) {
+  Sent("s0-a");
+  Voucher("s1-b");  // shard 1's payment, in the shared accounting db
+  ExpectOnly(Check(), "voucher_without_payment", 1);
+  config_.payment_id_prefix = "s0-";
+  EXPECT_TRUE(Check().ok());
+  Voucher("s0-ghost");
+  const Report r = Check();
+  ExpectOnly(r, "voucher_without_payment", 1);
+  EXPECT_EQ(r.Find("voucher_without_payment")->examples, std::vector<std::string>{"s0-ghost"});
+}
+
+TEST_F(CheckerTest, APaymentIdPrefixMustNameAShard) {
+  for (const char* bad : {"s-", "x0-", "s0", "s0'-", "s1x-"}) {
+    config_.payment_id_prefix = bad;
+    EXPECT_EQ(RunChecks(config_, kNow).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST_F(CheckerTest, PaymentWithTwoVouchers) {
   // The real schema forbids it, so drop the UNIQUE to simulate a regression.
   std::string schema = kAccountingSchema;

@@ -25,6 +25,10 @@ std::string Env(const char* name) {
 ABSL_FLAG(std::string, payment_db, Env("PAYMENT_DB"), "path to payment.db (env PAYMENT_DB)");
 ABSL_FLAG(std::string, accounting_db, Env("ACCOUNTING_DB"),
           "path to accounting.db (env ACCOUNTING_DB)");
+ABSL_FLAG(std::string, payment_id_prefix, Env("PAYMENT_ID_PREFIX"),
+          "payment shards (one accounting for several payment dbs): only vouchers whose payment "
+          "id starts with this prefix (s<shard>-, e.g. s0-) must have their payment in "
+          "--payment_db; empty = all (env PAYMENT_ID_PREFIX)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of the text report");
 ABSL_FLAG(absl::Duration, stale_after, absl::Minutes(10),
           "a SENDING row older than this (now - created_at) is stale");
@@ -76,6 +80,7 @@ int main(int argc, char** argv) {
   config.accounting_db = absl::GetFlag(FLAGS_accounting_db);
   config.stale_after = absl::GetFlag(FLAGS_stale_after);
   config.fail_on_stale = absl::GetFlag(FLAGS_fail_on_stale);
+  config.payment_id_prefix = absl::GetFlag(FLAGS_payment_id_prefix);
   if (config.payment_db.empty() || config.accounting_db.empty()) {
     std::cerr << "outbox_check: --payment_db and --accounting_db (or PAYMENT_DB and "
                  "ACCOUNTING_DB) are required\n";
