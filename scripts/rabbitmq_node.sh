@@ -25,8 +25,8 @@
 # password and DIR/users/<user>.password (mode 0600) the password, for
 # AMQP_URL and AMQP_PASSWORD_FILE. The permissions cover queue names matching
 # OUTBOX_PAY_QUEUES / OUTBOX_ACC_QUEUES (regexes; the defaults match PAY_QUEUE
-# and ACC_QUEUE, the tests' PAY_<n> and ACC_<n>, and dotted prefixes such as
-# bench.1.PAY).
+# and ACC_QUEUE, the tests' PAY_<n> and ACC_<n>, dotted prefixes such as
+# bench.1.PAY, and payment shards' reply queues such as ACC_QUEUE.s0).
 set -euo pipefail
 
 RMQ_BIN=/usr/lib/rabbitmq/bin  # the /usr/sbin wrappers would switch to the rabbitmq user
@@ -159,7 +159,7 @@ cmd_start() {
       AMQPS_URL=amqps://$RABBITMQ_USER:$RABBITMQ_PASSWORD@127.0.0.1:$AMQPS_PORT/%2F
     fi
     OUTBOX_PAY_QUEUES=${OUTBOX_PAY_QUEUES:-'([A-Za-z0-9_-]+\.)*PAY[A-Za-z0-9_-]*'}
-    OUTBOX_ACC_QUEUES=${OUTBOX_ACC_QUEUES:-'([A-Za-z0-9_-]+\.)*ACC[A-Za-z0-9_-]*'}
+    OUTBOX_ACC_QUEUES=${OUTBOX_ACC_QUEUES:-'([A-Za-z0-9_-]+\.)*ACC[A-Za-z0-9_-]*(\.s[0-9]+)?'}
     (umask 077; cat >"$DIR/broker.env" <<EOF
 AMQP_URL=$AMQP_URL
 RABBITMQ_NODE=$RABBITMQ_NODE

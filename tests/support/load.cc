@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "loadgen/request.h"
+#include "shared/base/payment_shards.h"
 
 namespace outbox::testing {
 namespace {
@@ -31,7 +32,11 @@ std::vector<std::unique_ptr<::payment::v1::PaymentService::StubInterface>> Stubs
     ServiceSet& services, int threads) {
   std::vector<std::unique_ptr<::payment::v1::PaymentService::StubInterface>> stubs;
   for (int t = 0; t < threads; ++t) {
-    stubs.push_back(::payment::v1::PaymentService::NewStub(services.payment_channel()));
+    if (services.payment_shard_count() > 0) {
+      stubs.push_back(services.PaymentShardsStub());  // by the key's shard
+    } else {
+      stubs.push_back(::payment::v1::PaymentService::NewStub(services.payment_channel()));
+    }
   }
   return stubs;
 }
@@ -50,14 +55,22 @@ std::vector<std::string> PaymentLoad::payment_ids() const {
   return ids;
 }
 
-CheckResult RunChecker(const ServiceSet& services) {
+CheckResult RunChecker(const ServiceSet& services) { return RunChecker(services, -1); }
+
+CheckResult RunChecker(const ServiceSet& services, int shard) {
   Process p;
   const std::string log = services.dir() + "/outbox_check.out";
   std::remove(log.c_str());
-  p.Start(BinaryPath("outbox_check"),
-          {"--json", "--payment_db=" + services.dir() + "/payment.db",
-           "--accounting_db=" + services.dir() + "/accounting.db"},
-          {}, log);
+  std::vector<std::string> args = {"--json",
+                                   "--accounting_db=" + services.dir() + "/accounting.db"};
+  if (shard < 0) {
+    args.push_back("--payment_db=" + services.dir() + "/payment.db");
+  } else {
+    args.push_back("--payment_db=" + services.payment_shard_db(shard));
+    args.push_back("--payment_id_prefix=" +
+                   PaymentIdPrefix(shard, services.payment_shard_count()));
+  }
+  p.Start(BinaryPath("outbox_check"), args, {}, log);
   CheckResult r;
   r.exit_code = p.WaitExit(absl::Seconds(120));
   r.output = p.Log();

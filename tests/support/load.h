@@ -44,6 +44,9 @@ struct CheckResult {
 
 // Runs the real outbox_check binary on the services' two databases.
 CheckResult RunChecker(const ServiceSet& services);
+// ... on payment shard `shard`'s database and the shared accounting one
+// (--payment_id_prefix: the shard's vouchers only).
+CheckResult RunChecker(const ServiceSet& services, int shard);
 
 // Waits until every payment is SENT (or `timeout`); returns the SENT count.
 int WaitAllSent(ServiceSet& services, size_t expected, absl::Duration timeout);

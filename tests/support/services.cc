@@ -1,5 +1,10 @@
 #include "tests/support/services.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -7,7 +12,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "loadgen/listing.h"
+#include "loadgen/payment_shards.h"
+#include "shared/amqp/amqp_client.h"
 #include "shared/base/ids.h"
+#include "shared/base/payment_shards.h"
 
 namespace outbox::testing {
 
@@ -40,6 +48,7 @@ OutgoingMessage ServiceSet::Signed(OutgoingMessage m) const {
 
 ServiceSet::~ServiceSet() {
   for (auto& [name, r] : recoveries_) r->process.Terminate();
+  for (auto& p : shard_processes_) p->Terminate();
   payment_.Terminate();
   accounting_.Terminate();
   if (std::getenv("OUTBOX_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(dir_);
@@ -130,10 +139,106 @@ ServiceSet::Recovery& ServiceSet::StartRecovery(const std::string& instance, Env
   return r;
 }
 
+namespace {
+
+// A loopback port nobody listens on now. Shards must know every shard's
+// address before any starts, so theirs cannot be bound as port 0.
+int UnusedLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    throw std::runtime_error("cannot bind a loopback port");
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+void ServiceSet::UsePaymentShards(int count) {
+  if (!shard_ports_.empty()) throw std::logic_error("UsePaymentShards called twice");
+  auto url = AmqpUrl::Parse(broker_.amqp_url);
+  if (!url.ok()) throw std::runtime_error(std::string(url.status().message()));
+  auto admin = AmqpConnection::Connect(*url, "test-shard-queues");
+  if (!admin.ok()) throw std::runtime_error(std::string(admin.status().message()));
+  const auto type = extra_env_.find("QUEUE_TYPE");
+  for (int k = 0; k < count; ++k) {
+    int port = UnusedLoopbackPort();
+    for (int tries = 0; std::find(shard_ports_.begin(), shard_ports_.end(), port) !=
+                        shard_ports_.end() && tries < 10; ++tries) {
+      port = UnusedLoopbackPort();
+    }
+    shard_ports_.push_back(port);
+    shard_processes_.push_back(std::make_unique<Process>());
+    const absl::Status declared = (*admin)->DeclareQueue(
+        shard_acc_queue(k), type == extra_env_.end() ? "" : type->second, kRepliesExchange);
+    if (!declared.ok()) throw std::runtime_error(std::string(declared.message()));
+  }
+}
+
+std::string ServiceSet::payment_shard_db(int k) const {
+  return absl::StrCat(dir_, "/payment.s", k, ".db");
+}
+std::string ServiceSet::shard_acc_queue(int k) const { return absl::StrCat(acc_queue_, ".s", k); }
+std::string ServiceSet::payment_shard_address(int k) const {
+  return absl::StrCat("127.0.0.1:", shard_ports_.at(static_cast<size_t>(k)));
+}
+std::string ServiceSet::payment_shard_addresses() const {
+  std::string out;
+  for (int k = 0; k < payment_shard_count(); ++k) {
+    absl::StrAppend(&out, k == 0 ? "" : ",", payment_shard_address(k));
+  }
+  return out;
+}
+
+Env ServiceSet::PaymentShardEnv(int k) const {
+  return {{"PAYMENT_DB", payment_shard_db(k)},
+          {"ACC_QUEUE", shard_acc_queue(k)},
+          {"PAYMENT_SHARDS", payment_shard_addresses()},
+          {"PAYMENT_SHARD_INDEX", absl::StrCat(k)}};
+}
+
+void ServiceSet::StartPaymentShard(int k, Env extra_env) {
+  auto env = ServiceEnv("outbox-payment");
+  for (const auto& [key, v] : PaymentShardEnv(k)) env[key] = v;
+  for (const auto& [key, v] : extra_env) env[key] = v;
+  env["PAYMENT_LISTEN"] = payment_shard_address(k);
+  StartService(payment_shard(k), "payment_service", "payment_service_started", env,
+               absl::StrCat("payment_s", k));
+}
+
+ServiceSet::Recovery& ServiceSet::StartShardRecovery(int k, const std::string& instance,
+                                                     Env extra_env) {
+  Env env = PaymentShardEnv(k);
+  env.erase("PAYMENT_SHARDS");
+  env.erase("PAYMENT_SHARD_INDEX");
+  for (const auto& [key, v] : extra_env) env[key] = v;
+  return StartRecovery(instance, env);
+}
+
+std::unique_ptr<::payment::v1::PaymentService::StubInterface> ServiceSet::PaymentShardsStub()
+    const {
+  return loadgen::NewPaymentStub(loadgen::SplitAddresses(payment_shard_addresses()));
+}
+
+std::unique_ptr<::payment::v1::PaymentService::Stub> ServiceSet::PaymentShardStub(int k) const {
+  return ::payment::v1::PaymentService::NewStub(
+      grpc::CreateChannel(payment_shard_address(k), grpc::InsecureChannelCredentials()));
+}
+
 std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
   std::vector<::payment::v1::Payment> out;
+  std::unique_ptr<::payment::v1::PaymentService::StubInterface> shards;
+  if (payment_shard_count() > 0) shards = PaymentShardsStub();
   const absl::Status s = loadgen::ForEachPayment(
-      *payment_stub_, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED, absl::Seconds(10),
+      shards ? *shards : *payment_stub_, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED,
+      absl::Seconds(10),
       [&](const ::payment::v1::Payment& p) { out.push_back(p); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -67,7 +68,30 @@ class ServiceSet {
   std::shared_ptr<grpc::Channel> payment_channel() const { return payment_channel_; }
   std::shared_ptr<grpc::Channel> accounting_channel() const { return accounting_channel_; }
 
-  // Every payment, paging through ListPayments.
+  // Payment shards (README, Payment shards), beside the single payment
+  // service above: UsePaymentShards(n) picks n loopback ports and declares
+  // each shard's reply queue <acc_queue>.s<k> as the admin user (bound to
+  // outbox.replies; accounting checks reply_to before booking). Shard k runs
+  // with its own <dir>/payment.s<k>.db, PAYMENT_SHARDS (every shard's
+  // address) and PAYMENT_SHARD_INDEX=k; its recoveries with the same db and
+  // reply queue. Accounting keeps ACC_QUEUE. While shards are in use,
+  // AllPayments and PaymentLoad go through a client that routes by the key.
+  void UsePaymentShards(int count);
+  void StartPaymentShard(int k, Env extra_env = {});
+  Recovery& StartShardRecovery(int k, const std::string& instance, Env extra_env = {});
+  int payment_shard_count() const { return static_cast<int>(shard_ports_.size()); }
+  Process& payment_shard(int k) { return *shard_processes_.at(static_cast<size_t>(k)); }
+  std::string payment_shard_db(int k) const;
+  std::string shard_acc_queue(int k) const;
+  std::string payment_shard_address(int k) const;
+  std::string payment_shard_addresses() const;  // "127.0.0.1:p0,127.0.0.1:p1,..."
+  Env PaymentShardEnv(int k) const;  // what shard k and its recoveries add to ServiceEnv
+  // A client of every shard that routes by the key (loadgen/payment_shards.h),
+  // and one of shard k alone.
+  std::unique_ptr<::payment::v1::PaymentService::StubInterface> PaymentShardsStub() const;
+  std::unique_ptr<::payment::v1::PaymentService::Stub> PaymentShardStub(int k) const;
+
+  // Every payment, paging through ListPayments (of every shard, with shards).
   std::vector<::payment::v1::Payment> AllPayments();
   // Every voucher, paging through ListVouchers.
   std::vector<::accounting::v1::Voucher> AllVouchers();
@@ -92,6 +116,8 @@ class ServiceSet {
   std::shared_ptr<grpc::Channel> accounting_channel_;
   std::unique_ptr<::payment::v1::PaymentService::Stub> payment_stub_;
   std::unique_ptr<::accounting::v1::AccountingService::Stub> accounting_stub_;
+  std::vector<int> shard_ports_;
+  std::vector<std::unique_ptr<Process>> shard_processes_;
 };
 
 std::string BinaryPath(const std::string& name);
