@@ -1,6 +1,7 @@
 // accounting_service: consumes PAY_QUEUE idempotently (voucher + processed
 // message id in one transaction) and replies on ACC_QUEUE, duplicates included.
 #include "absl/flags/flag.h"
+#include "absl/strings/str_split.h"
 #include "accounting_service/accounting_grpc.h"
 #include "accounting_service/payment_consumer.h"
 #include "accounting_service/voucher_store.h"
@@ -26,6 +27,10 @@ ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 256),
 ABSL_FLAG(std::string, api_token_file, EnvOr("API_TOKEN_FILE", ""),
           "file holding the client token; when set every AccountingService call needs "
           "'authorization: Bearer <token>' (health and reflection stay open) [env API_TOKEN_FILE]");
+ABSL_FLAG(std::string, reply_queues, EnvOr("REPLY_QUEUES", ""),
+          "reply queues to declare and bind besides ACC_QUEUE, comma-separated: each payment "
+          "shard's (e.g. ACC_QUEUE.s0,ACC_QUEUE.s1); replies go to each message's reply_to "
+          "[env REPLY_QUEUES]");
 
 namespace outbox::accounting {
 namespace {
@@ -56,7 +61,13 @@ absl::Status Run() {
                                                   ids, clock));
   AmqpConsumer payments(config.amqp, Topology{}, "accounting-consumer", config.pay_queue,
                         options.prefetch);
-  AmqpPublisher amqp_replies(config.amqp, config.replies(), "accounting-replies");
+  // The side that writes a queue declares it: payment shards' reply queues too.
+  Topology reply_topology = config.replies();
+  const std::string extra_replies = absl::GetFlag(FLAGS_reply_queues);
+  for (absl::string_view q : absl::StrSplit(extra_replies, ',', absl::SkipEmpty())) {
+    if (q != config.acc_queue) reply_topology.queues.emplace_back(q);
+  }
+  AmqpPublisher amqp_replies(config.amqp, reply_topology, "accounting-replies");
   SigningPublisher replies(amqp_replies, config.keys());
   PaymentConsumer consumer(payments, replies, *store, clock, metrics, options);
   AccountingServiceImpl service(*store, std::move(auth));

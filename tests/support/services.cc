@@ -13,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "loadgen/listing.h"
 #include "loadgen/payment_shards.h"
-#include "shared/amqp/amqp_client.h"
 #include "shared/base/ids.h"
 #include "shared/base/payment_shards.h"
 
@@ -98,6 +97,10 @@ int ServiceSet::StartService(Process& p, const std::string& name, const std::str
 
 void ServiceSet::StartAccounting(Env extra_env) {
   auto env = ServiceEnv("outbox-accounting");
+  // Accounting declares the payment shards' reply queues (it writes them).
+  for (int k = 0; k < payment_shard_count(); ++k) {
+    absl::StrAppend(&env["REPLY_QUEUES"], k == 0 ? "" : ",", shard_acc_queue(k));
+  }
   for (const auto& [k, v] : extra_env) env[k] = v;
   // Keep the port across restarts so clients reconnect to the same address.
   env["ACCOUNTING_LISTEN"] = absl::StrCat("127.0.0.1:", accounting_port_);
@@ -163,11 +166,6 @@ int UnusedLoopbackPort() {
 
 void ServiceSet::UsePaymentShards(int count) {
   if (!shard_ports_.empty()) throw std::logic_error("UsePaymentShards called twice");
-  auto url = AmqpUrl::Parse(broker_.amqp_url);
-  if (!url.ok()) throw std::runtime_error(std::string(url.status().message()));
-  auto admin = AmqpConnection::Connect(*url, "test-shard-queues");
-  if (!admin.ok()) throw std::runtime_error(std::string(admin.status().message()));
-  const auto type = extra_env_.find("QUEUE_TYPE");
   for (int k = 0; k < count; ++k) {
     int port = UnusedLoopbackPort();
     for (int tries = 0; std::find(shard_ports_.begin(), shard_ports_.end(), port) !=
@@ -176,9 +174,6 @@ void ServiceSet::UsePaymentShards(int count) {
     }
     shard_ports_.push_back(port);
     shard_processes_.push_back(std::make_unique<Process>());
-    const absl::Status declared = (*admin)->DeclareQueue(
-        shard_acc_queue(k), type == extra_env_.end() ? "" : type->second, kRepliesExchange);
-    if (!declared.ok()) throw std::runtime_error(std::string(declared.message()));
   }
 }
 

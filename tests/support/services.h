@@ -69,9 +69,9 @@ class ServiceSet {
   std::shared_ptr<grpc::Channel> accounting_channel() const { return accounting_channel_; }
 
   // Payment shards (README, Payment shards), beside the single payment
-  // service above: UsePaymentShards(n) picks n loopback ports and declares
-  // each shard's reply queue <acc_queue>.s<k> as the admin user (bound to
-  // outbox.replies; accounting checks reply_to before booking). Shard k runs
+  // service above: UsePaymentShards(n) picks n loopback ports; accounting
+  // started after it declares each shard's reply queue <acc_queue>.s<k>
+  // (REPLY_QUEUES). Shard k runs
   // with its own <dir>/payment.s<k>.db, PAYMENT_SHARDS (every shard's
   // address) and PAYMENT_SHARD_INDEX=k; its recoveries with the same db and
   // reply queue. Accounting keeps ACC_QUEUE. While shards are in use,
