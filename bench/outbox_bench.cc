@@ -47,6 +47,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "loadgen/channel.h"
 #include "loadgen/listing.h"
+#include "loadgen/payment_shards.h"
 #include "loadgen/percentiles.h"
 #include "loadgen/request.h"
 #include "payment/v1/payment.grpc.pb.h"
@@ -55,7 +56,9 @@
 #include "shared/base/status_macros.h"
 #include "shared/runtime/env.h"
 
-ABSL_FLAG(std::string, payment_addr, "", "payment_service gRPC address host:port (required)");
+ABSL_FLAG(std::string, payment_addr, "",
+          "payment_service gRPC address host:port (required); payment shards: every shard's, "
+          "comma-separated by shard index (calls go to their key's shard)");
 ABSL_FLAG(std::string, accounting_addr, "",
           "accounting_service gRPC address; if set, vouchers are counted against SENT payments");
 ABSL_FLAG(int, concurrency, 64, "closed loop: CreatePayment calls kept in flight");
@@ -68,7 +71,8 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(60),
 ABSL_FLAG(int, channels, 4, "gRPC channels (TCP connections) the calls are spread over");
 ABSL_FLAG(int, max_in_flight, 20000,
           "open loop: calls not sent (counted as skipped) while this many are in flight");
-ABSL_FLAG(int, payment_pid, 0, "payment_service pid, for its peak RSS (VmHWM)");
+ABSL_FLAG(int, payment_pid, 0,
+          "payment_service pid, for its peak RSS (VmHWM) and CPU (with shards: shard 0's)");
 ABSL_FLAG(int, accounting_pid, 0, "accounting_service pid, for its peak RSS (VmHWM)");
 ABSL_FLAG(int, broker_pid, 0, "RabbitMQ node (beam.smp) pid, for its CPU use while measuring");
 ABSL_FLAG(bool, baselines, false,
@@ -104,7 +108,7 @@ namespace {
 using ::google::protobuf::util::TimeUtil;
 using ::outbox::loadgen::Percentiles;
 using ::outbox::loadgen::Summarize;
-using PaymentStub = ::payment::v1::PaymentService::Stub;
+using PaymentStub = ::payment::v1::PaymentService::StubInterface;
 
 // Targets from the issue, checked in the report.
 constexpr double kTargetSustained = 2500;  // payments/s reaching SENT
@@ -472,7 +476,8 @@ class CreateDriver {
     grpc::ClientContext ctx;
     ::payment::v1::CreatePaymentResponse response;
     grpc::Status status;
-    std::unique_ptr<grpc::ClientAsyncResponseReader<::payment::v1::CreatePaymentResponse>> reader;
+    std::unique_ptr<grpc::ClientAsyncResponseReaderInterface<::payment::v1::CreatePaymentResponse>>
+        reader;
     absl::Time start;  // when it was (or, open loop, should have been) sent
     bool measured = false;
   };
@@ -800,17 +805,26 @@ absl::Status Run() {
     std::fflush(stdout);
   }
 
+  // Payment shards: each channel is one connection per shard, and every
+  // call goes to its key's shard (loadgen/payment_shards.h).
+  const std::vector<std::string> payment_addrs = loadgen::SplitAddresses(payment_addr);
   std::vector<std::unique_ptr<PaymentStub>> stubs;
   for (int i = 0; i < channels; ++i) {
-    auto channel = loadgen::NewChannel(payment_addr, security);  // a TCP connection of its own
-    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot connect to payment_service at ", payment_addr));
+    std::vector<std::unique_ptr<PaymentStub>> shards;
+    for (const std::string& addr : payment_addrs) {
+      auto channel = loadgen::NewChannel(addr, security);  // a TCP connection of its own
+      if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+        return absl::UnavailableError(absl::StrCat("cannot connect to payment_service at ", addr));
+      }
+      shards.push_back(::payment::v1::PaymentService::NewStub(channel));
     }
-    stubs.push_back(::payment::v1::PaymentService::NewStub(channel));
+    if (shards.size() == 1) {
+      stubs.push_back(std::move(shards.front()));
+    } else {
+      stubs.push_back(std::make_unique<loadgen::ShardedPaymentStub>(std::move(shards)));
+    }
   }
-  auto query_stub =
-      ::payment::v1::PaymentService::NewStub(loadgen::NewChannel(payment_addr, security));
+  auto query_stub = loadgen::NewPaymentStub(payment_addrs, security);
 
   const std::string run_tag = loadgen::RandomRunId();
   std::vector<CpuMonitor::Process> watched = {{"outbox_bench (client)", "client", 0}};

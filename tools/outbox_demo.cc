@@ -53,6 +53,7 @@
 #include "loadgen/channel.h"
 #include "loadgen/create_load.h"
 #include "loadgen/listing.h"
+#include "loadgen/payment_shards.h"
 #include "loadgen/percentiles.h"
 #include "loadgen/request.h"
 #include "loadgen/retry.h"
@@ -65,7 +66,9 @@ static std::string EnvOrEmpty(const char* name) {
   return v == nullptr ? "" : v;
 }
 
-ABSL_FLAG(std::string, payment_addr, "127.0.0.1:50051", "payment_service address (host:port)");
+ABSL_FLAG(std::string, payment_addr, "127.0.0.1:50051",
+          "payment_service address (host:port); payment shards: every shard's, comma-separated "
+          "by shard index (each call goes to its key's or payment id's shard)");
 ABSL_FLAG(std::string, accounting_addr, "127.0.0.1:50052", "accounting_service address (host:port)");
 ABSL_FLAG(int, count, 300, "payments to create; 0 creates none (wait for / report on a set only)");
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
@@ -120,7 +123,8 @@ constexpr char kDescription[] = "outbox demo payment";
 
 // The flags, read once.
 struct Config {
-  std::string payment_addr, accounting_addr;
+  std::vector<std::string> payment_addrs;  // one per payment shard
+  std::string accounting_addr;
   absl::Duration duration, timeout;
   bool by_time = false;   // --duration > 0
   int64_t count = 0;      // payments to create (0 when by_time)
@@ -155,7 +159,8 @@ bool WriteIds(const std::string& path, const std::vector<Created>& created) {
 
 absl::StatusOr<Config> ReadFlags() {
   Config c;
-  c.payment_addr = absl::GetFlag(FLAGS_payment_addr);
+  c.payment_addrs = loadgen::SplitAddresses(absl::GetFlag(FLAGS_payment_addr));
+  if (c.payment_addrs.empty()) return absl::InvalidArgumentError("--payment_addr is empty");
   c.accounting_addr = absl::GetFlag(FLAGS_accounting_addr);
   absl::StatusOr<loadgen::ChannelSecurity> security = loadgen::ChannelSecurity::FromFiles(
       {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
@@ -217,7 +222,7 @@ struct CreatePhase {
 CreatePhase CreatePayments(const Config& c, const std::string& run_id, absl::Time start) {
   std::vector<std::unique_ptr<PaymentService::StubInterface>> stubs;
   for (int t = 0; t < c.concurrency; ++t) {
-    stubs.push_back(PaymentService::NewStub(loadgen::NewChannel(c.payment_addr, c.security)));
+    stubs.push_back(loadgen::NewPaymentStub(c.payment_addrs, c.security));
   }
   loadgen::LoadPlan plan;
   plan.key_prefix = loadgen::KeyPrefix("demo", run_id);
@@ -282,7 +287,7 @@ struct Checks {
   }
 };
 
-Checks RunChecks(PaymentService::Stub& stub, const std::vector<Created>& created,
+Checks RunChecks(PaymentService::StubInterface& stub, const std::vector<Created>& created,
                  const std::string& run_id) {
   Checks out;
   auto create = [&](const CreatePaymentRequest& req, CreatePaymentResponse* resp) {
@@ -434,7 +439,7 @@ struct Tally {
 
 // Lists every payment and tallies the set's; also learns what an
 // --expect_ids payment's voucher must say.
-bool TallySet(PaymentService::Stub& stub, PaymentSet& set, Tally* t) {
+bool TallySet(PaymentService::StubInterface& stub, PaymentSet& set, Tally* t) {
   auto list = [&] {
     return loadgen::ForEachPayment(stub, payment::v1::OUTBOX_STATUS_UNSPECIFIED, kCallTimeout,
                                    [&](const payment::v1::Payment& p) {
@@ -501,7 +506,7 @@ VoucherAudit AuditVouchers(AccountingService::Stub& stub, const PaymentSet& set,
 // --wait_sent=false: what was created (if anything), then one line about the
 // set's outbox. The exit status.
 int PrintSnapshot(const Config& c, const CreatePhase& create, const Checks& checks, bool create_ok,
-                  PaymentService::Stub& stub, PaymentSet& set) {
+                  PaymentService::StubInterface& stub, PaymentSet& set) {
   if (c.creating) {
     const double create_s = absl::ToDoubleSeconds(create.elapsed);
     std::printf("outbox_demo: created %lld / %lld payments in %.2f s (%.0f/s)",
@@ -631,7 +636,7 @@ bool PrintReport(const Config& c, const CreatePhase& create, const Checks& check
 bool WaitHealthy(const Config& c) {
   if (c.wait_healthy <= 0) return true;
   const absl::Time deadline = absl::Now() + absl::Seconds(c.wait_healthy);
-  std::vector<std::string> addrs = {c.payment_addr};
+  std::vector<std::string> addrs = c.payment_addrs;
   if (c.wait_sent) addrs.push_back(c.accounting_addr);
   for (const std::string& addr : addrs) {
     absl::Status s = loadgen::WaitHealthy(addr, deadline, c.security);
@@ -647,7 +652,7 @@ int Run(const Config& c) {
   Outcome o;
   o.program_start = absl::Now();
   if (!WaitHealthy(c)) return 2;
-  auto payments = PaymentService::NewStub(loadgen::NewChannel(c.payment_addr, c.security));
+  auto payments = loadgen::NewPaymentStub(c.payment_addrs, c.security);
   o.run_id = loadgen::RandomRunId();
   if (c.creating) {
     const std::string what =
