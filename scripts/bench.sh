@@ -25,6 +25,10 @@
 #   BENCH_TLS=1              gRPC with TLS and an API token (scripts/dev_certs.sh
 #                            certificates in the temp dir); default plaintext, as
 #                            the figures in README were taken
+#   BENCH_PAYMENT_SHARDS [1] payment_service instances, each with its own payment.db
+#                            and reply queue (README, Payment shards); outbox_bench
+#                            sends each call to its key's shard. Peak RSS and CPU
+#                            figures are shard 0's.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,6 +41,8 @@ CLAIM_ROWS=${CLAIM_ROWS:-5000000}
 JOBS=${BENCH_JOBS:-2}
 JSON=$([[ ${BENCH_JSON:-0} == 1 ]] && echo true || echo false)
 TLS=${BENCH_TLS:-0}
+SHARDS=${BENCH_PAYMENT_SHARDS:-1}
+[[ $SHARDS =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_PAYMENT_SHARDS must be a positive number" >&2; exit 2; }
 
 say() { echo "bench: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -145,6 +151,21 @@ start_service() {
   [[ $PORT =~ ^[0-9]+$ && $PORT != 0 ]] || die "$name: no port in: $line"
 }
 
+# free_port: prints a loopback port nobody listens on and not handed out before.
+taken_ports=" "
+free_port() {
+  local used=" " addr p _
+  while read -r _ addr _; do
+    if [[ $addr == *:* ]]; then used+="$((16#${addr##*:})) "; fi
+  done < <(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+  while :; do
+    p=$((30100 + RANDOM % 2600))  # below the kernel's ephemeral range
+    [[ $used$taken_ports == *" $p "* ]] || break
+  done
+  taken_ports+="$p "
+  echo "$p"
+}
+
 # start_services RUN: fresh databases and queues under $WORK/RUN.
 start_services() {
   local run=$1 dir=$WORK/$1
@@ -154,25 +175,45 @@ start_services() {
   local common=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC"
     MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}") users=$BROKER_DIR/users
   # Each service on its own broker user (scripts/rabbitmq_node.sh).
+  # Payment shards: every shard's address is known before any starts.
+  local k ports=() addrs="" reply_queues=""
+  if ((SHARDS > 1)); then
+    for ((k = 0; k < SHARDS; k++)); do
+      ports+=("$(free_port)")
+      addrs+="${addrs:+,}127.0.0.1:${ports[k]}"
+      reply_queues+="${reply_queues:+,}bench.$run.ACC.s$k"
+    done
+  fi
   start_service accounting_service "$dir" "${common[@]}" \
     AMQP_URL="$(cat "$users/outbox-accounting.url")" AMQP_PASSWORD_FILE="$users/outbox-accounting.password" \
-    ACCOUNTING_DB="$dir/accounting.db" ACCOUNTING_LISTEN=127.0.0.1:0
+    ACCOUNTING_DB="$dir/accounting.db" ACCOUNTING_LISTEN=127.0.0.1:0 REPLY_QUEUES="$reply_queues"
   ACCOUNTING_PORT=$PORT ACCOUNTING_PID=$PID
-  start_service payment_service "$dir" "${common[@]}" \
-    AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
-    PAYMENT_DB="$dir/payment.db" PAYMENT_LISTEN=127.0.0.1:0
-  PAYMENT_PORT=$PORT PAYMENT_PID=$PID
+  if ((SHARDS == 1)); then
+    start_service payment_service "$dir" "${common[@]}" \
+      AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
+      PAYMENT_DB="$dir/payment.db" PAYMENT_LISTEN=127.0.0.1:0
+    PAYMENT_ADDR=127.0.0.1:$PORT PAYMENT_PID=$PID
+    return
+  fi
+  for ((k = SHARDS - 1; k >= 0; k--)); do  # shard 0 last: its PID is the one watched
+    mkdir -p "$dir/s$k"
+    start_service payment_service "$dir/s$k" "${common[@]}" \
+      AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
+      PAYMENT_DB="$dir/s$k/payment.db" PAYMENT_LISTEN="127.0.0.1:${ports[k]}" \
+      ACC_QUEUE="bench.$run.ACC.s$k" PAYMENT_SHARDS="$addrs" PAYMENT_SHARD_INDEX="$k"
+  done
+  PAYMENT_ADDR=$addrs PAYMENT_PID=$PID
 }
 
 run_outbox_bench() {  # extra outbox_bench flags...
   run "$BIN/outbox_bench" \
-    --payment_addr="127.0.0.1:$PAYMENT_PORT" --accounting_addr="127.0.0.1:$ACCOUNTING_PORT" \
+    --payment_addr="$PAYMENT_ADDR" --accounting_addr="127.0.0.1:$ACCOUNTING_PORT" \
     --payment_pid="$PAYMENT_PID" --accounting_pid="$ACCOUNTING_PID" \
     --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid" 2>/dev/null || echo 0)" \
     --duration="$DURATION" --warmup="$WARMUP" --json="$JSON" "${CLIENT_SECURITY[@]}" "$@"
 }
 
-echo "outbox benchmarks on $(hostname), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "outbox benchmarks on $(hostname), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ), $SHARDS payment shard(s)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # profile_start NAME PID / profile_report: perf samples (call graphs) of a service while it runs.
