@@ -2,8 +2,8 @@
 # Checks docker-compose.yml: valid with the four broker passwords set, rejected
 # without any one of them (no default password), each service on its own
 # broker user, the `cluster` profile's nodes and URL list, no guest account
-# anywhere, and gRPC TLS and tokens on in all three services (certificates
-# mounted read-only).
+# anywhere, gRPC TLS and tokens on in every service (certificates mounted
+# read-only), and the `shards` profile's payment shards and reply queues.
 #   bash tests/compose_config_test.sh [path/to/docker-compose.yml]
 set -euo pipefail
 file=${1:-$(cd "$(dirname "$0")/.." && pwd)/docker-compose.yml}
@@ -45,8 +45,8 @@ quorum=$(grep -c 'QUEUE_TYPE: quorum' <<<"$cluster")
 if grep -qi guest "$file"; then
   echo "FAIL: $file mentions guest" >&2; exit 1
 fi
-# gRPC TLS, tokens and the message key in all six services (docker-compose
-# config shows the cluster profile's too).
+# gRPC TLS, tokens and the message key in all eleven services (docker-compose
+# config shows the cluster and shards profiles' too).
 config=$(env "${all[@]}" docker-compose --env-file "$no_env" -f "$file" config)
 # expect COUNT TEXT: exactly COUNT lines of the resolved config end in TEXT
 # (after a space, a slash or a colon).
@@ -56,11 +56,17 @@ expect() {
     s == t && (p == " " || p == "/" || p == ":") { n++ } END { print n + 0 }' <<<"$config")
   [[ $n == "$1" ]] || { echo "FAIL: expected '$2' $1 times in the resolved config, found $n" >&2; exit 1; }
 }
-expect 6 "TLS_CERT_FILE: /certs/server.pem"
-expect 6 "TLS_KEY_FILE: /certs/server.key"
-expect 6 "TLS_CA_FILE: /certs/ca.pem"
-expect 6 "certs/compose:/certs:ro"
-expect 4 "API_TOKEN_FILE: /certs/api.token"
-expect 2 "OPS_TOKEN_FILE: /certs/ops.token"
-expect 6 "MESSAGE_KEYS_FILE: /certs/message.keys"
+expect 11 "TLS_CERT_FILE: /certs/server.pem"
+expect 11 "TLS_KEY_FILE: /certs/server.key"
+expect 11 "TLS_CA_FILE: /certs/ca.pem"
+expect 11 "certs/compose:/certs:ro"
+expect 7 "API_TOKEN_FILE: /certs/api.token"
+expect 4 "OPS_TOKEN_FILE: /certs/ops.token"
+expect 11 "MESSAGE_KEYS_FILE: /certs/message.keys"
+# Profile `shards`: two payment shards that know each other, each with its
+# own reply queue (its recovery's too), declared by their accounting.
+expect 2 "PAYMENT_SHARDS: 127.0.0.1:50071,127.0.0.1:50072"
+expect 2 "ACC_QUEUE: shards.ACC_QUEUE.s0"
+expect 2 "ACC_QUEUE: shards.ACC_QUEUE.s1"
+expect 1 "REPLY_QUEUES: shards.ACC_QUEUE.s0,shards.ACC_QUEUE.s1"
 echo "PASS: $file"
