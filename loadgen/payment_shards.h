@@ -36,7 +36,8 @@ class ShardedPaymentStub final : public PaymentStubInterface {
   grpc::Status CreatePayment(grpc::ClientContext* context,
                              const payment::v1::CreatePaymentRequest& request,
                              payment::v1::CreatePaymentResponse* response) override;
-  grpc::Status GetPayment(grpc::ClientContext* context, const payment::v1::GetPaymentRequest& request,
+  grpc::Status GetPayment(grpc::ClientContext* context,
+                          const payment::v1::GetPaymentRequest& request,
                           payment::v1::Payment* response) override;
   // The page token is "<shard>/<that shard's token>"; an empty page may
   // come back where one shard ends, with a token for the next.
@@ -50,9 +51,10 @@ class ShardedPaymentStub final : public PaymentStubInterface {
   // The async forms route Create and Get alike. Their ListPayments cannot
   // rewrite the answer's token: it lists the shard the token names (or the
   // first) with that shard's own tokens; use the sync form to walk them all.
-  grpc::ClientAsyncResponseReaderInterface<payment::v1::CreatePaymentResponse>* AsyncCreatePaymentRaw(
-      grpc::ClientContext* context, const payment::v1::CreatePaymentRequest& request,
-      grpc::CompletionQueue* cq) override;
+  grpc::ClientAsyncResponseReaderInterface<payment::v1::CreatePaymentResponse>*
+  AsyncCreatePaymentRaw(grpc::ClientContext* context,
+                        const payment::v1::CreatePaymentRequest& request,
+                        grpc::CompletionQueue* cq) override;
   grpc::ClientAsyncResponseReaderInterface<payment::v1::CreatePaymentResponse>*
   PrepareAsyncCreatePaymentRaw(grpc::ClientContext* context,
                                const payment::v1::CreatePaymentRequest& request,

@@ -29,7 +29,8 @@ class FakeShard final : public PaymentStubInterface {
   grpc::Status CreatePayment(grpc::ClientContext*, const CreatePaymentRequest& request,
                              CreatePaymentResponse* response) override {
     keys.push_back(request.idempotency_key());
-    response->mutable_payment()->set_payment_id(PaymentIdPrefix(index_, 2) + request.idempotency_key());
+    response->mutable_payment()->set_payment_id(PaymentIdPrefix(index_, 2) +
+                                                request.idempotency_key());
     return grpc::Status::OK;
   }
   grpc::Status GetPayment(grpc::ClientContext*, const GetPaymentRequest& request,
@@ -55,17 +56,29 @@ class FakeShard final : public PaymentStubInterface {
   using Get = grpc::ClientAsyncResponseReaderInterface<Payment>;
   using List = grpc::ClientAsyncResponseReaderInterface<ListPaymentsResponse>;
   Create* AsyncCreatePaymentRaw(grpc::ClientContext*, const CreatePaymentRequest&,
-                                grpc::CompletionQueue*) override { return nullptr; }
+                                grpc::CompletionQueue*) override {
+    return nullptr;
+  }
   Create* PrepareAsyncCreatePaymentRaw(grpc::ClientContext*, const CreatePaymentRequest&,
-                                       grpc::CompletionQueue*) override { return nullptr; }
+                                       grpc::CompletionQueue*) override {
+    return nullptr;
+  }
   Get* AsyncGetPaymentRaw(grpc::ClientContext*, const GetPaymentRequest&,
-                          grpc::CompletionQueue*) override { return nullptr; }
+                          grpc::CompletionQueue*) override {
+    return nullptr;
+  }
   Get* PrepareAsyncGetPaymentRaw(grpc::ClientContext*, const GetPaymentRequest&,
-                                 grpc::CompletionQueue*) override { return nullptr; }
+                                 grpc::CompletionQueue*) override {
+    return nullptr;
+  }
   List* AsyncListPaymentsRaw(grpc::ClientContext*, const ListPaymentsRequest&,
-                             grpc::CompletionQueue*) override { return nullptr; }
+                             grpc::CompletionQueue*) override {
+    return nullptr;
+  }
   List* PrepareAsyncListPaymentsRaw(grpc::ClientContext*, const ListPaymentsRequest&,
-                                    grpc::CompletionQueue*) override { return nullptr; }
+                                    grpc::CompletionQueue*) override {
+    return nullptr;
+  }
 
   const int index_;
   const std::vector<std::string> ids_;
@@ -118,11 +131,9 @@ TEST(PaymentShardsClientTest, GetGoesToTheShardTheIdNames) {
   for (const char* id : {"s1-abc", "s0-def", "plain-uuid", "s7-unknown"}) {
     grpc::ClientContext ctx;
     Payment p;
-    ASSERT_TRUE(t.stub->GetPayment(&ctx, [&] {
-      GetPaymentRequest r;
-      r.set_payment_id(id);
-      return r;
-    }(), &p).ok());
+    GetPaymentRequest req;
+    req.set_payment_id(id);
+    ASSERT_TRUE(t.stub->GetPayment(&ctx, req, &p).ok()) << id;
   }
   EXPECT_EQ(t.shard[0]->gets, (std::vector<std::string>{"s0-def", "plain-uuid", "s7-unknown"}));
   EXPECT_EQ(t.shard[1]->gets, (std::vector<std::string>{"s1-abc"}));
@@ -163,7 +174,8 @@ TEST(PaymentShardsClientTest, AForeignTokenIsInvalid) {
     req.set_page_token(token);
     ListPaymentsResponse resp;
     EXPECT_EQ(t.stub->ListPayments(&ctx, req, &resp).error_code(),
-              grpc::StatusCode::INVALID_ARGUMENT) << token;
+              grpc::StatusCode::INVALID_ARGUMENT)
+        << token;
   }
 }
 

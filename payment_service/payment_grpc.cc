@@ -82,7 +82,8 @@ grpc::Status PaymentServiceImpl::GetPayment(grpc::ServerContext* context,
   if (req->payment_id().empty()) {
     return ToGrpcStatus(absl::InvalidArgumentError("payment_id is required"));
   }
-  if (grpc::Status elsewhere = shard_.CheckPaymentId(*context, req->payment_id()); !elsewhere.ok()) {
+  if (grpc::Status elsewhere = shard_.CheckPaymentId(*context, req->payment_id());
+      !elsewhere.ok()) {
     return elsewhere;
   }
   auto record = store_.Get(req->payment_id());

@@ -12,15 +12,16 @@ absl::StatusOr<ShardConfig> ParseShardConfig(absl::string_view addresses, int in
   if (!addresses.empty()) {
     for (absl::string_view a : absl::StrSplit(addresses, ',')) {
       if (a.empty() || a.find(':') == absl::string_view::npos) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--payment_shards: '", a, "' is not host:port (a comma-separated list, by shard index)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--payment_shards: '", a,
+                         "' is not host:port (a comma-separated list, by shard index)"));
       }
       config.addresses.emplace_back(a);
     }
   }
   if (index < 0 || index >= config.count()) {
-    return absl::InvalidArgumentError(absl::StrCat("--payment_shard_index=", index, " is not in 0..",
-                                                   config.count() - 1,
+    return absl::InvalidArgumentError(absl::StrCat("--payment_shard_index=", index,
+                                                   " is not in 0..", config.count() - 1,
                                                    " (one per address in --payment_shards)"));
   }
   return config;
@@ -31,9 +32,10 @@ grpc::Status ShardGuard::Elsewhere(grpc::ServerContextBase& context, int shard,
   const std::string& address = config_.addresses[static_cast<size_t>(shard)];
   context.AddTrailingMetadata(kShardHeader, std::to_string(shard));
   context.AddTrailingMetadata(kShardAddressHeader, address);
-  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                      absl::StrCat(what, " belongs to payment shard ", shard, " at ", address,
-                                   " (this is shard ", config_.index, " of ", config_.count(), ")"));
+  return grpc::Status(
+      grpc::StatusCode::FAILED_PRECONDITION,
+      absl::StrCat(what, " belongs to payment shard ", shard, " at ", address, " (this is shard ",
+                   config_.index, " of ", config_.count(), ")"));
 }
 
 grpc::Status ShardGuard::CheckKey(grpc::ServerContextBase& context,

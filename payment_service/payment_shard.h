@@ -18,7 +18,7 @@
 namespace outbox::payment {
 
 // Trailing metadata of a wrong-shard answer.
-inline constexpr char kShardHeader[] = "outbox-payment-shard";                  // "<index>"
+inline constexpr char kShardHeader[] = "outbox-payment-shard";                 // "<index>"
 inline constexpr char kShardAddressHeader[] = "outbox-payment-shard-address";  // "host:port"
 
 struct ShardConfig {

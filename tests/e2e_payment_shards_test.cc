@@ -28,8 +28,10 @@ constexpr int kShards = 2;
 constexpr char kShardHeader[] = "outbox-payment-shard";
 constexpr char kShardAddressHeader[] = "outbox-payment-shard-address";
 
-const Env kFastRetries = {{"RETRY_BASE_DELAY", "1s"},     {"RETRY_MAX_DELAY", "2s"},
-                          {"RETRY_MAX_ATTEMPTS", "1000"}, {"RECOVERY_IDLE_SLEEP", "200ms"},
+const Env kFastRetries = {{"RETRY_BASE_DELAY", "1s"},
+                          {"RETRY_MAX_DELAY", "2s"},
+                          {"RETRY_MAX_ATTEMPTS", "1000"},
+                          {"RECOVERY_IDLE_SLEEP", "200ms"},
                           {"RECOVERY_LEASE_TTL", "2s"}};
 
 std::string Trailing(const grpc::ClientContext& ctx, const std::string& key) {
@@ -116,7 +118,9 @@ TEST_F(PaymentShardsTest, EachPaymentLandsOnItsKeysShardAndTheOtherAnswersWhereT
     EXPECT_EQ(Trailing(ctx, kShardHeader), "1");
     EXPECT_EQ(Trailing(ctx, kShardAddressHeader), services_.payment_shard_address(1));
   }
-  for (const auto& p : services_.AllPayments()) EXPECT_NE(p.idempotency_key(), req.idempotency_key());
+  for (const auto& p : services_.AllPayments()) {
+    EXPECT_NE(p.idempotency_key(), req.idempotency_key());
+  }
 
   // The right shard creates it; a retry through the routing client replays it.
   std::string created_id;
@@ -159,7 +163,8 @@ TEST_F(PaymentShardsTest, EachPaymentLandsOnItsKeysShardAndTheOtherAnswersWhereT
     auto stub = services_.PaymentShardStub(k);
     int listed = 0;
     ASSERT_TRUE(loadgen::ForEachPayment(*stub, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED,
-                                        absl::Seconds(10), [&](const ::payment::v1::Payment& p) {
+                                        absl::Seconds(10),
+                                        [&](const ::payment::v1::Payment& p) {
                                           ++listed;
                                           EXPECT_EQ(ShardOfPaymentId(p.payment_id()), k);
                                           EXPECT_EQ(ShardOfKey(p.idempotency_key(), kShards), k);

@@ -29,8 +29,8 @@ inline int JumpConsistentHash(uint64_t key, int buckets) {
   while (j < buckets) {
     b = j;
     key = key * 2862933555777941757ULL + 1;
-    j = static_cast<int64_t>(static_cast<double>(b + 1) *
-                             (static_cast<double>(1LL << 31) / static_cast<double>((key >> 33) + 1)));
+    j = static_cast<int64_t>(static_cast<double>(b + 1) * (static_cast<double>(1LL << 31) /
+                                                           static_cast<double>((key >> 33) + 1)));
   }
   return static_cast<int>(b);
 }
