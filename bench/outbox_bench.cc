@@ -74,6 +74,8 @@ ABSL_FLAG(int, max_in_flight, 20000,
 ABSL_FLAG(int, payment_pid, 0,
           "payment_service pid, for its peak RSS (VmHWM) and CPU (with shards: shard 0's)");
 ABSL_FLAG(int, accounting_pid, 0, "accounting_service pid, for its peak RSS (VmHWM)");
+ABSL_FLAG(std::string, other_payment_pids, "",
+          "payment shards 1..N-1: their pids, comma-separated, for their CPU share");
 ABSL_FLAG(int, broker_pid, 0, "RabbitMQ node (beam.smp) pid, for its CPU use while measuring");
 ABSL_FLAG(bool, baselines, false,
           "first measure raw SQLite, raw broker and naive-outbox rates in this run");
@@ -833,6 +835,18 @@ absl::Status Run() {
         std::make_tuple("accounting_service", "accounting", absl::GetFlag(FLAGS_accounting_pid)),
         std::make_tuple("rabbitmq", "broker", absl::GetFlag(FLAGS_broker_pid))}) {
     if (pid > 0) watched.push_back({name, key, pid});
+  }
+  // Payment shards 1..N-1 (--payment_pid is shard 0's): their CPU too.
+  int shard = 0;
+  for (absl::string_view pid_text :
+       absl::StrSplit(absl::GetFlag(FLAGS_other_payment_pids), ',', absl::SkipEmpty())) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(pid_text, &pid) || pid <= 0) {
+      return absl::InvalidArgumentError("--other_payment_pids: comma-separated pids");
+    }
+    ++shard;
+    watched.push_back({absl::StrCat("payment_service s", shard), absl::StrCat("payment_s", shard),
+                       pid});
   }
   const absl::Time drive_start = absl::Now();
   CpuMonitor cpu(watched, drive_start + warmup, drive_start + warmup + duration);

@@ -27,8 +27,8 @@
 #                            the figures in README were taken
 #   BENCH_PAYMENT_SHARDS [1] payment_service instances, each with its own payment.db
 #                            and reply queue (README, Payment shards); outbox_bench
-#                            sends each call to its key's shard. Peak RSS and CPU
-#                            figures are shard 0's.
+#                            sends each call to its key's shard. Peak RSS is shard
+#                            0's; CPU is shown for every shard.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -192,15 +192,17 @@ start_services() {
     start_service payment_service "$dir" "${common[@]}" \
       AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
       PAYMENT_DB="$dir/payment.db" PAYMENT_LISTEN=127.0.0.1:0
-    PAYMENT_ADDR=127.0.0.1:$PORT PAYMENT_PID=$PID
+    PAYMENT_ADDR=127.0.0.1:$PORT PAYMENT_PID=$PID OTHER_PAYMENT_PIDS=
     return
   fi
-  for ((k = SHARDS - 1; k >= 0; k--)); do  # shard 0 last: its PID is the one watched
+  OTHER_PAYMENT_PIDS=
+  for ((k = SHARDS - 1; k >= 0; k--)); do  # shard 0 last: its PID is --payment_pid
     mkdir -p "$dir/s$k"
     start_service payment_service "$dir/s$k" "${common[@]}" \
       AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
       PAYMENT_DB="$dir/s$k/payment.db" PAYMENT_LISTEN="127.0.0.1:${ports[k]}" \
       ACC_QUEUE="bench.$run.ACC.s$k" PAYMENT_SHARDS="$addrs" PAYMENT_SHARD_INDEX="$k"
+    ((k == 0)) || OTHER_PAYMENT_PIDS="$PID${OTHER_PAYMENT_PIDS:+,}$OTHER_PAYMENT_PIDS"
   done
   PAYMENT_ADDR=$addrs PAYMENT_PID=$PID
 }
@@ -208,7 +210,7 @@ start_services() {
 run_outbox_bench() {  # extra outbox_bench flags...
   run "$BIN/outbox_bench" \
     --payment_addr="$PAYMENT_ADDR" --accounting_addr="127.0.0.1:$ACCOUNTING_PORT" \
-    --payment_pid="$PAYMENT_PID" --accounting_pid="$ACCOUNTING_PID" \
+    --payment_pid="$PAYMENT_PID" --other_payment_pids="$OTHER_PAYMENT_PIDS" --accounting_pid="$ACCOUNTING_PID" \
     --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid" 2>/dev/null || echo 0)" \
     --duration="$DURATION" --warmup="$WARMUP" --json="$JSON" "${CLIENT_SECURITY[@]}" "$@"
 }
