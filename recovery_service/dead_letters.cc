@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "shared/observability/log.h"
 #include "shared/outbox/transport.h"
 
@@ -74,7 +75,19 @@ absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int l
   }
   if (last_tag != 0) {
     absl::Status s = conn->Requeue(last_tag, /*multiple=*/true);
-    if (!s.ok()) session_.Reset(s);
+    if (!s.ok()) {
+      session_.Reset(s);
+      return peek;
+    }
+    // The requeue has no reply, and the count is read on another channel:
+    // wait (briefly) until the broker counts the peeked messages again, so
+    // a re-drive right after this call sees them.
+    const absl::Time deadline = absl::Now() + absl::Seconds(2);
+    for (;;) {
+      auto count = conn->MessageCount(dlq);
+      if (!count.ok() || static_cast<int64_t>(*count) >= peek.total || absl::Now() > deadline) break;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
   }
   return peek;
 }
