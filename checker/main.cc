@@ -24,7 +24,8 @@ std::string Env(const char* name) {
 
 ABSL_FLAG(std::string, payment_db, Env("PAYMENT_DB"), "path to payment.db (env PAYMENT_DB)");
 ABSL_FLAG(std::string, accounting_db, Env("ACCOUNTING_DB"),
-          "path to accounting.db (env ACCOUNTING_DB)");
+          "path to accounting.db; with accounting shards every shard's, comma-separated "
+          "(env ACCOUNTING_DB)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of the text report");
 ABSL_FLAG(absl::Duration, stale_after, absl::Minutes(10),
           "a SENDING row older than this (now - created_at) is stale");
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "Checks payment.db and accounting.db (opened read-only) for broken outbox guarantees.\n"
-      "Usage: outbox_check --payment_db=payment.db --accounting_db=accounting.db [--json]\n"
+      "Usage: outbox_check --payment_db=payment.db --accounting_db=accounting.db[,shard2.db...] [--json]\n"
       "Exit status: 0 consistent, 1 violations found, 2 usage or I/O error.");
 
   bool help = false;
