@@ -18,7 +18,7 @@ broker_permissions() {
     outbox-payment)
       echo "^(outbox\\.payments(\\.dead-letters|\\.hash\\.($pay))?|$pay|$pay\\.DLQ)\$"
       echo "^(outbox\\.payments(\\.dead-letters|\\.hash\\.($pay))?|$pay|$pay\\.DLQ)\$"
-      echo "^(outbox\\.payments(\\.hash\\.($pay))?|$pay|$acc)\$" ;;
+      echo "^(outbox\\.payments(\\.dead-letters|\\.hash\\.($pay))?|$pay|$acc)\$" ;;
     outbox-accounting)
       echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"
       echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"

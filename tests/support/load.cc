@@ -56,7 +56,7 @@ CheckResult RunChecker(const ServiceSet& services) {
   std::remove(log.c_str());
   p.Start(BinaryPath("outbox_check"),
           {"--json", "--payment_db=" + services.dir() + "/payment.db",
-           "--accounting_db=" + services.dir() + "/accounting.db"},
+           "--accounting_db=" + services.accounting_dbs()},
           {}, log);
   CheckResult r;
   r.exit_code = p.WaitExit(absl::Seconds(120));

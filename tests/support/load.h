@@ -42,7 +42,8 @@ struct CheckResult {
   std::string output;  // outbox_check --json
 };
 
-// Runs the real outbox_check binary on the services' two databases.
+// Runs the real outbox_check binary on the services' databases (payment.db
+// and every accounting shard's).
 CheckResult RunChecker(const ServiceSet& services);
 
 // Waits until every payment is SENT (or `timeout`); returns the SENT count.
