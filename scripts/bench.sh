@@ -22,6 +22,9 @@
 #   BENCH_JSON=1             outbox_bench also prints a JSON line per run
 #   BENCH_PROFILE=1          perf-record payment_service (and accounting_service) during the
 #                            throughput run and print where their CPU went (installs linux-perf)
+#   BENCH_ACCOUNTING_SHARDS [1]  accounting instances M (README, Accounting shards): payment
+#                            events hashed by payment id over M queues, one accounting_service
+#                            with its own accounting.db each
 #   BENCH_TLS=1              gRPC with TLS and an API token (scripts/dev_certs.sh
 #                            certificates in the temp dir); default plaintext, as
 #                            the figures in README were taken
@@ -37,6 +40,8 @@ CLAIM_ROWS=${CLAIM_ROWS:-5000000}
 JOBS=${BENCH_JOBS:-2}
 JSON=$([[ ${BENCH_JSON:-0} == 1 ]] && echo true || echo false)
 TLS=${BENCH_TLS:-0}
+ACC_SHARDS=${BENCH_ACCOUNTING_SHARDS:-1}
+[[ $ACC_SHARDS =~ ^[1-9][0-9]*$ ]] || die "BENCH_ACCOUNTING_SHARDS must be a positive number"
 
 say() { echo "bench: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -151,13 +156,24 @@ start_services() {
   mkdir -p "$dir"
   [[ -s $WORK/message.keys ]] ||  # the services sign and check every message
     (umask 077 && echo "bench $(openssl rand -hex 32)" >"$WORK/message.keys")
-  local common=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC"
-    MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}") users=$BROKER_DIR/users
+  local common=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC" ACCOUNTING_SHARDS="$ACC_SHARDS"
+    MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}") users=$BROKER_DIR/users k db
   # Each service on its own broker user (scripts/rabbitmq_node.sh).
-  start_service accounting_service "$dir" "${common[@]}" \
-    AMQP_URL="$(cat "$users/outbox-accounting.url")" AMQP_PASSWORD_FILE="$users/outbox-accounting.password" \
-    ACCOUNTING_DB="$dir/accounting.db" ACCOUNTING_LISTEN=127.0.0.1:0
-  ACCOUNTING_PORT=$PORT ACCOUNTING_PID=$PID
+  # ACCOUNTING_ADDRS / MORE_ACCOUNTING_PIDS: every shard's, for outbox_bench.
+  ACCOUNTING_ADDRS='' MORE_ACCOUNTING_PIDS=''
+  for ((k = 0; k < ACC_SHARDS; k++)); do
+    db=$dir/accounting.db
+    ((ACC_SHARDS == 1)) || db=$dir/accounting-$k.db
+    start_service accounting_service "$dir" "${common[@]}" \
+      AMQP_URL="$(cat "$users/outbox-accounting.url")" AMQP_PASSWORD_FILE="$users/outbox-accounting.password" \
+      ACCOUNTING_SHARD="$k" ACCOUNTING_DB="$db" ACCOUNTING_LISTEN=127.0.0.1:0
+    if ((k == 0)); then
+      ACCOUNTING_PID=$PID
+    else
+      MORE_ACCOUNTING_PIDS+=${MORE_ACCOUNTING_PIDS:+,}$PID
+    fi
+    ACCOUNTING_ADDRS+=${ACCOUNTING_ADDRS:+,}127.0.0.1:$PORT
+  done
   start_service payment_service "$dir" "${common[@]}" \
     AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
     PAYMENT_DB="$dir/payment.db" PAYMENT_LISTEN=127.0.0.1:0
@@ -166,14 +182,16 @@ start_services() {
 
 run_outbox_bench() {  # extra outbox_bench flags...
   run "$BIN/outbox_bench" \
-    --payment_addr="127.0.0.1:$PAYMENT_PORT" --accounting_addr="127.0.0.1:$ACCOUNTING_PORT" \
+    --payment_addr="127.0.0.1:$PAYMENT_PORT" --accounting_addr="$ACCOUNTING_ADDRS" \
     --payment_pid="$PAYMENT_PID" --accounting_pid="$ACCOUNTING_PID" \
+    ${MORE_ACCOUNTING_PIDS:+--more_accounting_pids="$MORE_ACCOUNTING_PIDS"} \
     --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid" 2>/dev/null || echo 0)" \
     --duration="$DURATION" --warmup="$WARMUP" --json="$JSON" "${CLIENT_SECURITY[@]}" "$@"
 }
 
 echo "outbox benchmarks on $(hostname), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+((ACC_SHARDS == 1)) || echo "accounting shards: $ACC_SHARDS (BENCH_ACCOUNTING_SHARDS)"
 
 # profile_start NAME PID / profile_report: perf samples (call graphs) of a service while it runs.
 profile_pids=()
