@@ -2,7 +2,8 @@
 // payment events go through the consistent-hash exchange to PAY-0 and PAY-1
 // by payment id, every copy of a payment to the same shard, and a dead letter
 // goes back to the shard it came from. Killing one shard under load loses
-// nothing and books nothing twice, across both accounting.db files.
+// nothing and books nothing twice, across both accounting.db files; going
+// from 1 to 2 shards with scripts/reshard_accounting.sh books nothing twice.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -168,6 +169,77 @@ TEST(AccountingShardsTest, KillOneShardUnderLoad) {
   EXPECT_GT(per_shard[1], 0u);
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_NE(check.output.find("\"ok\": true"), std::string::npos) << check.output;
+}
+
+// scripts/reshard_accounting.sh STEP... against the test broker; its exit code.
+int Reshard(const ServiceSet& services, const std::vector<std::string>& step) {
+  Process p;
+  static int runs = 0;
+  const std::string log = absl::StrCat(services.dir(), "/reshard_", ++runs, ".log");
+  p.Start(OUTBOX_SOURCE_DIR "/scripts/reshard_accounting.sh", step,
+          {{"BROKER_DIR", services.broker().dir}, {"PAY_QUEUE", services.pay_queue()},
+           {"ACC_QUEUE", services.acc_queue()}, {"RESHARD_TIMEOUT", "120"}},
+          log);
+  const int rc = p.WaitExit(absl::Seconds(180));
+  std::cout << p.Log();
+  return rc;
+}
+
+// M = 1 -> 2 under a client load that keeps retrying through the stop: the
+// procedure of README, Accounting shards, with the script's three steps.
+TEST(AccountingShardsTest, ReshardOneToTwoUnderLoad) {
+  constexpr int kPayments = 300;
+  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"}, {"RECOVERY_MAX_DELAY", "2s"},
+                          {"RECOVERY_MAX_ATTEMPTS", "100"}, {"RECOVERY_IDLE_SLEEP", "200ms"},
+                          {"RECOVERY_LEASE_TTL", "2s"}});
+  const Env one = {{"ACCOUNTING_SHARDS", "1"}};
+  const Env two = {{"ACCOUNTING_SHARDS", "2"}};
+  services.StartAccountingShard(0, one);
+  services.StartPayment(one);
+  services.StartRecovery("r", one);
+  // About 40 payments/s, so that most of them come after the stop.
+  PaymentLoad load(services, "reshard-", kPayments, 4, absl::Milliseconds(100));
+  ASSERT_TRUE(PollUntil([&] { return load.created() >= kPayments / 6; }, absl::Seconds(120)));
+
+  // 1. Publishers stop; the script refuses while payment still consumes acks.
+  services.recovery("r").process.Terminate();
+  EXPECT_NE(Reshard(services, {"switch", "1", "2"}), 0) << "switch before payment stopped";
+  services.payment().Terminate();
+  const int created_before = load.created();
+  ASSERT_LT(created_before, kPayments) << "the load ended before the reshard";
+  ASSERT_EQ(Reshard(services, {"drain", "1"}), 0);
+  // 2. Accounting stops; the unsharded queue goes.
+  services.accounting_shard(0).process.Terminate();
+  ASSERT_EQ(Reshard(services, {"switch", "1", "2"}), 0);
+  // 3. Two shards and payment with M = 2; acknowledgements applied first.
+  services.StartAccountingShard(0, two);
+  services.StartAccountingShard(1, two);
+  services.StartPayment(two);
+  ASSERT_EQ(Reshard(services, {"settle"}), 0);
+  // 4. Recovery.
+  services.StartRecovery("r", two);
+  load.Join();
+  ASSERT_EQ(load.created(), kPayments);
+
+  const int sent = WaitAllSent(services, kPayments, absl::Seconds(120));
+  std::map<std::string, int> booked;
+  std::vector<size_t> per_shard;
+  for (int k = 0; k < 2; ++k) {
+    const auto vouchers = services.ShardVouchers(k);
+    per_shard.push_back(vouchers.size());
+    for (const auto& v : vouchers) ++booked[v.payment_id()];
+  }
+  int twice = 0;
+  for (const auto& [id, n] : booked) twice += n > 1;
+  const CheckResult check = RunChecker(services);
+  std::cout << "resharded 1 -> 2 after " << created_before << " payments; SENT=" << sent
+            << " vouchers shard0=" << per_shard[0] << " shard1=" << per_shard[1]
+            << " booked twice=" << twice << "; outbox_check exit " << check.exit_code << "\n";
+  EXPECT_EQ(sent, kPayments);
+  EXPECT_EQ(booked.size(), static_cast<size_t>(kPayments));
+  EXPECT_EQ(twice, 0);
+  EXPECT_GT(per_shard[1], 0u) << "shard 1 booked nothing after the switch";
+  EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
 }  // namespace
