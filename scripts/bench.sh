@@ -157,14 +157,17 @@ start_services() {
   [[ -s $WORK/message.keys ]] ||  # the services sign and check every message
     (umask 077 && echo "bench $(openssl rand -hex 32)" >"$WORK/message.keys")
   local common=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC" ACCOUNTING_SHARDS="$ACC_SHARDS"
-    MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}") users=$BROKER_DIR/users k db
+    MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}") users=$BROKER_DIR/users k db logs
   # Each service on its own broker user (scripts/rabbitmq_node.sh).
   # ACCOUNTING_ADDRS / MORE_ACCOUNTING_PIDS: every shard's, for outbox_bench.
   ACCOUNTING_ADDRS='' MORE_ACCOUNTING_PIDS=''
   for ((k = 0; k < ACC_SHARDS; k++)); do
-    db=$dir/accounting.db
-    ((ACC_SHARDS == 1)) || db=$dir/accounting-$k.db
-    start_service accounting_service "$dir" "${common[@]}" \
+    db=$dir/accounting.db logs=$dir
+    if ((ACC_SHARDS > 1)); then  # a log of its own: start_service reads the port from it
+      db=$dir/accounting-$k.db logs=$dir/accounting-$k
+      mkdir -p "$logs"
+    fi
+    start_service accounting_service "$logs" "${common[@]}" \
       AMQP_URL="$(cat "$users/outbox-accounting.url")" AMQP_PASSWORD_FILE="$users/outbox-accounting.password" \
       ACCOUNTING_SHARD="$k" ACCOUNTING_DB="$db" ACCOUNTING_LISTEN=127.0.0.1:0
     if ((k == 0)); then
