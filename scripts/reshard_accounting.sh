@@ -132,8 +132,8 @@ cmd_switch() {
       say "deleted $dlq"
     done
   done
-  # M = 1 -> M > 1 leaves outbox.payments.hash.<PAY_QUEUE> without
-  # bindings the other way round: it routes nothing and may stay.
+  # M > 1 -> M = 1 leaves <PAY_QUEUE>.hash without
+  # shard bindings: it routes nothing and may stay.
   say "switched $from -> $to shards; start accounting shards 0..$((to - 1)) and payment_service" \
     "with ACCOUNTING_SHARDS=$to (recovery stays stopped), then: settle"
 }

@@ -6,7 +6,8 @@
 # Accounting shards (README, Accounting shards): the shard queues
 # "<pay>-<k>" must match OUTBOX_PAY_QUEUES too, and payment alone declares,
 # feeds (exchange.bind) and binds the consistent-hash exchange
-# outbox.payments.hash.<pay queue>.
+# "<pay queue>.hash" (a name that P and A do not match, so no other user
+# may read, so bind to, it).
 
 # shellcheck disable=SC2034  # read by the scripts that source this
 BROKER_USERS="outbox-payment outbox-accounting outbox-recovery"
@@ -16,9 +17,9 @@ broker_permissions() {
   pay=${OUTBOX_PAY_QUEUES:?} acc=${OUTBOX_ACC_QUEUES:?}
   case $1 in
     outbox-payment)
-      echo "^(outbox\\.payments(\\.dead-letters|\\.hash\\.($pay))?|$pay|$pay\\.DLQ)\$"
-      echo "^(outbox\\.payments(\\.dead-letters|\\.hash\\.($pay))?|$pay|$pay\\.DLQ)\$"
-      echo "^(outbox\\.payments(\\.dead-letters|\\.hash\\.($pay))?|$pay|$acc)\$" ;;
+      echo "^(outbox\\.payments(\\.dead-letters)?|($pay)\\.hash|$pay|$pay\\.DLQ)\$"
+      echo "^(outbox\\.payments(\\.dead-letters)?|($pay)\\.hash|$pay|$pay\\.DLQ)\$"
+      echo "^(outbox\\.payments(\\.dead-letters)?|($pay)\\.hash|$pay|$acc)\$" ;;
     outbox-accounting)
       echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"
       echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"

@@ -146,7 +146,7 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
 }
 
 std::string PaymentShardsExchange(const std::string& pay_queue) {
-  return absl::StrCat(kPaymentsExchange, ".hash.", pay_queue);
+  return absl::StrCat(pay_queue, ".hash");
 }
 
 std::string PaymentShardQueue(const std::string& pay_queue, int shard, int shards) {

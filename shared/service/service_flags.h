@@ -55,8 +55,11 @@ struct ServiceConfig {
   std::vector<std::string> payment_event_queues() const;
 };
 
-// The x-consistent-hash exchange of a sharded pay_queue, one per queue group
-// so that several deployments can share a broker.
+// The x-consistent-hash exchange of a sharded pay_queue, "<pay_queue>.hash":
+// one per queue group, so that several deployments can share a broker, and a
+// name no queue-name regex of scripts/lib/broker_users.sh matches (with
+// "outbox.payments.hash.<pay_queue>", the dotted prefixes the node script
+// allows in queue names gave accounting read, so bind, on it).
 std::string PaymentShardsExchange(const std::string& pay_queue);
 // "<pay_queue>-<shard>"; pay_queue itself when there is one shard.
 std::string PaymentShardQueue(const std::string& pay_queue, int shard, int shards);
