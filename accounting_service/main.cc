@@ -2,6 +2,7 @@
 // message id in one transaction) and replies on ACC_QUEUE, duplicates included.
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_grpc.h"
 #include "accounting_service/payment_consumer.h"
 #include "accounting_service/voucher_store.h"
@@ -24,6 +25,10 @@ ABSL_FLAG(std::string, metrics_listen, EnvOr("ACCOUNTING_METRICS_LISTEN", ""),
 ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 256),
           "PAY_QUEUE prefetch, also the largest batch applied in one transaction "
           "[env AMQP_PREFETCH]");
+ABSL_FLAG(int, accounting_shard, EnvOrInt("ACCOUNTING_SHARD", 0),
+          "which of the --accounting_shards this instance is, 0..M-1: it consumes "
+          "<pay_queue>-<shard> (pay_queue itself when M is 1) into its own --accounting_db "
+          "[env ACCOUNTING_SHARD]");
 ABSL_FLAG(std::string, api_token_file, EnvOr("API_TOKEN_FILE", ""),
           "file holding the client token; when set every AccountingService call needs "
           "'authorization: Bearer <token>' (health and reflection stay open) [env API_TOKEN_FILE]");
@@ -40,7 +45,14 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(ServiceConfig config, ServiceConfigFromFlags());
   ASSIGN_OR_RETURN(BearerTokenCheck auth,
                    LoadBearerToken(absl::GetFlag(FLAGS_api_token_file), "api_token_file"));
-  ConsumerOptions options{config.pay_queue, config.acc_queue, absl::GetFlag(FLAGS_prefetch)};
+  const int shard = absl::GetFlag(FLAGS_accounting_shard);
+  if (shard < 0 || shard >= config.accounting_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("--accounting_shard must be 0..",
+                                                   config.accounting_shards - 1,
+                                                   " (--accounting_shards - 1)"));
+  }
+  ConsumerOptions options{config.payment_event_queue(shard), config.acc_queue,
+                          absl::GetFlag(FLAGS_prefetch)};
   options.max_amount_minor = config.max_amount_minor;
   options.keys = config.keys();
   if (options.prefetch < 1 || options.prefetch > 65535) {
@@ -59,7 +71,7 @@ absl::Status Run() {
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, VoucherStore::Open(absl::GetFlag(FLAGS_accounting_db), config.db,
                                                   ids, clock));
-  AmqpConsumer payments(config.amqp, Topology{}, "accounting-consumer", config.pay_queue,
+  AmqpConsumer payments(config.amqp, Topology{}, "accounting-consumer", options.pay_queue,
                         options.prefetch);
   // The side that writes a queue declares it: payment shards' reply queues too.
   Topology reply_topology = config.replies();
@@ -79,7 +91,8 @@ absl::Status Run() {
   consumer.Start();
   LogInfo("accounting_service_started",
           {KV("listen", listen), KV("port", serving->port()),
-           KV("db", absl::GetFlag(FLAGS_accounting_db)),
+           KV("db", absl::GetFlag(FLAGS_accounting_db)), KV("queue", options.pay_queue),
+           KV("shard", absl::StrCat(shard, "/", config.accounting_shards)),
            KV("amqp", config.amqp.Redacted()),
            KV("message_signing", config.message_signing())});
   LogInfo("accounting_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});

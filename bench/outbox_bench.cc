@@ -60,7 +60,8 @@ ABSL_FLAG(std::string, payment_addr, "",
           "payment_service gRPC address host:port (required); payment shards: every shard's, "
           "comma-separated by shard index (calls go to their key's shard)");
 ABSL_FLAG(std::string, accounting_addr, "",
-          "accounting_service gRPC address; if set, vouchers are counted against SENT payments");
+          "accounting_service gRPC address; if set, vouchers are counted against SENT payments; "
+          "with accounting shards every shard's, comma-separated (their vouchers add up)");
 ABSL_FLAG(int, concurrency, 64, "closed loop: CreatePayment calls kept in flight");
 ABSL_FLAG(double, rate, 0,
           "open loop: CreatePayment calls offered per second (0 = closed loop at --concurrency)");
@@ -76,6 +77,9 @@ ABSL_FLAG(int, payment_pid, 0,
 ABSL_FLAG(int, accounting_pid, 0, "accounting_service pid, for its peak RSS (VmHWM)");
 ABSL_FLAG(std::string, other_payment_pids, "",
           "payment shards 1..N-1: their pids, comma-separated, for their CPU share");
+ABSL_FLAG(std::string, more_accounting_pids, "",
+          "with accounting shards, the pids of shards 1..M-1, comma-separated (CPU each, peak "
+          "RSS the largest)");
 ABSL_FLAG(int, broker_pid, 0, "RabbitMQ node (beam.smp) pid, for its CPU use while measuring");
 ABSL_FLAG(bool, baselines, false,
           "first measure raw SQLite, raw broker and naive-outbox rates in this run");
@@ -631,13 +635,27 @@ absl::StatusOr<SentResult> CollectSent(PaymentStub& stub, const std::string& mea
   return out;
 }
 
-absl::StatusOr<int64_t> CountVouchers(const std::string& addr,
+absl::StatusOr<int64_t> CountVouchers(const std::string& addrs,
                                       const loadgen::ChannelSecurity& security) {
-  auto stub = ::accounting::v1::AccountingService::NewStub(loadgen::NewChannel(addr, security));
   int64_t n = 0;
-  RETURN_IF_ERROR(loadgen::ForEachVoucher(*stub, kQueryTimeout,
-                                          [&](const ::accounting::v1::Voucher&) { ++n; }));
+  for (absl::string_view addr : absl::StrSplit(addrs, ',', absl::SkipEmpty())) {
+    auto stub = ::accounting::v1::AccountingService::NewStub(
+        loadgen::NewChannel(std::string(addr), security));
+    RETURN_IF_ERROR(loadgen::ForEachVoucher(*stub, kQueryTimeout,
+                                            [&](const ::accounting::v1::Voucher&) { ++n; }));
+  }
   return n;
+}
+
+// --more_accounting_pids as numbers (a bad entry is skipped).
+std::vector<int> MoreAccountingPids() {
+  std::vector<int> pids;
+  for (absl::string_view p :
+       absl::StrSplit(absl::GetFlag(FLAGS_more_accounting_pids), ',', absl::SkipEmpty())) {
+    int pid = 0;
+    if (absl::SimpleAtoi(p, &pid) && pid > 0) pids.push_back(pid);
+  }
+  return pids;
 }
 
 // Peak resident set (VmHWM) of a process, in MiB; NaN if unreadable.
@@ -848,6 +866,11 @@ absl::Status Run() {
     watched.push_back({absl::StrCat("payment_service s", shard), absl::StrCat("payment_s", shard),
                        pid});
   }
+  const std::vector<int> more_accounting = MoreAccountingPids();
+  for (size_t k = 0; k < more_accounting.size(); ++k) {
+    watched.push_back({absl::StrCat("accounting_service #", k + 1),
+                       absl::StrCat("accounting", k + 1), more_accounting[k]});
+  }
   const absl::Time drive_start = absl::Now();
   CpuMonitor cpu(watched, drive_start + warmup, drive_start + warmup + duration);
   DriveResult drive;
@@ -859,7 +882,8 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(SentResult sent, CollectSent(*query_stub, CreateDriver::MeasuredPrefix(run_tag),
                                                 absl::GetFlag(FLAGS_drain_timeout)));
   const double rss_payment = PeakRssMib(absl::GetFlag(FLAGS_payment_pid));
-  const double rss_accounting = PeakRssMib(absl::GetFlag(FLAGS_accounting_pid));
+  double rss_accounting = PeakRssMib(absl::GetFlag(FLAGS_accounting_pid));
+  for (int pid : more_accounting) rss_accounting = std::max(rss_accounting, PeakRssMib(pid));
 
   const double create_per_s =
       static_cast<double>(drive.ok_in_window) / absl::ToDoubleSeconds(duration);

@@ -11,6 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 
 namespace outbox::checker {
 namespace {
@@ -50,15 +53,42 @@ int64_t Scalar(SQLite::Database& db, const std::string& sql) {
   return stmt.executeStep() ? stmt.getColumn(0).getInt64() : 0;
 }
 
+// The checks name accounting's tables acc.vouchers and
+// acc.processed_messages. With accounting shards each accounting.db is
+// attached as acc0, acc1, ... and those names stand for the UNION ALL of
+// every shard's table, so a payment booked on two shards shows up as a
+// payment with two vouchers.
+class AccountingTables {
+ public:
+  explicit AccountingTables(size_t shards) {
+    if (shards <= 1) return;
+    std::vector<std::string> vouchers, processed;
+    for (size_t k = 0; k < shards; ++k) {
+      vouchers.push_back(absl::StrCat("SELECT * FROM acc", k, ".vouchers"));
+      processed.push_back(absl::StrCat("SELECT * FROM acc", k, ".processed_messages"));
+    }
+    replacements_ = {{"acc.vouchers", absl::StrCat("(", absl::StrJoin(vouchers, " UNION ALL "), ")")},
+                     {"acc.processed_messages",
+                      absl::StrCat("(", absl::StrJoin(processed, " UNION ALL "), ")")}};
+  }
+  std::string operator()(const std::string& sql) const {
+    return replacements_.empty() ? sql : absl::StrReplaceAll(sql, replacements_);
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> replacements_;
+};
+
 // Steps through every row (each one breaks the invariant, so normally none)
 // counting them, and keeps the first few ids: one pass, no second COUNT query.
-CheckResult Collect(SQLite::Database& db, const CheckConfig& config, std::string name,
+CheckResult Collect(SQLite::Database& db, const CheckConfig& config,
+                    const AccountingTables& acc, std::string name,
                     std::string description, const std::string& sql,
                     std::initializer_list<int64_t> binds = {}) {
   CheckResult result;
   result.name = std::move(name);
   result.description = std::move(description);
-  SQLite::Statement stmt(db, sql);
+  SQLite::Statement stmt(db, acc(sql));
   int index = 1;
   for (int64_t value : binds) stmt.bind(index++, value);
   while (stmt.executeStep()) {
@@ -70,11 +100,12 @@ CheckResult Collect(SQLite::Database& db, const CheckConfig& config, std::string
 }
 
 // Reads accounting.db first, then payment.db (see the ordering note in Check).
-void CheckAccountingFirst(SQLite::Database& db, const CheckConfig& config, Report& report) {
+void CheckAccountingFirst(SQLite::Database& db, const CheckConfig& config,
+                          const AccountingTables& acc, Report& report) {
   SQLite::Transaction tx(db, SQLite::TransactionBehavior::DEFERRED);
-  report.counts.vouchers = Scalar(db, "SELECT count(*) FROM acc.vouchers");
-  report.counts.processed_messages = Scalar(db, "SELECT count(*) FROM acc.processed_messages");
-  report.checks.push_back(Collect(db, config, "voucher_without_payment",
+  report.counts.vouchers = Scalar(db, acc("SELECT count(*) FROM acc.vouchers"));
+  report.counts.processed_messages = Scalar(db, acc("SELECT count(*) FROM acc.processed_messages"));
+  report.checks.push_back(Collect(db, config, acc, "voucher_without_payment",
                                   "voucher whose payment does not exist", R"sql(
     SELECT v.payment_id FROM acc.vouchers v
     WHERE NOT EXISTS (SELECT 1 FROM main.payments p WHERE p.payment_id = v.payment_id))sql" +
@@ -86,8 +117,8 @@ void CheckAccountingFirst(SQLite::Database& db, const CheckConfig& config, Repor
 }
 
 // Reads payment.db first, then accounting.db.
-void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config, absl::Time now,
-                       Report& report) {
+void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config,
+                       const AccountingTables& acc, absl::Time now, Report& report) {
   SQLite::Transaction tx(db, SQLite::TransactionBehavior::DEFERRED);
   Counts& counts = report.counts;
   counts.payments = Scalar(db, "SELECT count(*) FROM main.payments");
@@ -107,7 +138,7 @@ void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config, absl::Ti
   if (archive) counts.outbox_archived = Scalar(db, "SELECT count(*) FROM main.outbox_archive");
   auto with_archive = [archive](const char* sql) { return archive ? std::string(sql) : ""; };
 
-  report.checks.push_back(Collect(db, config, "payment_without_outbox",
+  report.checks.push_back(Collect(db, config, acc, "payment_without_outbox",
                                   "payment with no outbox row", R"sql(
     SELECT p.payment_id FROM main.payments p
     WHERE NOT EXISTS (SELECT 1 FROM main.outbox o
@@ -116,7 +147,7 @@ void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config, absl::Ti
       AND p.payment_id NOT IN (SELECT biz_key FROM main.outbox_archive
                                WHERE biz_type = 'payment' AND biz_key IS NOT NULL))sql")));
 
-  report.checks.push_back(Collect(db, config, "outbox_without_payment",
+  report.checks.push_back(Collect(db, config, acc, "outbox_without_payment",
                                   "outbox row (biz_type payment) with no payment", R"sql(
     SELECT o.biz_key FROM main.outbox o
     WHERE o.biz_type = 'payment'
@@ -127,7 +158,7 @@ void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config, absl::Ti
     WHERE a.biz_type = 'payment'
       AND NOT EXISTS (SELECT 1 FROM main.payments p WHERE p.payment_id = a.biz_key))sql")));
 
-  report.checks.push_back(Collect(db, config, "sent_without_voucher",
+  report.checks.push_back(Collect(db, config, acc, "sent_without_voucher",
                                   "SENT (or archived) outbox row with no voucher", R"sql(
     SELECT o.biz_key FROM main.outbox o
     WHERE o.status = 'SENT' AND o.biz_type = 'payment'
@@ -141,25 +172,25 @@ void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config, absl::Ti
   // A voucher proves the message was delivered: its acknowledgement closes a
   // FAILED row (SENT), so a FAILED row with a voucher is an alert that
   // should have resolved (or an acknowledgement lost on the way).
-  report.checks.push_back(Collect(db, config, "failed_with_voucher",
+  report.checks.push_back(Collect(db, config, acc, "failed_with_voucher",
                                   "FAILED outbox row whose payment has a voucher", R"sql(
     SELECT o.biz_key FROM main.outbox o
     WHERE o.status = 'FAILED' AND o.biz_type = 'payment'
       AND EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = o.biz_key))sql"));
 
   // vouchers.payment_id is UNIQUE, so this only fires on a schema regression.
-  report.checks.push_back(Collect(db, config, "payment_multiple_vouchers",
+  report.checks.push_back(Collect(db, config, acc, "payment_multiple_vouchers",
                                   "payment with more than one voucher", R"sql(
     SELECT payment_id FROM acc.vouchers GROUP BY payment_id HAVING count(*) > 1)sql"));
 
-  report.checks.push_back(Collect(db, config, "voucher_amount_mismatch",
+  report.checks.push_back(Collect(db, config, acc, "voucher_amount_mismatch",
                                   "voucher amount_minor or currency differs from its payment",
                                   R"sql(
     SELECT v.payment_id FROM acc.vouchers v
     JOIN main.payments p ON p.payment_id = v.payment_id
     WHERE v.amount_minor IS NOT p.amount_minor OR v.currency IS NOT p.currency)sql"));
 
-  report.checks.push_back(Collect(db, config, "voucher_message_id_mismatch",
+  report.checks.push_back(Collect(db, config, acc, "voucher_message_id_mismatch",
                                   "voucher message_id differs from its outbox row's", R"sql(
     SELECT v.payment_id FROM acc.vouchers v
     JOIN main.outbox o ON o.biz_type = 'payment' AND o.biz_key = v.payment_id
@@ -171,7 +202,7 @@ void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config, absl::Ti
     WHERE a.biz_type = 'payment' AND v.message_id IS NOT a.message_id)sql")));
 
   CheckResult stale = Collect(
-      db, config, "stale_sending",
+      db, config, acc, "stale_sending",
       absl::StrCat("SENDING outbox row created more than ", absl::FormatDuration(config.stale_after),
                    " ago"),
       "SELECT biz_key FROM main.outbox WHERE status = 'SENDING' AND created_at < ?1",
@@ -179,10 +210,10 @@ void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config, absl::Ti
   stale.is_violation = config.fail_on_stale;
   report.checks.push_back(std::move(stale));
 
-  report.sending_with_voucher = Scalar(db, R"sql(
+  report.sending_with_voucher = Scalar(db, acc(R"sql(
     SELECT count(*) FROM main.outbox o
     WHERE o.status = 'SENDING' AND o.biz_type = 'payment'
-      AND EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = o.biz_key))sql");
+      AND EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = o.biz_key))sql"));
   tx.commit();
 }
 
@@ -213,32 +244,48 @@ absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
   }
   absl::StatusOr<std::string> payment_uri = ReadOnlyUri(config.payment_db, "payment db");
   if (!payment_uri.ok()) return payment_uri.status();
-  absl::StatusOr<std::string> accounting_uri = ReadOnlyUri(config.accounting_db, "accounting db");
-  if (!accounting_uri.ok()) return accounting_uri.status();
+  const std::vector<std::string> accounting_dbs =
+      absl::StrSplit(config.accounting_db, ',', absl::SkipEmpty());
+  if (accounting_dbs.size() > kMaxAccountingDbs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("at most ", kMaxAccountingDbs, " accounting dbs (SQLite attaches 10)"));
+  }
+  std::vector<std::string> accounting_uris;
+  for (const std::string& path : accounting_dbs) {
+    absl::StatusOr<std::string> uri = ReadOnlyUri(path, "accounting db");
+    if (!uri.ok()) return uri.status();
+    accounting_uris.push_back(*std::move(uri));
+  }
+  if (accounting_uris.empty()) return ReadOnlyUri("", "accounting db").status();
 
   Report report;
   report.payment_db = config.payment_db;
   report.accounting_db = config.accounting_db;
   report.now = now;
+  const AccountingTables acc(accounting_uris.size());
   std::string step = absl::StrCat("open ", config.payment_db);
   try {
     // One connection with accounting.db attached, so each cross-database
     // check is a single join that SQLite runs on the UNIQUE indexes.
     SQLite::Database db(*payment_uri, SQLite::OPEN_READONLY | SQLite::OPEN_URI);
     db.setBusyTimeout(5000);
-    step = absl::StrCat("attach ", config.accounting_db);
-    SQLite::Statement attach(db, "ATTACH DATABASE ?1 AS acc");
-    attach.bind(1, *accounting_uri);
-    attach.exec();
+    for (size_t k = 0; k < accounting_uris.size(); ++k) {
+      step = absl::StrCat("attach ", accounting_dbs[k]);
+      SQLite::Statement attach(
+          db, absl::StrCat("ATTACH DATABASE ?1 AS acc", accounting_uris.size() > 1 ? absl::StrCat(k) : ""));
+      attach.bind(1, accounting_uris[k]);
+      attach.exec();
+    }
     // Each read transaction sees one WAL snapshot per database, taken when it
     // first reads that database. The services commit payment -> voucher ->
     // SENT in that order, so a voucher is only judged against a payment
     // snapshot taken after it (else a payment committed in between looks
     // missing), and a SENT row against a voucher snapshot taken after it.
+    // With shards, the first statement reads every accounting.db.
     step = "check (accounting snapshot first)";
-    CheckAccountingFirst(db, config, report);
+    CheckAccountingFirst(db, config, acc, report);
     step = "check (payment snapshot first)";
-    CheckPaymentFirst(db, config, now, report);
+    CheckPaymentFirst(db, config, acc, now, report);
   } catch (const SQLite::Exception& e) {
     return FromSqlite(e, step);
   }

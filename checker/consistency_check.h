@@ -11,8 +11,13 @@
 
 namespace outbox::checker {
 
+inline constexpr size_t kMaxAccountingDbs = 10;  // SQLite attaches at most 10
+
 struct CheckConfig {
   std::string payment_db;
+  // accounting.db, or with accounting shards every shard's accounting.db,
+  // separated by commas (at most kMaxAccountingDbs): the checks see the union
+  // of their vouchers.
   std::string accounting_db;
   absl::Duration stale_after = absl::Minutes(10);
   // A row may legitimately sit in SENDING while a consumer is down, so an

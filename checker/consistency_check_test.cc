@@ -326,5 +326,75 @@ TEST_F(CheckerTest, PathWithUriCharacters) {
   EXPECT_TRUE(Check().ok());
 }
 
+
+// Accounting shards: --accounting_db lists every shard's file, and the checks
+// see the union of their vouchers.
+class ShardedCheckerTest : public CheckerTest {
+ protected:
+  void SetUp() override {
+    CheckerTest::SetUp();
+    const std::string second = dir_ + "/accounting-1.db";
+    shards_[0] = std::move(acc_);
+    shards_[1] = std::make_unique<SQLite::Database>(second,
+                                                    SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    shards_[1]->exec("PRAGMA journal_mode=WAL");
+    shards_[1]->exec(kAccountingSchema);
+    config_.accounting_db = absl::StrCat(config_.accounting_db, ",", second);
+  }
+  void TearDown() override {
+    for (auto& shard : shards_) shard.reset();
+    CheckerTest::TearDown();
+  }
+  // Books `payment_id` on accounting shard `k` (0 or 1).
+  void VoucherOn(int k, const std::string& payment_id) {
+    acc_ = std::move(shards_[k]);
+    Voucher(payment_id);
+    shards_[k] = std::move(acc_);
+  }
+  void SentOn(int k, const std::string& id) {
+    Payment(id);
+    Outbox(id, "SENT");
+    VoucherOn(k, id);
+  }
+  std::unique_ptr<SQLite::Database> shards_[2];
+};
+
+TEST_F(ShardedCheckerTest, PaymentsSpreadOverShardsAreConsistent) {
+  SentOn(0, "p1");
+  SentOn(1, "p2");
+  SentOn(1, "p3");
+  Payment("p4");
+  Outbox("p4", "SENDING");
+  VoucherOn(0, "p4");  // accounted on shard 0, ack on its way
+  const Report r = Check();
+  EXPECT_TRUE(r.ok());
+  for (const CheckResult& c : r.checks) EXPECT_EQ(c.count, 0) << c.name;
+  EXPECT_EQ(r.counts.vouchers, 4);
+  EXPECT_EQ(r.counts.processed_messages, 4);
+  EXPECT_EQ(r.sending_with_voucher, 1);
+  EXPECT_EQ(Exit(), kExitOk) << out_.str() << err_.str();
+}
+
+TEST_F(ShardedCheckerTest, OnlyTheFirstShardIsNotEnough) {
+  SentOn(0, "p1");
+  SentOn(1, "p2");
+  config_.accounting_db = dir_ + "/accounting.db";
+  ExpectOnly(Check(), "sent_without_voucher", 1);
+}
+
+TEST_F(ShardedCheckerTest, PaymentBookedOnTwoShardsIsADuplicate) {
+  SentOn(0, "p1");
+  VoucherOn(1, "p1");  // a copy hashed to the other shard after a bad reshard
+  SentOn(1, "p2");
+  ExpectOnly(Check(), "payment_multiple_vouchers", 1);
+  EXPECT_EQ(Exit(), kExitViolation);
+}
+
+TEST_F(ShardedCheckerTest, AMissingShardIsAnError) {
+  config_.accounting_db = absl::StrCat(config_.accounting_db, ",", dir_, "/accounting-2.db");
+  EXPECT_TRUE(absl::IsNotFound(RunChecks(config_, kNow).status()));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/accounting-2.db"));
+}
+
 }  // namespace
 }  // namespace outbox::checker

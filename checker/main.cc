@@ -24,7 +24,8 @@ std::string Env(const char* name) {
 
 ABSL_FLAG(std::string, payment_db, Env("PAYMENT_DB"), "path to payment.db (env PAYMENT_DB)");
 ABSL_FLAG(std::string, accounting_db, Env("ACCOUNTING_DB"),
-          "path to accounting.db (env ACCOUNTING_DB)");
+          "path to accounting.db; with accounting shards every shard's, comma-separated "
+          "(env ACCOUNTING_DB)");
 ABSL_FLAG(std::string, payment_id_prefix, Env("PAYMENT_ID_PREFIX"),
           "payment shards (one accounting for several payment dbs): only vouchers whose payment "
           "id starts with this prefix (s<shard>-, e.g. s0-) must have their payment in "
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "Checks payment.db and accounting.db (opened read-only) for broken outbox guarantees.\n"
-      "Usage: outbox_check --payment_db=payment.db --accounting_db=accounting.db [--json]\n"
+      "Usage: outbox_check --payment_db=payment.db --accounting_db=accounting.db[,shard2.db...] [--json]\n"
       "Exit status: 0 consistent, 1 violations found, 2 usage or I/O error.");
 
   bool help = false;

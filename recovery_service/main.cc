@@ -92,7 +92,11 @@ absl::Status Run() {
   options.retention = absl::GetFlag(FLAGS_retention);
   options.housekeeping_every = absl::GetFlag(FLAGS_housekeeping_every);
   options.pay_queue = config.pay_queue;
-  options.dead_letter_sources = {config.pay_queue, config.acc_queue};
+  if (config.accounting_shards > 1) options.pay_queue_shards = config.payment_event_queues();
+  // Dead letters go back to the queue they came from: with accounting
+  // shards, to their own shard by its name (README, Accounting shards).
+  options.dead_letter_sources = config.payment_event_queues();
+  options.dead_letter_sources.push_back(config.acc_queue);
   options.hold_queue_depth = absl::GetFlag(FLAGS_recovery_hold_queue_depth);
   options.alert_resend = absl::GetFlag(FLAGS_alert_resend);
   RETURN_IF_ERROR(options.Validate());
@@ -126,8 +130,12 @@ absl::Status Run() {
                      absl::StrCat("recovery-", options.instance_id));
   SigningPublisher broker(amqp, config.keys());
   RecoveryWorker worker(*store, broker, alerter, clock, metrics, options);
-  DeadLetters dead_letters(config.amqp, {{config.pay_queue, kPaymentsExchange},
-                                         {config.acc_queue, kRepliesExchange}});
+  std::vector<DeadLetters::Source> dead_letter_sources;
+  for (const std::string& queue : config.payment_event_queues()) {
+    dead_letter_sources.push_back({queue, kPaymentsExchange});
+  }
+  dead_letter_sources.push_back({config.acc_queue, kRepliesExchange});
+  DeadLetters dead_letters(config.amqp, std::move(dead_letter_sources));
   OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, std::move(auth));
   store->RegisterMetrics(metrics, clock);
   alerter.RegisterMetrics(metrics);

@@ -193,11 +193,19 @@ void RecoveryWorker::IdleWait(absl::Duration d) {
 
 int RecoveryWorker::Round() {
   auto queue = OnceMoreOnAFreshConnection(broker_, [&]() -> absl::StatusOr<QueueState> {
-    auto state = broker_.Inspect(options_.pay_queue);
-    // payment_service declares the queue (recovery's broker user may not):
-    // until it has, nobody consumes it.
-    if (absl::IsNotFound(state.status())) return QueueState{0, 0};
-    return state;
+    const std::vector<std::string> one = {options_.pay_queue};
+    const auto& queues = options_.pay_queue_shards.empty() ? one : options_.pay_queue_shards;
+    QueueState total;
+    for (size_t i = 0; i < queues.size(); ++i) {
+      auto state = broker_.Inspect(queues[i]);
+      // payment_service declares the queue (recovery's broker user may not):
+      // until it has, nobody consumes it.
+      if (absl::IsNotFound(state.status())) return QueueState{0, 0};
+      if (!state.ok()) return state;
+      total.ready += state->ready;
+      total.consumers = i == 0 ? state->consumers : std::min(total.consumers, state->consumers);
+    }
+    return total;
   });
   if (!queue.ok()) {
     ++consecutive_failures_;

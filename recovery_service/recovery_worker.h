@@ -28,6 +28,10 @@ struct RecoveryOptions {
   std::string instance_id;  // lease holder name
   RetryPolicy retry;        // backoff of attempts 2..n (the budget is in each row)
   std::string pay_queue = "PAY_QUEUE";  // looked at before each round
+  // With accounting shards, the queues of pay_queue's group instead: their
+  // ready messages add up, and one without a consumer holds every
+  // re-publish, since which shard a payment hashes to is the broker's call.
+  std::vector<std::string> pay_queue_shards;
   // Queues whose dead-letter queues are watched (an alert while not empty).
   std::vector<std::string> dead_letter_sources = {"PAY_QUEUE", "ACC_QUEUE"};
   // More ready messages than this in pay_queue: re-publishing holds.

@@ -164,6 +164,35 @@ TEST_F(RecoveryWorkerTest, HoldFollowsConsumersAndDepth) {
   EXPECT_EQ(HoldFor({0, 1}, 0), DeliveryHold::kNone);
 }
 
+TEST_F(RecoveryWorkerTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) {
+  options_.pay_queue_shards = {"PAY_QUEUE-0", "PAY_QUEUE-1"};
+  options_.hold_queue_depth = 100;
+  Committed("m1");
+  broker_.queues["PAY_QUEUE-0"] = {0, 1};
+  broker_.queues["PAY_QUEUE-1"] = {3, 0};  // shard 1 is down
+  clock_.Advance(absl::Seconds(1));
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
+  EXPECT_TRUE(broker_.published.empty());
+  EXPECT_EQ(outbox_.Row("m1").attempts, 1);  // deferred, not spent
+
+  broker_.queues["PAY_QUEUE-1"] = {3, 1};  // back
+  broker_.queues["PAY_QUEUE-0"] = {98, 1};  // 98 + 3 ready over 100: a backlog together
+  clock_.Advance(absl::Seconds(5));
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kQueueBacklog);
+
+  broker_.queues["PAY_QUEUE-0"] = {0, 1};
+  clock_.Advance(absl::Seconds(30));
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
+  clock_.Advance(absl::Seconds(30));
+  Worker().Step();
+  ASSERT_EQ(broker_.published.size(), 1u);
+  EXPECT_EQ(broker_.published[0].routing_key, "PAY_QUEUE");  // the hash exchange picks the shard
+  EXPECT_EQ(broker_.published[0].shard_key, "p-m1");         // the row's biz_key
+}
+
 TEST_F(RecoveryWorkerTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlertsOnce) {
   Committed("m1", /*max_attempts=*/2);
   Committed("m2", /*max_attempts=*/2);

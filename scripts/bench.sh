@@ -22,6 +22,9 @@
 #   BENCH_JSON=1             outbox_bench also prints a JSON line per run
 #   BENCH_PROFILE=1          perf-record payment_service (and accounting_service) during the
 #                            throughput run and print where their CPU went (installs linux-perf)
+#   BENCH_ACCOUNTING_SHARDS [1]  accounting instances M (README, Accounting shards): payment
+#                            events hashed by payment id over M queues, one accounting_service
+#                            with its own accounting.db each
 #   BENCH_TLS=1              gRPC with TLS and an API token (scripts/dev_certs.sh
 #                            certificates in the temp dir); default plaintext, as
 #                            the figures in README were taken
@@ -43,6 +46,8 @@ JSON=$([[ ${BENCH_JSON:-0} == 1 ]] && echo true || echo false)
 TLS=${BENCH_TLS:-0}
 SHARDS=${BENCH_PAYMENT_SHARDS:-1}
 [[ $SHARDS =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_PAYMENT_SHARDS must be a positive number" >&2; exit 2; }
+ACC_SHARDS=${BENCH_ACCOUNTING_SHARDS:-1}
+[[ $ACC_SHARDS =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_ACCOUNTING_SHARDS must be a positive number" >&2; exit 2; }
 
 say() { echo "bench: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -172,11 +177,11 @@ start_services() {
   mkdir -p "$dir"
   [[ -s $WORK/message.keys ]] ||  # the services sign and check every message
     (umask 077 && echo "bench $(openssl rand -hex 32)" >"$WORK/message.keys")
-  local common=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC"
-    MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}") users=$BROKER_DIR/users
+  local common=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC" ACCOUNTING_SHARDS="$ACC_SHARDS"
+    MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}") users=$BROKER_DIR/users k db logs
   # Each service on its own broker user (scripts/rabbitmq_node.sh).
   # Payment shards: every shard's address is known before any starts.
-  local k ports=() addrs="" reply_queues=""
+  local ports=() addrs="" reply_queues=""
   if ((SHARDS > 1)); then
     for ((k = 0; k < SHARDS; k++)); do
       ports+=("$(free_port)")
@@ -184,10 +189,24 @@ start_services() {
       reply_queues+="${reply_queues:+,}bench.$run.ACC.s$k"
     done
   fi
-  start_service accounting_service "$dir" "${common[@]}" \
-    AMQP_URL="$(cat "$users/outbox-accounting.url")" AMQP_PASSWORD_FILE="$users/outbox-accounting.password" \
-    ACCOUNTING_DB="$dir/accounting.db" ACCOUNTING_LISTEN=127.0.0.1:0 REPLY_QUEUES="$reply_queues"
-  ACCOUNTING_PORT=$PORT ACCOUNTING_PID=$PID
+  # ACCOUNTING_ADDRS / MORE_ACCOUNTING_PIDS: every shard's, for outbox_bench.
+  ACCOUNTING_ADDRS='' MORE_ACCOUNTING_PIDS=''
+  for ((k = 0; k < ACC_SHARDS; k++)); do
+    db=$dir/accounting.db logs=$dir
+    if ((ACC_SHARDS > 1)); then  # a log of its own: start_service reads the port from it
+      db=$dir/accounting-$k.db logs=$dir/accounting-$k
+      mkdir -p "$logs"
+    fi
+    start_service accounting_service "$logs" "${common[@]}" \
+      AMQP_URL="$(cat "$users/outbox-accounting.url")" AMQP_PASSWORD_FILE="$users/outbox-accounting.password" \
+      ACCOUNTING_SHARD="$k" ACCOUNTING_DB="$db" ACCOUNTING_LISTEN=127.0.0.1:0 REPLY_QUEUES="$reply_queues"
+    if ((k == 0)); then
+      ACCOUNTING_PID=$PID
+    else
+      MORE_ACCOUNTING_PIDS+=${MORE_ACCOUNTING_PIDS:+,}$PID
+    fi
+    ACCOUNTING_ADDRS+=${ACCOUNTING_ADDRS:+,}127.0.0.1:$PORT
+  done
   if ((SHARDS == 1)); then
     start_service payment_service "$dir" "${common[@]}" \
       AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
@@ -209,14 +228,16 @@ start_services() {
 
 run_outbox_bench() {  # extra outbox_bench flags...
   run "$BIN/outbox_bench" \
-    --payment_addr="$PAYMENT_ADDR" --accounting_addr="127.0.0.1:$ACCOUNTING_PORT" \
+    --payment_addr="$PAYMENT_ADDR" --accounting_addr="$ACCOUNTING_ADDRS" \
     --payment_pid="$PAYMENT_PID" --other_payment_pids="$OTHER_PAYMENT_PIDS" --accounting_pid="$ACCOUNTING_PID" \
+    ${MORE_ACCOUNTING_PIDS:+--more_accounting_pids="$MORE_ACCOUNTING_PIDS"} \
     --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid" 2>/dev/null || echo 0)" \
     --duration="$DURATION" --warmup="$WARMUP" --json="$JSON" "${CLIENT_SECURITY[@]}" "$@"
 }
 
 echo "outbox benchmarks on $(hostname), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ), $SHARDS payment shard(s)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+((ACC_SHARDS == 1)) || echo "accounting shards: $ACC_SHARDS (BENCH_ACCOUNTING_SHARDS)"
 
 # profile_start NAME PID / profile_report: perf samples (call graphs) of a service while it runs.
 profile_pids=()

@@ -186,7 +186,8 @@ EOF
     if [[ -n ${NODE_COOKIE:-} ]]; then printf %s "$NODE_COOKIE"; else od -An -tx1 -N20 /dev/urandom | tr -d ' \n'; fi \
       >"$RABBITMQ_HOME_DIR/.erlang.cookie"
     chmod 400 "$RABBITMQ_HOME_DIR/.erlang.cookie"
-    echo '[].' >"$DIR/enabled_plugins"
+    # The consistent-hash exchange routes payment events to accounting shards.
+    echo '[rabbitmq_consistent_hash_exchange].' >"$DIR/enabled_plugins"
     : >"$DIR/rabbitmq-env.conf"
     # The default user is created on first boot only (fresh mnesia), so no guest.
     (umask 077; cat >"$DIR/rabbitmq.conf" <<EOF

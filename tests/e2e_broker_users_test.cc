@@ -42,12 +42,13 @@ std::unique_ptr<AmqpConnection> ConnectAs(const Broker& broker, const std::strin
 // One message through `exchange` to `queue`, as `user`: OK once confirmed,
 // else the broker's refusal (the channel closes, so a fresh connection each).
 absl::Status PublishAs(const Broker& broker, const std::string& user, const std::string& exchange,
-                       const std::string& queue) {
+                       const std::string& queue, const std::string& shard_key = "") {
   auto conn = ConnectAs(broker, user);
   if (conn == nullptr) return absl::UnavailableError("no connection");
   conn->PublishThrough(exchange);
-  auto confirmed = conn->PublishConfirmed({{queue, "forged-1", "forged", "", "payment"}},
-                                          absl::Seconds(10));
+  OutgoingMessage m{queue, "forged-1", "forged", "", "payment"};
+  m.shard_key = shard_key;
+  auto confirmed = conn->PublishConfirmed({m}, absl::Seconds(10));
   if (!confirmed.ok()) return confirmed.status();
   return (*confirmed)[0] ? absl::OkStatus() : absl::InternalError("not confirmed");
 }
@@ -165,6 +166,46 @@ TEST(BrokerUsersTest, TheBrokerRefusesWritesOutsideAUsersRoleAndNothingArrives) 
 
   auto admin = ConnectAs(broker, "");
   for (const std::string& q : {pay, acc}) {
+    EXPECT_TRUE(admin->DeleteQueue(q).ok());
+    EXPECT_TRUE(admin->DeleteQueue(Topology::DeadLetterQueue(q)).ok());
+  }
+}
+
+// Accounting shards (README, Accounting shards): payment alone declares and
+// binds the consistent-hash exchange; nobody else writes it or binds to it,
+// and recovery reaches the shards through outbox.payments as before.
+TEST(BrokerUsersTest, AccountingShardsKeepTheRoles) {
+  const Broker broker = TestBroker();
+  const std::string pay = UniqueName("PAY");
+  const std::string acc = UniqueName("ACC");
+  const std::string hash = pay + ".hash";  // PaymentShardsExchange
+  Topology shards{{pay + "-0", pay + "-1"}, "", kPaymentsExchange};
+  shards.hash_exchange = hash;
+  shards.hash_routing_key = pay;
+  ExpectRefused(ConnectAs(broker, "outbox-accounting")->DeclareTopology(shards),
+                "accounting declaring the shards");
+  ASSERT_TRUE(ConnectAs(broker, "outbox-payment")->DeclareTopology(shards).ok());
+  ASSERT_TRUE(ConnectAs(broker, "outbox-accounting")->DeclareQueue(acc, "", kRepliesExchange).ok());
+
+  ExpectRefused(PublishAs(broker, "outbox-accounting", hash, pay, "p-1"),
+                "accounting publishing to the hash exchange");
+  ExpectRefused(PublishAs(broker, "outbox-recovery", hash, pay, "p-1"),
+                "recovery publishing to the hash exchange directly");
+  ExpectRefused(ConnectAs(broker, "outbox-accounting")->Bind(acc, hash, "1"),
+                "accounting binding ACC_QUEUE to the hash exchange");
+  ExpectRefused(ConnectAs(broker, "outbox-payment")->Bind(acc, hash, "1"),
+                "payment binding ACC_QUEUE to the hash exchange");
+  for (const std::string& q : shards.queues) EXPECT_EQ(Ready(broker, q), 0u) << q;
+
+  // The rightful ways in: both writers through outbox.payments, one shard each.
+  EXPECT_TRUE(PublishAs(broker, "outbox-payment", kPaymentsExchange, pay, "p-1").ok());
+  EXPECT_TRUE(PublishAs(broker, "outbox-recovery", kPaymentsExchange, pay, "p-1").ok());
+  const uint32_t first = Ready(broker, shards.queues[0]);
+  EXPECT_EQ(first + Ready(broker, shards.queues[1]), 2u);
+  EXPECT_TRUE(first == 0 || first == 2) << "two copies of one payment on two shards";
+
+  auto admin = ConnectAs(broker, "");
+  for (const std::string& q : {shards.queues[0], shards.queues[1], acc}) {
     EXPECT_TRUE(admin->DeleteQueue(q).ok());
     EXPECT_TRUE(admin->DeleteQueue(Topology::DeadLetterQueue(q)).ok());
   }

@@ -6,7 +6,8 @@
 set -eu
 # shellcheck disable=SC1091  # scripts/lib/broker_users.sh, mounted beside this script
 . "$(dirname "$0")/broker_users.sh"
-export OUTBOX_PAY_QUEUES="${OUTBOX_PAY_QUEUES:-${PAY_QUEUE:-PAY_QUEUE}}"
+# PAY_QUEUE and its accounting shards PAY_QUEUE-<k> (README, Accounting shards).
+export OUTBOX_PAY_QUEUES="${OUTBOX_PAY_QUEUES:-${PAY_QUEUE:-PAY_QUEUE}(-[0-9]+)?}"
 export OUTBOX_ACC_QUEUES="${OUTBOX_ACC_QUEUES:-${ACC_QUEUE:-ACC_QUEUE}}"
 rm -f /tmp/outbox-users-ready
 

@@ -3,6 +3,11 @@
 # users), for scripts/rabbitmq_node.sh and docker/rabbitmq/start.sh (sourced;
 # POSIX sh). Queue names are regexes: OUTBOX_PAY_QUEUES, OUTBOX_ACC_QUEUES.
 # A user may bind only queues it may feed, so binding opens no way in.
+# Accounting shards (README, Accounting shards): the shard queues
+# "<pay>-<k>" must match OUTBOX_PAY_QUEUES too, and payment alone declares,
+# feeds (exchange.bind) and binds the consistent-hash exchange
+# "<pay queue>.hash" (a name that P and A do not match, so no other user
+# may read, so bind to, it).
 
 # shellcheck disable=SC2034  # read by the scripts that source this
 BROKER_USERS="outbox-payment outbox-accounting outbox-recovery"
@@ -12,9 +17,9 @@ broker_permissions() {
   pay=${OUTBOX_PAY_QUEUES:?} acc=${OUTBOX_ACC_QUEUES:?}
   case $1 in
     outbox-payment)
-      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$pay\\.DLQ)\$"
-      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$pay\\.DLQ)\$"
-      echo "^(outbox\\.payments(\\.dead-letters)?|$pay|$acc)\$" ;;
+      echo "^(outbox\\.payments(\\.dead-letters)?|($pay)\\.hash|$pay|$pay\\.DLQ)\$"
+      echo "^(outbox\\.payments(\\.dead-letters)?|($pay)\\.hash|$pay|$pay\\.DLQ)\$"
+      echo "^(outbox\\.payments(\\.dead-letters)?|($pay)\\.hash|$pay|$acc)\$" ;;
     outbox-accounting)
       echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"
       echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"

@@ -78,6 +78,7 @@ void FillDelivery(const amqp_basic_properties_t& p, amqp_bytes_t body, Delivery*
       const std::string key = ToString(e.key);
       if (key == kTraceparentHeader) d->traceparent = ToString(e.value.value.bytes);
       if (key == kSignatureHeader) d->signature = ToString(e.value.value.bytes);
+      if (key == kShardKeyHeader) d->shard_key = ToString(e.value.value.bytes);
     }
   }
   d->body = ToString(body);
@@ -287,9 +288,41 @@ absl::Status AmqpConnection::DeclareExchange(const std::string& exchange) {
 }
 
 absl::Status AmqpConnection::Bind(const std::string& queue, const std::string& exchange) {
-  amqp_queue_bind(state_->conn, kChannel, Bytes(queue), Bytes(exchange), Bytes(queue),
+  return Bind(queue, exchange, queue);
+}
+
+absl::Status AmqpConnection::Bind(const std::string& queue, const std::string& exchange,
+                                  const std::string& routing_key) {
+  amqp_queue_bind(state_->conn, kChannel, Bytes(queue), Bytes(exchange), Bytes(routing_key),
                   amqp_empty_table);
   return Check("queue.bind");
+}
+
+absl::Status AmqpConnection::DeclareShards(const Topology& topology) {
+  // x-consistent-hash (plugin rabbitmq_consistent_hash_exchange) hashing on
+  // the header, not the routing key: the routing key stays the queue group's
+  // name, so publishers and recovery send exactly as with one queue.
+  static const std::string kConsistentHash = "x-consistent-hash";
+  static const std::string kHeader = kShardKeyHeader;
+  amqp_table_entry_t arg;
+  arg.key = amqp_cstring_bytes("hash-header");
+  arg.value.kind = AMQP_FIELD_KIND_UTF8;
+  arg.value.value.bytes = Bytes(kHeader);
+  amqp_exchange_declare(state_->conn, kChannel, Bytes(topology.hash_exchange),
+                        Bytes(kConsistentHash), /*passive=*/0, /*durable=*/1, /*auto_delete=*/0,
+                        /*internal=*/0, {1, &arg});
+  absl::Status s = Check("exchange.declare x-consistent-hash");
+  // Equal weights: each shard owns about 1/M of the hash ring.
+  static const std::string kWeight = "1";
+  for (size_t i = 0; s.ok() && i < topology.queues.size(); ++i) {
+    s = Bind(topology.queues[i], topology.hash_exchange, kWeight);
+  }
+  if (!s.ok()) return s;
+  // Last, so the group's routing key reaches the ring only once every shard
+  // is on it.
+  amqp_exchange_bind(state_->conn, kChannel, Bytes(topology.hash_exchange),
+                     Bytes(topology.exchange), Bytes(topology.hash_routing_key), amqp_empty_table);
+  return Check("exchange.bind");
 }
 
 absl::Status AmqpConnection::DeclareQueue(const std::string& queue, const std::string& queue_type,
@@ -341,6 +374,10 @@ absl::Status AmqpConnection::DeclareTopology(const Topology& topology) {
     absl::Status s = DeclareQueue(queue, topology.queue_type, topology.exchange);
     if (!s.ok()) return s;
   }
+  if (!topology.hash_exchange.empty()) {
+    absl::Status s = DeclareShards(topology);
+    if (!s.ok()) return s;
+  }
   PublishThrough(topology.exchange);
   return absl::OkStatus();
 }
@@ -373,7 +410,7 @@ absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
     props._flags |= AMQP_BASIC_TYPE_FLAG;
     props.type = Bytes(m.type);
   }
-  amqp_table_entry_t headers[2];
+  amqp_table_entry_t headers[3];
   int num_headers = 0;
   auto add_header = [&](const char* key, const std::string& value) {
     if (value.empty()) return;
@@ -384,6 +421,7 @@ absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
   };
   add_header(kTraceparentHeader, m.traceparent);
   add_header(kSignatureHeader, m.signature);
+  add_header(kShardKeyHeader, m.shard_key);
   if (num_headers > 0) {
     props._flags |= AMQP_BASIC_HEADERS_FLAG;
     props.headers = {num_headers, headers};

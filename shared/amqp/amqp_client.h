@@ -85,6 +85,14 @@ struct Topology {
   // Publish() sends through it. Empty: the default exchange, and declared
   // queues dead-letter through it too (tests and bench, as the admin user).
   std::string exchange;
+  // Non-empty: `queues` are the shards of one queue group. `exchange` routes
+  // `hash_routing_key` (the group's name) to this x-consistent-hash exchange,
+  // which sends each message to one shard by the hash of its kShardKeyHeader
+  // header, so every copy of a message lands on the same shard. Each shard
+  // stays bound to `exchange` by its own name as well: a dead letter is
+  // re-driven to the shard it came from (README, Accounting shards).
+  std::string hash_exchange;
+  std::string hash_routing_key;
 
   static std::string DeadLetterQueue(const std::string& queue) { return DeadLetterQueueOf(queue); }
 };
@@ -111,6 +119,8 @@ class AmqpConnection {
   absl::Status DeclareTopology(const Topology& topology);
   // Routes `exchange` to `queue` by the queue's own name.
   absl::Status Bind(const std::string& queue, const std::string& exchange);
+  absl::Status Bind(const std::string& queue, const std::string& exchange,
+                    const std::string& routing_key);
   // The exchange Publish() sends through ("" = the default exchange).
   void PublishThrough(std::string exchange) { exchange_ = std::move(exchange); }
 
@@ -174,6 +184,7 @@ class AmqpConnection {
   absl::Status Check(const char* what);  // checks the last rpc reply
   absl::Status Broken(absl::Status s);   // marks the connection unusable
   absl::Status DeclareExchange(const std::string& exchange);
+  absl::Status DeclareShards(const Topology& topology);
 
   std::unique_ptr<State> state_;
   bool healthy_ = true;

@@ -53,7 +53,14 @@ struct OutgoingMessage {
   std::string type;
   std::string traceparent;  // sent as the AMQP header "traceparent" when set
   std::string signature;    // "<key id>:<hmac>" (message_auth.h); "" = unsigned
+  // The business key (a payment's id), sent as the AMQP header kShardKeyHeader
+  // when set: the consistent-hash exchange of accounting shards hashes on it.
+  std::string shard_key;
 };
+
+// The header the x-consistent-hash exchange of sharded payment events hashes
+// on (ServiceConfig::payment_events).
+inline constexpr char kShardKeyHeader[] = "x-outbox-shard-key";
 
 // A message received from a queue. The tag identifies it to the transport
 // that delivered it (ack, reject, requeue).
@@ -64,6 +71,7 @@ struct Delivery {
   std::string type;
   std::string traceparent;  // the "traceparent" header, if any
   std::string signature;    // the kSignatureHeader header, if any
+  std::string shard_key;    // the kShardKeyHeader header, if any
   std::string body;
   bool redelivered = false;
 };

@@ -29,6 +29,10 @@ ABSL_FLAG(std::string, pay_queue, EnvOr("PAY_QUEUE", "PAY_QUEUE"),
           "queue of the payment events [env PAY_QUEUE]");
 ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
           "queue of accounting's acknowledgements (reply_to of payment events) [env ACC_QUEUE]");
+ABSL_FLAG(int, accounting_shards, EnvOrInt("ACCOUNTING_SHARDS", 1),
+          "accounting instances M: with more than 1, payment events are hashed by payment id "
+          "over the queues <pay_queue>-0..M-1, one per accounting instance; the same M for "
+          "all services (README, Accounting shards) [env ACCOUNTING_SHARDS]");
 ABSL_FLAG(std::string, queue_type, EnvOr("QUEUE_TYPE", ""),
           "x-queue-type of declared queues, e.g. quorum; empty = classic [env QUEUE_TYPE]");
 ABSL_FLAG(std::string, sqlite_synchronous, EnvOr("SQLITE_SYNCHRONOUS", "full"),
@@ -120,6 +124,11 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
     return absl::InvalidArgumentError("--pay_queue and --acc_queue must be two different names");
   }
   c.queue_type = absl::GetFlag(FLAGS_queue_type);
+  c.accounting_shards = absl::GetFlag(FLAGS_accounting_shards);
+  if (c.accounting_shards < 1 || c.accounting_shards > kMaxAccountingShards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--accounting_shards must be 1..", kMaxAccountingShards));
+  }
   ASSIGN_OR_RETURN(c.db.durability, ParseDurability(absl::GetFlag(FLAGS_sqlite_synchronous)));
   c.retry.base_delay = absl::GetFlag(FLAGS_retry_base_delay);
   c.retry.max_delay = absl::GetFlag(FLAGS_retry_max_delay);
@@ -134,6 +143,33 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
   RETURN_IF_ERROR(ServerCredentialsFrom(c.tls).status());
   ASSIGN_OR_RETURN(c.message_keys, MessageKeysFromFlags());
   return c;
+}
+
+std::string PaymentShardsExchange(const std::string& pay_queue) {
+  return absl::StrCat(pay_queue, ".hash");
+}
+
+std::string PaymentShardQueue(const std::string& pay_queue, int shard, int shards) {
+  return shards <= 1 ? pay_queue : absl::StrCat(pay_queue, "-", shard);
+}
+
+std::string ServiceConfig::payment_event_queue(int shard) const {
+  return PaymentShardQueue(pay_queue, shard, accounting_shards);
+}
+
+std::vector<std::string> ServiceConfig::payment_event_queues() const {
+  std::vector<std::string> queues;
+  for (int k = 0; k < accounting_shards; ++k) queues.push_back(payment_event_queue(k));
+  return queues;
+}
+
+Topology ServiceConfig::payment_events() const {
+  Topology t{payment_event_queues(), queue_type, kPaymentsExchange};
+  if (accounting_shards > 1) {
+    t.hash_exchange = PaymentShardsExchange(pay_queue);
+    t.hash_routing_key = pay_queue;  // what payment_writer and recovery publish with
+  }
+  return t;
 }
 
 std::string ServiceConfig::message_signing() const {

@@ -5,6 +5,7 @@
 // the queues, SQLite durability, the retry policy and the alert sink.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "shared/amqp/amqp_client.h"
@@ -22,6 +23,11 @@ struct ServiceConfig {
   std::string pay_queue;   // payment events: payment and recovery publish, accounting consumes
   std::string acc_queue;   // acknowledgements: accounting replies, payment consumes
   std::string queue_type;  // x-queue-type of declared queues ("" = classic, "quorum")
+  // M, the accounting instances (README, Accounting shards). 1: accounting
+  // consumes pay_queue itself, as always. More: pay_queue is a group of M
+  // queues "<pay_queue>-<k>", and the consistent-hash exchange
+  // PaymentShardsExchange() sends each payment to one of them by its id.
+  int accounting_shards = 1;
   DbOptions db;
   RetryPolicy retry;       // payment writes attempt 1 and the budget; recovery the rest
   std::string alertmanager_url;
@@ -39,9 +45,25 @@ struct ServiceConfig {
   // declares PAY_QUEUE and publishes through kPaymentsExchange, accounting
   // declares ACC_QUEUE and replies through kRepliesExchange. Consumers and
   // recovery declare nothing (their broker users may not).
-  Topology payment_events() const { return {{pay_queue}, queue_type, kPaymentsExchange}; }
+  // With M > 1 payment also declares the hash exchange and its bindings.
+  Topology payment_events() const;
   Topology replies() const { return {{acc_queue}, queue_type, kRepliesExchange}; }
+
+  // The queue accounting shard `shard` (0..M-1) consumes, and all M of them
+  // (what recovery watches and re-drives dead letters to).
+  std::string payment_event_queue(int shard) const;
+  std::vector<std::string> payment_event_queues() const;
 };
+
+// The x-consistent-hash exchange of a sharded pay_queue, "<pay_queue>.hash":
+// one per queue group, so that several deployments can share a broker, and a
+// name no queue-name regex of scripts/lib/broker_users.sh matches (with
+// "outbox.payments.hash.<pay_queue>", the dotted prefixes the node script
+// allows in queue names gave accounting read, so bind, on it).
+std::string PaymentShardsExchange(const std::string& pay_queue);
+// "<pay_queue>-<shard>"; pay_queue itself when there is one shard.
+std::string PaymentShardQueue(const std::string& pay_queue, int shard, int shards);
+inline constexpr int kMaxAccountingShards = 64;
 
 // Reads and validates the shared flags; INVALID_ARGUMENT names the bad one.
 // The TLS files (gRPC and AMQP) are read once here, so a bad one stops the

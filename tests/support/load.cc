@@ -61,8 +61,7 @@ CheckResult RunChecker(const ServiceSet& services, int shard) {
   Process p;
   const std::string log = services.dir() + "/outbox_check.out";
   std::remove(log.c_str());
-  std::vector<std::string> args = {"--json",
-                                   "--accounting_db=" + services.dir() + "/accounting.db"};
+  std::vector<std::string> args = {"--json", "--accounting_db=" + services.accounting_dbs()};
   if (shard < 0) {
     args.push_back("--payment_db=" + services.dir() + "/payment.db");
   } else {

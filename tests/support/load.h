@@ -42,7 +42,8 @@ struct CheckResult {
   std::string output;  // outbox_check --json
 };
 
-// Runs the real outbox_check binary on the services' two databases.
+// Runs the real outbox_check binary on the services' databases (payment.db
+// and every accounting shard's).
 CheckResult RunChecker(const ServiceSet& services);
 // ... on payment shard `shard`'s database and the shared accounting one
 // (--payment_id_prefix: the shard's vouchers only).

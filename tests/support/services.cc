@@ -48,6 +48,7 @@ OutgoingMessage ServiceSet::Signed(OutgoingMessage m) const {
 ServiceSet::~ServiceSet() {
   for (auto& [name, r] : recoveries_) r->process.Terminate();
   for (auto& p : shard_processes_) p->Terminate();
+  for (auto& [shard, a] : accounting_shards_) a->process.Terminate();
   payment_.Terminate();
   accounting_.Terminate();
   if (std::getenv("OUTBOX_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(dir_);
@@ -123,6 +124,34 @@ void ServiceSet::StartPayment(Env extra_env) {
                                            grpc::InsecureChannelCredentials());
     payment_stub_ = ::payment::v1::PaymentService::NewStub(payment_channel_);
   }
+}
+
+ServiceSet::AccountingShard& ServiceSet::StartAccountingShard(int shard, Env extra_env) {
+  auto& slot = accounting_shards_[shard];
+  if (!slot) slot = std::make_unique<AccountingShard>();
+  AccountingShard& a = *slot;
+  a.db = absl::StrCat(dir_, "/accounting-", shard, ".db");
+  auto env = ServiceEnv("outbox-accounting");
+  env["ACCOUNTING_SHARD"] = absl::StrCat(shard);
+  env["ACCOUNTING_DB"] = a.db;
+  env["ACCOUNTING_LISTEN"] = absl::StrCat("127.0.0.1:", a.port);  // the same port on a restart
+  for (const auto& [k, v] : extra_env) env[k] = v;
+  a.port = StartService(a.process, "accounting_service", "accounting_service_started", env,
+                        absl::StrCat("accounting_", shard));
+  if (!a.api) {
+    a.api = ::accounting::v1::AccountingService::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", a.port), grpc::InsecureChannelCredentials()));
+  }
+  return a;
+}
+
+std::string ServiceSet::accounting_dbs() const {
+  if (accounting_shards_.empty()) return dir_ + "/accounting.db";
+  std::string dbs;
+  for (const auto& [shard, a] : accounting_shards_) {
+    absl::StrAppend(&dbs, dbs.empty() ? "" : ",", a->db);
+  }
+  return dbs;
 }
 
 ServiceSet::Recovery& ServiceSet::StartRecovery(const std::string& instance, Env extra_env) {
@@ -235,6 +264,15 @@ std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
       shards ? *shards : *payment_stub_, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED,
       absl::Seconds(10),
       [&](const ::payment::v1::Payment& p) { out.push_back(p); });
+  if (!s.ok()) throw std::runtime_error(std::string(s.message()));
+  return out;
+}
+
+std::vector<::accounting::v1::Voucher> ServiceSet::ShardVouchers(int shard) {
+  std::vector<::accounting::v1::Voucher> out;
+  const absl::Status s = loadgen::ForEachVoucher(
+      *accounting_shard(shard).api, absl::Seconds(10),
+      [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
 }

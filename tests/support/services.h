@@ -36,6 +36,23 @@ class ServiceSet {
     StartPayment();
   }
 
+  // Accounting shard `shard` of ACCOUNTING_SHARDS (give it in the
+  // constructor's extra_env, so every service has the same M): a process of
+  // its own with its own accounting-<shard>.db and gRPC port.
+  struct AccountingShard {
+    Process process;
+    int port = 0;
+    std::string db;
+    std::unique_ptr<::accounting::v1::AccountingService::Stub> api;
+  };
+  AccountingShard& StartAccountingShard(int shard, Env extra_env = {});
+  AccountingShard& accounting_shard(int shard) { return *accounting_shards_.at(shard); }
+  // The accounting.db files in use, comma-separated as outbox_check takes
+  // them: the shards' when any was started, else accounting.db.
+  std::string accounting_dbs() const;
+  // Every voucher of one accounting shard, paging through its ListVouchers.
+  std::vector<::accounting::v1::Voucher> ShardVouchers(int shard);
+
   struct Recovery {
     Process process;
     int port = 0;
@@ -108,6 +125,7 @@ class ServiceSet {
   std::unique_ptr<MessageKeys> message_keys_;
   std::map<std::string, std::string> extra_env_;
   std::map<std::string, std::unique_ptr<Recovery>> recoveries_;
+  std::map<int, std::unique_ptr<AccountingShard>> accounting_shards_;
   Process payment_;
   Process accounting_;
   int payment_port_ = 0;
