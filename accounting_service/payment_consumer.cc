@@ -37,7 +37,14 @@ void PaymentConsumer::Start() {
 void PaymentConsumer::Stop() { thread_.Stop(); }
 
 bool PaymentConsumer::Step() {
-  if (thread_.stopping()) return false;
+  if (thread_.stopping()) {
+    // The batch in hand is booked and replied to: wait for its confirms and
+    // ack it, so a clean stop leaves nothing to redeliver.
+    while (!window_.empty() && replies_.connected() && payments_.connected()) {
+      if (!Settle(absl::Milliseconds(20)).ok()) break;
+    }
+    return false;
+  }
   // Take deliveries only while replies can be sent.
   absl::Status up = replies_.Connect();
   if (up.ok()) up = payments_.Connect();
@@ -45,20 +52,32 @@ bool PaymentConsumer::Step() {
     thread_.Sleep(absl::Milliseconds(100));
     return true;
   }
-  auto deliveries = payments_.Next(options_.prefetch, absl::Milliseconds(200));
+  // With replies in flight, take only what is already waiting: their
+  // confirms are read right after.
+  const bool in_flight = !window_.empty();
+  auto deliveries =
+      payments_.Next(options_.prefetch, in_flight ? absl::ZeroDuration() : absl::Milliseconds(200));
   if (!deliveries.ok()) {
     payments_.Reset(deliveries.status());
+    ForgetUnsettled();
     return true;
   }
-  if (deliveries->empty()) {
-    absl::Status s = replies_.Poll(absl::Milliseconds(1));  // notice a closed reply connection
+  absl::Status s;
+  if (!deliveries->empty()) {
+    s = HandleBatch(*deliveries);
+  } else if (in_flight) {
+    s = Settle(absl::Milliseconds(20));
+  } else {
+    s = replies_.Poll(absl::Milliseconds(1));  // notice a closed reply connection
     if (!s.ok()) replies_.Reset(s);
     return true;
   }
-  absl::Status s = HandleBatch(*deliveries);
   if (!s.ok()) {
     // Unacked deliveries return to the queue when the connection goes.
-    if (!payments_.connected()) payments_.Reset(s);
+    if (!payments_.connected()) {
+      payments_.Reset(s);
+      ForgetUnsettled();
+    }
     if (!replies_.connected()) replies_.Reset(s);
   }
   return true;
@@ -110,8 +129,14 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
   if (events.empty()) return absl::OkStatus();
 
   auto requeue = [&](const absl::Status& why) {
-    requeued_.Add(static_cast<int64_t>(events.size()));
-    LogWarning("payment_batch_requeued", {KV("messages", events.size()), KV("error", why.message())});
+    // `multiple` also sends back the earlier deliveries still waiting for
+    // their replies' confirms: they are replied to again, as duplicates.
+    const size_t earlier = unsettled_.size();
+    window_.TakeAll();
+    unsettled_.clear();
+    requeued_.Add(static_cast<int64_t>(events.size() + earlier));
+    LogWarning("payment_batch_requeued", {KV("messages", events.size() + earlier),
+                                          KV("error", why.message())});
     absl::Status s = payments_.Requeue(last_valid_tag, /*multiple=*/true);
     return s.ok() ? why : s;
   };
@@ -144,35 +169,86 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
                 KV("redelivered", sources[i]->redelivered)});
     }
   }
-  // The vouchers are committed; the deliveries are acked only once every
-  // reply is confirmed. Otherwise they are redelivered, found to be
-  // duplicates, and replied to again.
-  auto confirms = PublishAndConfirm(replies_, replies, options_.confirm_timeout, clock_);
-  if (!confirms.ok()) {
-    replies_.Reset(confirms.status());
-    return requeue(confirms.status());
-  }
-  std::vector<uint64_t> to_ack, to_requeue;
+  // The vouchers are committed; each delivery is acked only once its reply
+  // is confirmed. Otherwise it is redelivered, found to be a duplicate, and
+  // replied to again.
+  const absl::Time sent = clock_.Now();
   for (size_t i = 0; i < replies.size(); ++i) {
-    const Delivery& d = *sources[i];
-    const Confirm& c = (*confirms)[i];
-    if (c.ok) {
-      to_ack.push_back(d.delivery_tag);
-    } else if (c.unroutable) {
-      // Its reply_to names no queue: redelivering it would fail the same way
-      // forever, so it is poison. Its voucher stands; the row stays SENDING
-      // until a reply reaches the payment side (or it is FAILED and alerted).
-      absl::Status s = DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
-                                  absl::StrCat("reply_to '", replies[i].routing_key,
-                                               "' is not a queue"));
-      if (!s.ok()) return s;
-    } else {
-      to_requeue.push_back(d.delivery_tag);
+    auto tag = replies_.Publish(replies[i]);
+    if (!tag.ok()) {
+      // The rest of this batch is not in the window yet: it goes back too.
+      for (size_t k = i; k < replies.size(); ++k) {
+        unsettled_.emplace(sources[k]->delivery_tag, Unsettled{*sources[k], replies[k].routing_key});
+      }
+      return FailReplies(tag.status());
+    }
+    window_.Add(*tag, sources[i]->delivery_tag, sent);
+    unsettled_.emplace(sources[i]->delivery_tag, Unsettled{*sources[i], replies[i].routing_key});
+  }
+  return Settle(absl::ZeroDuration());
+}
+
+absl::Status PaymentConsumer::Settle(absl::Duration wait) {
+  if (window_.empty()) return SettleAnswered();
+  std::vector<Confirm> confirms;
+  absl::Status s = replies_.ReadConfirms(wait, &confirms);
+  if (!s.ok()) return FailReplies(s);
+  for (const auto& [delivery_tag, c] : window_.Settle(confirms)) {
+    auto it = unsettled_.find(delivery_tag);
+    if (it == unsettled_.end()) continue;
+    it->second.state = c.ok           ? Unsettled::State::kConfirmed
+                       : c.unroutable ? Unsettled::State::kUnroutable
+                                      : Unsettled::State::kNotConfirmed;
+  }
+  if (window_.Overdue(clock_.Now(), options_.confirm_timeout)) {
+    // Confirms this late: the channel is stuck. What is still waiting is
+    // not confirmed (requeued below, and the connection replaced).
+    for (uint64_t delivery_tag : window_.TakeAll()) {
+      auto it = unsettled_.find(delivery_tag);
+      if (it != unsettled_.end()) it->second.state = Unsettled::State::kNotConfirmed;
     }
   }
+  return SettleAnswered();
+}
+
+absl::Status PaymentConsumer::SettleAnswered() {
+  // The answered prefix, in delivery order: acking with `multiple` must not
+  // reach a delivery still waiting for its reply's confirm.
+  auto end = unsettled_.begin();
+  bool all_confirmed = true;
+  for (; end != unsettled_.end() && end->second.state != Unsettled::State::kWaiting; ++end) {
+    all_confirmed &= end->second.state == Unsettled::State::kConfirmed;
+  }
+  if (end == unsettled_.begin()) return absl::OkStatus();
   Failpoint(kFpAccountingAfterReplyBeforeAck);
-  if (to_requeue.empty()) {
-    // Everything still outstanding up to the last confirmed tag is confirmed.
+  std::vector<uint64_t> to_ack, to_requeue;
+  for (auto it = unsettled_.begin(); it != end; ++it) {
+    const Unsettled& u = it->second;
+    switch (u.state) {
+      case Unsettled::State::kConfirmed:
+        to_ack.push_back(it->first);
+        break;
+      case Unsettled::State::kUnroutable: {
+        // Its reply_to names no queue: redelivering it would fail the same
+        // way forever, so it is poison. Its voucher stands; the row stays
+        // SENDING until a reply reaches the payment side (or it is FAILED
+        // and alerted).
+        absl::Status s = DeadLetter(payments_, dead_lettered_, options_.pay_queue, u.delivery,
+                                    absl::StrCat("reply_to '", u.reply_queue, "' is not a queue"));
+        if (!s.ok()) return s;
+        break;
+      }
+      case Unsettled::State::kNotConfirmed:
+        to_requeue.push_back(it->first);
+        break;
+      case Unsettled::State::kWaiting:
+        break;
+    }
+  }
+  unsettled_.erase(unsettled_.begin(), end);
+  if (all_confirmed || to_requeue.empty()) {
+    // Everything outstanding up to the last confirmed tag is settled (a
+    // dead-lettered one is rejected already).
     return to_ack.empty() ? absl::OkStatus() : payments_.Ack(to_ack.back(), /*multiple=*/true);
   }
   // Rare: settle one by one so no requeued delivery is acked by `multiple`.
@@ -189,9 +265,27 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
   // Replies go on over a new connection (the next node of a cluster): on
   // RabbitMQ 3.10 a channel opened while a quorum queue elected its leader
   // can keep nacking every publish to it until the old leader's node is back.
-  absl::Status not_confirmed = absl::UnavailableError("replies not confirmed by broker");
-  replies_.Reset(not_confirmed);
-  return not_confirmed;
+  return FailReplies(absl::UnavailableError("replies not confirmed by broker"));
+}
+
+absl::Status PaymentConsumer::FailReplies(const absl::Status& why) {
+  replies_.Reset(why);
+  window_.TakeAll();
+  if (unsettled_.empty()) return why;
+  // Their replies may or may not have reached the broker: the deliveries go
+  // back (confirmed-but-unacked ones too: `multiple`), replied to again.
+  const uint64_t last = unsettled_.rbegin()->first;
+  requeued_.Add(static_cast<int64_t>(unsettled_.size()));
+  LogWarning("payment_batch_requeued", {KV("messages", unsettled_.size()), KV("error", why.message())});
+  unsettled_.clear();
+  absl::Status s = payments_.Requeue(last, /*multiple=*/true);
+  return s.ok() ? why : s;
+}
+
+void PaymentConsumer::ForgetUnsettled() {
+  // Their confirms, if any come, find nothing to settle.
+  window_.TakeAll();
+  unsettled_.clear();
 }
 
 }  // namespace outbox::accounting

@@ -1,11 +1,15 @@
 #pragma once
 
 // Consumes PAY_QUEUE in batches: decode, apply the batch in one transaction,
-// publish every reply (new or duplicate) to its reply_to pipelined with
-// confirms, and only then ack the deliveries with `multiple`. A message that
-// cannot be decoded or validated, or whose reply cannot be routed, is
-// dead-lettered; anything else that fails goes back to the queue.
+// publish every reply (new or duplicate) to its reply_to with confirms, and
+// ack each delivery only once its reply is confirmed (`multiple` over the
+// settled prefix). The replies' confirms are a sliding window
+// (ConfirmWindow): the next batch is taken and booked while the previous
+// one's confirms are on their way. A message that cannot be decoded or
+// validated, or whose reply cannot be routed, is dead-lettered; anything
+// else that fails goes back to the queue.
 #include <atomic>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -13,6 +17,7 @@
 #include "accounting_service/voucher_store.h"
 #include "shared/base/clock.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/confirm_window.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/transport.h"
 #include "shared/runtime/worker_thread.h"
@@ -38,7 +43,7 @@ class PaymentConsumer {
   ~PaymentConsumer();
 
   void Start();
-  void Stop();  // finishes the batch in hand, then stops
+  void Stop();  // finishes the batch in hand and waits for its replies' confirms, then stops
 
   // One turn: connect both sides if needed, take a batch and settle it.
   // False once stopping. Tests call it directly.
@@ -57,6 +62,22 @@ class PaymentConsumer {
   // remembered; any other answer lets the message through (a reply that
   // cannot be routed is still caught when it is published).
   absl::Status CheckReplyQueue(const std::string& queue);
+  // Reads the confirms that came (waiting up to `wait`), then acks, requeues
+  // or dead-letters the deliveries whose replies are all answered, in order.
+  absl::Status Settle(absl::Duration wait);
+  absl::Status SettleAnswered();
+  // The reply connection failed: no confirm will come, so every delivery
+  // still waiting goes back to the queue (replied to again as a duplicate).
+  absl::Status FailReplies(const absl::Status& why);
+  // The delivery connection is gone: the broker requeues what was unacked.
+  void ForgetUnsettled();
+
+  // A booked delivery whose reply is published and not yet settled.
+  struct Unsettled {
+    Delivery delivery;
+    std::string reply_queue;
+    enum class State { kWaiting, kConfirmed, kUnroutable, kNotConfirmed } state = State::kWaiting;
+  };
 
   MessageConsumer& payments_;
   MessagePublisher& replies_;
@@ -69,6 +90,9 @@ class PaymentConsumer {
   Counter& unauthenticated_;  // of those, missing or bad signatures
   Counter& requeued_;
   std::set<std::string> known_reply_queues_;
+  // Owned by the consumer thread: by delivery tag, and reply tag -> delivery tag.
+  std::map<uint64_t, Unsettled> unsettled_;
+  ConfirmWindow<uint64_t> window_;
   WorkerThread thread_;
 };
 

@@ -188,6 +188,35 @@ TEST_F(PaymentConsumerTest, AReplyNotConfirmedSendsItsDeliveryBackOnly) {
   EXPECT_EQ(queue_.ready(), 0u);
 }
 
+TEST_F(PaymentConsumerTest, TheNextBatchIsBookedWhileTheLastOnesRepliesAwaitTheirConfirms) {
+  replies_.hold_confirms = true;
+  const uint64_t t1 = queue_.Push(Payment("m1", "p1"));
+  ASSERT_TRUE(consumer_.Step());  // booked and replied to; not acked before the confirm
+  EXPECT_EQ(consumer_.applied(), 1);
+  EXPECT_TRUE(queue_.acked.empty());
+  const uint64_t t2 = queue_.Push(Payment("m2", "p2"));
+  ASSERT_TRUE(consumer_.Step());  // the next batch does not wait for it
+  EXPECT_EQ(consumer_.applied(), 2);
+  EXPECT_EQ(replies_.published.size(), 2u);
+  EXPECT_TRUE(queue_.acked.empty());
+  replies_.hold_confirms = false;
+  ASSERT_TRUE(consumer_.Step());  // both confirms: both acked
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{t1, t2}));
+  EXPECT_TRUE(queue_.requeued.empty());
+}
+
+TEST_F(PaymentConsumerTest, RepliesNeverConfirmedSendTheirDeliveriesBack) {
+  replies_.hold_confirms = true;
+  const uint64_t t1 = queue_.Push(Payment("m1", "p1"));
+  ASSERT_TRUE(consumer_.Step());
+  // No confirm within the timeout: the channel is stuck; replaced, and the
+  // delivery goes back to be replied to again.
+  for (int i = 0; i < 1000 && queue_.requeued.empty(); ++i) ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.requeued, (std::set<uint64_t>{t1}));
+  EXPECT_TRUE(queue_.acked.empty());
+  EXPECT_EQ(replies_.drops(), 1);
+}
+
 TEST_F(PaymentConsumerTest, WhenBookingFailsTheBatchGoesBackAndNothingIsReplied) {
   ledger_.fail_with = absl::UnavailableError("disk I/O error");
   queue_.Push(Payment("m1", "p1"));

@@ -47,8 +47,7 @@ void FastPublisher::Enqueue(std::vector<OutgoingMessage> messages) {
 }
 
 void FastPublisher::FailInFlight(const absl::Status& why) {
-  for (const auto& [tag, m] : in_flight_) failed_.push_back(m.message_id);
-  in_flight_.clear();
+  for (std::string& id : in_flight_.TakeAll()) failed_.push_back(std::move(id));
   error_ = std::string(why.message());
   broker_.Reset(why);
 }
@@ -100,7 +99,7 @@ bool FastPublisher::Step() {
       FailInFlight(tag.status());
       break;
     }
-    in_flight_[*tag] = {batch[i].message_id, now};
+    in_flight_.Add(*tag, batch[i].message_id, now);
   }
   if (in_flight_.empty()) {
     ReportFailures();
@@ -120,25 +119,21 @@ bool FastPublisher::Step() {
   absl::Status s = broker_.ReadConfirms(
       more_waiting ? absl::ZeroDuration() : absl::Milliseconds(20), &settled);
   int64_t confirmed = 0;
-  for (const Confirm& c : settled) {
-    auto it = in_flight_.find(c.tag);
-    if (it == in_flight_.end()) continue;
+  for (auto& [message_id, c] : in_flight_.Settle(settled)) {
     if (c.ok) {
       ++confirmed;
     } else {
-      failed_.push_back(it->second.message_id);
+      failed_.push_back(std::move(message_id));
       error_ = c.unroutable ? "publish returned by broker: no queue for the routing key"
                             : "publish not confirmed by broker (nack)";
     }
-    in_flight_.erase(it);
   }
   confirmed_.Add(confirmed);
   // Published and confirmed; the callers' replies race with this point.
   if (confirmed > 0) Failpoint(kFpPaymentAfterPublishBeforeReply);
   if (!s.ok()) {
     FailInFlight(s);
-  } else if (!in_flight_.empty() &&
-             clock_.Now() - in_flight_.begin()->second.sent > options_.confirm_timeout) {
+  } else if (in_flight_.Overdue(clock_.Now(), options_.confirm_timeout)) {
     // A confirm this late means the connection is stuck: start over.
     FailInFlight(absl::DeadlineExceededError("publish confirm timed out"));
   }

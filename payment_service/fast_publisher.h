@@ -17,6 +17,7 @@
 #include "shared/base/clock.h"
 #include "shared/base/mutex.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/confirm_window.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/transport.h"
 #include "shared/runtime/worker_thread.h"
@@ -67,11 +68,7 @@ class FastPublisher final : public RelayQueue {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // Owned by the publishing thread.
-  struct InFlight {
-    std::string message_id;
-    absl::Time sent;
-  };
-  std::map<uint64_t, InFlight> in_flight_;  // delivery tag -> message
+  ConfirmWindow<std::string> in_flight_;  // delivery tag -> message id
   std::vector<std::string> failed_;         // not yet noted on their rows
   std::string error_;
   WorkerThread thread_;

@@ -33,35 +33,15 @@ void ToProto(const PaymentRecord& r, ::payment::v1::Payment* out) {
   if (r.outbox.last_attempt_at > 0) SetTimestamp(r.outbox.last_attempt_at, o->mutable_last_attempt_at());
 }
 
-grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext* context,
-                                               const ::payment::v1::CreatePaymentRequest* req,
-                                               ::payment::v1::CreatePaymentResponse* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
-  if (grpc::Status elsewhere = shard_.CheckKey(*context, req->idempotency_key()); !elsewhere.ok()) {
-    return elsewhere;
-  }
-  PaymentInput input;
-  input.idempotency_key = req->idempotency_key();
-  input.payer_account = req->payer_account();
-  input.payee_account = req->payee_account();
-  input.amount_minor = req->amount_minor();
-  input.currency = req->currency();
-  input.description = req->description();
-  absl::Status valid = ValidatePaymentInput(input, max_amount_minor_);
-  if (!valid.ok()) return ToGrpcStatus(valid);
+namespace {
 
-  // The caller's trace continues here (or starts here): payment_service's
-  // span, stored with the outbox row and sent with its message.
-  std::string incoming;
-  auto header = context->client_metadata().find(kTraceparentHeader);
-  if (header != context->client_metadata().end()) {
-    incoming.assign(header->second.data(), header->second.size());
-  }
-  const std::string traceparent = ContinueOrStart(incoming).Traceparent();
-  CreateOutcome outcome = writer_.Create(input, traceparent);
+// The reply to a committed (or refused) CreatePayment.
+grpc::Status FinishCreate(const CreateOutcome& outcome, grpc::CallbackServerContext* context,
+                          const ::payment::v1::CreatePaymentRequest* req,
+                          ::payment::v1::CreatePaymentResponse* resp) {
   if (!outcome.status.ok()) {
     if (!absl::IsAlreadyExists(outcome.status)) {
-      LogError("create_payment_failed", {KV("idempotency_key", input.idempotency_key),
+      LogError("create_payment_failed", {KV("idempotency_key", req->idempotency_key()),
                                          KV("error", outcome.status.message())});
     }
     return ToGrpcStatus(outcome.status);
@@ -73,6 +53,51 @@ grpc::Status PaymentServiceImpl::CreatePayment(grpc::ServerContext* context,
     context->AddInitialMetadata(kTraceparentHeader, outcome.record.outbox.traceparent);
   }
   return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* PaymentServiceImpl::CreatePayment(
+    grpc::CallbackServerContext* context, const ::payment::v1::CreatePaymentRequest* req,
+    ::payment::v1::CreatePaymentResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) {
+    reactor->Finish(denied);
+    return reactor;
+  }
+  if (grpc::Status elsewhere = shard_.CheckKey(*context, req->idempotency_key()); !elsewhere.ok()) {
+    reactor->Finish(elsewhere);
+    return reactor;
+  }
+  PaymentInput input;
+  input.idempotency_key = req->idempotency_key();
+  input.payer_account = req->payer_account();
+  input.payee_account = req->payee_account();
+  input.amount_minor = req->amount_minor();
+  input.currency = req->currency();
+  input.description = req->description();
+  absl::Status valid = ValidatePaymentInput(input, max_amount_minor_);
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpcStatus(valid));
+    return reactor;
+  }
+
+  // The caller's trace continues here (or starts here): payment_service's
+  // span, stored with the outbox row and sent with its message.
+  std::string incoming;
+  auto header = context->client_metadata().find(kTraceparentHeader);
+  if (header != context->client_metadata().end()) {
+    incoming.assign(header->second.data(), header->second.size());
+  }
+  std::string traceparent = ContinueOrStart(incoming).Traceparent();
+  // The context, the request, the response and the reactor live until
+  // Finish: the writer thread fills the reply after the commit (cheap:
+  // Finish only starts sending it).
+  writer_.CreateAsync(std::move(input), std::move(traceparent),
+                      [context, req, resp, reactor](CreateOutcome outcome) {
+                        reactor->Finish(FinishCreate(outcome, context, req, resp));
+                      });
+  return reactor;
 }
 
 grpc::Status PaymentServiceImpl::GetPayment(grpc::ServerContext* context,

@@ -1,6 +1,10 @@
 #pragma once
 
 // gRPC edge of the payment service: protobuf in, domain calls, protobuf out.
+// CreatePayment uses gRPC's callback API: the handler queues the request with
+// the writer and returns; the writer's thread finishes the call right after
+// the group commit, so no thread is parked per call in flight. The reads stay
+// synchronous (they run in the handler thread against SQLite).
 #include "payment/v1/payment.grpc.pb.h"
 #include "payment_service/payment_shard.h"
 #include "payment_service/payment_store.h"
@@ -9,7 +13,9 @@
 
 namespace outbox::payment {
 
-class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
+class PaymentServiceImpl final
+    : public ::payment::v1::PaymentService::WithCallbackMethod_CreatePayment<
+          ::payment::v1::PaymentService::Service> {
  public:
   // `max_amount_minor`: the largest amount a payment may carry; `auth`: the
   // API token every call must carry (none by default); `shard`: which
@@ -20,9 +26,9 @@ class PaymentServiceImpl final : public ::payment::v1::PaymentService::Service {
       : writer_(writer), store_(store), max_amount_minor_(max_amount_minor), auth_(std::move(auth)),
         shard_(std::move(shard)) {}
 
-  grpc::Status CreatePayment(grpc::ServerContext* context,
-                             const ::payment::v1::CreatePaymentRequest* request,
-                             ::payment::v1::CreatePaymentResponse* response) override;
+  grpc::ServerUnaryReactor* CreatePayment(grpc::CallbackServerContext* context,
+                                          const ::payment::v1::CreatePaymentRequest* request,
+                                          ::payment::v1::CreatePaymentResponse* response) override;
   grpc::Status GetPayment(grpc::ServerContext* context,
                           const ::payment::v1::GetPaymentRequest* request,
                           ::payment::v1::Payment* response) override;

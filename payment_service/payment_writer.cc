@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/synchronization/notification.h"
 #include "payment_service/payment_codec.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
@@ -33,16 +34,28 @@ void PaymentWriter::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-CreateOutcome PaymentWriter::Create(const PaymentInput& input, const std::string& traceparent) {
-  Pending pending{&input, &traceparent, {}, false};
-  MutexLock lock(&mu_);
-  if (stopping_) {
-    pending.outcome.status = absl::UnavailableError("payment service is shutting down");
-    return pending.outcome;
+void PaymentWriter::CreateAsync(PaymentInput input, std::string traceparent, CreateDone done) {
+  {
+    MutexLock lock(&mu_);
+    if (!stopping_) {
+      queue_.push_back({std::move(input), std::move(traceparent), std::move(done)});
+      return;
+    }
   }
-  queue_.push_back(&pending);
-  mu_.Await(absl::Condition(&pending.done));
-  return std::move(pending.outcome);
+  CreateOutcome refused;
+  refused.status = absl::UnavailableError("payment service is shutting down");
+  std::move(done)(std::move(refused));
+}
+
+CreateOutcome PaymentWriter::Create(const PaymentInput& input, const std::string& traceparent) {
+  CreateOutcome outcome;
+  absl::Notification done;
+  CreateAsync(input, traceparent, [&](CreateOutcome out) {
+    outcome = std::move(out);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return outcome;
 }
 
 absl::Status PaymentWriter::RecordPublishFailure(const std::vector<std::string>& message_ids,
@@ -61,7 +74,7 @@ absl::StatusOr<AckTally> PaymentWriter::MarkAcknowledged(const std::vector<std::
 
 void PaymentWriter::Run() {
   while (true) {
-    std::vector<Pending*> group;
+    std::vector<Pending> group;
     std::vector<PendingMark*> marks;
     {
       MutexLock lock(&mu_);
@@ -71,7 +84,7 @@ void PaymentWriter::Run() {
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty() && marks_.empty()) return;  // stopping and drained
       while (!queue_.empty() && group.size() < options_.max_batch) {
-        group.push_back(queue_.front());
+        group.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
       marks.assign(marks_.begin(), marks_.end());
@@ -81,14 +94,14 @@ void PaymentWriter::Run() {
   }
 }
 
-void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
+void PaymentWriter::CommitGroup(std::vector<Pending>& group,
                                 const std::vector<PendingMark*>& marks) {
   const int64_t now = clock_.NowMillis();
   std::vector<NewPayment> batch;
   batch.reserve(group.size());
-  for (Pending* p : group) {
+  for (Pending& p : group) {
     NewPayment n;
-    n.input = *p->input;
+    n.input = std::move(p.input);
     n.payment_id = ids_.NewId();
     MessageSpec spec;
     spec.message_id = ids_.NewId();
@@ -98,7 +111,7 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
     spec.message_type = kPaymentCreatedType;
     spec.reply_to = options_.reply_to;
     spec.payload = EncodePaymentCreated(spec.message_id, n.payment_id, n.input, now);
-    spec.traceparent = *p->traceparent;
+    spec.traceparent = std::move(p.traceparent);
     n.outbox = NewOutboxMessage(std::move(spec), now, options_.retry);
     batch.push_back(std::move(n));
   }
@@ -128,11 +141,12 @@ void PaymentWriter::CommitGroup(const std::vector<Pending*>& group,
   created_.Add(static_cast<int64_t>(messages.size()));
   if (!messages.empty()) relay_.Enqueue(std::move(messages));
 
+  // The callers' completions, outside the lock: calls queueing meanwhile
+  // join the next group.
+  for (size_t i = 0; i < group.size(); ++i) std::move(group[i].done)(std::move(outcomes[i]));
+
+  if (marks.empty()) return;
   MutexLock lock(&mu_);
-  for (size_t i = 0; i < group.size(); ++i) {
-    group[i]->outcome = std::move(outcomes[i]);
-    group[i]->done = true;
-  }
   // Each ack batch learns its own counts only roughly (the group's tally is
   // split in order; there is one ack listener, so nearly always one batch);
   // what matters to it is success or failure.

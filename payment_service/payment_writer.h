@@ -2,16 +2,17 @@
 
 // Group commit: CreatePayment calls queue their request, the ack listener
 // queues the message ids to mark SENT; one writer thread commits everything
-// queued in one transaction (one fsync) and wakes each caller with its own
-// outcome. Right after the commit, the new messages go to the relay (the
-// fast publisher). As the outbox repository of the ack listener, acks ride
-// the same group commit.
+// queued in one transaction (one fsync) and hands each caller its own outcome
+// through its completion callback (no thread waits per call). Right after the
+// commit, the new messages go to the relay (the fast publisher). As the
+// outbox repository of the ack listener, acks ride the same group commit.
 #include <atomic>
 #include <deque>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "payment_service/payment_store.h"
 #include "shared/base/clock.h"
 #include "shared/base/ids.h"
@@ -39,8 +40,14 @@ class PaymentWriter final : public OutboxRepository {
   // Finishes every queued request, then stops the writer thread.
   void Stop();
 
-  // Blocks until the request's group is committed (or failed).
+  // Runs once the request's group is committed (or failed), with its outcome.
+  using CreateDone = absl::AnyInvocable<void(CreateOutcome) &&>;
+  // Queues the request and returns at once. `done` runs on the writer thread
+  // right after the commit (keep it short: every caller of the group waits
+  // behind it), or here at once when the writer is stopping (UNAVAILABLE).
   // `traceparent` (W3C) goes with the outbox row and its message.
+  void CreateAsync(PaymentInput input, std::string traceparent, CreateDone done);
+  // The same, blocking until the outcome is there.
   CreateOutcome Create(const PaymentInput& input, const std::string& traceparent = "");
   // Blocks until the rows are marked SENT in a group.
   absl::StatusOr<AckTally> MarkAcknowledged(const std::vector<std::string>& message_ids) override;
@@ -53,10 +60,9 @@ class PaymentWriter final : public OutboxRepository {
 
  private:
   struct Pending {
-    const PaymentInput* input;
-    const std::string* traceparent;
-    CreateOutcome outcome;
-    bool done = false;
+    PaymentInput input;
+    std::string traceparent;
+    CreateDone done;
   };
   struct PendingMark {
     const std::vector<std::string>* message_ids;
@@ -64,7 +70,7 @@ class PaymentWriter final : public OutboxRepository {
     bool done = false;
   };
   void Run();
-  void CommitGroup(const std::vector<Pending*>& group, const std::vector<PendingMark*>& marks);
+  void CommitGroup(std::vector<Pending>& group, const std::vector<PendingMark*>& marks);
 
   PaymentStore& store_;
   const Clock& clock_;
@@ -73,7 +79,7 @@ class PaymentWriter final : public OutboxRepository {
   RelayQueue& relay_;
 
   Mutex mu_;
-  std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   std::deque<PendingMark*> marks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Counter& groups_;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -114,6 +115,46 @@ TEST_F(PaymentWriterTest, ReplayIsNotPublishedAgainAndConflictIsRefused) {
   EXPECT_EQ(a.record.payment_id, b.record.payment_id);
   EXPECT_TRUE(absl::IsAlreadyExists(c.status));
   EXPECT_EQ(relay.published().size(), 1u);
+}
+
+TEST_F(PaymentWriterTest, CreateAsyncCompletesOnTheWriterThreadAfterTheCommit) {
+  RecordingRelay relay;
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{}, relay);
+  writer.Start();
+  constexpr int kCalls = 50;
+  Mutex mu;
+  std::vector<CreateOutcome> outcomes;
+  std::set<std::thread::id> threads;
+  bool committed_before_done = true;
+  for (int i = 0; i < kCalls; ++i) {
+    writer.CreateAsync({absl::StrCat("async-", i), "alice", "bob", 100, "USD", ""}, "",
+                       [&](CreateOutcome out) {
+                         // The row is in the database when the caller hears of it.
+                         const bool stored = out.status.ok() && store_->Get(out.record.payment_id).ok();
+                         MutexLock lock(&mu);
+                         committed_before_done &= stored;
+                         threads.insert(std::this_thread::get_id());
+                         outcomes.push_back(std::move(out));
+                       });
+  }
+  {
+    MutexLock lock(&mu);
+    auto all_done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) { return outcomes.size() == kCalls; };
+    mu.Await(absl::Condition(&all_done));
+    EXPECT_TRUE(committed_before_done);
+    // All on the writer's own thread, none on the callers'.
+    EXPECT_EQ(threads.size(), 1u);
+    EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+  }
+  writer.Stop();
+  EXPECT_EQ(relay.published().size(), static_cast<size_t>(kCalls));
+
+  // Once stopped, a call is refused at once, on the caller's thread.
+  bool refused = false;
+  writer.CreateAsync({"late", "alice", "bob", 100, "USD", ""}, "", [&](CreateOutcome out) {
+    refused = absl::IsUnavailable(out.status);
+  });
+  EXPECT_TRUE(refused);
 }
 
 TEST_F(PaymentWriterTest, AcknowledgementsRideTheGroupCommit) {

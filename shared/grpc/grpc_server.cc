@@ -91,8 +91,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
                              static_cast<int>(absl::ToInt64Milliseconds(kMinClientPingInterval)));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, kMaxPingStrikes);
   AddReflectionV1(builder);
-  // Handlers block while their group commits; keep enough polling threads
-  // alive that the sync server does not create and destroy one per call.
+  // Sync handlers (payment's reads, accounting, recovery) block on SQLite;
+  // keep enough polling threads alive that the sync server does not create
+  // and destroy one per call. Callback handlers (CreatePayment) use none.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 4);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 256);
   int port = 0;

@@ -80,7 +80,7 @@ absl::Status CheckBearerToken(const std::multimap<grpc::string_ref, grpc::string
   return absl::OkStatus();
 }
 
-grpc::Status BearerTokenCheck::Check(const grpc::ServerContext& context) const {
+grpc::Status BearerTokenCheck::Check(const grpc::ServerContextBase& context) const {
   if (token_.empty()) return grpc::Status::OK;
   return ToGrpcStatus(CheckBearerToken(context.client_metadata(), token_));
 }

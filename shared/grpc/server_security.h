@@ -51,7 +51,7 @@ class BearerTokenCheck {
 
   bool enabled() const { return !token_.empty(); }
   // OK, or the gRPC status to return at once.
-  grpc::Status Check(const grpc::ServerContext& context) const;
+  grpc::Status Check(const grpc::ServerContextBase& context) const;  // sync or callback handlers
 
  private:
   std::string token_;

@@ -51,6 +51,8 @@ class FakePublisher final : public MessagePublisher, public FakeLink {
   // When set, ReadConfirms advances it by the time it was asked to wait while
   // nothing was settled (so confirm timeouts can elapse in a test).
   ManualClock* clock = nullptr;
+  // While set, answers are kept back: ReadConfirms settles nothing.
+  bool hold_confirms = false;
   std::vector<OutgoingMessage> published;  // every message the broker took
 
   // What Inspect() reports, by queue (unknown queues: empty, one consumer),
