@@ -29,13 +29,18 @@ bool ValidKeyId(absl::string_view id) {
 }
 
 // Each field with its length first, so no two different messages give the
-// same bytes (a body cannot borrow from the reply_to, and so on).
+// same bytes (a body cannot borrow from the reply_to, and so on). The shard
+// key, when the message has one, comes last: it picks the accounting shard
+// (the consistent-hash exchange), so a replay with another key would reach a
+// shard without the payment's dedup record.
 std::string SignedBytes(absl::string_view message_id, absl::string_view type,
-                        absl::string_view reply_to, absl::string_view body) {
+                        absl::string_view reply_to, absl::string_view body,
+                        absl::string_view shard_key) {
   std::string out = "outbox-hmac-v1";
   for (absl::string_view field : {message_id, type, reply_to, body}) {
     absl::StrAppend(&out, "\n", field.size(), ":", field);
   }
+  if (!shard_key.empty()) absl::StrAppend(&out, "\n", shard_key.size(), ":", shard_key);
   return out;
 }
 
@@ -126,7 +131,7 @@ std::string MessageKeys::Sign(const OutgoingMessage& m) const {
   const Key& key = keys_.front();
   return absl::StrCat(key.id, ":",
                       absl::BytesToHexString(
-                          key.mac->Of(SignedBytes(m.message_id, m.type, m.reply_to, m.body))));
+                          key.mac->Of(SignedBytes(m.message_id, m.type, m.reply_to, m.body, m.shard_key))));
 }
 
 absl::Status MessageKeys::Verify(const Delivery& d) const {
@@ -140,7 +145,7 @@ absl::Status MessageKeys::Verify(const Delivery& d) const {
   const std::string id = d.signature.substr(0, colon);
   for (const Key& key : keys_) {
     if (key.id != id) continue;
-    const std::string want = key.mac->Of(SignedBytes(d.message_id, d.type, d.reply_to, d.body));
+    const std::string want = key.mac->Of(SignedBytes(d.message_id, d.type, d.reply_to, d.body, d.shard_key));
     const std::string got = absl::HexStringToBytes(hex);
     if (CRYPTO_memcmp(want.data(), got.data(), kMacBytes) != 0) {
       return absl::UnauthenticatedError(absl::StrCat("bad signature (key '", id, "')"));

@@ -17,7 +17,9 @@ MessageKeys Keys(const std::string& text) {
 }
 
 OutgoingMessage Event() {
-  return {"PAY_QUEUE", "m-1", "body bytes", "ACC_QUEUE", "PaymentCreated", "", ""};
+  OutgoingMessage m{"PAY_QUEUE", "m-1", "body bytes", "ACC_QUEUE", "PaymentCreated", "", ""};
+  m.shard_key = "pay-1";
+  return m;
 }
 
 // What the consumer receives when `m` is published signed with `keys`.
@@ -27,6 +29,7 @@ Delivery Received(const OutgoingMessage& m, const MessageKeys* keys) {
   d.reply_to = m.reply_to;
   d.type = m.type;
   d.body = m.body;
+  d.shard_key = m.shard_key;
   if (keys != nullptr) d.signature = keys->Sign(m);
   return d;
 }
@@ -62,7 +65,7 @@ TEST(MessageKeysTest, ASignedMessageVerifies) {
 TEST(MessageKeysTest, AnyChangeToWhatTheConsumerActsOnBreaksTheSignature) {
   MessageKeys keys = Keys(kOld);
   const Delivery good = Received(Event(), &keys);
-  std::vector<Delivery> tampered(5, good);
+  std::vector<Delivery> tampered(7, good);
   tampered[0].body += "x";
   tampered[1].message_id = "m-2";
   tampered[2].reply_to = "attacker-queue";
@@ -70,11 +73,25 @@ TEST(MessageKeysTest, AnyChangeToWhatTheConsumerActsOnBreaksTheSignature) {
   // Bytes moved between fields: length prefixes keep them apart.
   tampered[4].reply_to = "ACC_QUEUEbody bytes";
   tampered[4].body = "";
+  // The shard key picks the accounting shard: another one (or none) would
+  // send a replay where the payment's dedup record is not.
+  tampered[5].shard_key = "pay-2";
+  tampered[6].shard_key = "";
   for (const Delivery& d : tampered) {
     absl::Status s = keys.Verify(d);
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
     EXPECT_EQ(s.message(), "bad signature (key 'old')");
   }
+}
+
+TEST(MessageKeysTest, AShardKeyAddedToAMessageSignedWithoutOneBreaksTheSignature) {
+  MessageKeys keys = Keys(kOld);
+  OutgoingMessage m = Event();
+  m.shard_key.clear();
+  Delivery d = Received(m, &keys);
+  EXPECT_TRUE(keys.Verify(d).ok());
+  d.shard_key = "pay-1";
+  EXPECT_EQ(keys.Verify(d).code(), absl::StatusCode::kUnauthenticated);
 }
 
 TEST(MessageKeysTest, UnsignedMalformedAndUnknownKeysAreRefused) {
