@@ -26,6 +26,9 @@
 #
 # Environment:
 #   PAY_QUEUE [PAY_QUEUE], ACC_QUEUE [ACC_QUEUE]   as the services have them
+#   REPLY_QUEUES    with payment shards: every shard's reply queue, comma-separated,
+#                   as accounting has them (ACC_QUEUE.s0,ACC_QUEUE.s1,...); they
+#                   replace ACC_QUEUE in every check below
 #   BROKER_DIR      a node of scripts/rabbitmq_node.sh (its rabbitmqctl is used), or
 #   RABBITMQCTL     a rabbitmqctl command line, e.g. "docker compose exec -T rabbitmq rabbitmqctl"
 #   RESHARD_TIMEOUT [300]   seconds each waiting step waits before it gives up (exit 1)
@@ -34,6 +37,9 @@ set -euo pipefail
 PAY_QUEUE=${PAY_QUEUE:-PAY_QUEUE}
 ACC_QUEUE=${ACC_QUEUE:-ACC_QUEUE}
 TIMEOUT=${RESHARD_TIMEOUT:-300}
+# The queues payment_service instances consume: one per payment shard.
+IFS=, read -r -a REPLIES <<<"${REPLY_QUEUES:-$ACC_QUEUE}"
+((${#REPLIES[@]} > 0)) || REPLIES=("$ACC_QUEUE")
 
 if [[ -n ${RABBITMQCTL:-} ]]; then
   read -r -a CTL <<<"$RABBITMQCTL"
@@ -74,11 +80,17 @@ refresh() {
 # qstat QUEUE: "ready unacked consumers" of QUEUE, or nothing when it does not exist.
 qstat() { awk -v q="$1" '$1 == q { print $2, $3, $4 }' <<<"$STATS"; }
 
-# Payment consumes ACC_QUEUE: a consumer there means a payment_service runs.
+# Payment consumes its reply queue: a consumer there means a payment_service
+# (shard) runs. Prints the first reply queue with a consumer.
 payment_stopped() {
-  local s
-  s=$(qstat "$ACC_QUEUE")
-  [[ -z $s || ${s##* } == 0 ]]
+  local q s
+  for q in "${REPLIES[@]}"; do
+    s=$(qstat "$q")
+    if [[ -n $s && ${s##* } != 0 ]]; then
+      echo "$q"
+      return 1
+    fi
+  done
 }
 
 # drained M: every queue of layout M is empty (or gone). Prints what is not.
@@ -100,20 +112,21 @@ drained() {
 cmd_drain() {
   local from=$1 deadline=$((SECONDS + TIMEOUT)) left
   refresh
-  payment_stopped || die "$ACC_QUEUE still has a consumer: stop every payment_service (and recovery_service) first"
+  local busy
+  busy=$(payment_stopped) || die "$busy still has a consumer: stop every payment_service (and recovery_service) first"
   until refresh && left=$(drained "$from"); do
     ((SECONDS < deadline)) || die "not drained after ${TIMEOUT}s: $left"
     sleep 1
   done
-  payment_stopped || die "a payment_service started meanwhile: stop it and run drain again"
+  busy=$(payment_stopped) || die "a payment_service started meanwhile ($busy has a consumer): stop it and run drain again"
   say "the $from-shard layout is drained; stop the accounting instances, then: switch $from TO"
 }
 
 cmd_switch() {
-  local from=$1 to=$2 left q dlq s keep
+  local from=$1 to=$2 left q dlq s keep busy
   [[ $from != "$to" ]] || die "FROM and TO are the same"
   refresh
-  payment_stopped || die "$ACC_QUEUE has a consumer: payment_service must stay stopped until the switch"
+  busy=$(payment_stopped) || die "$busy has a consumer: payment_service must stay stopped until the switch"
   left=$(drained "$from") || die "not drained: $left (run drain first)"
   keep=" $(queues "$to" | tr '\n' ' ') "
   for q in $(queues "$from"); do
@@ -139,17 +152,23 @@ cmd_switch() {
 }
 
 cmd_settle() {
-  local deadline=$((SECONDS + TIMEOUT)) s r u c
-  # FIFO: once ACC_QUEUE is seen empty with nothing unacknowledged, every
-  # acknowledgement that waited there has been applied.
+  local deadline=$((SECONDS + TIMEOUT)) s r u c q waiting
+  # FIFO: once a reply queue is seen empty with nothing unacknowledged and
+  # its payment_service consuming, every acknowledgement that waited there
+  # has been applied.
   while :; do
     refresh
-    s=$(qstat "$ACC_QUEUE")
-    if [[ -n $s ]]; then
-      read -r r u c <<<"$s"
-      ((c > 0 && r + u == 0)) && break
-    fi
-    ((SECONDS < deadline)) || die "$ACC_QUEUE not settled after ${TIMEOUT}s (${s:-missing}; is payment_service running?)"
+    waiting=
+    for q in "${REPLIES[@]}"; do
+      s=$(qstat "$q")
+      if [[ -n $s ]]; then
+        read -r r u c <<<"$s"
+        ((c > 0 && r + u == 0)) && continue
+      fi
+      waiting+=" $q (${s:-missing})"
+    done
+    [[ -z $waiting ]] && break
+    ((SECONDS < deadline)) || die "not settled after ${TIMEOUT}s:$waiting; is every payment_service running?"
     sleep 0.5
   done
   say "acknowledgements applied; start recovery_service with the new ACCOUNTING_SHARDS"
