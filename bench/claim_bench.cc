@@ -210,8 +210,8 @@ absl::Status Run() {
   std::error_code size_error;
   const auto bytes = std::filesystem::file_size(path, size_error);
   std::printf("  %-30s %lld rows in %.1f s (%.0f rows/s); file %.0f MiB\n",
-              reuse ? "reused (no fill)" : "fill", static_cast<long long>(filled.total_rows),
-              fill_s, static_cast<double>(filled.total_rows) / fill_s,
+              reuse ? "reused (not filled)" : "fill", static_cast<long long>(filled.total_rows),
+              fill_s, reuse ? 0.0 : static_cast<double>(filled.total_rows) / fill_s,
               size_error ? 0.0 : static_cast<double>(bytes) / (1 << 20));
   if (static_cast<int>(filled.due_ids.size()) != due) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -234,7 +234,7 @@ absl::Status Run() {
 
   // As the worker claims: under the lease, which the claim re-checks.
   RetryPolicy policy;
-  const std::string holder = absl::StrCat("claim_bench-", getpid());
+  const std::string holder = "claim_bench";  // the same each run: a --reuse run renews it
   ASSIGN_OR_RETURN(bool leased, store->TryAcquireLease(holder,
                                                        absl::ToUnixMillis(absl::Now()), 3600000));
   if (!leased) return absl::FailedPreconditionError("could not take the recovery lease");
