@@ -1039,12 +1039,12 @@ absl::Status Run() {
 
   report.Section("targets (only meaningful on a quiet machine)");
   if (drain_run) {
-    // create->SENT latency and accounting's RSS span the outage: no target.
+    // create->SENT latency spans the outage, accounting_service is a new
+    // process, and payment_service's peak RSS includes the SQLite sorter of
+    // this program's "anything SENDING?" listings of the backlog: no targets.
     report.Check(">= 3,000 payments/s backlog drain after the outage",
                  sent.drained && drain.per_s >= kTargetDrainPerS,
                  absl::StrCat(PerSec(drain.per_s, "payments/s"), sent.drained ? "" : ", NOT all SENT"));
-    report.Check("payment_service peak RSS <= 64 MiB", rss_payment <= kTargetRssMib,
-                 absl::StrFormat("%.1f MiB", rss_payment));
     report.Check("offered load carried",
                  drive.skipped == 0 && drive.failed == 0 && create_per_s >= 0.97 * rate,
                  PerSec(create_per_s, "payments/s created"));
