@@ -5,6 +5,7 @@
 // those rows several times, re-arming them in between, prints the claim's
 // query plan and checks that it uses the (status, next_retry_at) index.
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +42,11 @@ ABSL_FLAG(int, repeats, 5, "timed claims (the rows are re-armed before each)");
 ABSL_FLAG(int, payload_bytes, 100, "payload size of each row");
 ABSL_FLAG(std::string, dir, "", "where payment.db is created (default $TMPDIR or /tmp)");
 ABSL_FLAG(bool, keep, false, "keep the database file afterwards");
+ABSL_FLAG(std::string, db, "",
+          "the database file (default DIR/claim_bench_PID_payment.db); with --reuse, a file "
+          "kept by an earlier --keep run is used as it is and kept again");
+ABSL_FLAG(bool, reuse, false,
+          "use --db as it is when it exists (no fill; its SENDING rows are the due ones)");
 ABSL_FLAG(bool, compare_scan, true,
           "also time the claim's SELECT alone, via the index and NOT INDEXED (a table scan)");
 
@@ -128,6 +134,20 @@ absl::StatusOr<Filled> Fill(const std::string& path, int64_t rows, int due, bool
   return out;
 }
 
+// A file kept by an earlier run: its SENDING rows are the due ones.
+absl::StatusOr<Filled> Reused(const std::string& path) {
+  Filled out;
+  RETURN_IF_ERROR(Guard("reuse", [&]() -> absl::Status {
+    SQLite::Database db(path, SQLite::OPEN_READONLY);
+    SQLite::Statement due(db, "SELECT id FROM outbox WHERE status = 'SENDING' ORDER BY id");
+    while (due.executeStep()) out.due_ids.push_back(due.getColumn(0).getInt64());
+    SQLite::Statement count(db, "SELECT MAX(id) FROM outbox");
+    if (count.executeStep()) out.total_rows = count.getColumn(0).getInt64();
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 // Puts the due rows back to "SENDING, due a minute ago, attempt 1".
 absl::Status Rearm(SQLite::Database& db, const std::vector<int64_t>& ids, int64_t now_ms) {
   return WriteTransaction(db, [&] {
@@ -162,11 +182,16 @@ absl::Status Run() {
     const char* tmp = std::getenv("TMPDIR");
     dir = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
   }
-  const std::string path = absl::StrCat(dir, "/claim_bench_", getpid(), "_payment.db");
+  const std::string path = absl::GetFlag(FLAGS_db).empty()
+                               ? absl::StrCat(dir, "/claim_bench_", getpid(), "_payment.db")
+                               : absl::GetFlag(FLAGS_db);
+  std::error_code exists_error;
+  const bool reuse = absl::GetFlag(FLAGS_reuse) && std::filesystem::exists(path, exists_error);
+  const bool keep = absl::GetFlag(FLAGS_keep) || reuse;
   auto remove_files = [&] {
     for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
   };
-  remove_files();
+  if (!reuse) remove_files();
 
   std::printf("== claim_bench: %lld SENT + %d due SENDING rows (%s) in %s ==\n",
               static_cast<long long>(rows), due,
@@ -174,16 +199,39 @@ absl::Status Run() {
               path.c_str());
   std::fflush(stdout);
   const absl::Time fill_start = absl::Now();
-  ASSIGN_OR_RETURN(Filled filled,
-                   Fill(path, rows, due, absl::GetFlag(FLAGS_due_at_end),
-                        absl::GetFlag(FLAGS_payload_bytes), absl::ToUnixMillis(fill_start)));
+  Filled filled;
+  if (reuse) {
+    ASSIGN_OR_RETURN(filled, Reused(path));
+  } else {
+    ASSIGN_OR_RETURN(filled, Fill(path, rows, due, absl::GetFlag(FLAGS_due_at_end),
+                                  absl::GetFlag(FLAGS_payload_bytes),
+                                  absl::ToUnixMillis(fill_start)));
+  }
   const double fill_s = absl::ToDoubleSeconds(absl::Now() - fill_start);
   std::error_code size_error;
   const auto bytes = std::filesystem::file_size(path, size_error);
-  std::printf("  %-30s %lld rows in %.1f s (%.0f rows/s); file %.0f MiB\n", "fill",
-              static_cast<long long>(filled.total_rows), fill_s,
-              static_cast<double>(filled.total_rows) / fill_s,
+  std::printf("  %-30s %lld rows in %.1f s (%.0f rows/s); file %.0f MiB\n",
+              reuse ? "reused (not filled)" : "fill", static_cast<long long>(filled.total_rows),
+              fill_s, reuse ? 0.0 : static_cast<double>(filled.total_rows) / fill_s,
               size_error ? 0.0 : static_cast<double>(bytes) / (1 << 20));
+  if (!reuse) {
+    // The fill writes without syncing: flush what the kernel has not
+    // written back yet, so the timed claims' fsyncs do not also wait for
+    // the fixture's writeback.
+    const absl::Time sync_start = absl::Now();
+    const int fd = open(path.c_str(), O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0) {
+      if (fd >= 0) close(fd);
+      return absl::InternalError(absl::StrCat("fsync ", path, " failed"));
+    }
+    close(fd);
+    std::printf("  %-30s %.1f s\n", "fsync of the filled file",
+                absl::ToDoubleSeconds(absl::Now() - sync_start));
+  }
+  if (static_cast<int>(filled.due_ids.size()) != due) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " has ", filled.due_ids.size(), " SENDING rows, --due is ", due));
+  }
 
   DbOptions options;  // as recovery_service opens it: WAL, synchronous=FULL
   options.durability = Durability::kFull;
@@ -201,7 +249,7 @@ absl::Status Run() {
 
   // As the worker claims: under the lease, which the claim re-checks.
   RetryPolicy policy;
-  const std::string holder = absl::StrCat("claim_bench-", getpid());
+  const std::string holder = "claim_bench";  // the same each run: a --reuse run renews it
   ASSIGN_OR_RETURN(bool leased, store->TryAcquireLease(holder,
                                                        absl::ToUnixMillis(absl::Now()), 3600000));
   if (!leased) return absl::FailedPreconditionError("could not take the recovery lease");
@@ -263,7 +311,7 @@ absl::Status Run() {
 
   store.reset();
   side.reset();
-  if (!absl::GetFlag(FLAGS_keep)) remove_files();
+  if (!keep) remove_files();
   std::fflush(stdout);
   if (!uses_index)
     return absl::FailedPreconditionError(absl::StrCat("the claim does not use ", kIndex));

@@ -56,7 +56,8 @@ absl::Status ForEachVoucher(accounting::v1::AccountingService::StubInterface& st
 
 bool AwaitNoneSending(payment::v1::PaymentService::StubInterface& stub,
                       const std::function<bool(const std::string& payment_id)>& of_interest,
-                      absl::Time deadline, absl::Duration call_timeout) {
+                      absl::Time deadline, absl::Duration call_timeout,
+                      absl::Duration poll) {
   // Listing only SENDING rows keeps each poll proportional to the backlog,
   // not the table; with every payment of interest, one row answers.
   auto none_sending = [&] {
@@ -84,7 +85,7 @@ bool AwaitNoneSending(payment::v1::PaymentService::StubInterface& stub,
   while (true) {
     if (none_sending()) return true;
     if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(200));
+    absl::SleepFor(poll);
   }
 }
 

@@ -26,11 +26,12 @@ absl::Status ForEachVoucher(accounting::v1::AccountingService::StubInterface& st
                             absl::Duration call_timeout,
                             const std::function<void(const accounting::v1::Voucher&)>& on_voucher);
 
-// Polls every 200 ms until no SENDING payment is of interest (`of_interest`
+// Polls every `poll` until no SENDING payment is of interest (`of_interest`
 // null: every payment is) or `deadline` passes; true if that was seen. A
 // failed listing counts as not yet (the service may be restarting).
 bool AwaitNoneSending(payment::v1::PaymentService::StubInterface& stub,
                       const std::function<bool(const std::string& payment_id)>& of_interest,
-                      absl::Time deadline, absl::Duration call_timeout);
+                      absl::Time deadline, absl::Duration call_timeout,
+                      absl::Duration poll = absl::Milliseconds(200));
 
 }  // namespace outbox::loadgen

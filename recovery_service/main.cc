@@ -64,7 +64,8 @@ ABSL_FLAG(absl::Duration, housekeeping_every,
           "[env RECOVERY_HOUSEKEEPING_EVERY]");
 ABSL_FLAG(int64_t, recovery_hold_queue_depth, EnvOrInt("RECOVERY_HOLD_QUEUE_DEPTH", 10000),
           "re-publishing holds (no attempts spent) while PAY_QUEUE has more ready messages "
-          "than this, or no consumer [env RECOVERY_HOLD_QUEUE_DEPTH]");
+          "than this, or no consumer, until it is down to a tenth of this "
+          "[env RECOVERY_HOLD_QUEUE_DEPTH]");
 ABSL_FLAG(absl::Duration, alert_resend, EnvOrDuration("RECOVERY_ALERT_RESEND", absl::Minutes(1)),
           "active alerts are sent to Alertmanager again this often (they expire after four "
           "times this if recovery stops) [env RECOVERY_ALERT_RESEND]");

@@ -14,6 +14,15 @@ namespace {
 
 constexpr char kLeaseName[] = "recovery";
 
+// Page cache of the writer connection, in KiB. A claim of 1,000 rows
+// scattered through a big outbox reads and dirties about as many table
+// pages, plus index pages: SQLite's default 2,000 KiB (500 pages) cannot
+// hold them, so each UPDATE read its page again and dirty pages spilled to
+// the WAL before the commit. 16 MiB holds a claim of 1,000 (claim_bench:
+// the updates took 5 ms instead of 9 in a 5,000,000-row outbox). It fills
+// only as pages are used.
+constexpr int kWriterCacheKib = 16 * 1024;
+
 constexpr char kClaimSelect[] =
     "SELECT %s FROM outbox o INDEXED BY outbox_status_next_retry "
     "WHERE o.status = 'SENDING' AND o.next_retry_at <= ?1 ORDER BY o.next_retry_at LIMIT ?2";
@@ -54,6 +63,13 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
   DbOptions existing = options;
   existing.create_if_missing = false;
   ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, existing, nullptr));
+  {
+    MutexLock lock(&db->write_mu);
+    RETURN_IF_ERROR(Guard("writer cache size", [&] {
+      db->writer->exec(absl::StrCat("PRAGMA cache_size=-", kWriterCacheKib));
+      return absl::OkStatus();
+    }));
+  }
   return std::unique_ptr<RecoveryStore>(new RecoveryStore(std::move(db)));
 }
 
@@ -80,12 +96,14 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::OpenWhenCreated(
   }
 }
 
-absl::Status RecoveryStore::WithDueRows(
+absl::StatusOr<std::vector<RecoveryStore::Transitioned>> RecoveryStore::TransitionDueRows(
     int64_t now_ms, int limit, const std::string& lease_holder,
-    const std::function<void(std::vector<OutboxMessage>&, OutboxStateTable&)>& apply) {
+    const std::function<bool(OutboxMessage&)>& transition) {
   MutexLock lock(&db_->write_mu);
   SQLite::Database& db = *db_->writer;
-  return WriteTransaction(db, [&]() -> absl::Status {
+  std::vector<Transitioned> due;
+  RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
+    due.clear();  // a retried transaction starts over
     if (!lease_holder.empty()) {
       SQLite::Statement lease(db, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
       lease.bind(1, kLeaseName);
@@ -97,52 +115,49 @@ absl::Status RecoveryStore::WithDueRows(
     SQLite::Statement select(db, ClaimSql());
     select.bind(1, static_cast<int64_t>(now_ms));
     select.bind(2, limit);
-    std::vector<OutboxMessage> due;
-    while (select.executeStep()) due.push_back(ReadOutboxMessage(select));
+    while (select.executeStep()) due.push_back({ReadOutboxMessage(select), false});
+    std::vector<const OutboxMessage*> changed;
+    for (Transitioned& d : due) {
+      d.changed = transition(d.row);
+      if (d.changed) changed.push_back(&d.row);
+    }
+    // In id order: rows next to each other in the table share pages, and the
+    // B-tree walks from one to the next through pages just visited.
+    std::sort(changed.begin(), changed.end(),
+              [](const OutboxMessage* a, const OutboxMessage* b) { return a->id < b->id; });
     OutboxStateTable table(db);
-    apply(due, table);
+    for (const OutboxMessage* row : changed) table.Save(*row);
     return absl::OkStatus();
-  });
+  }));
+  return due;
 }
 
 absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
                                                 const std::string& lease_holder,
                                                 const RetryPolicy& policy) {
+  ASSIGN_OR_RETURN(std::vector<Transitioned> due,
+                   TransitionDueRows(now_ms, limit, lease_holder, [&](OutboxMessage& row) {
+                     return OnDue(row, now_ms, policy) != DueAction::kNotDue;
+                   }));
   Claimed claimed;
-  RETURN_IF_ERROR(WithDueRows(now_ms, limit, lease_holder, [&](std::vector<OutboxMessage>& due,
-                                                               OutboxStateTable& table) {
-    claimed = Claimed{};  // a retried transaction starts over
-    for (OutboxMessage& row : due) {
-      switch (OnDue(row, now_ms, policy)) {
-        case DueAction::kRepublish:
-          table.Save(row);
-          claimed.to_publish.push_back(std::move(row));
-          break;
-        case DueAction::kExhausted:
-          table.Save(row);
-          claimed.exhausted.push_back(std::move(row));
-          break;
-        case DueAction::kNotDue: break;
-      }
-    }
-  }));
+  for (Transitioned& d : due) {
+    if (!d.changed) continue;
+    // OnDue turned an exhausted row FAILED; the others stay SENDING.
+    (d.row.status == OutboxStatus::kFailed ? claimed.exhausted : claimed.to_publish)
+        .push_back(std::move(d.row));
+  }
   return claimed;
 }
 
 absl::StatusOr<int> RecoveryStore::DeferDue(int64_t now_ms, int limit,
                                             const std::string& lease_holder,
                                             const RetryPolicy& policy) {
-  int deferred = 0;
-  RETURN_IF_ERROR(WithDueRows(now_ms, limit, lease_holder, [&](std::vector<OutboxMessage>& due,
-                                                               OutboxStateTable& table) {
-    deferred = 0;
-    for (OutboxMessage& row : due) {
-      if (!OnHold(row, now_ms, policy)) continue;
-      table.Save(row);
-      ++deferred;
-    }
-  }));
-  return deferred;
+  ASSIGN_OR_RETURN(std::vector<Transitioned> due,
+                   TransitionDueRows(now_ms, limit, lease_holder, [&](OutboxMessage& row) {
+                     return OnHold(row, now_ms, policy);
+                   }));
+  return static_cast<int>(
+      std::count_if(due.begin(), due.end(), [](const Transitioned& d) { return d.changed; }));
 }
 
 absl::StatusOr<std::vector<OutboxMessage>> RecoveryStore::ListFailed(int limit) {

@@ -93,11 +93,18 @@ class RecoveryStore final : public RecoveryRepository {
 
  private:
   explicit RecoveryStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}
-  // In one write transaction: checks the lease fence, loads up to `limit`
-  // due rows and hands them to `apply`, which moves them and saves them.
-  absl::Status WithDueRows(
+  // A due row as `transition` left it; `changed` rows were saved.
+  struct Transitioned {
+    OutboxMessage row;
+    bool changed = false;
+  };
+  // In one write transaction: checks the lease fence, loads up to `limit` due
+  // rows (oldest due first), applies `transition` to each (true: it changed
+  // the row) and saves the changed ones in id order. Returns them in the
+  // order loaded.
+  absl::StatusOr<std::vector<Transitioned>> TransitionDueRows(
       int64_t now_ms, int limit, const std::string& lease_holder,
-      const std::function<void(std::vector<OutboxMessage>&, OutboxStateTable&)>& apply);
+      const std::function<bool(OutboxMessage&)>& transition);
 
   // The query behind OldestSendingCreatedAt(), shared with Counts(); throws.
   int64_t OldestSendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->read_mu);

@@ -92,6 +92,81 @@ TEST_F(RecoveryStoreTest, ClaimsDueRowsWithLinearBackoffAndFailsExhaustedOnes) {
   EXPECT_EQ(c->to_publish[0].reply_to, "ACC_QUEUE");
 }
 
+TEST_F(RecoveryStoreTest, ABigScatteredClaimSavesEveryRowAndKeepsTheDueOrder) {
+  // 1,200 due rows, each on its own pages between SENT ones (more pages than
+  // SQLite's default cache holds), due in the reverse of their id order.
+  constexpr int kDue = 1200;
+  raw_->exec("BEGIN");
+  OutboxInserter insert(*raw_);
+  for (int i = 0; i < kDue; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      OutboxMessage sent;
+      sent.message_id = absl::StrCat("sent-", i, "-", j);
+      sent.biz_type = "payment";
+      sent.biz_key = sent.message_id;
+      sent.routing_key = "PAY_QUEUE";
+      sent.payload = std::string(1000, 's');
+      sent.status = OutboxStatus::kSent;
+      sent.attempts = 1;
+      sent.max_attempts = 3;
+      sent.created_at = sent.updated_at = sent.sent_at = 1;
+      insert.Insert(sent);
+    }
+    OutboxMessage due;
+    due.message_id = absl::StrCat("due-", i);
+    due.biz_type = "payment";
+    due.biz_key = due.message_id;
+    due.routing_key = "PAY_QUEUE";
+    due.payload = std::string(1000, 'd');
+    due.status = OutboxStatus::kSending;
+    due.attempts = i % 10 == 0 ? 3 : 1;  // every tenth has spent its budget
+    due.max_attempts = 3;
+    due.next_retry_at = 5000 - i;
+    due.created_at = due.updated_at = 1;
+    insert.Insert(due);
+  }
+  raw_->exec("COMMIT");
+
+  auto c = store_->ClaimDue(10'000, kDue, "", policy_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->to_publish.size(), static_cast<size_t>(kDue - kDue / 10));
+  ASSERT_EQ(c->exhausted.size(), static_cast<size_t>(kDue / 10));
+  EXPECT_EQ(c->to_publish.front().message_id, "due-1199");  // oldest due first
+  EXPECT_EQ(c->to_publish.back().message_id, "due-1");
+  EXPECT_EQ(c->exhausted.front().message_id, "due-1190");
+  // Every row was saved, whatever order it was written in.
+  SQLite::Statement saved(*raw_, R"sql(
+    SELECT SUM(status = 'SENDING' AND attempts = 2 AND next_retry_at = 14000
+               AND last_attempt_at = 10000),
+           SUM(status = 'FAILED' AND attempts = 3)
+    FROM outbox WHERE message_id LIKE 'due-%')sql");
+  ASSERT_TRUE(saved.executeStep());
+  EXPECT_EQ(saved.getColumn(0).getInt(), kDue - kDue / 10);
+  EXPECT_EQ(saved.getColumn(1).getInt(), kDue / 10);
+  auto again = store_->ClaimDue(10'001, kDue, "", policy_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->to_publish.empty());
+}
+
+TEST_F(RecoveryStoreTest, DeferPushesDueRowsWithoutSpendingAttempts) {
+  Insert("due1", OutboxStatus::kSending, 1, 1000);
+  Insert("due2", OutboxStatus::kSending, 2, 900);
+  Insert("later", OutboxStatus::kSending, 1, 99'999);
+  Insert("done", OutboxStatus::kSent, 1, 0, 5);
+
+  auto n = store_->DeferDue(10'000, 10, "", policy_);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(store_->Get("due1")->attempts, 1);
+  EXPECT_EQ(store_->Get("due1")->next_retry_at, 10'000 + 2'000);  // one step of attempt 1
+  EXPECT_EQ(store_->Get("due2")->attempts, 2);
+  EXPECT_EQ(store_->Get("due2")->next_retry_at, 10'000 + 4'000);
+  EXPECT_EQ(store_->Get("later")->next_retry_at, 99'999);
+  EXPECT_EQ(*store_->DeferDue(10'001, 10, "", policy_), 0);
+  ASSERT_TRUE(store_->TryAcquireLease("a", 10'000, 5'000).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(store_->DeferDue(20'000, 10, "b", policy_).status()));
+}
+
 TEST_F(RecoveryStoreTest, ClaimUsesTheStatusNextRetryIndex) {
   const std::string plan = store_->ExplainClaim();
   EXPECT_NE(plan.find("outbox_status_next_retry"), std::string::npos) << plan;

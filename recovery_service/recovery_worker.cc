@@ -42,9 +42,10 @@ const char* DeliveryHoldName(DeliveryHold hold) {
   return "";
 }
 
-DeliveryHold HoldFor(const QueueState& queue, int64_t max_ready) {
+DeliveryHold HoldFor(const QueueState& queue, int64_t max_ready, DeliveryHold current) {
   if (queue.consumers == 0) return DeliveryHold::kConsumerDown;
-  if (queue.ready > max_ready) return DeliveryHold::kQueueBacklog;
+  const int64_t limit = current == DeliveryHold::kNone ? max_ready : max_ready / 10;
+  if (queue.ready > limit) return DeliveryHold::kQueueBacklog;
   return DeliveryHold::kNone;
 }
 
@@ -215,7 +216,7 @@ int RecoveryWorker::Round() {
   }
   queue_ready_ = queue->ready;
   queue_consumers_ = queue->consumers;
-  const DeliveryHold hold = HoldFor(*queue, options_.hold_queue_depth);
+  const DeliveryHold hold = HoldFor(*queue, options_.hold_queue_depth, this->hold());
   UpdateHold(hold, *queue);
   CountAlerts();
   if (hold != DeliveryHold::kNone || !lease_held_) return 0;
@@ -259,13 +260,16 @@ void RecoveryWorker::UpdateHold(DeliveryHold hold, const QueueState& queue) {
     delivery_alert_.Clear();
     return;
   }
-  const int64_t deferred = DeferAllDue();
+  // Due rows are left as they are while held: nothing claims them, and
+  // pushing each one a backoff step every few seconds would rewrite the whole
+  // backlog over and over, under the write lock payment_service's ack
+  // listener needs to drain it. They get their step when the hold ends.
   auto waiting = outbox_.CountSendingOlderThan(std::numeric_limits<int64_t>::max());
   if (before != hold) {
     LogWarning("delivery_held",
                {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.pay_queue),
                 KV("ready", queue.ready), KV("consumers", queue.consumers),
-                KV("rows_waiting", waiting.ok() ? *waiting : -1), KV("deferred", deferred)});
+                KV("rows_waiting", waiting.ok() ? *waiting : -1)});
   }
   hold_ = static_cast<int>(hold);
   if (!waiting.ok()) return;  // keep the alert as it is

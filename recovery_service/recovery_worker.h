@@ -3,8 +3,8 @@
 // The recovery loop: hold the lease, look at PAY_QUEUE, then either claim due
 // rows in batches and re-publish them with confirms (rate-limited), failing
 // exhausted rows with an alert, or — while nobody consumes the queue or it is
-// far behind — hold them without spending attempts and raise one alert for
-// the incident. Housekeeping archives old SENT rows and keeps the alerts for
+// far behind — hold them without spending attempts (or writing them) and
+// raise one alert for the incident. Housekeeping archives old SENT rows and keeps the alerts for
 // FAILED rows, the backlog and the dead-letter queues in step with what is
 // true now, so every alert resolves when its cause is gone. Gives the lease
 // up after repeated publish failures so another instance can try.
@@ -34,7 +34,8 @@ struct RecoveryOptions {
   std::vector<std::string> pay_queue_shards;
   // Queues whose dead-letter queues are watched (an alert while not empty).
   std::vector<std::string> dead_letter_sources = {"PAY_QUEUE", "ACC_QUEUE"};
-  // More ready messages than this in pay_queue: re-publishing holds.
+  // More ready messages than this in pay_queue: re-publishing holds, until
+  // the queue is down to a tenth of it (see HoldFor).
   int64_t hold_queue_depth = 10000;
   int batch = 200;
   double rate_per_second = 1000;
@@ -58,7 +59,11 @@ const char* DeliveryHoldName(DeliveryHold hold);  // "", "consumer_down", "queue
 
 // The decision, as a plain function: nobody consumes the queue, or it holds
 // more than `max_ready` messages, so another copy would only wait there too.
-DeliveryHold HoldFor(const QueueState& queue, int64_t max_ready);
+// A hold in force (`current`) lasts until the queue is down to max_ready / 10:
+// the copies still queued when consumers return are being delivered, and a
+// row coming due meanwhile would only be sent a second time.
+DeliveryHold HoldFor(const QueueState& queue, int64_t max_ready,
+                     DeliveryHold current = DeliveryHold::kNone);
 
 class RecoveryWorker {
  public:
@@ -91,7 +96,7 @@ class RecoveryWorker {
   // Looks at pay_queue, then holds or re-publishes; returns how many rows it
   // re-published or failed (0: idle).
   int Round();
-  // Pushes every due row one backoff step; returns how many.
+  // Pushes every due row one backoff step (when a hold ends); returns how many.
   int64_t DeferAllDue();
   void UpdateHold(DeliveryHold hold, const QueueState& queue);
   int Republish();

@@ -193,6 +193,47 @@ TEST_F(RecoveryWorkerTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) 
   EXPECT_EQ(broker_.published[0].shard_key, "p-m1");         // the row's biz_key
 }
 
+TEST_F(RecoveryWorkerTest, AHoldLastsUntilTheQueueIsDownToATenth) {
+  // Consumers back with 50 copies queued: still held, as a backlog.
+  EXPECT_EQ(HoldFor({50, 1}, 100, DeliveryHold::kConsumerDown), DeliveryHold::kQueueBacklog);
+  EXPECT_EQ(HoldFor({11, 1}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kQueueBacklog);
+  EXPECT_EQ(HoldFor({10, 1}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kNone);
+  EXPECT_EQ(HoldFor({10, 1}, 100, DeliveryHold::kConsumerDown), DeliveryHold::kNone);
+  EXPECT_EQ(HoldFor({50, 0}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(HoldFor({50, 1}, 100, DeliveryHold::kNone), DeliveryHold::kNone);  // not held yet
+}
+
+TEST_F(RecoveryWorkerTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
+  options_.hold_queue_depth = 100;
+  Committed("m1");
+  Committed("m2");
+  broker_.queues["PAY_QUEUE"] = {5000, 0};  // accounting down, copies queued
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Worker().Step();
+  }
+  // Back, and consuming: below the hold depth, but not yet down to a tenth.
+  broker_.queues["PAY_QUEUE"] = {60, 1};
+  clock_.Advance(absl::Seconds(1));
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kQueueBacklog);
+  EXPECT_TRUE(broker_.published.empty());
+  ASSERT_TRUE(outbox_.MarkAcknowledged({"m1"}).ok());  // its copy was delivered
+  broker_.queues["PAY_QUEUE"] = {3, 1};
+  clock_.Advance(absl::Seconds(1));
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
+  EXPECT_TRUE(broker_.published.empty());  // m2 gets a backoff step first
+  EXPECT_EQ(Worker().deferred(), 1);
+  EXPECT_GT(outbox_.Row("m2").next_retry_at, clock_.NowMillis());
+  // Its copy never came back: once the step has passed it is re-published.
+  clock_.Advance(absl::Seconds(2));
+  Worker().Step();
+  ASSERT_EQ(broker_.published.size(), 1u);
+  EXPECT_EQ(broker_.published[0].message_id, "m2");
+  EXPECT_EQ(outbox_.Row("m2").attempts, 2);
+}
+
 TEST_F(RecoveryWorkerTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlertsOnce) {
   Committed("m1", /*max_attempts=*/2);
   Committed("m2", /*max_attempts=*/2);
@@ -204,8 +245,9 @@ TEST_F(RecoveryWorkerTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAle
   EXPECT_TRUE(broker_.published.empty());  // another copy would only wait there too
   EXPECT_EQ(outbox_.Row("m1").attempts, 1);
   EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSending);
-  EXPECT_GT(outbox_.Row("m1").next_retry_at, clock_.NowMillis());  // pushed, not spent
-  EXPECT_GT(Worker().deferred(), 0);
+  // Due, but neither spent nor rewritten while the hold lasts.
+  EXPECT_LE(outbox_.Row("m1").next_retry_at, clock_.NowMillis());
+  EXPECT_EQ(Worker().deferred(), 0);
   EXPECT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
   ASSERT_EQ(alerts_.raised.size(), 1u);  // one alert for the incident, not one per row
   EXPECT_EQ(alerts_.raised[0].name, "OutboxConsumerDown");
@@ -222,6 +264,8 @@ TEST_F(RecoveryWorkerTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAle
   EXPECT_EQ(alerts_.Active("OutboxConsumerDown"), 0);
   ASSERT_EQ(alerts_.resolved.size(), 1u);
   EXPECT_TRUE(broker_.published.empty());
+  EXPECT_EQ(Worker().deferred(), 2);
+  EXPECT_GT(outbox_.Row("m1").next_retry_at, clock_.NowMillis());
   ASSERT_TRUE(outbox_.MarkAcknowledged({"m1", "m2"}).ok());
   clock_.Advance(absl::Seconds(5));
   Worker().Step();

@@ -6,7 +6,10 @@
 #      (raw SQLite commits, raw broker publish+consume, naive outbox);
 #   2. outbox_bench open loop at a fixed offered rate, against fresh services
 #      and databases (create->SENT latency, peak RSS under that load);
-#   3. claim_bench: recovery's claim of 1,000 due rows in a 5,000,000-row outbox.
+#   3. outbox_bench open loop at the same rate with recovery_service running,
+#      while accounting_service is killed for BENCH_OUTAGE and started again
+#      (backlog at its return, and the rate at which it drains to SENT);
+#   4. claim_bench: recovery's claim of 1,000 due rows in a 5,000,000-row outbox.
 # Everything it starts is stopped on exit. Figures swing with the machine's
 # load: compare only figures from the same run.
 #
@@ -14,7 +17,11 @@
 #   BENCH_DURATION [20s]     measured drive phase of each outbox_bench run
 #   BENCH_WARMUP [3s]        warm-up before it
 #   BENCH_CONCURRENCY [64]   calls in flight in the closed-loop run
-#   BENCH_RATE [1000]        offered calls/s in the open-loop run
+#   BENCH_RATE [1000]        offered calls/s in the open-loop and drain runs
+#   BENCH_OUTAGE [60s]       how long accounting_service is down in the drain run
+#                            (whole seconds or minutes, e.g. 10s, 2m; 0 skips the run)
+#   BENCH_OUTAGE_SIGNAL [KILL]  how it is stopped: KILL (a crash: its unacked
+#                            deliveries come again and are deduplicated) or TERM
 #   CLAIM_ROWS [5000000]     SENT rows claim_bench fills the outbox with
 #   BENCH_BUILD_DIR [build-release]   BENCH_SKIP_BUILD=1 uses it as it is
 #   BENCH_JOBS [2]           parallel compile jobs
@@ -58,7 +65,7 @@ if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
   say "building Release tree in $BUILD_DIR"
   # Build output goes to stderr: stdout is the report.
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  targets=(payment_service accounting_service outbox_bench)
+  targets=(payment_service accounting_service recovery_service outbox_bench)
   # claim_bench exists once recovery_service's store does (bench/CMakeLists.txt).
   if cmake --build "$BUILD_DIR" --target help | grep -w claim_bench >/dev/null; then
     targets+=(claim_bench)
@@ -66,7 +73,7 @@ if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
   cmake --build "$BUILD_DIR" -j"$JOBS" --target "${targets[@]}" >&2
 fi
 BIN=$BUILD_DIR/bin
-for b in payment_service accounting_service outbox_bench; do
+for b in payment_service accounting_service recovery_service outbox_bench; do
   [[ -x $BIN/$b ]] || die "$BIN/$b is missing (build it, or unset BENCH_SKIP_BUILD)"
 done
 
@@ -171,14 +178,16 @@ free_port() {
   echo "$p"
 }
 
-# start_services RUN: fresh databases and queues under $WORK/RUN.
+# start_services RUN: fresh databases and queues under $WORK/RUN; sets
+# COMMON_ENV and ACCOUNTING_ENV (shard 0's, for a restart, with ACCOUNTING_LISTEN).
 start_services() {
   local run=$1 dir=$WORK/$1
   mkdir -p "$dir"
   [[ -s $WORK/message.keys ]] ||  # the services sign and check every message
     (umask 077 && echo "bench $(openssl rand -hex 32)" >"$WORK/message.keys")
-  local common=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC" ACCOUNTING_SHARDS="$ACC_SHARDS"
-    MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}") users=$BROKER_DIR/users k db logs
+  COMMON_ENV=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC" ACCOUNTING_SHARDS="$ACC_SHARDS"
+    MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}")
+  local common=("${COMMON_ENV[@]}") users=$BROKER_DIR/users k db logs acc_env
   # Each service on its own broker user (scripts/rabbitmq_node.sh).
   # Payment shards: every shard's address is known before any starts.
   local ports=() addrs="" reply_queues=""
@@ -197,11 +206,12 @@ start_services() {
       db=$dir/accounting-$k.db logs=$dir/accounting-$k
       mkdir -p "$logs"
     fi
-    start_service accounting_service "$logs" "${common[@]}" \
-      AMQP_URL="$(cat "$users/outbox-accounting.url")" AMQP_PASSWORD_FILE="$users/outbox-accounting.password" \
-      ACCOUNTING_SHARD="$k" ACCOUNTING_DB="$db" ACCOUNTING_LISTEN=127.0.0.1:0 REPLY_QUEUES="$reply_queues"
+    acc_env=("${common[@]}" AMQP_URL="$(cat "$users/outbox-accounting.url")"
+      AMQP_PASSWORD_FILE="$users/outbox-accounting.password" ACCOUNTING_SHARD="$k" ACCOUNTING_DB="$db"
+      REPLY_QUEUES="$reply_queues")
+    start_service accounting_service "$logs" "${acc_env[@]}" ACCOUNTING_LISTEN=127.0.0.1:0
     if ((k == 0)); then
-      ACCOUNTING_PID=$PID
+      ACCOUNTING_ENV=("${acc_env[@]}") ACCOUNTING_PORT=$PORT ACCOUNTING_PID=$PID
     else
       MORE_ACCOUNTING_PIDS+=${MORE_ACCOUNTING_PIDS:+,}$PID
     fi
@@ -226,13 +236,36 @@ start_services() {
   PAYMENT_ADDR=$addrs PAYMENT_PID=$PID
 }
 
-run_outbox_bench() {  # extra outbox_bench flags...
-  run "$BIN/outbox_bench" \
-    --payment_addr="$PAYMENT_ADDR" --accounting_addr="$ACCOUNTING_ADDRS" \
-    --payment_pid="$PAYMENT_PID" --other_payment_pids="$OTHER_PAYMENT_PIDS" --accounting_pid="$ACCOUNTING_PID" \
-    ${MORE_ACCOUNTING_PIDS:+--more_accounting_pids="$MORE_ACCOUNTING_PIDS"} \
-    --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid" 2>/dev/null || echo 0)" \
-    --duration="$DURATION" --warmup="$WARMUP" --json="$JSON" "${CLIENT_SECURITY[@]}" "$@"
+# start_recovery RUN: recovery_service (defaults, RECOVERY_RATE included) on
+# RUN's payment.db and queues, after start_services RUN.
+start_recovery() {
+  local dir=$WORK/$1 users=$BROKER_DIR/users
+  start_service recovery_service "$dir" "${COMMON_ENV[@]}" \
+    AMQP_URL="$(cat "$users/outbox-recovery.url")" AMQP_PASSWORD_FILE="$users/outbox-recovery.password" \
+    PAYMENT_DB="$dir/payment.db" RECOVERY_LISTEN=127.0.0.1:0
+}
+
+# seconds DURATION: whole seconds of "90", "90s" or "2m".
+seconds() {
+  case $1 in
+    *[0-9]m) echo $((${1%m} * 60)) ;;
+    *[0-9]s) echo "${1%s}" ;;
+    *) echo "$1" ;;
+  esac | grep -xE '[0-9]+' || die "not whole seconds or minutes: $1"
+}
+
+# bench_args: sets BENCH_ARGS, outbox_bench's flags for the services running now.
+bench_args() {
+  BENCH_ARGS=(--payment_addr="$PAYMENT_ADDR" --accounting_addr="$ACCOUNTING_ADDRS"
+    --payment_pid="$PAYMENT_PID" --other_payment_pids="$OTHER_PAYMENT_PIDS" --accounting_pid="$ACCOUNTING_PID"
+    ${MORE_ACCOUNTING_PIDS:+--more_accounting_pids="$MORE_ACCOUNTING_PIDS"}
+    --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid" 2>/dev/null || echo 0)"
+    --duration="$DURATION" --warmup="$WARMUP" --json="$JSON" "${CLIENT_SECURITY[@]}")
+}
+
+run_outbox_bench() {  # extra outbox_bench flags (a flag given again wins)...
+  bench_args
+  run "$BIN/outbox_bench" "${BENCH_ARGS[@]}" "$@"
 }
 
 echo "outbox benchmarks on $(hostname), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ), $SHARDS payment shard(s)"
@@ -282,7 +315,49 @@ echo
 run_outbox_bench --label=latency --rate="$RATE"
 stop_services
 
-# 3. Recovery's claim in a big outbox.
+# 3. Drain after an accounting outage, recovery_service running (its
+# defaults): load at the offered rate; after the warm-up and 5 s,
+# accounting_service is killed (SIGKILL by default: an outage is a crash or a
+# lost host, not a polite stop) for BENCH_OUTAGE while payments queue up;
+# the load ends a second before it starts again on the same port and
+# database. outbox_bench reads the restart time from the mark file and
+# reports the backlog then and how fast it drained to SENT.
+OUTAGE_S=$(seconds "${BENCH_OUTAGE:-60s}")
+OUTAGE_SIGNAL=${BENCH_OUTAGE_SIGNAL:-KILL}
+[[ $OUTAGE_SIGNAL == KILL || $OUTAGE_SIGNAL == TERM ]] || die "BENCH_OUTAGE_SIGNAL: KILL or TERM"
+if ((OUTAGE_S > 0 && (SHARDS > 1 || ACC_SHARDS > 1))); then
+  echo
+  echo "drain run: skipped with shards (it stops and restarts the one accounting_service)"
+elif ((OUTAGE_S > 0)); then
+  start_services drain
+  start_recovery drain
+  mark=$WORK/drain/accounting_back
+  echo
+  bench_args
+  "$BIN/outbox_bench" "${BENCH_ARGS[@]}" --label=drain --rate="$RATE" \
+    --duration="$((OUTAGE_S + 4))s" --outage_mark_file="$mark" --drain_timeout=600s &
+  CHILD=$!
+  sleep "$(($(seconds "$WARMUP") + 5))" & wait $!
+  say "drain: SIG$OUTAGE_SIGNAL accounting_service (pid $ACCOUNTING_PID), down for ${OUTAGE_S}s"
+  kill -"$OUTAGE_SIGNAL" "$ACCOUNTING_PID"
+  wait "$ACCOUNTING_PID" 2>/dev/null || true
+  left=()
+  for pid in "${PIDS[@]}"; do [[ $pid == "$ACCOUNTING_PID" ]] || left+=("$pid"); done
+  PIDS=("${left[@]}")
+  sleep "$OUTAGE_S" & wait $!
+  date +%s%3N >"$mark.tmp" && mv "$mark.tmp" "$mark"  # before its start: startup counts
+  mkdir -p "$WORK/drain/restart"
+  start_service accounting_service "$WORK/drain/restart" "${ACCOUNTING_ENV[@]}" \
+    ACCOUNTING_LISTEN="127.0.0.1:$ACCOUNTING_PORT"
+  say "drain: accounting_service back (pid $PID)"
+  rc=0
+  wait "$CHILD" || rc=$?
+  CHILD=
+  ((rc == 0)) || die "outbox_bench (drain) failed: $rc"
+  stop_services
+fi
+
+# 4. Recovery's claim in a big outbox.
 echo
 if [[ -x $BIN/claim_bench ]]; then
   mkdir -p "$WORK/claim"
