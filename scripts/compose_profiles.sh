@@ -116,8 +116,35 @@ ports_free() {
   ((${#busy[@]} == 0)) || die "ports already in use on 127.0.0.1: ${busy[*]} (another docker-compose up?)"
 }
 demo() { "$BIN/outbox_demo" --tls_ca_file="$CERTS/ca.pem" --token_file="$CERTS/api.token" "$@"; }
+# stranger SCRIPT ARGS...: the Node client over TLS with the API token (STRANGER_TOKEN_FILE overrides).
 stranger() {
-  STRANGER_TLS_CA_FILE=$CERTS/ca.pem STRANGER_TOKEN_FILE=$CERTS/api.token node "$NODE_DIR/$1" "${@:2}"
+  STRANGER_TLS_CA_FILE=$CERTS/ca.pem STRANGER_TOKEN_FILE=${STRANGER_TOKEN_FILE:-$CERTS/api.token} \
+    NODE_OPTIONS=--no-deprecation node "$NODE_DIR/$1" "${@:2}"
+}
+# reflection_check PAYMENT... -- RECOVERY...: check.js; recovery's ops API takes the ops token.
+reflection_check() {
+  local api=() ops=()
+  while (($# > 0)) && [[ $1 != -- ]]; do api+=("$1"); shift; done
+  (($# > 0)) && shift
+  ops=("$@")
+  stranger check.js "${api[@]}" && STRANGER_TOKEN_FILE=$CERTS/ops.token stranger check.js "${ops[@]}"
+}
+# connections SERVICE...: each AMQP connection's node, from its last amqp_connected log line.
+connections() {
+  local s
+  for s in "$@"; do
+    dc logs --no-color "$s" 2>/dev/null | grep -o 'amqp_connected connection=[^ ]* node=[^ ]*' |
+      awk -v s="$s" '{ sub("connection=", "", $2); last[$2] = $3 } END { for (c in last) printf "  %s: %s %s\n", s, c, last[c] }' |
+      sort
+  done
+}
+# amqp_events SERVICE...: the connection losses and reconnections in the logs, with their time.
+amqp_events() {
+  local s
+  for s in "$@"; do
+    dc logs --no-color "$s" 2>/dev/null | grep -E 'amqp_connection_lost|amqp_connected' |
+      sed -E 's/^[^|]*\| //; s/ url=[^ ]*//' | tail -n "${EVENTS_TAIL:-4}" | sed "s/^/  $s: /"
+  done
 }
 # ctl NODE ARGS...: rabbitmqctl on one broker container.
 ctl() { dc exec -T "$1" rabbitmqctl -q "${@:2}"; }
@@ -190,21 +217,15 @@ run_cluster() {
   jq -r '.[] | "  \(.name): \(.type), leader \(.leader), members \(.members | join(" "))"' "$OUT/cluster-queues.json"
   [[ $(jq '[.[] | select(.type != "quorum" or (.members | length) != 3)] | length' "$OUT/cluster-queues.json") == 0 &&
     $(jq length "$OUT/cluster-queues.json") -gt 0 ]] || { say "cluster: a queue is not a 3-member quorum queue"; ok=0; }
-  echo "--- the services' AMQP connections (user: node) ---"
-  ctl rabbit-1 list_connections user pid --formatter json |
-    jq -r '.[] | "\(.user) \(.pid | capture("<(?<n>[^.]+)").n)"' | sort | uniq -c | sed 's/^/  /'
-  for s in payment_cluster accounting_cluster recovery_cluster; do
-    echo "  $s: $(dc logs --no-color "$s" 2>/dev/null | grep -c 'amqp_connected') amqp_connected lines, e.g." \
-      "$(dc logs --no-color "$s" 2>/dev/null | grep -m1 -o 'amqp_connected.*' | cut -c1-120)"
-  done
-
+  echo "--- the services' AMQP connections (each one's last amqp_connected log line) ---"
+  connections payment_cluster accounting_cluster recovery_cluster
   echo
   echo "=== cluster: $PAYMENTS payments (outbox_demo), then the stranger ==="
   demo --payment_addr=127.0.0.1:50061 --accounting_addr=127.0.0.1:50062 --wait_healthy=60 \
     --count="$PAYMENTS" --timeout=120s >"$OUT/cluster-healthy.report" 2>&1 || ok=0
   tail -n 22 "$OUT/cluster-healthy.report"
-  stranger check.js 127.0.0.1:50061 127.0.0.1:50062 127.0.0.1:50063 >"$OUT/cluster-reflection.txt" 2>&1 || ok=0
-  tail -n 1 "$OUT/cluster-reflection.txt"
+  reflection_check 127.0.0.1:50061 127.0.0.1:50062 -- 127.0.0.1:50063 >"$OUT/cluster-reflection.txt" 2>&1 || ok=0
+  grep 'reflection_stranger:' "$OUT/cluster-reflection.txt"
   STRANGER_RUN=cluster-healthy stranger payments.js "$STRANGER" 127.0.0.1:50061 || ok=0
 
   echo
@@ -241,6 +262,8 @@ run_cluster() {
     ok=0
   fi
   ctl "$survivor" cluster_status --formatter json | jq -c '{running_nodes, disk_nodes}' | sed "s/^/$SCRIPT: cluster: with $node down: /"
+  echo "--- the services' connection losses and reconnections (last lines of their logs) ---"
+  amqp_events payment_cluster accounting_cluster recovery_cluster
   wait "$load_pid" || load=$?
   tail -n 22 "$OUT/cluster-load.report"
   ((load == 0)) || { say "cluster: the load run failed (exit $load)"; ok=0; }
@@ -310,9 +333,9 @@ run_shards() {
 
   echo
   echo "=== shards: the stranger calls shard 0 only and follows the answers ==="
-  stranger check.js 127.0.0.1:50071 127.0.0.1:50072 127.0.0.1:50073 127.0.0.1:50074 127.0.0.1:50075 \
+  reflection_check 127.0.0.1:50071 127.0.0.1:50072 127.0.0.1:50073 -- 127.0.0.1:50074 127.0.0.1:50075 \
     >"$OUT/shards-reflection.txt" 2>&1 || ok=0
-  tail -n 1 "$OUT/shards-reflection.txt"
+  grep 'reflection_stranger:' "$OUT/shards-reflection.txt"
   STRANGER_RUN=shards stranger payments.js "$STRANGER" 127.0.0.1:50071,127.0.0.1:50072 |
     tee "$OUT/shards-stranger.txt" || ok=0
   grep -q '^stranger: OK' "$OUT/shards-stranger.txt" || ok=0
