@@ -241,18 +241,26 @@ run_cluster() {
     >"$OUT/cluster-load.report" 2>&1 &
   local load_pid=$! load=0
   sleep $((LOAD / 4))
-  local stop_at=$SECONDS
-  docker stop "$(dc ps -q "$node")" >/dev/null
-  local stopped_s=$((SECONDS - stop_at))
-  say "cluster: docker stop $node (PAY_QUEUE's leader) took ${stopped_s}s"
-  local new_leader='' elected=''
-  for _ in $(seq 60); do
-    new_leader=$(ctl "$survivor" list_queues name leader --formatter json 2>/dev/null |
-      jq -r '.[] | select(.name == "PAY_QUEUE") | .leader' || true)
-    if [[ -n $new_leader && $new_leader != "$leader" ]]; then elected=$((SECONDS - stop_at)); break; fi
+  # docker stop: SIGTERM, so the node shuts down cleanly (hands its leaderships over), then
+  # SIGKILL after 10 s. The leader is polled on a surviving node meanwhile.
+  local stop_at=$SECONDS stop_pid stop_began
+  stop_began=$(date -u +%H:%M:%S.%3N)
+  docker stop "$(dc ps -q "$node")" >/dev/null &
+  stop_pid=$!
+  local new_leader='' elected='' stopped_s=''
+  for _ in $(seq 120); do
+    if [[ -z $stopped_s ]] && ! kill -0 "$stop_pid" 2>/dev/null; then stopped_s=$((SECONDS - stop_at)); fi
+    if [[ -z $elected ]]; then
+      new_leader=$(timeout 10 docker-compose --profile "$PROFILE" exec -T "$survivor" rabbitmqctl -q list_queues name leader --formatter json 2>/dev/null |
+        jq -r '.[] | select(.name == "PAY_QUEUE") | .leader' || true)
+      [[ -n $new_leader && $new_leader != "$leader" ]] && elected=$((SECONDS - stop_at))
+    fi
+    [[ -n $elected && -n $stopped_s ]] && break
     sleep 1
   done
-  say "cluster: PAY_QUEUE's leader now ${new_leader:-?} (${elected:-not seen within 60}s after the stop began)"
+  wait "$stop_pid" || { say "cluster: docker stop $node failed"; ok=0; }
+  say "cluster: docker stop $node (PAY_QUEUE's leader) began at $stop_began UTC and returned after ${stopped_s:-?}s;" \
+    "PAY_QUEUE's leader ${new_leader:-?} seen ${elected:-not within 120}s after it began"
   [[ -n $elected ]] || ok=0
   local st0=$SECONDS stranger_s=''
   if STRANGER_RUN=cluster-outage STRANGER_TIMEOUT_S=120 stranger payments.js 10 127.0.0.1:50061; then
@@ -295,7 +303,8 @@ run_cluster() {
   dups=$(field "$OUT/cluster-all.report" "duplicates")
   [[ -n $total && $sent == "$total" && $lost == 0 && $dups == 0 ]] || ok=0
   cluster_summary="$total payments, $sent SENT, lost $lost, duplicates $dups; healthy ${healthy_s}s after up;"
-  cluster_summary+=" $node (leader) stopped: new leader after ${elected:-?}s;"
+  cluster_summary+=" $node (leader) stopped: new leader seen after ${elected:-?}s;"
+  cluster_summary+=" the load's creates $(grep -o 'p99 .*' "$OUT/cluster-load.report" | head -n 1), $(grep -o '[0-9]* calls retried' "$OUT/cluster-load.report" || echo '? calls retried');"
   cluster_summary+=" stranger's 10 during the stop SENT: ${stranger_s:-NO}; rejoined ${rejoined:-NO}s after docker start"
   down
   current=''
