@@ -11,7 +11,8 @@
 #            from a client without our protos (scripts/reflection_stranger/payments.js,
 #            over TLS with the token, after check.js's reflection check). Then,
 #            under a small load (outbox_demo --duration=LOAD_DURATION, 2 threads),
-#            `docker stop`s the node leading PAY_QUEUE; the stranger's payments made
+#            `docker stop`s (STOP_MODE=kill: `docker kill`s) the node leading PAY_QUEUE;
+#            the stranger's payments made
 #            while it is down must turn SENT; the load must end all SENT; the node
 #            is started again and must rejoin (3 running, every queue 3 members).
 #   shards   payment_s0, payment_s1 (with recovery_s0, recovery_s1) and
@@ -24,7 +25,7 @@
 #
 #   scripts/compose_profiles.sh [cluster|shards|all]      (all: cluster, then shards)
 #
-# Env: PROFILE_PAYMENTS (200), STRANGER_PAYMENTS (20), LOAD_DURATION (40s),
+# Env: PROFILE_PAYMENTS (200), STRANGER_PAYMENTS (20), LOAD_DURATION (40s), STOP_MODE (stop|kill),
 # COMPOSE_PROJECT_NAME (outboxprofiles), KEEP_UP=1 (leaves the last profile up),
 # DEMO_OUT (a new /tmp/outbox-compose-profiles.XXXXXX: reports and logs),
 # BUILD_DIR (build: outbox_demo and the stranger's node_modules), the passwords
@@ -48,6 +49,8 @@ esac
 PAYMENTS=${PROFILE_PAYMENTS:-200}
 STRANGER=${STRANGER_PAYMENTS:-20}
 LOAD=$(seconds "${LOAD_DURATION:-40s}" LOAD_DURATION 40s)
+STOP_MODE=${STOP_MODE:-stop}
+[[ $STOP_MODE == stop || $STOP_MODE == kill ]] || { echo "STOP_MODE is stop or kill, not $STOP_MODE" >&2; exit 2; }
 OUT=${DEMO_OUT:-$(mktemp -d -t outbox-compose-profiles.XXXXXX)}
 mkdir -p "$OUT"
 BUILD_DIR=${BUILD_DIR:-build}
@@ -176,6 +179,8 @@ up() {
   message_keys "$CERTS/message.keys"  # scripts/lib/services.sh
   chown -R 10001 "$CERTS" 2>/dev/null || sudo chown -R 10001 "$CERTS" ||
     die "cannot hand $CERTS to uid 10001 (the containers' user)"
+  # A fresh start: what an earlier run of this project left (KEEP_UP=1) goes, volumes too.
+  dc down -v >>"$OUT/compose-down.log" 2>&1 || true
   local start=$SECONDS
   dc up -d --build "$@" >"$OUT/$PROFILE-up.log" 2>&1 || { tail -n 30 "$OUT/$PROFILE-up.log" >&2; return 1; }
   say "$PROFILE: docker-compose up -d --build $* returned after $((SECONDS - start))s"
@@ -229,7 +234,7 @@ run_cluster() {
   STRANGER_RUN=cluster-healthy stranger payments.js "$STRANGER" 127.0.0.1:50061 || ok=0
 
   echo
-  echo "=== cluster: docker stop the node leading PAY_QUEUE under load (${LOAD}s, 2 threads) ==="
+  echo "=== cluster: docker $STOP_MODE the node leading PAY_QUEUE under load (${LOAD}s, 2 threads) ==="
   local leader node survivor
   leader=$(jq -r '.[] | select(.name == "PAY_QUEUE") | .leader' "$OUT/cluster-queues.json")
   node=${leader#rabbit@}
@@ -242,10 +247,10 @@ run_cluster() {
   local load_pid=$! load=0
   sleep $((LOAD / 4))
   # docker stop: SIGTERM, so the node shuts down cleanly (hands its leaderships over), then
-  # SIGKILL after 10 s. The leader is polled on a surviving node meanwhile.
+  # SIGKILL after 10 s; docker kill: SIGKILL at once. The leader is polled on a surviving node meanwhile.
   local stop_at=$SECONDS stop_pid stop_began
   stop_began=$(date -u +%H:%M:%S.%3N)
-  docker stop "$(dc ps -q "$node")" >/dev/null &
+  docker "$STOP_MODE" "$(dc ps -q "$node")" >/dev/null &
   stop_pid=$!
   local new_leader='' elected='' stopped_s=''
   for _ in $(seq 120); do
@@ -258,8 +263,8 @@ run_cluster() {
     [[ -n $elected && -n $stopped_s ]] && break
     sleep 1
   done
-  wait "$stop_pid" || { say "cluster: docker stop $node failed"; ok=0; }
-  say "cluster: docker stop $node (PAY_QUEUE's leader) began at $stop_began UTC and returned after ${stopped_s:-?}s;" \
+  wait "$stop_pid" || { say "cluster: docker $STOP_MODE $node failed"; ok=0; }
+  say "cluster: docker $STOP_MODE $node (PAY_QUEUE's leader) began at $stop_began UTC and returned after ${stopped_s:-?}s;" \
     "PAY_QUEUE's leader ${new_leader:-?} seen ${elected:-not within 120}s after it began"
   [[ -n $elected ]] || ok=0
   local st0=$SECONDS stranger_s=''
@@ -303,7 +308,7 @@ run_cluster() {
   dups=$(field "$OUT/cluster-all.report" "duplicates")
   [[ -n $total && $sent == "$total" && $lost == 0 && $dups == 0 ]] || ok=0
   cluster_summary="$total payments, $sent SENT, lost $lost, duplicates $dups; healthy ${healthy_s}s after up;"
-  cluster_summary+=" $node (leader) stopped: new leader seen after ${elected:-?}s;"
+  cluster_summary+=" docker $STOP_MODE $node (leader): new leader seen after ${elected:-?}s;"
   cluster_summary+=" the load's creates $(grep -o 'p99 .*' "$OUT/cluster-load.report" | head -n 1), $(grep -o '[0-9]* calls retried' "$OUT/cluster-load.report" || echo '? calls retried');"
   cluster_summary+=" stranger's 10 during the stop SENT: ${stranger_s:-NO}; rejoined ${rejoined:-NO}s after docker start"
   down
