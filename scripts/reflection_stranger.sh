@@ -30,7 +30,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 NODE_DIR=${BUILD_DIR:-build}/reflection_stranger
 mkdir -p "$NODE_DIR"
-cp scripts/reflection_stranger/package.json scripts/reflection_stranger/check.js "$NODE_DIR/"
+cp scripts/reflection_stranger/package.json scripts/reflection_stranger/*.js "$NODE_DIR/"
 if [[ ! -d $NODE_DIR/node_modules/grpc-js-reflection-client ]]; then
   (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi

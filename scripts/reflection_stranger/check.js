@@ -10,8 +10,10 @@
 'use strict';
 const grpc = require('@grpc/grpc-js');
 const { GrpcReflection } = require('grpc-js-reflection-client');
+const { channelCredentials } = require('./credentials');
 
-const insecure = () => grpc.credentials.createInsecure();
+// Plaintext, or TLS and a token from STRANGER_TLS_CA_FILE / STRANGER_TOKEN_FILE.
+const credentials = channelCredentials;
 const loaderOptions = { keepCase: true, longs: String, enums: String, defaults: true };
 
 // Our own services and a call each that needs no data: NOT_FOUND expected.
@@ -32,7 +34,7 @@ function unary(client, method, request) {
 }
 
 async function checkServer(addr, version) {
-  const reflection = new GrpcReflection(addr, insecure(), {}, version);
+  const reflection = new GrpcReflection(addr, credentials(), {}, version);
   const services = await reflection.listServices();
   console.log(`${addr} ${version}: list_services -> ${services.join(', ')}`);
   if (!services.includes('grpc.health.v1.Health')) throw new Error('grpc.health.v1.Health is not listed');
@@ -45,7 +47,7 @@ async function checkServer(addr, version) {
 
   const health = (await reflection.getDescriptorBySymbol('grpc.health.v1.Health')).getPackageObject(loaderOptions);
   const Health = lookup(health, 'grpc.health.v1.Health');
-  const check = await unary(new Health(addr, insecure()), 'Check', { service: '' });
+  const check = await unary(new Health(addr, credentials()), 'Check', { service: '' });
   if (check.err) throw new Error(`Health/Check: ${check.err.message}`);
   console.log(`${addr} ${version}: grpc.health.v1.Health/Check -> ${check.resp.status}`);
   if (check.resp.status !== 'SERVING') throw new Error(`Health/Check answered ${check.resp.status}`);
@@ -54,7 +56,7 @@ async function checkServer(addr, version) {
     const [method, request] = probes[name];
     const pkg = (await reflection.getDescriptorBySymbol(name)).getPackageObject(loaderOptions);
     const Client = lookup(pkg, name);
-    const call = await unary(new Client(addr, insecure()), method, request);
+    const call = await unary(new Client(addr, credentials()), method, request);
     const code = call.err ? grpc.status[call.err.code] : 'OK';
     console.log(`${addr} ${version}: ${name}/${method} ${JSON.stringify(request)} -> ${code}`);
     if (code !== 'NOT_FOUND') throw new Error(`${name}/${method} answered ${code}, expected NOT_FOUND`);

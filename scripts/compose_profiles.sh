@@ -1,0 +1,399 @@
+#!/usr/bin/env bash
+# docker-compose's `cluster` and `shards` profiles brought up for real (the
+# default profile is scripts/compose_demo.sh's). By hand only: CI has no
+# Docker (`compose.config` checks the file there).
+#
+#   cluster  rabbit-1..3 and payment_cluster, accounting_cluster, recovery_cluster
+#            (quorum queues, every node in AMQP_URL). Shows the cluster
+#            (`rabbitmqctl cluster_status`), the quorum queues with their leader
+#            and members, which node each service's connections are on; runs
+#            PROFILE_PAYMENTS payments (build/bin/outbox_demo) and STRANGER_PAYMENTS
+#            from a client without our protos (scripts/reflection_stranger/payments.js,
+#            over TLS with the token, after check.js's reflection check). Then,
+#            under a small load (outbox_demo --duration=LOAD_DURATION, 2 threads),
+#            `docker stop`s (STOP_MODE=kill: `docker kill`s) the node leading PAY_QUEUE;
+#            the stranger's payments made
+#            while it is down must turn SENT; the load must end all SENT; the node
+#            is started again and must rejoin (3 running, every queue 3 members).
+#   shards   payment_s0, payment_s1 (with recovery_s0, recovery_s1) and
+#            accounting_shards on the default broker. PROFILE_PAYMENTS payments
+#            routed by key (outbox_demo with both shards' addresses), the count
+#            per shard; the stranger sends STRANGER_PAYMENTS to shard 0 only, follows
+#            the wrong-shard answers' address, waits for SENT and asks the wrong
+#            shard for a payment; outbox_check per shard (--payment_id_prefix=s<k>-).
+# Each profile ends with outbox_check on its volumes and `docker-compose down -v`.
+#
+#   scripts/compose_profiles.sh [cluster|shards|all]      (all: cluster, then shards)
+#
+# Env: PROFILE_PAYMENTS (200), STRANGER_PAYMENTS (20), LOAD_DURATION (40s), STOP_MODE (stop|kill),
+# COMPOSE_PROJECT_NAME (outboxprofiles), KEEP_UP=1 (leaves the last profile up),
+# DEMO_OUT (a new /tmp/outbox-compose-profiles.XXXXXX: reports and logs),
+# BUILD_DIR (build: outbox_demo and the stranger's node_modules), the passwords
+# and RABBITMQ_ERLANG_COOKIE (random). The profiles' published ports must be free.
+# Exit status 0 only if every step of every profile asked for held; the last
+# line is RESULT OK or RESULT FAILED.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+SCRIPT=compose_profiles
+# shellcheck source=SCRIPTDIR/lib/services.sh
+source "$ROOT/scripts/lib/services.sh"  # seconds, message_keys
+
+WHICH=${1:-all}
+case $WHICH in
+  cluster) profiles=(cluster) ;;
+  shards) profiles=(shards) ;;
+  all) profiles=(cluster shards) ;;
+  *) echo "usage: $0 [cluster|shards|all]" >&2; exit 2 ;;
+esac
+PAYMENTS=${PROFILE_PAYMENTS:-200}
+STRANGER=${STRANGER_PAYMENTS:-20}
+LOAD=$(seconds "${LOAD_DURATION:-40s}" LOAD_DURATION 40s)
+STOP_MODE=${STOP_MODE:-stop}
+[[ $STOP_MODE == stop || $STOP_MODE == kill ]] || { echo "STOP_MODE is stop or kill, not $STOP_MODE" >&2; exit 2; }
+OUT=${DEMO_OUT:-$(mktemp -d -t outbox-compose-profiles.XXXXXX)}
+mkdir -p "$OUT"
+BUILD_DIR=${BUILD_DIR:-build}
+BIN=$ROOT/$BUILD_DIR/bin
+NODE_DIR=$ROOT/$BUILD_DIR/reflection_stranger
+CERTS=$ROOT/certs/compose
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-outboxprofiles}
+random() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
+for p in RABBITMQ_PASSWORD PAYMENT_BROKER_PASSWORD ACCOUNTING_BROKER_PASSWORD RECOVERY_BROKER_PASSWORD \
+  RABBITMQ_ERLANG_COOKIE; do
+  [[ -n ${!p:-} ]] || export "$p=$(random)"
+done
+export RETRY_BASE_DELAY=${RETRY_BASE_DELAY:-1s} RETRY_MAX_ATTEMPTS=${RETRY_MAX_ATTEMPTS:-10}
+
+say() { echo "$SCRIPT: $*"; }
+die() { echo "$SCRIPT: $*" >&2; exit 1; }
+
+# --- tools: Docker (the local stand-in images), the host client, the stranger's Node modules ---
+if [[ -e $ROOT/../shared/docker/local-images.sh ]]; then
+  say "making the local images (../shared/docker/local-images.sh)"
+  bash "$ROOT/../shared/docker/local-images.sh" >"$OUT/local-images.log" 2>&1 ||
+    die "local-images.sh failed ($OUT/local-images.log)"
+fi
+command -v docker-compose >/dev/null || die "docker-compose is not installed"
+docker info >/dev/null 2>&1 || die "no Docker daemon answers"
+command -v jq >/dev/null || die "needs jq"
+if [[ ! -x $BIN/outbox_demo ]]; then
+  say "building the host client (scripts/build.sh)"
+  BUILD_DIR=$BUILD_DIR bash scripts/build.sh
+fi
+[[ -x $BIN/outbox_demo ]] || die "$BIN/outbox_demo is missing"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  die "needs node and npm (apt-get install nodejs npm)"
+fi
+mkdir -p "$NODE_DIR"
+cp scripts/reflection_stranger/package.json scripts/reflection_stranger/*.js "$NODE_DIR/"
+if [[ ! -d $NODE_DIR/node_modules/grpc-js-reflection-client ]]; then
+  (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+# --- helpers (the current profile in $PROFILE) ---
+PROFILE=''
+dc() { docker-compose --profile "$PROFILE" "$@"; }
+# health NAME: the container's health status (starting, healthy, unhealthy), or its state, or "absent".
+health() {
+  local id
+  id=$(dc ps -q "$1" 2>/dev/null)
+  [[ -n $id ]] || { echo absent; return; }
+  docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$id"
+}
+# await_healthy SECONDS NAME...: polls until every NAME is healthy; returns 1 after SECONDS.
+await_healthy() {
+  local limit=$1 start=$SECONDS name all
+  shift
+  while :; do
+    all=1
+    for name in "$@"; do [[ $(health "$name") == healthy ]] || all=0; done
+    ((all)) && return 0
+    ((SECONDS - start < limit)) || return 1
+    sleep 2
+  done
+}
+ports_free() {
+  local busy=() port
+  for port in "$@"; do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && busy+=("$port"); done
+  ((${#busy[@]} == 0)) || die "ports already in use on 127.0.0.1: ${busy[*]} (another docker-compose up?)"
+}
+demo() { "$BIN/outbox_demo" --tls_ca_file="$CERTS/ca.pem" --token_file="$CERTS/api.token" "$@"; }
+# stranger SCRIPT ARGS...: the Node client over TLS with the API token (STRANGER_TOKEN_FILE overrides).
+stranger() {
+  STRANGER_TLS_CA_FILE=$CERTS/ca.pem STRANGER_TOKEN_FILE=${STRANGER_TOKEN_FILE:-$CERTS/api.token} \
+    NODE_OPTIONS=--no-deprecation node "$NODE_DIR/$1" "${@:2}"
+}
+# reflection_check PAYMENT... -- RECOVERY...: check.js; recovery's ops API takes the ops token.
+reflection_check() {
+  local api=() ops=()
+  while (($# > 0)) && [[ $1 != -- ]]; do api+=("$1"); shift; done
+  (($# > 0)) && shift
+  ops=("$@")
+  stranger check.js "${api[@]}" && STRANGER_TOKEN_FILE=$CERTS/ops.token stranger check.js "${ops[@]}"
+}
+# connections SERVICE...: each AMQP connection's node, from its last amqp_connected log line.
+connections() {
+  local s
+  for s in "$@"; do
+    dc logs --no-color "$s" 2>/dev/null | grep -o 'amqp_connected connection=[^ ]* node=[^ ]*' |
+      awk -v s="$s" '{ sub("connection=", "", $2); last[$2] = $3 } END { for (c in last) printf "  %s: %s %s\n", s, c, last[c] }' |
+      sort
+  done
+}
+# amqp_events SERVICE...: the connection losses and reconnections in the logs, with their time.
+amqp_events() {
+  local s
+  for s in "$@"; do
+    dc logs --no-color "$s" 2>/dev/null | grep -E 'amqp_connection_lost|amqp_connected' |
+      sed -E 's/^[^|]*\| //; s/ url=[^ ]*//' | tail -n "${EVENTS_TAIL:-4}" | sed "s/^/  $s: /"
+  done
+}
+# ctl NODE ARGS...: rabbitmqctl on one broker container.
+ctl() { dc exec -T "$1" rabbitmqctl -q "${@:2}"; }
+field() { awk -v l="$2" 'index($0, l " ") == 1 { sub("^" l " +", ""); print $1 + 0; exit }' "$1"; }
+# outbox_check VOLUME_SUFFIX_PAYMENT VOLUME_SUFFIX_ACCOUNTING [FLAG...]: the checker in the image, on the volumes.
+outbox_check() {
+  docker run --rm -v "${COMPOSE_PROJECT_NAME}_$1:/data/payment" -v "${COMPOSE_PROJECT_NAME}_$2:/data/accounting" \
+    outbox-services:local outbox_check --payment_db=/data/payment/payment.db \
+    --accounting_db=/data/accounting/accounting.db "${@:3}"
+}
+down() {
+  dc logs --no-color >"$OUT/$PROFILE-compose.log" 2>&1 || true
+  if [[ ${KEEP_UP:-0} == 1 ]]; then
+    say "KEEP_UP=1: profile $PROFILE still up (project $COMPOSE_PROJECT_NAME); stop with:" \
+      "COMPOSE_PROJECT_NAME=$COMPOSE_PROJECT_NAME RABBITMQ_PASSWORD=x PAYMENT_BROKER_PASSWORD=x" \
+      "ACCOUNTING_BROKER_PASSWORD=x RECOVERY_BROKER_PASSWORD=x docker-compose --profile $PROFILE down -v"
+    return
+  fi
+  dc down -v >>"$OUT/compose-down.log" 2>&1 || true
+  say "$PROFILE: docker-compose down -v done"
+}
+# up SERVICE...: fresh certificates and tokens, then `up -d --build` of the named services.
+up() {
+  # The containers run as uid 10001 (docker/Dockerfile) and must read the keys and tokens (mode 0600).
+  rm -rf "$CERTS"
+  bash scripts/dev_certs.sh "$CERTS" >/dev/null
+  (umask 077 && head -c 32 /dev/urandom | base64 >"$CERTS/api.token" &&
+    head -c 32 /dev/urandom | base64 >"$CERTS/ops.token")
+  message_keys "$CERTS/message.keys"  # scripts/lib/services.sh
+  chown -R 10001 "$CERTS" 2>/dev/null || sudo chown -R 10001 "$CERTS" ||
+    die "cannot hand $CERTS to uid 10001 (the containers' user)"
+  # A fresh start: what an earlier run of this project left (KEEP_UP=1) goes, volumes too.
+  dc down -v >>"$OUT/compose-down.log" 2>&1 || true
+  local start=$SECONDS
+  dc up -d --build "$@" >"$OUT/$PROFILE-up.log" 2>&1 || { tail -n 30 "$OUT/$PROFILE-up.log" >&2; return 1; }
+  say "$PROFILE: docker-compose up -d --build $* returned after $((SECONDS - start))s"
+}
+
+declare -A verdicts
+current=''
+# shellcheck disable=SC2317  # invoked by the trap
+cleanup() {
+  trap - EXIT INT TERM
+  if [[ -n $current ]]; then PROFILE=$current; down; fi
+  say "reports and logs in $OUT"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- cluster ---
+run_cluster() {
+  PROFILE=cluster current=cluster
+  local ok=1 services=(rabbit-1 rabbit-2 rabbit-3 payment_cluster accounting_cluster recovery_cluster)
+  ports_free 5682 5683 5684 50061 50062 50063
+  echo "=== cluster: up ==="
+  local t0=$SECONDS
+  up payment_cluster accounting_cluster recovery_cluster || return 1
+  await_healthy 400 "${services[@]}" || {
+    for s in "${services[@]}"; do echo "  $s: $(health "$s")" >&2; done
+    say "cluster: not every container became healthy within 400 s"
+    return 1
+  }
+  local healthy_s=$((SECONDS - t0))
+  say "cluster: every container healthy ${healthy_s}s after up"
+  ctl rabbit-1 cluster_status --formatter json >"$OUT/cluster-status.json"
+  local running
+  running=$(jq -r '.running_nodes | sort | join(", ")' "$OUT/cluster-status.json")
+  say "cluster: rabbitmqctl cluster_status: running nodes $running; partitions: $(jq -c '.partitions' "$OUT/cluster-status.json")"
+  [[ $(jq '.running_nodes | length' "$OUT/cluster-status.json") == 3 ]] || ok=0
+  ctl rabbit-1 list_queues name type leader members --formatter json >"$OUT/cluster-queues.json"
+  echo "--- quorum queues (rabbitmqctl list_queues name type leader members) ---"
+  jq -r '.[] | "  \(.name): \(.type), leader \(.leader), members \(.members | join(" "))"' "$OUT/cluster-queues.json"
+  [[ $(jq '[.[] | select(.type != "quorum" or (.members | length) != 3)] | length' "$OUT/cluster-queues.json") == 0 &&
+    $(jq length "$OUT/cluster-queues.json") -gt 0 ]] || { say "cluster: a queue is not a 3-member quorum queue"; ok=0; }
+  echo "--- the services' AMQP connections (each one's last amqp_connected log line) ---"
+  connections payment_cluster accounting_cluster recovery_cluster
+  echo
+  echo "=== cluster: $PAYMENTS payments (outbox_demo), then the stranger ==="
+  demo --payment_addr=127.0.0.1:50061 --accounting_addr=127.0.0.1:50062 --wait_healthy=60 \
+    --count="$PAYMENTS" --timeout=120s >"$OUT/cluster-healthy.report" 2>&1 || ok=0
+  tail -n 22 "$OUT/cluster-healthy.report"
+  reflection_check 127.0.0.1:50061 127.0.0.1:50062 -- 127.0.0.1:50063 >"$OUT/cluster-reflection.txt" 2>&1 || ok=0
+  grep 'reflection_stranger:' "$OUT/cluster-reflection.txt"
+  STRANGER_RUN=cluster-healthy stranger payments.js "$STRANGER" 127.0.0.1:50061 || ok=0
+
+  echo
+  echo "=== cluster: docker $STOP_MODE the node leading PAY_QUEUE under load (${LOAD}s, 2 threads) ==="
+  local leader node survivor
+  leader=$(jq -r '.[] | select(.name == "PAY_QUEUE") | .leader' "$OUT/cluster-queues.json")
+  node=${leader#rabbit@}
+  [[ $node =~ ^rabbit-[123]$ ]] || { say "cluster: no leader of PAY_QUEUE ($leader)"; return 1; }
+  survivor=rabbit-1
+  [[ $node == rabbit-1 ]] && survivor=rabbit-2
+  demo --payment_addr=127.0.0.1:50061 --accounting_addr=127.0.0.1:50062 --duration="${LOAD}s" \
+    --concurrency=2 --retry --skip_checks --timeout=180s --write_ids="$OUT/cluster-load.ids" \
+    >"$OUT/cluster-load.report" 2>&1 &
+  local load_pid=$! load=0
+  sleep $((LOAD / 4))
+  # docker stop: SIGTERM, so the node shuts down cleanly (hands its leaderships over), then
+  # SIGKILL after 10 s; docker kill: SIGKILL at once. The leader is polled on a surviving node meanwhile.
+  local stop_at=$SECONDS stop_pid stop_began
+  stop_began=$(date -u +%H:%M:%S.%3N)
+  docker "$STOP_MODE" "$(dc ps -q "$node")" >/dev/null &
+  stop_pid=$!
+  local new_leader='' elected='' stopped_s=''
+  for _ in $(seq 120); do
+    if [[ -z $stopped_s ]] && ! kill -0 "$stop_pid" 2>/dev/null; then stopped_s=$((SECONDS - stop_at)); fi
+    if [[ -z $elected ]]; then
+      new_leader=$(timeout 10 docker-compose --profile "$PROFILE" exec -T "$survivor" rabbitmqctl -q list_queues name leader --formatter json 2>/dev/null |
+        jq -r '.[] | select(.name == "PAY_QUEUE") | .leader' || true)
+      [[ -n $new_leader && $new_leader != "$leader" ]] && elected=$((SECONDS - stop_at))
+    fi
+    [[ -n $elected && -n $stopped_s ]] && break
+    sleep 1
+  done
+  wait "$stop_pid" || { say "cluster: docker $STOP_MODE $node failed"; ok=0; }
+  say "cluster: docker $STOP_MODE $node (PAY_QUEUE's leader) began at $stop_began UTC and returned after ${stopped_s:-?}s;" \
+    "PAY_QUEUE's leader ${new_leader:-?} seen ${elected:-not within 120}s after it began"
+  [[ -n $elected ]] || ok=0
+  local st0=$SECONDS stranger_s=''
+  if STRANGER_RUN=cluster-outage STRANGER_TIMEOUT_S=120 stranger payments.js 10 127.0.0.1:50061; then
+    stranger_s=$((SECONDS - st0))s
+    say "cluster: the stranger's 10 payments made with $node down were SENT ${stranger_s} after it began"
+  else
+    ok=0
+  fi
+  ctl "$survivor" cluster_status --formatter json | jq -c '{running_nodes, disk_nodes}' | sed "s/^/$SCRIPT: cluster: with $node down: /"
+  echo "--- the services' connection losses and reconnections (last lines of their logs) ---"
+  amqp_events payment_cluster accounting_cluster recovery_cluster
+  wait "$load_pid" || load=$?
+  tail -n 22 "$OUT/cluster-load.report"
+  ((load == 0)) || { say "cluster: the load run failed (exit $load)"; ok=0; }
+  local start_at=$SECONDS rejoined=''
+  docker start "$(dc ps -q "$node")" >/dev/null
+  if await_healthy 300 rabbit-1 rabbit-2 rabbit-3; then
+    rejoined=$((SECONDS - start_at))
+    say "cluster: $node started again; all three nodes healthy (3 online) ${rejoined}s later"
+  else
+    say "cluster: $node did not rejoin within 300 s"; ok=0
+  fi
+  ctl rabbit-1 cluster_status --formatter json >"$OUT/cluster-status-after.json"
+  say "cluster: running nodes after: $(jq -r '.running_nodes | sort | join(", ")' "$OUT/cluster-status-after.json")"
+  [[ $(jq '.running_nodes | length' "$OUT/cluster-status-after.json") == 3 ]] || ok=0
+  ctl rabbit-1 list_queues name leader members online --formatter json >"$OUT/cluster-queues-after.json"
+  jq -r '.[] | "  \(.name): leader \(.leader), online \(.online | length) of \(.members | length)"' \
+    "$OUT/cluster-queues-after.json"
+
+  echo
+  echo "=== cluster: every payment (outbox_demo --report_all), outbox_check ==="
+  demo --payment_addr=127.0.0.1:50061 --accounting_addr=127.0.0.1:50062 --count=0 --report_all \
+    --timeout=120s >"$OUT/cluster-all.report" 2>&1 || ok=0
+  tail -n 18 "$OUT/cluster-all.report"
+  outbox_check payment_cluster_data accounting_cluster_data | tee "$OUT/cluster-check.txt" || ok=0
+  local total sent lost dups
+  total=$(field "$OUT/cluster-all.report" "payments checked")
+  sent=$(field "$OUT/cluster-all.report" "outbox SENT")
+  lost=$(field "$OUT/cluster-all.report" "lost")
+  dups=$(field "$OUT/cluster-all.report" "duplicates")
+  [[ -n $total && $sent == "$total" && $lost == 0 && $dups == 0 ]] || ok=0
+  cluster_summary="$total payments, $sent SENT, lost $lost, duplicates $dups; healthy ${healthy_s}s after up;"
+  cluster_summary+=" docker $STOP_MODE $node (leader): new leader seen after ${elected:-?}s;"
+  cluster_summary+=" the load's creates $(grep -o 'p99 .*' "$OUT/cluster-load.report" | head -n 1), $(grep -o '[0-9]* calls retried' "$OUT/cluster-load.report" || echo '? calls retried');"
+  cluster_summary+=" stranger's 10 during the stop SENT: ${stranger_s:-NO}; rejoined ${rejoined:-NO}s after docker start"
+  down
+  current=''
+  return $((1 - ok))
+}
+
+# --- shards ---
+run_shards() {
+  PROFILE=shards current=shards
+  local ok=1 services=(rabbitmq payment_s0 payment_s1 accounting_shards recovery_s0 recovery_s1)
+  ports_free 5672 15672 50071 50072 50073 50074 50075
+  echo "=== shards: up ==="
+  local t0=$SECONDS
+  up payment_s0 payment_s1 accounting_shards recovery_s0 recovery_s1 || return 1
+  await_healthy 400 "${services[@]}" || {
+    for s in "${services[@]}"; do echo "  $s: $(health "$s")" >&2; done
+    say "shards: not every container became healthy within 400 s"
+    return 1
+  }
+  local healthy_s=$((SECONDS - t0))
+  say "shards: every container healthy ${healthy_s}s after up"
+  ctl rabbitmq list_queues name type consumers --formatter json |
+    jq -r '.[] | select(.name | startswith("shards.")) | "  \(.name): \(.type), \(.consumers) consumer(s)"'
+
+  echo
+  echo "=== shards: $PAYMENTS payments routed by key (outbox_demo, both shards' addresses) ==="
+  demo --payment_addr=127.0.0.1:50071,127.0.0.1:50072 --accounting_addr=127.0.0.1:50073 --wait_healthy=60 \
+    --count="$PAYMENTS" --timeout=120s --write_ids="$OUT/shards.ids" >"$OUT/shards-healthy.report" 2>&1 || ok=0
+  tail -n 22 "$OUT/shards-healthy.report"
+  local s0 s1
+  s0=$(grep -c '^s0-' "$OUT/shards.ids" || true)
+  s1=$(grep -c '^s1-' "$OUT/shards.ids" || true)
+  say "shards: payment ids by shard: s0- $s0, s1- $s1"
+  ((s0 > 0 && s1 > 0 && s0 + s1 == PAYMENTS)) || ok=0
+
+  echo
+  echo "=== shards: the stranger calls shard 0 only and follows the answers ==="
+  reflection_check 127.0.0.1:50071 127.0.0.1:50072 127.0.0.1:50073 -- 127.0.0.1:50074 127.0.0.1:50075 \
+    >"$OUT/shards-reflection.txt" 2>&1 || ok=0
+  grep 'reflection_stranger:' "$OUT/shards-reflection.txt"
+  STRANGER_RUN=shards stranger payments.js "$STRANGER" 127.0.0.1:50071,127.0.0.1:50072 |
+    tee "$OUT/shards-stranger.txt" || ok=0
+  grep -q '^stranger: OK' "$OUT/shards-stranger.txt" || ok=0
+
+  echo
+  echo "=== shards: every payment, outbox_check per shard ==="
+  demo --payment_addr=127.0.0.1:50071,127.0.0.1:50072 --accounting_addr=127.0.0.1:50073 --count=0 \
+    --report_all --timeout=120s >"$OUT/shards-all.report" 2>&1 || ok=0
+  tail -n 18 "$OUT/shards-all.report"
+  local k checks=''
+  for k in 0 1; do
+    echo "--- outbox_check shard $k (payment_s${k}_data, accounting_shards_data, --payment_id_prefix=s$k-) ---"
+    if outbox_check "payment_s${k}_data" accounting_shards_data --payment_id_prefix="s$k-" |
+      tee "$OUT/shards-check-s$k.txt"; then checks+=" s$k OK"; else checks+=" s$k FAILED"; ok=0; fi
+  done
+  local total sent lost dups
+  total=$(field "$OUT/shards-all.report" "payments checked")
+  sent=$(field "$OUT/shards-all.report" "outbox SENT")
+  lost=$(field "$OUT/shards-all.report" "lost")
+  dups=$(field "$OUT/shards-all.report" "duplicates")
+  [[ -n $total && $sent == "$total" && $lost == 0 && $dups == 0 ]] || ok=0
+  shards_summary="$total payments, $sent SENT, lost $lost, duplicates $dups; outbox_demo's by shard s0 $s0 / s1 $s1;"
+  shards_summary+=" stranger: $(grep -o '[0-9]* first sent to a shard that does not own the key' "$OUT/shards-stranger.txt" || echo '?');"
+  shards_summary+=" outbox_check$checks; healthy ${healthy_s}s after up"
+  down
+  current=''
+  return $((1 - ok))
+}
+
+cluster_summary='' shards_summary=''
+for p in "${profiles[@]}"; do
+  case $p in
+    cluster) if run_cluster; then verdicts[$p]=OK; else verdicts[$p]=FAILED; fi ;;
+    shards) if run_shards; then verdicts[$p]=OK; else verdicts[$p]=FAILED; fi ;;
+  esac
+  [[ -z $current ]] || { PROFILE=$current; down; current=''; }
+  echo
+done
+echo "=== compose profiles report ==="
+result=0
+for p in "${profiles[@]}"; do
+  summary_var=${p}_summary
+  printf '%-10s %-7s %s\n' "$p" "${verdicts[$p]}" "${!summary_var}"
+  [[ ${verdicts[$p]} == OK ]] || result=1
+done
+printf '%-10s %s\n' "RESULT" "$([[ $result == 0 ]] && echo OK || echo FAILED)"
+exit "$result"
