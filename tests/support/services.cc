@@ -133,7 +133,7 @@ ServiceSet::Recovery& ServiceSet::StartRecovery(const std::string& instance, Env
 std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
   std::vector<::payment::v1::Payment> out;
   const absl::Status s = loadgen::ForEachPayment(
-      *payment_stub_, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED, absl::Seconds(10),
+      *payment_stub_, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED, Scaled(absl::Seconds(10)),
       [&](const ::payment::v1::Payment& p) { out.push_back(p); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
@@ -142,7 +142,7 @@ std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
 std::vector<::accounting::v1::Voucher> ServiceSet::AllVouchers() {
   std::vector<::accounting::v1::Voucher> out;
   const absl::Status s = loadgen::ForEachVoucher(
-      *accounting_stub_, absl::Seconds(10),
+      *accounting_stub_, Scaled(absl::Seconds(10)),
       [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
