@@ -172,11 +172,14 @@ cmd_queues() {
 
 # Reads the leader from the queue record, which each node holds locally: it
 # answers while another node is down or paused (list_queues may not).
+# Each node gets 5 s (rabbitmqctl's own start is most of it), times the
+# tests' OUTBOX_TEST_TIME_SCALE: a sanitizer run loads the 2 cores enough
+# that the CLI alone took over 5 s on every node.
 cmd_leader() {
   [[ $1 =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad queue name '$1'"
-  local i j leader
+  local i j leader t=$((5 * ${OUTBOX_TEST_TIME_SCALE:-1}))
   for i in "${NODES[@]}"; do
-    leader=$(ctl_on "$i" 5 eval "{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"$1\">>)),
+    leader=$(ctl_on "$i" "$t" eval "{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"$1\">>)),
       {_, Node} = amqqueue:get_pid(Q), Node." 2>/dev/null) || continue
     leader=${leader//\'/}
     for j in "${NODES[@]}"; do

@@ -7,7 +7,11 @@
 # asan -L e2e`). Exits non-zero if a build or any test fails.
 # Env: SANITIZE_TARGETS (space-separated cmake targets to build instead of
 # all; e.g. only the test programs a label needs). ccache is used when
-# installed (set CCACHE_DISABLE=1 for a cold build).
+# installed (set CCACHE_DISABLE=1 for a cold build). OUTBOX_TEST_TIME_SCALE
+# (a whole number): how many times the integration and e2e tests' time
+# budgets are multiplied (their ctest TIMEOUT and the waits inside them,
+# tests/CMakeLists.txt); default 3 for asan, 6 for tsan, whose services run
+# that much slower than a normal build's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-asan}"
@@ -20,12 +24,13 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 
-run() {  # run NAME FLAGS: configure, build and test build-NAME/
-  local dir="build-$1" flags="$2"
+run() {  # run NAME FLAGS TIME_SCALE: configure, build and test build-NAME/
+  local dir="build-$1" flags="$2" scale="${OUTBOX_TEST_TIME_SCALE:-$3}"
+  shift 3  # the rest goes to ctest
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ "${launcher[@]}" \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
-    -DCMAKE_EXE_LINKER_FLAGS="$flags" || return
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DOUTBOX_TEST_TIME_SCALE="$scale" || return
   # shellcheck disable=SC2086  # SANITIZE_TARGETS is a list
   cmake --build "$dir" -j"$(nproc)" ${SANITIZE_TARGETS:+--target $SANITIZE_TARGETS} || return
   ctest --test-dir "$dir" --output-on-failure --timeout 900 "$@"
@@ -41,11 +46,11 @@ asan="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover
 tsan="-fsanitize=thread -fno-omit-frame-pointer"
 status=0
 case "$mode" in
-  asan) run asan "$asan" "$@" || status=$? ;;
-  tsan) run tsan "$tsan" "$@" || status=$? ;;
+  asan) run asan "$asan" 3 "$@" || status=$? ;;
+  tsan) run tsan "$tsan" 6 "$@" || status=$? ;;
   all)
-    run asan "$asan" "$@" || status=$?
-    run tsan "$tsan" "$@" || status=$? ;;
+    run asan "$asan" 3 "$@" || status=$?
+    run tsan "$tsan" 6 "$@" || status=$? ;;
   *) echo "usage: $0 [asan|tsan|all] [ctest args...]" >&2; exit 2 ;;
 esac
 exit "$status"

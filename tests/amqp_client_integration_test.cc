@@ -3,9 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "shared/amqp/amqp_session.h"
+#include "shared/testing/manual_clock.h"
 #include "tests/support/broker.h"
 #include "tests/support/process.h"
 
@@ -195,6 +200,63 @@ TEST_F(AmqpClientTest, ExchangesRouteEachQueueByItsNameAndDeadLettersToItsDlq) {
                         absl::Seconds(5)));
   admin_->DeleteQueue(routed).IgnoreError();
   admin_->DeleteQueue(dlq).IgnoreError();
+}
+
+// The broker's refusals keep their meaning as status codes (callers test
+// absl::IsNotFound, not the text): each refusal closes the channel.
+TEST_F(AmqpClientTest, ConsumingAMissingQueueIsNotFound) {
+  auto sub = Connect("sub");
+  absl::Status s = sub->Consume(queue_ + ".missing", 10);
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_NE(s.message().find("404 NOT_FOUND"), std::string::npos) << s;
+  EXPECT_FALSE(sub->healthy());
+}
+
+TEST_F(AmqpClientTest, RedeclaringAQueueWithOtherArgumentsIsFailedPrecondition) {
+  auto conn = Connect("redeclare");
+  // queue_ is a classic queue: 406 PRECONDITION_FAILED (inequivalent arg).
+  absl::Status s = conn->DeclareQueue(queue_, "quorum");
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("406 PRECONDITION_FAILED"), std::string::npos) << s;
+}
+
+TEST_F(AmqpClientTest, WhatAUsersPermissionsForbidIsPermissionDenied) {
+  // outbox-recovery may configure nothing and read only the DLQs.
+  const testing::BrokerUser user = testing::ServiceBrokerUser(broker_, "outbox-recovery");
+  auto url = AmqpUrl::Parse(user.url);
+  ASSERT_TRUE(url.ok()) << url.status();
+  std::ifstream in(user.password_file);
+  url->password.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  absl::StripAsciiWhitespace(&url->password);
+  for (const bool declare : {true, false}) {
+    auto conn = AmqpConnection::Connect(*url, "recovery-user");
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    absl::Status s = declare ? (*conn)->DeclareQueue(queue_ + ".mine", "")
+                             : (*conn)->Consume(queue_, 10);
+    EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+    EXPECT_NE(s.message().find("403 ACCESS_REFUSED"), std::string::npos) << s;
+  }
+}
+
+// A consumer whose queue is not declared yet (its writer declares it) asks
+// again after 250 ms, not after a backoff that grows with each attempt.
+TEST_F(AmqpClientTest, ASessionWaitsBrieflyForAQueueNotDeclaredYet) {
+  const std::string later = queue_ + ".later";
+  testing::ManualClock clock;
+  AmqpSession session(url_, Topology{}, "consumer",
+                      [&](AmqpConnection& c) { return c.Consume(later, 10); }, clock);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto conn = session.Get();
+    EXPECT_TRUE(absl::IsNotFound(conn.status())) << attempt << ": " << conn.status();
+    clock.Advance(absl::Milliseconds(249));
+    EXPECT_EQ(session.Get().status().message(), "amqp: waiting to reconnect") << attempt;
+    clock.Advance(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(admin_->DeclareQueue(later, "").ok());
+  auto conn = session.Get();
+  EXPECT_TRUE(conn.ok()) << conn.status();
+  admin_->DeleteQueue(later).IgnoreError();
+  admin_->DeleteQueue(Topology::DeadLetterQueue(later)).IgnoreError();
 }
 
 TEST_F(AmqpClientTest, BadCredentialsAndClosedPortAreUnavailable) {

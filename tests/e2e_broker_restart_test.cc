@@ -20,7 +20,7 @@ std::string CreateOne(ServiceSet& s, const std::string& key) {
   r.set_currency("USD");
   ::payment::v1::CreatePaymentResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
   grpc::Status st = s.payments().CreatePayment(&ctx, r, &resp);
   EXPECT_TRUE(st.ok()) << key << ": " << st.error_message();
   return resp.payment().payment_id();

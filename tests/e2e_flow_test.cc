@@ -38,7 +38,7 @@ CreatePaymentRequest Request(const std::string& key, int64_t amount) {
 
 grpc::Status Create(ServiceSet& s, const CreatePaymentRequest& req, CreatePaymentResponse* resp) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
   return s.payments().CreatePayment(&ctx, req, resp);
 }
 

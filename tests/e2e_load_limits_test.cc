@@ -84,7 +84,7 @@ double ProcStatusMiB(pid_t pid, const std::string& field) {
 bool Serving(ServiceSet& s) {
   auto health = grpc::health::v1::Health::NewStub(s.payment_channel());
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
   grpc::health::v1::HealthCheckResponse resp;
   return health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok() &&
          resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
@@ -92,7 +92,7 @@ bool Serving(ServiceSet& s) {
 
 grpc::Status Create(ServiceSet& s, const std::string& key) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
   ::payment::v1::CreatePaymentResponse resp;
   return s.payments().CreatePayment(&ctx, loadgen::PaymentRequest(key, 0, "probe"), &resp);
 }
@@ -128,8 +128,7 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     auto channel = grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
-    ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() +
-                                          std::chrono::seconds(20)))
+    ASSERT_TRUE(channel->WaitForConnected(DeadlineIn(absl::Seconds(20))))
         << "channel " << c;
     stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
   }
@@ -137,7 +136,7 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   std::vector<std::unique_ptr<Held>> held(kHeldCalls);
   for (int i = 0; i < kHeldCalls; ++i) {
     held[i] = std::make_unique<Held>();
-    held[i]->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(3));
+    held[i]->ctx.set_deadline(DeadlineIn(absl::Minutes(3)));
     held[i]->call =
         stubs[i / kStreamsPerChannel]->PrepareCall(&held[i]->ctx, kCreateMethod, &cq);
     held[i]->call->StartCall(Tag(i, kStarted));
@@ -156,7 +155,7 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   // (60 s at most); returns how many did.
   auto drain = [&](Phase phase, int want, const std::function<void(int, Phase, bool)>& on_event) {
     int seen = 0;
-    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(60);
+    const auto deadline = DeadlineIn(absl::Seconds(60));
     while (seen < want) {
       void* tag = nullptr;
       bool ok = false;

@@ -36,7 +36,7 @@ CreatePaymentRequest Request(const std::string& key) {
 
 grpc::Status Create(ServiceSet& s, const std::string& key, CreatePaymentResponse* resp) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
   return s.payments().CreatePayment(&ctx, Request(key), resp);
 }
 

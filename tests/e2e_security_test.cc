@@ -82,7 +82,7 @@ std::shared_ptr<grpc::Channel> Channel(int port, const TlsClientFiles& tls,
 template <typename Call>
 grpc::StatusCode CodeOf(Call call) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  ctx.set_deadline(DeadlineIn(kCallTimeout));
   return call(&ctx).error_code();
 }
 

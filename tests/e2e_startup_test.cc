@@ -44,7 +44,7 @@ bool Serving(int port) {
                                      grpc::InsecureChannelCredentials());
   auto health = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  ctx.set_deadline(DeadlineIn(absl::Seconds(5)));
   grpc::health::v1::HealthCheckRequest req;
   grpc::health::v1::HealthCheckResponse resp;
   return health->Check(&ctx, req, &resp).ok() &&
@@ -131,7 +131,7 @@ TEST(StartupTest, ASecondPaymentServiceOnAPortInUseExitsTwoAndTheFirstKeepsServi
   req.set_currency("EUR");
   ::payment::v1::CreatePaymentResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
   EXPECT_TRUE(services.payments().CreatePayment(&ctx, req, &resp).ok());
 }
 

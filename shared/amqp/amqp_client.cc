@@ -67,6 +67,25 @@ std::string DescribeReply(const amqp_rpc_reply_t& r) {
   return "unknown reply";
 }
 
+// The reply code of the broker's channel.close or connection.close in `r`,
+// or 0 when `r` is no such close (a library or socket error).
+int CloseReplyCode(const amqp_rpc_reply_t& r) {
+  if (r.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION) return 0;
+  if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    return static_cast<amqp_channel_close_t*>(r.reply.decoded)->reply_code;
+  }
+  if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+    return static_cast<amqp_connection_close_t*>(r.reply.decoded)->reply_code;
+  }
+  return 0;
+}
+
+// "amqp: <what>: <why>" with the status code the broker's reply code maps to.
+absl::Status ReplyStatus(absl::string_view what, const amqp_rpc_reply_t& r) {
+  return absl::Status(StatusCodeOfAmqpReply(CloseReplyCode(r)),
+                      absl::StrCat("amqp: ", what, ": ", DescribeReply(r)));
+}
+
 void FillDelivery(const amqp_basic_properties_t& p, amqp_bytes_t body, Delivery* d) {
   if (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) d->message_id = ToString(p.message_id);
   if (p._flags & AMQP_BASIC_REPLY_TO_FLAG) d->reply_to = ToString(p.reply_to);
@@ -85,6 +104,35 @@ void FillDelivery(const amqp_basic_properties_t& p, amqp_bytes_t body, Delivery*
 }
 
 }  // namespace
+
+absl::StatusCode StatusCodeOfAmqpReply(int reply_code) {
+  switch (reply_code) {
+    case AMQP_NOT_FOUND:  // no such queue or exchange
+    case AMQP_NO_ROUTE:
+      return absl::StatusCode::kNotFound;
+    case AMQP_ACCESS_REFUSED:  // the user's permissions do not allow it
+    case AMQP_NOT_ALLOWED:     // e.g. no access to the vhost
+      return absl::StatusCode::kPermissionDenied;
+    case AMQP_PRECONDITION_FAILED:  // e.g. redeclared with other arguments
+    case AMQP_RESOURCE_LOCKED:      // an exclusive queue of another connection
+      return absl::StatusCode::kFailedPrecondition;
+    case AMQP_CONTENT_TOO_LARGE:
+      return absl::StatusCode::kInvalidArgument;
+    case AMQP_RESOURCE_ERROR:  // the broker is short of a resource (memory, disk)
+      return absl::StatusCode::kResourceExhausted;
+    case AMQP_NOT_IMPLEMENTED:
+      return absl::StatusCode::kUnimplemented;
+    case AMQP_FRAME_ERROR:
+    case AMQP_SYNTAX_ERROR:
+    case AMQP_COMMAND_INVALID:
+    case AMQP_CHANNEL_ERROR:
+    case AMQP_UNEXPECTED_FRAME:
+    case AMQP_INTERNAL_ERROR:
+      return absl::StatusCode::kInternal;
+    default:  // 0 (socket or library error), 320 connection forced, 313 no consumers
+      return absl::StatusCode::kUnavailable;
+  }
+}
 
 struct AmqpConnection::State {
   amqp_connection_state_t conn = nullptr;
@@ -273,7 +321,7 @@ absl::Status AmqpConnection::Broken(absl::Status s) {
 absl::Status AmqpConnection::Check(const char* what) {
   amqp_rpc_reply_t r = amqp_get_rpc_reply(state_->conn);
   if (r.reply_type == AMQP_RESPONSE_NORMAL) return absl::OkStatus();
-  return Broken(absl::UnavailableError(absl::StrCat("amqp: ", what, ": ", DescribeReply(r))));
+  return Broken(ReplyStatus(what, r));
 }
 
 std::string DeadLetterExchangeOf(const std::string& exchange) {
@@ -499,7 +547,8 @@ absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confi
       case AMQP_CHANNEL_CLOSE_METHOD: {
         // E.g. "403 ACCESS_REFUSED - access to exchange ..." or "404 NOT_FOUND - no exchange".
         auto* m = static_cast<amqp_channel_close_t*>(frame.payload.method.decoded);
-        return Broken(absl::UnavailableError(
+        return Broken(absl::Status(
+            StatusCodeOfAmqpReply(m->reply_code),
             absl::StrCat("amqp: channel closed by broker while waiting for confirms: ",
                          m->reply_code, " ", ToString(m->reply_text))));
       }
@@ -654,8 +703,9 @@ absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
   const amqp_rpc_reply_t r = amqp_get_rpc_reply(state_->conn);
   if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
     // Only that channel is closed: acknowledge it; the next call opens it again.
-    const uint16_t code = static_cast<amqp_channel_close_t*>(r.reply.decoded)->reply_code;
-    const std::string why = DescribeReply(r);
+    absl::Status why = CloseReplyCode(r) == AMQP_NOT_FOUND
+                           ? absl::NotFoundError(absl::StrCat("amqp: no queue '", queue, "'"))
+                           : ReplyStatus("queue.declare passive", r);
     inspect_channel_open_ = false;
     amqp_channel_close_ok_t close_ok{};
     int rc =
@@ -664,10 +714,7 @@ absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
       return Broken(absl::UnavailableError(
           absl::StrCat("amqp: channel.close-ok: ", amqp_error_string2(rc))));
     }
-    if (code == AMQP_NOT_FOUND) {
-      return absl::NotFoundError(absl::StrCat("amqp: no queue '", queue, "'"));
-    }
-    return absl::UnavailableError(absl::StrCat("amqp: queue.declare passive: ", why));
+    return why;
   }
   absl::Status s = Check("queue.declare passive");
   if (!s.ok()) return s;

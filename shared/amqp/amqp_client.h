@@ -75,6 +75,16 @@ inline constexpr char kPaymentsExchange[] = "outbox.payments";  // payment, reco
 inline constexpr char kRepliesExchange[] = "outbox.replies";    // accounting, recovery write
 std::string DeadLetterExchangeOf(const std::string& exchange);
 
+// The status code for the reply code of a channel.close or connection.close
+// the broker sent in answer to a request: 404 NOT_FOUND -> NOT_FOUND,
+// 403 ACCESS_REFUSED and 530 NOT_ALLOWED -> PERMISSION_DENIED,
+// 406 PRECONDITION_FAILED and 405 RESOURCE_LOCKED -> FAILED_PRECONDITION,
+// 506 RESOURCE_ERROR -> RESOURCE_EXHAUSTED, 540 -> UNIMPLEMENTED, the
+// protocol errors (501-505, 541) -> INTERNAL; anything else (0 for a socket
+// or library error, 320 CONNECTION_FORCED) -> UNAVAILABLE. Callers test the
+// code (absl::IsNotFound), never the message.
+absl::StatusCode StatusCodeOfAmqpReply(int reply_code);
+
 // What a connection declares at connect and where it publishes. Only the
 // side that writes a queue declares it (with its DLQ) and binds it, since a
 // user that may bind a queue to an exchange it writes may feed that queue.
@@ -146,6 +156,8 @@ class AmqpConnection {
                                                      std::vector<bool>* unroutable = nullptr);
 
   // Starts consuming `queue` with manual acks and the given prefetch.
+  // NOT_FOUND when there is no such queue, PERMISSION_DENIED when the user
+  // may not read it (StatusCodeOfAmqpReply); the connection is unusable then.
   absl::Status Consume(const std::string& queue, int prefetch);
 
   // Waits up to `wait` for one delivery, then takes those already received,
@@ -181,7 +193,9 @@ class AmqpConnection {
  private:
   struct State;
   explicit AmqpConnection(std::unique_ptr<State> state);
-  absl::Status Check(const char* what);  // checks the last rpc reply
+  // Checks the last rpc reply; a broker's refusal carries the code
+  // StatusCodeOfAmqpReply gives its reply code, and breaks the connection.
+  absl::Status Check(const char* what);
   absl::Status Broken(absl::Status s);   // marks the connection unusable
   absl::Status DeclareExchange(const std::string& exchange);
   absl::Status DeclareShards(const Topology& topology);

@@ -59,7 +59,7 @@ absl::StatusOr<AmqpConnection*> AmqpSession::Get() {
     // writer declares it (e.g. accounting declares ACC_QUEUE on its first
     // start). Ask again soon rather than after a grown backoff, so the first
     // replies are not left waiting while their rows come due again.
-    const bool queue_not_declared_yet = absl::StrContains(conn.status().message(), "NOT_FOUND");
+    const bool queue_not_declared_yet = absl::IsNotFound(conn.status());
     backoff_ = queue_not_declared_yet ? kMinBackoff
                                       : std::clamp(backoff_ * 2, kMinBackoff, kMaxBackoff);
     next_attempt_ = clock_.Now() + (queue_not_declared_yet ? kQueueWait : backoff_);

@@ -27,6 +27,9 @@ class AmqpSession {
 
   // A healthy connection, or UNAVAILABLE while the broker is unreachable or
   // the backoff has not elapsed (the caller waits a little and asks again).
+  // A refusal by the broker keeps its code: NOT_FOUND when the setup
+  // consumes a queue not declared yet (then the next attempt is in 250 ms,
+  // not after a grown backoff), PERMISSION_DENIED, ...
   absl::StatusOr<AmqpConnection*> Get();
 
   // Drops the connection after an error; the next Get() reconnects later.

@@ -20,10 +20,10 @@ loadgen::LoadPlan Plan(std::string key_prefix, int total, absl::Duration pause) 
   plan.count = total;
   plan.pause = pause;
   plan.retry.max_attempts = 0;
-  plan.retry.retry_for = absl::Minutes(3);
+  plan.retry.retry_for = Scaled(absl::Minutes(3));
   plan.retry.retry_unknown = true;
   plan.retry.first_backoff = plan.retry.max_backoff = absl::Milliseconds(100);
-  plan.retry.call_timeout = absl::Seconds(5);
+  plan.retry.call_timeout = Scaled(absl::Seconds(5));
   return plan;
 }
 

@@ -11,11 +11,32 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 extern char** environ;
 
 namespace outbox::testing {
+
+double TimeScale() {
+  static const double scale = [] {
+    const char* text = std::getenv("OUTBOX_TEST_TIME_SCALE");
+    double v = 1;
+    if (text == nullptr || *text == '\0') return v;
+    if (!absl::SimpleAtod(text, &v) || !(v >= 1)) {
+      std::fprintf(stderr, "FATAL: OUTBOX_TEST_TIME_SCALE=%s is not a number >= 1\n", text);
+      std::abort();
+    }
+    return v;
+  }();
+  return scale;
+}
+
+absl::Duration Scaled(absl::Duration d) { return d * TimeScale(); }
+
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
+  return absl::ToChronoTime(absl::Now() + Scaled(d));
+}
 
 Process::~Process() {
   if (pid_ > 0) {
@@ -63,7 +84,7 @@ void Process::Start(const std::string& binary, const std::vector<std::string>& a
 }
 
 int Process::Wait(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = absl::Now() + Scaled(timeout);
   while (true) {
     int status = 0;
     pid_t r = waitpid(pid_, &status, WNOHANG);

@@ -4,6 +4,7 @@
 // environment, read the log, stop with SIGTERM or kill with SIGKILL.
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@ class Process {
              const std::string& err_path = "");
 
   // SIGTERM, then waits; returns the exit code (or 128+signal), -1 on timeout.
+  // (Every timeout here is Scaled().)
   int Terminate(absl::Duration timeout = absl::Seconds(20));
   // SIGKILL, like a crash.
   void Kill();
@@ -68,10 +70,24 @@ CommandResult RunToCompletion(const std::string& binary, const std::vector<std::
 // Extracts "key=value" from the last log line of `event` (shared/log format).
 std::string LogField(const std::string& log, const std::string& event, const std::string& key);
 
-// Polls `done` every `interval` until it returns true or `timeout` passes.
+// How many times longer than in a normal build the tests' waits may take:
+// OUTBOX_TEST_TIME_SCALE (a number >= 1; 1 when unset). Sanitizer builds run
+// the services 2-15x slower; scripts/sanitize.sh configures them with the
+// cmake variable of that name, which sets it for every test (and scales the
+// ctest TIMEOUTs), so a normal build keeps its tight budgets.
+double TimeScale();
+// `d` times TimeScale(). Every wait in tests/support goes through it
+// (PollUntil, WaitForLog, WaitExit, Terminate, RunToCompletion); a test
+// scales its own deadlines (e.g. of a gRPC call) with it.
+absl::Duration Scaled(absl::Duration d);
+// A gRPC deadline `d` (scaled) from now.
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration d);
+
+// Polls `done` every `interval` until it returns true or `timeout` (scaled)
+// passes.
 template <typename F>
 bool PollUntil(F done, absl::Duration timeout, absl::Duration interval = absl::Milliseconds(100)) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = absl::Now() + Scaled(timeout);
   while (true) {
     if (done()) return true;
     if (absl::Now() >= deadline) return false;

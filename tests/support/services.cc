@@ -262,7 +262,7 @@ std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
   if (payment_shard_count() > 0) shards = PaymentShardsStub();
   const absl::Status s = loadgen::ForEachPayment(
       shards ? *shards : *payment_stub_, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED,
-      absl::Seconds(10),
+      Scaled(absl::Seconds(10)),
       [&](const ::payment::v1::Payment& p) { out.push_back(p); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
@@ -271,7 +271,7 @@ std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
 std::vector<::accounting::v1::Voucher> ServiceSet::ShardVouchers(int shard) {
   std::vector<::accounting::v1::Voucher> out;
   const absl::Status s = loadgen::ForEachVoucher(
-      *accounting_shard(shard).api, absl::Seconds(10),
+      *accounting_shard(shard).api, Scaled(absl::Seconds(10)),
       [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
@@ -280,7 +280,7 @@ std::vector<::accounting::v1::Voucher> ServiceSet::ShardVouchers(int shard) {
 std::vector<::accounting::v1::Voucher> ServiceSet::AllVouchers() {
   std::vector<::accounting::v1::Voucher> out;
   const absl::Status s = loadgen::ForEachVoucher(
-      *accounting_stub_, absl::Seconds(10),
+      *accounting_stub_, Scaled(absl::Seconds(10)),
       [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
