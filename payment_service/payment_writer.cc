@@ -128,8 +128,7 @@ bool PaymentWriter::Lagging(bool marked_some) {
   return sending.ok() && *sending >= options_.max_unsent;
 }
 
-void PaymentWriter::CommitGroup(std::vector<Pending>& group,
-                                std::vector<PendingMark*>& marks) {
+void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingMark*>& marks) {
   const int64_t now = clock_.NowMillis();
   std::vector<NewPayment> batch;
   batch.reserve(group.size());
