@@ -7,6 +7,7 @@
 // commit, the new messages go to the relay (the fast publisher). As the
 // outbox repository of the ack listener, acks ride the same group commit.
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <thread>
 #include <vector>
@@ -97,7 +98,7 @@ class PaymentWriter final : public OutboxRepository {
   Counter& groups_;
   Counter& created_;
   Counter& holds_;
-  int64_t last_mark_ms_ = 0;  // writer thread only
+  int64_t last_mark_ms_ = INT64_MIN / 2;  // writer thread only; none yet
   std::thread thread_;
 };
 
