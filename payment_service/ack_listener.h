@@ -19,7 +19,7 @@ namespace outbox::payment {
 
 struct AckListenerOptions {
   std::string queue = "ACC_QUEUE";  // for logs and metrics; the consumer reads it
-  int prefetch = 256;               // most deliveries handled in one batch
+  int prefetch = 1024;              // most deliveries handled in one batch
   // Replies must be signed by one of these keys; null = unsigned accepted.
   const MessageKeys* keys = nullptr;
 };

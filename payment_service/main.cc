@@ -24,10 +24,15 @@ ABSL_FLAG(std::string, metrics_listen, EnvOr("PAYMENT_METRICS_LISTEN", ""),
           "Prometheus /metrics on host:port; empty = off [env PAYMENT_METRICS_LISTEN]");
 ABSL_FLAG(int, publish_window, EnvOrInt("PUBLISH_WINDOW", 256),
           "unconfirmed messages in flight on the fast path [env PUBLISH_WINDOW]");
-ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 256),
+ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 1024),
           "ACC_QUEUE prefetch, also the ack batch size [env AMQP_PREFETCH]");
 ABSL_FLAG(int, group_commit_max, EnvOrInt("GROUP_COMMIT_MAX", 512),
           "most payments committed in one transaction [env GROUP_COMMIT_MAX]");
+ABSL_FLAG(int64_t, max_unsent, EnvOrInt("MAX_UNSENT", 1024),
+          "while accounting replies but this many payments are SENDING, new payments wait "
+          "(up to --max_hold_ms) for its acks; 0 = never [env MAX_UNSENT]");
+ABSL_FLAG(int, max_hold_ms, EnvOrInt("MAX_HOLD_MS", 20),
+          "longest a new payment waits for accounting's backlog [env MAX_HOLD_MS]");
 ABSL_FLAG(std::string, api_token_file, EnvOr("API_TOKEN_FILE", ""),
           "file holding the client token; when set every PaymentService call needs "
           "'authorization: Bearer <token>' (health and reflection stay open) [env API_TOKEN_FILE]");
@@ -51,12 +56,18 @@ absl::Status Run() {
   publisher_options.window = absl::GetFlag(FLAGS_publish_window);
   WriterOptions writer_options{config.pay_queue, config.acc_queue, config.retry,
                                static_cast<size_t>(absl::GetFlag(FLAGS_group_commit_max))};
+  writer_options.max_unsent = absl::GetFlag(FLAGS_max_unsent);
+  writer_options.max_hold = absl::Milliseconds(absl::GetFlag(FLAGS_max_hold_ms));
   AckListenerOptions ack_options{config.acc_queue, absl::GetFlag(FLAGS_prefetch)};
   ack_options.keys = config.keys();
   if (publisher_options.window < 1 || writer_options.max_batch < 1 || ack_options.prefetch < 1 ||
       ack_options.prefetch > 65535) {
     return absl::InvalidArgumentError(
         "--publish_window and --group_commit_max must be positive; --prefetch 1..65535");
+  }
+  if (writer_options.max_unsent < 0 || absl::GetFlag(FLAGS_max_hold_ms) < 0 ||
+      absl::GetFlag(FLAGS_max_hold_ms) > 1000) {
+    return absl::InvalidArgumentError("--max_unsent must be >= 0; --max_hold_ms 0..1000");
   }
 
   // The listen addresses last among the checks (they probe this host), and

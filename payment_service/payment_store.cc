@@ -165,6 +165,20 @@ absl::Status PaymentStore::RecordPublishError(const std::vector<std::string>& me
   });
 }
 
+absl::StatusOr<int64_t> PaymentStore::CountSending(int64_t limit) {
+  MutexLock lock(&db_->read_mu);
+  int64_t count = 0;
+  RETURN_IF_ERROR(Guard("count sending", [&] {
+    SQLite::Statement stmt(*db_->reader,
+                           "SELECT count(*) FROM (SELECT 1 FROM outbox WHERE status = 'SENDING' "
+                           "LIMIT ?)");
+    stmt.bind(1, limit);
+    if (stmt.executeStep()) count = stmt.getColumn(0).getInt64();
+    return absl::OkStatus();
+  }));
+  return count;
+}
+
 absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {
   MutexLock lock(&db_->read_mu);
   PaymentRecord record;

@@ -68,6 +68,10 @@ class PaymentStore final : public OutboxRepository {
   absl::Status RecordPublishError(const std::vector<std::string>& message_ids,
                                   const std::string& error, int64_t now_ms);
 
+  // SENDING rows (published or not, awaiting accounting's reply), counted
+  // up to `limit` (the count stops there, so it stays cheap in an outage).
+  absl::StatusOr<int64_t> CountSending(int64_t limit);
+
   absl::StatusOr<PaymentRecord> Get(const std::string& payment_id);
   absl::StatusOr<PaymentPage> List(std::optional<OutboxStatus> status, int64_t after_id,
                                    int limit);

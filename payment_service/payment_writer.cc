@@ -20,7 +20,9 @@ PaymentWriter::PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerato
       options_(std::move(options)),
       relay_(relay),
       groups_(metrics.AddCounter("outbox_group_commits_total", "write transactions (groups)")),
-      created_(metrics.AddCounter("outbox_payments_created_total", "payments committed")) {}
+      created_(metrics.AddCounter("outbox_payments_created_total", "payments committed")),
+      holds_(metrics.AddCounter("outbox_writer_holds_total",
+                                "groups of new payments held back while accounting lagged")) {}
 
 PaymentWriter::~PaymentWriter() { Stop(); }
 
@@ -73,6 +75,7 @@ absl::StatusOr<AckTally> PaymentWriter::MarkAcknowledged(const std::vector<std::
 }
 
 void PaymentWriter::Run() {
+  absl::Time hold_until = absl::InfinitePast();  // new payments wait until then
   while (true) {
     std::vector<Pending> group;
     std::vector<PendingMark*> marks;
@@ -83,19 +86,49 @@ void PaymentWriter::Run() {
       };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty() && marks_.empty()) return;  // stopping and drained
-      while (!queue_.empty() && group.size() < options_.max_batch) {
+      bool hold = marks_.empty() && !stopping_ && clock_.Now() < hold_until;
+      if (hold) {
+        // Accounting lags: acks go first (each lowers the backlog); new
+        // payments wait for one, or for the end of the hold.
+        holds_.Add();
+        auto ack_or_stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return !marks_.empty() || stopping_;
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&ack_or_stop), hold_until - clock_.Now());
+        hold = !marks_.empty() && !stopping_;  // commit those acks alone first
+      }
+      while (!hold && !queue_.empty() && group.size() < options_.max_batch) {
         group.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
-      marks.assign(marks_.begin(), marks_.end());
-      marks_.clear();
+      marks.swap(marks_);
     }
     CommitGroup(group, marks);
+    const bool marked_some = !marks.empty();
+    // A hold starts after a group of new payments (or once the last one is
+    // over), never extended by the acks committed during it: no payment
+    // waits longer than max_hold for the backlog.
+    const absl::Time now = clock_.Now();
+    if (!Lagging(marked_some)) {
+      hold_until = absl::InfinitePast();
+    } else if (!group.empty() || now >= hold_until) {
+      hold_until = now + options_.max_hold;
+    }
   }
 }
 
-void PaymentWriter::CommitGroup(std::vector<Pending>& group,
-                                const std::vector<PendingMark*>& marks) {
+bool PaymentWriter::Lagging(bool marked_some) {
+  if (options_.max_unsent <= 0) return false;
+  const int64_t now = clock_.NowMillis();
+  if (marked_some) last_mark_ms_ = now;
+  // No acks for a second: accounting (or the broker) is away, recovery's
+  // business; holding callers would only make the outage theirs.
+  if (now - last_mark_ms_ > 1000) return false;
+  absl::StatusOr<int64_t> sending = store_.CountSending(options_.max_unsent);
+  return sending.ok() && *sending >= options_.max_unsent;
+}
+
+void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingMark*>& marks) {
   const int64_t now = clock_.NowMillis();
   std::vector<NewPayment> batch;
   batch.reserve(group.size());
@@ -114,6 +147,13 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group,
     spec.traceparent = std::move(p.traceparent);
     n.outbox = NewOutboxMessage(std::move(spec), now, options_.retry);
     batch.push_back(std::move(n));
+  }
+  // Acks that came in while the group was being encoded ride this commit
+  // too, rather than waiting a whole cycle for the next one.
+  {
+    MutexLock lock(&mu_);
+    marks.insert(marks.end(), marks_.begin(), marks_.end());
+    marks_.clear();
   }
   std::vector<std::string> mark_ids;
   for (const PendingMark* m : marks) {
@@ -141,30 +181,33 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group,
   created_.Add(static_cast<int64_t>(messages.size()));
   if (!messages.empty()) relay_.Enqueue(std::move(messages));
 
+  // The ack listener first: its rows are SENT now, and it acks them while
+  // the callers below are answered.
+  if (!marks.empty()) {
+    MutexLock lock(&mu_);
+    // Each ack batch learns its own counts only roughly (the group's tally is
+    // split in order; there is one ack listener, so nearly always one batch);
+    // what matters to it is success or failure.
+    AckTally left = marked.ok() ? *marked : AckTally{};
+    for (PendingMark* m : marks) {
+      if (!marked.ok()) {
+        m->marked = marked.status();
+      } else {
+        int room = static_cast<int>(m->message_ids->size());
+        AckTally mine;
+        mine.closed = std::min(left.closed, room);
+        mine.late = std::min(left.late, room - mine.closed);
+        left.closed -= mine.closed;
+        left.late -= mine.late;
+        m->marked = mine;
+      }
+      m->done = true;
+    }
+  }
+
   // The callers' completions, outside the lock: calls queueing meanwhile
   // join the next group.
   for (size_t i = 0; i < group.size(); ++i) std::move(group[i].done)(std::move(outcomes[i]));
-
-  if (marks.empty()) return;
-  MutexLock lock(&mu_);
-  // Each ack batch learns its own counts only roughly (the group's tally is
-  // split in order; there is one ack listener, so nearly always one batch);
-  // what matters to it is success or failure.
-  AckTally left = marked.ok() ? *marked : AckTally{};
-  for (PendingMark* m : marks) {
-    if (!marked.ok()) {
-      m->marked = marked.status();
-    } else {
-      int room = static_cast<int>(m->message_ids->size());
-      AckTally mine;
-      mine.closed = std::min(left.closed, room);
-      mine.late = std::min(left.late, room - mine.closed);
-      left.closed -= mine.closed;
-      left.late -= mine.late;
-      m->marked = mine;
-    }
-    m->done = true;
-  }
 }
 
 }  // namespace outbox::payment

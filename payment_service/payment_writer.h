@@ -7,12 +7,14 @@
 // commit, the new messages go to the relay (the fast publisher). As the
 // outbox repository of the ack listener, acks ride the same group commit.
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/time/time.h"
 #include "payment_service/payment_store.h"
 #include "shared/base/clock.h"
 #include "shared/base/ids.h"
@@ -28,6 +30,14 @@ struct WriterOptions {
   std::string reply_to = "ACC_QUEUE";   // where accounting acknowledges them
   RetryPolicy retry;                    // attempt 1 and the budget stored in each row
   size_t max_batch = 512;
+  // Backpressure: while accounting replies (acks flowed in the last second)
+  // but at least `max_unsent` payments are SENDING, new payments wait up to
+  // `max_hold` before their group (acks meanwhile are marked at once), so a
+  // closed loop of callers cannot outrun accounting and grow the backlog
+  // without bound. 0 = off. In an accounting or broker outage no acks flow
+  // and nothing is held.
+  int64_t max_unsent = 1024;
+  absl::Duration max_hold = absl::Milliseconds(20);
 };
 
 class PaymentWriter final : public OutboxRepository {
@@ -57,6 +67,7 @@ class PaymentWriter final : public OutboxRepository {
 
   int64_t groups_committed() const { return groups_.value(); }
   int64_t payments_created() const { return created_.value(); }
+  int64_t holds() const { return holds_.value(); }
 
  private:
   struct Pending {
@@ -70,7 +81,9 @@ class PaymentWriter final : public OutboxRepository {
     bool done = false;
   };
   void Run();
-  void CommitGroup(std::vector<Pending>& group, const std::vector<PendingMark*>& marks);
+  // After a commit: true when new payments should wait (see max_unsent).
+  bool Lagging(bool marked_some);
+  void CommitGroup(std::vector<Pending>& group, std::vector<PendingMark*>& marks);
 
   PaymentStore& store_;
   const Clock& clock_;
@@ -80,10 +93,12 @@ class PaymentWriter final : public OutboxRepository {
 
   Mutex mu_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
-  std::deque<PendingMark*> marks_ ABSL_GUARDED_BY(mu_);
+  std::vector<PendingMark*> marks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Counter& groups_;
   Counter& created_;
+  Counter& holds_;
+  int64_t last_mark_ms_ = INT64_MIN / 2;  // writer thread only; none yet
   std::thread thread_;
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/sequential_ids.h"
 
@@ -173,6 +174,56 @@ TEST_F(PaymentWriterTest, AcknowledgementsRideTheGroupCommit) {
   EXPECT_EQ(store_->Get(a.record.payment_id)->outbox.sent_at, 1'001'000);
   EXPECT_EQ(store_->Get(b.record.payment_id)->outbox.last_error, "nack");
   EXPECT_TRUE(absl::IsUnavailable(writer.MarkAcknowledged({"x"}).status()));
+}
+
+TEST_F(PaymentWriterTest, WhileAccountingLagsNewPaymentsWaitForItsAcks) {
+  RecordingRelay relay;
+  WriterOptions options;
+  options.max_unsent = 2;
+  options.max_hold = absl::Minutes(1);  // only acks end this hold
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, options, relay);
+  writer.Start();
+  std::vector<CreateOutcome> made;
+  for (int i = 0; i < 3; ++i) {
+    made.push_back(writer.Create({absl::StrCat("k", i), "alice", "bob", 100, "USD", ""}));
+    ASSERT_TRUE(made.back().status.ok()) << made.back().status;
+  }
+  EXPECT_EQ(writer.holds(), 0);  // no acks yet: nothing is held for them
+  // Acks flow, and 2 payments are still SENDING: accounting lags.
+  ASSERT_TRUE(writer.MarkAcknowledged({made[0].record.outbox.message_id}).ok());
+  absl::Notification created;
+  CreateOutcome late;
+  writer.CreateAsync({"k3", "alice", "bob", 100, "USD", ""}, "", [&](CreateOutcome out) {
+    late = std::move(out);
+    created.Notify();
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (writer.holds() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(writer.holds(), 1);
+  EXPECT_FALSE(created.HasBeenNotified());
+  // The next ack is committed on its own; the backlog is under the bound
+  // again, so the held payment goes into the next group.
+  ASSERT_TRUE(writer.MarkAcknowledged({made[1].record.outbox.message_id}).ok());
+  ASSERT_TRUE(created.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(late.status.ok()) << late.status;
+  writer.Stop();
+  EXPECT_EQ(relay.published().size(), 4u);
+}
+
+TEST_F(PaymentWriterTest, WithoutAcksNothingIsHeld) {
+  // Accounting away: the backlog grows, callers are not held for it.
+  RecordingRelay relay;
+  WriterOptions options;
+  options.max_unsent = 1;
+  options.max_hold = absl::Minutes(1);
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, options, relay);
+  writer.Start();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(writer.Create({absl::StrCat("k", i), "alice", "bob", 100, "USD", ""}).status.ok());
+  }
+  writer.Stop();
+  EXPECT_EQ(writer.holds(), 0);
+  EXPECT_EQ(relay.published().size(), 5u);
 }
 
 }  // namespace
