@@ -46,6 +46,24 @@ std::vector<std::string> Drain(AmqpConnection& c, const std::string& queue) {
   }
 }
 
+// The vouchers over every accounting shard: per shard, per payment id, and
+// how many payments were booked more than once.
+struct Bookings {
+  std::vector<size_t> per_shard;
+  std::map<std::string, int> by_payment;
+  int twice = 0;
+};
+Bookings BookingsOf(ServiceSet& services, int shards) {
+  Bookings b;
+  for (int k = 0; k < shards; ++k) {
+    const auto vouchers = services.ShardVouchers(k);
+    b.per_shard.push_back(vouchers.size());
+    for (const auto& v : vouchers) ++b.by_payment[v.payment_id()];
+  }
+  for (const auto& [id, n] : b.by_payment) b.twice += n > 1;
+  return b;
+}
+
 TEST(AccountingShardsTest, EveryCopyOfAPaymentLandsOnOneShardAndDeadLettersGoBack) {
   ServiceSet services(Env{{"ACCOUNTING_SHARDS", absl::StrCat(kShards)}});
   services.StartPayment();  // the writer declares the shards and the hash exchange
@@ -148,15 +166,10 @@ TEST(AccountingShardsTest, KillOneShardUnderLoad) {
   ASSERT_EQ(load.created(), kPayments);
 
   const int sent = WaitAllSent(services, kPayments, absl::Seconds(120));
-  std::map<std::string, int> booked;  // payment id -> vouchers over all shards
-  std::vector<size_t> per_shard;
-  for (int k = 0; k < kShards; ++k) {
-    const auto vouchers = services.ShardVouchers(k);
-    per_shard.push_back(vouchers.size());
-    for (const auto& v : vouchers) ++booked[v.payment_id()];
-  }
-  int twice = 0;
-  for (const auto& [id, n] : booked) twice += n > 1;
+  const Bookings b = BookingsOf(services, kShards);
+  const std::vector<size_t>& per_shard = b.per_shard;
+  const auto& booked = b.by_payment;
+  const int twice = b.twice;
   const CheckResult check = RunChecker(services);
   std::cout << "killed shard 1 after " << kPayments / 4 << " payments, restarted after "
             << created_while_down << "; SENT=" << sent << " vouchers shard0=" << per_shard[0]
@@ -222,15 +235,10 @@ TEST(AccountingShardsTest, ReshardOneToTwoUnderLoad) {
   ASSERT_EQ(load.created(), kPayments);
 
   const int sent = WaitAllSent(services, kPayments, absl::Seconds(120));
-  std::map<std::string, int> booked;
-  std::vector<size_t> per_shard;
-  for (int k = 0; k < 2; ++k) {
-    const auto vouchers = services.ShardVouchers(k);
-    per_shard.push_back(vouchers.size());
-    for (const auto& v : vouchers) ++booked[v.payment_id()];
-  }
-  int twice = 0;
-  for (const auto& [id, n] : booked) twice += n > 1;
+  const Bookings b = BookingsOf(services, 2);
+  const std::vector<size_t>& per_shard = b.per_shard;
+  const auto& booked = b.by_payment;
+  const int twice = b.twice;
   const CheckResult check = RunChecker(services);
   std::cout << "resharded 1 -> 2 after " << created_before << " payments; SENT=" << sent
             << " vouchers shard0=" << per_shard[0] << " shard1=" << per_shard[1]
