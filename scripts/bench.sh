@@ -163,20 +163,8 @@ start_service() {
   [[ $PORT =~ ^[0-9]+$ && $PORT != 0 ]] || die "$name: no port in: $line"
 }
 
-# free_port: prints a loopback port nobody listens on and not handed out before.
-taken_ports=" "
-free_port() {
-  local used=" " addr p _
-  while read -r _ addr _; do
-    if [[ $addr == *:* ]]; then used+="$((16#${addr##*:})) "; fi
-  done < <(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null)
-  while :; do
-    p=$((30100 + RANDOM % 2600))  # below the kernel's ephemeral range
-    [[ $used$taken_ports == *" $p "* ]] || break
-  done
-  taken_ports+="$p "
-  echo "$p"
-}
+# shellcheck source=SCRIPTDIR/lib/ports.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/ports.sh"  # free_port
 
 # start_services RUN: fresh databases and queues under $WORK/RUN; sets
 # COMMON_ENV and ACCOUNTING_ENV (shard 0's, for a restart, with ACCOUNTING_LISTEN).
@@ -190,10 +178,11 @@ start_services() {
   local common=("${COMMON_ENV[@]}") users=$BROKER_DIR/users k db logs acc_env
   # Each service on its own broker user (scripts/rabbitmq_node.sh).
   # Payment shards: every shard's address is known before any starts.
-  local ports=() addrs="" reply_queues=""
+  local ports=() addrs="" reply_queues="" port
   if ((SHARDS > 1)); then
     for ((k = 0; k < SHARDS; k++)); do
-      ports+=("$(free_port)")
+      free_port port
+      ports+=("$port")
       addrs+="${addrs:+,}127.0.0.1:${ports[k]}"
       reply_queues+="${reply_queues:+,}bench.$run.ACC.s$k"
     done

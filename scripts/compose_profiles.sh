@@ -94,25 +94,8 @@ fi
 # --- helpers (the current profile in $PROFILE) ---
 PROFILE=''
 dc() { docker-compose --profile "$PROFILE" "$@"; }
-# health NAME: the container's health status (starting, healthy, unhealthy), or its state, or "absent".
-health() {
-  local id
-  id=$(dc ps -q "$1" 2>/dev/null)
-  [[ -n $id ]] || { echo absent; return; }
-  docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$id"
-}
-# await_healthy SECONDS NAME...: polls until every NAME is healthy; returns 1 after SECONDS.
-await_healthy() {
-  local limit=$1 start=$SECONDS name all
-  shift
-  while :; do
-    all=1
-    for name in "$@"; do [[ $(health "$name") == healthy ]] || all=0; done
-    ((all)) && return 0
-    ((SECONDS - start < limit)) || return 1
-    sleep 2
-  done
-}
+# shellcheck source=SCRIPTDIR/lib/compose.sh
+source "$ROOT/scripts/lib/compose.sh"  # health, await_healthy (through dc)
 ports_free() {
   local busy=() port
   for port in "$@"; do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && busy+=("$port"); done

@@ -8,7 +8,8 @@
 # NAME_env arrays through the functions below.
 
 declare -A pid_of=()  # service name -> pid of the running instance
-taken=" "             # ports free_port has handed out in this run
+# shellcheck source=SCRIPTDIR/ports.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"  # free_port
 
 # seconds VALUE VAR EXAMPLE: prints VALUE ("8s" or "8") as whole seconds; exits 2 naming VAR otherwise.
 seconds() {
@@ -61,20 +62,6 @@ finish_work() {
   else
     echo "$SCRIPT: logs and databases kept in $WORK ($1)"
   fi
-}
-
-# free_port VAR: sets VAR to a free loopback port not handed out before in this run.
-free_port() {
-  local used=" " addr p _
-  while read -r _ addr _; do
-    if [[ $addr == *:* ]]; then used+="$((16#${addr##*:})) "; fi
-  done < <(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null)
-  while :; do
-    p=$((30100 + RANDOM % 2600))  # below the kernel's ephemeral range
-    [[ $used$taken == *" $p "* ]] || break
-  done
-  taken+="$p "
-  printf -v "$1" '%s' "$p"
 }
 
 # start_broker: starts the private RabbitMQ node in $WORK/broker (the services' broker users in
