@@ -98,6 +98,9 @@ absl::Status ApplyPragmas(SQLite::Database& db, const std::string& path, const D
       case Durability::kOff: db.exec("PRAGMA synchronous=OFF"); break;
     }
     db.exec("PRAGMA foreign_keys=ON");
+    // A log that grew (a long reader held it) is cut back to this when it
+    // starts over, instead of keeping its largest size for good.
+    db.exec("PRAGMA journal_size_limit=67108864");
     return absl::OkStatus();
   });
 }
@@ -197,7 +200,9 @@ void BackgroundCheckpointer::Run() {
   }
 }
 
-void DisableAutoCheckpoint(SQLite::Database& db) { db.exec("PRAGMA wal_autocheckpoint=0"); }
+void SetWriterCheckpoint(SQLite::Database& db, int frames) {
+  db.exec(absl::StrCat("PRAGMA wal_autocheckpoint=", frames));
+}
 
 absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
     const std::string& path, const DbOptions& options,
@@ -215,8 +220,8 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
       });
     });
   }
-  if (s.ok()) s = Guard("disable auto-checkpoint", [&] {
-    DisableAutoCheckpoint(**writer);
+  if (s.ok()) s = Guard("set the writer's checkpoint", [&] {
+    SetWriterCheckpoint(**writer);
     return absl::OkStatus();
   });
   if (!s.ok()) return s;

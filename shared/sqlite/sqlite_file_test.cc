@@ -196,6 +196,45 @@ class FileSizeLimit {
 
 int64_t CountRows(SQLite::Database& db) { return db.execAndGet("SELECT count(*) FROM t").getInt64(); }
 
+// The writer never pauses, as under a steady load: the background's PASSIVE
+// checkpoints alone never see the log completely copied, so SQLite never
+// starts it over and the file grows with every commit. The writer's own
+// checkpoint past `writer_frames` lets it start over.
+int64_t WalSizeAfterSteadyWrites(const std::string& path, int writer_frames) {
+  auto file = OpenSqliteFile(path, DbOptions{Durability::kOff}, [](SQLite::Database& db) {
+    db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB NOT NULL)");
+  });
+  if (!file.ok()) return -1;
+  auto checkpointer = BackgroundCheckpointer::Start(path, absl::Milliseconds(2));
+  if (!checkpointer.ok()) return -1;
+  (*file)->checkpointer = std::move(*checkpointer);
+  MutexLock lock(&(*file)->write_mu);
+  SQLite::Database& db = *(*file)->writer;
+  SetWriterCheckpoint(db, writer_frames);
+  for (int i = 0; i < 6000; ++i) {  // ~2 pages each: ~48 MiB of log in all
+    absl::Status s = WriteTransaction(db, [&] {
+      db.exec("INSERT INTO t (b) VALUES (randomblob(3000))");
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return -1;
+  }
+  return static_cast<int64_t>(std::filesystem::file_size(path + "-wal"));
+}
+
+TEST(SqliteFileTest, TheWritersCheckpointStartsTheLogOverUnderASteadyLoad) {
+  TempDir dir;
+  const int64_t restarted = WalSizeAfterSteadyWrites(dir.path() + "/restart.db", 256);
+  const int64_t background_only = WalSizeAfterSteadyWrites(dir.path() + "/passive.db", 0);
+  ASSERT_GT(restarted, 0);
+  ASSERT_GT(background_only, 0);
+  // 256 pages are 1 MiB; a checkpoint that meets the background's reading
+  // leaves the log for the next commit's, a few pages on.
+  EXPECT_LT(restarted, 8 << 20) << "background only: " << background_only;
+  // What it is for: with the background's checkpoints only, the log keeps
+  // everything written.
+  EXPECT_GT(background_only, 24 << 20) << "restarted: " << restarted;
+}
+
 TEST(SqliteFileTest, AFullDiskRollsBackAndRecovers) {
   TempDir dir;
   auto db = OpenDatabase(dir.path() + "/full.db", DbOptions{});
