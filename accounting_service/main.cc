@@ -67,7 +67,7 @@ absl::Status Run() {
   }
 
   const Clock& clock = SystemClock::Get();
-  UuidGenerator ids;
+  TimeOrderedUuidGenerator ids;  // voucher ids: new keys land together in their index
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, VoucherStore::Open(absl::GetFlag(FLAGS_accounting_db), config.db,
                                                   ids, clock));

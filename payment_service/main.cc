@@ -78,8 +78,8 @@ absl::Status Run() {
   }
 
   const Clock& clock = SystemClock::Get();
-  UuidGenerator uuids;
-  ShardIds ids(uuids, shard);  // "s<index>-<uuid>" with several shards
+  TimeOrderedUuidGenerator uuids;  // new keys land together in each unique index
+  ShardIds ids(uuids, shard);      // "s<index>-<uuid>" with several shards
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, PaymentStore::Open(absl::GetFlag(FLAGS_payment_db), config.db));
   AmqpPublisher amqp(config.amqp, config.payment_events(), "payment-fast-publisher");
