@@ -28,7 +28,7 @@ ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 1024),
           "ACC_QUEUE prefetch, also the ack batch size [env AMQP_PREFETCH]");
 ABSL_FLAG(int, group_commit_max, EnvOrInt("GROUP_COMMIT_MAX", 512),
           "most payments committed in one transaction [env GROUP_COMMIT_MAX]");
-ABSL_FLAG(int64_t, max_unsent, EnvOrInt("MAX_UNSENT", 1024),
+ABSL_FLAG(int64_t, max_unsent, EnvOrInt("MAX_UNSENT", 512),
           "while accounting replies but this many payments are SENDING, new payments wait "
           "(up to --max_hold_ms) for its acks; 0 = never [env MAX_UNSENT]");
 ABSL_FLAG(int, max_hold_ms, EnvOrInt("MAX_HOLD_MS", 20),

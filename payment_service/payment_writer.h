@@ -36,7 +36,7 @@ struct WriterOptions {
   // closed loop of callers cannot outrun accounting and grow the backlog
   // without bound. 0 = off. In an accounting or broker outage no acks flow
   // and nothing is held.
-  int64_t max_unsent = 1024;
+  int64_t max_unsent = 512;
   absl::Duration max_hold = absl::Milliseconds(20);
 };
 
