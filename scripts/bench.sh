@@ -288,6 +288,17 @@ if [[ ${BENCH_PROFILE:-0} == 1 ]] && ! command -v perf >/dev/null; then
   apt-get install -y -q linux-perf >/dev/null || die "BENCH_PROFILE=1 needs perf (linux-perf)"
 fi
 
+# wal_sizes RUN: the services' WAL files at the end of a run (SQLite removes
+# them at close, so while the services still run). Under a steady load the
+# writer's checkpoint keeps each near 16 MiB; a log that only grows shows here.
+wal_sizes() {
+  local f line=""
+  while IFS= read -r f; do
+    line+="${line:+, }${f#"$WORK/$1/"} $(awk '{printf "%.1f MiB", $1 / 1048576}' <<<"$(stat -c %s "$f")")"
+  done < <(find "$WORK/$1" -name '*.db-wal' | sort)
+  printf '  %-45s%s\n' "WAL files at the end of the run" "${line:-none}"
+}
+
 # 1. Throughput: closed loop, baselines measured first in the same process.
 start_services throughput
 profile_start payment_service "$PAYMENT_PID"
@@ -295,6 +306,7 @@ profile_start accounting_service "$ACCOUNTING_PID"
 echo
 run_outbox_bench --label=throughput --concurrency="$CONCURRENCY" \
   --baselines=true --amqp_url="$AMQP_URL" --scratch_dir="$WORK/throughput"
+wal_sizes throughput
 profile_report
 stop_services
 
@@ -302,6 +314,7 @@ stop_services
 start_services latency
 echo
 run_outbox_bench --label=latency --rate="$RATE"
+wal_sizes latency
 stop_services
 
 # 3. Drain after an accounting outage, recovery_service running (its
