@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/synchronization/notification.h"
+#include "shared/base/mutex.h"
 #include "payment_service/payment_codec.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
@@ -51,7 +51,7 @@ void PaymentWriter::CreateAsync(PaymentInput input, std::string traceparent, Cre
 
 CreateOutcome PaymentWriter::Create(const PaymentInput& input, const std::string& traceparent) {
   CreateOutcome outcome;
-  absl::Notification done;
+  Notification done;  // outbox::Notification: TSan sees it (shared/base/mutex.h)
   CreateAsync(input, traceparent, [&](CreateOutcome out) {
     outcome = std::move(out);
     done.Notify();

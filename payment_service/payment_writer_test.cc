@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "shared/base/mutex.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/sequential_ids.h"
 
@@ -191,7 +191,7 @@ TEST_F(PaymentWriterTest, WhileAccountingLagsNewPaymentsWaitForItsAcks) {
   EXPECT_EQ(writer.holds(), 0);  // no acks yet: nothing is held for them
   // Acks flow, and 2 payments are still SENDING: accounting lags.
   ASSERT_TRUE(writer.MarkAcknowledged({made[0].record.outbox.message_id}).ok());
-  absl::Notification created;
+  Notification created;
   CreateOutcome late;
   writer.CreateAsync({"k3", "alice", "bob", 100, "USD", ""}, "", [&](CreateOutcome out) {
     late = std::move(out);
