@@ -265,7 +265,7 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   // cancellations are processed (at once here; under TSan it takes a while),
   // retried with the same idempotency key as a client would.
   ASSERT_TRUE(s.payment().Running());
-  EXPECT_TRUE(Serving(s));
+  EXPECT_TRUE(PollUntil([&] { return Serving(s); }, absl::Seconds(60), absl::Milliseconds(200)));
   grpc::Status after;
   EXPECT_TRUE(PollUntil([&] { return (after = Create(s, "load-limits-after")).ok(); },
                         absl::Seconds(60), absl::Milliseconds(200)))
