@@ -99,7 +99,7 @@ done
 # --- helpers ---
 dc() { docker-compose "$@"; }
 # shellcheck source=SCRIPTDIR/lib/compose.sh
-source "$ROOT/scripts/lib/compose.sh"  # health, await_healthy (through dc)
+source "$ROOT/scripts/lib/compose.sh"  # container_secrets, health, await_healthy (through dc)
 CERTS=$ROOT/certs/compose
 demo() {
   "$BIN/outbox_demo" --payment_addr=127.0.0.1:50051 --accounting_addr=127.0.0.1:50052 \
@@ -148,15 +148,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- 1. up ---
-# gRPC TLS, tokens and the message signing key: new ones every run. The containers run as uid 10001
-# (docker/Dockerfile), which must read the keys and tokens (mode 0600).
-rm -rf "$CERTS"
-bash scripts/dev_certs.sh "$CERTS" >/dev/null
-(umask 077 && head -c 32 /dev/urandom | base64 >"$CERTS/api.token" &&
-  head -c 32 /dev/urandom | base64 >"$CERTS/ops.token")
-message_keys "$CERTS/message.keys"  # scripts/lib/services.sh
-chown -R 10001 "$CERTS" 2>/dev/null || sudo chown -R 10001 "$CERTS" ||
-  die "cannot hand $CERTS to uid 10001 (the containers' user)"
+# gRPC TLS, tokens and the message signing key: new ones every run.
+container_secrets "$CERTS"  # scripts/lib/compose.sh
 say "gRPC TLS certificates, tokens and the message key in $CERTS"
 echo "=== up: docker-compose up -d --build (project $COMPOSE_PROJECT_NAME) ==="
 build_start=$SECONDS

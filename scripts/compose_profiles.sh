@@ -95,7 +95,7 @@ fi
 PROFILE=''
 dc() { docker-compose --profile "$PROFILE" "$@"; }
 # shellcheck source=SCRIPTDIR/lib/compose.sh
-source "$ROOT/scripts/lib/compose.sh"  # health, await_healthy (through dc)
+source "$ROOT/scripts/lib/compose.sh"  # container_secrets, health, await_healthy (through dc)
 ports_free() {
   local busy=() port
   for port in "$@"; do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && busy+=("$port"); done
@@ -154,19 +154,27 @@ down() {
 }
 # up SERVICE...: fresh certificates and tokens, then `up -d --build` of the named services.
 up() {
-  # The containers run as uid 10001 (docker/Dockerfile) and must read the keys and tokens (mode 0600).
-  rm -rf "$CERTS"
-  bash scripts/dev_certs.sh "$CERTS" >/dev/null
-  (umask 077 && head -c 32 /dev/urandom | base64 >"$CERTS/api.token" &&
-    head -c 32 /dev/urandom | base64 >"$CERTS/ops.token")
-  message_keys "$CERTS/message.keys"  # scripts/lib/services.sh
-  chown -R 10001 "$CERTS" 2>/dev/null || sudo chown -R 10001 "$CERTS" ||
-    die "cannot hand $CERTS to uid 10001 (the containers' user)"
+  container_secrets "$CERTS"  # scripts/lib/compose.sh
   # A fresh start: what an earlier run of this project left (KEEP_UP=1) goes, volumes too.
   dc down -v >>"$OUT/compose-down.log" 2>&1 || true
   local start=$SECONDS
   dc up -d --build "$@" >"$OUT/$PROFILE-up.log" 2>&1 || { tail -n 30 "$OUT/$PROFILE-up.log" >&2; return 1; }
   say "$PROFILE: docker-compose up -d --build $* returned after $((SECONDS - start))s"
+}
+# up_healthy "SERVICE..." CONTAINER...: `up` the services, then wait (400 s) until
+# every container is healthy; sets HEALTHY_S, the seconds from up to healthy.
+up_healthy() {
+  local t0=$SECONDS to_up c
+  read -ra to_up <<<"$1"
+  shift
+  up "${to_up[@]}" || return 1
+  await_healthy 400 "$@" || {
+    for c in "$@"; do echo "  $c: $(health "$c")" >&2; done
+    say "$PROFILE: not every container became healthy within 400 s"
+    return 1
+  }
+  HEALTHY_S=$((SECONDS - t0))
+  say "$PROFILE: every container healthy ${HEALTHY_S}s after up"
 }
 
 declare -A verdicts
@@ -186,15 +194,8 @@ run_cluster() {
   local ok=1 services=(rabbit-1 rabbit-2 rabbit-3 payment_cluster accounting_cluster recovery_cluster)
   ports_free 5682 5683 5684 50061 50062 50063
   echo "=== cluster: up ==="
-  local t0=$SECONDS
-  up payment_cluster accounting_cluster recovery_cluster || return 1
-  await_healthy 400 "${services[@]}" || {
-    for s in "${services[@]}"; do echo "  $s: $(health "$s")" >&2; done
-    say "cluster: not every container became healthy within 400 s"
-    return 1
-  }
-  local healthy_s=$((SECONDS - t0))
-  say "cluster: every container healthy ${healthy_s}s after up"
+  up_healthy "payment_cluster accounting_cluster recovery_cluster" "${services[@]}" || return 1
+  local healthy_s=$HEALTHY_S
   ctl rabbit-1 cluster_status --formatter json >"$OUT/cluster-status.json"
   local running
   running=$(jq -r '.running_nodes | sort | join(", ")' "$OUT/cluster-status.json")
@@ -305,15 +306,8 @@ run_shards() {
   local ok=1 services=(rabbitmq payment_s0 payment_s1 accounting_shards recovery_s0 recovery_s1)
   ports_free 5672 15672 50071 50072 50073 50074 50075
   echo "=== shards: up ==="
-  local t0=$SECONDS
-  up payment_s0 payment_s1 accounting_shards recovery_s0 recovery_s1 || return 1
-  await_healthy 400 "${services[@]}" || {
-    for s in "${services[@]}"; do echo "  $s: $(health "$s")" >&2; done
-    say "shards: not every container became healthy within 400 s"
-    return 1
-  }
-  local healthy_s=$((SECONDS - t0))
-  say "shards: every container healthy ${healthy_s}s after up"
+  up_healthy "payment_s0 payment_s1 accounting_shards recovery_s0 recovery_s1" "${services[@]}" || return 1
+  local healthy_s=$HEALTHY_S
   ctl rabbitmq list_queues name type consumers --formatter json |
     jq -r '.[] | select(.name | startswith("shards.")) | "  \(.name): \(.type), \(.consumers) consumer(s)"'
 

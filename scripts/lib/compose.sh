@@ -1,6 +1,23 @@
 # shellcheck shell=bash
-# Container health for scripts/compose_demo.sh and scripts/compose_profiles.sh
-# (sourced). The sourcing script defines dc, its docker-compose command line.
+# Container health and secrets for scripts/compose_demo.sh and
+# scripts/compose_profiles.sh (sourced). The sourcing script defines dc, its
+# docker-compose command line, and die, and sources scripts/lib/services.sh
+# (message_keys).
+
+# container_secrets DIR: new gRPC TLS certificates (scripts/dev_certs.sh), API
+# and ops tokens and the message signing key in DIR, every run. The containers
+# run as uid 10001 (docker/Dockerfile), which must read the keys and tokens
+# (mode 0600).
+container_secrets() {
+  local dir=$1
+  rm -rf "$dir"
+  bash scripts/dev_certs.sh "$dir" >/dev/null
+  (umask 077 && head -c 32 /dev/urandom | base64 >"$dir/api.token" &&
+    head -c 32 /dev/urandom | base64 >"$dir/ops.token")
+  message_keys "$dir/message.keys"  # scripts/lib/services.sh
+  chown -R 10001 "$dir" 2>/dev/null || sudo chown -R 10001 "$dir" ||
+    die "cannot hand $dir to uid 10001 (the containers' user)"
+}
 
 # health NAME: the container's health status (starting, healthy, unhealthy), or its state, or "absent".
 health() {
