@@ -135,6 +135,17 @@ amqp_events() {
 # ctl NODE ARGS...: rabbitmqctl on one broker container.
 ctl() { dc exec -T "$1" rabbitmqctl -q "${@:2}"; }
 field() { awk -v l="$2" 'index($0, l " ") == 1 { sub("^" l " +", ""); print $1 + 0; exit }' "$1"; }
+# report_totals REPORT: REPORT_TOTALS = "N payments, N SENT, lost N, duplicates N" from an
+# outbox_demo --report_all report; fails unless every payment is SENT, none lost, none twice.
+report_totals() {
+  local total sent lost dups
+  total=$(field "$1" "payments checked")
+  sent=$(field "$1" "outbox SENT")
+  lost=$(field "$1" "lost")
+  dups=$(field "$1" "duplicates")
+  REPORT_TOTALS="$total payments, $sent SENT, lost $lost, duplicates $dups"
+  [[ -n $total && $sent == "$total" && $lost == 0 && $dups == 0 ]]
+}
 # outbox_check VOLUME_SUFFIX_PAYMENT VOLUME_SUFFIX_ACCOUNTING [FLAG...]: the checker in the image, on the volumes.
 outbox_check() {
   docker run --rm -v "${COMPOSE_PROJECT_NAME}_$1:/data/payment" -v "${COMPOSE_PROJECT_NAME}_$2:/data/accounting" \
@@ -285,13 +296,8 @@ run_cluster() {
     --timeout=120s >"$OUT/cluster-all.report" 2>&1 || ok=0
   tail -n 18 "$OUT/cluster-all.report"
   outbox_check payment_cluster_data accounting_cluster_data | tee "$OUT/cluster-check.txt" || ok=0
-  local total sent lost dups
-  total=$(field "$OUT/cluster-all.report" "payments checked")
-  sent=$(field "$OUT/cluster-all.report" "outbox SENT")
-  lost=$(field "$OUT/cluster-all.report" "lost")
-  dups=$(field "$OUT/cluster-all.report" "duplicates")
-  [[ -n $total && $sent == "$total" && $lost == 0 && $dups == 0 ]] || ok=0
-  cluster_summary="$total payments, $sent SENT, lost $lost, duplicates $dups; healthy ${healthy_s}s after up;"
+  report_totals "$OUT/cluster-all.report" || ok=0
+  cluster_summary="$REPORT_TOTALS; healthy ${healthy_s}s after up;"
   cluster_summary+=" docker $STOP_MODE $node (leader): new leader seen after ${elected:-?}s;"
   cluster_summary+=" the load's creates $(grep -o 'p99 .*' "$OUT/cluster-load.report" | head -n 1), $(grep -o '[0-9]* calls retried' "$OUT/cluster-load.report" || echo '? calls retried');"
   cluster_summary+=" stranger's 10 during the stop SENT: ${stranger_s:-NO}; rejoined ${rejoined:-NO}s after docker start"
@@ -342,13 +348,8 @@ run_shards() {
     if outbox_check "payment_s${k}_data" accounting_shards_data --payment_id_prefix="s$k-" |
       tee "$OUT/shards-check-s$k.txt"; then checks+=" s$k OK"; else checks+=" s$k FAILED"; ok=0; fi
   done
-  local total sent lost dups
-  total=$(field "$OUT/shards-all.report" "payments checked")
-  sent=$(field "$OUT/shards-all.report" "outbox SENT")
-  lost=$(field "$OUT/shards-all.report" "lost")
-  dups=$(field "$OUT/shards-all.report" "duplicates")
-  [[ -n $total && $sent == "$total" && $lost == 0 && $dups == 0 ]] || ok=0
-  shards_summary="$total payments, $sent SENT, lost $lost, duplicates $dups; outbox_demo's by shard s0 $s0 / s1 $s1;"
+  report_totals "$OUT/shards-all.report" || ok=0
+  shards_summary="$REPORT_TOTALS; outbox_demo's by shard s0 $s0 / s1 $s1;"
   shards_summary+=" stranger: $(grep -o '[0-9]* first sent to a shard that does not own the key' "$OUT/shards-stranger.txt" || echo '?');"
   shards_summary+=" outbox_check$checks; healthy ${healthy_s}s after up"
   down
