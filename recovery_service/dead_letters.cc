@@ -13,14 +13,14 @@ namespace outbox::recovery {
 DeadLetters::DeadLetters(const AmqpUrl& url, std::vector<Source> sources)
     : sources_(std::move(sources)),
       // Declares nothing: recovery's broker user may not.
-      session_(url, Topology{}, "recovery-dead-letters",
+      dialer_(url, Topology{}, "recovery-dead-letters",
                [](AmqpConnection& c) { return c.EnableConfirms(); }) {}
 
 void DeadLetters::RegisterMetrics(MetricsRegistry& metrics) {
-  const AmqpSession& session = session_;
+  const AmqpDialer& dialer = dialer_;
   RegisterConnectionMetrics(
-      metrics, "dead_letters", [&session] { return session.up(); },
-      [&session] { return session.drops(); });
+      metrics, "dead_letters", [&dialer] { return dialer.up(); },
+      [&dialer] { return dialer.drops(); });
 }
 
 const DeadLetters::Source* DeadLetters::Find(const std::string& queue) const {
@@ -42,14 +42,14 @@ absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& q
   // have closed it meanwhile: a failure on it earns one try on a fresh one.
   absl::Status last;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto conn = session_.Get();
+    auto conn = dialer_.Get();
     if (!conn.ok()) return conn.status();
     absl::Status alive = (*conn)->Poll(absl::ZeroDuration());
     auto count = alive.ok() ? (*conn)->MessageCount(dlq) : absl::StatusOr<uint32_t>(alive);
     if (count.ok()) return Parked{*conn, dlq, *count};
     if (absl::IsNotFound(count.status())) return count.status();  // the connection is fine
     last = count.status();
-    session_.Reset(last);
+    dialer_.Reset(last);
   }
   return last;
 }
@@ -66,7 +66,7 @@ absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int l
   while (static_cast<int>(peek.messages.size()) < limit) {
     auto d = conn->Get(dlq);
     if (!d.ok()) {
-      session_.Reset(d.status());  // unacked gets return to the queue with the connection
+      dialer_.Reset(d.status());  // unacked gets return to the queue with the connection
       return d.status();
     }
     if (d->delivery_tag == 0) break;
@@ -76,7 +76,7 @@ absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int l
   if (last_tag != 0) {
     absl::Status s = conn->Requeue(last_tag, /*multiple=*/true);
     if (!s.ok()) {
-      session_.Reset(s);
+      dialer_.Reset(s);
       return peek;
     }
     // The requeue has no reply, and the count is read on another channel:
@@ -105,7 +105,7 @@ absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit
   while (moved < budget) {
     auto d = conn->Get(dlq);
     if (!d.ok()) {
-      session_.Reset(d.status());
+      dialer_.Reset(d.status());
       return d.status();
     }
     if (d->delivery_tag == 0) break;
@@ -117,12 +117,12 @@ absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit
     if (!confirmed.ok() || !(*confirmed)[0]) {
       absl::Status why = confirmed.ok() ? absl::UnavailableError("re-drive not confirmed by broker")
                                         : confirmed.status();
-      session_.Reset(why);
+      dialer_.Reset(why);
       return why;
     }
     absl::Status s = conn->Ack(d->delivery_tag, false);
     if (!s.ok()) {
-      session_.Reset(s);
+      dialer_.Reset(s);
       return s;
     }
     ++moved;

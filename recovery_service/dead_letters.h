@@ -7,7 +7,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "shared/amqp/amqp_session.h"
+#include "shared/amqp/amqp_dialer.h"
 #include "shared/base/mutex.h"
 #include "shared/observability/metrics.h"
 
@@ -29,7 +29,7 @@ class DeadLetters {
   DeadLetters(const AmqpUrl& url, std::vector<Source> sources);
 
   // outbox_amqp_connected and outbox_amqp_connection_drops_total with
-  // connection="dead_letters" (the session's counters are atomic).
+  // connection="dead_letters" (the dialer's counters are atomic).
   void RegisterMetrics(MetricsRegistry& metrics) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // `queue` is PAY_QUEUE's or ACC_QUEUE's configured name.
@@ -50,7 +50,7 @@ class DeadLetters {
 
   const std::vector<Source> sources_;
   Mutex mu_;
-  AmqpSession session_ ABSL_GUARDED_BY(mu_);
+  AmqpDialer dialer_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace outbox::recovery

@@ -9,7 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "shared/amqp/amqp_session.h"
+#include "shared/amqp/amqp_dialer.h"
 #include "shared/testing/manual_clock.h"
 #include "tests/support/broker.h"
 #include "tests/support/process.h"
@@ -240,20 +240,20 @@ TEST_F(AmqpClientTest, WhatAUsersPermissionsForbidIsPermissionDenied) {
 
 // A consumer whose queue is not declared yet (its writer declares it) asks
 // again after 250 ms, not after a backoff that grows with each attempt.
-TEST_F(AmqpClientTest, ASessionWaitsBrieflyForAQueueNotDeclaredYet) {
+TEST_F(AmqpClientTest, ADialerWaitsBrieflyForAQueueNotDeclaredYet) {
   const std::string later = queue_ + ".later";
   testing::ManualClock clock;
-  AmqpSession session(url_, Topology{}, "consumer",
+  AmqpDialer dialer(url_, Topology{}, "consumer",
                       [&](AmqpConnection& c) { return c.Consume(later, 10); }, clock);
   for (int attempt = 0; attempt < 4; ++attempt) {
-    auto conn = session.Get();
+    auto conn = dialer.Get();
     EXPECT_TRUE(absl::IsNotFound(conn.status())) << attempt << ": " << conn.status();
     clock.Advance(absl::Milliseconds(249));
-    EXPECT_EQ(session.Get().status().message(), "amqp: waiting to reconnect") << attempt;
+    EXPECT_EQ(dialer.Get().status().message(), "amqp: waiting to reconnect") << attempt;
     clock.Advance(absl::Milliseconds(1));
   }
   ASSERT_TRUE(admin_->DeclareQueue(later, "").ok());
-  auto conn = session.Get();
+  auto conn = dialer.Get();
   EXPECT_TRUE(conn.ok()) << conn.status();
   admin_->DeleteQueue(later).IgnoreError();
   admin_->DeleteQueue(Topology::DeadLetterQueue(later)).IgnoreError();

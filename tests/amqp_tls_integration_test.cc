@@ -2,7 +2,7 @@
 // listener serves a dev certificate for 127.0.0.1 and localhost: the right
 // CA works, a wrong CA, a host the certificate does not name and a plaintext
 // client on the TLS port all fail, and a failing handshake goes through the
-// session's reconnect backoff.
+// dialer's reconnect backoff.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "shared/amqp/amqp_client.h"
-#include "shared/amqp/amqp_session.h"
+#include "shared/amqp/amqp_dialer.h"
 #include "shared/testing/manual_clock.h"
 #include "tests/support/broker.h"
 #include "tests/support/process.h"
@@ -185,25 +185,25 @@ TEST_F(AmqpTlsTest, AClientCertificateIsPresentedAndChecked) {
   EXPECT_THAT(std::string(mismatched.status().message()), HasSubstr("--amqp_tls_key_file"));
 }
 
-// A session whose handshake fails logs it and waits out the backoff before
+// A dialer whose handshake fails logs it and waits out the backoff before
 // the next attempt: no busy loop, no crash.
 TEST_F(AmqpTlsTest, AFailingHandshakeGoesThroughTheReconnectBackoff) {
   testing::ManualClock clock;
   int setups = 0;
-  AmqpSession session(Tls({Other("ca.pem"), "", ""}), Topology{{queue_}, ""}, "tls-session",
+  AmqpDialer dialer(Tls({Other("ca.pem"), "", ""}), Topology{{queue_}, ""}, "tls-dialer",
                       [&](AmqpConnection&) { ++setups; return absl::OkStatus(); }, clock);
-  auto first = session.Get();
+  auto first = dialer.Get();
   ASSERT_FALSE(first.ok());
   EXPECT_THAT(std::string(first.status().message()), HasSubstr("certificate verify failed"));
-  auto again = session.Get();  // at once: not another handshake, the backoff
+  auto again = dialer.Get();  // at once: not another handshake, the backoff
   ASSERT_FALSE(again.ok());
   EXPECT_THAT(std::string(again.status().message()), HasSubstr("waiting to reconnect"));
   clock.Advance(absl::Seconds(1));
-  auto later = session.Get();
+  auto later = dialer.Get();
   ASSERT_FALSE(later.ok());
   EXPECT_THAT(std::string(later.status().message()), HasSubstr("certificate verify failed"));
   EXPECT_EQ(setups, 0);
-  EXPECT_FALSE(session.up());
+  EXPECT_FALSE(dialer.up());
 }
 
 }  // namespace

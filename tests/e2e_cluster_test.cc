@@ -14,7 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "shared/amqp/amqp_session.h"
+#include "shared/amqp/amqp_dialer.h"
 #include "tests/support/cluster.h"
 #include "tests/support/load.h"
 
@@ -131,9 +131,9 @@ class ClosedPort {
 
 // The URL list, the quorum topology, dead-lettering, basic.get and passive
 // declare, against the real cluster.
-TEST_F(ClusterTest, SessionFailsOverAndQuorumQueuesDeadLetter) {
+TEST_F(ClusterTest, DialerFailsOverAndQuorumQueuesDeadLetter) {
   ClosedPort dead;
-  // A node that refuses comes first: the session goes on to node 1.
+  // A node that refuses comes first: the dialer goes on to node 1.
   std::string list = cluster_.amqp_url();
   list.insert(list.find('@') + 1, absl::StrCat("127.0.0.1:", dead.port(), ","));
   auto url = AmqpUrl::Parse(list);
@@ -141,11 +141,11 @@ TEST_F(ClusterTest, SessionFailsOverAndQuorumQueuesDeadLetter) {
   ASSERT_EQ(url->Nodes().size(), 4u);
   const std::string queue = UniqueName("QQ");
   const std::string dlq = Topology::DeadLetterQueue(queue);
-  AmqpSession session(*url, Topology{{queue}, "quorum"}, "cluster-itest",
+  AmqpDialer dialer(*url, Topology{{queue}, "quorum"}, "cluster-itest",
                       [](AmqpConnection& c) { return c.EnableConfirms(); });
-  auto conn = session.Get();
+  auto conn = dialer.Get();
   ASSERT_TRUE(conn.ok()) << conn.status();
-  EXPECT_EQ(session.node(), absl::StrCat("127.0.0.1:", cluster_.Port(1)));
+  EXPECT_EQ(dialer.node(), absl::StrCat("127.0.0.1:", cluster_.Port(1)));
 
   const std::string queues = cluster_.Queues();
   EXPECT_TRUE(absl::StrContains(queues, absl::StrCat(queue, "\tquorum"))) << queues;
@@ -176,10 +176,10 @@ TEST_F(ClusterTest, SessionFailsOverAndQuorumQueuesDeadLetter) {
   EXPECT_EQ(state->ready, 2);
 
   // A dropped connection moves on to the next node.
-  session.Reset(absl::UnavailableError("test"));
-  conn = session.Get();
+  dialer.Reset(absl::UnavailableError("test"));
+  conn = dialer.Get();
   ASSERT_TRUE(conn.ok()) << conn.status();
-  EXPECT_EQ(session.node(), absl::StrCat("127.0.0.1:", cluster_.Port(2)));
+  EXPECT_EQ(dialer.node(), absl::StrCat("127.0.0.1:", cluster_.Port(2)));
   auto again = (*conn)->Inspect(queue);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->ready, 2);  // the same queue, seen from another node

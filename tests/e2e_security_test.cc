@@ -365,7 +365,7 @@ TEST(SecurityTest, TheServicesTalkToTheBrokerOverAmqps) {
 }
 
 // A broker certificate from a CA the service does not trust: the service
-// keeps running (retrying under the session backoff, see integration.amqp_tls),
+// keeps running (retrying under the dialer backoff, see integration.amqp_tls),
 // says why in its log and stops cleanly.
 TEST(SecurityTest, AnUnverifiableBrokerIsLoggedAndTheServiceKeepsRunning) {
   const SecretsDir secrets;

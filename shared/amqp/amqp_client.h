@@ -40,7 +40,7 @@ struct AmqpUrl {
   std::string host = "127.0.0.1";
   int port = 5672;
   // Every node of a cluster, in the order given; one entry for a single
-  // broker. AmqpSession fails over through them; empty means host:port.
+  // broker. AmqpDialer fails over through them; empty means host:port.
   std::vector<AmqpAddress> addresses;
   std::string user = "guest";
   std::string password = "guest";
@@ -70,7 +70,7 @@ struct AmqpUrl {
 // feed which queue: a user that may write the default exchange reaches every
 // queue. Each queue is bound to its exchange by its own name, and its dead
 // letters go through DeadLetterExchangeOf(exchange) into "<queue>.DLQ"
-// (README, Security: broker users).
+// (docs/security.md, broker users).
 inline constexpr char kPaymentsExchange[] = "outbox.payments";  // payment, recovery write
 inline constexpr char kRepliesExchange[] = "outbox.replies";    // accounting, recovery write
 std::string DeadLetterExchangeOf(const std::string& exchange);
@@ -100,7 +100,7 @@ struct Topology {
   // which sends each message to one shard by the hash of its kShardKeyHeader
   // header, so every copy of a message lands on the same shard. Each shard
   // stays bound to `exchange` by its own name as well: a dead letter is
-  // re-driven to the shard it came from (README, Accounting shards).
+  // re-driven to the shard it came from (docs/deployment.md, Accounting shards).
   std::string hash_exchange;
   std::string hash_routing_key;
 
@@ -109,7 +109,7 @@ struct Topology {
 
 class AmqpConnection {
  public:
-  // Dials url.host:url.port only (AmqpSession does the failover).
+  // Dials url.host:url.port only (AmqpDialer does the failover).
   // Over TLS when url.tls, verifying the broker. UNAVAILABLE when the broker
   // cannot be reached, refuses the login or fails the TLS handshake (the
   // message says why, e.g. "certificate verify failed: ...").

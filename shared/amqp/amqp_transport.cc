@@ -5,7 +5,7 @@
 namespace outbox {
 
 AmqpPublisher::AmqpPublisher(AmqpUrl url, Topology topology, std::string name, const Clock& clock)
-    : AmqpLink(AmqpSession(std::move(url), std::move(topology), std::move(name),
+    : AmqpLink(AmqpDialer(std::move(url), std::move(topology), std::move(name),
                            [](AmqpConnection& c) { return c.EnableConfirms(); }, clock)) {}
 
 absl::StatusOr<uint64_t> AmqpPublisher::Publish(const OutgoingMessage& message) {
@@ -22,7 +22,7 @@ absl::StatusOr<QueueState> AmqpPublisher::Inspect(const std::string& queue) {
 
 AmqpConsumer::AmqpConsumer(AmqpUrl url, Topology topology, std::string name, std::string queue,
                            int prefetch, const Clock& clock)
-    : AmqpLink(AmqpSession(std::move(url), std::move(topology), std::move(name),
+    : AmqpLink(AmqpDialer(std::move(url), std::move(topology), std::move(name),
                            [queue = std::move(queue), prefetch](AmqpConnection& c) {
                              return c.Consume(queue, prefetch);
                            },

@@ -1,46 +1,46 @@
 #pragma once
 
 // The AMQP adapters of the broker seam (shared/outbox/transport.h): one
-// AmqpSession each, so a lost connection is re-established with backoff and
+// AmqpDialer each, so a lost connection is re-established with backoff and
 // the topology declared again.
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "shared/amqp/amqp_session.h"
+#include "shared/amqp/amqp_dialer.h"
 #include "shared/outbox/transport.h"
 
 namespace outbox {
 
-// What both adapters share: the session, and operations only while connected.
+// What both adapters share: the dialer, and operations only while connected.
 template <typename Interface>
 class AmqpLink : public Interface {
  public:
   absl::Status Connect() override {
-    auto conn = session_.Get();
+    auto conn = dialer_.Get();
     conn_ = conn.ok() ? *conn : nullptr;
     return conn.status();
   }
-  bool connected() const override { return session_.connected(); }
-  bool up() const override { return session_.up(); }
-  int64_t drops() const override { return session_.drops(); }
-  void Reset(const absl::Status& why) override { session_.Reset(why); }
+  bool connected() const override { return dialer_.connected(); }
+  bool up() const override { return dialer_.up(); }
+  int64_t drops() const override { return dialer_.drops(); }
+  void Reset(const absl::Status& why) override { dialer_.Reset(why); }
   absl::Status Poll(absl::Duration wait) override {
     return Use([&](AmqpConnection& c) { return c.Poll(wait); });
   }
 
  protected:
-  explicit AmqpLink(AmqpSession session) : session_(std::move(session)) {}
+  explicit AmqpLink(AmqpDialer dialer) : dialer_(std::move(dialer)) {}
   // Runs `op` on the connection, or UNAVAILABLE when there is none.
   template <typename Op>
   auto Use(Op op) -> decltype(op(std::declval<AmqpConnection&>())) {
-    if (!session_.connected()) return absl::UnavailableError("amqp: not connected");
+    if (!dialer_.connected()) return absl::UnavailableError("amqp: not connected");
     return op(*conn_);
   }
 
  private:
-  AmqpSession session_;
-  AmqpConnection* conn_ = nullptr;  // valid while session_.connected()
+  AmqpDialer dialer_;
+  AmqpConnection* conn_ = nullptr;  // valid while dialer_.connected()
 };
 
 class AmqpPublisher final : public AmqpLink<MessagePublisher> {

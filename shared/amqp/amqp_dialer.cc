@@ -1,4 +1,4 @@
-#include "shared/amqp/amqp_session.h"
+#include "shared/amqp/amqp_dialer.h"
 
 #include <algorithm>
 #include <utility>
@@ -16,7 +16,7 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
 constexpr absl::Duration kQueueWait = absl::Milliseconds(250);  // a queue not declared yet
 }  // namespace
 
-AmqpSession::AmqpSession(AmqpUrl url, Topology topology, std::string name, Setup setup,
+AmqpDialer::AmqpDialer(AmqpUrl url, Topology topology, std::string name, Setup setup,
                          const Clock& clock)
     : url_(std::move(url)),
       topology_(std::move(topology)),
@@ -24,7 +24,7 @@ AmqpSession::AmqpSession(AmqpUrl url, Topology topology, std::string name, Setup
       setup_(std::move(setup)),
       clock_(clock) {}
 
-absl::StatusOr<AmqpConnection*> AmqpSession::Get() {
+absl::StatusOr<AmqpConnection*> AmqpDialer::Get() {
   if (conn_ != nullptr && conn_->healthy()) {
     counters_->up = true;
     return conn_.get();
@@ -79,7 +79,7 @@ absl::StatusOr<AmqpConnection*> AmqpSession::Get() {
   return conn_.get();
 }
 
-void AmqpSession::Reset(const absl::Status& why) {
+void AmqpDialer::Reset(const absl::Status& why) {
   counters_->up = false;
   if (conn_ == nullptr) return;
   ++counters_->drops;

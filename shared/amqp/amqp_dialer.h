@@ -18,11 +18,11 @@
 
 namespace outbox {
 
-class AmqpSession {
+class AmqpDialer {
  public:
   using Setup = std::function<absl::Status(AmqpConnection&)>;
 
-  AmqpSession(AmqpUrl url, Topology topology, std::string name, Setup setup,
+  AmqpDialer(AmqpUrl url, Topology topology, std::string name, Setup setup,
               const Clock& clock = SystemClock::Get());
 
   // A healthy connection, or UNAVAILABLE while the broker is unreachable or
@@ -54,7 +54,7 @@ class AmqpSession {
   absl::Duration backoff_ = absl::ZeroDuration();
   absl::Time next_attempt_ = absl::InfinitePast();
   bool logged_down_ = false;
-  struct Counters {  // on the heap so that the session stays movable
+  struct Counters {  // on the heap so that the dialer stays movable
     std::atomic<bool> up{false};
     std::atomic<int64_t> drops{0};
   };

@@ -1,6 +1,6 @@
-// Failover order and backoff of AmqpSession against loopback ports where no
+// Failover order and backoff of AmqpDialer against loopback ports where no
 // broker listens (bound, not listening: every connect is refused at once).
-#include "shared/amqp/amqp_session.h"
+#include "shared/amqp/amqp_dialer.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -37,16 +37,16 @@ class ClosedPort {
   int port_ = 0;
 };
 
-TEST(AmqpSessionTest, ARoundTriesEveryNodeOnceThenBacksOff) {
+TEST(AmqpDialerTest, ARoundTriesEveryNodeOnceThenBacksOff) {
   ClosedPort a, b, c;
   const std::string list = absl::StrCat("127.0.0.1:", a.port(), ",127.0.0.1:", b.port(),
                                         ",127.0.0.1:", c.port());
   auto url = AmqpUrl::Parse(absl::StrCat("amqp://u:p@", list, "/%2F"));
   ASSERT_TRUE(url.ok()) << url.status();
   testing::ManualClock clock;
-  AmqpSession session(*url, Topology{}, "test", nullptr, clock);
+  AmqpDialer dialer(*url, Topology{}, "test", nullptr, clock);
 
-  auto first = session.Get();
+  auto first = dialer.Get();
   ASSERT_TRUE(absl::IsUnavailable(first.status()));
   // One error per node, in the order given, each naming its node.
   const std::string m(first.status().message());
@@ -60,32 +60,32 @@ TEST(AmqpSessionTest, ARoundTriesEveryNodeOnceThenBacksOff) {
   EXPECT_LT(at_b, at_c);
 
   // The backoff (100 ms first) is per round, not per node.
-  EXPECT_EQ(session.Get().status().message(), "amqp: waiting to reconnect");
+  EXPECT_EQ(dialer.Get().status().message(), "amqp: waiting to reconnect");
   clock.Advance(absl::Milliseconds(99));
-  EXPECT_EQ(session.Get().status().message(), "amqp: waiting to reconnect");
+  EXPECT_EQ(dialer.Get().status().message(), "amqp: waiting to reconnect");
   clock.Advance(absl::Milliseconds(1));
-  auto second = session.Get();
+  auto second = dialer.Get();
   EXPECT_NE(second.status().message(), "amqp: waiting to reconnect");
   EXPECT_NE(std::string(second.status().message()).find(absl::StrCat(":", c.port(), ": ")),
             std::string::npos);
   // Then 200 ms.
   clock.Advance(absl::Milliseconds(199));
-  EXPECT_EQ(session.Get().status().message(), "amqp: waiting to reconnect");
+  EXPECT_EQ(dialer.Get().status().message(), "amqp: waiting to reconnect");
   clock.Advance(absl::Milliseconds(1));
-  EXPECT_NE(session.Get().status().message(), "amqp: waiting to reconnect");
+  EXPECT_NE(dialer.Get().status().message(), "amqp: waiting to reconnect");
 }
 
-TEST(AmqpSessionTest, ASingleNodeErrorIsNotPrefixed) {
+TEST(AmqpDialerTest, ASingleNodeErrorIsNotPrefixed) {
   ClosedPort a;
   auto url = AmqpUrl::Parse(absl::StrCat("amqp://u:p@127.0.0.1:", a.port(), "/%2F"));
   ASSERT_TRUE(url.ok());
   testing::ManualClock clock;
-  AmqpSession session(*url, Topology{}, "test", nullptr, clock);
-  auto r = session.Get();
+  AmqpDialer dialer(*url, Topology{}, "test", nullptr, clock);
+  auto r = dialer.Get();
   ASSERT_TRUE(absl::IsUnavailable(r.status()));
   EXPECT_EQ(std::string(r.status().message()).rfind("amqp: cannot connect to 127.0.0.1:", 0), 0u)
       << r.status();
-  EXPECT_EQ(session.node(), absl::StrCat("127.0.0.1:", a.port()));
+  EXPECT_EQ(dialer.node(), absl::StrCat("127.0.0.1:", a.port()));
 }
 
 }  // namespace
