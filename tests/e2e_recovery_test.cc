@@ -89,6 +89,9 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   }, absl::Seconds(30), absl::Milliseconds(300)))
       << alerts;
   EXPECT_NE(alerts.find("OutboxMessageFailed"), std::string::npos);
+  EXPECT_NE(alerts.find("\"runbook_url\":\"docs/operations.md#outboxmessagefailed\""),
+            std::string::npos)
+      << alerts;
   EXPECT_NE(recovery.process.Log().find("alert alertname=OutboxMessageFailed"), std::string::npos);
 
   // Accounting replaces the bad consumer. Every copy was dead-lettered, so

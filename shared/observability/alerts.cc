@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "shared/observability/http_client.h"
@@ -54,7 +55,12 @@ std::string JsonObject(const std::map<std::string, std::string>& m) {
 
 }  // namespace
 
-std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string& service) {
+std::string RunbookUrl(const std::string& base, const std::string& alertname) {
+  return absl::StrCat(base, "#", absl::AsciiStrToLower(alertname));
+}
+
+std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string& service,
+                             const std::string& runbook_base) {
   std::string out = "[";
   for (size_t i = 0; i < alerts.size(); ++i) {
     const Alert& a = alerts[i];
@@ -62,8 +68,10 @@ std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string
     labels["alertname"] = a.name;
     labels["severity"] = a.severity;
     labels["service"] = service;
+    std::map<std::string, std::string> annotations = a.annotations;
+    annotations.emplace("runbook_url", RunbookUrl(runbook_base, a.name));
     absl::StrAppend(&out, i ? "," : "", "{\"labels\":", JsonObject(labels),
-                    ",\"annotations\":", JsonObject(a.annotations), ",\"startsAt\":\"",
+                    ",\"annotations\":", JsonObject(annotations), ",\"startsAt\":\"",
                     absl::FormatTime(kRfc3339, a.starts_at, absl::UTCTimeZone()), "\"");
     if (a.ends_at != absl::InfiniteFuture()) {
       absl::StrAppend(&out, ",\"endsAt\":\"",
@@ -153,7 +161,7 @@ void Alerter::Run() {
       }
       deadline = stop_deadline_;
     }
-    const std::string body = AlertmanagerJson(batch, options_.service);
+    const std::string body = AlertmanagerJson(batch, options_.service, options_.runbook_base);
     bool ok = false;
     for (int attempt = 1; attempt <= options_.max_delivery_attempts && absl::Now() < deadline; ++attempt) {
       auto resp = HttpPost(url, "application/json", body, absl::Seconds(5));

@@ -28,8 +28,18 @@ struct Alert {
   absl::Time ends_at = absl::InfiniteFuture();  // InfiniteFuture: not sent (open)
 };
 
-// The JSON body of POST /api/v2/alerts.
-std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string& service);
+// Where the runbooks are unless --runbook_url says otherwise: the page in
+// this repository. A deployment that serves its docs points it there.
+inline constexpr char kDefaultRunbookBase[] = "docs/operations.md";
+
+// "<base>#<alertname in lower case>": the runbook entry of an alert, the same
+// anchor the Prometheus rules' runbook_url annotations use.
+std::string RunbookUrl(const std::string& base, const std::string& alertname);
+
+// The JSON body of POST /api/v2/alerts. Every alert carries a runbook_url
+// annotation (RunbookUrl(runbook_base, name)) unless it has one.
+std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string& service,
+                             const std::string& runbook_base = kDefaultRunbookBase);
 std::string JsonEscape(const std::string& s);
 
 class AlertSink {
@@ -47,6 +57,7 @@ class AlertSink {
 struct AlerterOptions {
   std::string alertmanager_url;  // e.g. http://127.0.0.1:9093; empty = log only
   std::string service;           // label "service"
+  std::string runbook_base = kDefaultRunbookBase;  // see RunbookUrl
   int max_delivery_attempts = 8;
   absl::Duration retry_base = absl::Milliseconds(500);
   size_t capacity = 10'000;      // undelivered alerts kept; beyond, dropped and logged

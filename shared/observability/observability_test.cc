@@ -26,8 +26,20 @@ TEST(AlertsTest, AlertmanagerJsonCarriesLabelsAnnotationsAndEscapes) {
   EXPECT_EQ(json,
             "[{\"labels\":{\"alertname\":\"OutboxMessageFailed\",\"message_id\":\"m-1\","
             "\"service\":\"recovery_service\",\"severity\":\"critical\"},"
-            "\"annotations\":{\"summary\":\"say \\\"hi\\\"\\n\"},"
+            "\"annotations\":{\"runbook_url\":\"docs/operations.md#outboxmessagefailed\","
+            "\"summary\":\"say \\\"hi\\\"\\n\"},"
             "\"startsAt\":\"1970-01-01T00:00:00.000Z\"}]");
+}
+
+TEST(AlertsTest, EveryAlertPointsAtItsRunbookUnlessItNamesOne) {
+  Alert a;
+  a.name = "OutboxConsumerDown";
+  EXPECT_NE(AlertmanagerJson({a}, "recovery_service", "https://ops.example/runbooks.html")
+                .find("\"runbook_url\":\"https://ops.example/runbooks.html#outboxconsumerdown\""),
+            std::string::npos);
+  a.annotations["runbook_url"] = "https://elsewhere/x";
+  EXPECT_NE(AlertmanagerJson({a}, "recovery_service").find("\"runbook_url\":\"https://elsewhere/x\""),
+            std::string::npos);
 }
 
 TEST(TraceTest, ParsesTheW3cFormatAndRejectsTheRest) {
