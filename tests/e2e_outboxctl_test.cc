@@ -246,6 +246,35 @@ TEST(OutboxctlTest, AnOperatorFindsFailedRowsAndDeadLettersAndRedrivesThem) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err.rfind("outboxctl: NOT_FOUND: ", 0), 0u) << r.err;
 
+  // A payment made with outboxctl is booked; the same key and request again
+  // replays it; the same key with another amount is refused; bad input gets
+  // the service's INVALID_ARGUMENT.
+  const std::vector<std::string> create = {"payment", "create", "--idempotency_key=by-hand-1",
+                                           "--payer=alice", "--payee=bob", "--amount=1250",
+                                           "--currency=EUR", "--json"};
+  r = with_accounting(create);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(Contains(r.out, "\"replayed\":true")) << r.out;
+  std::smatch id;
+  ASSERT_TRUE(std::regex_search(r.out, id, std::regex("\"payment_id\":\"([^\"]+)\""))) << r.out;
+  const std::string made = id[1];
+  ASSERT_TRUE(PollUntil([&] {
+    return with_accounting({"voucher", "get", made}).exit_code == 0;
+  }, absl::Seconds(30), absl::Milliseconds(200)));
+  r = with_accounting(create);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "\"replayed\":true")) << r.out;
+  EXPECT_TRUE(Contains(r.out, made)) << r.out;
+  std::vector<std::string> other = create;
+  other[5] = "--amount=999";
+  r = with_accounting(other);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("outboxctl: ", 0), 0u) << r.err;
+  r = with_accounting({"payment", "create", "--idempotency_key=by-hand-2", "--payer=alice",
+                       "--payee=alice", "--amount=5", "--currency=EUR"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("outboxctl: INVALID_ARGUMENT: ", 0), 0u) << r.err;
+
   for (int port : {services.payment_port(), services.accounting_port(), recovery.port}) {
     r = with_accounting({"health", absl::StrCat("127.0.0.1:", port)});
     EXPECT_EQ(r.exit_code, 0) << r.err;

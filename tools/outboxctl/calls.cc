@@ -112,6 +112,21 @@ absl::StatusOr<::payment::v1::Payment> GetPayment(::payment::v1::PaymentService:
       payments, &Stub::GetPayment, request, timeout);
 }
 
+absl::StatusOr<::payment::v1::CreatePaymentResponse> CreatePayment(
+    ::payment::v1::PaymentService::StubInterface& payments, const NewPayment& payment,
+    absl::Duration timeout) {
+  using Stub = ::payment::v1::PaymentService::StubInterface;
+  ::payment::v1::CreatePaymentRequest request;
+  request.set_idempotency_key(payment.idempotency_key);
+  request.set_payer_account(payment.payer);
+  request.set_payee_account(payment.payee);
+  request.set_amount_minor(payment.amount_minor);
+  request.set_currency(payment.currency);
+  request.set_description(payment.description);
+  return Call<Stub, ::payment::v1::CreatePaymentRequest, ::payment::v1::CreatePaymentResponse>(
+      payments, &Stub::CreatePayment, request, timeout);
+}
+
 absl::StatusOr<::accounting::v1::Voucher> GetVoucher(
     ::accounting::v1::AccountingService::StubInterface& accounting, const std::string& payment_id,
     absl::Duration timeout) {

@@ -14,6 +14,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "ops/v1/ops.grpc.pb.h"
 #include "payment/v1/payment.grpc.pb.h"
+#include "tools/outboxctl/command.h"
 
 namespace outbox::ctl {
 
@@ -44,6 +45,9 @@ absl::StatusOr<::ops::v1::RedriveDeadLettersResponse> RedriveDeadLetters(OpsStub
 absl::StatusOr<::payment::v1::Payment> GetPayment(::payment::v1::PaymentService::StubInterface& payments,
                                                   const std::string& payment_id,
                                                   absl::Duration timeout);
+absl::StatusOr<::payment::v1::CreatePaymentResponse> CreatePayment(
+    ::payment::v1::PaymentService::StubInterface& payments, const NewPayment& payment,
+    absl::Duration timeout);
 absl::StatusOr<::accounting::v1::Voucher> GetVoucher(
     ::accounting::v1::AccountingService::StubInterface& accounting, const std::string& payment_id,
     absl::Duration timeout);

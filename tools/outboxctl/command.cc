@@ -29,6 +29,9 @@ constexpr FlagSpec kFlags[] = {
     {"dry_run", false, false},      {"tls_ca_file", true, true},
     {"tls_cert_file", true, true},  {"tls_key_file", true, true},
     {"token_file", true, true},
+    {"idempotency_key", true, false}, {"payer", true, false},
+    {"payee", true, false},           {"amount", true, false},
+    {"currency", true, false},        {"description", true, false},
 };
 
 const FlagSpec* FindFlag(absl::string_view name) {
@@ -72,7 +75,10 @@ const std::set<std::string>& LocalFlagsOf(Verb verb) {
   static const auto* list = new std::set<std::string>{"status", "limit", "page_size"};
   static const auto* redrive_all = new std::set<std::string>{"all_failed", "dry_run"};
   static const auto* dead_letters = new std::set<std::string>{"queue", "limit"};
+  static const auto* create = new std::set<std::string>{"idempotency_key", "payer", "payee",
+                                                        "amount", "currency", "description"};
   switch (verb) {
+    case Verb::kPaymentCreate: return *create;
     case Verb::kList: return *list;
     case Verb::kRedriveAllFailed: return *redrive_all;
     case Verb::kDeadLettersList:
@@ -107,11 +113,14 @@ absl::StatusOr<Verb> VerbOf(const std::vector<std::string>& words, bool all_fail
   if (w == "dead-letters" || w == "dead_letters" || w == "payment" || w == "voucher") {
     *name_words = 2;
     const std::string sub = words.size() > 1 ? words[1] : "";
+    if (w == "payment" && sub == "create") return Verb::kPaymentCreate;
     if (w == "payment" || w == "voucher") {
       if (sub != "get") {
-        return Bad(sub.empty() ? absl::StrCat("'", w, "' needs a subcommand: ", w, " get PAYMENT_ID")
+        return Bad(sub.empty() ? absl::StrCat("'", w, "' needs a subcommand: ", w, " get PAYMENT_ID",
+                                              w == "payment" ? " or payment create" : "")
                                : absl::StrCat("unknown subcommand '", w, " ", sub, "'; try '", w,
-                                              " get PAYMENT_ID'"));
+                                              w == "payment" ? " get PAYMENT_ID' or 'payment create'"
+                                                             : " get PAYMENT_ID'"));
       }
       *args = 1;
       return w == "payment" ? Verb::kPaymentGet : Verb::kVoucherGet;
@@ -287,6 +296,26 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const
       }
       break;
     }
+    case Verb::kPaymentCreate: {
+      for (const char* required : {"idempotency_key", "payer", "payee", "amount", "currency"}) {
+        if (local.count(required) == 0) {
+          return Bad(absl::StrCat("'payment create' needs ", Shown(required)));
+        }
+      }
+      NewPayment& p = c.payment;
+      p.idempotency_key = local["idempotency_key"];
+      p.payer = local["payer"];
+      p.payee = local["payee"];
+      p.currency = local["currency"];
+      p.description = local.count("description") ? local["description"] : "";
+      // The range is payment_service's to judge (MAX_AMOUNT_MINOR); here only
+      // that it is a whole number.
+      if (!absl::SimpleAtoi(local["amount"], &p.amount_minor)) {
+        return Bad(absl::StrCat("--amount must be a whole number of minor units (cents), not '",
+                                local["amount"], "'"));
+      }
+      break;
+    }
     default:
       break;
   }
@@ -311,6 +340,9 @@ std::string HelpText() {
       "                                    messages parked in Q.DLQ (default 100, at most 1000)\n"
       "  dead-letters redrive --queue=Q [--limit N]\n"
       "                                    moves them back to Q (default all)\n"
+      "  payment create --idempotency_key K --payer A --payee B --amount MINOR --currency C\n"
+      "                 [--description D]  a payment (payment_service); the same key and request\n"
+      "                                    again replays it (\"replayed\"), never pays twice\n"
       "  payment get PAYMENT_ID            a payment and its outbox state (payment_service)\n"
       "  voucher get PAYMENT_ID            the voucher booked for it (accounting_service)\n"
       "  health ADDR                       grpc.health.v1 Check; exit 0 only when SERVING\n"

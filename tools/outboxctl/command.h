@@ -27,8 +27,19 @@ enum class Verb {
   kDeadLettersList,     // dead-letters list --queue=Q [--limit N]
   kDeadLettersRedrive,  // dead-letters redrive --queue=Q [--limit N]
   kPaymentGet,          // payment get PAYMENT_ID
+  kPaymentCreate,       // payment create --idempotency_key K --payer A --payee B --amount N --currency C
   kVoucherGet,          // voucher get PAYMENT_ID
   kHealth,              // health ADDR
+};
+
+// payment create: the CreatePayment request.
+struct NewPayment {
+  std::string idempotency_key;  // --idempotency_key: the same key again replays, never books twice
+  std::string payer;            // --payer
+  std::string payee;            // --payee
+  int64_t amount_minor = 0;     // --amount, minor units (cents)
+  std::string currency;         // --currency, ISO 4217
+  std::string description;      // --description, optional
 };
 
 struct Command {
@@ -48,6 +59,7 @@ struct Command {
   std::string tls_cert_file;    // --tls_cert_file, OUTBOXCTL_TLS_CERT_FILE: client cert (mTLS)
   std::string tls_key_file;     // --tls_key_file, OUTBOXCTL_TLS_KEY_FILE
   std::string token_file;       // --token_file, OUTBOXCTL_TOKEN_FILE: bearer token on every call
+  NewPayment payment;           // payment create
 };
 
 inline constexpr int kDefaultListLimit = 100;

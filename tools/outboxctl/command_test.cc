@@ -92,6 +92,16 @@ TEST(CommandTest, EveryCommand) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->verb, Verb::kPaymentGet);
   EXPECT_EQ(c->arg, "p-1");
+  c = Parse({"payment", "create", "--idempotency_key", "order-7", "--payer=alice", "--payee=bob",
+             "--amount=1250", "--currency=EUR", "--description", "first"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->verb, Verb::kPaymentCreate);
+  EXPECT_EQ(c->payment.idempotency_key, "order-7");
+  EXPECT_EQ(c->payment.payer, "alice");
+  EXPECT_EQ(c->payment.payee, "bob");
+  EXPECT_EQ(c->payment.amount_minor, 1250);
+  EXPECT_EQ(c->payment.currency, "EUR");
+  EXPECT_EQ(c->payment.description, "first");
   c = Parse({"voucher", "get", "p-1"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->verb, Verb::kVoucherGet);
@@ -139,7 +149,17 @@ TEST(CommandTest, UsageErrorsSayWhatIsWrong) {
   EXPECT_EQ(Error({"dead-letters", "peek"}),
             "unknown subcommand 'dead-letters peek'; try list or redrive");
   EXPECT_EQ(Error({"dead-letters", "list"}), "'dead-letters list' needs --queue=QUEUE (e.g. PAY_QUEUE)");
-  EXPECT_EQ(Error({"payment"}), "'payment' needs a subcommand: payment get PAYMENT_ID");
+  EXPECT_EQ(Error({"payment"}),
+            "'payment' needs a subcommand: payment get PAYMENT_ID or payment create");
+  EXPECT_EQ(Error({"payment", "pay"}),
+            "unknown subcommand 'payment pay'; try 'payment get PAYMENT_ID' or 'payment create'");
+  EXPECT_EQ(Error({"payment", "create", "--payer=a", "--payee=b", "--amount=1", "--currency=EUR"}),
+            "'payment create' needs --idempotency_key");
+  EXPECT_EQ(Error({"payment", "create", "--idempotency_key=k", "--payer=a", "--payee=b",
+                   "--amount=12.50", "--currency=EUR"}),
+            "--amount must be a whole number of minor units (cents), not '12.50'");
+  EXPECT_EQ(Error({"payment", "create", "p-1"}), "unexpected argument 'p-1' after 'payment create'");
+  EXPECT_EQ(Error({"payment", "get", "p-1", "--payer=a"}), "--payer does not apply to 'payment get'");
   EXPECT_EQ(Error({"voucher", "list"}), "unknown subcommand 'voucher list'; try 'voucher get PAYMENT_ID'");
   EXPECT_EQ(Error({"payment", "get"}), "'payment get' needs PAYMENT_ID");
   EXPECT_EQ(Error({"health"}), "'health' needs ADDR");

@@ -180,6 +180,10 @@ std::string RenderPayment(const ::payment::v1::Payment& p) {
   });
 }
 
+std::string RenderCreatedPayment(const ::payment::v1::CreatePaymentResponse& r) {
+  return absl::StrCat(Fields({{"replayed", r.replayed() ? "yes" : "no"}}), RenderPayment(r.payment()));
+}
+
 std::string RenderVoucher(const ::accounting::v1::Voucher& v) {
   return Fields({
       {"voucher_id", v.voucher_id()},

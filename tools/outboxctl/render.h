@@ -36,6 +36,8 @@ std::string RenderDeadLetters(const std::string& queue, const ::ops::v1::ListDea
 std::string RenderDeadLettersRedriven(const std::string& queue,
                                       const ::ops::v1::RedriveDeadLettersResponse& r);
 std::string RenderPayment(const ::payment::v1::Payment& p);
+// The payment made (or replayed: the same key and request seen before).
+std::string RenderCreatedPayment(const ::payment::v1::CreatePaymentResponse& r);
 std::string RenderVoucher(const ::accounting::v1::Voucher& v);
 
 // One line of protobuf JSON: proto field names, fields at their default shown.

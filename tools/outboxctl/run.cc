@@ -117,6 +117,9 @@ int Execute(const Command& c, Connections& connections, std::ostream& out, std::
     case Verb::kPaymentGet:
       return Print(c, GetPayment(*connections.Payments(c.payment_addr), c.arg, c.timeout),
                    "payment_service", c.payment_addr, out, err, RenderPayment);
+    case Verb::kPaymentCreate:
+      return Print(c, CreatePayment(*connections.Payments(c.payment_addr), c.payment, c.timeout),
+                   "payment_service", c.payment_addr, out, err, RenderCreatedPayment);
     case Verb::kVoucherGet:
       return Print(c, GetVoucher(*connections.Accounting(c.accounting_addr), c.arg, c.timeout),
                    "accounting_service", c.accounting_addr, out, err, RenderVoucher);
