@@ -34,7 +34,7 @@
 # steps of 0.1 s), CHAOS_SEED (random, printed: the same seed gives the same
 # sequence of targets and pauses), CHAOS_BROKER_ODDS (5), CHAOS_CONCURRENCY (4
 # client threads), CHAOS_QUIESCE_TIMEOUT (120s); KEEP=1 keeps the temp dir,
-# SKIP_BUILD=1 uses the binaries already in BUILD_DIR (build), BUILD_TYPE (Release).
+# SKIP_BUILD=1 uses the binaries already in BUILD_DIR (build), BUILD_TYPE (RelWithDebInfo, as scripts/test.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"

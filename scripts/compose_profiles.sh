@@ -76,7 +76,13 @@ if [[ -e $ROOT/../shared/docker/local-images.sh ]]; then
 fi
 command -v docker-compose >/dev/null || die "docker-compose is not installed"
 docker info >/dev/null 2>&1 || die "no Docker daemon answers"
-command -v jq >/dev/null || die "needs jq"
+if ! command -v jq >/dev/null; then
+  say "installing jq"
+  SUDO=()
+  [[ $(id -u) == 0 ]] || SUDO=(sudo)
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends jq \
+    >"$OUT/apt.log" 2>&1 || die "apt-get install jq failed: $OUT/apt.log"
+fi
 if [[ ! -x $BIN/outbox_demo ]]; then
   say "building the host client (scripts/build.sh)"
   BUILD_DIR=$BUILD_DIR bash scripts/build.sh

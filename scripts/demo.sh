@@ -27,7 +27,7 @@
 # wait for all payments to turn SENT, per phase), RECOVERY_BASE_DELAY (1s here),
 # RECOVERY_MAX_ATTEMPTS (3 here), other RECOVERY_* / service variables are
 # passed through; KEEP=1 keeps the temp dir, SKIP_BUILD=1 uses the binaries
-# already in BUILD_DIR (build), BUILD_TYPE (Release).
+# already in BUILD_DIR (build), BUILD_TYPE (RelWithDebInfo, as scripts/test.sh).
 # gRPC runs with TLS and bearer tokens (certificates from scripts/dev_certs.sh
 # and random API/ops tokens in the temp dir's certs/); DEMO_PLAINTEXT=1 turns
 # both off.
@@ -213,7 +213,7 @@ p2_lost=$(field "$WORK/phase2.report" "lost")
 verdict() { if [[ $1 == 0 ]]; then echo OK; else echo "FAILED (exit $1)"; fi; }
 ok=1
 [[ $phase1 == 0 && $phase2_create == 0 && $phase2 == 0 && $check == 0 && ${#died[@]} == 0 ]] || ok=0
-# The figures an operator would hold the system to (issue 10).
+# The figures an operator would hold the system to.
 ((max_depth * 10 <= p2_total * 11)) || ok=0
 ((outage_failed == 0 && ${p2_failed:-1} == 0)) || ok=0
 ((alerts_raised <= 2 && alerts_active == 0)) && [[ -z $am_after ]] || ok=0

@@ -19,10 +19,12 @@ seconds() {
 }
 
 # build_binaries: builds (unless SKIP_BUILD=1), sets BIN to BUILD_DIR/bin and exits 1 if a binary is missing.
+# The same build type and directory as scripts/test.sh (scripts/build.sh's
+# defaults), so a demo after the tests rebuilds nothing.
 build_binaries() {
   local b
   if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-    BUILD_TYPE=${BUILD_TYPE:-Release} bash scripts/build.sh
+    bash scripts/build.sh
   fi
   BIN=$(cd "${BUILD_DIR:-build}/bin" && pwd)
   for b in payment_service accounting_service recovery_service outbox_demo outbox_check; do
