@@ -9,7 +9,7 @@
 // what the parts underneath can do on their own: raw SQLite commits, raw
 // pipelined RabbitMQ publish+consume, and the naive one-round-trip-per-item
 // outbox; the system's figures are printed as ratios to those, because
-// absolute figures swing with the machine's load (RABBITMQ.md).
+// absolute figures swing with the machine's load.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -127,7 +127,7 @@ constexpr double kTargetSustained = 2500;  // payments/s reaching SENT
 constexpr double kTargetP99Ms = 50;        // create->SENT p99 at 1,000/s offered
 constexpr double kTargetRssMib = 64;       // each service, under that load
 constexpr double kTargetDrainPerS = 3000;  // backlog to SENT after an accounting outage
-constexpr double kNaiveReference = 400;    // items/s, RABBITMQ.md's naive outbox
+constexpr double kNaiveReference = 400;    // items/s, a naive outbox on a 2-core machine
 constexpr int kPayloadBytes = 200;
 constexpr absl::Duration kQueryTimeout = absl::Seconds(30);  // each listing call
 
@@ -1068,7 +1068,7 @@ absl::Status Run() {
   if (absl::GetFlag(FLAGS_baselines)) {
     report.Section("ratios (same run)");
     report.Line("sustained / composed limit",
-                absl::StrCat(Ratio(Div(sent.sustained_per_s, composed)), "  (issue 12 aims at 0.80x)"));
+                absl::StrCat(Ratio(Div(sent.sustained_per_s, composed)), "  (the target is 0.80x)"));
     report.Figure("ratio_sustained_to_composed", Div(sent.sustained_per_s, composed));
     const double broker_payments = broker.flow_per_s / 2;  // a payment is two messages
     report.Line("sustained / broker ceiling (msg/s / 2)",

@@ -1,6 +1,6 @@
 #pragma once
 
-// Client-side routing over payment shards (README, Payment shards): a
+// Client-side routing over payment shards (docs/deployment.md, Payment shards): a
 // CreatePayment goes to the shard its idempotency key hashes to, a
 // GetPayment to the shard its payment id names, and ListPayments walks the
 // shards one after another behind one page token. A shard answering

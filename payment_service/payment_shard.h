@@ -1,6 +1,6 @@
 #pragma once
 
-// Payment shards (README, Payment shards): each payment_service instance owns
+// Payment shards (docs/deployment.md, Payment shards): each payment_service instance owns
 // the payments whose idempotency key hashes to its index
 // (shared/base/payment_shards.h) and names them "s<index>-...". A call that
 // belongs to another shard is answered, never served: FAILED_PRECONDITION,

@@ -11,6 +11,7 @@
 #include "recovery_service/recovery_worker.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
+#include "shared/observability/alerts.h"
 #include "shared/observability/log.h"
 #include "shared/runtime/env.h"
 #include "shared/service/service_flags.h"
@@ -20,6 +21,9 @@ using outbox::EnvOr;
 using outbox::EnvOrDouble;
 using outbox::EnvOrDuration;
 using outbox::EnvOrInt;
+ABSL_FLAG(std::string, runbook_url, EnvOr("RUNBOOK_URL", outbox::kDefaultRunbookBase),
+          "where the alert runbooks are; every alert sent to Alertmanager carries the "
+          "annotation runbook_url=<this>#<alertname in lower case> [env RUNBOOK_URL]");
 ABSL_FLAG(std::string, ops_token_file, EnvOr("OPS_TOKEN_FILE", ""),
           "file holding the operator token; when set every ops.v1.OutboxOps call needs "
           "'authorization: Bearer <token>' (health and reflection stay open) [env OPS_TOKEN_FILE]");
@@ -52,8 +56,8 @@ ABSL_FLAG(absl::Duration, recovery_idle_sleep, EnvOrDuration("RECOVERY_IDLE_SLEE
           "sleep when nothing is due [env RECOVERY_IDLE_SLEEP]");
 ABSL_FLAG(int, recovery_max_publish_failures, EnvOrInt("RECOVERY_MAX_PUBLISH_FAILURES", 3),
           "failed rounds in a row before the lease is given up [env RECOVERY_MAX_PUBLISH_FAILURES]");
-ABSL_FLAG(std::string, recovery_instance_id, EnvOr("RECOVERY_INSTANCE_ID", DefaultInstanceId()),
-          "this instance's name in the lease [env RECOVERY_INSTANCE_ID]");
+ABSL_FLAG(std::string, recovery_instance_id, EnvOr("RECOVERY_INSTANCE_ID", ""),
+          "this instance's name in the lease; empty = <hostname>-<pid> [env RECOVERY_INSTANCE_ID]");
 ABSL_FLAG(absl::Duration, backlog_age, EnvOrDuration("RECOVERY_BACKLOG_AGE", absl::Minutes(5)),
           "SENDING rows older than this count towards the backlog [env RECOVERY_BACKLOG_AGE]");
 ABSL_FLAG(int64_t, backlog_threshold, EnvOrInt("RECOVERY_BACKLOG_THRESHOLD", 1000),
@@ -82,6 +86,7 @@ absl::Status Run() {
                    LoadBearerToken(absl::GetFlag(FLAGS_ops_token_file), "ops_token_file"));
   RecoveryOptions options;
   options.instance_id = absl::GetFlag(FLAGS_recovery_instance_id);
+  if (options.instance_id.empty()) options.instance_id = DefaultInstanceId();
   options.retry = config.retry;
   options.batch = absl::GetFlag(FLAGS_recovery_batch);
   options.rate_per_second = absl::GetFlag(FLAGS_recovery_rate);
@@ -95,7 +100,7 @@ absl::Status Run() {
   options.pay_queue = config.pay_queue;
   if (config.accounting_shards > 1) options.pay_queue_shards = config.payment_event_queues();
   // Dead letters go back to the queue they came from: with accounting
-  // shards, to their own shard by its name (README, Accounting shards).
+  // shards, to their own shard by its name (docs/deployment.md, Accounting shards).
   options.dead_letter_sources = config.payment_event_queues();
   options.dead_letter_sources.push_back(config.acc_queue);
   options.hold_queue_depth = absl::GetFlag(FLAGS_recovery_hold_queue_depth);
@@ -116,7 +121,9 @@ absl::Status Run() {
 
   const Clock& clock = SystemClock::Get();
   MetricsRegistry metrics;
-  Alerter alerter({config.alertmanager_url, "recovery_service"});
+  AlerterOptions alerter_options{config.alertmanager_url, "recovery_service"};
+  alerter_options.runbook_base = absl::GetFlag(FLAGS_runbook_url);
+  Alerter alerter(std::move(alerter_options));
   // payment_service creates the file and its schema; the two may start in
   // any order, so wait for it rather than create an empty file at a wrong path.
   ASSIGN_OR_RETURN(auto store,

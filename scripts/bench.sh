@@ -29,14 +29,14 @@
 #   BENCH_JSON=1             outbox_bench also prints a JSON line per run
 #   BENCH_PROFILE=1          perf-record payment_service (and accounting_service) during the
 #                            throughput run and print where their CPU went (installs linux-perf)
-#   BENCH_ACCOUNTING_SHARDS [1]  accounting instances M (README, Accounting shards): payment
+#   BENCH_ACCOUNTING_SHARDS [1]  accounting instances M (docs/deployment.md, Accounting shards): payment
 #                            events hashed by payment id over M queues, one accounting_service
 #                            with its own accounting.db each
 #   BENCH_TLS=1              gRPC with TLS and an API token (scripts/dev_certs.sh
 #                            certificates in the temp dir); default plaintext, as
-#                            the figures in README were taken
+#                            the figures in docs/performance.md were taken
 #   BENCH_PAYMENT_SHARDS [1] payment_service instances, each with its own payment.db
-#                            and reply queue (README, Payment shards); outbox_bench
+#                            and reply queue (docs/deployment.md, Payment shards); outbox_bench
 #                            sends each call to its key's shard. Peak RSS is shard
 #                            0's; CPU is shown for every shard.
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A private RabbitMQ node for tests and demos, without a service manager
-# (see RABBITMQ.md). Everything lives under DIR; the node listens on 127.0.0.1.
+# (a node of its own, not the system service). Everything lives under DIR; the node listens on 127.0.0.1.
 #
 #   rabbitmq_node.sh start DIR   start (or restart) the node; writes DIR/broker.env
 #                                and DIR/amqp_url (the admin user). A DIR that already
@@ -20,7 +20,7 @@
 # AMQPS_PORT, AMQP_TLS_CA_FILE); AMQPS_PORT picks its port.
 #
 # A new node also gets one broker user per service with the least permissions
-# it needs (README, Security: broker users): outbox-payment, outbox-accounting,
+# it needs (docs/security.md, broker users): outbox-payment, outbox-accounting,
 # outbox-recovery. For each, DIR/users/<user>.url is its AMQP URL without a
 # password and DIR/users/<user>.password (mode 0600) the password, for
 # AMQP_URL and AMQP_PASSWORD_FILE. The permissions cover queue names matching

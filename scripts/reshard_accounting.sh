@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Changes the number of accounting shards M (README, Accounting shards) in
+# Changes the number of accounting shards M (docs/deployment.md, Accounting shards) in
 # three checked steps; the operator stops and starts the services in between:
 #
 #   1. stop every payment_service and recovery_service instance (SIGTERM)

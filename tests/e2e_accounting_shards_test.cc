@@ -1,4 +1,4 @@
-// Accounting shards (README, Accounting shards): with ACCOUNTING_SHARDS=2
+// Accounting shards (docs/deployment.md, Accounting shards): with ACCOUNTING_SHARDS=2
 // payment events go through the consistent-hash exchange to PAY-0 and PAY-1
 // by payment id, every copy of a payment to the same shard, and a dead letter
 // goes back to the shard it came from. Killing one shard under load loses
@@ -199,7 +199,7 @@ int Reshard(const ServiceSet& services, const std::vector<std::string>& step) {
 }
 
 // M = 1 -> 2 under a client load that keeps retrying through the stop: the
-// procedure of README, Accounting shards, with the script's three steps.
+// procedure of docs/deployment.md, Accounting shards, with the script's three steps.
 TEST(AccountingShardsTest, ReshardOneToTwoUnderLoad) {
   constexpr int kPayments = 300;
   ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"}, {"RECOVERY_MAX_DELAY", "2s"},

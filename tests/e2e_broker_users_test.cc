@@ -1,7 +1,7 @@
 // Per-service broker users (scripts/rabbitmq_node.sh) on the real node: each
 // service on its own user moves payments, replies and dead letters as
 // before, and the broker refuses every write a user has no business doing,
-// with nothing arriving in the queue (README, Security: broker users).
+// with nothing arriving in the queue (docs/security.md, broker users).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -171,7 +171,7 @@ TEST(BrokerUsersTest, TheBrokerRefusesWritesOutsideAUsersRoleAndNothingArrives) 
   }
 }
 
-// Accounting shards (README, Accounting shards): payment alone declares and
+// Accounting shards (docs/deployment.md, Accounting shards): payment alone declares and
 // binds the consistent-hash exchange; nobody else writes it or binds to it,
 // and recovery reaches the shards through outbox.payments as before.
 TEST(BrokerUsersTest, AccountingShardsKeepTheRoles) {

@@ -54,7 +54,7 @@ constexpr const char* kCreateMethod = "/payment.v1.PaymentService/CreatePayment"
 // server option bounds (a ResourceQuota memory limit changes nothing; deadline
 // checks and per-message compression off: 133 MiB; the minimal stack, which
 // also drops the message-size limit: 131 MiB), so 10,000 held calls peak at
-// ~141 MiB. The bound guards against regressions; see README "Security".
+// ~141 MiB. The bound guards against regressions; see docs/security.md.
 // Sanitizers' shadow memory multiplies RSS (TSan: 787 MiB measured).
 constexpr double kRssTargetMiB = 128;
 // Through the release of half the calls at once: their requests, group

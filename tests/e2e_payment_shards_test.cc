@@ -1,4 +1,4 @@
-// Two payment shards (README, Payment shards) on the shared test broker: each
+// Two payment shards (docs/deployment.md, Payment shards) on the shared test broker: each
 // its own payment_service, payment.db, reply queue and recovery_service,
 // sharing PAY_QUEUE and one accounting_service. Every payment lands on the
 // shard its idempotency key hashes to and names it; a call for the other

@@ -6,7 +6,7 @@
 set -eu
 # shellcheck disable=SC1091  # scripts/lib/broker_users.sh, mounted beside this script
 . "$(dirname "$0")/broker_users.sh"
-# PAY_QUEUE and its accounting shards PAY_QUEUE-<k> (README, Accounting shards).
+# PAY_QUEUE and its accounting shards PAY_QUEUE-<k> (docs/deployment.md, Accounting shards).
 export OUTBOX_PAY_QUEUES="${OUTBOX_PAY_QUEUES:-${PAY_QUEUE:-PAY_QUEUE}(-[0-9]+)?}"
 export OUTBOX_ACC_QUEUES="${OUTBOX_ACC_QUEUES:-${ACC_QUEUE:-ACC_QUEUE}}"
 rm -f /tmp/outbox-users-ready

@@ -1,9 +1,9 @@
 # shellcheck shell=sh
-# The services' broker users and their permissions (README, Security: broker
+# The services' broker users and their permissions (docs/security.md, broker
 # users), for scripts/rabbitmq_node.sh and docker/rabbitmq/start.sh (sourced;
 # POSIX sh). Queue names are regexes: OUTBOX_PAY_QUEUES, OUTBOX_ACC_QUEUES.
 # A user may bind only queues it may feed, so binding opens no way in.
-# Accounting shards (README, Accounting shards): the shard queues
+# Accounting shards (docs/deployment.md, Accounting shards): the shard queues
 # "<pay>-<k>" must match OUTBOX_PAY_QUEUES too, and payment alone declares,
 # feeds (exchange.bind) and binds the consistent-hash exchange
 # "<pay queue>.hash" (a name that P and A do not match, so no other user

@@ -10,7 +10,7 @@
 
 namespace outbox {
 
-// The points the services define (see README "Crash points").
+// The points the services define (see docs/testing.md, Crash points).
 inline constexpr char kFpPaymentBeforeCommit[] = "payment.before_commit";
 inline constexpr char kFpPaymentAfterCommitBeforePublish[] = "payment.after_commit_before_publish";
 inline constexpr char kFpPaymentAfterPublishBeforeReply[] = "payment.after_publish_before_reply";

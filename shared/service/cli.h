@@ -18,7 +18,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
-// "payment_service 0.1.0 (RelWithDebInfo build)".
+// "payment_service 0.2.0 (RelWithDebInfo build)".
 std::string VersionLine(absl::string_view program);
 
 // "usage: <program> <synopsis>".

@@ -32,7 +32,7 @@ ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
 ABSL_FLAG(int, accounting_shards, EnvOrInt("ACCOUNTING_SHARDS", 1),
           "accounting instances M: with more than 1, payment events are hashed by payment id "
           "over the queues <pay_queue>-0..M-1, one per accounting instance; the same M for "
-          "all services (README, Accounting shards) [env ACCOUNTING_SHARDS]");
+          "all services (docs/deployment.md, Accounting shards) [env ACCOUNTING_SHARDS]");
 ABSL_FLAG(std::string, queue_type, EnvOr("QUEUE_TYPE", ""),
           "x-queue-type of declared queues, e.g. quorum; empty = classic [env QUEUE_TYPE]");
 ABSL_FLAG(std::string, sqlite_synchronous, EnvOr("SQLITE_SYNCHRONOUS", "full"),

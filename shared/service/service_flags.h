@@ -23,7 +23,7 @@ struct ServiceConfig {
   std::string pay_queue;   // payment events: payment and recovery publish, accounting consumes
   std::string acc_queue;   // acknowledgements: accounting replies, payment consumes
   std::string queue_type;  // x-queue-type of declared queues ("" = classic, "quorum")
-  // M, the accounting instances (README, Accounting shards). 1: accounting
+  // M, the accounting instances (docs/deployment.md, Accounting shards). 1: accounting
   // consumes pay_queue itself, as always. More: pay_queue is a group of M
   // queues "<pay_queue>-<k>", and the consistent-hash exchange
   // PaymentShardsExchange() sends each payment to one of them by its id.

@@ -85,7 +85,7 @@ class ServiceSet {
   std::shared_ptr<grpc::Channel> payment_channel() const { return payment_channel_; }
   std::shared_ptr<grpc::Channel> accounting_channel() const { return accounting_channel_; }
 
-  // Payment shards (README, Payment shards), beside the single payment
+  // Payment shards (docs/deployment.md, Payment shards), beside the single payment
   // service above: UsePaymentShards(n) picks n loopback ports; accounting
   // started after it declares each shard's reply queue <acc_queue>.s<k>
   // (REPLY_QUEUES). Shard k runs
