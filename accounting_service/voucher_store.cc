@@ -1,6 +1,7 @@
 #include "accounting_service/voucher_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "accounting_service/accounting_db_schema.h"
 #include "shared/base/status_macros.h"
 
 namespace outbox::accounting {
@@ -9,35 +10,6 @@ namespace {
 constexpr char kSelect[] =
     "SELECT id, voucher_id, payment_id, message_id, debit_account, credit_account, "
     "amount_minor, currency, created_at, traceparent FROM vouchers ";
-
-void CreateSchema(SQLite::Database& db) {
-  db.exec(R"sql(
-    CREATE TABLE IF NOT EXISTS vouchers (
-      id             INTEGER PRIMARY KEY,
-      voucher_id     TEXT    NOT NULL UNIQUE,
-      payment_id     TEXT    NOT NULL UNIQUE,
-      message_id     TEXT    NOT NULL,
-      debit_account  TEXT    NOT NULL,
-      credit_account TEXT    NOT NULL,
-      amount_minor   INTEGER NOT NULL CHECK (amount_minor > 0),
-      currency       TEXT    NOT NULL,
-      created_at     INTEGER NOT NULL,
-      traceparent    TEXT    NOT NULL DEFAULT ''
-    );
-    CREATE TABLE IF NOT EXISTS processed_messages (
-      message_id   TEXT PRIMARY KEY,
-      payment_id   TEXT    NOT NULL,
-      voucher_id   TEXT    NOT NULL,
-      processed_at INTEGER NOT NULL
-    ) WITHOUT ROWID;
-  )sql");
-  // Files written before vouchers kept their trace context (inside the
-  // schema's write transaction, so two openers cannot both add it).
-  SQLite::Statement has(db, "SELECT 1 FROM pragma_table_info('vouchers') WHERE name = 'traceparent'");
-  if (!has.executeStep()) {
-    db.exec("ALTER TABLE vouchers ADD COLUMN traceparent TEXT NOT NULL DEFAULT ''");
-  }
-}
 
 Voucher ReadVoucher(SQLite::Statement& s) {
   Voucher v;
@@ -60,7 +32,7 @@ absl::StatusOr<std::unique_ptr<VoucherStore>> VoucherStore::Open(const std::stri
                                                                  const DbOptions& options,
                                                                  IdGenerator& ids,
                                                                  const Clock& clock) {
-  ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, CreateSchema));
+  ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, &AccountingDbSchema()));
   return std::unique_ptr<VoucherStore>(new VoucherStore(std::move(db), ids, clock));
 }
 

@@ -39,6 +39,8 @@ class VoucherLedger {
 
 class VoucherStore final : public VoucherLedger {
  public:
+  // Creates accounting.db or upgrades it to the latest schema version
+  // (AccountingDbSchema); FAILED_PRECONDITION, untouched, for a newer file.
   static absl::StatusOr<std::unique_ptr<VoucherStore>> Open(const std::string& path,
                                                             const DbOptions& options,
                                                             IdGenerator& ids, const Clock& clock);

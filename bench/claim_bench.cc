@@ -29,7 +29,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "recovery_service/recovery_store.h"
-#include "shared/sqlite/outbox_table.h"
+#include "shared/sqlite/payment_db_schema.h"
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/base/status_macros.h"
 
@@ -76,7 +76,7 @@ absl::StatusOr<Filled> Fill(const std::string& path, int64_t rows, int due, bool
     db.exec("PRAGMA journal_mode=OFF");
     db.exec("PRAGMA synchronous=OFF");
     db.exec("PRAGMA cache_size=-262144");  // 256 MiB: the indexes stay in memory while filling
-    CreateOutboxSchema(db);
+    RETURN_IF_ERROR(UpgradeSchema(db, path, PaymentDbSchema()));
     SQLite::Statement insert(db, R"sql(
       INSERT INTO outbox (message_id, biz_type, biz_key, topic, payload, status, attempts,
                           max_attempts, next_retry_at, last_attempt_at, last_error,

@@ -79,6 +79,17 @@ class AccountingTables {
   std::vector<std::pair<std::string, std::string>> replacements_;
 };
 
+// FAILED_PRECONDITION for the first file whose schema is newer than the
+// checks know; `schema` is the attached name ("main", "acc", "acc0", ...).
+absl::Status CheckSchemaVersion(SQLite::Database& db, const std::string& schema,
+                                const std::string& path, int known) {
+  const int64_t version = Scalar(db, absl::StrCat("PRAGMA ", schema, ".user_version"));
+  if (version <= known) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(path, " has schema version ", version, "; this outbox_check knows up to ", known,
+                   ": refusing to check a newer file"));
+}
+
 // Steps through every row (each one breaks the invariant, so normally none)
 // counting them, and keeps the first few ids: one pass, no second COUNT query.
 CheckResult Collect(SQLite::Database& db, const CheckConfig& config,
@@ -276,6 +287,15 @@ absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
       attach.bind(1, accounting_uris[k]);
       attach.exec();
     }
+    step = "read the schema versions";
+    absl::Status versions =
+        CheckSchemaVersion(db, "main", config.payment_db, kPaymentDbSchemaVersion);
+    for (size_t k = 0; k < accounting_uris.size() && versions.ok(); ++k) {
+      versions = CheckSchemaVersion(
+          db, absl::StrCat("acc", accounting_uris.size() > 1 ? absl::StrCat(k) : ""),
+          accounting_dbs[k], kAccountingDbSchemaVersion);
+    }
+    if (!versions.ok()) return versions;
     // Each read transaction sees one WAL snapshot per database, taken when it
     // first reads that database. The services commit payment -> voucher ->
     // SENT in that order, so a voucher is only judged against a payment

@@ -13,6 +13,14 @@ namespace outbox::checker {
 
 inline constexpr size_t kMaxAccountingDbs = 10;  // SQLite attaches at most 10
 
+// The newest schema versions (PRAGMA user_version) whose tables the checks
+// know; the services' own lists are shared/sqlite/payment_db_schema.h and
+// accounting_service/accounting_db_schema.h. A newer file is refused
+// (FAILED_PRECONDITION): its changes could make a check wrong in either
+// direction. Older ones, versioned or not, are checked as they are.
+inline constexpr int kPaymentDbSchemaVersion = 4;
+inline constexpr int kAccountingDbSchemaVersion = 2;
+
 struct CheckConfig {
   std::string payment_db;
   // accounting.db, or with accounting shards every shard's accounting.db,
@@ -69,7 +77,8 @@ struct Report {
 
 // `now` is injected so the stale-row check is deterministic in tests.
 // NotFound for a missing file, FailedPrecondition for a file that is not one
-// of our databases, Unavailable if SQLite stayed busy.
+// of our databases or has a newer schema version than this checker knows,
+// Unavailable if SQLite stayed busy.
 absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now);
 
 }  // namespace outbox::checker

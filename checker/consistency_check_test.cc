@@ -317,6 +317,31 @@ TEST_F(CheckerTest, WrongFileIsAnError) {
   EXPECT_FALSE(err_.str().empty());
 }
 
+// A file from a newer schema than the checks know is refused, with exit 2;
+// older ones (these fixtures have user_version 0) and the known versions are
+// checked.
+TEST_F(CheckerTest, ANewerSchemaVersionIsRefused) {
+  Sent("p1");
+  pay_->exec(absl::StrCat("PRAGMA user_version = ", kPaymentDbSchemaVersion));
+  acc_->exec(absl::StrCat("PRAGMA user_version = ", kAccountingDbSchemaVersion));
+  EXPECT_TRUE(Check().ok());
+
+  pay_->exec(absl::StrCat("PRAGMA user_version = ", kPaymentDbSchemaVersion + 3));
+  absl::StatusOr<Report> r = RunChecks(config_, kNow);
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_EQ(Exit(), kExitError);
+  EXPECT_EQ(err_.str(),
+            absl::StrCat("outbox_check: ", config_.payment_db, " has schema version ",
+                         kPaymentDbSchemaVersion + 3, "; this outbox_check knows up to ",
+                         kPaymentDbSchemaVersion, ": refusing to check a newer file\n"));
+
+  pay_->exec(absl::StrCat("PRAGMA user_version = ", kPaymentDbSchemaVersion));
+  acc_->exec(absl::StrCat("PRAGMA user_version = ", kAccountingDbSchemaVersion + 1));
+  r = RunChecks(config_, kNow);
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), config_.accounting_db)) << r.status();
+}
+
 TEST_F(CheckerTest, PathWithUriCharacters) {
   Sent("p1");
   const std::string odd = dir_ + "/odd?mode=rwc#x%20.db";

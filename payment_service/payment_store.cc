@@ -4,6 +4,7 @@
 #include "shared/runtime/failpoint.h"
 #include "shared/base/status_macros.h"
 #include "shared/sqlite/outbox_table.h"
+#include "shared/sqlite/payment_db_schema.h"
 
 namespace outbox::payment {
 namespace {
@@ -22,23 +23,6 @@ constexpr char kJoinPaymentsFirst[] =
     " FROM payments p CROSS JOIN outbox o ON o.biz_type = 'payment' AND o.biz_key = p.payment_id ";
 constexpr char kJoinOutboxFirst[] =
     " FROM outbox o CROSS JOIN payments p ON o.biz_type = 'payment' AND o.biz_key = p.payment_id ";
-
-void CreateSchema(SQLite::Database& db) {
-  db.exec(R"sql(
-    CREATE TABLE IF NOT EXISTS payments (
-      id              INTEGER PRIMARY KEY,
-      payment_id      TEXT    NOT NULL UNIQUE,
-      idempotency_key TEXT    NOT NULL UNIQUE,
-      payer_account   TEXT    NOT NULL,
-      payee_account   TEXT    NOT NULL,
-      amount_minor    INTEGER NOT NULL CHECK (amount_minor > 0),
-      currency        TEXT    NOT NULL,
-      description     TEXT    NOT NULL,
-      created_at      INTEGER NOT NULL
-    );
-  )sql");
-  CreateOutboxSchema(db);
-}
 
 PaymentRecord ReadRecord(SQLite::Statement& stmt) {
   PaymentRecord r;
@@ -64,7 +48,7 @@ std::string SelectSql(const std::string& where, const char* join = kJoin) {
 absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::string& path,
                                                                  const DbOptions& options,
                                                                  const Clock& clock) {
-  ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, CreateSchema));
+  ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, &PaymentDbSchema()));
   return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(db), clock));
 }
 

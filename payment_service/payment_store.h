@@ -37,6 +37,8 @@ using PaymentPage = Page<PaymentRecord>;
 
 class PaymentStore final : public OutboxRepository {
  public:
+  // Creates payment.db or upgrades it to the latest schema version
+  // (PaymentDbSchema); FAILED_PRECONDITION, untouched, for a newer file.
   static absl::StatusOr<std::unique_ptr<PaymentStore>> Open(
       const std::string& path, const DbOptions& options, const Clock& clock = SystemClock::Get());
 

@@ -41,8 +41,8 @@ ABSL_FLAG(std::string, recovery_listen, EnvOr("RECOVERY_LISTEN", "127.0.0.1:5005
 ABSL_FLAG(std::string, payment_db, EnvOr("PAYMENT_DB", "payment.db"),
           "the payment service's SQLite file [env PAYMENT_DB]");
 ABSL_FLAG(absl::Duration, payment_db_wait, EnvOrDuration("PAYMENT_DB_WAIT", absl::Seconds(30)),
-          "how long to wait for payment_service to create --payment_db and its schema; "
-          "recovery never creates them [env PAYMENT_DB_WAIT]");
+          "how long to wait for payment_service to create --payment_db, or to upgrade it to "
+          "this version's schema; recovery never creates or migrates it [env PAYMENT_DB_WAIT]");
 ABSL_FLAG(std::string, metrics_listen, EnvOr("RECOVERY_METRICS_LISTEN", ""),
           "Prometheus /metrics on host:port; empty = off [env RECOVERY_METRICS_LISTEN]");
 ABSL_FLAG(int, recovery_batch, EnvOrInt("RECOVERY_BATCH", 200),

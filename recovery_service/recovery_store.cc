@@ -8,6 +8,7 @@
 #include "shared/base/status_macros.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/sqlite/outbox_table.h"
+#include "shared/sqlite/payment_db_schema.h"
 
 namespace outbox::recovery {
 namespace {
@@ -44,18 +45,26 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
   if (!std::filesystem::exists(path, ignored)) {
     return absl::NotFoundError(absl::StrCat("payment database ", path, " does not exist"));
   }
-  std::string missing;
+  const DbSchema& schema = PaymentDbSchema();
+  // A newer file is refused before SQLite opens it, so nothing is created
+  // beside it.
+  if (const int peeked = PeekSchemaVersion(path); peeked > schema.latest()) {
+    return NewerSchemaError(path, peeked, schema);
+  }
+  int version = 0;
   RETURN_IF_ERROR(Guard(absl::StrCat("open ", path), [&] {
-    // A plain connection: it only reads the schema, and changes nothing in a
-    // file payment_service may be creating right now.
+    // A plain connection: it only reads the version, and changes nothing in a
+    // file payment_service may be creating or upgrading right now.
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
     db.setBusyTimeout(options.busy_timeout_ms);
-    missing = MissingOutboxSchema(db);
+    version = SchemaVersion(db);
     return absl::OkStatus();
   }));
-  if (!missing.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("payment database ", path, " has no outbox schema (", missing, " missing)"));
+  if (version > schema.latest()) return NewerSchemaError(path, version, schema);
+  if (version < schema.latest()) {
+    return absl::NotFoundError(absl::StrCat("payment database ", path, " has schema version ",
+                                            version, ", not ", schema.latest(),
+                                            " yet (payment_service creates and upgrades it)"));
   }
   // Checkpoints run in the background: a claim dirties a page per scattered
   // row and must not also pay for a checkpoint while it holds the write lock

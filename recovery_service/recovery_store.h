@@ -38,8 +38,9 @@ class RecoveryStore final : public RecoveryRepository {
  public:
   // Opens payment.db as payment_service made it; never creates the file, a
   // table or a column (a wrong path must not become an empty database).
-  // NOT_FOUND while the file or part of the outbox schema is missing,
-  // UNAVAILABLE while another process keeps it locked.
+  // NOT_FOUND while the file is missing or older than the latest schema
+  // version (payment_service upgrades it), UNAVAILABLE while another process
+  // keeps it locked, FAILED_PRECONDITION, untouched, when it is newer.
   static absl::StatusOr<std::unique_ptr<RecoveryStore>> Open(const std::string& path,
                                                              const DbOptions& options);
 

@@ -6,14 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/sqlite/outbox_table.h"
+#include "shared/sqlite/payment_db_schema.h"
 #include "shared/testing/manual_clock.h"
 
 namespace outbox::recovery {
 namespace {
 
-// What payment_service does on start: create the file and the outbox schema.
+// What payment_service does on start: create the file at the latest schema version.
 void CreatePaymentDb(const std::string& path) {
-  auto file = OpenSqliteFile(path, DbOptions{}, CreateOutboxSchema);
+  auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
   ASSERT_TRUE(file.ok()) << file.status();
 }
 
@@ -250,10 +251,42 @@ TEST_F(RecoveryStoreTest, NeverCreatesTheFileOrTheSchema) {
   { SQLite::Database db(empty, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE); }
   store = RecoveryStore::Open(empty, DbOptions{});
   EXPECT_TRUE(absl::IsNotFound(store.status())) << store.status();
-  EXPECT_NE(store.status().message().find("table outbox"), std::string::npos) << store.status();
+  EXPECT_NE(store.status().message().find("has schema version 0, not"), std::string::npos)
+      << store.status();
   SQLite::Database db(empty, SQLite::OPEN_READONLY);
   EXPECT_FALSE(db.tableExists("outbox"));
   EXPECT_FALSE(db.tableExists("recovery_lease"));
+}
+
+// Recovery changes no schema: an older file waits for payment_service to
+// upgrade it, a newer one is refused and left as it is.
+TEST_F(RecoveryStoreTest, WaitsForAnOlderSchemaAndRefusesANewerOne) {
+  const DbSchema& schema = PaymentDbSchema();
+  const std::string older = dir_ + "/older.db";
+  {
+    SQLite::Database db(older, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    ASSERT_TRUE(UpgradeSchema(db, older, schema, schema.latest() - 1).ok());
+  }
+  auto store = RecoveryStore::Open(older, DbOptions{});
+  EXPECT_TRUE(absl::IsNotFound(store.status())) << store.status();
+  {
+    SQLite::Database db(older, SQLite::OPEN_READONLY);
+    EXPECT_EQ(SchemaVersion(db), schema.latest() - 1);
+  }
+
+  const std::string newer = dir_ + "/newer.db";
+  {
+    SQLite::Database db(newer, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec(absl::StrCat("PRAGMA user_version = ", schema.latest() + 1));
+  }
+  store = RecoveryStore::OpenWhenCreated(newer, DbOptions{}, absl::Seconds(30), nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+  EXPECT_NE(store.status().message().find(absl::StrCat(
+                newer, " has schema version ", schema.latest() + 1, "; this ")),
+            std::string::npos)
+      << store.status();
+  EXPECT_FALSE(std::filesystem::exists(newer + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(newer + "-shm"));
 }
 
 TEST_F(RecoveryStoreTest, GivesUpWaitingWithTheFailedPreconditionNamingThePath) {

@@ -1,11 +1,11 @@
 #pragma once
 
-// The outbox table in SQLite: schema, rows in and out, and the state
-// machine's transitions (shared/outbox/state_machine.h) applied to stored
-// rows. Used by payment_service (writes rows, closes acknowledged ones) and
-// recovery_service (claims due rows, re-drives), which share payment.db.
-// Everything throws SQLite::Exception and runs inside the caller's
-// transaction.
+// The outbox table in SQLite: rows in and out, and the state machine's
+// transitions (shared/outbox/state_machine.h) applied to stored rows. Used by
+// payment_service (writes rows, closes acknowledged ones) and
+// recovery_service (claims due rows, re-drives), which share payment.db (its
+// schema: payment_db_schema.h). Everything throws SQLite::Exception and runs
+// inside the caller's transaction.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,19 +21,6 @@ namespace outbox {
 
 // Column list matching ReadOutboxMessage, for SELECTs (table alias "o").
 extern const char* const kOutboxColumns;
-
-// Creates the outbox table, its indexes, the archive and the recovery lease
-// table if missing, and adds columns that older files lack. Only
-// payment_service runs it; recovery_service waits for it (see
-// MissingOutboxSchema). When another process may open the file at the same
-// time, run it in a BEGIN IMMEDIATE transaction (OpenSqliteFile does): each
-// column is then checked and added under the write lock, so two migrating
-// processes cannot both add it.
-void CreateOutboxSchema(SQLite::Database& db);
-
-// What CreateOutboxSchema would still have to create, e.g. "table outbox" or
-// "column outbox.reply_to"; empty when the schema is complete.
-std::string MissingOutboxSchema(SQLite::Database& db);
 
 // Inserts rows with one prepared statement.
 class OutboxInserter {

@@ -204,21 +204,21 @@ void SetWriterCheckpoint(SQLite::Database& db, int frames) {
   db.exec(absl::StrCat("PRAGMA wal_autocheckpoint=", frames));
 }
 
-absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
-    const std::string& path, const DbOptions& options,
-    const std::function<void(SQLite::Database&)>& create_schema) {
+absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& path,
+                                                           const DbOptions& options,
+                                                           const DbSchema* schema) {
+  if (schema != nullptr) {
+    const int peeked = PeekSchemaVersion(path);
+    if (peeked > schema->latest()) return NewerSchemaError(path, peeked, *schema);
+  }
   auto file = std::make_unique<SqliteFile>();
   auto writer = OpenDatabase(path, options);
   if (!writer.ok()) return writer.status();
   absl::Status s;
-  if (create_schema) {
-    // Another process may be creating or migrating the same file right now.
-    s = RetryWhileBusy(OpenRetryBudget(options), [&] {
-      return WriteTransaction(**writer, [&] {
-        create_schema(**writer);
-        return absl::OkStatus();
-      });
-    });
+  if (schema != nullptr) {
+    // Another process may be creating or upgrading the same file right now.
+    s = RetryWhileBusy(OpenRetryBudget(options),
+                       [&] { return UpgradeSchema(**writer, path, *schema); });
   }
   if (s.ok()) s = Guard("set the writer's checkpoint", [&] {
     SetWriterCheckpoint(**writer);

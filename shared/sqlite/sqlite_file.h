@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "shared/base/mutex.h"
+#include "shared/sqlite/schema.h"
 
 namespace outbox {
 
@@ -94,11 +95,13 @@ struct SqliteFile {
   std::unique_ptr<BackgroundCheckpointer> checkpointer;
 };
 
-// Opens both connections and runs `create_schema` on the writer (in one
-// BEGIN IMMEDIATE transaction, retried while another process holds the file)
-// before the reader opens. An empty `create_schema` creates nothing.
-absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(
-    const std::string& path, const DbOptions& options,
-    const std::function<void(SQLite::Database&)>& create_schema);
+// Opens both connections and brings the file to `schema`'s latest version on
+// the writer (UpgradeSchema, retried while another process holds the file)
+// before the reader opens. A file newer than `schema` is FAILED_PRECONDITION
+// and, when its header already says so, refused before SQLite opens it: not
+// even a -wal or -shm file appears. A null `schema` creates nothing.
+absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& path,
+                                                           const DbOptions& options,
+                                                           const DbSchema* schema);
 
 }  // namespace outbox

@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
-#include "shared/sqlite/outbox_table.h"
+#include "shared/sqlite/payment_db_schema.h"
 
 namespace outbox {
 namespace {
@@ -50,7 +50,7 @@ std::vector<absl::Status> OpenAtOnce(const std::string& path, int openers) {
   for (int i = 0; i < openers; ++i) {
     threads.emplace_back([&, i] {
       if (start->Block()) delete start;
-      auto file = OpenSqliteFile(path, DbOptions{}, CreateOutboxSchema);
+      auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
       results[i] = file.status();
     });
   }
@@ -79,11 +79,13 @@ TEST(SqliteFileTest, ConcurrentOpenersOfANewFileAllSucceed) {
     SQLite::Database db(path, SQLite::OPEN_READONLY);
     EXPECT_EQ(db.execAndGet("PRAGMA journal_mode").getString(), "wal");
     EXPECT_TRUE(db.tableExists("outbox"));
+    EXPECT_EQ(SchemaVersion(db), PaymentDbSchema().latest());
   }
 }
 
-// Files from before message_type and reply_to get them once, however many
-// processes open the file at the same moment.
+// A file from before versioning and before message_type, reply_to and
+// traceparent gets them once, however many processes open it at the same
+// moment.
 TEST(SqliteFileTest, ConcurrentOpenersMigrateAnOldFileOnce) {
   TempDir dir;
   for (int round = 0; round < 5; ++round) {
@@ -108,7 +110,9 @@ TEST(SqliteFileTest, ConcurrentOpenersMigrateAnOldFileOnce) {
     for (const char* table : {"outbox", "outbox_archive"}) {
       EXPECT_TRUE(HasColumn(db, table, "message_type")) << table;
       EXPECT_TRUE(HasColumn(db, table, "reply_to")) << table;
+      EXPECT_TRUE(HasColumn(db, table, "traceparent")) << table;
     }
+    EXPECT_EQ(SchemaVersion(db), PaymentDbSchema().latest());
   }
 }
 
@@ -120,16 +124,6 @@ TEST(SqliteFileTest, WithoutCreateAMissingFileIsRefusedAndNotCreated) {
   auto file = OpenSqliteFile(path, options, nullptr);
   EXPECT_TRUE(absl::IsFailedPrecondition(file.status())) << file.status();
   EXPECT_FALSE(std::filesystem::exists(path));
-}
-
-TEST(SqliteFileTest, MissingOutboxSchemaNamesWhatIsMissing) {
-  TempDir dir;
-  SQLite::Database db(dir.path() + "/x.db", SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-  EXPECT_EQ(MissingOutboxSchema(db), "table outbox");
-  CreateOutboxSchema(db);
-  EXPECT_EQ(MissingOutboxSchema(db), "");
-  db.exec("DROP INDEX outbox_status_next_retry");
-  EXPECT_EQ(MissingOutboxSchema(db), "index outbox_status_next_retry");
 }
 
 TEST(SqliteFileTest, MapsResourceAndFileErrors) {
@@ -155,7 +149,7 @@ mode_t ModeOf(const std::string& path) {
 TEST(SqliteFileTest, CreatesPrivateFiles) {
   TempDir dir;
   const std::string path = dir.path() + "/private.db";
-  auto file = OpenSqliteFile(path, DbOptions{}, CreateOutboxSchema);
+  auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(ModeOf(path), 0600u);
   EXPECT_EQ(ModeOf(path + "-wal"), 0600u);
@@ -201,9 +195,10 @@ int64_t CountRows(SQLite::Database& db) { return db.execAndGet("SELECT count(*) 
 // starts it over and the file grows with every commit. The writer's own
 // checkpoint past `writer_frames` lets it start over.
 int64_t WalSizeAfterSteadyWrites(const std::string& path, int writer_frames) {
-  auto file = OpenSqliteFile(path, DbOptions{Durability::kOff}, [](SQLite::Database& db) {
+  const DbSchema schema{{{"table t", [](SQLite::Database& db) {
     db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB NOT NULL)");
-  });
+  }}}};
+  auto file = OpenSqliteFile(path, DbOptions{Durability::kOff}, &schema);
   if (!file.ok()) return -1;
   auto checkpointer = BackgroundCheckpointer::Start(path, absl::Milliseconds(2));
   if (!checkpointer.ok()) return -1;

@@ -1,0 +1,17 @@
+#pragma once
+
+// payment.db's schema versions: the payments table, the outbox with its
+// archive, and recovery's lease. payment_service creates and upgrades the
+// file; recovery_service opens it only at the latest version and never
+// changes the schema (see RecoveryStore::Open).
+#include "shared/sqlite/schema.h"
+
+namespace outbox {
+
+// 1  payments, outbox (+ index on status, next_retry_at), recovery_lease
+// 2  outbox_archive, and the index on SENT rows' sent_at that retention walks
+// 3  message_type and reply_to on outbox and outbox_archive
+// 4  traceparent on outbox and outbox_archive
+const DbSchema& PaymentDbSchema();
+
+}  // namespace outbox
