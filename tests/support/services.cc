@@ -83,7 +83,8 @@ int ServiceSet::StartService(Process& p, const std::string& name, const std::str
   };
   // A restart appends to the same log: wait for one more start line than before.
   const int before = starts(p.log_path().empty() ? "" : p.Log());
-  p.Start(BinaryPath(name), {}, env, log_path);
+  p.Start(binary_dir_.empty() ? BinaryPath(name) : absl::StrCat(binary_dir_, "/", name), {}, env,
+          log_path);
   std::string log;
   PollUntil([&] {
     log = p.Log();

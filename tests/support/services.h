@@ -62,6 +62,10 @@ class ServiceSet {
   Recovery& StartRecovery(const std::string& instance, Env extra_env = {});
   Recovery& recovery(const std::string& instance) { return *recoveries_.at(instance); }
 
+  // Services started from now on run dir/<binary> (an earlier build, for
+  // upgrade tests); "" = this build's (the default).
+  void UseBinariesFrom(std::string dir) { binary_dir_ = std::move(dir); }
+
   int payment_port() const { return payment_port_; }
   int accounting_port() const { return accounting_port_; }
   Process& payment() { return payment_; }
@@ -118,6 +122,7 @@ class ServiceSet {
                    std::map<std::string, std::string> env, const std::string& log_name = "");
 
   Broker broker_;
+  std::string binary_dir_;
   std::string dir_;
   std::string pay_queue_;
   std::string acc_queue_;

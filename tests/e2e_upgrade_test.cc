@@ -1,0 +1,169 @@
+// A rolling upgrade under load: accounting, then payment, then recovery are
+// stopped gracefully (SIGTERM) and started again on this build's binary, one
+// at a time, while clients keep creating payments. Nothing is lost, nothing
+// is booked twice, and no client sees create errors for longer than payment's
+// own restart takes.
+//
+// The services start from this build too, unless OUTBOX_UPGRADE_FROM_BIN_DIR
+// names an earlier build's bin/ (e.g. of the previous release): then the
+// test upgrades from that version to this one.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tests/support/load.h"
+
+namespace outbox::testing {
+namespace {
+
+// After its connection fails, a default gRPC channel tries again after 1 s
+// (+-20 % jitter), then 1.6 times longer each time: a restart shorter than
+// the first wait costs a client at most 1.2 s of errors, a longer one at
+// most one more step.
+constexpr absl::Duration kClientReconnectSlack = absl::Seconds(2);
+
+// One CreatePayment every few milliseconds on a channel of its own with
+// gRPC's defaults, as a client that is not ours would make it. Records the
+// longest run of errors (from sending the first failed call to the end of
+// the last one) and the longest time without a success.
+class CreateProbe {
+ public:
+  explicit CreateProbe(ServiceSet& services)
+      : stub_(::payment::v1::PaymentService::NewStub(
+            grpc::CreateChannel(absl::StrCat("127.0.0.1:", services.payment_port()),
+                                grpc::InsecureChannelCredentials()))),
+        thread_([this] { Run(); }) {}
+  ~CreateProbe() { Stop(); }
+
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  absl::Duration longest_errors() const { return longest_errors_; }
+  absl::Duration longest_without_success() const { return longest_gap_; }
+  int ok() const { return ok_; }
+  int failed() const { return failed_; }
+
+ private:
+  void Run() {
+    absl::Time failing_since = absl::InfinitePast();
+    absl::Time last_success = absl::Now();
+    for (int i = 0; !stop_; ++i) {
+      ::payment::v1::CreatePaymentRequest req;
+      req.set_idempotency_key(absl::StrCat("probe-", i));
+      req.set_payer_account("probe-payer");
+      req.set_payee_account("probe-payee");
+      req.set_amount_minor(100 + i);
+      req.set_currency("EUR");
+      ::payment::v1::CreatePaymentResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+      const absl::Time sent = absl::Now();
+      const grpc::Status status = stub_->CreatePayment(&ctx, req, &resp);
+      const bool ok = status.ok();
+      if (!ok) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++errors_[absl::StrCat(status.error_code(), " ", status.error_message())];
+      }
+      const absl::Time done = absl::Now();
+      if (ok) {
+        ++ok_;
+        longest_gap_ = std::max(longest_gap_, done - last_success);
+        last_success = done;
+        failing_since = absl::InfinitePast();
+      } else {
+        ++failed_;
+        --i;  // the same key again, as a client of an idempotent API does
+        if (failing_since == absl::InfinitePast()) failing_since = sent;
+
+        longest_errors_ = std::max(longest_errors_, done - failing_since);
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+
+  std::unique_ptr<::payment::v1::PaymentService::Stub> stub_;
+  std::mutex mu_;
+  std::map<std::string, int> errors_;  // by code and message
+
+ public:
+  std::map<std::string, int> errors() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return errors_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> ok_{0};
+  std::atomic<int> failed_{0};
+  absl::Duration longest_errors_ = absl::ZeroDuration();
+  absl::Duration longest_gap_ = absl::ZeroDuration();
+  std::thread thread_;
+};
+
+TEST(UpgradeTest, RollingRestartUnderLoadLosesNothingAndBooksNothingTwice) {
+  constexpr int kPayments = 3000;
+  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"}, {"RECOVERY_MAX_DELAY", "2s"},
+                          {"RECOVERY_MAX_ATTEMPTS", "100"}, {"RECOVERY_IDLE_SLEEP", "200ms"},
+                          {"RECOVERY_LEASE_TTL", "2s"}});
+  if (const char* from = std::getenv("OUTBOX_UPGRADE_FROM_BIN_DIR"); from != nullptr && *from) {
+    std::cout << "upgrading from the binaries in " << from << "\n";
+    services.UseBinariesFrom(from);
+  }
+  services.StartAll();
+  services.StartRecovery("before");
+  services.UseBinariesFrom("");  // every restart below runs this build
+
+  // About 20 s of load from 4 clients, plus the probe.
+  PaymentLoad load(services, "upgrade-", kPayments, 4, absl::Milliseconds(25));
+  CreateProbe probe(services);
+  ASSERT_TRUE(PollUntil([&] { return load.created() >= kPayments / 10; }, absl::Seconds(60)));
+
+  ASSERT_EQ(services.accounting().Terminate(), 0) << "accounting did not stop cleanly";
+  services.StartAccounting();
+  ASSERT_TRUE(PollUntil([&] { return load.created() >= kPayments / 3; }, absl::Seconds(60)));
+
+  const absl::Time payment_stop = absl::Now();
+  ASSERT_EQ(services.payment().Terminate(), 0) << "payment did not stop cleanly";
+  services.StartPayment();
+  const absl::Duration payment_restart = absl::Now() - payment_stop;
+  ASSERT_TRUE(PollUntil([&] { return load.created() >= 2 * kPayments / 3; }, absl::Seconds(60)));
+
+  services.recovery("before").process.Terminate();
+  services.StartRecovery("after");
+  EXPECT_FALSE(load.done()) << "the load ended before the last restart";
+
+  load.Join();
+  probe.Stop();
+  const size_t expected = static_cast<size_t>(kPayments + probe.ok());
+  ASSERT_EQ(static_cast<size_t>(WaitAllSent(services, expected, absl::Seconds(60))), expected);
+
+  std::map<std::string, int> vouchers;
+  for (const auto& v : services.AllVouchers()) ++vouchers[v.payment_id()];
+  EXPECT_EQ(vouchers.size(), expected);
+  for (const auto& [id, n] : vouchers) EXPECT_EQ(n, 1) << id;
+  const CheckResult check = RunChecker(services);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+
+  std::cout << "payment restart (SIGTERM to serving): " << absl::FormatDuration(payment_restart)
+            << "; a client's longest run of create errors: "
+            << absl::FormatDuration(probe.longest_errors()) << " (" << probe.failed()
+            << " failed calls, retried); its longest time without a success (with gRPC's "
+               "reconnect backoff): "
+            << absl::FormatDuration(probe.longest_without_success())
+            << "; load retries: " << load.retries() << "\n";
+  for (const auto& [error, n] : probe.errors()) std::cout << "  " << n << " x " << error << "\n";
+  // A client sees errors only while payment itself is down, and until its
+  // channel's next reconnect attempt.
+  EXPECT_LE(probe.longest_errors(), payment_restart + kClientReconnectSlack);
+}
+
+}  // namespace
+}  // namespace outbox::testing
