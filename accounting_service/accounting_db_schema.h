@@ -8,6 +8,7 @@ namespace outbox::accounting {
 
 // 1  vouchers, processed_messages
 // 2  traceparent on vouchers
+// 3  processed_messages_processed_at index (pruning by age)
 const DbSchema& AccountingDbSchema();
 
 }  // namespace outbox::accounting

@@ -41,6 +41,13 @@ std::string Bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+int64_t IndexCount(SQLite::Database& db, const std::string& name) {
+  SQLite::Statement s(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?");
+  s.bind(1, name);
+  s.executeStep();
+  return s.getColumn(0).getInt64();
+}
+
 // Two vouchers, and three processed messages: one a duplicate delivery of a
 // booked payment, recorded against its voucher.
 void FillAccountingDb(SQLite::Database& db, int version) {
@@ -63,19 +70,22 @@ TEST_F(AccountingDbSchemaTest, ANewFileGetsTheLatestVersion) {
   const std::string path = Path("accounting.db");
   ASSERT_TRUE(Open(path).ok());
   SQLite::Database db(path, SQLite::OPEN_READONLY);
-  EXPECT_EQ(SchemaVersion(db), 2);
-  EXPECT_EQ(AccountingDbSchema().latest(), 2);
+  EXPECT_EQ(SchemaVersion(db), 3);
+  EXPECT_EQ(AccountingDbSchema().latest(), 3);
   EXPECT_TRUE(db.tableExists("vouchers"));
   EXPECT_TRUE(db.tableExists("processed_messages"));
+  EXPECT_EQ(IndexCount(db, "processed_messages_processed_at"), 1);
 }
 
-// Version 1 as a versioned file would have it, and versions 1 and 2 as the
-// code before versioning left them (user_version 0).
+// Versions 1 and 2 as a versioned file would have them, and versions 1 and
+// 2 as the code before versioning left them (user_version 0).
 TEST_F(AccountingDbSchemaTest, EachEarlierVersionUpgradesWithRowsIntact) {
   const DbSchema& schema = AccountingDbSchema();
+  constexpr int kLastUnversioned = 2;  // versioning came with version 2's code
   for (int version = 1; version <= schema.latest(); ++version) {
     for (bool versioned : {true, false}) {
       if (versioned && version == schema.latest()) continue;
+      if (!versioned && version > kLastUnversioned) continue;
       SCOPED_TRACE(absl::StrCat("version ", version, versioned ? "" : " unversioned"));
       const std::string path = Path(absl::StrCat("v", version, versioned ? "" : "-0", ".db"));
       {
@@ -117,6 +127,17 @@ TEST_F(AccountingDbSchemaTest, EachEarlierVersionUpgradesWithRowsIntact) {
       EXPECT_EQ(SchemaVersion(db), schema.latest());
       EXPECT_EQ(db.execAndGet("SELECT count(*) FROM processed_messages").getInt64(), 5);
       EXPECT_EQ(db.execAndGet("SELECT count(*) FROM vouchers").getInt64(), 3);
+      EXPECT_EQ(IndexCount(db, "processed_messages_processed_at"), 1);
+      // The upgraded file prunes by age, and a pruned id still books nothing.
+      store = Open(path);
+      ASSERT_TRUE(store.ok()) << store.status();
+      auto pruned = (*store)->PruneProcessed(/*cutoff_ms=*/3003, /*limit=*/10);
+      ASSERT_TRUE(pruned.ok()) << pruned.status();
+      EXPECT_EQ(*pruned, 2);  // m-1 and m-2; m-1b (3003) and the new ones stay
+      auto replay = (*store)->ApplyBatch({{"m-1", "p-1", "acct-alice", "acct-bob", 100, "EUR"}});
+      ASSERT_TRUE(replay.ok()) << replay.status();
+      EXPECT_TRUE((*replay)[0].duplicate);
+      EXPECT_EQ((*replay)[0].voucher_id, "v-1");
     }
   }
 }

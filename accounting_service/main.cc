@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_grpc.h"
 #include "accounting_service/payment_consumer.h"
+#include "accounting_service/processed_pruner.h"
 #include "accounting_service/voucher_store.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
@@ -14,6 +15,7 @@
 #include "shared/service/service_main.h"
 
 using outbox::EnvOr;
+using outbox::EnvOrDuration;
 using outbox::EnvOrInt;
 
 ABSL_FLAG(std::string, accounting_listen, EnvOr("ACCOUNTING_LISTEN", "127.0.0.1:50052"),
@@ -32,6 +34,11 @@ ABSL_FLAG(int, accounting_shard, EnvOrInt("ACCOUNTING_SHARD", 0),
 ABSL_FLAG(std::string, api_token_file, EnvOr("API_TOKEN_FILE", ""),
           "file holding the client token; when set every AccountingService call needs "
           "'authorization: Bearer <token>' (health and reflection stay open) [env API_TOKEN_FILE]");
+ABSL_FLAG(absl::Duration, processed_retention,
+          EnvOrDuration("PROCESSED_RETENTION", absl::Hours(720)),
+          "processed message ids older than this are deleted, a batch at a time; 0 keeps them "
+          "all. A pruned id books nothing again: the payment's voucher stays "
+          "[env PROCESSED_RETENTION]");
 ABSL_FLAG(std::string, reply_queues, EnvOr("REPLY_QUEUES", ""),
           "reply queues to declare and bind besides ACC_QUEUE, comma-separated: each payment "
           "shard's (e.g. ACC_QUEUE.s0,ACC_QUEUE.s1); replies go to each message's reply_to "
@@ -58,6 +65,11 @@ absl::Status Run() {
   if (options.prefetch < 1 || options.prefetch > 65535) {
     return absl::InvalidArgumentError("--prefetch must be 1..65535");
   }
+  PrunerOptions pruning;
+  pruning.retention = absl::GetFlag(FLAGS_processed_retention);
+  if (pruning.retention < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--processed_retention must be >= 0 (0 keeps every id)");
+  }
 
   // The listen addresses last among the checks (they probe this host), and
   // before anything opens a file or a connection.
@@ -82,6 +94,7 @@ absl::Status Run() {
   AmqpPublisher amqp_replies(config.amqp, reply_topology, "accounting-replies");
   SigningPublisher replies(amqp_replies, config.keys());
   PaymentConsumer consumer(payments, replies, *store, clock, metrics, options);
+  ProcessedPruner pruner(*store, clock, metrics, pruning);
   AccountingServiceImpl service(*store, std::move(auth));
   // Ports first: a process that cannot serve (a port in use) exits before it
   // consumes, and books, a single payment.
@@ -89,14 +102,19 @@ absl::Status Run() {
                                                 absl::GetFlag(FLAGS_metrics_listen), metrics,
                                                 config.tls));
   consumer.Start();
+  if (pruning.retention > absl::ZeroDuration()) pruner.Start();
   LogInfo("accounting_service_started",
           {KV("listen", listen), KV("port", serving->port()),
            KV("db", absl::GetFlag(FLAGS_accounting_db)), KV("queue", options.pay_queue),
            KV("shard", absl::StrCat(shard, "/", config.accounting_shards)),
            KV("amqp", config.amqp.Redacted()),
-           KV("message_signing", config.message_signing())});
+           KV("message_signing", config.message_signing()),
+           KV("processed_retention", pruning.retention > absl::ZeroDuration()
+                                         ? absl::FormatDuration(pruning.retention)
+                                         : "forever")});
   LogInfo("accounting_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
   serving->Shutdown();
+  pruner.Stop();
   consumer.Stop();
   LogInfo("accounting_service_stopped",
           {KV("applied", consumer.applied()), KV("duplicates", consumer.duplicates()),

@@ -98,6 +98,39 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
   return outcomes;
 }
 
+absl::StatusOr<int> VoucherStore::PruneProcessed(int64_t cutoff_ms, int limit) {
+  // Most passes find nothing due: ask the reader first, so they cost the
+  // consumer no wait for the write lock.
+  bool due = false;
+  {
+    MutexLock lock(&db_->read_mu);
+    RETURN_IF_ERROR(Guard("find processed ids to prune", [&] {
+      SQLite::Statement s(*db_->reader,
+                          "SELECT 1 FROM processed_messages INDEXED BY processed_messages_processed_at "
+                          "WHERE processed_at < ? LIMIT 1");
+      s.bind(1, static_cast<int64_t>(cutoff_ms));
+      due = s.executeStep();
+      return absl::OkStatus();
+    }));
+  }
+  if (!due) return 0;
+  MutexLock lock(&db_->write_mu);
+  int pruned = 0;
+  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
+    // A bounded batch per transaction, so the consumer's next batch waits
+    // for one short delete at most.
+    SQLite::Statement del(*db_->writer, R"sql(
+      DELETE FROM processed_messages WHERE message_id IN (
+        SELECT message_id FROM processed_messages INDEXED BY processed_messages_processed_at
+        WHERE processed_at < ?1 ORDER BY processed_at LIMIT ?2))sql");
+    del.bind(1, static_cast<int64_t>(cutoff_ms));
+    del.bind(2, limit);
+    pruned = del.exec();
+    return absl::OkStatus();
+  }));
+  return pruned;
+}
+
 absl::StatusOr<Voucher> VoucherStore::GetByPayment(const std::string& payment_id) {
   MutexLock lock(&db_->read_mu);
   Voucher v;

@@ -32,12 +32,24 @@ class VoucherLedger {
   virtual ~VoucherLedger() = default;
   // Applies a batch in ONE transaction. A message id seen before, or a
   // payment that already has a voucher, creates nothing and reports the
-  // existing voucher. Dedup records are kept forever: they never expire.
+  // existing voucher. Vouchers are kept forever, so a message whose id was
+  // pruned (ProcessedLog) is still found to be a duplicate by its payment.
   virtual absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(
       const std::vector<PaymentEvent>& events) = 0;
 };
 
-class VoucherStore final : public VoucherLedger {
+// The processed message ids, as far as pruning them goes (the seam the
+// pruner's unit tests fake).
+class ProcessedLog {
+ public:
+  virtual ~ProcessedLog() = default;
+  // Deletes up to `limit` ids processed before `cutoff_ms`, oldest first, in
+  // one transaction; returns how many. With none that old the write lock is
+  // not taken.
+  virtual absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) = 0;
+};
+
+class VoucherStore final : public VoucherLedger, public ProcessedLog {
  public:
   // Creates accounting.db or upgrades it to the latest schema version
   // (AccountingDbSchema); FAILED_PRECONDITION, untouched, for a newer file.
@@ -47,6 +59,7 @@ class VoucherStore final : public VoucherLedger {
 
   absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(
       const std::vector<PaymentEvent>& events) override;
+  absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) override;
 
   absl::StatusOr<Voucher> GetByPayment(const std::string& payment_id);
   absl::StatusOr<VoucherPage> List(int64_t after_id, int limit);

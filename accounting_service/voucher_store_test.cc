@@ -68,5 +68,47 @@ TEST_F(VoucherStoreTest, DedupSurvivesReopening) {
   EXPECT_TRUE((*again)[0].duplicate);
 }
 
+TEST_F(VoucherStoreTest, PruningTakesOnlyIdsOlderThanTheCutoffOldestFirstAtMostTheLimit) {
+  ASSERT_TRUE(store_->ApplyBatch({Event("m1", "p1"), Event("m2", "p2"), Event("m3", "p3")}).ok());
+  clock_.Advance(absl::Minutes(1));
+  ASSERT_TRUE(store_->ApplyBatch({Event("m4", "p4"), Event("m5", "p5")}).ok());
+  const int64_t cutoff = clock_.NowMillis();  // m4 and m5 are not older
+  clock_.Advance(absl::Minutes(1));
+  ASSERT_TRUE(store_->ApplyBatch({Event("m6", "p6")}).ok());
+  auto first = store_->PruneProcessed(cutoff, 2);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, 2);
+  auto second = store_->PruneProcessed(cutoff, 2);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, 1);
+  auto none = store_->PruneProcessed(cutoff, 2);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, 0);
+  SQLite::Database db(dir_ + "/accounting.db", SQLite::OPEN_READONLY);
+  std::vector<std::string> left;
+  SQLite::Statement ids(db, "SELECT message_id FROM processed_messages ORDER BY message_id");
+  while (ids.executeStep()) left.push_back(ids.getColumn(0).getString());
+  EXPECT_EQ(left, (std::vector<std::string>{"m4", "m5", "m6"}));
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM vouchers").getInt64(), 6);  // vouchers stay
+}
+
+// The dedup by payment backs the dedup by message id: a redelivery after its
+// id was pruned books nothing and reports the voucher booked the first time.
+TEST_F(VoucherStoreTest, AMessageWhoseIdWasPrunedIsStillADuplicate) {
+  auto first = store_->ApplyBatch({Event("m1", "p1")});
+  ASSERT_TRUE(first.ok());
+  clock_.Advance(absl::Hours(1));
+  auto pruned = store_->PruneProcessed(clock_.NowMillis(), 10);
+  ASSERT_TRUE(pruned.ok());
+  ASSERT_EQ(*pruned, 1);
+  auto again = store_->ApplyBatch({Event("m1", "p1")});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)[0].duplicate);
+  EXPECT_EQ((*again)[0].voucher_id, (*first)[0].voucher_id);
+  auto page = store_->List(0, 10);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->items.size(), 1u);
+}
+
 }  // namespace
 }  // namespace outbox::accounting

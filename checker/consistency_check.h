@@ -19,7 +19,7 @@ inline constexpr size_t kMaxAccountingDbs = 10;  // SQLite attaches at most 10
 // (FAILED_PRECONDITION): its changes could make a check wrong in either
 // direction. Older ones, versioned or not, are checked as they are.
 inline constexpr int kPaymentDbSchemaVersion = 4;
-inline constexpr int kAccountingDbSchemaVersion = 2;
+inline constexpr int kAccountingDbSchemaVersion = 3;
 
 struct CheckConfig {
   std::string payment_db;

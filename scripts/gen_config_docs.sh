@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 check=0
 if [[ ${1:-} == --check ]]; then check=1; shift; fi
-BIN=${1:-$ROOT/build/bin}
+BIN=$(realpath "${1:-$ROOT/build/bin}")
 PAGE=$ROOT/docs/configuration.md
 
 # In the order a reader meets them.

@@ -36,9 +36,10 @@ class MessageKeys {
   // The header value for `message`, signed with the first key.
   std::string Sign(const OutgoingMessage& message) const;
   // OK when `delivery` carries a signature, by a key held here, over its
-  // message id, type, reply_to and body. UNAUTHENTICATED otherwise, saying
-  // which (missing, malformed, unknown key id, wrong signature). Compared in
-  // constant time.
+  // message id, type, reply_to, body (its raw bytes, fields this build does
+  // not know included) and shard key, when it has one. UNAUTHENTICATED
+  // otherwise, saying which (missing, malformed, unknown key id, wrong
+  // signature). Compared in constant time.
   absl::Status Verify(const Delivery& delivery) const;
 
  private:

@@ -1,0 +1,130 @@
+// Today's payment side against the queue messages of earlier builds
+// (tests/fixtures/messages/README.md): accounting's replies as those builds
+// sent them close their outbox rows, and today's codec still writes the
+// PaymentCreated bodies every earlier build wrote.
+#include <gtest/gtest.h>
+
+#include "events/v1/events.pb.h"
+#include "payment_service/ack_listener.h"
+#include "payment_service/payment_codec.h"
+#include "shared/outbox/state_machine.h"
+#include "shared/testing/fakes.h"
+#include "shared/testing/message_fixtures.h"
+
+namespace outbox::payment {
+namespace {
+
+using ::outbox::testing::FakeConsumer;
+using ::outbox::testing::InMemoryOutbox;
+using ::outbox::testing::ManualClock;
+using ::outbox::testing::ReadFixtureKeys;
+using ::outbox::testing::ReadMessageFixture;
+
+const std::string kFixtures = std::string(OUTBOX_SOURCE_DIR) + "/tests/fixtures/messages";
+
+class PaymentAccountedFixturesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto keys = ReadFixtureKeys(kFixtures);
+    ASSERT_TRUE(keys.ok()) << keys.status();
+    keys_ = std::make_unique<MessageKeys>(std::move(keys).value());
+  }
+
+  Delivery Fixture(const std::string& name) {
+    auto d = ReadMessageFixture(kFixtures, name);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *d : Delivery{};
+  }
+
+  // The outbox row the reply acknowledges, SENDING; then one listener turn
+  // over the reply with `keys` (null: unsigned allowed). Returns its tag.
+  uint64_t Receive(const Delivery& d, const MessageKeys* keys) {
+    outbox_.Add(NewOutboxMessage({d.message_id, "payment", "p-" + d.message_id, "PAY_QUEUE",
+                                  "PaymentCreated", "ACC_QUEUE", ""},
+                                 clock_.NowMillis(), RetryPolicy{}));
+    AckListener listener(queue_, outbox_, metrics_, {"ACC_QUEUE", 256, keys});
+    const uint64_t tag = queue_.Push(d);
+    EXPECT_TRUE(listener.Step());
+    return tag;
+  }
+  uint64_t Receive(const std::string& name, const MessageKeys* keys) {
+    return Receive(Fixture(name), keys);
+  }
+
+  void ExpectAcknowledged(const std::string& name, uint64_t tag) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(outbox_.Row(Fixture(name).message_id).status, OutboxStatus::kSent);
+    EXPECT_TRUE(queue_.acked.count(tag));
+    EXPECT_FALSE(queue_.rejected.count(tag));
+  }
+
+  void ExpectDeadLettered(const std::string& name, uint64_t tag) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(outbox_.Row(Fixture(name).message_id).status, OutboxStatus::kSending);
+    EXPECT_TRUE(queue_.rejected.count(tag));
+  }
+
+  ManualClock clock_;
+  FakeConsumer queue_;
+  InMemoryOutbox outbox_{clock_};
+  MetricsRegistry metrics_;
+  std::unique_ptr<MessageKeys> keys_;
+};
+
+// Replies have had no shard key: signed the same way from 0021044 to today.
+TEST_F(PaymentAccountedFixturesTest, SignedRepliesCloseTheirRows) {
+  ExpectAcknowledged("payment_accounted.0021044",
+                     Receive("payment_accounted.0021044", keys_.get()));
+}
+
+TEST_F(PaymentAccountedFixturesTest, UnsignedRepliesAreDeadLetteredWhenKeysAreRequired) {
+  for (const std::string name : {"payment_accounted.b5a0d70", "payment_accounted.51a1460"}) {
+    ExpectDeadLettered(name, Receive(name, keys_.get()));
+  }
+}
+
+TEST_F(PaymentAccountedFixturesTest, UnsignedRepliesCloseTheirRowsWhenUnsignedIsAllowed) {
+  for (const std::string name : {"payment_accounted.b5a0d70", "payment_accounted.51a1460"}) {
+    ExpectAcknowledged(name, Receive(name, /*keys=*/nullptr));
+  }
+}
+
+// A newer accounting_service's reply with a field this proto does not
+// define: protobuf skips it, and the signature (over the raw body) holds.
+TEST_F(PaymentAccountedFixturesTest, FieldsThisProtoDoesNotDefineAreIgnored) {
+  const Delivery d = Fixture("payment_accounted.future");
+  events::v1::PaymentAccounted reply;
+  ASSERT_TRUE(reply.ParseFromString(d.body));
+  EXPECT_EQ(reply.GetReflection()->GetUnknownFields(reply).field_count(), 1);
+  auto ack = DecodePaymentAccounted(d.body);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->message_id, d.message_id);
+  EXPECT_FALSE(ack->duplicate);
+  ExpectAcknowledged("payment_accounted.future", Receive(d, keys_.get()));
+}
+
+// events.proto has not changed since b5a0d70, so the body of every
+// PaymentCreated fixture, encoded from its own commit's proto, is what
+// today's codec writes for the same event.
+TEST(PaymentCreatedFixtureTest, TodaysCodecWritesEveryEarlierBody) {
+  for (const std::string name :
+       {"payment_created.b5a0d70", "payment_created.51a1460", "payment_created.0021044",
+        "payment_created.149bbcf", "payment_created.0208c0e"}) {
+    SCOPED_TRACE(name);
+    auto d = ReadMessageFixture(kFixtures, name);
+    ASSERT_TRUE(d.ok()) << d.status();
+    events::v1::PaymentCreated event;
+    ASSERT_TRUE(event.ParseFromString(d->body));
+    PaymentInput input;
+    input.payer_account = "alice";
+    input.payee_account = "bob";
+    input.amount_minor = 12345;
+    input.currency = "EUR";
+    input.description = "fixture";
+    EXPECT_EQ(EncodePaymentCreated(d->message_id, event.payment_id(), input, 1795312800000),
+              d->body);
+  }
+}
+
+}  // namespace
+}  // namespace outbox::payment
