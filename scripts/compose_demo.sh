@@ -15,8 +15,8 @@
 #               than the retry budget (RETRY_BASE_DELAY=1s, RETRY_MAX_ATTEMPTS=3 here),
 #               while DEMO_OUTAGE_PAYMENTS payments wait as SENDING. recovery_service
 #               holds re-publishing (no attempt spent) and raises OutboxConsumerDown at
-#               Alertmanager; Prometheus's rules fire too (OutboxPayQueueUnconsumed,
-#               OutboxServiceDown). The outage lasts until both have been seen at
+#               Alertmanager; Prometheus's rule OutboxServiceDown fires too (the
+#               accounting target is down). The outage lasts until both have been seen at
 #               Alertmanager's API (at most DEMO_OUTAGE_MAX). Headless Chromium takes a
 #               screenshot of Alertmanager's page and checks it names the alert, and one
 #               of Prometheus's alerts page.
@@ -200,7 +200,7 @@ while :; do
     "$(metric 'outbox_queue_consumers{queue="PAY_QUEUE"}')" "$(metric outbox_delivery_held)" \
     "$(($(metric outbox_republished_total) - republished_before))" "$failed_now" "${alerts:-none}"
   am_has OutboxConsumerDown recovery_service && seen_recovery=1
-  am_has OutboxPayQueueUnconsumed prometheus && seen_prometheus=1
+  am_has OutboxServiceDown prometheus && seen_prometheus=1
   if ((seen_recovery && seen_prometheus)) && [[ -z $fired ]]; then
     fired=$alerts
     curl -s "$AM/api/v2/alerts?active=true" | jq . >"$OUT/alerts-firing.json"
@@ -240,9 +240,9 @@ prom_alerts=$PROM/alerts
 prom_alerts_shot=0
 dom "$prom_alerts" >"$OUT/prometheus-alerts.html" || true
 screenshot prometheus-alerts.png "$prom_alerts" &&
-  sed 's/<[^>]*>//g' "$OUT/prometheus-alerts.html" | grep -E 'OutboxPayQueueUnconsumed \([1-9][0-9]* active\)' >/dev/null &&
+  sed 's/<[^>]*>//g' "$OUT/prometheus-alerts.html" | grep -E 'OutboxServiceDown \([1-9][0-9]* active\)' >/dev/null &&
   prom_alerts_shot=1
-say "screenshot of $prom_alerts: $OUT/prometheus-alerts.png, shows OutboxPayQueueUnconsumed active: $( ((prom_alerts_shot)) && echo yes || echo NO)"
+say "screenshot of $prom_alerts: $OUT/prometheus-alerts.png, shows OutboxServiceDown active: $( ((prom_alerts_shot)) && echo yes || echo NO)"
 
 # --- 4. accounting back ---
 echo

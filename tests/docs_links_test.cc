@@ -160,7 +160,7 @@ TEST(DocsLinksTest, EveryAlertHasARunbookEntry) {
        it != std::sregex_iterator(); ++it, ++rule_runbooks) {
     EXPECT_TRUE(runbooks.count((*it)[1].str())) << "rules.yml: no runbook #" << (*it)[1];
   }
-  EXPECT_GE(rule_runbooks, 9);
+  EXPECT_GE(rule_runbooks, 4);
 
   static const std::regex kPushed(R"re(alert\.name = (?:[a-z ?]*)"(Outbox[A-Za-z]+)"(?: : "(Outbox[A-Za-z]+)")?)re");
   int pushed = 0;
