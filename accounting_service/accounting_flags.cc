@@ -1,0 +1,70 @@
+#include "accounting_service/accounting_flags.h"
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "shared/base/status_macros.h"
+#include "shared/runtime/env.h"
+
+using outbox::EnvOr;
+using outbox::EnvOrDuration;
+using outbox::EnvOrInt;
+
+ABSL_FLAG(std::string, accounting_listen, EnvOr("ACCOUNTING_LISTEN", "127.0.0.1:50052"),
+          "gRPC listen address host:port [env ACCOUNTING_LISTEN]");
+ABSL_FLAG(std::string, accounting_db, EnvOr("ACCOUNTING_DB", "accounting.db"),
+          "SQLite file holding vouchers and processed message ids [env ACCOUNTING_DB]");
+ABSL_FLAG(std::string, metrics_listen, EnvOr("ACCOUNTING_METRICS_LISTEN", ""),
+          "Prometheus /metrics on host:port; empty = off [env ACCOUNTING_METRICS_LISTEN]");
+ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 256),
+          "PAY_QUEUE prefetch, also the largest batch applied in one transaction "
+          "[env AMQP_PREFETCH]");
+ABSL_FLAG(int, accounting_shard, EnvOrInt("ACCOUNTING_SHARD", 0),
+          "which of the --accounting_shards this instance is, 0..M-1: it consumes "
+          "<pay_queue>-<shard> (pay_queue itself when M is 1) into its own --accounting_db "
+          "[env ACCOUNTING_SHARD]");
+ABSL_FLAG(std::string, api_token_file, EnvOr("API_TOKEN_FILE", ""),
+          "file holding the client token; when set every AccountingService call needs "
+          "'authorization: Bearer <token>' (health and reflection stay open) [env API_TOKEN_FILE]");
+ABSL_FLAG(absl::Duration, processed_retention,
+          EnvOrDuration("PROCESSED_RETENTION", absl::Hours(720)),
+          "processed message ids older than this are deleted, a batch at a time; 0 keeps them "
+          "all. A pruned id books nothing again: the payment's voucher stays "
+          "[env PROCESSED_RETENTION]");
+ABSL_FLAG(std::string, reply_queues, EnvOr("REPLY_QUEUES", ""),
+          "reply queues to declare and bind besides ACC_QUEUE, comma-separated: each payment "
+          "shard's (e.g. ACC_QUEUE.s0,ACC_QUEUE.s1); replies go to each message's reply_to "
+          "[env REPLY_QUEUES]");
+
+namespace outbox::accounting {
+
+absl::StatusOr<AccountingServiceOptions> OptionsFromFlags() {
+  AccountingServiceOptions o;
+  o.listen = absl::GetFlag(FLAGS_accounting_listen);
+  ASSIGN_OR_RETURN(o.service, ServiceConfigFromFlags());
+  ASSIGN_OR_RETURN(o.auth, LoadBearerToken(absl::GetFlag(FLAGS_api_token_file), "api_token_file"));
+  o.db = absl::GetFlag(FLAGS_accounting_db);
+  o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  o.prefetch = absl::GetFlag(FLAGS_prefetch);
+  o.shard = absl::GetFlag(FLAGS_accounting_shard);
+  o.processed_retention = absl::GetFlag(FLAGS_processed_retention);
+  o.reply_queues = absl::StrSplit(absl::GetFlag(FLAGS_reply_queues), ',', absl::SkipEmpty());
+  return o;
+}
+
+absl::Status AccountingServiceOptions::Validate() const {
+  if (shard < 0 || shard >= service.accounting_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("--accounting_shard must be 0..",
+                                                   service.accounting_shards - 1,
+                                                   " (--accounting_shards - 1)"));
+  }
+  if (prefetch < 1 || prefetch > 65535) {
+    return absl::InvalidArgumentError("--prefetch must be 1..65535");
+  }
+  if (processed_retention < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--processed_retention must be >= 0 (0 keeps every id)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace outbox::accounting

@@ -1,0 +1,119 @@
+#include "accounting_service/accounting_flags.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+
+namespace outbox::accounting {
+namespace {
+
+void ExpectRefused(const AccountingServiceOptions& options, const std::string& message) {
+  absl::Status status = options.Validate();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(status.message(), message);
+}
+
+TEST(AccountingServiceOptionsTest, AcceptsTheDefaults) {
+  EXPECT_TRUE(AccountingServiceOptions{}.Validate().ok());
+}
+
+TEST(AccountingServiceOptionsTest, AcceptsTheBounds) {
+  AccountingServiceOptions o;
+  o.service.accounting_shards = 4;
+  o.shard = 3;
+  o.prefetch = 1;
+  o.processed_retention = absl::ZeroDuration();  // keeps every id
+  EXPECT_TRUE(o.Validate().ok());
+  o.shard = 0;
+  o.prefetch = 65535;
+  EXPECT_TRUE(o.Validate().ok());
+}
+
+TEST(AccountingServiceOptionsTest, RefusesAShardOutsideTheShards) {
+  AccountingServiceOptions o;
+  o.shard = 1;  // one shard: only 0
+  ExpectRefused(o, "--accounting_shard must be 0..0 (--accounting_shards - 1)");
+  o.service.accounting_shards = 4;
+  o.shard = 4;
+  ExpectRefused(o, "--accounting_shard must be 0..3 (--accounting_shards - 1)");
+  o.shard = -1;
+  ExpectRefused(o, "--accounting_shard must be 0..3 (--accounting_shards - 1)");
+}
+
+TEST(AccountingServiceOptionsTest, RefusesAPrefetchOutside1To65535) {
+  for (int prefetch : {0, -1, 65536}) {
+    AccountingServiceOptions o;
+    o.prefetch = prefetch;
+    ExpectRefused(o, "--prefetch must be 1..65535");
+  }
+}
+
+TEST(AccountingServiceOptionsTest, RefusesANegativeProcessedRetention) {
+  AccountingServiceOptions o;
+  o.processed_retention = absl::Seconds(-1);
+  ExpectRefused(o, "--processed_retention must be >= 0 (0 keeps every id)");
+}
+
+TEST(AccountingServiceOptionsTest, ChecksTheShardThenThePrefetchThenTheRetention) {
+  AccountingServiceOptions o;
+  o.shard = 1;
+  o.prefetch = 0;
+  o.processed_retention = absl::Seconds(-1);
+  ExpectRefused(o, "--accounting_shard must be 0..0 (--accounting_shards - 1)");
+  o.shard = 0;
+  ExpectRefused(o, "--prefetch must be 1..65535");
+}
+
+// Sets flags for one test and puts the old values back (absl::FlagSaver
+// would too, with a log line per flag).
+class ScopedFlags {
+ public:
+  ~ScopedFlags() {
+    std::string error;
+    for (const auto& [flag, value] : saved_) flag->ParseFrom(value, &error);
+  }
+  void Set(const char* name, const char* value) {
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    ASSERT_NE(flag, nullptr) << name;
+    saved_.emplace_back(flag, flag->CurrentValue());
+    std::string error;
+    ASSERT_TRUE(flag->ParseFrom(value, &error)) << name << ": " << error;
+  }
+
+ private:
+  std::vector<std::pair<absl::CommandLineFlag*, std::string>> saved_;
+};
+
+TEST(AccountingOptionsFromFlagsTest, ReadsEveryFlag) {
+  ScopedFlags flags;
+  flags.Set("amqp_url", "amqp://guest@127.0.0.1:5672/%2F");  // the shared flags' one requirement
+  flags.Set("allow_unsigned_messages", "true");
+  flags.Set("accounting_shards", "2");
+  flags.Set("accounting_listen", "127.0.0.1:0");
+  flags.Set("accounting_db", "/tmp/a.db");
+  flags.Set("metrics_listen", "127.0.0.1:9101");
+  flags.Set("prefetch", "7");
+  flags.Set("accounting_shard", "1");
+  flags.Set("processed_retention", "1h");
+  flags.Set("reply_queues", "ACC_QUEUE.s0,,ACC_QUEUE.s1");
+  absl::StatusOr<AccountingServiceOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->listen, "127.0.0.1:0");
+  EXPECT_EQ(o->db, "/tmp/a.db");
+  EXPECT_EQ(o->metrics_listen, "127.0.0.1:9101");
+  EXPECT_EQ(o->prefetch, 7);
+  EXPECT_EQ(o->shard, 1);
+  EXPECT_EQ(o->processed_retention, absl::Hours(1));
+  EXPECT_EQ(o->reply_queues, (std::vector<std::string>{"ACC_QUEUE.s0", "ACC_QUEUE.s1"}));
+  EXPECT_EQ(o->service.accounting_shards, 2);
+  EXPECT_FALSE(o->auth.enabled());
+  EXPECT_TRUE(o->Validate().ok());
+}
+
+}  // namespace
+}  // namespace outbox::accounting

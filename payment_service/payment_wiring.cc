@@ -1,0 +1,76 @@
+#include "payment_service/payment_wiring.h"
+
+#include "payment_service/ack_listener.h"
+#include "payment_service/fast_publisher.h"
+#include "payment_service/payment_grpc.h"
+#include "payment_service/payment_writer.h"
+#include "shared/amqp/amqp_transport.h"
+#include "shared/base/status_macros.h"
+#include "shared/observability/log.h"
+#include "shared/service/service_main.h"
+
+namespace outbox::payment {
+
+absl::Status RunPaymentService(const PaymentServiceOptions& options) {
+  const std::string& listen = options.listen;
+  const ServiceConfig& config = options.service;
+  const ShardConfig& shard = options.shard;
+  PublisherOptions publisher_options;
+  publisher_options.window = options.publish_window;
+  WriterOptions writer_options{config.pay_queue, config.acc_queue, config.retry,
+                               static_cast<size_t>(options.group_commit_max)};
+  writer_options.max_unsent = options.max_unsent;
+  writer_options.max_hold = absl::Milliseconds(options.max_hold_ms);
+  AckListenerOptions ack_options{config.acc_queue, options.prefetch};
+  ack_options.keys = config.keys();
+
+  // The listen addresses last among the checks (they probe this host), and
+  // before anything opens a file or a connection.
+  RETURN_IF_ERROR(ValidateListenAddress(listen, "payment_listen"));
+  if (!options.metrics_listen.empty()) {
+    RETURN_IF_ERROR(ValidateListenAddress(options.metrics_listen, "metrics_listen"));
+  }
+
+  const Clock& clock = SystemClock::Get();
+  TimeOrderedUuidGenerator uuids;  // new keys land together in each unique index
+  ShardIds ids(uuids, shard);      // "s<index>-<uuid>" with several shards
+  MetricsRegistry metrics;
+  ASSIGN_OR_RETURN(auto store, PaymentStore::Open(options.db, config.db));
+  AmqpPublisher amqp(config.amqp, config.payment_events(), "payment-fast-publisher");
+  SigningPublisher broker(amqp, config.keys());
+  AmqpConsumer replies(config.amqp, Topology{}, "payment-ack-listener", config.acc_queue,
+                       ack_options.prefetch);
+  // Data path: handler -> writer (group commit) -> publisher (PAY_QUEUE);
+  // ACC_QUEUE -> ack listener -> writer (next group marks the rows SENT).
+  FastPublisher publisher(broker, *store, clock, metrics, publisher_options);
+  PaymentWriter writer(*store, clock, ids, metrics, writer_options, publisher);
+  AckListener acks(replies, writer, metrics, ack_options);
+  PaymentServiceImpl service(writer, *store, config.max_amount_minor, options.auth,
+                             ShardGuard(shard));
+  // Ports first: a process that cannot serve (a port in use) exits before its
+  // workers touch the broker. A call arriving meanwhile waits for the writer.
+  ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service}, options.metrics_listen,
+                                                metrics, config.tls));
+  publisher.Start();
+  writer.Start();
+  acks.Start();
+  LogInfo("payment_service_started",
+          {KV("listen", listen), KV("port", serving->port()), KV("tls", config.tls.enabled()),
+           KV("db", options.db), KV("shard", shard.index),
+           KV("shards", shard.count()), KV("reply_queue", config.acc_queue),
+           KV("amqp", config.amqp.Redacted()),
+           KV("message_signing", config.message_signing())});
+  LogInfo("payment_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
+  // In-flight calls finish (bounded), the ack listener hands its last batch to
+  // the writer, the writer drains, and the publisher sends what was committed.
+  serving->Shutdown();
+  acks.Stop();
+  writer.Stop();
+  publisher.Stop();
+  LogInfo("payment_service_stopped", {KV("published", publisher.confirmed()),
+                                      KV("publish_failed", publisher.failed()),
+                                      KV("acknowledged", acks.acknowledged())});
+  return absl::OkStatus();
+}
+
+}  // namespace outbox::payment

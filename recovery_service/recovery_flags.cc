@@ -1,0 +1,113 @@
+#include "recovery_service/recovery_flags.h"
+
+#include <unistd.h>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+#include "shared/runtime/env.h"
+
+using outbox::EnvOr;
+using outbox::EnvOrDouble;
+using outbox::EnvOrDuration;
+using outbox::EnvOrInt;
+ABSL_FLAG(std::string, runbook_url, EnvOr("RUNBOOK_URL", outbox::kDefaultRunbookBase),
+          "where the alert runbooks are; every alert sent to Alertmanager carries the "
+          "annotation runbook_url=<this>#<alertname in lower case> [env RUNBOOK_URL]");
+ABSL_FLAG(std::string, ops_token_file, EnvOr("OPS_TOKEN_FILE", ""),
+          "file holding the operator token; when set every ops.v1.OutboxOps call needs "
+          "'authorization: Bearer <token>' (health and reflection stay open) [env OPS_TOKEN_FILE]");
+ABSL_FLAG(std::string, recovery_listen, EnvOr("RECOVERY_LISTEN", "127.0.0.1:50053"),
+          "ops gRPC listen address host:port [env RECOVERY_LISTEN]");
+ABSL_FLAG(std::string, payment_db, EnvOr("PAYMENT_DB", "payment.db"),
+          "the payment service's SQLite file [env PAYMENT_DB]");
+ABSL_FLAG(absl::Duration, payment_db_wait, EnvOrDuration("PAYMENT_DB_WAIT", absl::Seconds(30)),
+          "how long to wait for payment_service to create --payment_db, or to upgrade it to "
+          "this version's schema; recovery never creates or migrates it [env PAYMENT_DB_WAIT]");
+ABSL_FLAG(std::string, metrics_listen, EnvOr("RECOVERY_METRICS_LISTEN", ""),
+          "Prometheus /metrics on host:port; empty = off [env RECOVERY_METRICS_LISTEN]");
+ABSL_FLAG(int, recovery_batch, EnvOrInt("RECOVERY_BATCH", 200),
+          "rows claimed per round [env RECOVERY_BATCH]");
+ABSL_FLAG(absl::Duration, recovery_lease_ttl, EnvOrDuration("RECOVERY_LEASE_TTL", absl::Seconds(10)),
+          "lease lifetime; another instance takes over this long after a crash "
+          "[env RECOVERY_LEASE_TTL]");
+ABSL_FLAG(double, recovery_rate, EnvOrDouble("RECOVERY_RATE", 1000),
+          "most re-published messages per second [env RECOVERY_RATE]");
+ABSL_FLAG(absl::Duration, recovery_idle_sleep, EnvOrDuration("RECOVERY_IDLE_SLEEP", absl::Seconds(1)),
+          "sleep when nothing is due [env RECOVERY_IDLE_SLEEP]");
+ABSL_FLAG(int, recovery_max_publish_failures, EnvOrInt("RECOVERY_MAX_PUBLISH_FAILURES", 3),
+          "failed rounds in a row before the lease is given up [env RECOVERY_MAX_PUBLISH_FAILURES]");
+ABSL_FLAG(std::string, recovery_instance_id, EnvOr("RECOVERY_INSTANCE_ID", ""),
+          "this instance's name in the lease; empty = <hostname>-<pid> [env RECOVERY_INSTANCE_ID]");
+ABSL_FLAG(absl::Duration, backlog_age, EnvOrDuration("RECOVERY_BACKLOG_AGE", absl::Minutes(5)),
+          "SENDING rows older than this count towards the backlog [env RECOVERY_BACKLOG_AGE]");
+ABSL_FLAG(int64_t, backlog_threshold, EnvOrInt("RECOVERY_BACKLOG_THRESHOLD", 1000),
+          "backlog size that raises one alert [env RECOVERY_BACKLOG_THRESHOLD]");
+ABSL_FLAG(absl::Duration, housekeeping_every,
+          EnvOrDuration("RECOVERY_HOUSEKEEPING_EVERY", absl::Seconds(10)),
+          "how often the active instance archives and checks the backlog "
+          "[env RECOVERY_HOUSEKEEPING_EVERY]");
+ABSL_FLAG(int64_t, recovery_hold_queue_depth, EnvOrInt("RECOVERY_HOLD_QUEUE_DEPTH", 10000),
+          "re-publishing holds (no attempts spent) while PAY_QUEUE has more ready messages "
+          "than this, or no consumer, until it is down to a tenth of this "
+          "[env RECOVERY_HOLD_QUEUE_DEPTH]");
+ABSL_FLAG(absl::Duration, alert_resend, EnvOrDuration("RECOVERY_ALERT_RESEND", absl::Minutes(1)),
+          "active alerts are sent to Alertmanager again this often (they expire after four "
+          "times this if recovery stops) [env RECOVERY_ALERT_RESEND]");
+ABSL_FLAG(absl::Duration, retention, EnvOrDuration("RECOVERY_RETENTION", absl::Hours(24 * 7)),
+          "SENT rows older than this move to outbox_archive [env RECOVERY_RETENTION]");
+
+namespace outbox::recovery {
+namespace {
+
+std::string DefaultInstanceId() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, "-", getpid());
+}
+
+}  // namespace
+
+absl::StatusOr<RecoveryServiceOptions> OptionsFromFlags() {
+  RecoveryServiceOptions o;
+  o.listen = absl::GetFlag(FLAGS_recovery_listen);
+  ASSIGN_OR_RETURN(o.service, ServiceConfigFromFlags());
+  ASSIGN_OR_RETURN(o.auth, LoadBearerToken(absl::GetFlag(FLAGS_ops_token_file), "ops_token_file"));
+  const ServiceConfig& config = o.service;
+  RecoveryOptions& options = o.worker;
+  options.instance_id = absl::GetFlag(FLAGS_recovery_instance_id);
+  if (options.instance_id.empty()) options.instance_id = DefaultInstanceId();
+  options.retry = config.retry;
+  options.batch = absl::GetFlag(FLAGS_recovery_batch);
+  options.rate_per_second = absl::GetFlag(FLAGS_recovery_rate);
+  options.lease_ttl = absl::GetFlag(FLAGS_recovery_lease_ttl);
+  options.idle_sleep = absl::GetFlag(FLAGS_recovery_idle_sleep);
+  options.max_publish_failures = absl::GetFlag(FLAGS_recovery_max_publish_failures);
+  options.backlog_age = absl::GetFlag(FLAGS_backlog_age);
+  options.backlog_threshold = absl::GetFlag(FLAGS_backlog_threshold);
+  options.retention = absl::GetFlag(FLAGS_retention);
+  options.housekeeping_every = absl::GetFlag(FLAGS_housekeeping_every);
+  options.pay_queue = config.pay_queue;
+  if (config.accounting_shards > 1) options.pay_queue_shards = config.payment_event_queues();
+  // Dead letters go back to the queue they came from: with accounting
+  // shards, to their own shard by its name (docs/deployment.md, Accounting shards).
+  options.dead_letter_sources = config.payment_event_queues();
+  options.dead_letter_sources.push_back(config.acc_queue);
+  options.hold_queue_depth = absl::GetFlag(FLAGS_recovery_hold_queue_depth);
+  options.alert_resend = absl::GetFlag(FLAGS_alert_resend);
+  o.payment_db = absl::GetFlag(FLAGS_payment_db);
+  o.payment_db_wait = absl::GetFlag(FLAGS_payment_db_wait);
+  o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  o.runbook_url = absl::GetFlag(FLAGS_runbook_url);
+  return o;
+}
+
+absl::Status RecoveryServiceOptions::Validate() const {
+  RETURN_IF_ERROR(worker.Validate());
+  if (payment_db_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--payment_db_wait must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace outbox::recovery

@@ -1,0 +1,179 @@
+#include "recovery_service/recovery_flags.h"
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+
+namespace outbox::recovery {
+namespace {
+
+// What OptionsFromFlags() gives with no flags set: the built-in defaults, the
+// instance named.
+RecoveryServiceOptions Defaults() {
+  RecoveryServiceOptions o;
+  o.worker.instance_id = "host-1";
+  return o;
+}
+
+void ExpectRefused(const RecoveryServiceOptions& options, const std::string& message) {
+  absl::Status status = options.Validate();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(status.message(), message);
+}
+
+constexpr char kWorker[] =
+    "need recovery_batch >= 1, recovery_rate > 0, recovery_lease_ttl > 0, "
+    "recovery_max_publish_failures >= 1 and a non-empty recovery_instance_id";
+
+TEST(RecoveryServiceOptionsTest, AcceptsTheDefaults) {
+  EXPECT_TRUE(Defaults().Validate().ok());
+}
+
+TEST(RecoveryServiceOptionsTest, AcceptsTheBounds) {
+  RecoveryServiceOptions o = Defaults();
+  o.worker.batch = 1;
+  o.worker.max_publish_failures = 1;
+  o.worker.hold_queue_depth = 0;
+  o.payment_db_wait = absl::ZeroDuration();  // no wait: the file is there or it is an error
+  EXPECT_TRUE(o.Validate().ok());
+}
+
+TEST(RecoveryServiceOptionsTest, RefusesEachBadWorkerSetting) {
+  const std::vector<std::function<void(RecoveryOptions&)>> bad = {
+      [](RecoveryOptions& w) { w.batch = 0; },
+      [](RecoveryOptions& w) { w.rate_per_second = 0; },
+      [](RecoveryOptions& w) { w.rate_per_second = -1; },
+      [](RecoveryOptions& w) { w.lease_ttl = absl::ZeroDuration(); },
+      [](RecoveryOptions& w) { w.max_publish_failures = 0; },
+      [](RecoveryOptions& w) { w.instance_id.clear(); },
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    SCOPED_TRACE(i);
+    RecoveryServiceOptions o = Defaults();
+    bad[i](o.worker);
+    ExpectRefused(o, kWorker);
+  }
+}
+
+TEST(RecoveryServiceOptionsTest, RefusesANegativeHoldQueueDepth) {
+  RecoveryServiceOptions o = Defaults();
+  o.worker.hold_queue_depth = -1;
+  ExpectRefused(o, "recovery_hold_queue_depth must be >= 0");
+}
+
+TEST(RecoveryServiceOptionsTest, RefusesAnAlertResendThatIsNotPositive) {
+  RecoveryServiceOptions o = Defaults();
+  o.worker.alert_resend = absl::ZeroDuration();
+  ExpectRefused(o, "alert_resend must be positive");
+}
+
+TEST(RecoveryServiceOptionsTest, RefusesABadRetryPolicy) {
+  RecoveryServiceOptions o = Defaults();
+  o.worker.retry.max_attempts = 0;
+  ExpectRefused(o, "retry max attempts must be at least 1");
+}
+
+TEST(RecoveryServiceOptionsTest, RefusesANegativePaymentDbWait) {
+  RecoveryServiceOptions o = Defaults();
+  o.payment_db_wait = absl::Seconds(-1);
+  ExpectRefused(o, "--payment_db_wait must not be negative");
+}
+
+TEST(RecoveryServiceOptionsTest, ChecksTheWorkerBeforeThePaymentDbWait) {
+  RecoveryServiceOptions o = Defaults();
+  o.worker.batch = 0;
+  o.payment_db_wait = absl::Seconds(-1);
+  ExpectRefused(o, kWorker);
+}
+
+// Sets flags for one test and puts the old values back (absl::FlagSaver
+// would too, with a log line per flag).
+class ScopedFlags {
+ public:
+  ~ScopedFlags() {
+    std::string error;
+    for (const auto& [flag, value] : saved_) flag->ParseFrom(value, &error);
+  }
+  void Set(const char* name, const char* value) {
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    ASSERT_NE(flag, nullptr) << name;
+    saved_.emplace_back(flag, flag->CurrentValue());
+    std::string error;
+    ASSERT_TRUE(flag->ParseFrom(value, &error)) << name << ": " << error;
+  }
+
+ private:
+  std::vector<std::pair<absl::CommandLineFlag*, std::string>> saved_;
+};
+
+TEST(RecoveryOptionsFromFlagsTest, NamesTheInstanceWhenNoIdIsGiven) {
+  ScopedFlags flags;
+  flags.Set("amqp_url", "amqp://guest@127.0.0.1:5672/%2F");  // the shared flags' one requirement
+  flags.Set("allow_unsigned_messages", "true");
+  flags.Set("recovery_instance_id", "");
+  absl::StatusOr<RecoveryServiceOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->worker.instance_id.empty());
+  EXPECT_TRUE(o->Validate().ok());
+}
+
+TEST(RecoveryOptionsFromFlagsTest, ReadsEveryFlag) {
+  ScopedFlags flags;
+  flags.Set("amqp_url", "amqp://guest@127.0.0.1:5672/%2F");
+  flags.Set("allow_unsigned_messages", "true");
+  flags.Set("accounting_shards", "2");
+  flags.Set("recovery_listen", "127.0.0.1:0");
+  flags.Set("payment_db", "/tmp/p.db");
+  flags.Set("payment_db_wait", "5s");
+  flags.Set("metrics_listen", "127.0.0.1:9102");
+  flags.Set("runbook_url", "https://example.com/runbooks");
+  flags.Set("recovery_instance_id", "r1");
+  flags.Set("recovery_batch", "7");
+  flags.Set("recovery_rate", "8.5");
+  flags.Set("recovery_lease_ttl", "9s");
+  flags.Set("recovery_idle_sleep", "2s");
+  flags.Set("recovery_max_publish_failures", "4");
+  flags.Set("backlog_age", "6m");
+  flags.Set("backlog_threshold", "11");
+  flags.Set("housekeeping_every", "12s");
+  flags.Set("recovery_hold_queue_depth", "13");
+  flags.Set("alert_resend", "14s");
+  flags.Set("retention", "15h");
+  absl::StatusOr<RecoveryServiceOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->listen, "127.0.0.1:0");
+  EXPECT_EQ(o->payment_db, "/tmp/p.db");
+  EXPECT_EQ(o->payment_db_wait, absl::Seconds(5));
+  EXPECT_EQ(o->metrics_listen, "127.0.0.1:9102");
+  EXPECT_EQ(o->runbook_url, "https://example.com/runbooks");
+  const RecoveryOptions& w = o->worker;
+  EXPECT_EQ(w.instance_id, "r1");
+  EXPECT_EQ(w.batch, 7);
+  EXPECT_EQ(w.rate_per_second, 8.5);
+  EXPECT_EQ(w.lease_ttl, absl::Seconds(9));
+  EXPECT_EQ(w.idle_sleep, absl::Seconds(2));
+  EXPECT_EQ(w.max_publish_failures, 4);
+  EXPECT_EQ(w.backlog_age, absl::Minutes(6));
+  EXPECT_EQ(w.backlog_threshold, 11);
+  EXPECT_EQ(w.housekeeping_every, absl::Seconds(12));
+  EXPECT_EQ(w.hold_queue_depth, 13);
+  EXPECT_EQ(w.alert_resend, absl::Seconds(14));
+  EXPECT_EQ(w.retention, absl::Hours(15));
+  // The queues come from the shared flags: two accounting shards.
+  EXPECT_EQ(w.pay_queue, "PAY_QUEUE");
+  EXPECT_EQ(w.pay_queue_shards, (std::vector<std::string>{"PAY_QUEUE-0", "PAY_QUEUE-1"}));
+  EXPECT_EQ(w.dead_letter_sources,
+            (std::vector<std::string>{"PAY_QUEUE-0", "PAY_QUEUE-1", "ACC_QUEUE"}));
+  EXPECT_EQ(w.retry.base_delay, o->service.retry.base_delay);
+  EXPECT_FALSE(o->auth.enabled());
+  EXPECT_TRUE(o->Validate().ok());
+}
+
+}  // namespace
+}  // namespace outbox::recovery

@@ -1,0 +1,81 @@
+#include "recovery_service/recovery_wiring.h"
+
+#include "absl/strings/str_cat.h"
+#include "recovery_service/dead_letters.h"
+#include "recovery_service/ops_grpc.h"
+#include "recovery_service/recovery_store.h"
+#include "recovery_service/recovery_worker.h"
+#include "shared/amqp/amqp_transport.h"
+#include "shared/base/status_macros.h"
+#include "shared/observability/alerts.h"
+#include "shared/observability/log.h"
+#include "shared/service/service_main.h"
+
+namespace outbox::recovery {
+
+absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
+  const std::string& listen = service_options.listen;
+  const ServiceConfig& config = service_options.service;
+  const RecoveryOptions& options = service_options.worker;
+  const std::string& payment_db = service_options.payment_db;
+  const absl::Duration payment_db_wait = service_options.payment_db_wait;
+
+  // The listen addresses last among the checks (they probe this host), and
+  // before anything opens a file or a connection.
+  RETURN_IF_ERROR(ValidateListenAddress(listen, "recovery_listen"));
+  if (!service_options.metrics_listen.empty()) {
+    RETURN_IF_ERROR(ValidateListenAddress(service_options.metrics_listen, "metrics_listen"));
+  }
+
+  const Clock& clock = SystemClock::Get();
+  MetricsRegistry metrics;
+  AlerterOptions alerter_options{config.alertmanager_url, "recovery_service"};
+  alerter_options.runbook_base = service_options.runbook_url;
+  Alerter alerter(std::move(alerter_options));
+  // payment_service creates the file and its schema; the two may start in
+  // any order, so wait for it rather than create an empty file at a wrong path.
+  ASSIGN_OR_RETURN(auto store,
+                   RecoveryStore::OpenWhenCreated(
+                       payment_db, config.db, payment_db_wait, [&](const absl::Status& why) {
+                         LogInfo("waiting_for_payment_db",
+                                 {KV("path", payment_db),
+                                  KV("wait", absl::FormatDuration(payment_db_wait)),
+                                  KV("reason", why.message())});
+                       }));
+  AmqpPublisher amqp(config.amqp, Topology{{}, "", kPaymentsExchange},
+                     absl::StrCat("recovery-", options.instance_id));
+  SigningPublisher broker(amqp, config.keys());
+  RecoveryWorker worker(*store, broker, alerter, clock, metrics, options);
+  std::vector<DeadLetters::Source> dead_letter_sources;
+  for (const std::string& queue : config.payment_event_queues()) {
+    dead_letter_sources.push_back({queue, kPaymentsExchange});
+  }
+  dead_letter_sources.push_back({config.acc_queue, kRepliesExchange});
+  DeadLetters dead_letters(config.amqp, std::move(dead_letter_sources));
+  OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, service_options.auth);
+  store->RegisterMetrics(metrics, clock);
+  alerter.RegisterMetrics(metrics);
+  dead_letters.RegisterMetrics(metrics);
+
+  // Ports first: a process that cannot serve (a port in use) exits before it
+  // takes the lease or re-publishes anything.
+  ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&ops}, service_options.metrics_listen,
+                                                metrics, config.tls));
+  worker.Start();
+  LogInfo("recovery_service_started",
+          {KV("listen", listen), KV("port", serving->port()),
+           KV("db", payment_db), KV("instance", options.instance_id),
+           KV("amqp", config.amqp.Redacted()),
+           KV("message_signing", config.message_signing()),
+           KV("base_delay", absl::FormatDuration(options.retry.base_delay)),
+           KV("alertmanager", config.alertmanager_url)});
+  LogInfo("recovery_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
+  serving->Shutdown();
+  worker.Stop();
+  alerter.Stop();
+  LogInfo("recovery_service_stopped",
+          {KV("republished", worker.republished()), KV("failed", worker.failed())});
+  return absl::OkStatus();
+}
+
+}  // namespace outbox::recovery
