@@ -12,6 +12,10 @@
 # payment is SENT with one voucher (outbox_check).
 #
 #   scripts/soak.sh [DURATION]      DURATION in whole minutes (30m by default; "m" optional)
+#   scripts/soak.sh --judge DIR     judge and plot DIR/soak.csv of an earlier run again
+#
+# Short retention settings so that archival (RECOVERY_RETENTION=2m) and the
+# pruning of processed message ids (PROCESSED_RETENTION=2m) run many times.
 #
 # Env: SOAK_RATE (1000), SOAK_OUT (results directory; default a new temp
 # dir), SOAK_BROKER_DIR (an existing node's directory, scripts/rabbitmq_node.sh
@@ -27,7 +31,10 @@ source "$ROOT/scripts/lib/services.sh"
 
 minutes=${1:-30m}
 minutes=${minutes%m}
-[[ $minutes =~ ^[1-9][0-9]*$ ]] || { echo "soak: DURATION must be whole minutes, e.g. 30m" >&2; exit 2; }
+if [[ $minutes != --judge && ! $minutes =~ ^[1-9][0-9]*$ ]]; then
+  echo "soak: DURATION must be whole minutes, e.g. 30m" >&2
+  exit 2
+fi
 RATE=${SOAK_RATE:-1000}
 # The series that must level off, and the largest slope per minute allowed
 # over the last third of the run. Tables that keep business records (payments,
@@ -40,68 +47,11 @@ declare -A bound=(
   [payment_wal_kib]=2048 [accounting_wal_kib]=2048
   [outbox_rows]=$((RATE * 6)) [pay_queue_ready]=$((RATE)) [acc_queue_ready]=$((RATE))
   [payments_rows]=$((RATE * 66)) [archive_rows]=$((RATE * 66))
-  [vouchers_rows]=$((RATE * 66)) [processed_rows]=$((RATE * 66))
+  [vouchers_rows]=$((RATE * 66)) [processed_rows]=$((RATE * 6))
   [create_p99_ms]=5
 )
 
-build_binaries
-[[ -x $BIN/outbox_bench ]] || { echo "soak: $BIN/outbox_bench is missing" >&2; exit 1; }
-if ! command -v gnuplot >/dev/null; then
-  echo "soak: installing gnuplot-nox (for soak.png)"
-  SUDO=()
-  [[ $(id -u) == 0 ]] || SUDO=(sudo)
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-    gnuplot-nox >/dev/null || { echo "soak: apt-get install gnuplot-nox failed" >&2; exit 1; }
-fi
-
-WORK=$(mktemp -d -t outbox-soak.XXXXXX)
-OUT=${SOAK_OUT:-$(mktemp -d -t outbox-soak-results.XXXXXX)}
-mkdir -p "$OUT"
-result=1
-declare -A pid_of=()
-cleanup() {
-  stop_services
-  # A node we did not start is not ours to stop.
-  if [[ -n ${SOAK_BROKER_DIR:-} ]]; then rm -f "$WORK/broker"; fi
-  finish_work "logs"
-}
-trap cleanup EXIT
-
-if [[ -n ${SOAK_BROKER_DIR:-} ]]; then
-  ln -s "$SOAK_BROKER_DIR" "$WORK/broker"
-  payment_port='' accounting_port='' recovery_port=''
-  free_port payment_port
-  free_port accounting_port
-  free_port recovery_port
-else
-  start_broker
-fi
-# shellcheck disable=SC1091
-source "$WORK/broker/broker.env"
-service_envs
-queues=(PAY_QUEUE=soak.PAY ACC_QUEUE=soak.ACC)
-accounting_service_env+=("${queues[@]}")
-payment_service_env+=("${queues[@]}")
-# Archival many times per run: SENT rows older than 2 minutes, every 10 s.
-recovery_service_env+=("${queues[@]}" RECOVERY_RETENTION=2m RECOVERY_HOUSEKEEPING_EVERY=10s)
-for s in accounting_service payment_service recovery_service; do
-  start_service "$s" || { echo "soak: $s did not start" >&2; exit 1; }
-done
-
-ctl() {
-  HOME=$RABBITMQ_HOME_DIR RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
-    RABBITMQ_CTL_DIST_PORT_MIN=$((DIST_PORT + 10000)) RABBITMQ_CTL_DIST_PORT_MAX=$((DIST_PORT + 10010)) \
-    timeout 30 rabbitmqctl -q -n "$RABBITMQ_NODE" "$@"
-}
-# The samplers print one number (0 when there is nothing to read) and never fail.
-status_of() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null || true; }
-fds_of() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l || true; }
-size_kib() { if [[ -f $1 ]]; then echo $(($(stat -c %s "$1") / 1024)); else echo 0; fi; }
-rows() { sqlite3 -batch "$1" ".timeout 5000" "SELECT count(*) FROM $2" 2>/dev/null || true; }
-queue_ready() { { ctl list_queues name messages_ready 2>/dev/null || true; } | awk -v q="$1" '$1 == q { print $2 }'; }
-figure() { { grep -o "\"$2\":[-0-9.eE+a-z]*" "$1" || true; } | tail -1 | cut -d: -f2; }
-
-broker_pid=$(cat "$RABBITMQ_PIDFILE")
+# The CSV's columns, in order.
 columns=(minute
   payment_rss_kib accounting_rss_kib recovery_rss_kib broker_rss_kib
   payment_fds accounting_fds recovery_fds broker_fds
@@ -109,50 +59,17 @@ columns=(minute
   payment_db_kib payment_wal_kib accounting_db_kib accounting_wal_kib
   payments_rows outbox_rows archive_rows vouchers_rows processed_rows
   pay_queue_ready acc_queue_ready create_p99_ms created create_failed not_sent)
-(IFS=,; echo "${columns[*]}") >"$OUT/soak.csv"
 
-echo "soak: ${minutes} one-minute rounds at ${RATE}/s; samples in $OUT/soak.csv"
-drained=1
-total=0
-for ((m = 1; m <= minutes; m++)); do
-  round=$WORK/round-$m.txt
-  "$BIN/outbox_bench" --payment_addr="127.0.0.1:$payment_port" \
-    --accounting_addr="127.0.0.1:$accounting_port" --rate="$RATE" --duration=60s --warmup=0s \
-    --drain_timeout=60s --label="soak-$m" --json >"$round" 2>&1 || drained=0
-  created=$(figure "$round" create_ok)
-  created=${created%.*}
-  total=$((total + ${created:-0}))
-  row=("$m")
-  for name in payment_service accounting_service recovery_service; do
-    row+=("$(status_of "${pid_of[$name]}" VmRSS)")
-  done
-  row+=("$(status_of "$broker_pid" VmRSS)")
-  for pid in "${pid_of[payment_service]}" "${pid_of[accounting_service]}" "${pid_of[recovery_service]}" "$broker_pid"; do
-    row+=("$(fds_of "$pid")")
-  done
-  for name in payment_service accounting_service recovery_service; do
-    row+=("$(status_of "${pid_of[$name]}" Threads)")
-  done
-  row+=("$(size_kib "$WORK/payment.db")" "$(size_kib "$WORK/payment.db-wal")"
-    "$(size_kib "$WORK/accounting.db")" "$(size_kib "$WORK/accounting.db-wal")")
-  row+=("$(rows "$WORK/payment.db" payments)" "$(rows "$WORK/payment.db" outbox)"
-    "$(rows "$WORK/payment.db" outbox_archive)" "$(rows "$WORK/accounting.db" vouchers)"
-    "$(rows "$WORK/accounting.db" processed_messages)")
-  row+=("$(queue_ready soak.PAY)" "$(queue_ready soak.ACC)")
-  row+=("$(figure "$round" create_p99_ms)" "${created:-0}" "$(figure "$round" create_failed)"
-    "$(figure "$round" measured_not_sent)")
-  for i in "${!row[@]}"; do [[ -n ${row[$i]} ]] || row[i]=0; done
-  (IFS=,; echo "${row[*]}") >>"$OUT/soak.csv"
-  echo "soak: minute $m: created ${row[24]}, create p99 ${row[23]} ms, payment RSS ${row[1]} KiB, outbox rows ${row[17]}, archive ${row[18]}"
-  for name in payment_service accounting_service recovery_service; do
-    alive "${pid_of[$name]}" || { echo "soak: $name died" >&2; exit 1; }
-  done
-done
-
-# Slopes over the last third (at least the last 3 samples).
-from=$((minutes - minutes / 3 + 1))
-((minutes - from + 1 >= 3)) || from=$((minutes > 3 ? minutes - 2 : 1))
-ok=1
+# judge_and_plot: slopes per minute of every bounded series over the last
+# third of $OUT/soak.csv (at least the last 3 samples) against its bound,
+# into $OUT/soak.txt; draws $OUT/soak.png. Sets ok=0 if a series grows.
+judge_and_plot() {
+  local minutes from slope verdict i col
+  minutes=$(($(wc -l <"$OUT/soak.csv") - 1))
+  total=$(awk -F, 'NR > 1 { s += $25 } END { print s + 0 }' "$OUT/soak.csv")
+  from=$((minutes - minutes / 3 + 1))
+  ((minutes - from + 1 >= 3)) || from=$((minutes > 3 ? minutes - 2 : 1))
+  ok=1
 {
   echo "soak: $minutes minutes at ${RATE}/s, $total payments; slopes per minute over minutes $from..$minutes"
   printf '%-20s %14s %14s %s\n' series slope/min bound verdict
@@ -196,6 +113,116 @@ set title 'create p99 per round'
 plot '$OUT/soak.csv' using 1:24 with lines title 'create_p99_ms'
 unset multiplot
 EOF
+}
+
+# --judge DIR: judge and plot an existing DIR/soak.csv again, nothing else.
+if [[ ${1:-} == --judge ]]; then
+  OUT=${2:?--judge needs the results directory}
+  [[ -s $OUT/soak.csv ]] || { echo "soak: no $OUT/soak.csv" >&2; exit 2; }
+  judge_and_plot
+  ((ok)) && exit 0 || exit 1
+fi
+
+build_binaries
+[[ -x $BIN/outbox_bench ]] || { echo "soak: $BIN/outbox_bench is missing" >&2; exit 1; }
+if ! command -v gnuplot >/dev/null; then
+  echo "soak: installing gnuplot-nox (for soak.png)"
+  SUDO=()
+  [[ $(id -u) == 0 ]] || SUDO=(sudo)
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    gnuplot-nox >/dev/null || { echo "soak: apt-get install gnuplot-nox failed" >&2; exit 1; }
+fi
+
+WORK=$(mktemp -d -t outbox-soak.XXXXXX)
+OUT=${SOAK_OUT:-$(mktemp -d -t outbox-soak-results.XXXXXX)}
+mkdir -p "$OUT"
+result=1
+declare -A pid_of=()
+cleanup() {
+  stop_services
+  # A node we did not start is not ours to stop.
+  if [[ -n ${SOAK_BROKER_DIR:-} ]]; then rm -f "$WORK/broker"; fi
+  finish_work "logs"
+}
+trap cleanup EXIT
+
+if [[ -n ${SOAK_BROKER_DIR:-} ]]; then
+  ln -s "$SOAK_BROKER_DIR" "$WORK/broker"
+  payment_port='' accounting_port='' recovery_port=''
+  free_port payment_port
+  free_port accounting_port
+  free_port recovery_port
+else
+  start_broker
+fi
+# shellcheck disable=SC1091
+source "$WORK/broker/broker.env"
+service_envs
+queues=(PAY_QUEUE=soak.PAY ACC_QUEUE=soak.ACC)
+# Processed message ids older than 2 minutes are pruned (the dedup table
+# levels off like the outbox); payments, vouchers and the archive are kept.
+accounting_service_env+=("${queues[@]}" PROCESSED_RETENTION=2m)
+payment_service_env+=("${queues[@]}")
+# Archival many times per run: SENT rows older than 2 minutes, every 10 s.
+recovery_service_env+=("${queues[@]}" RECOVERY_RETENTION=2m RECOVERY_HOUSEKEEPING_EVERY=10s)
+for s in accounting_service payment_service recovery_service; do
+  start_service "$s" || { echo "soak: $s did not start" >&2; exit 1; }
+done
+
+ctl() {
+  HOME=$RABBITMQ_HOME_DIR RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+    RABBITMQ_CTL_DIST_PORT_MIN=$((DIST_PORT + 10000)) RABBITMQ_CTL_DIST_PORT_MAX=$((DIST_PORT + 10010)) \
+    timeout 30 rabbitmqctl -q -n "$RABBITMQ_NODE" "$@"
+}
+# The samplers print one number (0 when there is nothing to read) and never fail.
+status_of() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null || true; }
+fds_of() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l || true; }
+size_kib() { if [[ -f $1 ]]; then echo $(($(stat -c %s "$1") / 1024)); else echo 0; fi; }
+rows() { sqlite3 -batch "$1" ".timeout 5000" "SELECT count(*) FROM $2" 2>/dev/null || true; }
+queue_ready() { { ctl list_queues name messages_ready 2>/dev/null || true; } | awk -v q="$1" '$1 == q { print $2 }'; }
+figure() { { grep -o "\"$2\":[-0-9.eE+a-z]*" "$1" || true; } | tail -1 | cut -d: -f2; }
+
+broker_pid=$(cat "$RABBITMQ_PIDFILE")
+(IFS=,; echo "${columns[*]}") >"$OUT/soak.csv"
+
+echo "soak: ${minutes} one-minute rounds at ${RATE}/s; samples in $OUT/soak.csv"
+drained=1
+total=0
+for ((m = 1; m <= minutes; m++)); do
+  round=$WORK/round-$m.txt
+  "$BIN/outbox_bench" --payment_addr="127.0.0.1:$payment_port" \
+    --accounting_addr="127.0.0.1:$accounting_port" --rate="$RATE" --duration=60s --warmup=0s \
+    --drain_timeout=60s --label="soak-$m" --json >"$round" 2>&1 || drained=0
+  created=$(figure "$round" create_ok)
+  created=${created%.*}
+  total=$((total + ${created:-0}))
+  row=("$m")
+  for name in payment_service accounting_service recovery_service; do
+    row+=("$(status_of "${pid_of[$name]}" VmRSS)")
+  done
+  row+=("$(status_of "$broker_pid" VmRSS)")
+  for pid in "${pid_of[payment_service]}" "${pid_of[accounting_service]}" "${pid_of[recovery_service]}" "$broker_pid"; do
+    row+=("$(fds_of "$pid")")
+  done
+  for name in payment_service accounting_service recovery_service; do
+    row+=("$(status_of "${pid_of[$name]}" Threads)")
+  done
+  row+=("$(size_kib "$WORK/payment.db")" "$(size_kib "$WORK/payment.db-wal")"
+    "$(size_kib "$WORK/accounting.db")" "$(size_kib "$WORK/accounting.db-wal")")
+  row+=("$(rows "$WORK/payment.db" payments)" "$(rows "$WORK/payment.db" outbox)"
+    "$(rows "$WORK/payment.db" outbox_archive)" "$(rows "$WORK/accounting.db" vouchers)"
+    "$(rows "$WORK/accounting.db" processed_messages)")
+  row+=("$(queue_ready soak.PAY)" "$(queue_ready soak.ACC)")
+  row+=("$(figure "$round" create_p99_ms)" "${created:-0}" "$(figure "$round" create_failed)"
+    "$(figure "$round" measured_not_sent)")
+  for i in "${!row[@]}"; do [[ -n ${row[$i]} ]] || row[i]=0; done
+  (IFS=,; echo "${row[*]}") >>"$OUT/soak.csv"
+  echo "soak: minute $m: created ${row[24]}, create p99 ${row[23]} ms, payment RSS ${row[1]} KiB, outbox rows ${row[17]}, archive ${row[18]}"
+  for name in payment_service accounting_service recovery_service; do
+    alive "${pid_of[$name]}" || { echo "soak: $name died" >&2; exit 1; }
+  done
+done
+
 
 stop_services
 if outbox_check_both >/dev/null; then check=0; else check=1; fi
