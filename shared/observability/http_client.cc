@@ -1,122 +1,76 @@
 #include "shared/observability/http_client.h"
 
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <curl/curl.h>
 
-#include <cerrno>
-#include <cstring>
+#include <memory>
+#include <mutex>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 
 namespace outbox {
 namespace {
 
-struct ParsedUrl {
-  std::string host;
-  std::string port = "80";
-  std::string path = "/";
-};
-
-absl::StatusOr<ParsedUrl> ParseHttpUrl(const std::string& url) {
-  constexpr absl::string_view kScheme = "http://";
-  if (!absl::StartsWith(url, kScheme)) {
-    return absl::InvalidArgumentError(absl::StrCat("not an http:// URL: '", url, "'"));
-  }
-  std::string rest = url.substr(kScheme.size());
-  ParsedUrl out;
-  const size_t slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  if (slash != std::string::npos) out.path = rest.substr(slash);
-  const size_t colon = authority.rfind(':');
-  if (colon != std::string::npos) {
-    out.port = authority.substr(colon + 1);
-    authority = authority.substr(0, colon);
-  }
-  out.host = authority;
-  if (out.host.empty()) return absl::InvalidArgumentError(absl::StrCat("no host in '", url, "'"));
-  return out;
+// libcurl's global state, set up once before the first handle (the call is
+// not thread-safe on its own).
+void InitCurlOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
+size_t AppendBody(char* data, size_t size, size_t count, void* body) {
+  static_cast<std::string*>(body)->append(data, size * count);
+  return size * count;
+}
 
- private:
-  int fd_;
-};
-
-absl::StatusOr<HttpResponse> Request(const std::string& method, const std::string& url,
-                                     const std::string& content_type, const std::string& body,
+// One request on a handle of its own. `body` null: GET. The whole request,
+// connect and name resolution included, is bounded by `timeout`; libcurl
+// tries every address the name resolves to and decodes chunked replies.
+absl::StatusOr<HttpResponse> Perform(const std::string& method, const std::string& url,
+                                     const std::string* body, const std::string& content_type,
                                      absl::Duration timeout) {
-  auto parsed = ParseHttpUrl(url);
-  if (!parsed.ok()) return parsed.status();
-  const absl::Time deadline = absl::Now() + timeout;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(parsed->host.c_str(), parsed->port.c_str(), &hints, &res) != 0 || res == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot resolve ", parsed->host));
+  InitCurlOnce();
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> handle(curl_easy_init(), curl_easy_cleanup);
+  if (!handle) return absl::InternalError("http: curl_easy_init failed");
+  CURL* h = handle.get();
+  const long ms = static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+  char error[CURL_ERROR_SIZE] = "";
+  HttpResponse response;
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM in a threaded process
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, AppendBody);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &response.body);
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers(nullptr,
+                                                                      curl_slist_free_all);
+  if (body != nullptr) {
+    headers.reset(curl_slist_append(nullptr, absl::StrCat("Content-Type: ", content_type).c_str()));
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->data());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
   }
-  Fd fd(socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  const int rc = fd.get() >= 0 ? connect(fd.get(), res->ai_addr, res->ai_addrlen) : -1;
-  freeaddrinfo(res);
-  if (rc != 0) {
-    return absl::UnavailableError(absl::StrCat("connect ", parsed->host, ":", parsed->port, ": ",
-                                               std::strerror(errno)));
+  const CURLcode rc = curl_easy_perform(h);
+  if (rc != CURLE_OK) {
+    return absl::UnavailableError(
+        absl::StrCat("http ", method, " ", url, ": ", error[0] != '\0' ? error : curl_easy_strerror(rc)));
   }
-  timeval tv = absl::ToTimeval(timeout);
-  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  std::string request = absl::StrCat(method, " ", parsed->path, " HTTP/1.1\r\nHost: ", parsed->host,
-                                     ":", parsed->port, "\r\nConnection: close\r\n");
-  if (!body.empty() || method == "POST") {
-    absl::StrAppend(&request, "Content-Type: ", content_type, "\r\nContent-Length: ", body.size(),
-                    "\r\n");
-  }
-  absl::StrAppend(&request, "\r\n", body);
-  for (size_t sent = 0; sent < request.size();) {
-    ssize_t n = send(fd.get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return absl::UnavailableError(absl::StrCat("send: ", std::strerror(errno)));
-    sent += n;
-  }
-  std::string response;
-  char buf[4096];
-  while (absl::Now() < deadline) {
-    ssize_t n = recv(fd.get(), buf, sizeof(buf), 0);
-    if (n < 0) return absl::UnavailableError(absl::StrCat("recv: ", std::strerror(errno)));
-    if (n == 0) break;
-    response.append(buf, n);
-  }
-  // "HTTP/1.1 200 OK\r\n..."
-  HttpResponse out;
-  const size_t sp = response.find(' ');
-  if (sp == std::string::npos || !absl::SimpleAtoi(response.substr(sp + 1, 3), &out.status)) {
-    return absl::UnavailableError("malformed HTTP response");
-  }
-  const size_t header_end = response.find("\r\n\r\n");
-  if (header_end != std::string::npos) out.body = response.substr(header_end + 4);
-  return out;
+  long status = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  response.status = static_cast<int>(status);
+  return response;
 }
 
 }  // namespace
 
 absl::StatusOr<HttpResponse> HttpPost(const std::string& url, const std::string& content_type,
                                       const std::string& body, absl::Duration timeout) {
-  return Request("POST", url, content_type, body, timeout);
+  return Perform("POST", url, &body, content_type, timeout);
 }
 
 absl::StatusOr<HttpResponse> HttpGet(const std::string& url, absl::Duration timeout) {
-  return Request("GET", url, "", "", timeout);
+  return Perform("GET", url, nullptr, "", timeout);
 }
 
 }  // namespace outbox

@@ -1,7 +1,7 @@
 #pragma once
 
-// A minimal HTTP/1.1 client for plain-http endpoints on the local network
-// (Alertmanager's API). One request per connection; no TLS.
+// The HTTP client of Alertmanager's API and the tests' probes, on libcurl:
+// one request per call, bounded as a whole by its timeout.
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -14,8 +14,9 @@ struct HttpResponse {
   std::string body;
 };
 
-// POSTs `body` to `url` (http://host:port/path). Transport errors are
-// UNAVAILABLE; any HTTP status is returned as a response.
+// POSTs `body` to `url` (http:// or https://). Transport errors (no
+// connection, a timeout, a bad URL) are UNAVAILABLE; any HTTP status is
+// returned as a response.
 absl::StatusOr<HttpResponse> HttpPost(const std::string& url, const std::string& content_type,
                                       const std::string& body, absl::Duration timeout);
 

@@ -7,6 +7,7 @@
 
 #include "shared/observability/alert_group.h"
 #include "shared/observability/alerts.h"
+#include "shared/observability/http_client.h"
 #include "shared/observability/metrics.h"
 #include "shared/observability/trace.h"
 #include "shared/observability/metrics_server.h"
@@ -40,6 +41,48 @@ TEST(AlertsTest, EveryAlertPointsAtItsRunbookUnlessItNamesOne) {
   a.annotations["runbook_url"] = "https://elsewhere/x";
   EXPECT_NE(AlertmanagerJson({a}, "recovery_service").find("\"runbook_url\":\"https://elsewhere/x\""),
             std::string::npos);
+}
+
+TEST(HttpClientTest, GetsAndPostsAndReportsTransportErrorsAsUnavailable) {
+  auto server = MetricsServer::Start("127.0.0.1:0", [] { return std::string("x_total 1\n"); });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string base = absl::StrCat("http://127.0.0.1:", (*server)->port());
+  auto got = HttpGet(base + "/metrics", absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(got->body, "x_total 1\n");
+  auto posted = HttpPost(base + "/metrics", "application/json", "{}", absl::Seconds(5));
+  ASSERT_TRUE(posted.ok()) << posted.status();
+  EXPECT_EQ(posted->status, 405);  // an HTTP status is an answer, not an error
+
+  // Nobody listens: UNAVAILABLE naming the URL.
+  const int closed = (*server)->port();
+  server->reset();
+  auto refused = HttpGet(absl::StrCat("http://127.0.0.1:", closed, "/metrics"), absl::Seconds(5));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("/metrics"), std::string::npos) << refused.status();
+  EXPECT_EQ(HttpGet("not a url", absl::Seconds(1)).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(HttpClientTest, AServerThatNeverAnswersCostsTheTimeoutNotMore) {
+  // A listening socket nobody accepts from: the connection is made (by the
+  // kernel's backlog) and the request then waits for an answer forever.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 8), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const absl::Time start = absl::Now();
+  auto r = HttpGet(absl::StrCat("http://127.0.0.1:", ntohs(addr.sin_port), "/"),
+                   absl::Milliseconds(300));
+  const absl::Duration took = absl::Now() - start;
+  close(fd);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(took, absl::Seconds(3)) << "the timeout bounds the whole request";
 }
 
 TEST(TraceTest, ParsesTheW3cFormatAndRejectsTheRest) {
