@@ -6,8 +6,8 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libsqlitecpp-dev libsqlite3-dev libabsl-dev librabbitmq-dev libgtest-dev libgmock-dev libssl-dev
-  rabbitmq-server docker-compose prometheus prometheus-alertmanager sqlite3 amqp-tools procps openssl curl iproute2
+  libsqlitecpp-dev libsqlite3-dev libabsl-dev librabbitmq-dev libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev
+  rabbitmq-server docker-compose prometheus prometheus-alertmanager sqlite3 amqp-tools procps openssl curl iproute2 nftables faketime iputils-ping
 )
 
 missing=()
