@@ -11,6 +11,7 @@
 // outbox; the system's figures are printed as ratios to those, because
 // absolute figures swing with the machine's load.
 #include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -145,23 +146,16 @@ class Report {
   void Check(const std::string& what, bool met, const std::string& detail) {
     Line(what, absl::StrCat(met ? "MET   " : "MISSED", "  ", detail));
   }
+  // One object, in the order the figures were taken; a figure that could
+  // not be measured (NaN) is null, and each is rounded to 3 decimals.
   std::string Json() const {
-    std::string out = "{";
-    const char* sep = "";
-    for (const auto& [k, v] : texts_) {
-      absl::StrAppend(&out, sep, "\"", k, "\":\"",
-                      absl::StrReplaceAll(v, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
-      sep = ",";
-    }
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : texts_) out[k] = v;
     for (const auto& [k, v] : figures_) {
-      if (std::isfinite(v)) {
-        absl::StrAppend(&out, sep, "\"", k, "\":", absl::StrFormat("%.3f", v));
-      } else {
-        absl::StrAppend(&out, sep, "\"", k, "\":null");
-      }
-      sep = ",";
+      out[k] = std::isfinite(v) ? nlohmann::ordered_json(std::round(v * 1000) / 1000)
+                                : nlohmann::ordered_json(nullptr);
     }
-    return out + "}";
+    return out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }
 
  private:

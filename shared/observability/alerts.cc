@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -9,29 +11,6 @@
 #include "shared/observability/log.h"
 
 namespace outbox {
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
 
 namespace {
 
@@ -43,16 +22,6 @@ std::string LabelText(const Alert& alert) {
   return fields.empty() ? fields : fields.substr(1);
 }
 
-std::string JsonObject(const std::map<std::string, std::string>& m) {
-  std::string out = "{";
-  bool first = true;
-  for (const auto& [k, v] : m) {
-    absl::StrAppend(&out, first ? "" : ",", "\"", JsonEscape(k), "\":\"", JsonEscape(v), "\"");
-    first = false;
-  }
-  return out + "}";
-}
-
 }  // namespace
 
 std::string RunbookUrl(const std::string& base, const std::string& alertname) {
@@ -61,25 +30,26 @@ std::string RunbookUrl(const std::string& base, const std::string& alertname) {
 
 std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string& service,
                              const std::string& runbook_base) {
-  std::string out = "[";
-  for (size_t i = 0; i < alerts.size(); ++i) {
-    const Alert& a = alerts[i];
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const Alert& a : alerts) {
     std::map<std::string, std::string> labels = a.labels;
     labels["alertname"] = a.name;
     labels["severity"] = a.severity;
     labels["service"] = service;
     std::map<std::string, std::string> annotations = a.annotations;
     annotations.emplace("runbook_url", RunbookUrl(runbook_base, a.name));
-    absl::StrAppend(&out, i ? "," : "", "{\"labels\":", JsonObject(labels),
-                    ",\"annotations\":", JsonObject(annotations), ",\"startsAt\":\"",
-                    absl::FormatTime(kRfc3339, a.starts_at, absl::UTCTimeZone()), "\"");
+    nlohmann::ordered_json alert = {
+        {"labels", labels},
+        {"annotations", annotations},
+        {"startsAt", absl::FormatTime(kRfc3339, a.starts_at, absl::UTCTimeZone())}};
     if (a.ends_at != absl::InfiniteFuture()) {
-      absl::StrAppend(&out, ",\"endsAt\":\"",
-                      absl::FormatTime(kRfc3339, a.ends_at, absl::UTCTimeZone()), "\"");
+      alert["endsAt"] = absl::FormatTime(kRfc3339, a.ends_at, absl::UTCTimeZone());
     }
-    out += "}";
+    out.push_back(std::move(alert));
   }
-  return out + "]";
+  // Invalid UTF-8 in a label (it comes from message ids and errors) is
+  // replaced, not thrown on.
+  return out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 Alerter::Alerter(AlerterOptions options) : options_(std::move(options)) {

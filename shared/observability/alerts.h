@@ -40,7 +40,6 @@ std::string RunbookUrl(const std::string& base, const std::string& alertname);
 // annotation (RunbookUrl(runbook_base, name)) unless it has one.
 std::string AlertmanagerJson(const std::vector<Alert>& alerts, const std::string& service,
                              const std::string& runbook_base = kDefaultRunbookBase);
-std::string JsonEscape(const std::string& s);
 
 class AlertSink {
  public:
