@@ -7,7 +7,7 @@
 # RSS, open file descriptors and threads; the sizes of payment.db,
 # accounting.db and their WAL files; rows per table; the broker's queue
 # depths; the round's create p99. Writes soak.csv and soak.png (gnuplot),
-# then judges the last third of the run by a least-squares slope per minute
+# then judges the last third of the run by a fitted slope per minute (Theil-Sen)
 # for each series against a stated bound (soak.txt), and checks that every
 # payment is SENT with one voucher (outbox_check).
 #
@@ -76,9 +76,15 @@ judge_and_plot() {
   for i in "${!columns[@]}"; do
     col=${columns[$i]}
     [[ -n ${bound[$col]:-} ]] || continue
-    slope=$(awk -F, -v c=$((i + 1)) -v from="$from" 'NR > 1 && $1 >= from {
-        n++; x = $1; y = $c; sx += x; sy += y; sxx += x * x; sxy += x * y }
-      END { d = n * sxx - sx * sx; printf "%.3f", (n > 1 && d != 0) ? (n * sxy - sx * sy) / d : 0 }' "$OUT/soak.csv")
+    # Theil-Sen: the median of the slopes between every two samples, so one
+    # stalled minute (another process on the machine) does not make a trend.
+    slope=$(awk -F, -v c=$((i + 1)) -v from="$from" 'NR > 1 && $1 >= from { n++; x[n] = $1; y[n] = $c }
+      END {
+        m = 0
+        for (a = 1; a <= n; a++) for (b = a + 1; b <= n; b++) if (x[b] != x[a]) s[++m] = (y[b] - y[a]) / (x[b] - x[a])
+        for (a = 2; a <= m; a++) { v = s[a]; for (b = a - 1; b >= 1 && s[b] > v; b--) s[b + 1] = s[b]; s[b + 1] = v }
+        printf "%.3f", m == 0 ? 0 : (m % 2 ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2)
+      }' "$OUT/soak.csv")
     verdict=ok
     awk -v s="$slope" -v b="${bound[$col]}" 'BEGIN { exit !(s <= b) }' || { verdict=GROWS; ok=0; }
     printf '%-20s %14s %14s %s\n' "$col" "$slope" "${bound[$col]}" "$verdict"
@@ -223,6 +229,8 @@ for ((m = 1; m <= minutes; m++)); do
   done
 done
 
+ok=1
+judge_and_plot
 
 stop_services
 if outbox_check_both >/dev/null; then check=0; else check=1; fi
