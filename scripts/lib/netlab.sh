@@ -1,0 +1,480 @@
+# shellcheck shell=bash
+# The plumbing of scripts/netlab.sh (sourced, not run): simulated hosts as
+# Linux network namespaces on a bridge of their own, the RabbitMQ cluster and
+# the services inside them, nft faults, and the clean-up.
+#
+# Every namespace is named "$LAB_PREFIX-<host>" with LAB_PREFIX=oblab-<pid of
+# the harness>, so a namespace whose owner is dead is a stale one. The bridge
+# lives in "$LAB_PREFIX-switch"; every host has one veth, eth0, whose peer is
+# a port of that bridge. Nothing is created in the root namespace: no
+# interface, route or firewall rule, and no default route anywhere.
+# `ip netns exec` mounts /etc/netns/<namespace>/hosts over /etc/hosts for
+# what it runs: that is how the brokers' names (b1, b2, b3) resolve.
+#
+# The sourcing script sets WORK (its temp dir), BIN (the binaries) and
+# SCRIPT (the prefix of its messages), and runs with `set -euo pipefail`.
+
+# shellcheck source=SCRIPTDIR/broker_users.sh
+source "$(dirname "${BASH_SOURCE[0]}")/broker_users.sh"  # BROKER_USERS, broker_permissions
+
+LAB_NET=10.213.0                     # the private /24 used only inside the namespaces
+LAB_PREFIX=oblab-$$                  # owner pid in every namespace name
+RMQ_BIN=/usr/lib/rabbitmq/bin        # the /usr/sbin wrappers would switch to the rabbitmq user
+BROKERS=(b1 b2 b3)
+LAB_HOSTS=(b1 b2 b3 pay acc rec1 rec2 load)
+declare -A HOST_OCTET=([b1]=11 [b2]=12 [b3]=13 [pay]=21 [rec1]=31 [rec2]=32 [acc]=41 [load]=51)
+declare -A svc_pid=()                # service instance (pay, acc, rec1, rec2) -> pid
+
+# die MESSAGE: prints it and exits 1 (the EXIT trap cleans up).
+die() {
+  echo "$SCRIPT: $*" >&2
+  exit 1
+}
+
+# log MESSAGE: a timestamped progress line on stderr.
+log() {
+  echo "$SCRIPT: $(date -u +%H:%M:%S) $*" >&2
+}
+
+# now_ms: Unix time in milliseconds.
+now_ms() {
+  date +%s%3N
+}
+
+# ns_of HOST: the namespace name of a simulated host.
+ns_of() {
+  echo "$LAB_PREFIX-$1"
+}
+
+# ip_of HOST: the host's address.
+ip_of() {
+  echo "$LAB_NET.${HOST_OCTET[$1]}"
+}
+
+# in_host HOST CMD...: runs CMD in the host's namespace (and its /etc/hosts).
+# Not for `&`: a backgrounded function is a subshell, so $! would not be
+# CMD's pid; background `ip netns exec "$(ns_of HOST)" CMD` itself.
+in_host() {
+  local host=$1
+  shift
+  ip netns exec "$(ns_of "$host")" "$@"
+}
+
+# ---------------------------------------------------------------- namespaces
+
+# require_namespaces: exits 1 unless we are root and a namespace can be made.
+require_namespaces() {
+  local err
+  [[ $(id -u) == 0 ]] || die "needs root (network namespaces, nft); run as root"
+  command -v ip >/dev/null || die "ip (iproute2) is missing: bash scripts/install_deps.sh"
+  command -v nft >/dev/null || die "nft (nftables) is missing: bash scripts/install_deps.sh"
+  if ! err=$(ip netns add "$LAB_PREFIX-switch" 2>&1); then
+    die "cannot create network namespaces: $err"
+  fi
+}
+
+# make_switch: the bridge br0 in the harness's own namespace (made by require_namespaces).
+make_switch() {
+  local sw
+  sw=$(ns_of switch)
+  ip -n "$sw" link set lo up
+  ip -n "$sw" link add br0 type bridge
+  ip -n "$sw" link set br0 up
+}
+
+# write_hosts_file HOST: /etc/netns/<ns>/hosts, read by whatever `ip netns exec` runs there.
+write_hosts_file() {
+  local dir b
+  dir=/etc/netns/$(ns_of "$1")
+  mkdir -p "$dir"
+  {
+    echo "127.0.0.1 localhost"
+    echo "127.0.0.1 $(hostname)"
+    for b in "${BROKERS[@]}"; do echo "$(ip_of "$b") $b"; done
+  } >"$dir/hosts"
+}
+
+# add_host HOST: its namespace, loopback, and eth0 (veth) plugged into the bridge.
+# The veth pair is made inside the switch namespace, its host end moved
+# straight into the host's namespace: neither end ever exists in the root one.
+add_host() {
+  local host=$1 ns sw port
+  ns=$(ns_of "$host")
+  sw=$(ns_of switch)
+  port=v-$host
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$sw" link add "$port" type veth peer name eth0 netns "$ns"
+  ip -n "$sw" link set "$port" master br0
+  ip -n "$sw" link set "$port" up
+  ip -n "$ns" addr add "$(ip_of "$host")/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  write_hosts_file "$host"
+}
+
+# make_network: the switch and every host.
+make_network() {
+  local h
+  make_switch
+  for h in "${LAB_HOSTS[@]}"; do add_host "$h"; done
+}
+
+# ping_all: every host reaches every other one (one ping each); returns 1 naming the first pair that fails.
+ping_all() {
+  local a b
+  for a in "${LAB_HOSTS[@]}"; do
+    for b in "${LAB_HOSTS[@]}"; do
+      [[ $a == "$b" ]] && continue
+      if ! in_host "$a" ping -c 1 -W 1 -q "$(ip_of "$b")" >/dev/null 2>&1; then
+        echo "$SCRIPT: $a cannot reach $b" >&2
+        return 1
+      fi
+    done
+  done
+}
+
+# ns_inode NAMESPACE: the inode of the namespace (as /proc/PID/ns/net shows it).
+ns_inode() {
+  stat -L -c %i "/run/netns/$1" 2>/dev/null
+}
+
+# pids_in_ns NAMESPACE: every process whose network namespace it is.
+pids_in_ns() {
+  local inode link p
+  inode=$(ns_inode "$1") || return 0
+  for p in /proc/[0-9]*; do
+    link=$(readlink "$p/ns/net" 2>/dev/null) || continue
+    [[ $link == "net:[$inode]" ]] && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+# kill_ns_processes NAMESPACE: SIGCONT and SIGTERM to each process in it (so a
+# SIGSTOPped one can exit), up to 10 s to go, then SIGKILL for the rest.
+# This is how the brokers' beam and epmd processes go too.
+kill_ns_processes() {
+  local ns=$1 pids p _
+  mapfile -t pids < <(pids_in_ns "$ns")
+  ((${#pids[@]})) || return 0
+  for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for _ in $(seq 100); do
+    mapfile -t pids < <(pids_in_ns "$ns")
+    ((${#pids[@]})) || return 0
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  sleep 0.2
+}
+
+# remove_lab PREFIX: stops every process in the namespaces named PREFIX-*,
+# deletes them (their veths and the bridge go with them) and their /etc/netns dirs.
+remove_lab() {
+  local prefix=$1 ns
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+    [[ $ns == "$prefix"-* ]] || continue
+    kill_ns_processes "$ns"
+    ip netns del "$ns" 2>/dev/null || echo "$SCRIPT: could not delete namespace $ns" >&2
+  done
+  for ns in /etc/netns/"$prefix"-*; do
+    [[ -d $ns ]] && rm -rf "$ns"
+  done
+  return 0
+}
+
+# owner_alive PID: PID is a running netlab.sh (a reused pid does not count).
+owner_alive() {
+  tr "\\0" " " 2>/dev/null <"/proc/$1/cmdline" | grep -q "netlab\\.sh"
+}
+
+# clean_stale: removes every oblab-<pid>-* setup whose owner is not running.
+clean_stale() {
+  local ns pid owners=() d
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+    [[ $ns =~ ^oblab-([0-9]+)- ]] && owners+=("${BASH_REMATCH[1]}")
+  done
+  for d in /etc/netns/oblab-*; do
+    [[ -d $d && $(basename "$d") =~ ^oblab-([0-9]+)- ]] && owners+=("${BASH_REMATCH[1]}")
+  done
+  ((${#owners[@]})) || return 0
+  for pid in $(printf '%s\n' "${owners[@]}" | sort -u); do
+    [[ $pid == "$$" ]] && continue
+    if owner_alive "$pid"; then
+      log "oblab-$pid-* belongs to a running netlab.sh (pid $pid): left alone"
+      continue
+    fi
+    log "removing stale setup oblab-$pid-*"
+    remove_lab "oblab-$pid"
+  done
+}
+
+# ---------------------------------------------------------------- faults (nft)
+
+# cut_host HOST PEER...: drops every packet between HOST and each PEER, both
+# ways, in HOST's namespace (a table of its own; Jepsen's iptables drop).
+cut_host() {
+  local host=$1 peers=() p
+  shift
+  for p in "$@"; do peers+=("$(ip_of "$p")"); done
+  in_host "$host" nft -f - <<EOF
+table inet oblab_fault {
+  set peers { type ipv4_addr; elements = { $(IFS=,; echo "${peers[*]}") } }
+  chain input { type filter hook input priority 0; policy accept; ip saddr @peers drop; }
+  chain output { type filter hook output priority 0; policy accept; ip daddr @peers drop; }
+}
+EOF
+}
+
+# deafen_host HOST PEER...: HOST still sends to each PEER but receives nothing from it.
+deafen_host() {
+  local host=$1 peers=() p
+  shift
+  for p in "$@"; do peers+=("$(ip_of "$p")"); done
+  in_host "$host" nft -f - <<EOF
+table inet oblab_fault {
+  set peers { type ipv4_addr; elements = { $(IFS=,; echo "${peers[*]}") } }
+  chain input { type filter hook input priority 0; policy accept; ip saddr @peers drop; }
+}
+EOF
+}
+
+# heal_host HOST: removes HOST's fault table (no-op if it has none).
+heal_host() {
+  in_host "$1" nft delete table inet oblab_fault 2>/dev/null || true
+}
+
+# heal_all: removes every host's fault table.
+heal_all() {
+  local h
+  for h in "${LAB_HOSTS[@]}"; do heal_host "$h"; done
+}
+
+# netem_present: whether this kernel has netem (tried on the switch's loopback only).
+netem_present() {
+  local sw
+  sw=$(ns_of switch)
+  if ip netns exec "$sw" tc qdisc add dev lo root netem delay 1ms >/dev/null 2>&1; then
+    ip netns exec "$sw" tc qdisc del dev lo root >/dev/null 2>&1 || true
+    return 0
+  fi
+  return 1
+}
+
+# ---------------------------------------------------------------- RabbitMQ cluster
+
+# broker_env B: the environment (NAME=value lines) that node B's server and every rabbitmqctl call share.
+broker_env() {
+  local d=$WORK/$1
+  echo "HOME=$d/home"
+  echo "RABBITMQ_NODENAME=rabbit@$1"
+  echo "RABBITMQ_NODE_PORT=5672"
+  echo "RABBITMQ_DIST_PORT=25672"
+  echo "RABBITMQ_MNESIA_BASE=$d/mnesia"
+  echo "RABBITMQ_LOG_BASE=$d/log"
+  echo "RABBITMQ_CONFIG_FILE=$d/rabbitmq.conf"
+  echo "RABBITMQ_ADVANCED_CONFIG_FILE=$d/advanced.config"
+  echo "RABBITMQ_ENABLED_PLUGINS_FILE=$d/enabled_plugins"
+  echo "RABBITMQ_CONF_ENV_FILE=$d/rabbitmq-env.conf"
+  echo "RABBITMQ_PID_FILE=$d/rabbitmq.pid"
+}
+
+# rmq B SECONDS ARGS...: rabbitmqctl against node B, run in B's namespace, bounded in time.
+rmq() {
+  local b=$1 t=$2 env
+  shift 2
+  mapfile -t env < <(broker_env "$b")
+  in_host "$b" env "${env[@]}" timeout "$t" "$RMQ_BIN/rabbitmqctl" -q -n "rabbit@$b" "$@"
+}
+
+# write_broker_config B COOKIE: node B's data dir, cookie and rabbitmq.conf
+# (listens on its own address; ticks every 10 s; heals partitions by autoheal,
+# as scripts/rabbitmq_cluster.sh's nodes do).
+write_broker_config() {
+  local b=$1 d=$WORK/$1
+  mkdir -p "$d/home" "$d/mnesia" "$d/log"
+  printf %s "$2" >"$d/home/.erlang.cookie"
+  chmod 400 "$d/home/.erlang.cookie"
+  echo '[].' >"$d/enabled_plugins"
+  : >"$d/rabbitmq-env.conf"
+  (
+    umask 077
+    cat >"$d/rabbitmq.conf" <<EOF
+listeners.tcp.1 = $(ip_of "$b"):5672
+default_vhost = /
+default_user = outbox
+default_pass = $(openssl rand -hex 16)
+default_user_tags.administrator = true
+log.console = false
+log.file.level = info
+net_ticktime = 10
+cluster_partition_handling = autoheal
+EOF
+  )
+}
+
+# start_broker B: starts node B's server in its namespace and waits until it has booted.
+start_broker() {
+  local b=$1 d=$WORK/$1 env server deadline
+  mapfile -t env < <(broker_env "$b")
+  rm -f "$d/rabbitmq.pid"
+  ip netns exec "$(ns_of "$b")" env "${env[@]}" setsid "$RMQ_BIN/rabbitmq-server" >>"$d/server.out" 2>&1 </dev/null &
+  server=$!
+  deadline=$((SECONDS + 180))
+  until [[ -s $d/rabbitmq.pid ]]; do
+    kill -0 "$server" 2>/dev/null || { tail -n 20 "$d/server.out" >&2; die "broker $b exited at start"; }
+    ((SECONDS < deadline)) || die "broker $b wrote no pid file in 180 s"
+    sleep 0.5
+  done
+  rmq "$b" 180 wait "$d/rabbitmq.pid" >/dev/null 2>&1 || die "broker $b did not start (logs in $d/log)"
+  rmq "$b" 180 await_startup >/dev/null 2>&1 || die "broker $b did not finish booting"
+}
+
+# join_broker B: node B drops its own data and joins rabbit@b1.
+join_broker() {
+  local b=$1
+  {
+    rmq "$b" 60 stop_app && rmq "$b" 60 reset && rmq "$b" 60 join_cluster rabbit@b1 &&
+      rmq "$b" 120 start_app
+  } >>"$WORK/$b/join.log" 2>&1 || die "broker $b could not join rabbit@b1 (see $WORK/$b/join.log)"
+}
+
+# cluster_whole B [SECONDS]: waits until node B sees 3 running nodes and no partition; returns 1 on timeout.
+cluster_whole() {
+  local b=$1 deadline=$((SECONDS + ${2:-180})) out
+  while ((SECONDS < deadline)); do
+    out=$(rmq "$b" 15 eval '{length(rabbit_nodes:all_running()), rabbit_node_monitor:partitions()}.' 2>/dev/null) || out=
+    [[ $out == "{3,[]}" ]] && return 0
+    sleep 1
+  done
+  return 1
+}
+
+# create_broker_users: one user per service with the permissions of docs/security.md
+# (scripts/lib/broker_users.sh), passwords in $WORK/users/<user>.password.
+create_broker_users() {
+  local user perms
+  export OUTBOX_PAY_QUEUES='([A-Za-z0-9_-]+\.)*PAY[A-Za-z0-9_-]*'
+  export OUTBOX_ACC_QUEUES='([A-Za-z0-9_-]+\.)*ACC[A-Za-z0-9_-]*(\.s[0-9]+)?'
+  mkdir -p "$WORK/users"
+  for user in $BROKER_USERS; do
+    (umask 077; openssl rand -hex 16 | tr -d '\n' >"$WORK/users/$user.password")
+    rmq b1 60 add_user "$user" <"$WORK/users/$user.password" >/dev/null 2>&1 || die "cannot add broker user $user"
+    mapfile -t perms < <(broker_permissions "$user")
+    rmq b1 60 set_permissions -p / "$user" "${perms[@]}" >/dev/null 2>&1 || die "cannot set permissions of $user"
+  done
+}
+
+# start_cluster: three nodes in b1..b3, b2 and b3 joined to b1, whole, with the service users.
+start_cluster() {
+  local cookie b pids=() p
+  cookie=$(openssl rand -hex 20)
+  for b in "${BROKERS[@]}"; do write_broker_config "$b" "$cookie"; done
+  for b in "${BROKERS[@]}"; do
+    (start_broker "$b") &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || die "a broker did not start"; done
+  join_broker b2
+  join_broker b3
+  cluster_whole b1 180 || die "the cluster did not become whole"
+  create_broker_users
+}
+
+# queue_leader QUEUE: the host (b1..b3) leading quorum QUEUE, asked of the first node that answers.
+queue_leader() {
+  local b leader
+  for b in "${BROKERS[@]}"; do
+    leader=$(rmq "$b" 20 list_queues --no-table-headers name leader 2>/dev/null | awk -v q="$1" '$1 == q {print $2}') || continue
+    [[ -n $leader ]] && { echo "${leader#rabbit@}"; return 0; }
+  done
+  return 1
+}
+
+# ---------------------------------------------------------------- services
+
+# amqp_url USER FIRST: the service's URL listing every node, starting at broker FIRST (1-3).
+amqp_url() {
+  local user=$1 first=$2 i hosts=()
+  for i in 0 1 2; do hosts+=("$(ip_of "b$(((first - 1 + i) % 3 + 1))"):5672"); done
+  echo "amqp://$user@$(IFS=,; echo "${hosts[*]}")/%2F"
+}
+
+# common_env USER FIRST: the settings every service shares (broker user, quorum queues, message keys).
+common_env() {
+  echo "AMQP_URL=$(amqp_url "$1" "$2")"
+  echo "AMQP_PASSWORD_FILE=$WORK/users/$1.password"
+  echo "QUEUE_TYPE=quorum"
+  echo "MESSAGE_KEYS_FILE=$WORK/message.keys"
+}
+
+# start_service INSTANCE BINARY ENV...: runs BINARY in the instance's namespace
+# with ENV, logging to $WORK/INSTANCE.log; `ip netns exec` and env exec, so
+# $! is the service's own pid.
+start_service() {
+  local inst=$1 binary=$2
+  shift 2
+  ip netns exec "$(ns_of "$inst")" env "$@" "$BIN/$binary" >>"$WORK/$inst.log" 2>&1 </dev/null &
+  svc_pid[$inst]=$!
+}
+
+# await_healthy ADDR: waits up to 60 s for the gRPC health check of ADDR, asked from the load host.
+await_healthy() {
+  local _
+  for _ in $(seq 300); do
+    in_host load "$BIN/outboxctl" health "$1" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  die "$1 did not become SERVING"
+}
+
+# start_services: accounting, payment and two recovery instances, each on its
+# own host; their broker URLs start at different nodes, so their connections spread.
+start_services() {
+  local env_acc env_pay env_rec
+  (umask 077; echo "k1 $(openssl rand -hex 32)" >"$WORK/message.keys")
+  mapfile -t env_acc < <(common_env outbox-accounting 2)
+  start_service acc accounting_service "${env_acc[@]}" ACCOUNTING_DB="$WORK/accounting.db" \
+    ACCOUNTING_LISTEN="$(ip_of acc):50052"
+  await_healthy "$(ip_of acc):50052"
+  mapfile -t env_pay < <(common_env outbox-payment 1)
+  start_service pay payment_service "${env_pay[@]}" PAYMENT_DB="$WORK/payment.db" \
+    PAYMENT_LISTEN="$(ip_of pay):50051"
+  await_healthy "$(ip_of pay):50051"
+  mapfile -t env_rec < <(common_env outbox-recovery 3)
+  start_service rec1 recovery_service "${env_rec[@]}" PAYMENT_DB="$WORK/payment.db" \
+    RECOVERY_LISTEN="$(ip_of rec1):50053" RECOVERY_INSTANCE_ID=rec1 RECOVERY_LEASE_TTL="${LEASE_TTL}s"
+  await_healthy "$(ip_of rec1):50053"
+  start_service rec2 recovery_service "${env_rec[@]}" PAYMENT_DB="$WORK/payment.db" \
+    RECOVERY_LISTEN="$(ip_of rec2):50053" RECOVERY_INSTANCE_ID=rec2 RECOVERY_LEASE_TTL="${LEASE_TTL}s"
+  await_healthy "$(ip_of rec2):50053"
+}
+
+# stop_services: SIGTERM (after SIGCONT) to each service, up to 10 s each, then SIGKILL.
+stop_services() {
+  local inst p _
+  for inst in "${!svc_pid[@]}"; do
+    p=${svc_pid[$inst]}
+    kill -CONT "$p" 2>/dev/null || true
+    kill -TERM "$p" 2>/dev/null || true
+  done
+  for inst in "${!svc_pid[@]}"; do
+    p=${svc_pid[$inst]}
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  done
+  svc_pid=()
+}
+
+# ---------------------------------------------------------------- the databases
+
+# pdb SQL: one query on payment.db (read-only), accounting.db attached as acc.
+pdb() {
+  sqlite3 -readonly -batch -noheader -cmd '.timeout 5000' "$WORK/payment.db" \
+    "ATTACH '$WORK/accounting.db' AS acc;" "$1"
+}
+
+# lease_holder: the recovery instance holding the lease (rec1 or rec2), empty if none.
+lease_holder() {
+  sqlite3 -readonly -batch -noheader -cmd '.timeout 5000' "$WORK/payment.db" \
+    "SELECT holder FROM recovery_lease WHERE expires_at > CAST(strftime('%s','now') AS INTEGER) * 1000 LIMIT 1;" 2>/dev/null || true
+}
