@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "shared/testing/scoped_flags.h"
+
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 
@@ -84,28 +86,8 @@ TEST(PaymentServiceOptionsTest, TheSizesAreCheckedBeforeTheBackpressure) {
   ExpectRefused(o, kWindowBatchPrefetch);
 }
 
-// Sets flags for one test and puts the old values back (absl::FlagSaver
-// would too, with a log line per flag).
-class ScopedFlags {
- public:
-  ~ScopedFlags() {
-    std::string error;
-    for (const auto& [flag, value] : saved_) flag->ParseFrom(value, &error);
-  }
-  void Set(const char* name, const char* value) {
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    ASSERT_NE(flag, nullptr) << name;
-    saved_.emplace_back(flag, flag->CurrentValue());
-    std::string error;
-    ASSERT_TRUE(flag->ParseFrom(value, &error)) << name << ": " << error;
-  }
-
- private:
-  std::vector<std::pair<absl::CommandLineFlag*, std::string>> saved_;
-};
-
 TEST(PaymentOptionsFromFlagsTest, ReadsEveryFlag) {
-  ScopedFlags flags;
+  outbox::testing::ScopedFlags flags;
   flags.Set("amqp_url", "amqp://guest@127.0.0.1:5672/%2F");  // the shared flags' one requirement
   flags.Set("allow_unsigned_messages", "true");
   flags.Set("pay_queue", "P1");
@@ -137,7 +119,7 @@ TEST(PaymentOptionsFromFlagsTest, ReadsEveryFlag) {
 }
 
 TEST(PaymentOptionsFromFlagsTest, AShardFlagThatDoesNotParseIsRefused) {
-  ScopedFlags flags;
+  outbox::testing::ScopedFlags flags;
   flags.Set("amqp_url", "amqp://guest@127.0.0.1:5672/%2F");
   flags.Set("allow_unsigned_messages", "true");
   flags.Set("payment_shard_index", "1");  // one shard: only index 0

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "shared/testing/scoped_flags.h"
+
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 
@@ -92,28 +94,8 @@ TEST(RecoveryServiceOptionsTest, ChecksTheWorkerBeforeThePaymentDbWait) {
   ExpectRefused(o, kWorker);
 }
 
-// Sets flags for one test and puts the old values back (absl::FlagSaver
-// would too, with a log line per flag).
-class ScopedFlags {
- public:
-  ~ScopedFlags() {
-    std::string error;
-    for (const auto& [flag, value] : saved_) flag->ParseFrom(value, &error);
-  }
-  void Set(const char* name, const char* value) {
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    ASSERT_NE(flag, nullptr) << name;
-    saved_.emplace_back(flag, flag->CurrentValue());
-    std::string error;
-    ASSERT_TRUE(flag->ParseFrom(value, &error)) << name << ": " << error;
-  }
-
- private:
-  std::vector<std::pair<absl::CommandLineFlag*, std::string>> saved_;
-};
-
 TEST(RecoveryOptionsFromFlagsTest, NamesTheInstanceWhenNoIdIsGiven) {
-  ScopedFlags flags;
+  outbox::testing::ScopedFlags flags;
   flags.Set("amqp_url", "amqp://guest@127.0.0.1:5672/%2F");  // the shared flags' one requirement
   flags.Set("allow_unsigned_messages", "true");
   flags.Set("recovery_instance_id", "");
@@ -124,7 +106,7 @@ TEST(RecoveryOptionsFromFlagsTest, NamesTheInstanceWhenNoIdIsGiven) {
 }
 
 TEST(RecoveryOptionsFromFlagsTest, ReadsEveryFlag) {
-  ScopedFlags flags;
+  outbox::testing::ScopedFlags flags;
   flags.Set("amqp_url", "amqp://guest@127.0.0.1:5672/%2F");
   flags.Set("allow_unsigned_messages", "true");
   flags.Set("accounting_shards", "2");

@@ -1,0 +1,34 @@
+#pragma once
+
+// Sets Abseil flags for one test and puts the old values back when it goes
+// out of scope (absl::FlagSaver would too, with a log line per flag).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+
+namespace outbox::testing {
+
+class ScopedFlags {
+ public:
+  ~ScopedFlags() {
+    std::string error;
+    for (const auto& [flag, value] : saved_) flag->ParseFrom(value, &error);
+  }
+  void Set(const char* name, const char* value) {
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    ASSERT_NE(flag, nullptr) << name;
+    saved_.emplace_back(flag, flag->CurrentValue());
+    std::string error;
+    ASSERT_TRUE(flag->ParseFrom(value, &error)) << name << ": " << error;
+  }
+
+ private:
+  std::vector<std::pair<absl::CommandLineFlag*, std::string>> saved_;
+};
+
+}  // namespace outbox::testing
