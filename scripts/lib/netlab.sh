@@ -210,33 +210,30 @@ clean_stale() {
 
 # ---------------------------------------------------------------- faults (nft)
 
-# cut_host HOST PEER...: drops every packet between HOST and each PEER, both
-# ways, in HOST's namespace (a table of its own; Jepsen's iptables drop).
-cut_host() {
-  local host=$1 peers=() p
-  shift
+# drop_between HOST WAYS PEER...: in HOST's namespace (a table of its own;
+# Jepsen's iptables drops), drops the packets HOST receives from each PEER,
+# and with WAYS=both also those it sends to them.
+drop_between() {
+  local host=$1 ways=$2 peers=() p output=''
+  shift 2
   for p in "$@"; do peers+=("$(ip_of "$p")"); done
+  if [[ $ways == both ]]; then
+    output='chain output { type filter hook output priority 0; policy accept; ip daddr @peers drop; }'
+  fi
   in_host "$host" nft -f - <<EOF
 table inet oblab_fault {
   set peers { type ipv4_addr; elements = { $(IFS=,; echo "${peers[*]}") } }
   chain input { type filter hook input priority 0; policy accept; ip saddr @peers drop; }
-  chain output { type filter hook output priority 0; policy accept; ip daddr @peers drop; }
+  $output
 }
 EOF
 }
 
+# cut_host HOST PEER...: drops every packet between HOST and each PEER, both ways.
+cut_host() { drop_between "$1" both "${@:2}"; }
+
 # deafen_host HOST PEER...: HOST still sends to each PEER but receives nothing from it.
-deafen_host() {
-  local host=$1 peers=() p
-  shift
-  for p in "$@"; do peers+=("$(ip_of "$p")"); done
-  in_host "$host" nft -f - <<EOF
-table inet oblab_fault {
-  set peers { type ipv4_addr; elements = { $(IFS=,; echo "${peers[*]}") } }
-  chain input { type filter hook input priority 0; policy accept; ip saddr @peers drop; }
-}
-EOF
-}
+deafen_host() { drop_between "$1" in "${@:2}"; }
 
 # heal_host HOST: removes HOST's fault table (no-op if it has none).
 heal_host() {
