@@ -193,7 +193,6 @@ broker_pid=$(cat "$RABBITMQ_PIDFILE")
 
 echo "soak: ${minutes} one-minute rounds at ${RATE}/s; samples in $OUT/soak.csv"
 drained=1
-total=0
 for ((m = 1; m <= minutes; m++)); do
   round=$WORK/round-$m.txt
   "$BIN/outbox_bench" --payment_addr="127.0.0.1:$payment_port" \
@@ -201,7 +200,6 @@ for ((m = 1; m <= minutes; m++)); do
     --drain_timeout=60s --label="soak-$m" --json >"$round" 2>&1 || drained=0
   created=$(figure "$round" create_ok)
   created=${created%.*}
-  total=$((total + ${created:-0}))
   row=("$m")
   for name in payment_service accounting_service recovery_service; do
     row+=("$(status_of "${pid_of[$name]}" VmRSS)")
@@ -229,7 +227,6 @@ for ((m = 1; m <= minutes; m++)); do
   done
 done
 
-ok=1
 judge_and_plot
 
 stop_services
