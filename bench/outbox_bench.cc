@@ -109,6 +109,9 @@ ABSL_FLAG(std::string, tls_key_file, outbox::EnvOr("TLS_CLIENT_KEY_FILE", ""),
 ABSL_FLAG(std::string, token_file, outbox::EnvOr("API_TOKEN_FILE", ""),
           "file with the API token sent as 'authorization: Bearer' [env API_TOKEN_FILE]");
 ABSL_FLAG(bool, json, false, "also print the figures as one JSON object on the last line");
+ABSL_FLAG(std::string, ledger, "",
+          "file to write the client's ledger to: one line 'payment_id,amount_minor,message_id' "
+          "per acknowledged CreatePayment, warm-up included, for checkers that want every id");
 ABSL_FLAG(std::string, outage_mark_file, "",
           "drain scenario: whoever stops accounting_service during the drive writes the Unix time "
           "in ms at which it starts it again into this file; after driving, outbox_bench waits "
@@ -401,8 +404,10 @@ struct DriveResult {
 // services and the broker.
 class CreateDriver {
  public:
-  CreateDriver(std::vector<std::unique_ptr<PaymentStub>> stubs, std::string run_tag)
-      : stubs_(std::move(stubs)), run_tag_(std::move(run_tag)) {}
+  // ledger: where acknowledged creates are written (see --ledger); may be null.
+  CreateDriver(std::vector<std::unique_ptr<PaymentStub>> stubs, std::string run_tag,
+               std::FILE* ledger = nullptr)
+      : stubs_(std::move(stubs)), run_tag_(std::move(run_tag)), ledger_(ledger) {}
   ~CreateDriver() {
     cq_.Shutdown();
     void* tag;
@@ -487,6 +492,7 @@ class CreateDriver {
         reader;
     absl::Time start;  // when it was (or, open loop, should have been) sent
     bool measured = false;
+    int64_t amount_minor = 0;  // asked for, written to the ledger
   };
 
   void Issue(absl::Time start, bool measured) {
@@ -498,6 +504,7 @@ class CreateDriver {
     const ::payment::v1::CreatePaymentRequest req = loadgen::PaymentRequest(
         measured ? MeasuredPrefix(run_tag_) : loadgen::KeyPrefix("w", run_tag_), seq,
         "outbox_bench");
+    call->amount_minor = req.amount_minor();
     PaymentStub& stub = *stubs_[static_cast<size_t>(seq) % stubs_.size()];
     call->reader = stub.PrepareAsyncCreatePayment(&call->ctx, req, &cq_);
     call->reader->StartCall();
@@ -506,6 +513,11 @@ class CreateDriver {
 
   void Complete(Call* call, absl::Time now, DriveResult* r) {
     if (call->status.ok() && now >= window_start_ && now < window_end_) ++r->ok_in_window;
+    if (call->status.ok() && ledger_ != nullptr) {
+      const ::payment::v1::Payment& p = call->response.payment();
+      std::fprintf(ledger_, "%s,%lld,%s\n", p.payment_id().c_str(),
+                   static_cast<long long>(call->amount_minor), p.outbox().message_id().c_str());
+    }
     if (call->measured) {
       if (call->status.ok()) {
         ++r->ok;
@@ -521,6 +533,7 @@ class CreateDriver {
 
   std::vector<std::unique_ptr<PaymentStub>> stubs_;
   const std::string run_tag_;
+  std::FILE* const ledger_;  // written by the completing thread only
   grpc::CompletionQueue cq_;
   std::atomic<int64_t> next_seq_{0};
   absl::Time window_start_;
@@ -938,8 +951,13 @@ absl::Status Run() {
   const absl::Time drive_start = absl::Now();
   CpuMonitor cpu(watched, drive_start + warmup, drive_start + warmup + duration);
   DriveResult drive;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> ledger(nullptr, &std::fclose);
+  if (const std::string path = absl::GetFlag(FLAGS_ledger); !path.empty()) {
+    ledger.reset(std::fopen(path.c_str(), "w"));
+    if (ledger == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot write --ledger ", path));
+  }
   {
-    CreateDriver driver(std::move(stubs), run_tag);
+    CreateDriver driver(std::move(stubs), run_tag, ledger.get());
     drive = open_loop ? driver.OpenLoop(rate, warmup, duration, absl::GetFlag(FLAGS_max_in_flight))
                       : driver.ClosedLoop(concurrency, warmup, duration);
   }

@@ -7,7 +7,7 @@
 # drop rules inside the namespaces (Jepsen's iptables drops) and SIGSTOP;
 # the root namespace is never touched. Helpers: scripts/lib/netlab.sh.
 #
-#   netlab.sh run [FAULT|all]   build the lab, run the fault(s) under load, print one table
+#   netlab.sh run [FAULT[,FAULT...]|all]   build the lab, run the fault(s) under load, print one table
 #   netlab.sh clean             remove setups left by a netlab.sh that is gone
 #   netlab.sh selftest          the plumbing only: namespaces, bridge, ping, a cut,
 #                               a process started in a namespace and killed by pid
@@ -16,22 +16,39 @@
 #   pay-cut          payment <-> every broker dropped
 #   acc-cut          accounting <-> every broker dropped
 #   recovery-cut     the active recovery instance <-> every broker dropped
-#   broker-minority  the node leading PAY_QUEUE cut off from every other host
+#   broker-follower  a node not leading PAY_QUEUE cut off from every other host (a minority)
+#   broker-leader    the node leading PAY_QUEUE cut off from every other host
+#                    (the leader on the minority side)
 #   pay-oneway       payment sends to the brokers but receives nothing back
+#   flapping         every 5-10 s a new random split of brokers and services in two halves, for FLAP_SECS
+#   pay-slow         payment's link limited to SLOW_RATE by tc tbf
 #   recovery-pause   SIGSTOP of the active recovery for LEASE_TTL + 10 s, then SIGCONT
+#   skew-ahead       the standby recovery restarted SKEW_SECS ahead (libfaketime): it takes the lease
+#   skew-behind      the standby restarted SKEW_SECS behind; the holder paused until the standby
+#                    takes over, then resumed: it takes the lease back and the slow one is fenced
 #   netem-lossy      200 ms +- 50 ms delay and 5 % loss on payment's link (only with netem)
 #
-# After each fault heals: every payment the client was told of is SENT with
-# one voucher, no FAILED row, outbox_check exits 0. Columns: payments (the
-# client's acknowledged creates), lost (acknowledged but missing, not SENT or
-# without voucher), duplicates (payments with more than one voucher), heal
-# (fault end -> every row created before it SENT), publishes per payment
-# (the outbox rows' attempts, avg/max: copies sent towards PAY_QUEUE), create
-# errors (failed/skipped calls at the client), check (outbox_check).
+# After each fault heals, the client's ledger (every acknowledged create) is
+# checked against both databases: each payment stored with its amount, SENT,
+# with exactly one voucher of the same amount; no FAILED row; outbox_check
+# exits 0; every quorum queue has 3 of 3 members online; no recovery alert is
+# active; and every re-publish a recovery instance logged was claimed while
+# the lease row named that instance (a trigger the lab adds to payment.db
+# records the lease inside each claim's own transaction). Columns: acked
+# (creates the client was answered OK), lost (acked but missing, with another
+# amount, not SENT or without voucher), dups (payments with more than one
+# voucher), heal (fault end -> every row created before it SENT), FAILED,
+# attempts (the rows' publishes, avg/max, lost ones included), copies
+# (messages accounting took from PAY_QUEUE per acked payment), errors
+# (failed/skipped creates and their gRPC codes), stale (claims by an instance
+# the lease did not name: must be 0), both (messages re-published by both
+# instances), quorum (fewest online members of a quorum queue), alerts (left
+# active), check (outbox_check).
 #
 # Settings (environment): RATE (300), FAULT_SECS (30), PRE (10 s of load
-# before the fault), POST (10 s after), LEASE_TTL (10), HEAL_TIMEOUT (300),
-# BUILD_DIR (build), KEEP=1 keeps the work dir (logs, databases).
+# before the fault), POST (10 s after), LEASE_TTL (10), SKEW_SECS (30),
+# FLAP_SECS (60), SLOW_RATE (1mbit), HEAL_TIMEOUT (300), BUILD_DIR (build),
+# KEEP=1 keeps the work dir (logs, databases).
 # Needs root. Exit status: 0 every fault passed, 1 otherwise or on error.
 set -euo pipefail
 
@@ -44,11 +61,19 @@ POST=${POST:-10}
 WARMUP=2
 LEASE_TTL=${LEASE_TTL:-10}
 HEAL_TIMEOUT=${HEAL_TIMEOUT:-300}
-FAULTS=(pay-cut acc-cut recovery-cut broker-minority pay-oneway recovery-pause)
+SKEW_SECS=${SKEW_SECS:-30}
+FLAP_SECS=${FLAP_SECS:-60}
+FLAP_MIN=5
+FLAP_MAX=10
+FLAP_HOSTS=(b1 b2 b3 pay acc rec1 rec2)
+SLOW_RATE=${SLOW_RATE:-1mbit}
+FAULTS=(pay-cut acc-cut recovery-cut broker-follower broker-leader pay-oneway flapping pay-slow
+  recovery-pause skew-ahead skew-behind)
 WORK=
 BIN=
 result=1
 sleeper=
+flapper=
 bench_pid=
 any_failed=0
 declare -a table_rows=()
@@ -62,6 +87,7 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   if [[ -n $sleeper ]]; then kill "$sleeper" 2>/dev/null || true; fi
+  stop_flapping
   if [[ -n $bench_pid ]]; then kill "$bench_pid" 2>/dev/null || true; fi
   stop_services
   remove_lab "$LAB_PREFIX"
@@ -99,6 +125,7 @@ setup() {
   start_cluster
   log "RabbitMQ cluster up: rabbit@b1, rabbit@b2, rabbit@b3"
   start_services
+  add_claim_audit
   log "services up: payment $(ip_of pay), accounting $(ip_of acc), recovery $(ip_of rec1) and $(ip_of rec2)"
 }
 
@@ -111,23 +138,39 @@ fault_start() {
     pay-cut) cut_host pay b1 b2 b3; echo "payment" ;;
     acc-cut) cut_host acc b1 b2 b3; echo "accounting" ;;
     recovery-cut)
-      victim=$(lease_holder)
-      victim=${victim:-rec1}
+      victim=$(lease_holder_or rec1)
       cut_host "$victim" b1 b2 b3
       echo "$victim"
       ;;
-    broker-minority)
+    broker-follower | broker-leader)
       victim=$(queue_leader PAY_QUEUE) || victim=b1
+      [[ $1 == broker-follower ]] && victim=$(printf '%s\n' b1 b2 b3 | grep -vx "$victim" | shuf -n 1)
       mapfile -t others < <(other_hosts "$victim")
       cut_host "$victim" "${others[@]}"
       echo "$victim"
       ;;
     pay-oneway) deafen_host pay b1 b2 b3; echo "payment (inbound)" ;;
+    flapping) start_flapping; echo "random halves of ${FLAP_HOSTS[*]}" ;;
+    pay-slow) in_host pay tc qdisc add dev eth0 root tbf rate "$SLOW_RATE" burst 32kbit latency 400ms; echo "payment ($SLOW_RATE)" ;;
     recovery-pause)
-      victim=$(lease_holder)
-      victim=${victim:-rec1}
+      victim=$(lease_holder_or rec1)
       kill -STOP "${svc_pid[$victim]}"
       echo "$victim"
+      ;;
+    skew-ahead)
+      # The standby's clock runs ahead: the holder's lease looks expired to it.
+      victim=$(other_recovery "$(lease_holder_or rec1)")
+      restart_recovery "$victim" "+${SKEW_SECS}s"
+      echo "$victim (+${SKEW_SECS} s)"
+      ;;
+    skew-behind)
+      # The standby's clock runs behind; the holder stalls until the standby
+      # has taken over, then resumes: the slow clock's lease, already expired
+      # by everyone else's clock, is taken back and its holder is fenced.
+      victim=$(other_recovery "$(lease_holder_or rec1)")
+      restart_recovery "$victim" "-${SKEW_SECS}s"
+      kill -STOP "${svc_pid[$(other_recovery "$victim")]}"
+      echo "$victim (-${SKEW_SECS} s; $(other_recovery "$victim") paused)"
       ;;
     netem-lossy) in_host pay tc qdisc add dev eth0 root netem delay 200ms 50ms loss 5%; echo "payment" ;;
     *) die "unknown fault $1" ;;
@@ -136,8 +179,17 @@ fault_start() {
 
 # fault_stop NAME VICTIM: heals it.
 fault_stop() {
+  local inst=${2%% *}
   case $1 in
-    recovery-pause) kill -CONT "${svc_pid[$2]}" ;;
+    recovery-pause) kill -CONT "${svc_pid[$inst]}" ;;
+    skew-ahead) restart_recovery "$inst" ;;
+    skew-behind)
+      kill -CONT "${svc_pid[$(other_recovery "$inst")]}"
+      await_lease "$(other_recovery "$inst")" 30 || log "skew-behind: the lease did not go back to $(other_recovery "$inst")"
+      restart_recovery "$inst"
+      ;;
+    flapping) stop_flapping; heal_all ;;
+    pay-slow) in_host pay tc qdisc del dev eth0 root ;;
     netem-lossy) in_host pay tc qdisc del dev eth0 root ;;
     *) heal_all ;;
   esac
@@ -145,13 +197,66 @@ fault_stop() {
 
 # fault_length NAME: seconds the fault lasts.
 fault_length() {
-  if [[ $1 == recovery-pause ]]; then echo $((LEASE_TTL + 10)); else echo "$FAULT_SECS"; fi
+  case $1 in
+    recovery-pause) echo $((LEASE_TTL + 10)) ;;
+    skew-behind) echo $((LEASE_TTL + SKEW_SECS + 10)) ;;  # until the slow clock sees the lease expire
+    flapping) echo "$FLAP_SECS" ;;
+    *) echo "$FAULT_SECS" ;;
+  esac
 }
 
 # other_hosts HOST: every host but HOST.
 other_hosts() {
   local h
   for h in "${LAB_HOSTS[@]}"; do [[ $h == "$1" ]] || echo "$h"; done
+}
+
+# other_recovery INSTANCE: the other recovery instance.
+other_recovery() {
+  if [[ $1 == rec1 ]]; then echo rec2; else echo rec1; fi
+}
+
+# lease_holder_or DEFAULT: the lease holder, DEFAULT if none.
+lease_holder_or() {
+  local h
+  h=$(lease_holder)
+  echo "${h:-$1}"
+}
+
+# await_lease INSTANCE SECONDS: waits until INSTANCE holds the lease; 1 on timeout.
+await_lease() {
+  local deadline=$((SECONDS + $2))
+  while ((SECONDS < deadline)); do
+    [[ $(lease_holder) == "$1" ]] && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
+# flap_loop: until killed, every FLAP_MIN..FLAP_MAX s heals and splits
+# FLAP_HOSTS into two random halves cut from each other (the load client
+# keeps its links: creates are measured, not blocked).
+flap_loop() {
+  local hosts half a
+  while true; do
+    heal_all
+    mapfile -t hosts < <(printf '%s\n' "${FLAP_HOSTS[@]}" | shuf)
+    half=$((1 + RANDOM % (${#hosts[@]} - 1)))
+    for a in "${hosts[@]:0:half}"; do cut_host "$a" "${hosts[@]:half}"; done
+    log "flapping: {${hosts[*]:0:half}} | {${hosts[*]:half}}"
+    sleep $((FLAP_MIN + RANDOM % (FLAP_MAX - FLAP_MIN + 1)))
+  done
+}
+
+start_flapping() {
+  flap_loop &
+  flapper=$!
+}
+
+stop_flapping() {
+  [[ -n $flapper ]] && kill "$flapper" 2>/dev/null && wait "$flapper" 2>/dev/null
+  flapper=
+  return 0
 }
 
 # ---------------------------------------------------------------- measuring
@@ -186,73 +291,153 @@ json_figure() {
   { grep -o "\"$2\":[0-9.]*" "$1" || true; } | tail -1 | sed -E 's/.*://; s/\..*//'
 }
 
+# error_codes FILE: outbox_bench's "create errors" codes (e.g. "code14=3"), or "-".
+error_codes() {
+  local codes
+  codes=$(sed -nE 's/.*create errors +(( code[0-9]+=[0-9]+)+);.*/\1/p' "$1" | tail -1 | tr -s ' ' | sed 's/^ //; s/ /,/g')
+  echo "${codes:--}"
+}
+
+# deliveries: PAY_QUEUE messages accounting has taken so far (vouchers booked + duplicates answered).
+deliveries() {
+  echo $(($(metric acc outbox_vouchers_created_total) + $(metric acc outbox_duplicates_total)))
+}
+
+# claim_log SINCE_LINE_REC1 SINCE_LINE_REC2: the re-publishes each recovery
+# instance logged after those line numbers, as "instance,message_id,attempt" lines.
+claim_log() {
+  local inst from
+  for inst in rec1 rec2; do
+    if [[ $inst == rec1 ]]; then from=$1; else from=$2; fi
+    tail -n +"$((from + 1))" "$WORK/$inst.log" | awk -v inst="$inst" '
+      $3 == "message_republished" || $3 == "message_republish_failed" {
+        m = ""; a = ""
+        for (i = 4; i <= NF; i++) {
+          if ($i ~ /^message_id=/) m = substr($i, 12)
+          if ($i ~ /^attempt=/) a = substr($i, 9)
+        }
+        print inst "," m "," a
+      }'
+  done
+}
+
+# await_quorum_whole: waits up to 120 s for the cluster to be whole and every
+# quorum queue to have its 3 members online; prints "3/3" or the worst "n/3".
+await_quorum_whole() {
+  local deadline=$((SECONDS + 120)) worst=0
+  cluster_whole b1 120 || true
+  while ((SECONDS < deadline)); do
+    worst=$(rmq b1 30 list_queues name type online --formatter json 2>/dev/null |
+      jq -r '[.[] | select(.type == "quorum") | (.online | length)] | min // 0') || worst=0
+    [[ $worst == 3 ]] && break
+    sleep 2
+  done
+  echo "$worst/3"
+}
+
+# await_no_alerts: waits up to 90 s until neither recovery instance holds an
+# active alert; prints how many are left.
+await_no_alerts() {
+  local deadline=$((SECONDS + 90)) n
+  while true; do
+    n=$(($(metric rec1 outbox_alerts_active) + $(metric rec2 outbox_alerts_active)))
+    ((n == 0 || SECONDS >= deadline)) && break
+    sleep 2
+  done
+  echo "$n"
+}
+
+# judge NAME LEDGER DELIVERED REC1_FROM REC2_FROM: checks the run's ledger
+# against both databases and the claims against the lease; prints
+# "acked lost dups attempts copies failed stale both".
+judge() {
+  local name=$1 ledger=$2 delivered=$3 db=$WORK/$1.judge.db
+  claim_log "$4" "$5" >"$WORK/$name.claims.csv"
+  sqlite3 -batch "$db" "CREATE TABLE ledger (payment_id TEXT PRIMARY KEY, amount INTEGER, message_id TEXT);" \
+    "CREATE TABLE claims (instance TEXT, message_id TEXT, attempt INTEGER);" \
+    ".mode csv" ".import $ledger ledger" ".import $WORK/$name.claims.csv claims"
+  sqlite3 -batch -noheader -separator ' ' -cmd '.timeout 5000' "$db" \
+    "ATTACH 'file:$WORK/payment.db?mode=ro' AS p;" "ATTACH 'file:$WORK/accounting.db?mode=ro' AS a;" "
+    WITH checked AS (
+      SELECT l.payment_id,
+             EXISTS (SELECT 1 FROM p.payments x WHERE x.payment_id = l.payment_id AND x.amount_minor = l.amount) AS stored,
+             (SELECT o.status FROM p.outbox o WHERE o.message_id = l.message_id) AS status,
+             (SELECT o.attempts FROM p.outbox o WHERE o.message_id = l.message_id) AS attempts,
+             (SELECT count(*) FROM a.vouchers v WHERE v.payment_id = l.payment_id AND v.amount_minor = l.amount) AS vouchers
+      FROM ledger l)
+    SELECT count(*),
+           sum(NOT stored OR coalesce(status, '') != 'SENT' OR vouchers = 0),
+           sum(vouchers > 1),
+           printf('%.2f/%d', avg(attempts), max(attempts)),
+           printf('%.2f', $delivered * 1.0 / max(count(*), 1)),
+           (SELECT count(*) FROM p.outbox WHERE status = 'FAILED'),
+           (SELECT count(*) FROM claims c WHERE NOT EXISTS (SELECT 1 FROM p.netlab_claims n
+              WHERE n.message_id = c.message_id AND n.attempts = c.attempt AND n.holder = c.instance)),
+           (SELECT count(*) FROM (SELECT message_id FROM claims GROUP BY message_id HAVING count(DISTINCT instance) > 1))
+    FROM checked;"
+}
+
 # run_fault NAME: one fault under load; appends a row to table_rows; sets
 # any_failed=1 if it failed a check (it returns 0, so `set -e` holds inside it).
 run_fault() {
-  local name=$1 before_id length victim t_fault t_heal heal bench_out key prefix
-  local ok failed skipped found unsettled lost dups copies failed_rows check_rc verdict whole=""
+  local name=$1 length victim t_fault t_heal heal bench_out ledger rec1_from rec2_from delivered0
+  local acked lost dups attempts copies failed_rows stale both failed skipped codes quorum alerts check_rc verdict
   bench_out=$WORK/$name.bench.txt
+  ledger=$WORK/$name.ledger.csv
   length=$(fault_length "$name")
-  before_id=$(pdb "SELECT coalesce(max(id), 0) FROM payments;")
+  rec1_from=$(wc -l <"$WORK/rec1.log")
+  rec2_from=$(wc -l <"$WORK/rec2.log")
+  delivered0=$(deliveries)
   log "$name: load at $RATE/s for $((WARMUP + PRE + length + POST)) s, fault for $length s after $((WARMUP + PRE)) s"
   ip netns exec "$(ns_of load)" "$BIN/outbox_bench" --payment_addr="$(ip_of pay):50051" \
     --accounting_addr="$(ip_of acc):50052" --rate="$RATE" --warmup="${WARMUP}s" \
     --duration="$((PRE + length + POST))s" --drain_timeout="${HEAL_TIMEOUT}s" \
-    --label="$name" --json >"$bench_out" 2>&1 &
+    --label="$name" --ledger="$ledger" --json >"$bench_out" 2>&1 &
   bench_pid=$!
   pause_s $((WARMUP + PRE))
   t_fault=$(now_ms)
   victim=$(fault_start "$name")
   log "$name: fault on $victim (lease: $(lease_holder))"
   pause_s "$length"
-  if [[ $name == recovery-pause ]]; then
-    log "$name: lease before SIGCONT: $(lease_holder)"
-  fi
   fault_stop "$name" "$victim"
   t_heal=$(now_ms)
-  log "$name: healed after $(( (t_heal - t_fault) / 1000 )) s (lease: $(lease_holder))"
+  log "$name: healed after $(((t_heal - t_fault) / 1000)) s (lease: $(lease_holder))"
   heal=$(await_healed "$t_heal")
   log "$name: rows created before the heal all SENT: $heal s"
-  if [[ $name == broker-minority ]]; then
-    if cluster_whole "$(other_hosts "$victim" | grep '^b' | head -1)" 120; then whole=" (cluster whole)"; else whole=" (cluster NOT whole)"; fi
-  fi
   wait "$bench_pid" || log "$name: outbox_bench exited non-zero (see $bench_out)"
   bench_pid=
   await_all_sent || log "$name: rows still SENDING after $HEAL_TIMEOUT s"
-  ok=$(json_figure "$bench_out" create_ok)
+  quorum=$(await_quorum_whole)
+  alerts=$(await_no_alerts)
   failed=$(json_figure "$bench_out" create_failed)
   skipped=$(json_figure "$bench_out" create_skipped)
-  key=$(pdb "SELECT idempotency_key FROM payments WHERE id > $before_id AND idempotency_key LIKE 'm-%' LIMIT 1;")
-  prefix=${key%-*}-
-  found=$(pdb "SELECT count(*) FROM payments WHERE idempotency_key LIKE '$prefix%';")
-  unsettled=$(pdb "SELECT count(*) FROM payments p JOIN outbox o ON o.biz_type = 'payment' AND o.biz_key = p.payment_id
-      WHERE p.idempotency_key LIKE '$prefix%'
-        AND (o.status != 'SENT' OR NOT EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = p.payment_id));")
-  lost=$(( ${ok:-0} > found ? ${ok:-0} - found + unsettled : unsettled ))
-  dups=$(pdb "SELECT count(*) FROM (SELECT v.payment_id FROM acc.vouchers v JOIN payments p ON p.payment_id = v.payment_id
-      WHERE p.idempotency_key LIKE '$prefix%' GROUP BY v.payment_id HAVING count(*) > 1);")
-  copies=$(pdb "SELECT printf('%.2f/%d', avg(o.attempts), max(o.attempts)) FROM payments p
-      JOIN outbox o ON o.biz_type = 'payment' AND o.biz_key = p.payment_id WHERE p.idempotency_key LIKE '$prefix%';")
-  failed_rows=$(pdb "SELECT count(*) FROM outbox WHERE status = 'FAILED';")
+  codes=$(error_codes "$bench_out")
+  read -r acked lost dups attempts copies failed_rows stale both < <(judge "$name" "$ledger" \
+    "$(($(deliveries) - delivered0))" "$rec1_from" "$rec2_from")
   check_rc=0
   "$BIN/outbox_check" --payment_db="$WORK/payment.db" --accounting_db="$WORK/accounting.db" \
     >"$WORK/$name.check.txt" 2>&1 || check_rc=$?
   verdict=OK
-  if [[ $check_rc != 0 || $lost != 0 || $dups != 0 || $failed_rows != 0 || $heal == timeout || -z $ok ]]; then
+  if [[ $check_rc != 0 || $lost != 0 || $dups != 0 || $failed_rows != 0 || $stale != 0 ||
+    $heal == timeout || $quorum != 3/3 || $alerts != 0 || ${acked:-0} == 0 ]]; then
     verdict=FAILED
   fi
-  table_rows+=("$(printf '%-16s %-9s %6s %5s %5s %8s %9s %-12s %-9s %s' "$name" "${length}s" \
-    "${ok:-?}" "$lost" "$dups" "$heal" "$failed_rows" "$copies" "${failed:-?}/${skipped:-?}" \
-    "$verdict (check $check_rc)$whole")")
-  log "$name: ok=$ok failed=$failed skipped=$skipped found=$found lost=$lost dups=$dups heal=$heal copies=$copies FAILED=$failed_rows check=$check_rc"
+  table_rows+=("$(table_row "$name" "${length}s" "$acked" "$lost" "$dups" "$heal" \
+    "$failed_rows" "$attempts" "$copies" "${failed:-?}/${skipped:-?} $codes" "$stale" "$both" \
+    "$quorum" "$alerts" "$verdict (check $check_rc)")")
+  log "$name: acked=$acked lost=$lost dups=$dups heal=$heal attempts=$attempts copies=$copies FAILED=$failed_rows errors=$failed/$skipped $codes stale_claims=$stale both=$both quorum=$quorum alerts=$alerts check=$check_rc"
   if [[ $verdict != OK ]]; then any_failed=1; fi
+}
+
+# table_row COLUMNS...: one aligned line of the table.
+table_row() {
+  printf '%-15s %-5s %6s %4s %4s %7s %6s %-9s %6s %-16s %5s %4s %6s %6s %s\n' "$@"
 }
 
 # print_table: the results, one row per fault.
 print_table() {
   echo
-  printf '%-16s %-9s %6s %5s %5s %8s %9s %-12s %-9s %s\n' fault duration payments lost dups "heal(s)" FAILED \
-    "publ/pay" "errors" check
+  table_row fault secs acked lost dups "heal(s)" FAILED attempts copies "errors" stale both quorum alerts check
   printf '%s\n' "${table_rows[@]}"
 }
 
@@ -261,7 +446,7 @@ print_table() {
 # cmd_run [FAULT|all]: the lab, the faults, the table.
 cmd_run() {
   local which=${1:-all} faults=() f
-  if [[ $which == all ]]; then faults=("${FAULTS[@]}"); else faults=("$which"); fi
+  if [[ $which == all ]]; then faults=("${FAULTS[@]}"); else IFS=, read -r -a faults <<<"$which"; fi
   for f in "${faults[@]}"; do
     [[ " ${FAULTS[*]} netem-lossy " == *" $f "* ]] || die "unknown fault '$f' (one of: ${FAULTS[*]} netem-lossy, or all)"
   done
@@ -333,5 +518,5 @@ case ${1:-} in
     result=0
     ;;
   selftest) cmd_selftest ;;
-  *) echo "usage: $0 run [FAULT|all] | clean | selftest" >&2; exit 2 ;;
+  *) echo "usage: $0 run [FAULT[,FAULT...]|all] | clean | selftest" >&2; exit 2 ;;
 esac

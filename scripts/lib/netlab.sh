@@ -24,6 +24,8 @@ BROKERS=(b1 b2 b3)
 LAB_HOSTS=(b1 b2 b3 pay acc rec1 rec2 load)
 declare -A HOST_OCTET=([b1]=11 [b2]=12 [b3]=13 [pay]=21 [rec1]=31 [rec2]=32 [acc]=41 [load]=51)
 declare -A svc_pid=()                # service instance (pay, acc, rec1, rec2) -> pid
+METRICS_PORT=9100                    # every service's /metrics, on its own address
+FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
 
 # die MESSAGE: prints it and exits 1 (the EXIT trap cleans up).
 die() {
@@ -424,26 +426,61 @@ await_healthy() {
   die "$1 did not become SERVING"
 }
 
+# start_recovery INSTANCE [SKEW]: recovery_service on its host; with SKEW
+# (e.g. +30s or -30s) its wall clock is shifted by libfaketime (the monotonic
+# clock is left alone, as on a host whose clock is simply set wrong).
+start_recovery() {
+  local inst=$1 skew=${2:-} env_rec faked=()
+  mapfile -t env_rec < <(common_env outbox-recovery 3)
+  if [[ -n $skew ]]; then
+    [[ -e $FAKETIME_LIB ]] || die "$FAKETIME_LIB is missing: bash scripts/install_deps.sh (faketime)"
+    faked=(LD_PRELOAD="$FAKETIME_LIB" FAKETIME="$skew" FAKETIME_DONT_FAKE_MONOTONIC=1)
+  fi
+  start_service "$inst" recovery_service "${faked[@]}" "${env_rec[@]}" PAYMENT_DB="$WORK/payment.db" \
+    RECOVERY_LISTEN="$(ip_of "$inst"):50053" RECOVERY_METRICS_LISTEN="$(ip_of "$inst"):$METRICS_PORT" \
+    RECOVERY_INSTANCE_ID="$inst" RECOVERY_LEASE_TTL="${LEASE_TTL}s"
+  await_healthy "$(ip_of "$inst"):50053"
+}
+
+# restart_recovery INSTANCE [SKEW]: stops the instance by pid (SIGTERM, which
+# gives up its lease) and starts it again, with SKEW if given.
+restart_recovery() {
+  stop_service "$1"
+  log "restarting $1${2:+ with its clock at $2}"
+  start_recovery "$@"
+}
+
 # start_services: accounting, payment and two recovery instances, each on its
 # own host; their broker URLs start at different nodes, so their connections spread.
 start_services() {
-  local env_acc env_pay env_rec
+  local env_acc env_pay
   (umask 077; echo "k1 $(openssl rand -hex 32)" >"$WORK/message.keys")
   mapfile -t env_acc < <(common_env outbox-accounting 2)
   start_service acc accounting_service "${env_acc[@]}" ACCOUNTING_DB="$WORK/accounting.db" \
-    ACCOUNTING_LISTEN="$(ip_of acc):50052"
+    ACCOUNTING_LISTEN="$(ip_of acc):50052" ACCOUNTING_METRICS_LISTEN="$(ip_of acc):$METRICS_PORT"
   await_healthy "$(ip_of acc):50052"
   mapfile -t env_pay < <(common_env outbox-payment 1)
   start_service pay payment_service "${env_pay[@]}" PAYMENT_DB="$WORK/payment.db" \
-    PAYMENT_LISTEN="$(ip_of pay):50051"
+    PAYMENT_LISTEN="$(ip_of pay):50051" PAYMENT_METRICS_LISTEN="$(ip_of pay):$METRICS_PORT"
   await_healthy "$(ip_of pay):50051"
-  mapfile -t env_rec < <(common_env outbox-recovery 3)
-  start_service rec1 recovery_service "${env_rec[@]}" PAYMENT_DB="$WORK/payment.db" \
-    RECOVERY_LISTEN="$(ip_of rec1):50053" RECOVERY_INSTANCE_ID=rec1 RECOVERY_LEASE_TTL="${LEASE_TTL}s"
-  await_healthy "$(ip_of rec1):50053"
-  start_service rec2 recovery_service "${env_rec[@]}" PAYMENT_DB="$WORK/payment.db" \
-    RECOVERY_LISTEN="$(ip_of rec2):50053" RECOVERY_INSTANCE_ID=rec2 RECOVERY_LEASE_TTL="${LEASE_TTL}s"
-  await_healthy "$(ip_of rec2):50053"
+  start_recovery rec1
+  start_recovery rec2
+}
+
+# metric HOST NAME: the sum of NAME's samples on HOST's /metrics (0 if absent or unreachable).
+metric() {
+  { in_host load curl -s --max-time 5 "http://$(ip_of "$1"):$METRICS_PORT/metrics" || true; } |
+    awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $NF } END { printf "%d\n", s }'
+}
+
+# stop_service INSTANCE: SIGCONT and SIGTERM to its pid, up to 10 s, then SIGKILL.
+stop_service() {
+  local p=${svc_pid[$1]} _
+  kill -CONT "$p" 2>/dev/null || true
+  kill -TERM "$p" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
 }
 
 # stop_services: SIGTERM (after SIGCONT) to each service, up to 10 s each, then SIGKILL.
@@ -474,4 +511,22 @@ pdb() {
 lease_holder() {
   sqlite3 -readonly -batch -noheader -cmd '.timeout 5000' "$WORK/payment.db" \
     "SELECT holder FROM recovery_lease WHERE expires_at > CAST(strftime('%s','now') AS INTEGER) * 1000 LIMIT 1;" 2>/dev/null || true
+}
+
+# add_claim_audit: a table and trigger in payment.db (the lab's, never a
+# product file) that record, inside each recovery claim's own transaction,
+# the lease row as that transaction saw it: netlab_claims(message_id,
+# attempts, holder, expires_at). A claim is the one update that raises
+# attempts. Joined with the instances' logs, it shows who claimed while not
+# named by the lease.
+add_claim_audit() {
+  sqlite3 -batch -cmd '.timeout 10000' "$WORK/payment.db" "
+    CREATE TABLE IF NOT EXISTS netlab_claims (message_id TEXT, attempts INTEGER, holder TEXT, expires_at INTEGER);
+    CREATE INDEX IF NOT EXISTS netlab_claims_message ON netlab_claims (message_id, attempts);
+    CREATE TRIGGER IF NOT EXISTS netlab_claim AFTER UPDATE OF attempts ON outbox
+    WHEN new.attempts > old.attempts BEGIN
+      INSERT INTO netlab_claims
+        SELECT new.message_id, new.attempts, coalesce(max(holder), ''), coalesce(max(expires_at), 0)
+        FROM recovery_lease;
+    END;" || die "cannot add the claim audit to payment.db"
 }
