@@ -17,7 +17,8 @@ FastPublisher::FastPublisher(MessagePublisher& broker, OutboxRepository& outbox,
       confirmed_(metrics.AddCounter("outbox_fast_publish_total", "fast-path publishes by result",
                                     "result=\"confirmed\"")),
       failed_total_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"failed\"")),
-      dropped_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"dropped\"")) {
+      dropped_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"dropped\"")),
+      handed_over_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"left_to_recovery\"")) {
   RegisterLinkMetrics(metrics, broker_, "publisher");
 }
 
@@ -36,13 +37,14 @@ void FastPublisher::Stop() {
 }
 
 void FastPublisher::Enqueue(std::vector<OutgoingMessage> messages) {
+  const absl::Time now = clock_.Now();
   MutexLock lock(&mu_);
   for (OutgoingMessage& m : messages) {
     if (queue_.size() >= options_.capacity) {
       dropped_.Add();  // the row stays SENDING; recovery re-publishes it
       continue;
     }
-    queue_.push_back(std::move(m));
+    queue_.push_back({std::move(m), now});
   }
 }
 
@@ -60,6 +62,16 @@ void FastPublisher::ReportFailures() {
   absl::Status s = outbox_.RecordPublishFailure(failed_, error_);
   if (!s.ok()) LogWarning("record_publish_error_failed", {KV("error", s.message())});
   failed_.clear();
+}
+
+void FastPublisher::HandOver(std::vector<std::string> message_ids) {
+  if (message_ids.empty()) return;
+  handed_over_.Add(static_cast<int64_t>(message_ids.size()));
+  LogWarning("fast_publish_left_to_recovery",
+             {KV("messages", message_ids.size()), KV("first_message_id", message_ids.front())});
+  absl::Status s = outbox_.RecordPublishFailure(
+      message_ids, "queued past the first retry delay (broker away or slow); left to recovery");
+  if (!s.ok()) LogWarning("record_publish_error_failed", {KV("error", s.message())});
 }
 
 bool FastPublisher::Step() {
@@ -82,16 +94,23 @@ bool FastPublisher::Step() {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
     return true;
   }
-  // Fill the window.
+  // Fill the window, leaving to recovery what waited past its first retry.
   std::vector<OutgoingMessage> batch;
+  std::vector<std::string> handed_over;
+  const absl::Time now = clock_.Now();
   {
     MutexLock lock(&mu_);
     while (!queue_.empty() && in_flight_.size() + batch.size() < options_.window) {
-      batch.push_back(std::move(queue_.front()));
+      Queued& next = queue_.front();
+      if (now - next.since >= options_.hand_over_after) {
+        handed_over.push_back(std::move(next.message.message_id));
+      } else {
+        batch.push_back(std::move(next.message));
+      }
       queue_.pop_front();
     }
   }
-  const absl::Time now = clock_.Now();
+  HandOver(std::move(handed_over));
   for (size_t i = 0; i < batch.size(); ++i) {
     auto tag = broker_.Publish(batch[i]);
     if (!tag.ok()) {

@@ -28,6 +28,11 @@ struct PublisherOptions {
   size_t window = 256;          // unconfirmed messages in flight
   size_t capacity = 50'000;     // queued while the broker is away; beyond, left to recovery
   absl::Duration confirm_timeout = absl::Seconds(5);
+  // A message queued this long (the broker away or the link slow) is left to
+  // recovery instead of published: its row's first retry is due by then, so
+  // recovery has claimed it or is about to, and a late fast-path copy would
+  // only be a duplicate. The service sets it to the first retry delay.
+  absl::Duration hand_over_after = absl::InfiniteDuration();
 };
 
 class FastPublisher final : public RelayQueue {
@@ -49,11 +54,14 @@ class FastPublisher final : public RelayQueue {
   int64_t confirmed() const { return confirmed_.value(); }
   int64_t failed() const { return failed_total_.value(); }
   int64_t dropped() const { return dropped_.value(); }
+  int64_t handed_over() const { return handed_over_.value(); }
   size_t in_flight() const { return in_flight_.size(); }
 
  private:
   void FailInFlight(const absl::Status& why);
   void ReportFailures();
+  // Notes on the rows that recovery has them (their error, counted and logged).
+  void HandOver(std::vector<std::string> message_ids);
 
   MessagePublisher& broker_;
   OutboxRepository& outbox_;
@@ -62,9 +70,14 @@ class FastPublisher final : public RelayQueue {
   Counter& confirmed_;
   Counter& failed_total_;
   Counter& dropped_;
+  Counter& handed_over_;
 
   Mutex mu_;
-  std::deque<OutgoingMessage> queue_ ABSL_GUARDED_BY(mu_);
+  struct Queued {
+    OutgoingMessage message;
+    absl::Time since;
+  };
+  std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // Owned by the publishing thread.

@@ -111,6 +111,35 @@ TEST_F(FastPublisherTest, WhileTheBrokerIsAwayItQueuesUpToCapacityThenLeavesRows
   EXPECT_EQ(broker_.published.size(), 10u);
 }
 
+TEST_F(FastPublisherTest, WhatWaitedPastTheFirstRetryIsLeftToRecoveryNotPublishedLate) {
+  FastPublisher publisher(broker_, outbox_, clock_, metrics_,
+                          {/*window=*/4, /*capacity=*/10, absl::Seconds(5), absl::Seconds(5)});
+  broker_.reachable = false;
+  std::vector<OutgoingMessage> old_rows;
+  for (const char* id : {"old0", "old1"}) {
+    OutboxMessage row = NewOutboxMessage(
+        {id, "payment", id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
+        clock_.NowMillis(), RetryPolicy{});
+    outbox_.Add(row);
+    old_rows.push_back(ToOutgoing(row));
+  }
+  publisher.Enqueue(std::move(old_rows));
+  ASSERT_TRUE(publisher.Step());
+  clock_.Advance(absl::Seconds(5));  // recovery's first retry of those rows is due
+  OutboxMessage fresh = NewOutboxMessage(
+      {"new0", "payment", "new0", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
+      clock_.NowMillis(), RetryPolicy{});
+  outbox_.Add(fresh);
+  publisher.Enqueue({ToOutgoing(fresh)});
+  broker_.reachable = true;
+  for (int i = 0; i < 3; ++i) publisher.Step();
+  ASSERT_EQ(broker_.published.size(), 1u);
+  EXPECT_EQ(broker_.published[0].message_id, "new0");
+  EXPECT_EQ(publisher.handed_over(), 2);
+  EXPECT_NE(outbox_.Row("old0").last_error.find("left to recovery"), std::string::npos);
+  EXPECT_EQ(outbox_.Row("old0").status, OutboxStatus::kSending);  // recovery's to re-publish
+}
+
 TEST_F(FastPublisherTest, StopDrainsWhatIsQueuedThenEnds) {
   Commit(2);
   publisher_.Start();

@@ -17,6 +17,7 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
   const ShardConfig& shard = options.shard;
   PublisherOptions publisher_options;
   publisher_options.window = options.publish_window;
+  publisher_options.hand_over_after = config.retry.base_delay;  // the rows' first retry
   WriterOptions writer_options{config.pay_queue, config.acc_queue, config.retry,
                                static_cast<size_t>(options.group_commit_max)};
   writer_options.max_unsent = options.max_unsent;
