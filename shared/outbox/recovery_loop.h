@@ -12,17 +12,17 @@
 #include <string>
 #include <vector>
 
-#include "recovery_service/rate_limiter.h"
 #include "shared/base/clock.h"
 #include "shared/observability/alert_group.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/rate_limiter.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/retry_policy.h"
 #include "shared/outbox/transport.h"
 #include "shared/runtime/worker_thread.h"
 
-namespace outbox::recovery {
+namespace outbox {
 
 struct RecoveryOptions {
   std::string instance_id;  // lease holder name
@@ -65,11 +65,11 @@ const char* DeliveryHoldName(DeliveryHold hold);  // "", "consumer_down", "queue
 DeliveryHold HoldFor(const QueueState& queue, int64_t max_ready,
                      DeliveryHold current = DeliveryHold::kNone);
 
-class RecoveryWorker {
+class RecoveryLoop {
  public:
-  RecoveryWorker(RecoveryRepository& outbox, MessagePublisher& broker, AlertSink& alerts,
+  RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker, AlertSink& alerts,
                  const Clock& clock, MetricsRegistry& metrics, RecoveryOptions options);
-  ~RecoveryWorker();
+  ~RecoveryLoop();
 
   void Start();
   void Stop();  // finishes the round in hand and releases the lease
@@ -133,4 +133,4 @@ class RecoveryWorker {
   WorkerThread thread_;
 };
 
-}  // namespace outbox::recovery
+}  // namespace outbox

@@ -1,4 +1,4 @@
-#include "recovery_service/recovery_worker.h"
+#include "shared/outbox/recovery_loop.h"
 
 #include <algorithm>
 #include <limits>
@@ -9,7 +9,7 @@
 #include "shared/observability/trace.h"
 #include "shared/runtime/failpoint.h"
 
-namespace outbox::recovery {
+namespace outbox {
 namespace {
 constexpr int kMaxArchiveBatchesPerPass = 20;
 constexpr int kDeferBatch = 1000;            // rows pushed back per transaction
@@ -65,7 +65,7 @@ absl::Status RecoveryOptions::Validate() const {
   return retry.Validate();
 }
 
-RecoveryWorker::RecoveryWorker(RecoveryRepository& outbox, MessagePublisher& broker,
+RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker,
                                AlertSink& alerts, const Clock& clock, MetricsRegistry& metrics,
                                RecoveryOptions options)
     : outbox_(outbox),
@@ -102,15 +102,15 @@ RecoveryWorker::RecoveryWorker(RecoveryRepository& outbox, MessagePublisher& bro
   RegisterLinkMetrics(metrics, broker_, "recovery");
 }
 
-RecoveryWorker::~RecoveryWorker() { Stop(); }
+RecoveryLoop::~RecoveryLoop() { Stop(); }
 
-void RecoveryWorker::Start() {
+void RecoveryLoop::Start() {
   thread_.Start([this] { return Step(); });
 }
 
-void RecoveryWorker::Stop() { thread_.Stop(); }
+void RecoveryLoop::Stop() { thread_.Stop(); }
 
-bool RecoveryWorker::HoldLease(absl::Time now) {
+bool RecoveryLoop::HoldLease(absl::Time now) {
   const absl::Duration renew_every = options_.lease_ttl / 3;
   if (!lease_held_) {
     // A standby reads the lease (no write lock) and sleeps until it expires,
@@ -144,7 +144,7 @@ bool RecoveryWorker::HoldLease(absl::Time now) {
   return true;
 }
 
-bool RecoveryWorker::Step() {
+bool RecoveryLoop::Step() {
   if (thread_.stopping()) {
     if (lease_held_) outbox_.ReleaseLease(options_.instance_id, clock_.NowMillis()).IgnoreError();
     lease_held_ = false;
@@ -177,7 +177,7 @@ bool RecoveryWorker::Step() {
   return true;
 }
 
-void RecoveryWorker::IdleWait(absl::Duration d) {
+void RecoveryLoop::IdleWait(absl::Duration d) {
   // Counted in slices rather than read off the clock, so a test's manual
   // clock cannot keep it waiting.
   const int64_t slices = (d + kIdlePollSlice - absl::Nanoseconds(1)) / kIdlePollSlice;
@@ -192,7 +192,7 @@ void RecoveryWorker::IdleWait(absl::Duration d) {
   }
 }
 
-int RecoveryWorker::Round() {
+int RecoveryLoop::Round() {
   auto queue = OnceMoreOnAFreshConnection(broker_, [&]() -> absl::StatusOr<QueueState> {
     const std::vector<std::string> one = {options_.pay_queue};
     const auto& queues = options_.pay_queue_shards.empty() ? one : options_.pay_queue_shards;
@@ -223,7 +223,7 @@ int RecoveryWorker::Round() {
   return Republish();
 }
 
-int64_t RecoveryWorker::DeferAllDue() {
+int64_t RecoveryLoop::DeferAllDue() {
   int64_t total = 0;
   for (int i = 0; i < kMaxDeferBatchesPerRound && !thread_.stopping(); ++i) {
     auto n = outbox_.DeferDue(clock_.NowMillis(), kDeferBatch, options_.instance_id,
@@ -244,7 +244,7 @@ int64_t RecoveryWorker::DeferAllDue() {
   return total;
 }
 
-void RecoveryWorker::UpdateHold(DeliveryHold hold, const QueueState& queue) {
+void RecoveryLoop::UpdateHold(DeliveryHold hold, const QueueState& queue) {
   const DeliveryHold before = this->hold();
   if (hold == DeliveryHold::kNone) {
     if (before != DeliveryHold::kNone) {
@@ -295,7 +295,7 @@ void RecoveryWorker::UpdateHold(DeliveryHold hold, const QueueState& queue) {
   delivery_alert_.Update({std::move(alert)});
 }
 
-void RecoveryWorker::RaiseFailed(const OutboxMessage& row) {
+void RecoveryLoop::RaiseFailed(const OutboxMessage& row) {
   failed_.Add();
   LogWarning("message_failed", {KV("payment_id", row.biz_key), KV("message_id", row.message_id),
                                 KV("trace_id", TraceIdOf(row.traceparent)),
@@ -303,7 +303,7 @@ void RecoveryWorker::RaiseFailed(const OutboxMessage& row) {
   failed_alerts_.Add(FailedAlert(row));
 }
 
-int RecoveryWorker::Republish() {
+int RecoveryLoop::Republish() {
   const int allowed = limiter_.Take(options_.batch);
   if (allowed == 0) {
     thread_.Sleep(limiter_.UntilNext());
@@ -368,7 +368,7 @@ int RecoveryWorker::Republish() {
   return static_cast<int>(messages.size() + claimed->exhausted.size());
 }
 
-void RecoveryWorker::Housekeeping() {
+void RecoveryLoop::Housekeeping() {
   const int64_t now = clock_.NowMillis();
   const int64_t cutoff = now - absl::ToInt64Milliseconds(options_.retention);
   for (int i = 0; i < kMaxArchiveBatchesPerPass && !thread_.stopping(); ++i) {
@@ -435,9 +435,9 @@ void RecoveryWorker::Housekeeping() {
   CountAlerts();
 }
 
-void RecoveryWorker::CountAlerts() {
+void RecoveryLoop::CountAlerts() {
   active_alerts_ = static_cast<int64_t>(failed_alerts_.active() + delivery_alert_.active() +
                                         backlog_alert_.active() + dead_letter_alerts_.active());
 }
 
-}  // namespace outbox::recovery
+}  // namespace outbox
