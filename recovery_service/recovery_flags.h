@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "shared/grpc/server_security.h"
 #include "shared/observability/alerts.h"
-#include "shared/outbox/recovery_loop.h"
+#include "shared/outbox/recovery_options.h"
 #include "shared/service/service_flags.h"
 
 namespace outbox::recovery {

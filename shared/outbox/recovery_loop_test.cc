@@ -156,14 +156,6 @@ TEST_F(RecoveryLoopTest, OneBacklogAlertPerEpisode) {
   EXPECT_EQ(alerts_.Active("OutboxBacklog"), 0);
 }
 
-TEST_F(RecoveryLoopTest, HoldFollowsConsumersAndDepth) {
-  EXPECT_EQ(HoldFor({0, 0}, 100), DeliveryHold::kConsumerDown);
-  EXPECT_EQ(HoldFor({5, 0}, 100), DeliveryHold::kConsumerDown);
-  EXPECT_EQ(HoldFor({101, 2}, 100), DeliveryHold::kQueueBacklog);
-  EXPECT_EQ(HoldFor({100, 1}, 100), DeliveryHold::kNone);
-  EXPECT_EQ(HoldFor({0, 1}, 0), DeliveryHold::kNone);
-}
-
 TEST_F(RecoveryLoopTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) {
   options_.pay_queue_shards = {"PAY_QUEUE-0", "PAY_QUEUE-1"};
   options_.hold_queue_depth = 100;
@@ -191,16 +183,6 @@ TEST_F(RecoveryLoopTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) {
   ASSERT_EQ(broker_.published.size(), 1u);
   EXPECT_EQ(broker_.published[0].routing_key, "PAY_QUEUE");  // the hash exchange picks the shard
   EXPECT_EQ(broker_.published[0].shard_key, "p-m1");         // the row's biz_key
-}
-
-TEST_F(RecoveryLoopTest, AHoldLastsUntilTheQueueIsDownToATenth) {
-  // Consumers back with 50 copies queued: still held, as a backlog.
-  EXPECT_EQ(HoldFor({50, 1}, 100, DeliveryHold::kConsumerDown), DeliveryHold::kQueueBacklog);
-  EXPECT_EQ(HoldFor({11, 1}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kQueueBacklog);
-  EXPECT_EQ(HoldFor({10, 1}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kNone);
-  EXPECT_EQ(HoldFor({10, 1}, 100, DeliveryHold::kConsumerDown), DeliveryHold::kNone);
-  EXPECT_EQ(HoldFor({50, 0}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kConsumerDown);
-  EXPECT_EQ(HoldFor({50, 1}, 100, DeliveryHold::kNone), DeliveryHold::kNone);  // not held yet
 }
 
 TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
