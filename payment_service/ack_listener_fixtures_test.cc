@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "events/v1/events.pb.h"
-#include "payment_service/ack_listener.h"
 #include "payment_service/payment_codec.h"
+#include "shared/outbox/ack_listener.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/message_fixtures.h"
@@ -42,7 +42,7 @@ class PaymentAccountedFixturesTest : public ::testing::Test {
     outbox_.Add(NewOutboxMessage({d.message_id, "payment", "p-" + d.message_id, "PAY_QUEUE",
                                   "PaymentCreated", "ACC_QUEUE", ""},
                                  clock_.NowMillis(), RetryPolicy{}));
-    AckListener listener(queue_, outbox_, metrics_, {"ACC_QUEUE", 256, keys});
+    AckListener listener(queue_, outbox_, DecodePaymentAccounted, metrics_, {"ACC_QUEUE", 256, keys});
     const uint64_t tag = queue_.Push(d);
     EXPECT_TRUE(listener.Step());
     return tag;

@@ -26,7 +26,7 @@ absl::StatusOr<Acknowledgement> DecodePaymentAccounted(const std::string& body) 
   if (event.message_id().empty()) return absl::InvalidArgumentError("message_id is empty");
   Acknowledgement ack;
   ack.message_id = event.message_id();
-  ack.payment_id = event.payment_id();
+  ack.biz_key = event.payment_id();
   ack.duplicate = event.duplicate();
   return ack;
 }

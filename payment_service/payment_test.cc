@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "events/v1/events.pb.h"
 #include "payment_service/payment_codec.h"
 
 namespace outbox::payment {
@@ -81,6 +82,18 @@ TEST(SameRequestTest, IgnoresTheKeyButNothingElse) {
   EXPECT_TRUE(SameRequest(a, b));
   b.amount_minor += 1;
   EXPECT_FALSE(SameRequest(a, b));
+}
+
+TEST(PaymentCodecTest, AReplyAcknowledgesItsMessageWithThePaymentAsBusinessKey) {
+  events::v1::PaymentAccounted reply;
+  reply.set_message_id("m1");
+  reply.set_payment_id("p1");
+  reply.set_duplicate(true);
+  auto ack = DecodePaymentAccounted(reply.SerializeAsString());
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->message_id, "m1");
+  EXPECT_EQ(ack->biz_key, "p1");
+  EXPECT_TRUE(ack->duplicate);
 }
 
 TEST(PaymentCodecTest, RejectsGarbageAndMissingMessageId) {

@@ -1,12 +1,13 @@
 #include "payment_service/payment_wiring.h"
 
-#include "payment_service/ack_listener.h"
-#include "payment_service/fast_publisher.h"
+#include "payment_service/payment_codec.h"
 #include "payment_service/payment_grpc.h"
 #include "payment_service/payment_writer.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
+#include "shared/outbox/ack_listener.h"
+#include "shared/outbox/relay.h"
 #include "shared/service/service_main.h"
 
 namespace outbox::payment {
@@ -15,7 +16,7 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
   const std::string& listen = options.listen;
   const ServiceConfig& config = options.service;
   const ShardConfig& shard = options.shard;
-  PublisherOptions publisher_options;
+  RelayOptions publisher_options;
   publisher_options.window = options.publish_window;
   publisher_options.hand_over_after = config.retry.base_delay;  // the rows' first retry
   WriterOptions writer_options{config.pay_queue, config.acc_queue, config.retry,
@@ -43,9 +44,9 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
                        ack_options.prefetch);
   // Data path: handler -> writer (group commit) -> publisher (PAY_QUEUE);
   // ACC_QUEUE -> ack listener -> writer (next group marks the rows SENT).
-  FastPublisher publisher(broker, *store, clock, metrics, publisher_options);
+  Relay publisher(broker, *store, clock, metrics, publisher_options);
   PaymentWriter writer(*store, clock, ids, metrics, writer_options, publisher);
-  AckListener acks(replies, writer, metrics, ack_options);
+  AckListener acks(replies, writer, DecodePaymentAccounted, metrics, ack_options);
   PaymentServiceImpl service(writer, *store, config.max_amount_minor, options.auth,
                              ShardGuard(shard));
   // Ports first: a process that cannot serve (a port in use) exits before its

@@ -4,7 +4,7 @@
 // queues the message ids to mark SENT; one writer thread commits everything
 // queued in one transaction (one fsync) and hands each caller its own outcome
 // through its completion callback (no thread waits per call). Right after the
-// commit, the new messages go to the relay (the fast publisher). As the
+// commit, the new messages go to the relay (shared/outbox/relay.h). As the
 // outbox repository of the ack listener, acks ride the same group commit.
 #include <atomic>
 #include <cstdint>

@@ -4,16 +4,16 @@
 #include "ops/v1/ops.grpc.pb.h"
 #include "recovery_service/dead_letters.h"
 #include "recovery_service/recovery_store.h"
-#include "recovery_service/recovery_worker.h"
 #include "shared/observability/alerts.h"
 #include "shared/base/clock.h"
 #include "shared/grpc/server_security.h"
+#include "shared/outbox/recovery_loop.h"
 
 namespace outbox::recovery {
 
 class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
  public:
-  OutboxOpsImpl(RecoveryStore& store, const RecoveryWorker& worker, const Alerter& alerter,
+  OutboxOpsImpl(RecoveryStore& store, const RecoveryLoop& worker, const Alerter& alerter,
                 DeadLetters& dead_letters, const Clock& clock, BearerTokenCheck auth = {})
       : store_(store), worker_(worker), alerter_(alerter), dead_letters_(dead_letters), clock_(clock),
         auth_(std::move(auth)) {}
@@ -35,7 +35,7 @@ class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
 
  private:
   RecoveryStore& store_;
-  const RecoveryWorker& worker_;
+  const RecoveryLoop& worker_;
   const Alerter& alerter_;
   DeadLetters& dead_letters_;
   const Clock& clock_;

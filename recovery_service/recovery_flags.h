@@ -8,9 +8,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "recovery_service/recovery_worker.h"
 #include "shared/grpc/server_security.h"
 #include "shared/observability/alerts.h"
+#include "shared/outbox/recovery_options.h"
 #include "shared/service/service_flags.h"
 
 namespace outbox::recovery {

@@ -4,11 +4,11 @@
 #include "recovery_service/dead_letters.h"
 #include "recovery_service/ops_grpc.h"
 #include "recovery_service/recovery_store.h"
-#include "recovery_service/recovery_worker.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/log.h"
+#include "shared/outbox/recovery_loop.h"
 #include "shared/service/service_main.h"
 
 namespace outbox::recovery {
@@ -45,7 +45,7 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   AmqpPublisher amqp(config.amqp, Topology{{}, "", kPaymentsExchange},
                      absl::StrCat("recovery-", options.instance_id));
   SigningPublisher broker(amqp, config.keys());
-  RecoveryWorker worker(*store, broker, alerter, clock, metrics, options);
+  RecoveryLoop worker(*store, broker, alerter, clock, metrics, options);
   std::vector<DeadLetters::Source> dead_letter_sources;
   for (const std::string& queue : config.payment_event_queues()) {
     dead_letter_sources.push_back({queue, kPaymentsExchange});

@@ -164,7 +164,8 @@ TEST(DocsLinksTest, EveryAlertHasARunbookEntry) {
 
   static const std::regex kPushed(R"re(alert\.name = (?:[a-z ?]*)"(Outbox[A-Za-z]+)"(?: : "(Outbox[A-Za-z]+)")?)re");
   int pushed = 0;
-  for (const char* source : {"recovery_service/recovery_worker.cc"}) {
+  for (const char* source :
+       {"shared/outbox/recovery_alerts.cc", "shared/outbox/republish_hold.cc"}) {
     const std::string code = Read(kRoot / source);
     for (auto it = std::sregex_iterator(code.begin(), code.end(), kPushed);
          it != std::sregex_iterator(); ++it) {

@@ -237,13 +237,18 @@ absl::StatusOr<bool> InMemoryOutbox::TryAcquireLease(const std::string& holder, 
 }
 
 absl::Status InMemoryOutbox::ReleaseLease(const std::string& holder, int64_t now_ms) {
+  if (!fail_with.ok()) return fail_with;
   if (lease.holder == holder) lease.expires_at = now_ms;
   return absl::OkStatus();
 }
 
-absl::StatusOr<LeaseState> InMemoryOutbox::Lease() { return lease; }
+absl::StatusOr<LeaseState> InMemoryOutbox::Lease() {
+  if (!fail_with.ok()) return fail_with;
+  return lease;
+}
 
 absl::StatusOr<int> InMemoryOutbox::ArchiveSent(int64_t cutoff_ms, int batch) {
+  if (!fail_with.ok()) return fail_with;
   int moved = 0;
   for (auto it = rows_.begin(); it != rows_.end() && moved < batch;) {
     if (it->second.status == OutboxStatus::kSent && it->second.sent_at < cutoff_ms) {
@@ -258,6 +263,7 @@ absl::StatusOr<int> InMemoryOutbox::ArchiveSent(int64_t cutoff_ms, int batch) {
 }
 
 absl::StatusOr<int64_t> InMemoryOutbox::CountSendingOlderThan(int64_t created_before_ms) {
+  if (!fail_with.ok()) return fail_with;
   int64_t n = 0;
   for (const auto& [id, row] : rows_) {
     n += row.status == OutboxStatus::kSending && row.created_at < created_before_ms;

@@ -1,15 +1,15 @@
-#include "payment_service/fast_publisher.h"
+#include "shared/outbox/relay.h"
 
 #include <utility>
 
 #include "shared/observability/log.h"
 #include "shared/runtime/failpoint.h"
 
-namespace outbox::payment {
+namespace outbox {
 
-FastPublisher::FastPublisher(MessagePublisher& broker, OutboxRepository& outbox,
+Relay::Relay(MessagePublisher& broker, OutboxRepository& outbox,
                              const Clock& clock, MetricsRegistry& metrics,
-                             PublisherOptions options)
+                             RelayOptions options)
     : broker_(broker),
       outbox_(outbox),
       clock_(clock),
@@ -22,13 +22,13 @@ FastPublisher::FastPublisher(MessagePublisher& broker, OutboxRepository& outbox,
   RegisterLinkMetrics(metrics, broker_, "publisher");
 }
 
-FastPublisher::~FastPublisher() { Stop(); }
+Relay::~Relay() { Stop(); }
 
-void FastPublisher::Start() {
+void Relay::Start() {
   thread_.Start([this] { return Step(); });
 }
 
-void FastPublisher::Stop() {
+void Relay::Stop() {
   {
     MutexLock lock(&mu_);
     stopping_ = true;
@@ -36,7 +36,7 @@ void FastPublisher::Stop() {
   thread_.Stop();
 }
 
-void FastPublisher::Enqueue(std::vector<OutgoingMessage> messages) {
+void Relay::Enqueue(std::vector<OutgoingMessage> messages) {
   const absl::Time now = clock_.Now();
   MutexLock lock(&mu_);
   for (OutgoingMessage& m : messages) {
@@ -48,13 +48,13 @@ void FastPublisher::Enqueue(std::vector<OutgoingMessage> messages) {
   }
 }
 
-void FastPublisher::FailInFlight(const absl::Status& why) {
+void Relay::FailInFlight(const absl::Status& why) {
   for (std::string& id : in_flight_.TakeAll()) failed_.push_back(std::move(id));
   error_ = std::string(why.message());
   broker_.Reset(why);
 }
 
-void FastPublisher::ReportFailures() {
+void Relay::ReportFailures() {
   if (failed_.empty()) return;
   failed_total_.Add(static_cast<int64_t>(failed_.size()));
   LogWarning("fast_publish_failed", {KV("messages", failed_.size()),
@@ -64,7 +64,7 @@ void FastPublisher::ReportFailures() {
   failed_.clear();
 }
 
-void FastPublisher::HandOver(std::vector<std::string> message_ids) {
+void Relay::HandOver(std::vector<std::string> message_ids) {
   if (message_ids.empty()) return;
   handed_over_.Add(static_cast<int64_t>(message_ids.size()));
   LogWarning("fast_publish_left_to_recovery",
@@ -74,7 +74,7 @@ void FastPublisher::HandOver(std::vector<std::string> message_ids) {
   if (!s.ok()) LogWarning("record_publish_error_failed", {KV("error", s.message())});
 }
 
-bool FastPublisher::Step() {
+bool Relay::Step() {
   bool stopping = false;
   {
     MutexLock lock(&mu_);
@@ -160,4 +160,4 @@ bool FastPublisher::Step() {
   return true;
 }
 
-}  // namespace outbox::payment
+}  // namespace outbox

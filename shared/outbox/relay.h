@@ -1,11 +1,11 @@
 #pragma once
 
-// The fast path (the relay): publishes messages handed over right after
+// The relay (the fast path): publishes messages handed over right after
 // their commit, pipelined (a window of unconfirmed messages), on its own
 // thread and broker connection. It never marks anything: a row stays SENDING
-// until accounting acknowledges it, so a nack, a return, a confirm timeout or
-// a lost connection only notes the error on the row and leaves it to
-// recovery_service.
+// until its consumer acknowledges it, so a nack, a return, a confirm timeout
+// or a lost connection only notes the error on the row and leaves it to the
+// recovery loop (recovery_loop.h).
 #include <atomic>
 #include <deque>
 #include <map>
@@ -22,9 +22,9 @@
 #include "shared/outbox/transport.h"
 #include "shared/runtime/worker_thread.h"
 
-namespace outbox::payment {
+namespace outbox {
 
-struct PublisherOptions {
+struct RelayOptions {
   size_t window = 256;          // unconfirmed messages in flight
   size_t capacity = 50'000;     // queued while the broker is away; beyond, left to recovery
   absl::Duration confirm_timeout = absl::Seconds(5);
@@ -35,11 +35,11 @@ struct PublisherOptions {
   absl::Duration hand_over_after = absl::InfiniteDuration();
 };
 
-class FastPublisher final : public RelayQueue {
+class Relay final : public RelayQueue {
  public:
-  FastPublisher(MessagePublisher& broker, OutboxRepository& outbox, const Clock& clock,
-                MetricsRegistry& metrics, PublisherOptions options);
-  ~FastPublisher() override;
+  Relay(MessagePublisher& broker, OutboxRepository& outbox, const Clock& clock,
+                MetricsRegistry& metrics, RelayOptions options);
+  ~Relay() override;
 
   void Start();
   void Stop();  // publishes what is queued if the broker is there, then stops
@@ -66,7 +66,7 @@ class FastPublisher final : public RelayQueue {
   MessagePublisher& broker_;
   OutboxRepository& outbox_;
   const Clock& clock_;
-  const PublisherOptions options_;
+  const RelayOptions options_;
   Counter& confirmed_;
   Counter& failed_total_;
   Counter& dropped_;
@@ -87,4 +87,4 @@ class FastPublisher final : public RelayQueue {
   WorkerThread thread_;
 };
 
-}  // namespace outbox::payment
+}  // namespace outbox

@@ -8,7 +8,7 @@
 #include "absl/time/time.h"
 #include "shared/base/clock.h"
 
-namespace outbox::recovery {
+namespace outbox {
 
 class RateLimiter {
  public:
@@ -43,4 +43,4 @@ class RateLimiter {
   const Clock& clock_;
 };
 
-}  // namespace outbox::recovery
+}  // namespace outbox

@@ -1,17 +1,19 @@
-#include "payment_service/ack_listener.h"
+#include "shared/outbox/ack_listener.h"
 
-#include "payment_service/payment_codec.h"
+#include <utility>
+
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
 #include "shared/outbox/dead_letter.h"
 #include "shared/runtime/failpoint.h"
 
-namespace outbox::payment {
+namespace outbox {
 
-AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox,
+AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyDecoder decode,
                          MetricsRegistry& metrics, AckListenerOptions options)
     : acks_(acks),
       outbox_(outbox),
+      decode_(std::move(decode)),
       options_(std::move(options)),
       acknowledged_(metrics.AddCounter("outbox_acks_total", "acknowledgements from accounting",
                                        "result=\"marked_sent\"")),
@@ -55,8 +57,7 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   for (const Delivery& d : deliveries) {
     // A forged acknowledgement would mark a row SENT that was never booked.
     absl::Status signature = CheckSignature(options_.keys, d);
-    auto ack = signature.ok() ? DecodePaymentAccounted(d.body)
-                              : absl::StatusOr<Acknowledgement>(signature);
+    auto ack = signature.ok() ? decode_(d.body) : absl::StatusOr<Acknowledgement>(signature);
     if (!ack.ok()) {
       if (!signature.ok()) unauthenticated_.Add();
       absl::Status s = DeadLetter(acks_, dead_lettered_, options_.queue, d,
@@ -67,7 +68,7 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
     message_ids.push_back(ack->message_id);
     last_valid_tag = d.delivery_tag;
     if (LogEnabled(LogLevel::kDebug)) {
-      LogDebug("ack_received", {KV("payment_id", ack->payment_id), KV("message_id", ack->message_id),
+      LogDebug("ack_received", {KV("payment_id", ack->biz_key), KV("message_id", ack->message_id),
                                 KV("trace_id", TraceIdOf(d.traceparent)),
                                 KV("duplicate", ack->duplicate)});
     }
@@ -93,4 +94,4 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   return acks_.Ack(last_valid_tag, /*multiple=*/true);
 }
 
-}  // namespace outbox::payment
+}  // namespace outbox

@@ -1,11 +1,11 @@
-#include "recovery_service/recovery_worker.h"
+#include "shared/outbox/recovery_loop.h"
 
 #include <gtest/gtest.h>
 
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
 
-namespace outbox::recovery {
+namespace outbox {
 namespace {
 
 using ::outbox::testing::FakePublisher;
@@ -13,9 +13,9 @@ using ::outbox::testing::InMemoryOutbox;
 using ::outbox::testing::ManualClock;
 using ::outbox::testing::RecordingAlerts;
 
-class RecoveryWorkerTest : public ::testing::Test {
+class RecoveryLoopTest : public ::testing::Test {
  protected:
-  RecoveryWorkerTest() {
+  RecoveryLoopTest() {
     broker_.clock = &clock_;
     options_.instance_id = "r1";
     options_.retry.base_delay = absl::Seconds(1);
@@ -34,9 +34,9 @@ class RecoveryWorkerTest : public ::testing::Test {
                                  clock_.NowMillis(), written));
   }
 
-  RecoveryWorker& Worker() {
+  RecoveryLoop& Worker() {
     if (!worker_) {
-      worker_ = std::make_unique<RecoveryWorker>(outbox_, broker_, alerts_, clock_, metrics_,
+      worker_ = std::make_unique<RecoveryLoop>(outbox_, broker_, alerts_, clock_, metrics_,
                                                  options_);
     }
     return *worker_;
@@ -48,10 +48,10 @@ class RecoveryWorkerTest : public ::testing::Test {
   RecordingAlerts alerts_;
   MetricsRegistry metrics_;
   RecoveryOptions options_;
-  std::unique_ptr<RecoveryWorker> worker_;
+  std::unique_ptr<RecoveryLoop> worker_;
 };
 
-TEST_F(RecoveryWorkerTest, RepublishesDueRowsAsStoredWithLinearBackoff) {
+TEST_F(RecoveryLoopTest, RepublishesDueRowsAsStoredWithLinearBackoff) {
   Committed("m1");
   Worker().Step();
   EXPECT_TRUE(Worker().lease_held());
@@ -68,7 +68,7 @@ TEST_F(RecoveryWorkerTest, RepublishesDueRowsAsStoredWithLinearBackoff) {
   EXPECT_EQ(Worker().republished(), 1);
 }
 
-TEST_F(RecoveryWorkerTest, AnExhaustedRowTurnsFailedWithOneAlert) {
+TEST_F(RecoveryLoopTest, AnExhaustedRowTurnsFailedWithOneAlert) {
   Committed("m1", /*max_attempts=*/2);
   clock_.Advance(absl::Seconds(1));
   Worker().Step();  // attempt 2
@@ -85,7 +85,7 @@ TEST_F(RecoveryWorkerTest, AnExhaustedRowTurnsFailedWithOneAlert) {
   EXPECT_EQ(broker_.published.size(), 1u);
 }
 
-TEST_F(RecoveryWorkerTest, ANackIsNotedAndTheRowStaysDueLater) {
+TEST_F(RecoveryLoopTest, ANackIsNotedAndTheRowStaysDueLater) {
   Committed("m1");
   broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kNack; };
   clock_.Advance(absl::Seconds(1));
@@ -95,7 +95,7 @@ TEST_F(RecoveryWorkerTest, ANackIsNotedAndTheRowStaysDueLater) {
   EXPECT_NE(outbox_.Row("m1").last_error, "");
 }
 
-TEST_F(RecoveryWorkerTest, AConfirmTimeoutResetsTheConnection) {
+TEST_F(RecoveryLoopTest, AConfirmTimeoutResetsTheConnection) {
   Committed("m1");
   broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kSilent; };
   clock_.Advance(absl::Seconds(1));
@@ -104,7 +104,7 @@ TEST_F(RecoveryWorkerTest, AConfirmTimeoutResetsTheConnection) {
   EXPECT_EQ(outbox_.Row("m1").last_error, "re-publish not confirmed by broker");
 }
 
-TEST_F(RecoveryWorkerTest, RepeatedBrokerFailuresYieldTheLease) {
+TEST_F(RecoveryLoopTest, RepeatedBrokerFailuresYieldTheLease) {
   options_.max_publish_failures = 2;
   options_.lease_ttl = absl::Milliseconds(1);  // keeps the yield's sleep short
   broker_.reachable = false;
@@ -116,7 +116,7 @@ TEST_F(RecoveryWorkerTest, RepeatedBrokerFailuresYieldTheLease) {
   EXPECT_LE(outbox_.lease.expires_at, clock_.NowMillis());  // released for others
 }
 
-TEST_F(RecoveryWorkerTest, AStandbyDoesNotClaimWhileAnotherHoldsTheLease) {
+TEST_F(RecoveryLoopTest, AStandbyDoesNotClaimWhileAnotherHoldsTheLease) {
   options_.lease_ttl = absl::Milliseconds(30);
   outbox_.lease = {"other", clock_.NowMillis() + 1'000'000};
   Committed("m1");
@@ -128,7 +128,7 @@ TEST_F(RecoveryWorkerTest, AStandbyDoesNotClaimWhileAnotherHoldsTheLease) {
   EXPECT_EQ(outbox_.Row("m1").attempts, 1);
 }
 
-TEST_F(RecoveryWorkerTest, ALostLeaseStopsTheClaimAtTheFence) {
+TEST_F(RecoveryLoopTest, ALostLeaseStopsTheClaimAtTheFence) {
   Committed("m1");
   Worker().Step();
   ASSERT_TRUE(Worker().lease_held());
@@ -139,7 +139,7 @@ TEST_F(RecoveryWorkerTest, ALostLeaseStopsTheClaimAtTheFence) {
   EXPECT_TRUE(broker_.published.empty());
 }
 
-TEST_F(RecoveryWorkerTest, OneBacklogAlertPerEpisode) {
+TEST_F(RecoveryLoopTest, OneBacklogAlertPerEpisode) {
   options_.backlog_threshold = 1;
   options_.backlog_age = absl::Seconds(1);
   options_.housekeeping_every = absl::ZeroDuration();
@@ -156,15 +156,7 @@ TEST_F(RecoveryWorkerTest, OneBacklogAlertPerEpisode) {
   EXPECT_EQ(alerts_.Active("OutboxBacklog"), 0);
 }
 
-TEST_F(RecoveryWorkerTest, HoldFollowsConsumersAndDepth) {
-  EXPECT_EQ(HoldFor({0, 0}, 100), DeliveryHold::kConsumerDown);
-  EXPECT_EQ(HoldFor({5, 0}, 100), DeliveryHold::kConsumerDown);
-  EXPECT_EQ(HoldFor({101, 2}, 100), DeliveryHold::kQueueBacklog);
-  EXPECT_EQ(HoldFor({100, 1}, 100), DeliveryHold::kNone);
-  EXPECT_EQ(HoldFor({0, 1}, 0), DeliveryHold::kNone);
-}
-
-TEST_F(RecoveryWorkerTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) {
+TEST_F(RecoveryLoopTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) {
   options_.pay_queue_shards = {"PAY_QUEUE-0", "PAY_QUEUE-1"};
   options_.hold_queue_depth = 100;
   Committed("m1");
@@ -193,17 +185,7 @@ TEST_F(RecoveryWorkerTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) 
   EXPECT_EQ(broker_.published[0].shard_key, "p-m1");         // the row's biz_key
 }
 
-TEST_F(RecoveryWorkerTest, AHoldLastsUntilTheQueueIsDownToATenth) {
-  // Consumers back with 50 copies queued: still held, as a backlog.
-  EXPECT_EQ(HoldFor({50, 1}, 100, DeliveryHold::kConsumerDown), DeliveryHold::kQueueBacklog);
-  EXPECT_EQ(HoldFor({11, 1}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kQueueBacklog);
-  EXPECT_EQ(HoldFor({10, 1}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kNone);
-  EXPECT_EQ(HoldFor({10, 1}, 100, DeliveryHold::kConsumerDown), DeliveryHold::kNone);
-  EXPECT_EQ(HoldFor({50, 0}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kConsumerDown);
-  EXPECT_EQ(HoldFor({50, 1}, 100, DeliveryHold::kNone), DeliveryHold::kNone);  // not held yet
-}
-
-TEST_F(RecoveryWorkerTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
+TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
   options_.hold_queue_depth = 100;
   Committed("m1");
   Committed("m2");
@@ -234,7 +216,7 @@ TEST_F(RecoveryWorkerTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) 
   EXPECT_EQ(outbox_.Row("m2").attempts, 2);
 }
 
-TEST_F(RecoveryWorkerTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlertsOnce) {
+TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlertsOnce) {
   Committed("m1", /*max_attempts=*/2);
   Committed("m2", /*max_attempts=*/2);
   broker_.queues["PAY_QUEUE"] = {2, 0};  // the fast-path copies wait; accounting is down
@@ -274,7 +256,7 @@ TEST_F(RecoveryWorkerTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAle
   EXPECT_EQ(alerts_.raised.size(), 1u);
 }
 
-TEST_F(RecoveryWorkerTest, AQueueFarBehindHoldsToo) {
+TEST_F(RecoveryLoopTest, AQueueFarBehindHoldsToo) {
   options_.hold_queue_depth = 100;
   Committed("m1");
   broker_.queues["PAY_QUEUE"] = {5000, 1};
@@ -292,7 +274,7 @@ TEST_F(RecoveryWorkerTest, AQueueFarBehindHoldsToo) {
   EXPECT_EQ(alerts_.Active("OutboxConsumerDown"), 1);
 }
 
-TEST_F(RecoveryWorkerTest, NothingWaitingMeansNoAlertWhileTheConsumerIsDown) {
+TEST_F(RecoveryLoopTest, NothingWaitingMeansNoAlertWhileTheConsumerIsDown) {
   broker_.queues["PAY_QUEUE"] = {0, 0};
   Worker().Step();
   Worker().Step();
@@ -300,7 +282,7 @@ TEST_F(RecoveryWorkerTest, NothingWaitingMeansNoAlertWhileTheConsumerIsDown) {
   EXPECT_TRUE(alerts_.raised.empty());
 }
 
-TEST_F(RecoveryWorkerTest, AQueueNotDeclaredYetIsUnconsumedNotABrokerFailure) {
+TEST_F(RecoveryLoopTest, AQueueNotDeclaredYetIsUnconsumedNotABrokerFailure) {
   // payment_service declares PAY_QUEUE; recovery's broker user may not.
   Committed("m1");
   broker_.missing = {"PAY_QUEUE", "PAY_QUEUE.DLQ"};
@@ -318,7 +300,7 @@ TEST_F(RecoveryWorkerTest, AQueueNotDeclaredYetIsUnconsumedNotABrokerFailure) {
   EXPECT_TRUE(broker_.resets.empty());  // nor a reason to drop the connection
 }
 
-TEST_F(RecoveryWorkerTest, ConsumerPresentButMessagesLostIsRepublishedAndBudgeted) {
+TEST_F(RecoveryLoopTest, ConsumerPresentButMessagesLostIsRepublishedAndBudgeted) {
   // The queue is short and consumed, yet no acknowledgement came: the broker
   // or a consumer lost the message. Re-publishing is what helps here.
   Committed("m1", /*max_attempts=*/2);
@@ -332,7 +314,7 @@ TEST_F(RecoveryWorkerTest, ConsumerPresentButMessagesLostIsRepublishedAndBudgete
   EXPECT_EQ(alerts_.Active("OutboxMessageFailed"), 1);
 }
 
-TEST_F(RecoveryWorkerTest, AFailedAlertResolvesOnceALateAckClosesTheRow) {
+TEST_F(RecoveryLoopTest, AFailedAlertResolvesOnceALateAckClosesTheRow) {
   options_.housekeeping_every = absl::ZeroDuration();
   Committed("m1", /*max_attempts=*/1);
   Committed("m2", /*max_attempts=*/1);
@@ -350,7 +332,7 @@ TEST_F(RecoveryWorkerTest, AFailedAlertResolvesOnceALateAckClosesTheRow) {
   EXPECT_EQ(alerts_.resolved[0].ends_at, clock_.Now());
 }
 
-TEST_F(RecoveryWorkerTest, DeadLetterQueueAlertsWhileNotEmpty) {
+TEST_F(RecoveryLoopTest, DeadLetterQueueAlertsWhileNotEmpty) {
   options_.housekeeping_every = absl::ZeroDuration();
   broker_.queues["PAY_QUEUE.DLQ"] = {3, 0};
   Worker().Step();
@@ -364,7 +346,7 @@ TEST_F(RecoveryWorkerTest, DeadLetterQueueAlertsWhileNotEmpty) {
   EXPECT_EQ(alerts_.Active("OutboxDeadLetters"), 0);
 }
 
-TEST_F(RecoveryWorkerTest, OurOwnDeadConnectionCostsNoAttempt) {
+TEST_F(RecoveryLoopTest, OurOwnDeadConnectionCostsNoAttempt) {
   Committed("m1");
   Worker().Step();
   ASSERT_TRUE(broker_.connected());
@@ -378,7 +360,7 @@ TEST_F(RecoveryWorkerTest, OurOwnDeadConnectionCostsNoAttempt) {
   EXPECT_EQ(outbox_.Row("m1").attempts, 2);  // the re-publish itself, nothing more
 }
 
-TEST_F(RecoveryWorkerTest, IdleWaitPollsTheConnection) {
+TEST_F(RecoveryLoopTest, IdleWaitPollsTheConnection) {
   options_.idle_sleep = absl::Milliseconds(600);
   Worker().Step();
   broker_.Drop();
@@ -387,7 +369,7 @@ TEST_F(RecoveryWorkerTest, IdleWaitPollsTheConnection) {
   EXPECT_FALSE(broker_.resets.empty());
 }
 
-TEST_F(RecoveryWorkerTest, StepReleasesTheLeaseOnceStopped) {
+TEST_F(RecoveryLoopTest, StepReleasesTheLeaseOnceStopped) {
   Worker().Step();
   ASSERT_TRUE(Worker().lease_held());
   Worker().Stop();
@@ -397,4 +379,4 @@ TEST_F(RecoveryWorkerTest, StepReleasesTheLeaseOnceStopped) {
 }
 
 }  // namespace
-}  // namespace outbox::recovery
+}  // namespace outbox

@@ -1,20 +1,20 @@
-#include "payment_service/fast_publisher.h"
+#include "shared/outbox/relay.h"
 
 #include <gtest/gtest.h>
 
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
 
-namespace outbox::payment {
+namespace outbox {
 namespace {
 
 using ::outbox::testing::FakePublisher;
 using ::outbox::testing::InMemoryOutbox;
 using ::outbox::testing::ManualClock;
 
-class FastPublisherTest : public ::testing::Test {
+class RelayTest : public ::testing::Test {
  protected:
-  FastPublisherTest() { broker_.clock = &clock_; }
+  RelayTest() { broker_.clock = &clock_; }
 
   // Rows committed and handed over, as the writer does.
   void Commit(int n) {
@@ -35,12 +35,12 @@ class FastPublisherTest : public ::testing::Test {
   FakePublisher broker_;
   InMemoryOutbox outbox_{clock_};
   MetricsRegistry metrics_;
-  PublisherOptions options_{/*window=*/4, /*capacity=*/10, absl::Seconds(5)};
-  FastPublisher publisher_{broker_, outbox_, clock_, metrics_, options_};
+  RelayOptions options_{/*window=*/4, /*capacity=*/10, absl::Seconds(5)};
+  Relay publisher_{broker_, outbox_, clock_, metrics_, options_};
   int next_ = 0;
 };
 
-TEST_F(FastPublisherTest, PublishesCommittedMessagesAndLeavesRowsSending) {
+TEST_F(RelayTest, PublishesCommittedMessagesAndLeavesRowsSending) {
   Commit(3);
   ASSERT_TRUE(publisher_.Step());
   EXPECT_EQ(broker_.published.size(), 3u);
@@ -52,7 +52,7 @@ TEST_F(FastPublisherTest, PublishesCommittedMessagesAndLeavesRowsSending) {
   EXPECT_EQ(outbox_.Row("m0").last_error, "");
 }
 
-TEST_F(FastPublisherTest, KeepsAtMostTheWindowInFlight) {
+TEST_F(RelayTest, KeepsAtMostTheWindowInFlight) {
   broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kSilent; };
   Commit(6);
   ASSERT_TRUE(publisher_.Step());
@@ -61,7 +61,7 @@ TEST_F(FastPublisherTest, KeepsAtMostTheWindowInFlight) {
   EXPECT_EQ(publisher_.in_flight(), 4u);
 }
 
-TEST_F(FastPublisherTest, NackAndReturnAreNotedOnTheRowForRecovery) {
+TEST_F(RelayTest, NackAndReturnAreNotedOnTheRowForRecovery) {
   broker_.answer = [](const OutgoingMessage& m) {
     return m.message_id == "m0" ? FakePublisher::Answer::kNack : FakePublisher::Answer::kReturn;
   };
@@ -74,7 +74,7 @@ TEST_F(FastPublisherTest, NackAndReturnAreNotedOnTheRowForRecovery) {
   EXPECT_EQ(outbox_.Row("m1").attempts, 1);  // the attempt was counted at commit
 }
 
-TEST_F(FastPublisherTest, AConfirmTimeoutStartsANewConnection) {
+TEST_F(RelayTest, AConfirmTimeoutStartsANewConnection) {
   broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kSilent; };
   Commit(1);
   ASSERT_TRUE(publisher_.Step());  // published; the fake clock moves 20 ms per empty read
@@ -85,7 +85,7 @@ TEST_F(FastPublisherTest, AConfirmTimeoutStartsANewConnection) {
   EXPECT_NE(outbox_.Row("m0").last_error.find("timed out"), std::string::npos);
 }
 
-TEST_F(FastPublisherTest, ALostConnectionFailsWhatWasInFlightAndReconnects) {
+TEST_F(RelayTest, ALostConnectionFailsWhatWasInFlightAndReconnects) {
   broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kSilent; };
   Commit(2);
   ASSERT_TRUE(publisher_.Step());
@@ -100,7 +100,7 @@ TEST_F(FastPublisherTest, ALostConnectionFailsWhatWasInFlightAndReconnects) {
   EXPECT_EQ(publisher_.confirmed(), 1);
 }
 
-TEST_F(FastPublisherTest, WhileTheBrokerIsAwayItQueuesUpToCapacityThenLeavesRowsToRecovery) {
+TEST_F(RelayTest, WhileTheBrokerIsAwayItQueuesUpToCapacityThenLeavesRowsToRecovery) {
   broker_.reachable = false;
   Commit(12);  // capacity 10
   EXPECT_EQ(publisher_.dropped(), 2);
@@ -111,8 +111,8 @@ TEST_F(FastPublisherTest, WhileTheBrokerIsAwayItQueuesUpToCapacityThenLeavesRows
   EXPECT_EQ(broker_.published.size(), 10u);
 }
 
-TEST_F(FastPublisherTest, WhatWaitedPastTheFirstRetryIsLeftToRecoveryNotPublishedLate) {
-  FastPublisher publisher(broker_, outbox_, clock_, metrics_,
+TEST_F(RelayTest, WhatWaitedPastTheFirstRetryIsLeftToRecoveryNotPublishedLate) {
+  Relay publisher(broker_, outbox_, clock_, metrics_,
                           {/*window=*/4, /*capacity=*/10, absl::Seconds(5), absl::Seconds(5)});
   broker_.reachable = false;
   std::vector<OutgoingMessage> old_rows;
@@ -140,7 +140,7 @@ TEST_F(FastPublisherTest, WhatWaitedPastTheFirstRetryIsLeftToRecoveryNotPublishe
   EXPECT_EQ(outbox_.Row("old0").status, OutboxStatus::kSending);  // recovery's to re-publish
 }
 
-TEST_F(FastPublisherTest, StopDrainsWhatIsQueuedThenEnds) {
+TEST_F(RelayTest, StopDrainsWhatIsQueuedThenEnds) {
   Commit(2);
   publisher_.Start();
   publisher_.Stop();
@@ -149,4 +149,4 @@ TEST_F(FastPublisherTest, StopDrainsWhatIsQueuedThenEnds) {
 }
 
 }  // namespace
-}  // namespace outbox::payment
+}  // namespace outbox

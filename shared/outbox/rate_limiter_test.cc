@@ -1,10 +1,10 @@
-#include "recovery_service/rate_limiter.h"
+#include "shared/outbox/rate_limiter.h"
 
 #include "shared/testing/manual_clock.h"
 
 #include <gtest/gtest.h>
 
-namespace outbox::recovery {
+namespace outbox {
 namespace {
 
 TEST(RateLimiterTest, AllowsOneSecondOfBurstThenTheRate) {
@@ -20,4 +20,4 @@ TEST(RateLimiterTest, AllowsOneSecondOfBurstThenTheRate) {
 }
 
 }  // namespace
-}  // namespace outbox::recovery
+}  // namespace outbox

@@ -1,21 +1,36 @@
 #pragma once
 
-// Consumes ACC_QUEUE: each PaymentAccounted closes its outbox row (SENT),
-// a FAILED one too (the voucher is booked: its alert resolves). A
-// batch of deliveries is marked in one transaction (the writer's next group),
-// then acked with `multiple`. Undecodable messages are dead-lettered at once;
-// if the rows cannot be marked, the deliveries go back to the queue.
+// Consumes the reply queue (ACC_QUEUE): each reply closes its outbox row
+// (SENT), a FAILED one too (the consumer booked it after all: its alert
+// resolves). A batch of deliveries is marked in one transaction (the
+// writer's next group), then acked with `multiple`. Replies that are
+// unsigned or undecodable are dead-lettered at once; if the rows cannot be
+// marked, the deliveries go back to the queue. What a reply means is the
+// service's to say: it hands in a ReplyDecoder.
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/message_auth.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/transport.h"
-#include "shared/outbox/message_auth.h"
 #include "shared/runtime/worker_thread.h"
 
-namespace outbox::payment {
+namespace outbox {
+
+// What one reply acknowledges.
+struct Acknowledgement {
+  std::string message_id;  // the outbox message it closes
+  std::string biz_key;     // the business key it was about (logged)
+  bool duplicate = false;  // the consumer had seen the message before
+};
+
+// Reads a reply's body; an error (INVALID_ARGUMENT) dead-letters the reply
+// with its message as the reason.
+using ReplyDecoder = std::function<absl::StatusOr<Acknowledgement>(const std::string& body)>;
 
 struct AckListenerOptions {
   std::string queue = "ACC_QUEUE";  // for logs and metrics; the consumer reads it
@@ -26,8 +41,8 @@ struct AckListenerOptions {
 
 class AckListener {
  public:
-  AckListener(MessageConsumer& acks, OutboxRepository& outbox, MetricsRegistry& metrics,
-              AckListenerOptions options);
+  AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyDecoder decode,
+              MetricsRegistry& metrics, AckListenerOptions options);
   ~AckListener();
 
   void Start();
@@ -49,6 +64,7 @@ class AckListener {
 
   MessageConsumer& acks_;
   OutboxRepository& outbox_;
+  const ReplyDecoder decode_;
   const AckListenerOptions options_;
   Counter& acknowledged_;  // rows turned SENT
   Counter& late_;          // of which FAILED before: delivered after all
@@ -58,4 +74,4 @@ class AckListener {
   WorkerThread thread_;
 };
 
-}  // namespace outbox::payment
+}  // namespace outbox

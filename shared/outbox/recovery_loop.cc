@@ -1,0 +1,122 @@
+#include "shared/outbox/recovery_loop.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shared/observability/log.h"
+
+namespace outbox {
+namespace {
+constexpr absl::Duration kIdlePollSlice = absl::Milliseconds(250);
+}  // namespace
+
+RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker,
+                           AlertSink& alerts, const Clock& clock, MetricsRegistry& metrics,
+                           RecoveryOptions options)
+    : broker_(broker),
+      outbox_(outbox),
+      clock_(clock),
+      options_(std::move(options)),
+      lease_(outbox, metrics, options_.instance_id, options_.lease_ttl),
+      alerts_(alerts, clock, options_),
+      hold_(outbox, lease_, alerts, clock, metrics, options_,
+            [this] { return thread_.stopping(); }),
+      republisher_(outbox, broker, lease_, alerts_, clock, metrics, options_),
+      archiver_(outbox, clock, metrics, options_.retention, options_.archive_batch,
+                [this] { return thread_.stopping(); }) {
+  metrics.AddGauge("outbox_alerts_active", "alerts this instance holds active", "",
+                   [this] { return static_cast<double>(active_alerts_.load()); });
+  RegisterLinkMetrics(metrics, broker_, "recovery");
+}
+
+RecoveryLoop::~RecoveryLoop() { Stop(); }
+
+void RecoveryLoop::Start() {
+  thread_.Start([this] { return Step(); });
+}
+
+void RecoveryLoop::Stop() { thread_.Stop(); }
+
+bool RecoveryLoop::Step() {
+  if (thread_.stopping()) {
+    lease_.Release(clock_.NowMillis());
+    return false;
+  }
+  const absl::Time now = clock_.Now();
+  if (!TakeLease(now)) return true;
+  if (now - last_housekeeping_ >= options_.housekeeping_every) {
+    last_housekeeping_ = now;
+    Housekeeping();
+  }
+  int handled = 0;
+  if (ConnectLive(broker_).ok()) {
+    handled = Round();
+  } else {
+    ++consecutive_failures_;
+  }
+  if (consecutive_failures_ >= options_.max_publish_failures) {
+    lease_.Yield(consecutive_failures_, clock_.NowMillis());
+    consecutive_failures_ = 0;
+    thread_.Sleep(options_.lease_ttl);
+    return true;
+  }
+  if (handled == 0) IdleWait(options_.idle_sleep);
+  return true;
+}
+
+bool RecoveryLoop::TakeLease(absl::Time now) {
+  const LeaseKeeper::Turn turn = lease_.Hold(now);
+  if (turn.held) return true;
+  if (turn.standby > absl::ZeroDuration()) IdleWait(turn.standby);
+  if (turn.retry > absl::ZeroDuration()) thread_.Sleep(turn.retry);
+  return false;
+}
+
+int RecoveryLoop::Round() {
+  const std::vector<std::string> queues = options_.republish_queues();
+  auto queue = OnceMoreOnAFreshConnection(broker_, [&] { return InspectQueues(broker_, queues); });
+  if (!queue.ok()) {
+    ++consecutive_failures_;
+    LogWarning("queue_inspect_failed",
+               {KV("queue", options_.pay_queue), KV("error", queue.status().message())});
+    return 0;
+  }
+  const DeliveryHold hold = hold_.Update(*queue);
+  CountAlerts();
+  if (hold != DeliveryHold::kNone || !lease_.held()) return 0;
+  const Republisher::Round round = republisher_.Run();
+  CountAlerts();
+  if (round.throttled > absl::ZeroDuration()) thread_.Sleep(round.throttled);
+  if (round.publish == Republisher::Round::Publish::kConfirmed) consecutive_failures_ = 0;
+  if (round.publish == Republisher::Round::Publish::kFailed) ++consecutive_failures_;
+  return round.handled;
+}
+
+void RecoveryLoop::Housekeeping() {
+  archiver_.Run();
+  alerts_.Refresh(outbox_, broker_);
+  CountAlerts();
+}
+
+void RecoveryLoop::IdleWait(absl::Duration d) {
+  // Counted in slices rather than read off the clock, so a test's manual
+  // clock cannot keep it waiting.
+  const int64_t slices = (d + kIdlePollSlice - absl::Nanoseconds(1)) / kIdlePollSlice;
+  for (int64_t i = 0; i < slices && !thread_.stopping(); ++i) {
+    const absl::Duration slice = std::min(kIdlePollSlice, d - kIdlePollSlice * i);
+    if (!broker_.connected()) {
+      thread_.Sleep(slice);
+      continue;
+    }
+    absl::Status s = broker_.Poll(slice);
+    if (!s.ok()) broker_.Reset(s);  // logged and counted; replaced before the next use
+  }
+}
+
+void RecoveryLoop::CountAlerts() {
+  active_alerts_ = static_cast<int64_t>(alerts_.active() + hold_.active_alerts());
+}
+
+}  // namespace outbox

@@ -1,0 +1,83 @@
+#pragma once
+
+// The recovery loop: hold the lease, look at PAY_QUEUE, then either claim due
+// rows in batches and re-publish them with confirms (rate-limited), failing
+// exhausted rows with an alert, or — while nobody consumes the queue or it is
+// far behind — hold them without spending attempts (or writing them) and
+// raise one alert for the incident. Housekeeping archives old SENT rows and
+// keeps the alerts for FAILED rows, the backlog and the dead-letter queues in
+// step with what is true now, so every alert resolves when its cause is gone.
+// Gives the lease up after repeated publish failures so another instance can
+// try. Step() orchestrates; each concern is a part of its own.
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "shared/base/clock.h"
+#include "shared/observability/alerts.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/archiver.h"
+#include "shared/outbox/lease_keeper.h"
+#include "shared/outbox/recovery_alerts.h"
+#include "shared/outbox/recovery_options.h"
+#include "shared/outbox/republish_hold.h"
+#include "shared/outbox/republisher.h"
+#include "shared/outbox/repository.h"
+#include "shared/outbox/transport.h"
+#include "shared/runtime/worker_thread.h"
+
+namespace outbox {
+
+class RecoveryLoop {
+ public:
+  RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker, AlertSink& alerts,
+               const Clock& clock, MetricsRegistry& metrics, RecoveryOptions options);
+  ~RecoveryLoop();
+
+  void Start();
+  void Stop();  // finishes the round in hand and releases the lease
+
+  // One turn: lease, housekeeping when due, one round (hold or re-publish),
+  // and the idle wait when nothing was due. False once stopping (the lease is
+  // then released). Tests call it directly.
+  bool Step();
+
+  // Readable from any thread (the ops API).
+  bool lease_held() const { return lease_.held(); }
+  int64_t republished() const { return republisher_.republished(); }
+  int64_t publish_failures() const { return republisher_.publish_failures(); }
+  int64_t failed() const { return republisher_.failed(); }
+  int64_t deferred() const { return hold_.deferred(); }
+  int64_t lease_yields() const { return lease_.yields(); }
+  DeliveryHold hold() const { return hold_.current(); }
+  QueueState last_queue() const { return hold_.last_queue(); }
+  int64_t active_alerts() const { return active_alerts_.load(); }
+
+ private:
+  // Takes or renews the lease; false (after waiting as told) when not held.
+  bool TakeLease(absl::Time now);
+  // Looks at pay_queue, then holds or re-publishes; returns how many rows it
+  // re-published or failed (0: idle).
+  int Round();
+  void Housekeeping();
+  // Waits, polling the broker connection: rabbitmq-c only sends heartbeats
+  // when the connection is used, and the broker drops a silent one.
+  void IdleWait(absl::Duration d);
+  void CountAlerts();
+
+  MessagePublisher& broker_;
+  RecoveryRepository& outbox_;
+  const Clock& clock_;
+  const RecoveryOptions options_;
+  LeaseKeeper lease_;
+  RecoveryAlerts alerts_;
+  RepublishHold hold_;
+  Republisher republisher_;
+  Archiver archiver_;
+  std::atomic<int64_t> active_alerts_{0};
+  int consecutive_failures_ = 0;
+  absl::Time last_housekeeping_ = absl::InfinitePast();
+  WorkerThread thread_;
+};
+
+}  // namespace outbox

@@ -1,0 +1,21 @@
+#include "shared/outbox/recovery_options.h"
+
+namespace outbox {
+
+absl::Status RecoveryOptions::Validate() const {
+  if (batch < 1 || rate_per_second <= 0 || lease_ttl <= absl::ZeroDuration() ||
+      max_publish_failures < 1 || instance_id.empty()) {
+    return absl::InvalidArgumentError(
+        "need recovery_batch >= 1, recovery_rate > 0, recovery_lease_ttl > 0, "
+        "recovery_max_publish_failures >= 1 and a non-empty recovery_instance_id");
+  }
+  if (hold_queue_depth < 0) {
+    return absl::InvalidArgumentError("recovery_hold_queue_depth must be >= 0");
+  }
+  if (alert_resend <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("alert_resend must be positive");
+  }
+  return retry.Validate();
+}
+
+}  // namespace outbox

@@ -1,0 +1,155 @@
+#include "shared/outbox/republish_hold.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "shared/observability/log.h"
+
+namespace outbox {
+namespace {
+constexpr int kDeferBatch = 1000;  // rows pushed back per transaction
+constexpr int kMaxDeferBatchesPerRound = 100;
+}  // namespace
+
+const char* DeliveryHoldName(DeliveryHold hold) {
+  switch (hold) {
+    case DeliveryHold::kConsumerDown: return "consumer_down";
+    case DeliveryHold::kQueueBacklog: return "queue_backlog";
+    case DeliveryHold::kNone: break;
+  }
+  return "";
+}
+
+DeliveryHold HoldFor(const QueueState& queue, int64_t max_ready, DeliveryHold current) {
+  if (queue.consumers == 0) return DeliveryHold::kConsumerDown;
+  const int64_t limit = current == DeliveryHold::kNone ? max_ready : max_ready / 10;
+  if (queue.ready > limit) return DeliveryHold::kQueueBacklog;
+  return DeliveryHold::kNone;
+}
+
+absl::StatusOr<QueueState> InspectQueues(MessagePublisher& broker,
+                                         const std::vector<std::string>& queues) {
+  QueueState total;
+  for (size_t i = 0; i < queues.size(); ++i) {
+    auto state = broker.Inspect(queues[i]);
+    // payment_service declares the queue (recovery's broker user may not):
+    // until it has, nobody consumes it.
+    if (absl::IsNotFound(state.status())) return QueueState{0, 0};
+    if (!state.ok()) return state;
+    total.ready += state->ready;
+    total.consumers = i == 0 ? state->consumers : std::min(total.consumers, state->consumers);
+  }
+  return total;
+}
+
+RepublishHold::RepublishHold(RecoveryRepository& outbox, LeaseKeeper& lease, AlertSink& alerts,
+                             const Clock& clock, MetricsRegistry& metrics, RecoveryOptions options,
+                             std::function<bool()> stopping)
+    : outbox_(outbox),
+      lease_(lease),
+      clock_(clock),
+      options_(std::move(options)),
+      stopping_(std::move(stopping)),
+      deferred_(metrics.AddCounter(
+          "outbox_deferred_total",
+          "due rows held back without spending an attempt (queue not consumed or far behind)")),
+      alert_(alerts, clock, options_.alert_resend) {
+  metrics.AddGauge("outbox_delivery_held",
+                   "1 while re-publishing is held (nobody consumes the queue or it is far behind)",
+                   "", [this] { return hold_.load() != 0 ? 1 : 0; });
+  const std::string queue = absl::StrCat("queue=\"", options_.pay_queue, "\"");
+  metrics.AddGauge("outbox_queue_ready", "messages ready in the queue, as last seen", queue,
+                   [this] { return static_cast<double>(queue_ready_.load()); });
+  metrics.AddGauge("outbox_queue_consumers", "consumers of the queue, as last seen", queue,
+                   [this] { return static_cast<double>(queue_consumers_.load()); });
+}
+
+DeliveryHold RepublishHold::Update(const QueueState& queue) {
+  queue_ready_ = queue.ready;
+  queue_consumers_ = queue.consumers;
+  const DeliveryHold before = current();
+  const DeliveryHold hold = HoldFor(queue, options_.hold_queue_depth, before);
+  if (hold == DeliveryHold::kNone) {
+    if (before != DeliveryHold::kNone) Resume(before, queue);
+    alert_.Clear();
+  } else {
+    Hold(hold, before, queue);
+  }
+  return hold;
+}
+
+void RepublishHold::Resume(DeliveryHold before, const QueueState& queue) {
+  // Consumers are back: the copies waiting in the queue are being delivered
+  // now. Give every due row one more backoff step before re-publishing, or
+  // each would be sent a second time for nothing.
+  const int64_t deferred = DeferAllDue();
+  LogInfo("delivery_resumed", {KV("queue", options_.pay_queue), KV("was", DeliveryHoldName(before)),
+                               KV("ready", queue.ready), KV("consumers", queue.consumers),
+                               KV("deferred", deferred)});
+  hold_ = 0;
+}
+
+int64_t RepublishHold::DeferAllDue() {
+  int64_t total = 0;
+  for (int i = 0; i < kMaxDeferBatchesPerRound && !stopping_(); ++i) {
+    auto n = outbox_.DeferDue(clock_.NowMillis(), kDeferBatch, lease_.instance_id(),
+                              options_.retry);
+    if (!n.ok()) {
+      if (absl::IsFailedPrecondition(n.status())) {
+        lease_.Lost();
+      } else {
+        LogError("defer_failed", {KV("error", n.status().message())});
+      }
+      break;
+    }
+    total += *n;
+    if (*n < kDeferBatch) break;
+  }
+  deferred_.Add(total);
+  return total;
+}
+
+void RepublishHold::Hold(DeliveryHold hold, DeliveryHold before, const QueueState& queue) {
+  // Due rows are left as they are while held: nothing claims them, and
+  // pushing each one a backoff step every few seconds would rewrite the whole
+  // backlog over and over, under the write lock payment_service's ack
+  // listener needs to drain it. They get their step when the hold ends.
+  auto waiting = outbox_.CountSendingOlderThan(std::numeric_limits<int64_t>::max());
+  if (before != hold) {
+    LogWarning("delivery_held",
+               {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.pay_queue),
+                KV("ready", queue.ready), KV("consumers", queue.consumers),
+                KV("rows_waiting", waiting.ok() ? *waiting : -1)});
+  }
+  hold_ = static_cast<int>(hold);
+  if (!waiting.ok()) return;  // keep the alert as it is
+  if (*waiting == 0) {        // nothing is kept from its consumer: nothing to alert on
+    alert_.Clear();
+    return;
+  }
+  alert_.Update({HeldAlert(hold, queue, *waiting)});
+}
+
+Alert RepublishHold::HeldAlert(DeliveryHold hold, const QueueState& queue,
+                               int64_t waiting) const {
+  Alert alert;
+  const bool down = hold == DeliveryHold::kConsumerDown;
+  alert.name = down ? "OutboxConsumerDown" : "OutboxQueueBacklog";
+  alert.severity = down ? "critical" : "warning";
+  alert.labels = {{"queue", options_.pay_queue}};
+  alert.annotations = {
+      {"summary",
+       down ? absl::StrCat("nobody consumes ", options_.pay_queue, ": ", waiting,
+                           " outbox rows wait; re-publishing is held (no attempts spent)")
+            : absl::StrCat(options_.pay_queue, " holds ", queue.ready, " ready messages (over ",
+                           options_.hold_queue_depth, "): ", waiting,
+                           " outbox rows wait; re-publishing is held (no attempts spent)")},
+      {"depth", absl::StrCat(queue.ready)},
+      {"consumers", absl::StrCat(queue.consumers)},
+      {"rows_waiting", absl::StrCat(waiting)}};
+  return alert;
+}
+
+}  // namespace outbox

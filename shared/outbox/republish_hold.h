@@ -1,0 +1,82 @@
+#pragma once
+
+// Whether re-publishing waits: while nobody consumes the queue re-publishes
+// go to, or it is far behind, another copy would only wait there too. Held,
+// due rows are neither claimed nor rewritten (no attempts spent) and one
+// alert stands for the incident; when the hold ends every due row gets one
+// more backoff step, since the copies still queued are being delivered now.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "shared/base/clock.h"
+#include "shared/observability/alert_group.h"
+#include "shared/observability/alerts.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/lease_keeper.h"
+#include "shared/outbox/recovery_options.h"
+#include "shared/outbox/repository.h"
+#include "shared/outbox/transport.h"
+
+namespace outbox {
+
+// Why re-publishing is held (none: it goes on).
+enum class DeliveryHold { kNone = 0, kConsumerDown = 1, kQueueBacklog = 2 };
+const char* DeliveryHoldName(DeliveryHold hold);  // "", "consumer_down", "queue_backlog"
+
+// The decision, as a plain function: nobody consumes the queue, or it holds
+// more than `max_ready` messages, so another copy would only wait there too.
+// A hold in force (`current`) lasts until the queue is down to max_ready / 10:
+// the copies still queued when consumers return are being delivered, and a
+// row coming due meanwhile would only be sent a second time.
+DeliveryHold HoldFor(const QueueState& queue, int64_t max_ready,
+                     DeliveryHold current = DeliveryHold::kNone);
+
+// The queues of a group seen as one: their ready messages add up, and the
+// fewest consumers of any counts, since which queue a message hashes to is
+// the broker's call. A queue not declared yet has nobody consuming it.
+absl::StatusOr<QueueState> InspectQueues(MessagePublisher& broker,
+                                         const std::vector<std::string>& queues);
+
+class RepublishHold {
+ public:
+  // `stopping` cuts the deferral of a long backlog short.
+  RepublishHold(RecoveryRepository& outbox, LeaseKeeper& lease, AlertSink& alerts,
+                const Clock& clock, MetricsRegistry& metrics, RecoveryOptions options,
+                std::function<bool()> stopping = [] { return false; });
+
+  // Sets the hold from what the queue looks like now and keeps its alert
+  // (OutboxConsumerDown / OutboxQueueBacklog) in step; returns it.
+  DeliveryHold Update(const QueueState& queue);
+
+  // Readable from any thread (the ops API).
+  DeliveryHold current() const { return static_cast<DeliveryHold>(hold_.load()); }
+  QueueState last_queue() const { return {queue_ready_.load(), queue_consumers_.load()}; }
+  int64_t deferred() const { return deferred_.value(); }
+  size_t active_alerts() const { return alert_.active(); }
+
+ private:
+  // The hold ends: every due row one more backoff step.
+  void Resume(DeliveryHold before, const QueueState& queue);
+  // Pushes every due row one backoff step; returns how many.
+  int64_t DeferAllDue();
+  // Held: the alert says how many rows wait, or is cleared when none do.
+  void Hold(DeliveryHold hold, DeliveryHold before, const QueueState& queue);
+  Alert HeldAlert(DeliveryHold hold, const QueueState& queue, int64_t waiting) const;
+
+  RecoveryRepository& outbox_;
+  LeaseKeeper& lease_;
+  const Clock& clock_;
+  const RecoveryOptions options_;
+  const std::function<bool()> stopping_;
+  Counter& deferred_;
+  AlertGroup alert_;
+  std::atomic<int> hold_{0};
+  std::atomic<int64_t> queue_ready_{0};
+  std::atomic<int> queue_consumers_{0};
+};
+
+}  // namespace outbox

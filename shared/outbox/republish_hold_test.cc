@@ -1,0 +1,148 @@
+#include "shared/outbox/republish_hold.h"
+
+#include <gtest/gtest.h>
+
+#include "shared/outbox/state_machine.h"
+#include "shared/testing/fakes.h"
+
+namespace outbox {
+namespace {
+
+using ::outbox::testing::FakePublisher;
+using ::outbox::testing::InMemoryOutbox;
+using ::outbox::testing::ManualClock;
+using ::outbox::testing::RecordingAlerts;
+
+TEST(HoldForTest, HoldFollowsConsumersAndDepth) {
+  EXPECT_EQ(HoldFor({0, 0}, 100), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(HoldFor({5, 0}, 100), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(HoldFor({101, 2}, 100), DeliveryHold::kQueueBacklog);
+  EXPECT_EQ(HoldFor({100, 1}, 100), DeliveryHold::kNone);
+  EXPECT_EQ(HoldFor({0, 1}, 0), DeliveryHold::kNone);
+}
+
+TEST(HoldForTest, AHoldLastsUntilTheQueueIsDownToATenth) {
+  // Consumers back with 50 copies queued: still held, as a backlog.
+  EXPECT_EQ(HoldFor({50, 1}, 100, DeliveryHold::kConsumerDown), DeliveryHold::kQueueBacklog);
+  EXPECT_EQ(HoldFor({11, 1}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kQueueBacklog);
+  EXPECT_EQ(HoldFor({10, 1}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kNone);
+  EXPECT_EQ(HoldFor({10, 1}, 100, DeliveryHold::kConsumerDown), DeliveryHold::kNone);
+  EXPECT_EQ(HoldFor({50, 0}, 100, DeliveryHold::kQueueBacklog), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(HoldFor({50, 1}, 100, DeliveryHold::kNone), DeliveryHold::kNone);  // not held yet
+}
+
+TEST(InspectQueuesTest, AGroupAddsUpReadyAndCountsItsLeastConsumedQueue) {
+  FakePublisher broker;
+  ASSERT_TRUE(broker.Connect().ok());
+  broker.queues["Q-0"] = {4, 2};
+  broker.queues["Q-1"] = {3, 1};
+  auto state = InspectQueues(broker, {"Q-0", "Q-1"});
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->ready, 7);
+  EXPECT_EQ(state->consumers, 1);
+}
+
+TEST(InspectQueuesTest, AQueueNotDeclaredYetHasNobodyConsumingIt) {
+  FakePublisher broker;
+  ASSERT_TRUE(broker.Connect().ok());
+  broker.queues["Q-0"] = {4, 2};
+  broker.missing = {"Q-1"};
+  auto state = InspectQueues(broker, {"Q-0", "Q-1"});
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->ready, 0);
+  EXPECT_EQ(state->consumers, 0);
+}
+
+RecoveryOptions HoldOptions() {
+  RecoveryOptions options;
+  options.instance_id = "r1";
+  options.retry.base_delay = absl::Seconds(1);
+  options.hold_queue_depth = 100;
+  return options;
+}
+
+class RepublishHoldTest : public ::testing::Test {
+ protected:
+  RepublishHoldTest() { EXPECT_TRUE(lease_.Hold(clock_.Now()).held); }
+
+  void Due(const std::string& id) {
+    outbox_.Add(NewOutboxMessage(
+        {id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
+        clock_.NowMillis() - 5'000, options_.retry));
+  }
+
+  ManualClock clock_;
+  InMemoryOutbox outbox_{clock_};
+  RecordingAlerts alerts_;
+  MetricsRegistry metrics_;
+  const RecoveryOptions options_ = HoldOptions();
+  LeaseKeeper lease_{outbox_, metrics_, "r1", absl::Seconds(10)};
+  RepublishHold hold_{outbox_, lease_, alerts_, clock_, metrics_, options_};
+};
+
+TEST_F(RepublishHoldTest, HeldRowsAreLeftAsTheyAreUnderOneAlert) {
+  Due("m1");
+  Due("m2");
+  const int64_t due_at = outbox_.Row("m1").next_retry_at;
+  EXPECT_EQ(hold_.Update({7, 0}), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(hold_.Update({7, 0}), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(outbox_.Row("m1").next_retry_at, due_at);  // not rewritten
+  EXPECT_EQ(hold_.deferred(), 0);
+  ASSERT_EQ(alerts_.raised.size(), 1u);
+  EXPECT_EQ(alerts_.raised[0].name, "OutboxConsumerDown");
+  EXPECT_EQ(alerts_.raised[0].severity, "critical");
+  EXPECT_EQ(alerts_.raised[0].annotations.at("rows_waiting"), "2");
+  EXPECT_EQ(alerts_.raised[0].annotations.at("depth"), "7");
+  EXPECT_EQ(hold_.active_alerts(), 1u);
+  EXPECT_EQ(hold_.last_queue().ready, 7);
+  EXPECT_NE(metrics_.Render().find("outbox_delivery_held 1"), std::string::npos);
+  EXPECT_NE(metrics_.Render().find("outbox_queue_ready{queue=\"PAY_QUEUE\"} 7"),
+            std::string::npos);
+}
+
+TEST_F(RepublishHoldTest, ABacklogIsAWarningThatChangesNameWhenConsumersGo) {
+  Due("m1");
+  EXPECT_EQ(hold_.Update({500, 1}), DeliveryHold::kQueueBacklog);
+  ASSERT_EQ(alerts_.raised.size(), 1u);
+  EXPECT_EQ(alerts_.raised[0].name, "OutboxQueueBacklog");
+  EXPECT_EQ(alerts_.raised[0].severity, "warning");
+  EXPECT_EQ(hold_.Update({500, 0}), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(alerts_.Active("OutboxQueueBacklog"), 0);
+  EXPECT_EQ(alerts_.Active("OutboxConsumerDown"), 1);
+}
+
+TEST_F(RepublishHoldTest, NoRowsWaitingMeansNoAlert) {
+  EXPECT_EQ(hold_.Update({0, 0}), DeliveryHold::kConsumerDown);
+  EXPECT_TRUE(alerts_.raised.empty());
+  EXPECT_EQ(hold_.current(), DeliveryHold::kConsumerDown);
+}
+
+TEST_F(RepublishHoldTest, WhenTheHoldEndsEveryDueRowGetsOneMoreStepAndTheAlertResolves) {
+  Due("m1");
+  Due("m2");
+  ASSERT_EQ(hold_.Update({2, 0}), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(hold_.Update({2, 1}), DeliveryHold::kNone);
+  EXPECT_EQ(hold_.current(), DeliveryHold::kNone);
+  EXPECT_EQ(hold_.deferred(), 2);
+  EXPECT_GT(outbox_.Row("m1").next_retry_at, clock_.NowMillis());
+  EXPECT_EQ(outbox_.Row("m1").attempts, 1);  // no attempt spent
+  EXPECT_EQ(alerts_.Active("OutboxConsumerDown"), 0);
+  EXPECT_NE(metrics_.Render().find("outbox_deferred_total 2"), std::string::npos);
+  // Not held before: nothing to defer.
+  Due("m3");
+  EXPECT_EQ(hold_.Update({0, 1}), DeliveryHold::kNone);
+  EXPECT_EQ(hold_.deferred(), 2);
+}
+
+TEST_F(RepublishHoldTest, ALeaseLostWhileDeferringIsNoted) {
+  Due("m1");
+  ASSERT_EQ(hold_.Update({2, 0}), DeliveryHold::kConsumerDown);
+  outbox_.lease = {"other", clock_.NowMillis() + 60'000};
+  EXPECT_EQ(hold_.Update({0, 1}), DeliveryHold::kNone);
+  EXPECT_FALSE(lease_.held());
+  EXPECT_EQ(hold_.deferred(), 0);
+  EXPECT_LE(outbox_.Row("m1").next_retry_at, clock_.NowMillis());
+}
+
+}  // namespace
+}  // namespace outbox

@@ -1,0 +1,67 @@
+#pragma once
+
+// One re-publish round of the recovery loop: claim due rows under the lease
+// (rate-limited), publish them as stored with confirms, and note on the rows
+// what the broker did not confirm. Rows whose attempt budget is spent turn
+// FAILED in the claim and raise OutboxMessageFailed.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "shared/base/clock.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/lease_keeper.h"
+#include "shared/outbox/rate_limiter.h"
+#include "shared/outbox/recovery_alerts.h"
+#include "shared/outbox/recovery_options.h"
+#include "shared/outbox/repository.h"
+#include "shared/outbox/transport.h"
+
+namespace outbox {
+
+class Republisher {
+ public:
+  Republisher(RecoveryRepository& outbox, MessagePublisher& broker, LeaseKeeper& lease,
+              RecoveryAlerts& alerts, const Clock& clock, MetricsRegistry& metrics,
+              RecoveryOptions options);
+
+  struct Round {
+    int handled = 0;  // rows re-published or failed (0: nothing was due)
+    // The rate allows nothing now: wait this long (handled is 1 then: work
+    // may be waiting).
+    absl::Duration throttled = absl::ZeroDuration();
+    // Whether the broker confirmed the batch (kNone: nothing was published).
+    enum class Publish { kNone, kConfirmed, kFailed } publish = Publish::kNone;
+  };
+  Round Run();
+
+  int64_t republished() const { return republished_.value(); }
+  int64_t publish_failures() const { return publish_failures_.value(); }
+  int64_t failed() const { return failed_.value(); }
+
+ private:
+  // Claims up to `limit` due rows; an error is logged (a lost lease noted).
+  absl::StatusOr<Claimed> Claim(int limit, int64_t now_ms);
+  void RaiseFailed(const OutboxMessage& row);
+  // Publishes the claimed rows with confirms; returns the ids the broker
+  // did not confirm (noted on their rows).
+  std::vector<std::string> Publish(const std::vector<OutboxMessage>& rows, int64_t now_ms);
+  void NoteFailures(const std::vector<std::string>& failed, const std::string& error,
+                    int64_t now_ms);
+  void LogRows(const std::vector<OutboxMessage>& rows, const std::vector<bool>& confirmed,
+               size_t failed) const;
+
+  RecoveryRepository& outbox_;
+  MessagePublisher& broker_;
+  LeaseKeeper& lease_;
+  RecoveryAlerts& alerts_;
+  const Clock& clock_;
+  const RecoveryOptions options_;
+  RateLimiter limiter_;
+  Counter& republished_;
+  Counter& publish_failures_;
+  Counter& failed_;
+};
+
+}  // namespace outbox

@@ -1,0 +1,131 @@
+#include "shared/outbox/republisher.h"
+
+#include <gtest/gtest.h>
+
+#include "shared/outbox/state_machine.h"
+#include "shared/testing/fakes.h"
+
+namespace outbox {
+namespace {
+
+using ::outbox::testing::FakePublisher;
+using ::outbox::testing::InMemoryOutbox;
+using ::outbox::testing::ManualClock;
+using ::outbox::testing::RecordingAlerts;
+
+class RepublisherTest : public ::testing::Test {
+ protected:
+  RepublisherTest() {
+    broker_.clock = &clock_;
+    options_.instance_id = "r1";
+    options_.retry.base_delay = absl::Seconds(1);
+    EXPECT_TRUE(broker_.Connect().ok());
+    EXPECT_TRUE(lease_.Hold(clock_.Now()).held);
+  }
+
+  // A row whose fast-path publish was never acknowledged, due now.
+  void Due(const std::string& id, int max_attempts = 3) {
+    RetryPolicy written = options_.retry;
+    written.max_attempts = max_attempts;
+    outbox_.Add(NewOutboxMessage({id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated",
+                                  "ACC_QUEUE", "body-" + id},
+                                 clock_.NowMillis() - 1'000, written));
+  }
+
+  Republisher& Make() {
+    if (!republisher_) {
+      republisher_ = std::make_unique<Republisher>(outbox_, broker_, lease_, alerts_, clock_,
+                                                   metrics_, options_);
+    }
+    return *republisher_;
+  }
+
+  ManualClock clock_;
+  FakePublisher broker_;
+  InMemoryOutbox outbox_{clock_};
+  RecordingAlerts sink_;
+  MetricsRegistry metrics_;
+  RecoveryOptions options_;
+  LeaseKeeper lease_{outbox_, metrics_, "r1", absl::Seconds(10)};
+  RecoveryAlerts alerts_{sink_, clock_, RecoveryOptions{}};
+  std::unique_ptr<Republisher> republisher_;
+};
+
+TEST_F(RepublisherTest, PublishesDueRowsAsStoredAndSpendsAnAttempt) {
+  Due("m1");
+  const Republisher::Round round = Make().Run();
+  EXPECT_EQ(round.handled, 1);
+  EXPECT_EQ(round.publish, Republisher::Round::Publish::kConfirmed);
+  ASSERT_EQ(broker_.published.size(), 1u);
+  EXPECT_EQ(broker_.published[0].body, "body-m1");
+  EXPECT_EQ(broker_.published[0].shard_key, "p-m1");
+  EXPECT_EQ(outbox_.Row("m1").attempts, 2);
+  EXPECT_EQ(Make().republished(), 1);
+  EXPECT_NE(metrics_.Render().find("outbox_republished_total 1"), std::string::npos);
+}
+
+TEST_F(RepublisherTest, NothingDueIsAnIdleRound) {
+  const Republisher::Round round = Make().Run();
+  EXPECT_EQ(round.handled, 0);
+  EXPECT_EQ(round.publish, Republisher::Round::Publish::kNone);
+  EXPECT_EQ(round.throttled, absl::ZeroDuration());
+}
+
+TEST_F(RepublisherTest, ANackIsNotedOnTheRowAndFailsTheRound) {
+  Due("m1");
+  broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kNack; };
+  EXPECT_EQ(Make().Run().publish, Republisher::Round::Publish::kFailed);
+  EXPECT_EQ(Make().publish_failures(), 1);
+  EXPECT_EQ(Make().republished(), 0);
+  EXPECT_EQ(outbox_.Row("m1").last_error, "re-publish not confirmed by broker");
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSending);
+}
+
+TEST_F(RepublisherTest, ABrokerThatCannotBeReachedFailsEveryRowWithItsError) {
+  Due("m1");
+  Due("m2");
+  broker_.Drop();
+  broker_.reachable = false;
+  EXPECT_EQ(Make().Run().publish, Republisher::Round::Publish::kFailed);
+  EXPECT_EQ(Make().publish_failures(), 2);
+  EXPECT_NE(outbox_.Row("m2").last_error, "");
+  EXPECT_NE(outbox_.Row("m2").last_error, "re-publish not confirmed by broker");
+  EXPECT_FALSE(broker_.resets.empty());
+}
+
+TEST_F(RepublisherTest, AnExhaustedRowTurnsFailedWithItsAlert) {
+  Due("m1", /*max_attempts=*/1);
+  const Republisher::Round round = Make().Run();
+  EXPECT_EQ(round.handled, 1);
+  EXPECT_EQ(round.publish, Republisher::Round::Publish::kNone);
+  EXPECT_TRUE(broker_.published.empty());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kFailed);
+  EXPECT_EQ(Make().failed(), 1);
+  ASSERT_EQ(sink_.raised.size(), 1u);
+  EXPECT_EQ(sink_.raised[0].name, "OutboxMessageFailed");
+  EXPECT_EQ(alerts_.active(), 1u);
+}
+
+TEST_F(RepublisherTest, TheRateLimitThrottlesWithoutClaiming) {
+  options_.rate_per_second = 1;
+  Due("m1");
+  Due("m2");
+  EXPECT_EQ(Make().Run().handled, 1);  // one token: one row
+  const Republisher::Round round = Make().Run();
+  EXPECT_EQ(round.handled, 1);  // work may be waiting: no idle wait
+  EXPECT_GT(round.throttled, absl::ZeroDuration());
+  EXPECT_EQ(broker_.published.size(), 1u);
+  EXPECT_EQ(outbox_.Row("m2").attempts, 1);
+}
+
+TEST_F(RepublisherTest, AClaimRefusedAtTheFenceMeansTheLeaseIsLost) {
+  Due("m1");
+  outbox_.lease = {"other", clock_.NowMillis() + 60'000};
+  EXPECT_EQ(Make().Run().handled, 0);
+  EXPECT_FALSE(lease_.held());
+  EXPECT_TRUE(broker_.published.empty());
+  EXPECT_EQ(outbox_.Row("m1").attempts, 1);
+}
+
+}  // namespace
+}  // namespace outbox
