@@ -26,6 +26,8 @@
 #   skew-ahead       the standby recovery restarted SKEW_SECS ahead (libfaketime): it takes the lease
 #   skew-behind      the standby restarted SKEW_SECS behind; the holder paused until the standby
 #                    takes over, then resumed: it takes the lease back and the slow one is fenced
+#   (the three lease faults also keep acks from payment, as pay-oneway does,
+#   so that rows fall due and both instances have something to claim)
 #   netem-lossy      200 ms +- 50 ms delay and 5 % loss on payment's link (only with netem)
 #
 # After each fault heals, the client's ledger (every acknowledged create) is
@@ -50,7 +52,7 @@
 # FLAP_SECS (60), SLOW_RATE (1mbit), HEAL_TIMEOUT (300), BUILD_DIR (build),
 # KEEP=1 keeps the work dir (logs, databases).
 # Needs root. Exit status: 0 every fault passed, 1 otherwise or on error.
-set -euo pipefail
+set -Eeuo pipefail
 
 cd "$(dirname "$0")/.."
 SCRIPT=netlab
@@ -75,6 +77,8 @@ result=1
 sleeper=
 flapper=
 bench_pid=
+fault_victim=
+last_error=
 any_failed=0
 declare -a table_rows=()
 
@@ -85,7 +89,10 @@ source scripts/lib/netlab.sh
 # namespace of this run; keeps $WORK on failure or with KEEP=1.
 cleanup() {
   local rc=$?
-  trap - EXIT INT TERM
+  trap - EXIT INT TERM ERR
+  if [[ $rc != 0 && $result != 0 && -n $last_error ]]; then
+    echo "$SCRIPT: stopped (status $rc); the last command that failed: $last_error" >&2
+  fi
   if [[ -n $sleeper ]]; then kill "$sleeper" 2>/dev/null || true; fi
   stop_flapping
   if [[ -n $bench_pid ]]; then kill "$bench_pid" 2>/dev/null || true; fi
@@ -131,48 +138,53 @@ setup() {
 
 # ---------------------------------------------------------------- faults
 
-# fault_start NAME: injects the fault; prints what it hit.
+# fault_start NAME: injects the fault; sets fault_victim to what it hit (not
+# run in a subshell: it may start processes whose pids this shell must keep).
 fault_start() {
   local victim others
+  fault_victim=
   case $1 in
-    pay-cut) cut_host pay b1 b2 b3; echo "payment" ;;
-    acc-cut) cut_host acc b1 b2 b3; echo "accounting" ;;
+    pay-cut) cut_host pay b1 b2 b3; fault_victim="payment" ;;
+    acc-cut) cut_host acc b1 b2 b3; fault_victim="accounting" ;;
     recovery-cut)
       victim=$(lease_holder_or rec1)
       cut_host "$victim" b1 b2 b3
-      echo "$victim"
+      fault_victim="$victim"
       ;;
     broker-follower | broker-leader)
       victim=$(queue_leader PAY_QUEUE) || victim=b1
       [[ $1 == broker-follower ]] && victim=$(printf '%s\n' b1 b2 b3 | grep -vx "$victim" | shuf -n 1)
       mapfile -t others < <(other_hosts "$victim")
       cut_host "$victim" "${others[@]}"
-      echo "$victim"
+      fault_victim="$victim"
       ;;
-    pay-oneway) deafen_host pay b1 b2 b3; echo "payment (inbound)" ;;
-    flapping) start_flapping; echo "random halves of ${FLAP_HOSTS[*]}" ;;
-    pay-slow) in_host pay tc qdisc add dev eth0 root tbf rate "$SLOW_RATE" burst 32kbit latency 400ms; echo "payment ($SLOW_RATE)" ;;
+    pay-oneway) deafen_host pay b1 b2 b3; fault_victim="payment (inbound)" ;;
+    flapping) start_flapping; fault_victim="random halves of ${FLAP_HOSTS[*]}" ;;
+    pay-slow) in_host pay tc qdisc add dev eth0 root tbf rate "$SLOW_RATE" burst 32kbit latency 400ms; fault_victim="payment ($SLOW_RATE)" ;;
     recovery-pause)
       victim=$(lease_holder_or rec1)
+      withhold_acks
       kill -STOP "${svc_pid[$victim]}"
-      echo "$victim"
+      fault_victim="$victim"
       ;;
     skew-ahead)
       # The standby's clock runs ahead: the holder's lease looks expired to it.
       victim=$(other_recovery "$(lease_holder_or rec1)")
+      withhold_acks
       restart_recovery "$victim" "+${SKEW_SECS}s"
-      echo "$victim (+${SKEW_SECS} s)"
+      fault_victim="$victim (+${SKEW_SECS} s)"
       ;;
     skew-behind)
       # The standby's clock runs behind; the holder stalls until the standby
       # has taken over, then resumes: the slow clock's lease, already expired
       # by everyone else's clock, is taken back and its holder is fenced.
       victim=$(other_recovery "$(lease_holder_or rec1)")
+      withhold_acks
       restart_recovery "$victim" "-${SKEW_SECS}s"
       kill -STOP "${svc_pid[$(other_recovery "$victim")]}"
-      echo "$victim (-${SKEW_SECS} s; $(other_recovery "$victim") paused)"
+      fault_victim="$victim (-${SKEW_SECS} s; $(other_recovery "$victim") paused)"
       ;;
-    netem-lossy) in_host pay tc qdisc add dev eth0 root netem delay 200ms 50ms loss 5%; echo "payment" ;;
+    netem-lossy) in_host pay tc qdisc add dev eth0 root netem delay 200ms 50ms loss 5%; fault_victim="payment" ;;
     *) die "unknown fault $1" ;;
   esac
 }
@@ -181,12 +193,13 @@ fault_start() {
 fault_stop() {
   local inst=${2%% *}
   case $1 in
-    recovery-pause) kill -CONT "${svc_pid[$inst]}" ;;
-    skew-ahead) restart_recovery "$inst" ;;
+    recovery-pause) kill -CONT "${svc_pid[$inst]}"; heal_all ;;
+    skew-ahead) restart_recovery "$inst"; heal_all ;;
     skew-behind)
       kill -CONT "${svc_pid[$(other_recovery "$inst")]}"
       await_lease "$(other_recovery "$inst")" 30 || log "skew-behind: the lease did not go back to $(other_recovery "$inst")"
       restart_recovery "$inst"
+      heal_all
       ;;
     flapping) stop_flapping; heal_all ;;
     pay-slow) in_host pay tc qdisc del dev eth0 root ;;
@@ -209,6 +222,13 @@ fault_length() {
 other_hosts() {
   local h
   for h in "${LAB_HOSTS[@]}"; do [[ $h == "$1" ]] || echo "$h"; done
+}
+
+# withhold_acks: payment hears nothing from the brokers (its publishes still
+# go out), so no row is acknowledged and rows fall due: during the lease
+# faults both recovery instances have something to claim.
+withhold_acks() {
+  deafen_host pay b1 b2 b3
 }
 
 # other_recovery INSTANCE: the other recovery instance.
@@ -254,9 +274,11 @@ start_flapping() {
 }
 
 stop_flapping() {
-  [[ -n $flapper ]] && kill "$flapper" 2>/dev/null && wait "$flapper" 2>/dev/null
+  if [[ -n $flapper ]]; then
+    kill "$flapper" 2>/dev/null || true
+    wait "$flapper" 2>/dev/null || true
+  fi
   flapper=
-  return 0
 }
 
 # ---------------------------------------------------------------- measuring
@@ -396,7 +418,8 @@ run_fault() {
   bench_pid=$!
   pause_s $((WARMUP + PRE))
   t_fault=$(now_ms)
-  victim=$(fault_start "$name")
+  fault_start "$name"
+  victim=$fault_victim
   log "$name: fault on $victim (lease: $(lease_holder))"
   pause_s "$length"
   fault_stop "$name" "$victim"
@@ -409,6 +432,7 @@ run_fault() {
   await_all_sent || log "$name: rows still SENDING after $HEAL_TIMEOUT s"
   quorum=$(await_quorum_whole)
   alerts=$(await_no_alerts)
+  log "$name: quorum members $quorum, alerts left $alerts"
   failed=$(json_figure "$bench_out" create_failed)
   skipped=$(json_figure "$bench_out" create_skipped)
   codes=$(error_codes "$bench_out")
@@ -470,6 +494,7 @@ cmd_run() {
     echo "RESULT OK"
   else
     echo "RESULT FAILED"
+    last_error=  # a verdict, not a stop
     exit 1
   fi
 }
@@ -507,6 +532,7 @@ cmd_selftest() {
 }
 
 trap cleanup EXIT
+trap 'last_error="line $LINENO: $BASH_COMMAND"' ERR
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
