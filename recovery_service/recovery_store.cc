@@ -408,4 +408,24 @@ absl::StatusOr<int64_t> RecoveryStore::CountSendingOlderThan(int64_t created_bef
   return n;
 }
 
+absl::StatusOr<AckProgress> RecoveryStore::ReadAckProgress() {
+  MutexLock lock(&db_->read_mu);
+  AckProgress p;
+  RETURN_IF_ERROR(Guard("read ack progress", [&] {
+    // Each side is one walk down an index: outbox_sent_at (partial, SENT
+    // rows) and outbox_status_next_retry.
+    SQLite::Statement stmt(*db_->reader, R"sql(
+      SELECT (SELECT coalesce(max(sent_at), 0) FROM outbox WHERE status = 'SENT'),
+             next_retry_at, last_attempt_at
+      FROM (SELECT 1) LEFT JOIN (SELECT next_retry_at, last_attempt_at FROM outbox
+                                 WHERE status = 'SENDING' ORDER BY next_retry_at LIMIT 1))sql");
+    stmt.executeStep();
+    p.last_acked_at = stmt.getColumn(0).getInt64();
+    p.first_due_at = stmt.getColumn(1).isNull() ? 0 : stmt.getColumn(1).getInt64();
+    p.first_due_published_at = stmt.getColumn(2).isNull() ? 0 : stmt.getColumn(2).getInt64();
+    return absl::OkStatus();
+  }));
+  return p;
+}
+
 }  // namespace outbox::recovery

@@ -91,6 +91,7 @@ class RecoveryStore final : public RecoveryRepository {
   // outbox_oldest_sending_age_seconds (0 when nothing is SENDING), by `clock`.
   void RegisterMetrics(MetricsRegistry& metrics, const Clock& clock);
   absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) override;
+  absl::StatusOr<AckProgress> ReadAckProgress() override;
 
  private:
   explicit RecoveryStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}

@@ -83,8 +83,11 @@ int RecoveryLoop::Round() {
                {KV("queue", options_.pay_queue), KV("error", queue.status().message())});
     return 0;
   }
-  const DeliveryHold hold = hold_.Update(*queue);
+  auto acks = outbox_.ReadAckProgress();
+  if (!acks.ok()) LogWarning("ack_progress_failed", {KV("error", acks.status().message())});
+  const DeliveryHold hold = hold_.Update(*queue, acks.ok() ? *acks : AckProgress{});
   CountAlerts();
+  if (hold == DeliveryHold::kAcksStalled && lease_.held()) return Probe();
   if (hold != DeliveryHold::kNone || !lease_.held()) return 0;
   const Republisher::Round round = republisher_.Run();
   CountAlerts();
@@ -92,6 +95,19 @@ int RecoveryLoop::Round() {
   if (round.publish == Republisher::Round::Publish::kConfirmed) consecutive_failures_ = 0;
   if (round.publish == Republisher::Round::Publish::kFailed) ++consecutive_failures_;
   return round.handled;
+}
+
+int RecoveryLoop::Probe() {
+  // One row per first retry delay: enough to learn whether copies are being
+  // lost (its acknowledgement ends the stall), too few to pile up behind a
+  // cut acknowledgement path.
+  const absl::Time now = clock_.Now();
+  if (now - last_probe_ < options_.retry.base_delay) return 0;
+  last_probe_ = now;
+  const Republisher::Round round = republisher_.Run(/*max_rows=*/1);
+  CountAlerts();
+  if (round.publish == Republisher::Round::Publish::kFailed) ++consecutive_failures_;
+  return 0;  // idle until the next round either way
 }
 
 void RecoveryLoop::Housekeeping() {

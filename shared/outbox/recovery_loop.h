@@ -59,6 +59,8 @@ class RecoveryLoop {
   // Looks at pay_queue, then holds or re-publishes; returns how many rows it
   // re-published or failed (0: idle).
   int Round();
+  // While acknowledgements are stalled: one probe row per first retry delay.
+  int Probe();
   void Housekeeping();
   // Waits, polling the broker connection: rabbitmq-c only sends heartbeats
   // when the connection is used, and the broker drops a silent one.
@@ -77,6 +79,7 @@ class RecoveryLoop {
   std::atomic<int64_t> active_alerts_{0};
   int consecutive_failures_ = 0;
   absl::Time last_housekeeping_ = absl::InfinitePast();
+  absl::Time last_probe_ = absl::InfinitePast();
   WorkerThread thread_;
 };
 

@@ -68,6 +68,32 @@ TEST_F(RecoveryLoopTest, RepublishesDueRowsAsStoredWithLinearBackoff) {
   EXPECT_EQ(Worker().republished(), 1);
 }
 
+TEST_F(RecoveryLoopTest, WhileNoAcknowledgementArrivesOneProbePerFirstRetryDelay) {
+  Committed("a1");
+  ASSERT_TRUE(outbox_.MarkAcknowledged({"a1"}).ok());  // acknowledgements did flow
+  clock_.Advance(absl::Seconds(1));
+  for (const char* id : {"m1", "m2", "m3"}) Committed(id);
+  clock_.Advance(absl::Seconds(1));  // all due; nothing acknowledged since they were written
+  Worker().Step();
+  ASSERT_EQ(broker_.published.size(), 1u);  // the probe
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kAcksStalled);
+  Worker().Step();
+  EXPECT_EQ(broker_.published.size(), 1u);  // the next probe waits a first delay
+  EXPECT_TRUE(alerts_.raised.empty());
+  // The probe's acknowledgement: the path works. With copies still queued
+  // the other rows wait one more step (theirs may be among them), then go out.
+  broker_.queues["PAY_QUEUE"] = {2, 1};
+  clock_.Advance(absl::Milliseconds(300));
+  ASSERT_TRUE(outbox_.MarkAcknowledged({broker_.published[0].message_id}).ok());
+  clock_.Advance(absl::Milliseconds(300));
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
+  EXPECT_EQ(broker_.published.size(), 1u);
+  clock_.Advance(absl::Seconds(1));  // held back one step; not a stall again
+  Worker().Step();
+  EXPECT_EQ(broker_.published.size(), 3u);
+}
+
 TEST_F(RecoveryLoopTest, AnExhaustedRowTurnsFailedWithOneAlert) {
   Committed("m1", /*max_attempts=*/2);
   clock_.Advance(absl::Seconds(1));

@@ -48,6 +48,13 @@ struct Claimed {
   std::vector<OutboxMessage> exhausted;   // OnDue said kExhausted; stored FAILED
 };
 
+// Whether acknowledgements are flowing, as the outbox table shows it.
+struct AckProgress {
+  int64_t last_acked_at = 0;  // newest sent_at of a SENT row, unix ms; 0 = none
+  int64_t first_due_at = 0;   // earliest next_retry_at of a SENDING row; 0 = none
+  int64_t first_due_published_at = 0;  // that row's last_attempt_at: its last publish
+};
+
 struct LeaseState {
   std::string holder;
   int64_t expires_at = 0;  // unix ms
@@ -81,6 +88,8 @@ class RecoveryRepository {
   // Moves up to `batch` SENT rows acknowledged before `cutoff_ms` to the archive.
   virtual absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch) = 0;
   virtual absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) = 0;
+  // Two index lookups: the newest acknowledgement and the earliest due row.
+  virtual absl::StatusOr<AckProgress> ReadAckProgress() = 0;
 };
 
 }  // namespace outbox

@@ -17,6 +17,7 @@ const char* DeliveryHoldName(DeliveryHold hold) {
   switch (hold) {
     case DeliveryHold::kConsumerDown: return "consumer_down";
     case DeliveryHold::kQueueBacklog: return "queue_backlog";
+    case DeliveryHold::kAcksStalled: return "acks_stalled";
     case DeliveryHold::kNone: break;
   }
   return "";
@@ -27,6 +28,17 @@ DeliveryHold HoldFor(const QueueState& queue, int64_t max_ready, DeliveryHold cu
   const int64_t limit = current == DeliveryHold::kNone ? max_ready : max_ready / 10;
   if (queue.ready > limit) return DeliveryHold::kQueueBacklog;
   return DeliveryHold::kNone;
+}
+
+bool AcksStalled(const AckProgress& progress, int64_t now_ms, absl::Duration quiet) {
+  // Never acknowledged (a new table, or every row archived): no flow to stall.
+  if (progress.last_acked_at == 0) return false;
+  const bool due = progress.first_due_at != 0 && progress.first_due_at <= now_ms;
+  // Its last publish went unanswered, and so did everything since: a stall.
+  // A row held back (its due time moved, not its last publish) after an
+  // acknowledgement is thus not stalled again merely for coming due.
+  return due && progress.last_acked_at < progress.first_due_published_at &&
+         now_ms - progress.last_acked_at >= absl::ToInt64Milliseconds(quiet);
 }
 
 absl::StatusOr<QueueState> InspectQueues(MessagePublisher& broker,
@@ -57,7 +69,8 @@ RepublishHold::RepublishHold(RecoveryRepository& outbox, LeaseKeeper& lease, Ale
           "due rows held back without spending an attempt (queue not consumed or far behind)")),
       alert_(alerts, clock, options_.alert_resend) {
   metrics.AddGauge("outbox_delivery_held",
-                   "1 while re-publishing is held (nobody consumes the queue or it is far behind)",
+                   "1 while re-publishing is held (nobody consumes the queue, it is far behind, or no "
+                   "acknowledgement arrives)",
                    "", [this] { return hold_.load() != 0 ? 1 : 0; });
   const std::string queue = absl::StrCat("queue=\"", options_.pay_queue, "\"");
   metrics.AddGauge("outbox_queue_ready", "messages ready in the queue, as last seen", queue,
@@ -66,13 +79,28 @@ RepublishHold::RepublishHold(RecoveryRepository& outbox, LeaseKeeper& lease, Ale
                    [this] { return static_cast<double>(queue_consumers_.load()); });
 }
 
-DeliveryHold RepublishHold::Update(const QueueState& queue) {
+DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& acks) {
   queue_ready_ = queue.ready;
   queue_consumers_ = queue.consumers;
   const DeliveryHold before = current();
-  const DeliveryHold hold = HoldFor(queue, options_.hold_queue_depth, before);
+  // The queue holds' hysteresis is theirs: a stall ending with copies queued
+  // below the hold depth is no backlog.
+  DeliveryHold hold = HoldFor(queue, options_.hold_queue_depth,
+                              before == DeliveryHold::kAcksStalled ? DeliveryHold::kNone : before);
+  if (hold == DeliveryHold::kNone &&
+      AcksStalled(acks, clock_.NowMillis(), options_.retry.base_delay)) {
+    hold = DeliveryHold::kAcksStalled;
+  }
   if (hold == DeliveryHold::kNone) {
     if (before != DeliveryHold::kNone) Resume(before, queue);
+    alert_.Clear();
+  } else if (hold == DeliveryHold::kAcksStalled) {
+    if (before != hold) {
+      LogWarning("delivery_held", {KV("reason", DeliveryHoldName(hold)),
+                                   KV("queue", options_.pay_queue),
+                                   KV("last_acked_at", acks.last_acked_at)});
+    }
+    hold_ = static_cast<int>(hold);
     alert_.Clear();
   } else {
     Hold(hold, before, queue);
@@ -83,8 +111,10 @@ DeliveryHold RepublishHold::Update(const QueueState& queue) {
 void RepublishHold::Resume(DeliveryHold before, const QueueState& queue) {
   // Consumers are back: the copies waiting in the queue are being delivered
   // now. Give every due row one more backoff step before re-publishing, or
-  // each would be sent a second time for nothing.
-  const int64_t deferred = DeferAllDue();
+  // each would be sent a second time for nothing. After a stall with the
+  // queue empty no copy is waiting there (they died with a link): go on now.
+  const bool nothing_queued = before == DeliveryHold::kAcksStalled && queue.ready == 0;
+  const int64_t deferred = nothing_queued ? 0 : DeferAllDue();
   LogInfo("delivery_resumed", {KV("queue", options_.pay_queue), KV("was", DeliveryHoldName(before)),
                                KV("ready", queue.ready), KV("consumers", queue.consumers),
                                KV("deferred", deferred)});

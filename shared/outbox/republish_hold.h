@@ -5,6 +5,14 @@
 // due rows are neither claimed nor rewritten (no attempts spent) and one
 // alert stands for the incident; when the hold ends every due row gets one
 // more backoff step, since the copies still queued are being delivered now.
+//
+// The same goes while no acknowledgement arrives at all (acks_stalled): rows
+// falling due then are not lost copies but a cut acknowledgement path
+// (accounting or payment cut off from the broker, payment's listener gone),
+// and a copy of each would only queue up behind the first. Then the loop
+// re-publishes one probe row per first retry delay: if copies were lost after
+// all, the probe's acknowledgement ends the stall. No alert of its own: the
+// causes have theirs (OutboxConsumerDown, OutboxBacklog, OutboxServiceDown).
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -24,8 +32,9 @@
 namespace outbox {
 
 // Why re-publishing is held (none: it goes on).
-enum class DeliveryHold { kNone = 0, kConsumerDown = 1, kQueueBacklog = 2 };
-const char* DeliveryHoldName(DeliveryHold hold);  // "", "consumer_down", "queue_backlog"
+enum class DeliveryHold { kNone = 0, kConsumerDown = 1, kQueueBacklog = 2, kAcksStalled = 3 };
+// "", "consumer_down", "queue_backlog", "acks_stalled"
+const char* DeliveryHoldName(DeliveryHold hold);
 
 // The decision, as a plain function: nobody consumes the queue, or it holds
 // more than `max_ready` messages, so another copy would only wait there too.
@@ -38,6 +47,12 @@ DeliveryHold HoldFor(const QueueState& queue, int64_t max_ready,
 // The queues of a group seen as one: their ready messages add up, and the
 // fewest consumers of any counts, since which queue a message hashes to is
 // the broker's call. A queue not declared yet has nobody consuming it.
+// Rows are due (the earliest next retry has passed), nothing has been
+// acknowledged since the oldest of them was last published, nor for `quiet`
+// (a first retry delay), and acknowledgements had flowed before: none of the
+// copies out there is getting through, so more of the same would not either.
+bool AcksStalled(const AckProgress& progress, int64_t now_ms, absl::Duration quiet);
+
 absl::StatusOr<QueueState> InspectQueues(MessagePublisher& broker,
                                          const std::vector<std::string>& queues);
 
@@ -48,9 +63,10 @@ class RepublishHold {
                 const Clock& clock, MetricsRegistry& metrics, RecoveryOptions options,
                 std::function<bool()> stopping = [] { return false; });
 
-  // Sets the hold from what the queue looks like now and keeps its alert
-  // (OutboxConsumerDown / OutboxQueueBacklog) in step; returns it.
-  DeliveryHold Update(const QueueState& queue);
+  // Sets the hold from what the queue and the acknowledgements look like now
+  // and keeps its alert (OutboxConsumerDown / OutboxQueueBacklog) in step;
+  // returns it.
+  DeliveryHold Update(const QueueState& queue, const AckProgress& acks = {});
 
   // Readable from any thread (the ops API).
   DeliveryHold current() const { return static_cast<DeliveryHold>(hold_.load()); }

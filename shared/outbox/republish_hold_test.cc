@@ -31,6 +31,20 @@ TEST(HoldForTest, AHoldLastsUntilTheQueueIsDownToATenth) {
   EXPECT_EQ(HoldFor({50, 1}, 100, DeliveryHold::kNone), DeliveryHold::kNone);  // not held yet
 }
 
+TEST(AcksStalledTest, DueRowsAndNoAcknowledgementForAFirstRetryDelay) {
+  const absl::Duration quiet = absl::Seconds(5);
+  // The oldest due row was published at 9'000 (due 14'000), nothing acked since 8'000.
+  EXPECT_TRUE(AcksStalled({/*last_acked_at=*/8'000, /*first_due_at=*/14'000,
+                           /*first_due_published_at=*/9'000},
+                          15'000, quiet));
+  EXPECT_FALSE(AcksStalled({9'500, 14'000, 9'000}, 15'000, quiet));  // acked since its publish
+  EXPECT_FALSE(AcksStalled({8'000, 16'000, 9'000}, 15'000, quiet));  // nothing due yet
+  EXPECT_FALSE(AcksStalled({8'000, 0, 0}, 15'000, quiet));            // nothing SENDING
+  EXPECT_FALSE(AcksStalled({0, 14'000, 9'000}, 15'000, quiet));       // never acked: no flow
+  // Held back after an acknowledgement (due moved, last publish did not).
+  EXPECT_FALSE(AcksStalled({12'000, 14'000, 9'000}, 18'000, quiet));
+}
+
 TEST(InspectQueuesTest, AGroupAddsUpReadyAndCountsItsLeastConsumedQueue) {
   FakePublisher broker;
   ASSERT_TRUE(broker.Connect().ok());
@@ -132,6 +146,41 @@ TEST_F(RepublishHoldTest, WhenTheHoldEndsEveryDueRowGetsOneMoreStepAndTheAlertRe
   Due("m3");
   EXPECT_EQ(hold_.Update({0, 1}), DeliveryHold::kNone);
   EXPECT_EQ(hold_.deferred(), 2);
+}
+
+TEST_F(RepublishHoldTest, StalledAcknowledgementsHoldWithoutAnAlertAndResumeWithOneMoreStep) {
+  Due("m1");
+  Due("m2");
+  const int64_t due_at = outbox_.Row("m1").next_retry_at;
+  const int64_t now = clock_.NowMillis();
+  EXPECT_EQ(hold_.Update({40, 1}, {now - 6'000, due_at, now - 5'000}), DeliveryHold::kAcksStalled);
+  EXPECT_EQ(outbox_.Row("m1").next_retry_at, due_at);  // not rewritten while held
+  EXPECT_TRUE(alerts_.raised.empty());
+  EXPECT_NE(metrics_.Render().find("outbox_delivery_held 1"), std::string::npos);
+  // An acknowledgement arrives (the probe's, or any) with copies queued:
+  // every due row one more step.
+  EXPECT_EQ(hold_.Update({40, 1}, {now, due_at, now - 5'000}), DeliveryHold::kNone);
+  EXPECT_EQ(hold_.deferred(), 2);
+  EXPECT_GT(outbox_.Row("m1").next_retry_at, now);
+  EXPECT_EQ(outbox_.Row("m1").attempts, 1);
+}
+
+TEST_F(RepublishHoldTest, AfterAStallWithNothingQueuedDueRowsGoOutAtOnce) {
+  Due("m1");
+  const int64_t due_at = outbox_.Row("m1").next_retry_at;
+  const int64_t now = clock_.NowMillis();
+  ASSERT_EQ(hold_.Update({0, 1}, {now - 6'000, due_at, now - 5'000}), DeliveryHold::kAcksStalled);
+  EXPECT_EQ(hold_.Update({0, 1}, {now, due_at, now - 5'000}), DeliveryHold::kNone);
+  EXPECT_EQ(hold_.deferred(), 0);
+  EXPECT_EQ(outbox_.Row("m1").next_retry_at, due_at);
+}
+
+TEST_F(RepublishHoldTest, AQueueHoldOutranksStalledAcknowledgements) {
+  Due("m1");
+  const int64_t now = clock_.NowMillis();
+  EXPECT_EQ(hold_.Update({3, 0}, {now - 9'000, now - 5'000, now - 6'000}),
+            DeliveryHold::kConsumerDown);
+  EXPECT_EQ(alerts_.Active("OutboxConsumerDown"), 1);
 }
 
 TEST_F(RepublishHoldTest, ALeaseLostWhileDeferringIsNoted) {

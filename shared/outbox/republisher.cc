@@ -23,8 +23,8 @@ Republisher::Republisher(RecoveryRepository& outbox, MessagePublisher& broker, L
                                            "re-publishes not confirmed")),
       failed_(metrics.AddCounter("outbox_failed_total", "rows this instance turned FAILED")) {}
 
-Republisher::Round Republisher::Run() {
-  const int allowed = limiter_.Take(options_.batch);
+Republisher::Round Republisher::Run(int max_rows) {
+  const int allowed = limiter_.Take(max_rows > 0 ? max_rows : options_.batch);
   if (allowed == 0) return {1, limiter_.UntilNext()};
   const int64_t now = clock_.NowMillis();
   auto claimed = Claim(allowed, now);

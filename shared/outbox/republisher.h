@@ -34,7 +34,8 @@ class Republisher {
     // Whether the broker confirmed the batch (kNone: nothing was published).
     enum class Publish { kNone, kConfirmed, kFailed } publish = Publish::kNone;
   };
-  Round Run();
+  // Claims at most `max_rows` (0: a whole batch, --recovery_batch).
+  Round Run(int max_rows = 0);
 
   int64_t republished() const { return republished_.value(); }
   int64_t publish_failures() const { return publish_failures_.value(); }

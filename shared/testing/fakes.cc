@@ -271,6 +271,20 @@ absl::StatusOr<int64_t> InMemoryOutbox::CountSendingOlderThan(int64_t created_be
   return n;
 }
 
+absl::StatusOr<AckProgress> InMemoryOutbox::ReadAckProgress() {
+  if (!fail_with.ok()) return fail_with;
+  AckProgress p;
+  for (const auto& [id, row] : rows_) {
+    if (row.status == OutboxStatus::kSent) p.last_acked_at = std::max(p.last_acked_at, row.sent_at);
+    if (row.status == OutboxStatus::kSending &&
+        (p.first_due_at == 0 || row.next_retry_at < p.first_due_at)) {
+      p.first_due_at = row.next_retry_at;
+      p.first_due_published_at = row.last_attempt_at;
+    }
+  }
+  return p;
+}
+
 int RecordingAlerts::Active(const std::string& name) const {
   int n = 0;
   for (const Alert& a : raised) n += a.name == name;

@@ -147,6 +147,7 @@ class InMemoryOutbox final : public OutboxRepository, public RecoveryRepository 
   absl::StatusOr<LeaseState> Lease() override;
   absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch) override;
   absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) override;
+  absl::StatusOr<AckProgress> ReadAckProgress() override;
 
   LeaseState lease;
   int64_t archived = 0;
