@@ -64,25 +64,42 @@ void Relay::ReportFailures() {
 
 bool Relay::Step() {
   bool stopping = false;
-  {
-    MutexLock lock(&mu_);
-    auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
-    // With nothing in flight, sleep until there is work; wake at least every
-    // second to keep the idle connection's heartbeats going.
-    if (in_flight_.empty()) mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
-    stopping = stopping_;
-    if (stopping && queue_.empty() && in_flight_.empty()) return false;
-  }
-  absl::Status up = broker_.Connect();
-  if (absl::Status s = up; !s.ok()) {
-    if (!in_flight_.empty()) FailInFlight(s);
+  if (!AwaitWork(&stopping)) return false;
+  if (absl::Status up = broker_.Connect(); !up.ok()) return BrokerAway(up, stopping);
+  const size_t taken = FillWindow();
+  if (in_flight_.empty()) {
     ReportFailures();
-    if (stopping) return false;  // whatever is queued stays SENDING for recovery
-    MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+    if (taken == 0) {
+      absl::Status s = broker_.Poll(absl::Milliseconds(1));
+      if (!s.ok()) broker_.Reset(s);
+    }
     return true;
   }
-  // Fill the window.
+  SettleConfirms();
+  ReportFailures();
+  return true;
+}
+
+bool Relay::AwaitWork(bool* stopping) {
+  MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
+  // With nothing in flight, sleep until there is work; wake at least every
+  // second to keep the idle connection's heartbeats going.
+  if (in_flight_.empty()) mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
+  *stopping = stopping_;
+  return !(stopping_ && queue_.empty() && in_flight_.empty());
+}
+
+bool Relay::BrokerAway(const absl::Status& why, bool stopping) {
+  if (!in_flight_.empty()) FailInFlight(why);
+  ReportFailures();
+  if (stopping) return false;  // whatever is queued stays SENDING for recovery
+  MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+  return true;
+}
+
+size_t Relay::FillWindow() {
   std::vector<OutgoingMessage> batch;
   {
     MutexLock lock(&mu_);
@@ -101,15 +118,11 @@ bool Relay::Step() {
     }
     in_flight_.Add(*tag, batch[i].message_id, now);
   }
-  if (in_flight_.empty()) {
-    ReportFailures();
-    if (batch.empty()) {
-      absl::Status s = broker_.Poll(absl::Milliseconds(1));
-      if (!s.ok()) broker_.Reset(s);
-    }
-    return true;
-  }
-  // Settle confirms: wait briefly only when there is nothing new to send.
+  return batch.size();
+}
+
+void Relay::SettleConfirms() {
+  // Wait briefly only when there is nothing new to send.
   bool more_waiting;
   {
     MutexLock lock(&mu_);
@@ -137,8 +150,6 @@ bool Relay::Step() {
     // A confirm this late means the connection is stuck: start over.
     FailInFlight(absl::DeadlineExceededError("publish confirm timed out"));
   }
-  ReportFailures();
-  return true;
 }
 
 }  // namespace outbox

@@ -52,6 +52,18 @@ class Relay final : public RelayQueue {
   size_t in_flight() const { return in_flight_.size(); }
 
  private:
+  // Sleeps until there is work (or a second passes); false once stopping
+  // with nothing queued or in flight.
+  bool AwaitWork(bool* stopping);
+  // Connect() failed: fails what was in flight and waits a little; false
+  // when stopping.
+  bool BrokerAway(const absl::Status& why, bool stopping);
+  // Publishes queued messages while the window has room; returns how many
+  // it took from the queue.
+  size_t FillWindow();
+  // Reads the broker's confirms and fails what was nacked, returned or
+  // left unconfirmed too long.
+  void SettleConfirms();
   void FailInFlight(const absl::Status& why);
   void ReportFailures();
 
