@@ -17,7 +17,8 @@ Relay::Relay(MessagePublisher& broker, OutboxRepository& outbox,
       confirmed_(metrics.AddCounter("outbox_fast_publish_total", "fast-path publishes by result",
                                     "result=\"confirmed\"")),
       failed_total_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"failed\"")),
-      dropped_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"dropped\"")) {
+      dropped_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"dropped\"")),
+      note_failures_(StoreWriteFailures(metrics, "record_publish_failure")) {
   RegisterLinkMetrics(metrics, broker_, "publisher");
 }
 
@@ -57,8 +58,15 @@ void Relay::ReportFailures() {
   failed_total_.Add(static_cast<int64_t>(failed_.size()));
   LogWarning("fast_publish_failed", {KV("messages", failed_.size()),
                                      KV("first_message_id", failed_.front()), KV("error", error_)});
+  // Not retried: the row stays SENDING either way, and recovery re-publishes
+  // it; only last_error (shown to operators) misses this failure.
   absl::Status s = outbox_.RecordPublishFailure(failed_, error_);
-  if (!s.ok()) LogWarning("record_publish_error_failed", {KV("error", s.message())});
+  if (!s.ok()) {
+    note_failures_.Add();
+    LogWarning("record_publish_error_failed",
+               {KV("messages", failed_.size()), KV("first_message_id", failed_.front()),
+                KV("error", s.message())});
+  }
   failed_.clear();
 }
 

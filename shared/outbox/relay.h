@@ -74,6 +74,7 @@ class Relay final : public RelayQueue {
   Counter& confirmed_;
   Counter& failed_total_;
   Counter& dropped_;
+  Counter& note_failures_;
 
   Mutex mu_;
   std::deque<OutgoingMessage> queue_ ABSL_GUARDED_BY(mu_);

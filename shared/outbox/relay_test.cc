@@ -119,5 +119,18 @@ TEST_F(RelayTest, StopDrainsWhatIsQueuedThenEnds) {
   EXPECT_FALSE(publisher_.Step());
 }
 
+TEST_F(RelayTest, ANoteThatCannotBeWrittenIsCountedAndTheRowLeftToRecovery) {
+  broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kNack; };
+  Commit(1);
+  outbox_.fail_with = absl::UnavailableError("database is locked");
+  ASSERT_TRUE(publisher_.Step());
+  EXPECT_EQ(publisher_.failed(), 1);
+  EXPECT_EQ(outbox_.Row("m0").last_error, "");
+  EXPECT_EQ(outbox_.Row("m0").status, OutboxStatus::kSending);
+  const std::string noted =
+      R"(outbox_store_write_failures_total{write="record_publish_failure"} 1)";
+  EXPECT_NE(metrics_.Render().find(noted), std::string::npos);
+}
+
 }  // namespace
 }  // namespace outbox

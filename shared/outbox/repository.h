@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shared/observability/metrics.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/retry_policy.h"
 
@@ -82,5 +83,11 @@ class RecoveryRepository {
   virtual absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch) = 0;
   virtual absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) = 0;
 };
+
+// outbox_store_write_failures_total{write=...}: writes a worker could not
+// make and gave up on (each logged where it failed), for writes whose loss
+// costs nothing lasting: a failure note or a lease release. Registered here
+// only so every worker shares one help text.
+Counter& StoreWriteFailures(MetricsRegistry& metrics, const std::string& write);
 
 }  // namespace outbox
