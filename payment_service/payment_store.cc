@@ -46,10 +46,9 @@ std::string SelectSql(const std::string& where, const char* join = kJoin) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::string& path,
-                                                                 const DbOptions& options,
-                                                                 const Clock& clock) {
+                                                                 const DbOptions& options) {
   ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, &PaymentDbSchema()));
-  return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(db), clock));
+  return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(db)));
 }
 
 std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,
