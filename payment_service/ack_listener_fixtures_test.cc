@@ -42,7 +42,8 @@ class PaymentAccountedFixturesTest : public ::testing::Test {
     outbox_.Add(NewOutboxMessage({d.message_id, "payment", "p-" + d.message_id, "PAY_QUEUE",
                                   "PaymentCreated", "ACC_QUEUE", ""},
                                  clock_.NowMillis(), RetryPolicy{}));
-    AckListener listener(queue_, outbox_, DecodePaymentAccounted, metrics_, {"ACC_QUEUE", 256, keys});
+    AckListener listener(queue_, outbox_, DecodePaymentAccounted, metrics_,
+                         {"ACC_QUEUE", 256, keys});
     const uint64_t tag = queue_.Push(d);
     EXPECT_TRUE(listener.Step());
     return tag;

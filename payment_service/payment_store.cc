@@ -46,10 +46,9 @@ std::string SelectSql(const std::string& where, const char* join = kJoin) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::string& path,
-                                                                 const DbOptions& options,
-                                                                 const Clock& clock) {
+                                                                 const DbOptions& options) {
   ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, &PaymentDbSchema()));
-  return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(db), clock));
+  return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(db)));
 }
 
 std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,
@@ -161,6 +160,23 @@ absl::StatusOr<int64_t> PaymentStore::CountSending(int64_t limit) {
     return absl::OkStatus();
   }));
   return count;
+}
+
+absl::StatusOr<std::vector<std::string>> PaymentStore::TakenOver(
+    const std::vector<std::string>& message_ids) {
+  MutexLock lock(&db_->read_mu);
+  std::vector<std::string> taken;
+  RETURN_IF_ERROR(Guard("read taken over", [&] {
+    SQLite::Statement stmt(*db_->reader,
+                           "SELECT status != 'SENDING' OR attempts > 1 FROM outbox WHERE message_id = ?");
+    for (const std::string& id : message_ids) {
+      stmt.reset();
+      stmt.bind(1, id);
+      if (stmt.executeStep() && stmt.getColumn(0).getInt() != 0) taken.push_back(id);
+    }
+    return absl::OkStatus();
+  }));
+  return taken;
 }
 
 absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {

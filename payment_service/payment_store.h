@@ -11,7 +11,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "payment_service/payment.h"
-#include "shared/base/clock.h"
 #include "shared/base/mutex.h"
 #include "shared/base/page.h"
 #include "shared/outbox/repository.h"
@@ -35,12 +34,12 @@ struct NewPayment {
 
 using PaymentPage = Page<PaymentRecord>;
 
-class PaymentStore final : public OutboxRepository {
+class PaymentStore final {
  public:
   // Creates payment.db or upgrades it to the latest schema version
   // (PaymentDbSchema); FAILED_PRECONDITION, untouched, for a newer file.
-  static absl::StatusOr<std::unique_ptr<PaymentStore>> Open(
-      const std::string& path, const DbOptions& options, const Clock& clock = SystemClock::Get());
+  static absl::StatusOr<std::unique_ptr<PaymentStore>> Open(const std::string& path,
+                                                            const DbOptions& options);
 
   // Writes the whole group in ONE transaction. Each payment is inserted with
   // its outbox row, or resolved against an existing idempotency key, under
@@ -57,33 +56,25 @@ class PaymentStore final : public OutboxRepository {
   // Marks acknowledged outbox rows SENT in one transaction (a group of marks only).
   absl::StatusOr<AckTally> MarkSent(const std::vector<std::string>& message_ids, int64_t now_ms);
 
-  // Notes why a publish failed on SENDING rows (shown by GetPayment).
-  // OutboxRepository, each in its own transaction, stamped with the clock.
-  absl::StatusOr<AckTally> MarkAcknowledged(const std::vector<std::string>& message_ids) override {
-    return MarkSent(message_ids, clock_.NowMillis());
-  }
-  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
-                                    const std::string& error) override {
-    return RecordPublishError(message_ids, error, clock_.NowMillis());
-  }
-
+  // Notes why a publish failed on SENDING rows (shown by GetPayment), in a
+  // transaction of its own.
   absl::Status RecordPublishError(const std::vector<std::string>& message_ids,
                                   const std::string& error, int64_t now_ms);
 
   // SENDING rows (published or not, awaiting accounting's reply), counted
   // up to `limit` (the count stops there, so it stays cheap in an outage).
   absl::StatusOr<int64_t> CountSending(int64_t limit);
+  // See OutboxRepository::TakenOver.
+  absl::StatusOr<std::vector<std::string>> TakenOver(const std::vector<std::string>& message_ids);
 
   absl::StatusOr<PaymentRecord> Get(const std::string& payment_id);
   absl::StatusOr<PaymentPage> List(std::optional<OutboxStatus> status, int64_t after_id,
                                    int limit);
 
  private:
-  PaymentStore(std::unique_ptr<SqliteFile> db, const Clock& clock)
-      : db_(std::move(db)), clock_(clock) {}
+  explicit PaymentStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}
 
   std::unique_ptr<SqliteFile> db_;
-  const Clock& clock_;
 };
 
 }  // namespace outbox::payment

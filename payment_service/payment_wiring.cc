@@ -44,8 +44,8 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
                        ack_options.prefetch);
   // Data path: handler -> writer (group commit) -> publisher (PAY_QUEUE);
   // ACC_QUEUE -> ack listener -> writer (next group marks the rows SENT).
-  Relay publisher(broker, *store, clock, metrics, publisher_options);
-  PaymentWriter writer(*store, clock, ids, metrics, writer_options, publisher);
+  PaymentWriter writer(*store, clock, ids, metrics, writer_options);
+  Relay publisher(broker, writer, clock, metrics, publisher_options);
   AckListener acks(replies, writer, DecodePaymentAccounted, metrics, ack_options);
   PaymentServiceImpl service(writer, *store, config.max_amount_minor, options.auth,
                              ShardGuard(shard));
@@ -54,7 +54,7 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service}, options.metrics_listen,
                                                 metrics, config.tls));
   publisher.Start();
-  writer.Start();
+  writer.Start(publisher);
   acks.Start();
   LogInfo("payment_service_started",
           {KV("listen", listen), KV("port", serving->port()), KV("tls", config.tls.enabled()),

@@ -13,12 +13,11 @@
 namespace outbox::payment {
 
 PaymentWriter::PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerator& ids,
-                             MetricsRegistry& metrics, WriterOptions options, RelayQueue& relay)
+                             MetricsRegistry& metrics, WriterOptions options)
     : store_(store),
       clock_(clock),
       ids_(ids),
       options_(std::move(options)),
-      relay_(relay),
       groups_(metrics.AddCounter("outbox_group_commits_total", "write transactions (groups)")),
       created_(metrics.AddCounter("outbox_payments_created_total", "payments committed")),
       holds_(metrics.AddCounter("outbox_writer_holds_total",
@@ -26,7 +25,10 @@ PaymentWriter::PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerato
 
 PaymentWriter::~PaymentWriter() { Stop(); }
 
-void PaymentWriter::Start() { thread_ = std::thread([this] { Run(); }); }
+void PaymentWriter::Start(RelayQueue& relay) {
+  relay_ = &relay;
+  thread_ = std::thread([this] { Run(); });
+}
 
 void PaymentWriter::Stop() {
   {
@@ -179,7 +181,7 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<Pending
   }
   groups_.Add();
   created_.Add(static_cast<int64_t>(messages.size()));
-  if (!messages.empty()) relay_.Enqueue(std::move(messages));
+  if (!messages.empty()) relay_->Enqueue(std::move(messages));
 
   // The ack listener first: its rows are SENT now, and it acks them while
   // the callers below are answered.

@@ -4,8 +4,9 @@
 // queues the message ids to mark SENT; one writer thread commits everything
 // queued in one transaction (one fsync) and hands each caller its own outcome
 // through its completion callback (no thread waits per call). Right after the
-// commit, the new messages go to the relay (shared/outbox/relay.h). As the
-// outbox repository of the ack listener, acks ride the same group commit.
+// commit, the new messages go to the relay (shared/outbox/relay.h). It is the
+// outbox repository of both the ack listener (acks ride the same group
+// commit) and the relay (failure notes).
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -43,10 +44,13 @@ struct WriterOptions {
 class PaymentWriter final : public OutboxRepository {
  public:
   PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerator& ids,
-                MetricsRegistry& metrics, WriterOptions options, RelayQueue& relay);
+                MetricsRegistry& metrics, WriterOptions options);
   ~PaymentWriter() override;
 
-  void Start();
+  // Starts the writer thread; what it commits goes to `relay`. The relay is
+  // handed over here rather than at construction because it, in turn, notes
+  // its failures through this writer.
+  void Start(RelayQueue& relay);
   // Finishes every queued request, then stops the writer thread.
   void Stop();
 
@@ -64,6 +68,11 @@ class PaymentWriter final : public OutboxRepository {
   // Notes a failed publish on the rows (its own short transaction).
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error) override;
+  // A read on the store's reader connection, not through the group queue.
+  absl::StatusOr<std::vector<std::string>> TakenOver(
+      const std::vector<std::string>& message_ids) override {
+    return store_.TakenOver(message_ids);
+  }
 
   int64_t groups_committed() const { return groups_.value(); }
   int64_t payments_created() const { return created_.value(); }
@@ -89,7 +98,7 @@ class PaymentWriter final : public OutboxRepository {
   const Clock& clock_;
   IdGenerator& ids_;
   const WriterOptions options_;
-  RelayQueue& relay_;
+  RelayQueue* relay_ = nullptr;  // set by Start, before the thread runs
 
   Mutex mu_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);

@@ -71,8 +71,8 @@ TEST_F(PaymentWriterTest, ConcurrentCallersAreCommittedAndPublishedAfterCommit) 
       EXPECT_TRUE(found) << msg.message_id;
     }
   });
-  PaymentWriter writer(*store_, clock_, ids_, metrics_, options, relay);
-  writer.Start();
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, options);
+  writer.Start(relay);
   constexpr int kThreads = 8;
   constexpr int kEach = 25;
   std::vector<std::thread> threads;
@@ -102,8 +102,8 @@ TEST_F(PaymentWriterTest, ConcurrentCallersAreCommittedAndPublishedAfterCommit) 
 
 TEST_F(PaymentWriterTest, ReplayIsNotPublishedAgainAndConflictIsRefused) {
   RecordingRelay relay;
-  PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{}, relay);
-  writer.Start();
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{});
+  writer.Start(relay);
   PaymentInput in{"same", "alice", "bob", 100, "USD", ""};
   CreateOutcome a = writer.Create(in);
   CreateOutcome b = writer.Create(in);
@@ -120,8 +120,8 @@ TEST_F(PaymentWriterTest, ReplayIsNotPublishedAgainAndConflictIsRefused) {
 
 TEST_F(PaymentWriterTest, CreateAsyncCompletesOnTheWriterThreadAfterTheCommit) {
   RecordingRelay relay;
-  PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{}, relay);
-  writer.Start();
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{});
+  writer.Start(relay);
   constexpr int kCalls = 50;
   Mutex mu;
   std::vector<CreateOutcome> outcomes;
@@ -160,8 +160,8 @@ TEST_F(PaymentWriterTest, CreateAsyncCompletesOnTheWriterThreadAfterTheCommit) {
 
 TEST_F(PaymentWriterTest, AcknowledgementsRideTheGroupCommit) {
   RecordingRelay relay;
-  PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{}, relay);
-  writer.Start();
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{});
+  writer.Start(relay);
   CreateOutcome a = writer.Create({"k1", "alice", "bob", 100, "USD", ""});
   CreateOutcome b = writer.Create({"k2", "alice", "bob", 100, "USD", ""});
   clock_.Advance(absl::Seconds(1));
@@ -181,8 +181,8 @@ TEST_F(PaymentWriterTest, WhileAccountingLagsNewPaymentsWaitForItsAcks) {
   WriterOptions options;
   options.max_unsent = 2;
   options.max_hold = absl::Minutes(1);  // only acks end this hold
-  PaymentWriter writer(*store_, clock_, ids_, metrics_, options, relay);
-  writer.Start();
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, options);
+  writer.Start(relay);
   std::vector<CreateOutcome> made;
   for (int i = 0; i < 3; ++i) {
     made.push_back(writer.Create({absl::StrCat("k", i), "alice", "bob", 100, "USD", ""}));
@@ -216,8 +216,8 @@ TEST_F(PaymentWriterTest, WithoutAcksNothingIsHeld) {
   WriterOptions options;
   options.max_unsent = 1;
   options.max_hold = absl::Minutes(1);
-  PaymentWriter writer(*store_, clock_, ids_, metrics_, options, relay);
-  writer.Start();
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, options);
+  writer.Start(relay);
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(writer.Create({absl::StrCat("k", i), "alice", "bob", 100, "USD", ""}).status.ok());
   }

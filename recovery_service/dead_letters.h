@@ -7,9 +7,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "shared/amqp/amqp_dialer.h"
 #include "shared/base/mutex.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/transport.h"
 
 namespace outbox::recovery {
 
@@ -26,10 +26,11 @@ class DeadLetters {
     std::string queue;
     std::string exchange;
   };
-  DeadLetters(const AmqpUrl& url, std::vector<Source> sources);
+  // `broker` is used from the calling gRPC threads, one call at a time.
+  DeadLetters(QueueBrowser& broker, std::vector<Source> sources);
 
   // outbox_amqp_connected and outbox_amqp_connection_drops_total with
-  // connection="dead_letters" (the dialer's counters are atomic).
+  // connection="dead_letters" (up() and drops() are safe from any thread).
   void RegisterMetrics(MetricsRegistry& metrics) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // `queue` is PAY_QUEUE's or ACC_QUEUE's configured name.
@@ -40,7 +41,6 @@ class DeadLetters {
 
  private:
   struct Parked {
-    AmqpConnection* conn;
     std::string dlq;
     int64_t count;  // messages in the dead-letter queue now
   };
@@ -48,9 +48,12 @@ class DeadLetters {
   absl::StatusOr<Parked> OpenParked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Source* Find(const std::string& queue) const;
 
+  // Waits (briefly) until `dlq` counts `total` again after a requeue.
+  void AwaitCount(const std::string& dlq, int64_t total) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::vector<Source> sources_;
   Mutex mu_;
-  AmqpDialer dialer_ ABSL_GUARDED_BY(mu_);
+  QueueBrowser* const broker_ ABSL_PT_GUARDED_BY(mu_);
 };
 
 }  // namespace outbox::recovery

@@ -51,7 +51,8 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
     dead_letter_sources.push_back({queue, kPaymentsExchange});
   }
   dead_letter_sources.push_back({config.acc_queue, kRepliesExchange});
-  DeadLetters dead_letters(config.amqp, std::move(dead_letter_sources));
+  AmqpQueueBrowser dead_letter_broker(config.amqp, "recovery-dead-letters");
+  DeadLetters dead_letters(dead_letter_broker, std::move(dead_letter_sources));
   OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, service_options.auth);
   store->RegisterMetrics(metrics, clock);
   alerter.RegisterMetrics(metrics);

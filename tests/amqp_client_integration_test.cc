@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "shared/amqp/amqp_dialer.h"
+#include "shared/amqp/amqp_transport.h"
 #include "shared/testing/manual_clock.h"
 #include "tests/support/broker.h"
 #include "tests/support/process.h"
@@ -159,6 +160,39 @@ TEST_F(AmqpClientTest, RejectedMessageGoesToTheDeadLetterQueueAndRequeueRedelive
   EXPECT_EQ(dead.message_id, got[0].message_id);
   EXPECT_EQ(dead.body, got[0].body);
   ASSERT_TRUE(admin_->Ack(dead.delivery_tag, false).ok());
+}
+
+TEST_F(AmqpClientTest, AQueueBrowserTakesGivesBackAndSendsOnWithConfirms) {
+  auto pub = Connect("pub");
+  ASSERT_TRUE(pub->EnableConfirms().ok());
+  ASSERT_TRUE(pub->PublishConfirmed(Messages(2), absl::Seconds(10)).ok());
+  AmqpQueueBrowser browser(url_, "browser");
+  ASSERT_TRUE(browser.Connect().ok());
+  auto ready = [&] {
+    auto state = browser.Inspect(queue_);
+    return state.ok() ? state->ready : -1;
+  };
+  ASSERT_TRUE(PollUntil([&] { return ready() == 2; }, absl::Seconds(10)));
+  auto first = browser.Take(queue_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->message_id, "m0");
+  ASSERT_TRUE(browser.Requeue(first->delivery_tag, /*multiple=*/true).ok());
+  ASSERT_TRUE(PollUntil([&] { return ready() == 2; }, absl::Seconds(10)));
+  auto again = browser.Take(queue_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->message_id, "m0");
+  EXPECT_TRUE(again->redelivered);
+  // Sent on through the default exchange, then acked: still two in the queue.
+  auto sent = browser.PublishConfirmed("", Forward(*again, queue_), absl::Seconds(10));
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_TRUE(*sent);
+  ASSERT_TRUE(browser.Ack(again->delivery_tag).ok());
+  auto lost = browser.PublishConfirmed("", Forward(*again, queue_ + "-does-not-exist"),
+                                       absl::Seconds(10));
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_FALSE(*lost);  // returned: no queue for it
+  ASSERT_TRUE(PollUntil([&] { return ready() == 2; }, absl::Seconds(10)));
+  EXPECT_TRUE(absl::IsNotFound(browser.Inspect(queue_ + "-missing").status()));
 }
 
 TEST_F(AmqpClientTest, InspectingAMissingQueueIsNotFoundAndCostsNeitherChannelNorConnection) {

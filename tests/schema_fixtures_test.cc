@@ -66,8 +66,7 @@ TEST_F(SchemaFixturesTest, EachPaymentDbUpgradesWithEveryRowIntact) {
   for (int version = 1; version <= 4; ++version) {
     SCOPED_TRACE(absl::StrCat("payment-v", version, ".db"));
     const std::string path = Copy(absl::StrCat("payment-v", version, ".db"));
-    testing::ManualClock clock(1'700'001'000'000);
-    auto store = payment::PaymentStore::Open(path, DbOptions{}, clock);
+    auto store = payment::PaymentStore::Open(path, DbOptions{});
     ASSERT_TRUE(store.ok()) << store.status();
 
     // Through today's store: a payment with its outbox row.
@@ -199,7 +198,7 @@ TEST_F(SchemaFixturesTest, TheUpgradedNewestPairIsConsistent) {
   const std::string accounting_db = Copy("accounting-v2.db");
   testing::SequentialIds ids("vch-new-");
   testing::ManualClock clock(1'700'001'000'000);
-  ASSERT_TRUE(payment::PaymentStore::Open(payment_db, DbOptions{}, clock).ok());
+  ASSERT_TRUE(payment::PaymentStore::Open(payment_db, DbOptions{}).ok());
   ASSERT_TRUE(accounting::VoucherStore::Open(accounting_db, DbOptions{}, ids, clock).ok());
   checker::CheckConfig config;
   config.payment_db = payment_db;

@@ -44,4 +44,35 @@ absl::Status AmqpConsumer::Requeue(uint64_t delivery_tag, bool multiple) {
   return Use([&](AmqpConnection& c) { return c.Requeue(delivery_tag, multiple); });
 }
 
+AmqpQueueBrowser::AmqpQueueBrowser(AmqpUrl url, std::string name, const Clock& clock)
+    : AmqpLink(AmqpDialer(std::move(url), Topology{}, std::move(name),
+                           [](AmqpConnection& c) { return c.EnableConfirms(); }, clock)) {}
+
+absl::StatusOr<QueueState> AmqpQueueBrowser::Inspect(const std::string& queue) {
+  return Use([&](AmqpConnection& c) { return c.Inspect(queue); });
+}
+
+absl::StatusOr<Delivery> AmqpQueueBrowser::Take(const std::string& queue) {
+  return Use([&](AmqpConnection& c) { return c.Get(queue); });
+}
+
+absl::Status AmqpQueueBrowser::Ack(uint64_t delivery_tag) {
+  return Use([&](AmqpConnection& c) { return c.Ack(delivery_tag, /*multiple=*/false); });
+}
+
+absl::Status AmqpQueueBrowser::Requeue(uint64_t delivery_tag, bool multiple) {
+  return Use([&](AmqpConnection& c) { return c.Requeue(delivery_tag, multiple); });
+}
+
+absl::StatusOr<bool> AmqpQueueBrowser::PublishConfirmed(const std::string& exchange,
+                                                       const OutgoingMessage& message,
+                                                       absl::Duration timeout) {
+  return Use([&](AmqpConnection& c) -> absl::StatusOr<bool> {
+    c.PublishThrough(exchange);
+    auto confirmed = c.PublishConfirmed({message}, timeout);
+    if (!confirmed.ok()) return confirmed.status();
+    return (*confirmed)[0];
+  });
+}
+
 }  // namespace outbox

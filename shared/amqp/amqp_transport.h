@@ -65,4 +65,18 @@ class AmqpConsumer final : public AmqpLink<MessageConsumer> {
   absl::Status Requeue(uint64_t delivery_tag, bool multiple) override;
 };
 
+// Declares nothing (an operator's user may not) and publishes with confirms.
+class AmqpQueueBrowser final : public AmqpLink<QueueBrowser> {
+ public:
+  AmqpQueueBrowser(AmqpUrl url, std::string name, const Clock& clock = SystemClock::Get());
+
+  absl::StatusOr<QueueState> Inspect(const std::string& queue) override;
+  absl::StatusOr<Delivery> Take(const std::string& queue) override;
+  absl::Status Ack(uint64_t delivery_tag) override;
+  absl::Status Requeue(uint64_t delivery_tag, bool multiple) override;
+  absl::StatusOr<bool> PublishConfirmed(const std::string& exchange,
+                                        const OutgoingMessage& message,
+                                        absl::Duration timeout) override;
+};
+
 }  // namespace outbox

@@ -13,7 +13,8 @@ LeaseKeeper::LeaseKeeper(RecoveryRepository& outbox, MetricsRegistry& metrics,
       instance_id_(std::move(instance_id)),
       ttl_(ttl),
       yields_(metrics.AddCounter("outbox_lease_yields_total",
-                                 "times the lease was given up after failed rounds")) {
+                                 "times the lease was given up after failed rounds")),
+      release_failures_(StoreWriteFailures(metrics, "release_lease")) {
   metrics.AddGauge("outbox_lease_held", "1 when this instance is the active one", "",
                    [this] { return held_.load() ? 1 : 0; });
 }
@@ -67,8 +68,15 @@ void LeaseKeeper::Release(int64_t now_ms) {
 }
 
 void LeaseKeeper::ReleaseNow(int64_t now_ms) {
-  outbox_.ReleaseLease(instance_id_, now_ms).IgnoreError();
   held_ = false;
+  const absl::Status s = outbox_.ReleaseLease(instance_id_, now_ms);
+  if (s.ok()) return;
+  // Not retried: the lease runs out by itself within its ttl, and a standby
+  // takes over then.
+  release_failures_.Add();
+  LogWarning("lease_release_failed",
+             {KV("instance", instance_id_), KV("error", s.message()),
+              KV("expires_within", absl::FormatDuration(ttl_))});
 }
 
 }  // namespace outbox

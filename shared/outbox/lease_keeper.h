@@ -49,6 +49,7 @@ class LeaseKeeper {
   const std::string instance_id_;
   const absl::Duration ttl_;
   Counter& yields_;
+  Counter& release_failures_;
   std::atomic<bool> held_{false};  // read from any thread (ops API, metrics)
   absl::Time renewed_ = absl::InfinitePast();
 };

@@ -91,5 +91,16 @@ TEST_F(LeaseKeeperTest, ReleaseGivesUpOnlyALeaseItHolds) {
   EXPECT_LE(outbox_.lease.expires_at, clock_.NowMillis());
 }
 
+TEST_F(LeaseKeeperTest, AReleaseThatCannotBeWrittenIsCountedAndTheLeaseRunsOut) {
+  ASSERT_TRUE(lease_.Hold(clock_.Now()).held);
+  const int64_t expiry = outbox_.lease.expires_at;
+  outbox_.fail_with = absl::UnavailableError("database is locked");
+  lease_.Release(clock_.NowMillis());
+  EXPECT_FALSE(lease_.held());
+  EXPECT_EQ(outbox_.lease.expires_at, expiry);  // another instance takes it once it runs out
+  EXPECT_NE(metrics_.Render().find("outbox_store_write_failures_total{write=\"release_lease\"} 1"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace outbox

@@ -1,5 +1,7 @@
 #include "shared/outbox/relay.h"
 
+#include <algorithm>
+#include <set>
 #include <utility>
 
 #include "shared/observability/log.h"
@@ -18,7 +20,8 @@ Relay::Relay(MessagePublisher& broker, OutboxRepository& outbox,
                                     "result=\"confirmed\"")),
       failed_total_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"failed\"")),
       dropped_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"dropped\"")),
-      handed_over_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"left_to_recovery\"")) {
+      handed_over_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"left_to_recovery\"")),
+      note_failures_(StoreWriteFailures(metrics, "record_publish_failure")) {
   RegisterLinkMetrics(metrics, broker_, "publisher");
 }
 
@@ -59,58 +62,69 @@ void Relay::ReportFailures() {
   failed_total_.Add(static_cast<int64_t>(failed_.size()));
   LogWarning("fast_publish_failed", {KV("messages", failed_.size()),
                                      KV("first_message_id", failed_.front()), KV("error", error_)});
+  // Not retried: the row stays SENDING either way, and recovery re-publishes
+  // it; only last_error (shown to operators) misses this failure.
   absl::Status s = outbox_.RecordPublishFailure(failed_, error_);
-  if (!s.ok()) LogWarning("record_publish_error_failed", {KV("error", s.message())});
+  if (!s.ok()) {
+    note_failures_.Add();
+    LogWarning("record_publish_error_failed",
+               {KV("messages", failed_.size()), KV("first_message_id", failed_.front()),
+                KV("error", s.message())});
+  }
   failed_.clear();
-}
-
-void Relay::HandOver(std::vector<std::string> message_ids) {
-  if (message_ids.empty()) return;
-  handed_over_.Add(static_cast<int64_t>(message_ids.size()));
-  LogWarning("fast_publish_left_to_recovery",
-             {KV("messages", message_ids.size()), KV("first_message_id", message_ids.front())});
-  absl::Status s = outbox_.RecordPublishFailure(
-      message_ids, "queued past the first retry delay (broker away or slow); left to recovery");
-  if (!s.ok()) LogWarning("record_publish_error_failed", {KV("error", s.message())});
 }
 
 bool Relay::Step() {
   bool stopping = false;
-  {
-    MutexLock lock(&mu_);
-    auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
-    // With nothing in flight, sleep until there is work; wake at least every
-    // second to keep the idle connection's heartbeats going.
-    if (in_flight_.empty()) mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
-    stopping = stopping_;
-    if (stopping && queue_.empty() && in_flight_.empty()) return false;
-  }
-  absl::Status up = broker_.Connect();
-  if (absl::Status s = up; !s.ok()) {
-    if (!in_flight_.empty()) FailInFlight(s);
+  if (!AwaitWork(&stopping)) return false;
+  if (absl::Status up = broker_.Connect(); !up.ok()) return BrokerAway(up, stopping);
+  const size_t taken = FillWindow();
+  if (in_flight_.empty()) {
     ReportFailures();
-    if (stopping) return false;  // whatever is queued stays SENDING for recovery
-    MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+    if (taken == 0) {
+      absl::Status s = broker_.Poll(absl::Milliseconds(1));
+      if (!s.ok()) broker_.Reset(s);
+    }
     return true;
   }
-  // Fill the window, leaving to recovery what waited past its first retry.
+  SettleConfirms();
+  ReportFailures();
+  return true;
+}
+
+bool Relay::AwaitWork(bool* stopping) {
+  MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
+  // With nothing in flight, sleep until there is work; wake at least every
+  // second to keep the idle connection's heartbeats going.
+  if (in_flight_.empty()) mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
+  *stopping = stopping_;
+  return !(stopping_ && queue_.empty() && in_flight_.empty());
+}
+
+bool Relay::BrokerAway(const absl::Status& why, bool stopping) {
+  if (!in_flight_.empty()) FailInFlight(why);
+  ReportFailures();
+  if (stopping) return false;  // whatever is queued stays SENDING for recovery
+  MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+  return true;
+}
+
+size_t Relay::FillWindow() {
   std::vector<OutgoingMessage> batch;
-  std::vector<std::string> handed_over;
+  bool late = false;  // some waited past their first retry: recovery may have them
   const absl::Time now = clock_.Now();
   {
     MutexLock lock(&mu_);
     while (!queue_.empty() && in_flight_.size() + batch.size() < options_.window) {
-      Queued& next = queue_.front();
-      if (now - next.since >= options_.hand_over_after) {
-        handed_over.push_back(std::move(next.message.message_id));
-      } else {
-        batch.push_back(std::move(next.message));
-      }
+      late = late || now - queue_.front().since >= options_.hand_over_after;
+      batch.push_back(std::move(queue_.front().message));
       queue_.pop_front();
     }
   }
-  HandOver(std::move(handed_over));
+  const size_t taken = batch.size();
+  if (late) LeaveTakenOver(batch);
   for (size_t i = 0; i < batch.size(); ++i) {
     auto tag = broker_.Publish(batch[i]);
     if (!tag.ok()) {
@@ -120,15 +134,29 @@ bool Relay::Step() {
     }
     in_flight_.Add(*tag, batch[i].message_id, now);
   }
-  if (in_flight_.empty()) {
-    ReportFailures();
-    if (batch.empty()) {
-      absl::Status s = broker_.Poll(absl::Milliseconds(1));
-      if (!s.ok()) broker_.Reset(s);
-    }
-    return true;
+  return taken;
+}
+
+void Relay::LeaveTakenOver(std::vector<OutgoingMessage>& batch) {
+  std::vector<std::string> ids;
+  for (const OutgoingMessage& m : batch) ids.push_back(m.message_id);
+  auto taken = outbox_.TakenOver(ids);
+  if (!taken.ok()) {  // publish them all: a copy too many at worst
+    LogWarning("taken_over_read_failed", {KV("error", taken.status().message())});
+    return;
   }
-  // Settle confirms: wait briefly only when there is nothing new to send.
+  if (taken->empty()) return;
+  const std::set<std::string> skip(taken->begin(), taken->end());
+  batch.erase(std::remove_if(batch.begin(), batch.end(),
+                             [&](const OutgoingMessage& m) { return skip.count(m.message_id) > 0; }),
+              batch.end());
+  handed_over_.Add(static_cast<int64_t>(skip.size()));
+  LogInfo("fast_publish_left_to_recovery",
+          {KV("messages", skip.size()), KV("first_message_id", *skip.begin())});
+}
+
+void Relay::SettleConfirms() {
+  // Wait briefly only when there is nothing new to send.
   bool more_waiting;
   {
     MutexLock lock(&mu_);
@@ -156,8 +184,6 @@ bool Relay::Step() {
     // A confirm this late means the connection is stuck: start over.
     FailInFlight(absl::DeadlineExceededError("publish confirm timed out"));
   }
-  ReportFailures();
-  return true;
 }
 
 }  // namespace outbox

@@ -28,10 +28,11 @@ struct RelayOptions {
   size_t window = 256;          // unconfirmed messages in flight
   size_t capacity = 50'000;     // queued while the broker is away; beyond, left to recovery
   absl::Duration confirm_timeout = absl::Seconds(5);
-  // A message queued this long (the broker away or the link slow) is left to
-  // recovery instead of published: its row's first retry is due by then, so
-  // recovery has claimed it or is about to, and a late fast-path copy would
-  // only be a duplicate. The service sets it to the first retry delay.
+  // A message queued this long (the broker away or the link slow) may have
+  // been re-published by recovery meanwhile (its first retry is due): the
+  // relay asks the store and publishes only those recovery has not taken
+  // over, since a late copy of the others would only be a duplicate. The
+  // service sets it to the first retry delay.
   absl::Duration hand_over_after = absl::InfiniteDuration();
 };
 
@@ -58,10 +59,23 @@ class Relay final : public RelayQueue {
   size_t in_flight() const { return in_flight_.size(); }
 
  private:
+  // Sleeps until there is work (or a second passes); false once stopping
+  // with nothing queued or in flight.
+  bool AwaitWork(bool* stopping);
+  // Connect() failed: fails what was in flight and waits a little; false
+  // when stopping.
+  bool BrokerAway(const absl::Status& why, bool stopping);
+  // Publishes queued messages while the window has room; returns how many
+  // it took from the queue.
+  size_t FillWindow();
+  // Reads the broker's confirms and fails what was nacked, returned or
+  // left unconfirmed too long.
+  void SettleConfirms();
   void FailInFlight(const absl::Status& why);
   void ReportFailures();
-  // Notes on the rows that recovery has them (their error, counted and logged).
-  void HandOver(std::vector<std::string> message_ids);
+  // Drops from `batch` the messages recovery has re-published meanwhile (or
+  // that are closed), counted and logged.
+  void LeaveTakenOver(std::vector<OutgoingMessage>& batch);
 
   MessagePublisher& broker_;
   OutboxRepository& outbox_;
@@ -71,6 +85,7 @@ class Relay final : public RelayQueue {
   Counter& failed_total_;
   Counter& dropped_;
   Counter& handed_over_;
+  Counter& note_failures_;
 
   Mutex mu_;
   struct Queued {

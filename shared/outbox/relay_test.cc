@@ -111,33 +111,30 @@ TEST_F(RelayTest, WhileTheBrokerIsAwayItQueuesUpToCapacityThenLeavesRowsToRecove
   EXPECT_EQ(broker_.published.size(), 10u);
 }
 
-TEST_F(RelayTest, WhatWaitedPastTheFirstRetryIsLeftToRecoveryNotPublishedLate) {
+TEST_F(RelayTest, WhatRecoveryTookOverWhileQueuedIsNotPublishedLate) {
   Relay publisher(broker_, outbox_, clock_, metrics_,
-                          {/*window=*/4, /*capacity=*/10, absl::Seconds(5), absl::Seconds(5)});
+                  {/*window=*/4, /*capacity=*/10, absl::Seconds(5), absl::Seconds(5)});
   broker_.reachable = false;
-  std::vector<OutgoingMessage> old_rows;
-  for (const char* id : {"old0", "old1"}) {
+  std::vector<OutgoingMessage> queued;
+  for (const char* id : {"taken", "untouched", "fresh"}) {
+    if (std::string(id) == "fresh") clock_.Advance(absl::Seconds(5));
     OutboxMessage row = NewOutboxMessage(
         {id, "payment", id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
         clock_.NowMillis(), RetryPolicy{});
     outbox_.Add(row);
-    old_rows.push_back(ToOutgoing(row));
+    publisher.Enqueue({ToOutgoing(row)});
   }
-  publisher.Enqueue(std::move(old_rows));
   ASSERT_TRUE(publisher.Step());
-  clock_.Advance(absl::Seconds(5));  // recovery's first retry of those rows is due
-  OutboxMessage fresh = NewOutboxMessage(
-      {"new0", "payment", "new0", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
-      clock_.NowMillis(), RetryPolicy{});
-  outbox_.Add(fresh);
-  publisher.Enqueue({ToOutgoing(fresh)});
+  // Recovery re-published "taken" (attempt 2) while the broker was away from
+  // the relay; "untouched" waited as long but nobody sent it.
+  ASSERT_EQ(outbox_.ClaimDue(clock_.NowMillis(), 1, "", RetryPolicy{})->to_publish.size(), 1u);
+  ASSERT_EQ(outbox_.Row("taken").attempts, 2);
   broker_.reachable = true;
   for (int i = 0; i < 3; ++i) publisher.Step();
-  ASSERT_EQ(broker_.published.size(), 1u);
-  EXPECT_EQ(broker_.published[0].message_id, "new0");
-  EXPECT_EQ(publisher.handed_over(), 2);
-  EXPECT_NE(outbox_.Row("old0").last_error.find("left to recovery"), std::string::npos);
-  EXPECT_EQ(outbox_.Row("old0").status, OutboxStatus::kSending);  // recovery's to re-publish
+  std::vector<std::string> sent;
+  for (const auto& m : broker_.published) sent.push_back(m.message_id);
+  EXPECT_EQ(sent, (std::vector<std::string>{"untouched", "fresh"}));
+  EXPECT_EQ(publisher.handed_over(), 1);
 }
 
 TEST_F(RelayTest, StopDrainsWhatIsQueuedThenEnds) {
@@ -146,6 +143,19 @@ TEST_F(RelayTest, StopDrainsWhatIsQueuedThenEnds) {
   publisher_.Stop();
   EXPECT_EQ(broker_.published.size(), 2u);
   EXPECT_FALSE(publisher_.Step());
+}
+
+TEST_F(RelayTest, ANoteThatCannotBeWrittenIsCountedAndTheRowLeftToRecovery) {
+  broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kNack; };
+  Commit(1);
+  outbox_.fail_with = absl::UnavailableError("database is locked");
+  ASSERT_TRUE(publisher_.Step());
+  EXPECT_EQ(publisher_.failed(), 1);
+  EXPECT_EQ(outbox_.Row("m0").last_error, "");
+  EXPECT_EQ(outbox_.Row("m0").status, OutboxStatus::kSending);
+  const std::string noted =
+      R"(outbox_store_write_failures_total{write="record_publish_failure"} 1)";
+  EXPECT_NE(metrics_.Render().find(noted), std::string::npos);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shared/observability/metrics.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/retry_policy.h"
 
@@ -33,6 +34,11 @@ class OutboxRepository {
   // Applies OnPublishFailure to each message.
   virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                             const std::string& error) = 0;
+  // Of these messages, those recovery has re-published since they were
+  // written, or that are closed: a late fast-path copy of them would only be
+  // a duplicate.
+  virtual absl::StatusOr<std::vector<std::string>> TakenOver(
+      const std::vector<std::string>& message_ids) = 0;
 };
 
 // Takes rows whose commit is done and publishes them now (the fast path).
@@ -91,5 +97,11 @@ class RecoveryRepository {
   // Two index lookups: the newest acknowledgement and the earliest due row.
   virtual absl::StatusOr<AckProgress> ReadAckProgress() = 0;
 };
+
+// outbox_store_write_failures_total{write=...}: writes a worker could not
+// make and gave up on (each logged where it failed), for writes whose loss
+// costs nothing lasting: a failure note or a lease release. Registered here
+// only so every worker shares one help text.
+Counter& StoreWriteFailures(MetricsRegistry& metrics, const std::string& write);
 
 }  // namespace outbox

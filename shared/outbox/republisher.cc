@@ -21,7 +21,8 @@ Republisher::Republisher(RecoveryRepository& outbox, MessagePublisher& broker, L
       republished_(metrics.AddCounter("outbox_republished_total", "messages re-published")),
       publish_failures_(metrics.AddCounter("outbox_republish_failures_total",
                                            "re-publishes not confirmed")),
-      failed_(metrics.AddCounter("outbox_failed_total", "rows this instance turned FAILED")) {}
+      failed_(metrics.AddCounter("outbox_failed_total", "rows this instance turned FAILED")),
+      note_failures_(StoreWriteFailures(metrics, "record_publish_failure")) {}
 
 Republisher::Round Republisher::Run(int max_rows) {
   const int allowed = limiter_.Take(max_rows > 0 ? max_rows : options_.batch);
@@ -88,9 +89,17 @@ std::vector<std::string> Republisher::Publish(const std::vector<OutboxMessage>& 
 
 void Republisher::NoteFailures(const std::vector<std::string>& failed, const std::string& error,
                                int64_t now_ms) {
-  outbox_.RecordPublishFailure(failed, error, now_ms).IgnoreError();
+  // Not retried: the claim already spent the attempt and set the next one,
+  // so only last_error (shown to operators) misses this failure.
+  const absl::Status s = outbox_.RecordPublishFailure(failed, error, now_ms);
   LogWarning("republish_failed", {KV("messages", failed.size()),
                                   KV("first_message_id", failed.front()), KV("error", error)});
+  if (!s.ok()) {
+    note_failures_.Add();
+    LogWarning("record_publish_error_failed",
+               {KV("messages", failed.size()), KV("first_message_id", failed.front()),
+                KV("error", s.message())});
+  }
 }
 
 void Republisher::LogRows(const std::vector<OutboxMessage>& rows,

@@ -63,6 +63,7 @@ class Republisher {
   Counter& republished_;
   Counter& publish_failures_;
   Counter& failed_;
+  Counter& note_failures_;
 };
 
 }  // namespace outbox

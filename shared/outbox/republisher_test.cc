@@ -127,5 +127,20 @@ TEST_F(RepublisherTest, AClaimRefusedAtTheFenceMeansTheLeaseIsLost) {
   EXPECT_EQ(outbox_.Row("m1").attempts, 1);
 }
 
+TEST_F(RepublisherTest, ANoteThatCannotBeWrittenIsCountedAndTheAttemptStaysSpent) {
+  Due("m1");
+  broker_.answer = [this](const OutgoingMessage&) {
+    outbox_.fail_with = absl::UnavailableError("database is locked");  // after the claim
+    return FakePublisher::Answer::kNack;
+  };
+  EXPECT_EQ(Make().Run().publish, Republisher::Round::Publish::kFailed);
+  outbox_.fail_with = absl::OkStatus();
+  EXPECT_EQ(outbox_.Row("m1").attempts, 2);
+  EXPECT_EQ(outbox_.Row("m1").last_error, "");
+  const std::string noted =
+      R"(outbox_store_write_failures_total{write="record_publish_failure"} 1)";
+  EXPECT_NE(metrics_.Render().find(noted), std::string::npos);
+}
+
 }  // namespace
 }  // namespace outbox

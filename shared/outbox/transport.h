@@ -100,6 +100,25 @@ class MessageConsumer : public BrokerLink {
   virtual absl::Status Requeue(uint64_t delivery_tag, bool multiple) = 0;
 };
 
+// Parked messages one at a time, for an operator (the dead-letter queues):
+// look, take, give back, send on.
+class QueueBrowser : public BrokerLink {
+ public:
+  // As MessagePublisher::Inspect: NOT_FOUND when the queue does not exist;
+  // the link stays usable.
+  virtual absl::StatusOr<QueueState> Inspect(const std::string& queue) = 0;
+  // Takes one message, unacknowledged (delivery_tag 0: the queue was empty).
+  // What is taken and not acked goes back to its queue on Requeue or Reset.
+  virtual absl::StatusOr<Delivery> Take(const std::string& queue) = 0;
+  virtual absl::Status Ack(uint64_t delivery_tag) = 0;
+  virtual absl::Status Requeue(uint64_t delivery_tag, bool multiple) = 0;
+  // Publishes through `exchange` (persistent, mandatory) and waits up to
+  // `timeout` for the broker: true only when it confirmed the message.
+  virtual absl::StatusOr<bool> PublishConfirmed(const std::string& exchange,
+                                                const OutgoingMessage& message,
+                                                absl::Duration timeout) = 0;
+};
+
 // Where a queue's dead letters go: "<queue>.DLQ" (declared by the AMQP
 // adapter, named in logs and alerts).
 inline std::string DeadLetterQueueOf(const std::string& queue) { return queue + ".DLQ"; }

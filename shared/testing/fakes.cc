@@ -271,6 +271,19 @@ absl::StatusOr<int64_t> InMemoryOutbox::CountSendingOlderThan(int64_t created_be
   return n;
 }
 
+absl::StatusOr<std::vector<std::string>> InMemoryOutbox::TakenOver(
+    const std::vector<std::string>& message_ids) {
+  if (!fail_with.ok()) return fail_with;
+  std::vector<std::string> taken;
+  for (const std::string& id : message_ids) {
+    auto it = rows_.find(id);
+    if (it != rows_.end() && (it->second.status != OutboxStatus::kSending || it->second.attempts > 1)) {
+      taken.push_back(id);
+    }
+  }
+  return taken;
+}
+
 absl::StatusOr<AckProgress> InMemoryOutbox::ReadAckProgress() {
   if (!fail_with.ok()) return fail_with;
   AckProgress p;
@@ -283,6 +296,78 @@ absl::StatusOr<AckProgress> InMemoryOutbox::ReadAckProgress() {
     }
   }
   return p;
+}
+
+void FakeQueueBrowser::Reset(const absl::Status& why) {
+  DoReset(why);
+  PutBack(UINT64_MAX);
+  next_tag_ = 1;  // a new connection starts a new tag sequence
+}
+
+absl::Status FakeQueueBrowser::Live() {
+  absl::Status s = Check();
+  if (!s.ok()) PutBack(UINT64_MAX);  // the broker saw the connection go
+  return s;
+}
+
+absl::StatusOr<QueueState> FakeQueueBrowser::Inspect(const std::string& queue) {
+  if (absl::Status s = Live(); !s.ok()) return s;
+  if (missing.count(queue)) return absl::NotFoundError("fake broker: no queue '" + queue + "'");
+  return QueueState{static_cast<int64_t>(queues[queue].size()), 0};
+}
+
+absl::StatusOr<Delivery> FakeQueueBrowser::Take(const std::string& queue) {
+  if (absl::Status s = Live(); !s.ok()) return s;
+  std::deque<Delivery>& ready = queues[queue];
+  if (ready.empty()) return Delivery{};
+  Delivery d = std::move(ready.front());
+  ready.pop_front();
+  d.delivery_tag = next_tag_++;
+  unacked_[d.delivery_tag] = {queue, d};
+  return d;
+}
+
+absl::Status FakeQueueBrowser::Ack(uint64_t delivery_tag) {
+  if (absl::Status s = Live(); !s.ok()) return s;
+  unacked_.erase(delivery_tag);
+  acked.insert(delivery_tag);
+  return absl::OkStatus();
+}
+
+absl::Status FakeQueueBrowser::Requeue(uint64_t delivery_tag, bool multiple) {
+  if (absl::Status s = Live(); !s.ok()) return s;
+  if (multiple) {
+    PutBack(delivery_tag);
+  } else if (unacked_.count(delivery_tag)) {
+    auto& [queue, d] = unacked_.at(delivery_tag);
+    d.redelivered = true;
+    queues[queue].push_front(std::move(d));
+    unacked_.erase(delivery_tag);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> FakeQueueBrowser::PublishConfirmed(const std::string& exchange,
+                                                        const OutgoingMessage& message,
+                                                        absl::Duration) {
+  if (absl::Status s = Live(); !s.ok()) return s;
+  if (!answer(exchange, message)) return false;
+  published.emplace_back(exchange, message);
+  return true;
+}
+
+void FakeQueueBrowser::PutBack(uint64_t tag) {
+  // Highest tag first, each to the head: the queue keeps its order.
+  std::vector<uint64_t> tags;
+  for (const auto& [t, entry] : unacked_) {
+    if (t <= tag) tags.push_back(t);
+  }
+  for (auto t = tags.rbegin(); t != tags.rend(); ++t) {
+    auto& [queue, d] = unacked_.at(*t);
+    d.redelivered = true;
+    queues[queue].push_front(std::move(d));
+    unacked_.erase(*t);
+  }
 }
 
 int RecordingAlerts::Active(const std::string& name) const {

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shared/observability/alerts.h"
@@ -111,6 +112,43 @@ class FakeConsumer final : public MessageConsumer, public FakeLink {
   std::map<uint64_t, Delivery> unacked_;
 };
 
+// Queues of parked messages an operator browses. Taken messages stay
+// unacked until Ack; Requeue and Reset put them back at the head of their
+// queue, in order, as the broker does.
+class FakeQueueBrowser final : public QueueBrowser, public FakeLink {
+ public:
+  std::map<std::string, std::deque<Delivery>> queues;  // ready messages
+  std::set<std::string> missing;                       // Inspect: NOT_FOUND
+  // How the broker answers each publish (default: confirmed); the test may
+  // also route the message somewhere.
+  std::function<bool(const std::string& exchange, const OutgoingMessage&)> answer =
+      [](const std::string&, const OutgoingMessage&) { return true; };
+  std::vector<std::pair<std::string, OutgoingMessage>> published;  // exchange, message
+  std::set<uint64_t> acked;
+
+  absl::Status Connect() override { return DoConnect(); }
+  bool connected() const override { return connected_; }
+  bool up() const override { return connected_; }
+  int64_t drops() const override { return drops_; }
+  void Reset(const absl::Status& why) override;
+  absl::Status Poll(absl::Duration) override { return Live(); }
+  absl::StatusOr<QueueState> Inspect(const std::string& queue) override;
+  absl::StatusOr<Delivery> Take(const std::string& queue) override;
+  absl::Status Ack(uint64_t delivery_tag) override;
+  absl::Status Requeue(uint64_t delivery_tag, bool multiple) override;
+  absl::StatusOr<bool> PublishConfirmed(const std::string& exchange,
+                                        const OutgoingMessage& message,
+                                        absl::Duration timeout) override;
+
+ private:
+  // Check(), and a lost connection gives its unacked messages back.
+  absl::Status Live();
+  // Puts unacked messages with tags up to `tag` (all: UINT64_MAX) back.
+  void PutBack(uint64_t tag);
+  uint64_t next_tag_ = 1;
+  std::map<uint64_t, std::pair<std::string, Delivery>> unacked_;  // tag -> queue, message
+};
+
 class RecordingAlerts final : public AlertSink {
  public:
   void Raise(Alert alert) override { raised.push_back(std::move(alert)); }
@@ -147,6 +185,8 @@ class InMemoryOutbox final : public OutboxRepository, public RecoveryRepository 
   absl::StatusOr<LeaseState> Lease() override;
   absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch) override;
   absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) override;
+  absl::StatusOr<std::vector<std::string>> TakenOver(
+      const std::vector<std::string>& message_ids) override;
   absl::StatusOr<AckProgress> ReadAckProgress() override;
 
   LeaseState lease;
