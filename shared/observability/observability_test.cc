@@ -163,18 +163,73 @@ TEST(AlertGroupTest, RaisesOnceRefreshesWhileActiveResolvesWhenGone) {
   EXPECT_EQ(sink.raised.size(), 3u);
 }
 
-TEST(MetricsTest, OneHelpPerFamilyTheFirstNonEmptyAndSeriesInRegistrationOrder) {
+TEST(MetricsTest, OneHelpPerFamilyFromItsFirstSeriesAndOneSeriesPerLabelSet) {
   MetricsRegistry m;
-  m.AddCounter("x_total", "", "result=\"early\"");  // its help comes with a later series
-  Counter& ok = m.AddCounter("x_total", "things", "result=\"ok\"");
-  Counter& bad = m.AddCounter("x_total", "ignored second help", "result=\"bad\"");
-  m.AddGauge("up", "is it up", "", [] { return 1.0; });
+  Counter& ok = m.AddCounter("x_total", "things", {{"result", "ok"}});
+  Counter& bad = m.AddCounter("x_total", "", {{"result", "bad"}});
+  m.AddCounter("x_total", "ignored second help", {{"result", "ok"}}).Add();  // the same series
+  m.AddGauge("up", "is it up", {}, [] { return 1.0; });
   ok.Add(3);
   bad.Add();
-  EXPECT_EQ(m.Render(),
-            "# HELP x_total things\n# TYPE x_total counter\n"
-            "x_total{result=\"early\"} 0\nx_total{result=\"ok\"} 3\nx_total{result=\"bad\"} 1\n"
-            "# HELP up is it up\n# TYPE up gauge\nup 1\n");
+  EXPECT_EQ(ok.value(), 4);
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("# HELP x_total things\n# TYPE x_total counter\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nx_total{result=\"ok\"} 4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nx_total{result=\"bad\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# HELP up is it up\n# TYPE up gauge\nup 1\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("ignored"), std::string::npos) << text;
+  EXPECT_EQ(text.find("x_total{result=\"ok\"}"), text.rfind("x_total{result=\"ok\"}")) << text;
+}
+
+TEST(MetricsTest, LabelValuesAreEscaped) {
+  MetricsRegistry m;
+  m.AddCounter("x_total", "things", {{"queue", "a\"b\\c\nd"}}).Add();
+  m.AddGauge("y", "y", {{"queue", "q\"1"}}, [] { return 2.0; });
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("x_total{queue=\"a\\\"b\\\\c\\nd\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("y{queue=\"q\\\"1\"} 2\n"), std::string::npos) << text;
+}
+
+TEST(MetricsTest, ScrapedSeriesAreReadAtEachRender) {
+  MetricsRegistry m;
+  double level = 1;
+  int64_t drops = 0;
+  m.AddGauge("level", "a level", {{"queue", "Q"}}, [&] { return level; });
+  m.AddCounterReader("drops_total", "drops", {}, [&] { return static_cast<double>(drops); });
+  m.AddGaugeFamily("rows", "rows by status", [&] {
+    return std::vector<MetricsRegistry::Sample>{{{{"status", "A"}}, level * 10},
+                                                {{{"status", "B"}}, 0}};
+  });
+  EXPECT_NE(m.Render().find("level{queue=\"Q\"} 1\n"), std::string::npos) << m.Render();
+  level = 2.5;
+  drops = 7;
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("# TYPE level gauge\nlevel{queue=\"Q\"} 2.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE drops_total counter\ndrops_total 7\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# HELP rows rows by status\n# TYPE rows gauge\n"
+                      "rows{status=\"A\"} 25\nrows{status=\"B\"} 0\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(MetricsTest, ADurationHistogramCountsSecondsInItsBuckets) {
+  MetricsRegistry m;
+  DurationHistogram& h = m.AddDurationHistogram("x_seconds", "how long");
+  h.Observe(absl::Milliseconds(250));
+  h.Observe(absl::Seconds(3));
+  h.Observe(absl::Seconds(-1));  // the wall clock stepped back: 0
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("# HELP x_seconds how long\n# TYPE x_seconds histogram\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nx_seconds_count 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nx_seconds_sum 3.25\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nx_seconds_bucket{le=\"0.001\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nx_seconds_bucket{le=\"0.1\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nx_seconds_bucket{le=\"0.25\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nx_seconds_bucket{le=\"2.5\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nx_seconds_bucket{le=\"5\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nx_seconds_bucket{le=\"60\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nx_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos) << text;
 }
 
 TEST(MetricsServerTest, APortInUseIsAFailedPreconditionNamingIt) {

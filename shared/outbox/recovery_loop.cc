@@ -26,7 +26,7 @@ RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker,
       republisher_(outbox, broker, lease_, alerts_, clock, metrics, options_),
       archiver_(outbox, clock, metrics, options_.retention, options_.archive_batch,
                 [this] { return thread_.stopping(); }) {
-  metrics.AddGauge("outbox_alerts_active", "alerts this instance holds active", "",
+  metrics.AddGauge("outbox_alerts_active", "alerts this instance holds active", {},
                    [this] { return static_cast<double>(active_alerts_.load()); });
   RegisterLinkMetrics(metrics, broker_, "recovery");
 }

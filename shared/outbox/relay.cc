@@ -15,10 +15,11 @@ Relay::Relay(MessagePublisher& broker, OutboxRepository& outbox,
       clock_(clock),
       options_(options),
       confirmed_(metrics.AddCounter("outbox_fast_publish_total", "fast-path publishes by result",
-                                    "result=\"confirmed\"")),
-      failed_total_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"failed\"")),
-      dropped_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"dropped\"")),
-      handed_over_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"left_to_recovery\"")) {
+                                    {{"result", "confirmed"}})),
+      failed_total_(metrics.AddCounter("outbox_fast_publish_total", "", {{"result", "failed"}})),
+      dropped_(metrics.AddCounter("outbox_fast_publish_total", "", {{"result", "dropped"}})),
+      handed_over_(
+          metrics.AddCounter("outbox_fast_publish_total", "", {{"result", "left_to_recovery"}})) {
   RegisterLinkMetrics(metrics, broker_, "publisher");
 }
 
