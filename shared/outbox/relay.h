@@ -71,6 +71,7 @@ class Relay final : public RelayQueue {
   Counter& failed_total_;
   Counter& dropped_;
   Counter& handed_over_;
+  DurationHistogram& confirm_latency_;
 
   Mutex mu_;
   struct Queued {
