@@ -193,7 +193,7 @@ absl::Status PaymentConsumer::Settle(absl::Duration wait) {
   std::vector<Confirm> confirms;
   absl::Status s = replies_.ReadConfirms(wait, &confirms);
   if (!s.ok()) return FailReplies(s);
-  for (const auto& [delivery_tag, c] : window_.Settle(confirms)) {
+  for (const auto& [delivery_tag, c, sent] : window_.Settle(confirms)) {
     auto it = unsettled_.find(delivery_tag);
     if (it == unsettled_.end()) continue;
     it->second.state = c.ok           ? Unsettled::State::kConfirmed

@@ -21,7 +21,10 @@ PaymentWriter::PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerato
       groups_(metrics.AddCounter("outbox_group_commits_total", "write transactions (groups)")),
       created_(metrics.AddCounter("outbox_payments_created_total", "payments committed")),
       holds_(metrics.AddCounter("outbox_writer_holds_total",
-                                "groups of new payments held back while accounting lagged")) {}
+                                "groups of new payments held back while accounting lagged")),
+      create_to_sent_(metrics.AddDurationHistogram(
+          "outbox_create_to_sent_seconds",
+          "from a payment's commit to its outbox row turning SENT (accounting's reply applied)")) {}
 
 PaymentWriter::~PaymentWriter() { Stop(); }
 
@@ -183,6 +186,9 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<Pending
   created_.Add(static_cast<int64_t>(messages.size()));
   if (!messages.empty()) relay_->Enqueue(std::move(messages));
 
+  if (marked.ok()) {
+    for (int64_t ms : marked->create_to_sent_ms) create_to_sent_.Observe(absl::Milliseconds(ms));
+  }
   // The ack listener first: its rows are SENT now, and it acks them while
   // the callers below are answered.
   if (!marks.empty()) {

@@ -107,6 +107,7 @@ class PaymentWriter final : public OutboxRepository {
   Counter& groups_;
   Counter& created_;
   Counter& holds_;
+  DurationHistogram& create_to_sent_;
   int64_t last_mark_ms_ = INT64_MIN / 2;  // writer thread only; none yet
   std::thread thread_;
 };

@@ -176,6 +176,33 @@ TEST_F(PaymentWriterTest, AcknowledgementsRideTheGroupCommit) {
   EXPECT_TRUE(absl::IsUnavailable(writer.MarkAcknowledged({"x"}).status()));
 }
 
+TEST_F(PaymentWriterTest, EachRowTurnedSentIsTimedFromItsCreation) {
+  RecordingRelay relay;
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{});
+  writer.Start(relay);
+  CreateOutcome a = writer.Create({"k1", "alice", "bob", 100, "USD", ""});
+  CreateOutcome b = writer.Create({"k2", "alice", "bob", 100, "USD", ""});
+  clock_.Advance(absl::Milliseconds(1500));
+  ASSERT_TRUE(writer.MarkAcknowledged({a.record.outbox.message_id}).ok());
+  clock_.Advance(absl::Seconds(20));
+  // b after 21.5 s; a again changes nothing and is not timed twice.
+  ASSERT_TRUE(
+      writer.MarkAcknowledged({b.record.outbox.message_id, a.record.outbox.message_id}).ok());
+  writer.Stop();
+  const std::string text = metrics_.Render();
+  EXPECT_NE(text.find("# TYPE outbox_create_to_sent_seconds histogram\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_count 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_sum 23\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_bucket{le=\"1\"} 0\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_bucket{le=\"2.5\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_bucket{le=\"30\"} 2\n"), std::string::npos)
+      << text;
+}
+
 TEST_F(PaymentWriterTest, WhileAccountingLagsNewPaymentsWaitForItsAcks) {
   RecordingRelay relay;
   WriterOptions options;

@@ -377,17 +377,17 @@ void RecoveryStore::RegisterMetrics(MetricsRegistry& metrics, const Clock& clock
   metrics.AddGaugeFamily("outbox_rows", "outbox rows by status", [this] {
     std::vector<MetricsRegistry::Sample> out;
     if (auto c = Counts(); c.ok()) {
-      out = {{"status=\"SENDING\"", static_cast<double>(c->sending)},
-             {"status=\"SENT\"", static_cast<double>(c->sent)},
-             {"status=\"FAILED\"", static_cast<double>(c->failed)},
-             {"status=\"ARCHIVED\"", static_cast<double>(c->archived)}};
+      out = {{{{"status", "SENDING"}}, static_cast<double>(c->sending)},
+             {{{"status", "SENT"}}, static_cast<double>(c->sent)},
+             {{{"status", "FAILED"}}, static_cast<double>(c->failed)},
+             {{{"status", "ARCHIVED"}}, static_cast<double>(c->archived)}};
     }
     return out;
   });
   // Its own query rather than a second Counts() per scrape: outbox_rows
   // already runs that one, and it scans the table.
   metrics.AddGauge("outbox_oldest_sending_age_seconds",
-                   "age of the oldest SENDING row (0 when none)", "", [this, &clock] {
+                   "age of the oldest SENDING row (0 when none)", {}, [this, &clock] {
                      auto oldest = OldestSendingCreatedAt();
                      if (!oldest.ok() || *oldest == 0) return 0.0;
                      return std::max(0.0, (clock.NowMillis() - *oldest) / 1000.0);

@@ -42,6 +42,17 @@ grpc::Status Create(ServiceSet& s, const CreatePaymentRequest& req, CreatePaymen
   return s.payments().CreatePayment(&ctx, req, resp);
 }
 
+// `text` as scraped from /metrics passes `promtool check metrics` (parses,
+// and no lint problems: help, suffixes, units). "" when it does, else why.
+std::string PromtoolProblems(const std::string& dir, const std::string& name,
+                             const std::string& text) {
+  const std::string path = absl::StrCat(dir, "/", name, ".prom");
+  std::ofstream(path) << text;
+  const CommandResult r = RunToCompletion("/bin/sh", {"-c", "promtool check metrics < \"$0\"", path},
+                                          {{"PATH", "/usr/bin:/bin"}}, path + ".promtool");
+  return r.exit_code == 0 ? "" : absl::StrCat("exit ", r.exit_code, ": ", r.out, r.err);
+}
+
 int CountStatus(const std::vector<::payment::v1::Payment>& payments, ::payment::v1::OutboxStatus st) {
   int n = 0;
   for (const auto& p : payments) n += p.outbox().status() == st;
@@ -51,9 +62,11 @@ int CountStatus(const std::vector<::payment::v1::Payment>& payments, ::payment::
 TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
   const int payment_metrics = FreeLoopbackPort();
   const int accounting_metrics = FreeLoopbackPort();
+  const int recovery_metrics = FreeLoopbackPort();
   ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "2s"},
                           {"PAYMENT_METRICS_LISTEN", absl::StrCat("127.0.0.1:", payment_metrics)},
-                          {"ACCOUNTING_METRICS_LISTEN", absl::StrCat("127.0.0.1:", accounting_metrics)}});
+                          {"ACCOUNTING_METRICS_LISTEN", absl::StrCat("127.0.0.1:", accounting_metrics)},
+                          {"RECOVERY_METRICS_LISTEN", absl::StrCat("127.0.0.1:", recovery_metrics)}});
   services.StartAll();
   constexpr int kThreads = 8;
   constexpr int kEach = 40;
@@ -116,10 +129,32 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
   ASSERT_TRUE(accounting_text.ok());
   EXPECT_NE(accounting_text->body.find(absl::StrCat("outbox_vouchers_created_total ", kThreads * kEach)),
             std::string::npos) << accounting_text->body;
+  // The latency histograms: every row turned SENT once, each fast-path
+  // confirm, each recovery round.
+  EXPECT_NE(payment_text->body.find(absl::StrCat("\noutbox_create_to_sent_seconds_count ", kThreads * kEach, "\n")),
+            std::string::npos) << payment_text->body;
+  EXPECT_NE(payment_text->body.find("\noutbox_fast_publish_confirm_seconds_bucket{le=\"+Inf\"} "),
+            std::string::npos) << payment_text->body;
+  // recovery_service, started now that every row is SENT (nothing to
+  // re-publish), reads them from payment.db and times its rounds.
+  services.StartRecovery("r1");
+  std::string recovery_text;
+  EXPECT_TRUE(PollUntil([&] {
+    auto r = HttpGet(absl::StrCat("http://127.0.0.1:", recovery_metrics, "/metrics"), absl::Seconds(5));
+    recovery_text = r.ok() ? r->body : "";
+    return recovery_text.find("\noutbox_recovery_round_seconds_count ") != std::string::npos &&
+           recovery_text.find("\noutbox_recovery_round_seconds_count 0\n") == std::string::npos;
+  }, absl::Seconds(30))) << recovery_text;
+  EXPECT_NE(recovery_text.find(absl::StrCat("\noutbox_rows{status=\"SENT\"} ", kThreads * kEach, "\n")),
+            std::string::npos) << recovery_text;
+  EXPECT_EQ(PromtoolProblems(services.dir(), "payment", payment_text->body), "");
+  EXPECT_EQ(PromtoolProblems(services.dir(), "accounting", accounting_text->body), "");
+  EXPECT_EQ(PromtoolProblems(services.dir(), "recovery", recovery_text), "");
 
-  // SIGTERM shuts both down cleanly.
+  // SIGTERM shuts the three down cleanly.
   EXPECT_EQ(services.payment().Terminate(), 0);
   EXPECT_EQ(services.accounting().Terminate(), 0);
+  EXPECT_EQ(services.recovery("r1").process.Terminate(), 0);
 }
 
 TEST(EndToEndTest, ReplaysConflictsAndInvalidInputWriteNothingNew) {

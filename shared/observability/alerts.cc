@@ -59,13 +59,13 @@ Alerter::Alerter(AlerterOptions options) : options_(std::move(options)) {
 Alerter::~Alerter() { Stop(); }
 
 void Alerter::RegisterMetrics(MetricsRegistry& metrics) {
-  metrics.AddCounterReader("outbox_alerts_total", "alerts by delivery result", "result=\"delivered\"",
+  metrics.AddCounterReader("outbox_alerts_total", "alerts by delivery result", {{"result", "delivered"}},
                    [this] { return static_cast<double>(delivered()); });
-  metrics.AddCounterReader("outbox_alerts_total", "", "result=\"failed\"",
+  metrics.AddCounterReader("outbox_alerts_total", "", {{"result", "failed"}},
                    [this] { return static_cast<double>(delivery_failures()); });
   metrics.AddCounterReader("outbox_alert_events_total", "alerts raised and resolved",
-                           "event=\"raised\"", [this] { return static_cast<double>(raised()); });
-  metrics.AddCounterReader("outbox_alert_events_total", "", "event=\"resolved\"",
+                           {{"event", "raised"}}, [this] { return static_cast<double>(raised()); });
+  metrics.AddCounterReader("outbox_alert_events_total", "", {{"event", "resolved"}},
                            [this] { return static_cast<double>(resolved()); });
 }
 

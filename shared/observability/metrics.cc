@@ -1,67 +1,115 @@
 #include "shared/observability/metrics.h"
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/text_serializer.h"
 
 namespace outbox {
 
-MetricsRegistry::Family& MetricsRegistry::FamilyFor(const std::string& name,
-                                                   const std::string& help,
-                                                   const std::string& type) {
-  for (Family& f : families_) {
-    if (f.name != name) continue;
-    if (f.help.empty()) f.help = help;  // a family's help may come with any of its series
-    return f;
-  }
-  families_.push_back(Family{name, help, type, {}});
-  return families_.back();
+const std::vector<double>& LatencyBuckets() {
+  static const std::vector<double> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                               0.5,   1,      2.5,   5,    10,    30,   60};
+  return kBuckets;
 }
 
+// The series read when scraped, one family per name in registration order.
+class ScrapedSeries final : public prometheus::Collectable {
+ public:
+  using Read = std::function<std::vector<MetricsRegistry::Sample>()>;
+
+  void Add(const std::string& name, const std::string& help, prometheus::MetricType type,
+           Read read) {
+    MutexLock lock(&mu_);
+    for (Family& f : families_) {
+      if (f.name != name) continue;
+      f.reads.push_back(std::move(read));
+      return;
+    }
+    families_.push_back(Family{name, help, type, {std::move(read)}});
+  }
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    MutexLock lock(&mu_);
+    std::vector<prometheus::MetricFamily> out;
+    out.reserve(families_.size());
+    for (const Family& f : families_) {
+      prometheus::MetricFamily family{f.name, f.help, f.type, {}};
+      for (const Read& read : f.reads) {
+        for (const auto& [labels, value] : read()) {
+          prometheus::ClientMetric m;
+          for (const auto& [k, v] : labels) m.label.push_back({k, v});
+          if (f.type == prometheus::MetricType::Counter) {
+            m.counter.value = value;
+          } else {
+            m.gauge.value = value;
+          }
+          family.metric.push_back(std::move(m));
+        }
+      }
+      out.push_back(std::move(family));
+    }
+    return out;
+  }
+
+ private:
+  struct Family {
+    std::string name, help;
+    prometheus::MetricType type;
+    std::vector<Read> reads;
+  };
+  mutable Mutex mu_;
+  std::vector<Family> families_ ABSL_GUARDED_BY(mu_);
+};
+
+MetricsRegistry::MetricsRegistry()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      scraped_(std::make_shared<ScrapedSeries>()) {}
+
+MetricsRegistry::~MetricsRegistry() = default;
+
 Counter& MetricsRegistry::AddCounter(const std::string& name, const std::string& help,
-                                     const std::string& labels) {
+                                     const Labels& labels) {
+  // prometheus-cpp hands back the family already registered under `name`.
+  prometheus::Counter& c =
+      prometheus::BuildCounter().Name(name).Help(help).Register(*registry_).Add(labels);
   MutexLock lock(&mu_);
-  Counter& c = counters_.emplace_back();
-  FamilyFor(name, help, "counter").series.push_back([&c, labels] {
-    return std::vector<Sample>{{labels, static_cast<double>(c.value())}};
-  });
-  return c;
+  return counters_.emplace_back(c);
+}
+
+DurationHistogram& MetricsRegistry::AddDurationHistogram(const std::string& name,
+                                                         const std::string& help,
+                                                         const std::vector<double>& buckets,
+                                                         const Labels& labels) {
+  prometheus::Histogram& h =
+      prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_).Add(labels, buckets);
+  MutexLock lock(&mu_);
+  return histograms_.emplace_back(h);
 }
 
 void MetricsRegistry::AddCounterReader(const std::string& name, const std::string& help,
-                                       const std::string& labels, std::function<double()> read) {
-  MutexLock lock(&mu_);
-  FamilyFor(name, help, "counter").series.push_back([read = std::move(read), labels] {
-    return std::vector<Sample>{{labels, read()}};
-  });
+                                       const Labels& labels, std::function<double()> read) {
+  scraped_->Add(name, help, prometheus::MetricType::Counter,
+                [labels, read = std::move(read)] { return std::vector<Sample>{{labels, read()}}; });
 }
 
 void MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
-                               const std::string& labels, std::function<double()> read) {
-  MutexLock lock(&mu_);
-  FamilyFor(name, help, "gauge").series.push_back([read = std::move(read), labels] {
-    return std::vector<Sample>{{labels, read()}};
-  });
+                               const Labels& labels, std::function<double()> read) {
+  scraped_->Add(name, help, prometheus::MetricType::Gauge,
+                [labels, read = std::move(read)] { return std::vector<Sample>{{labels, read()}}; });
 }
 
 void MetricsRegistry::AddGaugeFamily(const std::string& name, const std::string& help,
                                      std::function<std::vector<Sample>()> read) {
-  MutexLock lock(&mu_);
-  FamilyFor(name, help, "gauge").series.push_back(std::move(read));
+  scraped_->Add(name, help, prometheus::MetricType::Gauge, std::move(read));
+}
+
+std::vector<std::weak_ptr<prometheus::Collectable>> MetricsRegistry::Collectables() const {
+  return {registry_, scraped_};
 }
 
 std::string MetricsRegistry::Render() const {
-  MutexLock lock(&mu_);
-  std::string out;
-  for (const Family& f : families_) {
-    absl::StrAppend(&out, "# HELP ", f.name, " ", f.help, "\n# TYPE ", f.name, " ", f.type, "\n");
-    for (const auto& read : f.series) {
-      for (const auto& [labels, value] : read()) {
-        absl::StrAppend(&out, f.name, labels.empty() ? "" : absl::StrCat("{", labels, "}"), " ",
-                        absl::StrFormat("%.17g", value), "\n");
-      }
-    }
-  }
-  return out;
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (prometheus::MetricFamily& f : scraped_->Collect()) families.push_back(std::move(f));
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace outbox

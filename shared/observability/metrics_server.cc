@@ -2,40 +2,81 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <vector>
+#include <CivetServer.h>
 
-#include "absl/strings/match.h"
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <thread>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
+#include "prometheus/exposer.h"
 
 namespace outbox {
+namespace {
 
-std::string MetricsHttpStatus(absl::string_view request) {
-  // Request line: METHOD SP target SP version. The path is the target up to
-  // any query string; it must be exactly /metrics.
-  const absl::string_view line = request.substr(0, request.find("\r\n"));
-  const std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
-  if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/")) return "400 Bad Request";
-  const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
-  if (path != "/metrics") return "404 Not Found";
-  if (parts[0] != "GET") return "405 Method Not Allowed";
-  return "200 OK";
+// Runs before prometheus-cpp's handler, which civetweb would also give every
+// path below /metrics (and which would answer other methods with 404): any
+// other path gets 404 here, another method on /metrics 405. Returns 0 to let
+// the request through, else the status it sent.
+int RefuseAllButGetMetrics(mg_connection* conn) {
+  const mg_request_info* request = mg_get_request_info(conn);
+  const char* path = request->local_uri != nullptr ? request->local_uri : "";
+  int status = 0;
+  if (std::strcmp(path, "/metrics") != 0) {
+    status = 404;
+  } else if (std::strcmp(request->request_method, "GET") != 0) {
+    status = 405;
+  }
+  if (status == 0) return 0;
+  const std::string body = status == 404 ? "try /metrics\n" : "only GET /metrics\n";
+  mg_response_header_start(conn, status);
+  mg_response_header_add(conn, "Content-Type", "text/plain; charset=utf-8", -1);
+  mg_response_header_add(conn, "Content-Length", std::to_string(body.size()).c_str(), -1);
+  if (status == 405) mg_response_header_add(conn, "Allow", "GET", -1);
+  mg_response_header_send(conn);
+  mg_write(conn, body.data(), body.size());
+  return status;
 }
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& listen,
-                                                                    Render render) {
+// Why `addr` cannot be bound, found by trying (civetweb's exception does not
+// say); `fallback` when the trial binds after all.
+std::string WhyNotBindable(const sockaddr_in& addr, const std::string& fallback) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::strerror(errno);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  const int err = bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 ? 0 : errno;
+  close(fd);
+  if (err == EADDRINUSE) return "address already in use (another process holds it)";
+  return err != 0 ? std::strerror(err) : fallback;
+}
+
+// Opens and closes a connection to `addr` (0.0.0.0 is reached on loopback).
+void Knock(sockaddr_in addr) {
+  if (addr.sin_addr.s_addr == htonl(INADDR_ANY)) addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  close(fd);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& listen, const MetricsRegistry& registry) {
   const size_t colon = listen.rfind(':');
   int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError(absl::StrCat("metrics address must be host:port, got '", listen, "'"));
+  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics address must be host:port, got '", listen, "'"));
   }
   std::string host = listen.substr(0, colon);
   if (host == "localhost") host = "127.0.0.1";
@@ -43,75 +84,50 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("metrics host must be an IPv4 address, got '", host, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics host must be an IPv4 address, got '", host, "'"));
   }
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return absl::InternalError(absl::StrCat("metrics: socket: ", std::strerror(errno)));
-  }
-  // Lets a restart bind while old connections sit in TIME_WAIT; on Linux it
-  // does not let two processes listen on one port (SO_REUSEPORT would).
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 16) != 0) {
-    const int err = errno;
-    close(fd);
+  CivetCallbacks callbacks;  // copied by the server
+  callbacks.begin_request = RefuseAllButGetMetrics;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    // Two threads: a slow scrape (outbox_rows counts a table) does not hold
+    // up the next one.
+    exposer = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", absl::StrCat(host, ":", port), "num_threads",
+                                 "2"},
+        &callbacks);
+  } catch (const std::exception& e) {
     // The port or address is the operator's to fix: FAILED_PRECONDITION (exit 2).
     return absl::FailedPreconditionError(absl::StrCat(
-        "cannot listen on ", listen, " for /metrics: ",
-        err == EADDRINUSE ? "address already in use (another process holds it)"
-                          : std::strerror(err)));
+        "cannot listen on ", listen, " for /metrics: ", WhyNotBindable(addr, e.what())));
   }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  return std::unique_ptr<MetricsServer>(new MetricsServer(fd, ntohs(addr.sin_port), std::move(render)));
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::InternalError(absl::StrCat("metrics: no port listening for ", listen));
+  }
+  for (const auto& collectable : registry.Collectables()) exposer->RegisterCollectable(collectable);
+  addr.sin_port = htons(static_cast<uint16_t>(ports.front()));
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(exposer), addr));
 }
 
-MetricsServer::MetricsServer(int fd, int port, Render render)
-    : fd_(fd), port_(port), render_(std::move(render)) {
-  thread_ = std::thread([this] { Run(); });
-}
+MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, sockaddr_in address)
+    : exposer_(std::move(exposer)), address_(address), port_(ntohs(address.sin_port)) {}
 
 MetricsServer::~MetricsServer() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-  close(fd_);
-}
-
-void MetricsServer::Run() {
-  while (!stop_) {
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
-    int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) continue;
-    timeval tv{1, 0};
-    setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    std::string request;
-    char buf[1024];
-    while (request.find("\r\n\r\n") == std::string::npos && request.size() < 8192) {
-      ssize_t n = recv(client, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      request.append(buf, n);
+  // civetweb's listening thread waits for connections in 2 s slices and looks
+  // at its stop flag only between them. Knocking until it has stopped ends
+  // the wait, so a service's shutdown does not take up to 2 s longer.
+  std::atomic<bool> stopped{false};
+  std::thread knocker([this, &stopped] {
+    while (!stopped.load()) {
+      Knock(address_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    std::string body;
-    const std::string status = MetricsHttpStatus(request);
-    if (status == "200 OK") {
-      body = render_();
-    } else if (status == "405 Method Not Allowed") {
-      body = "only GET /metrics\n";
-    } else {
-      body = "try /metrics\n";
-    }
-    const std::string response =
-        absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: text/plain; version=0.0.4\r\n",
-                     "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
-    for (size_t sent = 0; sent < response.size();) {
-      ssize_t n = send(client, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      sent += n;
-    }
-    close(client);
-  }
+  });
+  exposer_.reset();
+  stopped = true;
+  knocker.join();
 }
 
 }  // namespace outbox

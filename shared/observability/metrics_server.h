@@ -1,51 +1,40 @@
 #pragma once
 
-// Prometheus text exposition over plain HTTP (GET /metrics), one small
-// thread per service, rendering a MetricsRegistry.
-#include <atomic>
-#include <functional>
+// GET /metrics over HTTP: prometheus-cpp's Exposer serving a MetricsRegistry
+// (and the exposer's own exposer_* series). Any other path answers 404, any
+// other method on /metrics 405.
+#include <netinet/in.h>
+
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "shared/observability/metrics.h"
+
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
 
 namespace outbox {
 
-// The HTTP status line for a raw request: "200 OK" only for GET /metrics (a
-// query string is ignored), "405 Method Not Allowed" for another method on
-// it, "404 Not Found" for any other path, "400 Bad Request" for a request
-// line that does not parse.
-std::string MetricsHttpStatus(absl::string_view request);
-
 class MetricsServer {
  public:
-  using Render = std::function<std::string()>;
-
-  // `listen` is host:port (port 0 picks one). A port in use or an address
-  // that cannot be bound: FAILED_PRECONDITION naming it.
+  // `listen` is host:port with an IPv4 host or localhost (port 0 picks one);
+  // anything else: INVALID_ARGUMENT. A port in use or an address that cannot
+  // be bound: FAILED_PRECONDITION naming it. `registry` must outlive the
+  // server.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen,
-                                                              Render render);
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen,
-                                                              const MetricsRegistry& registry) {
-    return Start(listen, [&registry] { return registry.Render(); });
-  }
-  ~MetricsServer();
+                                                              const MetricsRegistry& registry);
+  ~MetricsServer();  // stops serving; a scrape in progress finishes first
 
   int port() const { return port_; }
 
  private:
-  MetricsServer(int fd, int port, Render render);
-  void Run();
+  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, sockaddr_in address);
 
-  const int fd_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  const sockaddr_in address_;  // where it listens (the port picked, if 0 was asked)
   const int port_;
-  const Render render_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
 };
-
 
 }  // namespace outbox

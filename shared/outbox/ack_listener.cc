@@ -16,10 +16,10 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyD
       decode_(std::move(decode)),
       options_(std::move(options)),
       acknowledged_(metrics.AddCounter("outbox_acks_total", "acknowledgements from accounting",
-                                       "result=\"marked_sent\"")),
+                                       {{"result", "marked_sent"}})),
       late_(metrics.AddCounter("outbox_late_acks_total",
                                "acknowledgements that closed a FAILED row (delivered after all)")),
-      harmless_(metrics.AddCounter("outbox_acks_total", "", "result=\"harmless\"")),
+      harmless_(metrics.AddCounter("outbox_acks_total", "", {{"result", "harmless"}})),
       dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
       unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)) {
   RegisterLinkMetrics(metrics, acks_, "ack_listener");

@@ -21,6 +21,7 @@ class ConfirmWindow {
   struct Settled {
     T item;
     Confirm confirm;
+    absl::Time sent;  // when it was published
   };
 
   void Add(uint64_t tag, T item, absl::Time sent) { in_flight_[tag] = {std::move(item), sent}; }
@@ -35,7 +36,7 @@ class ConfirmWindow {
     for (const Confirm& c : confirms) {
       auto it = in_flight_.find(c.tag);
       if (it == in_flight_.end()) continue;
-      settled.push_back({std::move(it->second.first), c});
+      settled.push_back({std::move(it->second.first), c, it->second.second});
       in_flight_.erase(it);
     }
     return settled;

@@ -1,6 +1,5 @@
 #include "shared/outbox/dead_letter.h"
 
-#include "absl/strings/str_cat.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
 
@@ -11,7 +10,7 @@ Counter& DeadLetteredCounter(MetricsRegistry& metrics, const std::string& queue)
       "outbox_dead_lettered_total",
       "messages rejected to the dead-letter queue (undecodable, invalid, or a reply that "
       "cannot be routed)",
-      absl::StrCat("queue=\"", queue, "\""));
+      {{"queue", queue}});
 }
 
 Counter& UnauthenticatedCounter(MetricsRegistry& metrics, const std::string& queue) {
@@ -19,7 +18,7 @@ Counter& UnauthenticatedCounter(MetricsRegistry& metrics, const std::string& que
       "outbox_unauthenticated_messages_total",
       "messages dead-lettered because their signature was missing or wrong (forged, or a "
       "sender without the current keys)",
-      absl::StrCat("queue=\"", queue, "\""));
+      {{"queue", queue}});
 }
 
 absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered,

@@ -15,7 +15,7 @@ LeaseKeeper::LeaseKeeper(RecoveryRepository& outbox, MetricsRegistry& metrics,
       yields_(metrics.AddCounter("outbox_lease_yields_total",
                                  "times the lease was given up after failed rounds")),
       release_failures_(StoreWriteFailures(metrics, "release_lease")) {
-  metrics.AddGauge("outbox_lease_held", "1 when this instance is the active one", "",
+  metrics.AddGauge("outbox_lease_held", "1 when this instance is the active one", {},
                    [this] { return held_.load() ? 1 : 0; });
 }
 

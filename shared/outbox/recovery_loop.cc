@@ -25,8 +25,11 @@ RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker,
             [this] { return thread_.stopping(); }),
       republisher_(outbox, broker, lease_, alerts_, clock, metrics, options_),
       archiver_(outbox, clock, metrics, options_.retention, options_.archive_batch,
-                [this] { return thread_.stopping(); }) {
-  metrics.AddGauge("outbox_alerts_active", "alerts this instance holds active", "",
+                [this] { return thread_.stopping(); }),
+      round_duration_(metrics.AddDurationHistogram(
+          "outbox_recovery_round_seconds",
+          "one recovery round: the queue looked at, then due rows held or re-published")) {
+  metrics.AddGauge("outbox_alerts_active", "alerts this instance holds active", {},
                    [this] { return static_cast<double>(active_alerts_.load()); });
   RegisterLinkMetrics(metrics, broker_, "recovery");
 }
@@ -52,7 +55,9 @@ bool RecoveryLoop::Step() {
   }
   int handled = 0;
   if (ConnectLive(broker_).ok()) {
+    const absl::Time round_start = clock_.Now();
     handled = Round();
+    round_duration_.Observe(clock_.Now() - round_start);
   } else {
     ++consecutive_failures_;
   }

@@ -76,6 +76,7 @@ class RecoveryLoop {
   RepublishHold hold_;
   Republisher republisher_;
   Archiver archiver_;
+  DurationHistogram& round_duration_;
   std::atomic<int64_t> active_alerts_{0};
   int consecutive_failures_ = 0;
   absl::Time last_housekeeping_ = absl::InfinitePast();

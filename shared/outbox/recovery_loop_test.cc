@@ -130,6 +130,27 @@ TEST_F(RecoveryLoopTest, AConfirmTimeoutResetsTheConnection) {
   EXPECT_EQ(outbox_.Row("m1").last_error, "re-publish not confirmed by broker");
 }
 
+TEST_F(RecoveryLoopTest, EachRoundIsTimed) {
+  Committed("m1");
+  Worker().Step();  // nothing due: a round that only looks at the queue
+  broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kSilent; };
+  clock_.Advance(absl::Seconds(1));
+  Worker().Step();  // m1 re-published, its confirm awaited for confirm_timeout (5 s)
+  const std::string text = metrics_.Render();
+  EXPECT_NE(text.find("# TYPE outbox_recovery_round_seconds histogram\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\noutbox_recovery_round_seconds_count 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\noutbox_recovery_round_seconds_bucket{le=\"0.001\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\noutbox_recovery_round_seconds_bucket{le=\"2.5\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\noutbox_recovery_round_seconds_bucket{le=\"10\"} 2\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST_F(RecoveryLoopTest, RepeatedBrokerFailuresYieldTheLease) {
   options_.max_publish_failures = 2;
   options_.lease_ttl = absl::Milliseconds(1);  // keeps the yield's sleep short

@@ -17,11 +17,15 @@ Relay::Relay(MessagePublisher& broker, OutboxRepository& outbox,
       clock_(clock),
       options_(options),
       confirmed_(metrics.AddCounter("outbox_fast_publish_total", "fast-path publishes by result",
-                                    "result=\"confirmed\"")),
-      failed_total_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"failed\"")),
-      dropped_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"dropped\"")),
-      handed_over_(metrics.AddCounter("outbox_fast_publish_total", "", "result=\"left_to_recovery\"")),
-      note_failures_(StoreWriteFailures(metrics, "record_publish_failure")) {
+                                    {{"result", "confirmed"}})),
+      failed_total_(metrics.AddCounter("outbox_fast_publish_total", "", {{"result", "failed"}})),
+      dropped_(metrics.AddCounter("outbox_fast_publish_total", "", {{"result", "dropped"}})),
+      handed_over_(
+          metrics.AddCounter("outbox_fast_publish_total", "", {{"result", "left_to_recovery"}})),
+      note_failures_(StoreWriteFailures(metrics, "record_publish_failure")),
+      confirm_latency_(metrics.AddDurationHistogram(
+          "outbox_fast_publish_confirm_seconds",
+          "from a fast-path publish to the broker's positive confirm")) {
   RegisterLinkMetrics(metrics, broker_, "publisher");
 }
 
@@ -166,9 +170,11 @@ void Relay::SettleConfirms() {
   absl::Status s = broker_.ReadConfirms(
       more_waiting ? absl::ZeroDuration() : absl::Milliseconds(20), &settled);
   int64_t confirmed = 0;
-  for (auto& [message_id, c] : in_flight_.Settle(settled)) {
+  const absl::Time confirmed_at = clock_.Now();
+  for (auto& [message_id, c, sent] : in_flight_.Settle(settled)) {
     if (c.ok) {
       ++confirmed;
+      confirm_latency_.Observe(confirmed_at - sent);
     } else {
       failed_.push_back(std::move(message_id));
       error_ = c.unroutable ? "publish returned by broker: no queue for the routing key"

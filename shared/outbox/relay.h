@@ -86,6 +86,7 @@ class Relay final : public RelayQueue {
   Counter& dropped_;
   Counter& handed_over_;
   Counter& note_failures_;
+  DurationHistogram& confirm_latency_;
 
   Mutex mu_;
   struct Queued {

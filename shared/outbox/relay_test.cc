@@ -137,6 +137,31 @@ TEST_F(RelayTest, WhatRecoveryTookOverWhileQueuedIsNotPublishedLate) {
   EXPECT_EQ(publisher.handed_over(), 1);
 }
 
+TEST_F(RelayTest, EachPositiveConfirmIsTimedFromItsPublish) {
+  broker_.hold_confirms = true;
+  Commit(2);
+  ASSERT_TRUE(publisher_.Step());  // published; the empty read takes 20 ms
+  clock_.Advance(absl::Milliseconds(30));
+  broker_.hold_confirms = false;
+  ASSERT_TRUE(publisher_.Step());
+  ASSERT_EQ(publisher_.confirmed(), 2);
+  broker_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kNack; };
+  Commit(1);
+  ASSERT_TRUE(publisher_.Step());  // a nack is a failure, not a confirm to time
+  ASSERT_EQ(publisher_.failed(), 1);
+  const std::string text = metrics_.Render();
+  EXPECT_NE(text.find("# TYPE outbox_fast_publish_confirm_seconds histogram\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\noutbox_fast_publish_confirm_seconds_count 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\noutbox_fast_publish_confirm_seconds_sum 0.1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\noutbox_fast_publish_confirm_seconds_bucket{le=\"0.025\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\noutbox_fast_publish_confirm_seconds_bucket{le=\"0.05\"} 2\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST_F(RelayTest, StopDrainsWhatIsQueuedThenEnds) {
   Commit(2);
   publisher_.Start();

@@ -1,13 +1,11 @@
 #include "shared/outbox/repository.h"
 
-#include "absl/strings/str_cat.h"
-
 namespace outbox {
 
 Counter& StoreWriteFailures(MetricsRegistry& metrics, const std::string& write) {
   return metrics.AddCounter("outbox_store_write_failures_total",
                             "writes to the outbox table that failed and were given up (logged)",
-                            absl::StrCat("write=\"", write, "\""));
+                            {{"write", write}});
 }
 
 }  // namespace outbox

@@ -21,6 +21,9 @@ struct AckTally {
   int closed = 0;  // SENDING -> SENT
   int late = 0;    // FAILED -> SENT: delivered after all
   int changed() const { return closed + late; }
+  // For each row turned SENT (closed or late): its created_at to the
+  // acknowledgement's time stamp, in ms.
+  std::vector<int64_t> create_to_sent_ms;
 };
 
 // The delivery side: the relay notes failed publishes, the acknowledgement

@@ -71,8 +71,8 @@ RepublishHold::RepublishHold(RecoveryRepository& outbox, LeaseKeeper& lease, Ale
   metrics.AddGauge("outbox_delivery_held",
                    "1 while re-publishing is held (nobody consumes the queue, it is far behind, or no "
                    "acknowledgement arrives)",
-                   "", [this] { return hold_.load() != 0 ? 1 : 0; });
-  const std::string queue = absl::StrCat("queue=\"", options_.pay_queue, "\"");
+                   {}, [this] { return hold_.load() != 0 ? 1 : 0; });
+  const Labels queue = {{"queue", options_.pay_queue}};
   metrics.AddGauge("outbox_queue_ready", "messages ready in the queue, as last seen", queue,
                    [this] { return static_cast<double>(queue_ready_.load()); });
   metrics.AddGauge("outbox_queue_consumers", "consumers of the queue, as last seen", queue,

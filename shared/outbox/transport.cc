@@ -2,8 +2,6 @@
 
 #include <map>
 
-#include "absl/strings/str_cat.h"
-
 namespace outbox {
 
 absl::Status ConnectLive(BrokerLink& link) {
@@ -17,7 +15,7 @@ absl::Status ConnectLive(BrokerLink& link) {
 
 void RegisterConnectionMetrics(MetricsRegistry& metrics, const std::string& connection,
                                std::function<bool()> up, std::function<int64_t()> drops) {
-  const std::string label = absl::StrCat("connection=\"", connection, "\"");
+  const Labels label = {{"connection", connection}};
   metrics.AddGauge("outbox_amqp_connected", "1 while the broker connection is up", label,
                    [up = std::move(up)] { return up() ? 1 : 0; });
   metrics.AddCounterReader("outbox_amqp_connection_drops_total",

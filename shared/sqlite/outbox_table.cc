@@ -110,6 +110,7 @@ AckTally AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>&
       case AckEffect::kLateClosed: ++tally.late; break;
       case AckEffect::kAlreadySent: continue;
     }
+    tally.create_to_sent_ms.push_back(now_ms - row->created_at);
     table.Save(*row);
   }
   return tally;

@@ -153,8 +153,9 @@ absl::StatusOr<AckTally> InMemoryOutbox::MarkAcknowledged(
     switch (OnAck(it->second, clock_.NowMillis())) {
       case AckEffect::kClosed: ++tally.closed; break;
       case AckEffect::kLateClosed: ++tally.late; break;
-      case AckEffect::kAlreadySent: break;
+      case AckEffect::kAlreadySent: continue;
     }
+    tally.create_to_sent_ms.push_back(it->second.sent_at - it->second.created_at);
   }
   return tally;
 }
