@@ -22,8 +22,8 @@ absl::StatusOr<PaymentEvent> DecodePaymentCreated(const std::string& body,
   absl::Status s = ValidatePaymentEvent(e, max_amount_minor);
   if (!s.ok()) return s;
   if (!amqp_message_id.empty() && amqp_message_id != e.message_id) {
-    return absl::InvalidArgumentError(absl::StrCat("AMQP message_id '", amqp_message_id,
-                                                   "' differs from the body's '", e.message_id, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AMQP message_id '", amqp_message_id, "' differs from the body's '", e.message_id, "'"));
   }
   return e;
 }

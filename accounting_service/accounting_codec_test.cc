@@ -33,7 +33,8 @@ TEST(DecodePaymentCreatedTest, RejectsWhatMustBeDeadLettered) {
   EXPECT_TRUE(absl::IsInvalidArgument(
       DecodePaymentCreated(Body("m1", kDefaultMaxAmountMinor + 1, "EUR"), "m1").status()));
   EXPECT_TRUE(DecodePaymentCreated(Body("m1", 100, "EUR"), "m1", 100).ok());
-  EXPECT_TRUE(absl::IsInvalidArgument(DecodePaymentCreated(Body("m1", 101, "EUR"), "m1", 100).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(DecodePaymentCreated(Body("m1", 101, "EUR"), "m1", 100).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(DecodePaymentCreated(Body("m1", 5, "eu"), "m1").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(DecodePaymentCreated(Body("", 5, "EUR"), "").status()));
   // The AMQP property and the body must agree.

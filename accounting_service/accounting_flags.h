@@ -20,11 +20,11 @@ struct AccountingServiceOptions {
   std::string db = "accounting.db";        // --accounting_db
   std::string metrics_listen;              // empty = no /metrics
   int prefetch = 256;
-  int shard = 0;                           // --accounting_shard
+  int shard = 0;                                          // --accounting_shard
   absl::Duration processed_retention = absl::Hours(720);  // zero keeps every id
-  std::vector<std::string> reply_queues;   // --reply_queues, split, empty names dropped
-  ServiceConfig service;  // the flags every service shares
-  BearerTokenCheck auth;  // from --api_token_file
+  std::vector<std::string> reply_queues;  // --reply_queues, split, empty names dropped
+  ServiceConfig service;                  // the flags every service shares
+  BearerTokenCheck auth;                  // from --api_token_file
 
   // INVALID_ARGUMENT naming the flag. The listen addresses are not checked
   // here: that probes this host (ValidateListenAddress, at start-up).

@@ -5,9 +5,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
-#include "shared/observability/trace.h"
 #include "shared/grpc/grpc_status.h"
 #include "shared/grpc/paging.h"
+#include "shared/observability/trace.h"
 
 namespace outbox::accounting {
 namespace {
@@ -20,7 +20,8 @@ void ToProto(const Voucher& v, ::accounting::v1::Voucher* out) {
   out->set_credit_account(v.credit_account);
   out->set_amount_minor(v.amount_minor);
   out->set_currency(v.currency);
-  *out->mutable_created_at() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(v.created_at);
+  *out->mutable_created_at() =
+      google::protobuf::util::TimeUtil::MillisecondsToTimestamp(v.created_at);
   out->set_trace_id(TraceIdOf(v.traceparent));
 }
 

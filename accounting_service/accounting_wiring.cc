@@ -34,8 +34,8 @@ absl::Status RunAccountingService(const AccountingServiceOptions& options) {
   TimeOrderedUuidGenerator ids;  // voucher ids: new keys land together in their index
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, VoucherStore::Open(options.db, config.db, ids, clock));
-  AmqpConsumer payments(config.amqp, Topology{}, "accounting-consumer",
-                        consumer_options.pay_queue, consumer_options.prefetch);
+  AmqpConsumer payments(config.amqp, Topology{}, "accounting-consumer", consumer_options.pay_queue,
+                        consumer_options.prefetch);
   // The side that writes a queue declares it: payment shards' reply queues too.
   Topology reply_topology = config.replies();
   for (const std::string& q : options.reply_queues) {
@@ -48,16 +48,15 @@ absl::Status RunAccountingService(const AccountingServiceOptions& options) {
   AccountingServiceImpl service(*store, options.auth);
   // Ports first: a process that cannot serve (a port in use) exits before it
   // consumes, and books, a single payment.
-  ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service}, options.metrics_listen,
-                                                metrics, config.tls));
+  ASSIGN_OR_RETURN(auto serving,
+                   Serving::Start(listen, {&service}, options.metrics_listen, metrics, config.tls));
   consumer.Start();
   if (pruning.retention > absl::ZeroDuration()) pruner.Start();
   LogInfo("accounting_service_started",
-          {KV("listen", listen), KV("port", serving->port()),
-           KV("db", options.db), KV("queue", consumer_options.pay_queue),
+          {KV("listen", listen), KV("port", serving->port()), KV("db", options.db),
+           KV("queue", consumer_options.pay_queue),
            KV("shard", absl::StrCat(shard, "/", config.accounting_shards)),
-           KV("amqp", config.amqp.Redacted()),
-           KV("message_signing", config.message_signing()),
+           KV("amqp", config.amqp.Redacted()), KV("message_signing", config.message_signing()),
            KV("processed_retention", pruning.retention > absl::ZeroDuration()
                                          ? absl::FormatDuration(pruning.retention)
                                          : "forever")});

@@ -18,8 +18,8 @@ PaymentConsumer::PaymentConsumer(MessageConsumer& payments, MessagePublisher& re
       clock_(clock),
       options_(std::move(options)),
       applied_(metrics.AddCounter("outbox_vouchers_created_total", "vouchers booked")),
-      duplicates_(metrics.AddCounter("outbox_duplicates_total",
-                                     "messages seen before, replied to again")),
+      duplicates_(
+          metrics.AddCounter("outbox_duplicates_total", "messages seen before, replied to again")),
       dead_lettered_(DeadLetteredCounter(metrics, options_.pay_queue)),
       unauthenticated_(UnauthenticatedCounter(metrics, options_.pay_queue)),
       requeued_(metrics.AddCounter("outbox_requeued_total",
@@ -28,13 +28,17 @@ PaymentConsumer::PaymentConsumer(MessageConsumer& payments, MessagePublisher& re
   RegisterLinkMetrics(metrics, replies_, "replies");
 }
 
-PaymentConsumer::~PaymentConsumer() { Stop(); }
+PaymentConsumer::~PaymentConsumer() {
+  Stop();
+}
 
 void PaymentConsumer::Start() {
   thread_.Start([this] { return Step(); });
 }
 
-void PaymentConsumer::Stop() { thread_.Stop(); }
+void PaymentConsumer::Stop() {
+  thread_.Stop();
+}
 
 bool PaymentConsumer::Step() {
   if (thread_.stopping()) {
@@ -135,8 +139,8 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
     window_.TakeAll();
     unsettled_.clear();
     requeued_.Add(static_cast<int64_t>(events.size() + earlier));
-    LogWarning("payment_batch_requeued", {KV("messages", events.size() + earlier),
-                                          KV("error", why.message())});
+    LogWarning("payment_batch_requeued",
+               {KV("messages", events.size() + earlier), KV("error", why.message())});
     absl::Status s = payments_.Requeue(last_valid_tag, /*multiple=*/true);
     return s.ok() ? why : s;
   };
@@ -178,7 +182,8 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
     if (!tag.ok()) {
       // The rest of this batch is not in the window yet: it goes back too.
       for (size_t k = i; k < replies.size(); ++k) {
-        unsettled_.emplace(sources[k]->delivery_tag, Unsettled{*sources[k], replies[k].routing_key});
+        unsettled_.emplace(sources[k]->delivery_tag,
+                           Unsettled{*sources[k], replies[k].routing_key});
       }
       return FailReplies(tag.status());
     }
@@ -225,9 +230,7 @@ absl::Status PaymentConsumer::SettleAnswered() {
   for (auto it = unsettled_.begin(); it != end; ++it) {
     const Unsettled& u = it->second;
     switch (u.state) {
-      case Unsettled::State::kConfirmed:
-        to_ack.push_back(it->first);
-        break;
+      case Unsettled::State::kConfirmed: to_ack.push_back(it->first); break;
       case Unsettled::State::kUnroutable: {
         // Its reply_to names no queue: redelivering it would fail the same
         // way forever, so it is poison. Its voucher stands; the row stays
@@ -238,11 +241,8 @@ absl::Status PaymentConsumer::SettleAnswered() {
         if (!s.ok()) return s;
         break;
       }
-      case Unsettled::State::kNotConfirmed:
-        to_requeue.push_back(it->first);
-        break;
-      case Unsettled::State::kWaiting:
-        break;
+      case Unsettled::State::kNotConfirmed: to_requeue.push_back(it->first); break;
+      case Unsettled::State::kWaiting: break;
     }
   }
   unsettled_.erase(unsettled_.begin(), end);
@@ -276,7 +276,8 @@ absl::Status PaymentConsumer::FailReplies(const absl::Status& why) {
   // back (confirmed-but-unacked ones too: `multiple`), replied to again.
   const uint64_t last = unsettled_.rbegin()->first;
   requeued_.Add(static_cast<int64_t>(unsettled_.size()));
-  LogWarning("payment_batch_requeued", {KV("messages", unsettled_.size()), KV("error", why.message())});
+  LogWarning("payment_batch_requeued",
+             {KV("messages", unsettled_.size()), KV("error", why.message())});
   unsettled_.clear();
   absl::Status s = payments_.Requeue(last, /*multiple=*/true);
   return s.ok() ? why : s;

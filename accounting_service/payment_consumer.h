@@ -38,8 +38,7 @@ struct ConsumerOptions {
 class PaymentConsumer {
  public:
   PaymentConsumer(MessageConsumer& payments, MessagePublisher& replies, VoucherLedger& ledger,
-                  const Clock& clock, MetricsRegistry& metrics,
-                  ConsumerOptions options);
+                  const Clock& clock, MetricsRegistry& metrics, ConsumerOptions options);
   ~PaymentConsumer();
 
   void Start();

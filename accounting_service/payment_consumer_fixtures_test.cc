@@ -164,8 +164,7 @@ TEST_F(PaymentCreatedFixturesTest, FieldsThisProtoDoesNotDefineAreIgnored) {
   const Delivery d = Fixture("payment_created.future");
   events::v1::PaymentCreated event;
   ASSERT_TRUE(event.ParseFromString(d.body));
-  const google::protobuf::UnknownFieldSet& unknown =
-      event.GetReflection()->GetUnknownFields(event);
+  const google::protobuf::UnknownFieldSet& unknown = event.GetReflection()->GetUnknownFields(event);
   ASSERT_EQ(unknown.field_count(), 2);
   EXPECT_EQ(unknown.field(0).number(), 9);
   EXPECT_EQ(unknown.field(1).number(), 1000);

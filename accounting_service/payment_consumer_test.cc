@@ -87,8 +87,8 @@ TEST_F(PaymentConsumerTest, BooksABatchRepliesToEachReplyToThenAcks) {
 
 TEST_F(PaymentConsumerTest, ADuplicateBooksNothingButIsRepliedToAgain) {
   queue_.Push(Payment("m1", "p1"));
-  queue_.Push(Payment("m1", "p1"));            // redelivery of the same message
-  queue_.Push(Payment("m1-again", "p1"));      // a re-publish with another id
+  queue_.Push(Payment("m1", "p1"));        // redelivery of the same message
+  queue_.Push(Payment("m1-again", "p1"));  // a re-publish with another id
   ASSERT_TRUE(consumer_.Step());
   EXPECT_EQ(ledger_.voucher_by_payment.size(), 1u);
   EXPECT_EQ(replies_.published.size(), 3u);

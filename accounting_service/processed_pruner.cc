@@ -12,13 +12,17 @@ ProcessedPruner::ProcessedPruner(ProcessedLog& log, const Clock& clock, MetricsR
       pruned_(metrics.AddCounter("outbox_processed_pruned_total",
                                  "processed message ids deleted after --processed_retention")) {}
 
-ProcessedPruner::~ProcessedPruner() { Stop(); }
+ProcessedPruner::~ProcessedPruner() {
+  Stop();
+}
 
 void ProcessedPruner::Start() {
   thread_.Start([this] { return Step(); });
 }
 
-void ProcessedPruner::Stop() { thread_.Stop(); }
+void ProcessedPruner::Stop() {
+  thread_.Stop();
+}
 
 bool ProcessedPruner::Step() {
   if (thread_.stopping()) return false;
@@ -44,9 +48,9 @@ absl::StatusOr<int64_t> ProcessedPruner::Pass() {
     if (!behind_) break;
   }
   if (total > 0) {
-    LogInfo("processed_pruned", {KV("rows", total), KV("cutoff_ms", cutoff),
-                                 KV("retention", absl::FormatDuration(options_.retention)),
-                                 KV("more_due", behind_)});
+    LogInfo("processed_pruned",
+            {KV("rows", total), KV("cutoff_ms", cutoff),
+             KV("retention", absl::FormatDuration(options_.retention)), KV("more_due", behind_)});
   }
   return total;
 }

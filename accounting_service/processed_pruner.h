@@ -18,7 +18,7 @@ namespace outbox::accounting {
 
 struct PrunerOptions {
   absl::Duration retention = absl::Hours(720);  // zero: keep every id (do not Start)
-  int batch = 1000;                              // ids deleted per transaction
+  int batch = 1000;                             // ids deleted per transaction
   int batches_per_pass = 5;
   absl::Duration every = absl::Seconds(10);  // between passes that caught up
   // Between passes that stopped with more due (after an upgrade, or a

@@ -12,15 +12,17 @@ absl::Status ValidatePaymentEvent(const PaymentEvent& e, int64_t max_amount_mino
   if (e.payer_account == e.payee_account)
     return absl::InvalidArgumentError("payee_account equals payer_account");
   if (e.amount_minor <= 0)
-    return absl::InvalidArgumentError(absl::StrCat("amount_minor must be > 0, got ", e.amount_minor));
+    return absl::InvalidArgumentError(
+        absl::StrCat("amount_minor must be > 0, got ", e.amount_minor));
   if (e.amount_minor > max_amount_minor) {
-    return absl::InvalidArgumentError(absl::StrCat("amount_minor must be at most ", max_amount_minor,
-                                                   ", got ", e.amount_minor));
+    return absl::InvalidArgumentError(
+        absl::StrCat("amount_minor must be at most ", max_amount_minor, ", got ", e.amount_minor));
   }
   bool currency_ok = e.currency.size() == 3;
   for (char c : e.currency) currency_ok = currency_ok && c >= 'A' && c <= 'Z';
   if (!currency_ok)
-    return absl::InvalidArgumentError(absl::StrCat("currency '", e.currency, "' is not an ISO 4217 code"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("currency '", e.currency, "' is not an ISO 4217 code"));
   return absl::OkStatus();
 }
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "shared/base/money.h"
 #include "absl/status/status.h"
+#include "shared/base/money.h"
 
 namespace outbox::accounting {
 
@@ -33,7 +33,7 @@ struct Voucher {
   std::string credit_account;  // payee
   int64_t amount_minor = 0;
   std::string currency;
-  int64_t created_at = 0;  // unix ms
+  int64_t created_at = 0;   // unix ms
   std::string traceparent;  // of the message that booked it
 };
 

@@ -44,7 +44,8 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
   const int64_t now = clock_.NowMillis();
   RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
     outcomes.assign(events.size(), ApplyOutcome{});
-    SQLite::Statement by_message(db, "SELECT voucher_id FROM processed_messages WHERE message_id = ?");
+    SQLite::Statement by_message(db,
+                                 "SELECT voucher_id FROM processed_messages WHERE message_id = ?");
     SQLite::Statement by_payment(db, "SELECT voucher_id FROM vouchers WHERE payment_id = ?");
     SQLite::Statement insert_voucher(db, R"sql(
       INSERT INTO vouchers (voucher_id, payment_id, message_id, debit_account, credit_account,
@@ -105,9 +106,10 @@ absl::StatusOr<int> VoucherStore::PruneProcessed(int64_t cutoff_ms, int limit) {
   {
     MutexLock lock(&db_->read_mu);
     RETURN_IF_ERROR(Guard("find processed ids to prune", [&] {
-      SQLite::Statement s(*db_->reader,
-                          "SELECT 1 FROM processed_messages INDEXED BY processed_messages_processed_at "
-                          "WHERE processed_at < ? LIMIT 1");
+      SQLite::Statement s(
+          *db_->reader,
+          "SELECT 1 FROM processed_messages INDEXED BY processed_messages_processed_at "
+          "WHERE processed_at < ? LIMIT 1");
       s.bind(1, static_cast<int64_t>(cutoff_ms));
       due = s.executeStep();
       return absl::OkStatus();

@@ -62,7 +62,8 @@ TEST_F(VoucherStoreTest, AppliesOnceAndReportsDuplicates) {
 TEST_F(VoucherStoreTest, DedupSurvivesReopening) {
   ASSERT_TRUE(store_->ApplyBatch({Event("m1", "p1")}).ok());
   store_.reset();
-  store_ = std::move(VoucherStore::Open(dir_ + "/accounting.db", DbOptions{}, ids_, clock_)).value();
+  store_ =
+      std::move(VoucherStore::Open(dir_ + "/accounting.db", DbOptions{}, ids_, clock_)).value();
   auto again = store_->ApplyBatch({Event("m1", "p1")});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE((*again)[0].duplicate);

@@ -29,9 +29,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "recovery_service/recovery_store.h"
+#include "shared/base/status_macros.h"
 #include "shared/sqlite/payment_db_schema.h"
 #include "shared/sqlite/sqlite_file.h"
-#include "shared/base/status_macros.h"
 
 ABSL_FLAG(int64_t, rows, 5000000, "SENT rows in the outbox");
 ABSL_FLAG(int, due, 1000, "SENDING rows due for a retry; the claim takes this many at once");
@@ -203,9 +203,9 @@ absl::Status Run() {
   if (reuse) {
     ASSIGN_OR_RETURN(filled, Reused(path));
   } else {
-    ASSIGN_OR_RETURN(filled, Fill(path, rows, due, absl::GetFlag(FLAGS_due_at_end),
-                                  absl::GetFlag(FLAGS_payload_bytes),
-                                  absl::ToUnixMillis(fill_start)));
+    ASSIGN_OR_RETURN(filled,
+                     Fill(path, rows, due, absl::GetFlag(FLAGS_due_at_end),
+                          absl::GetFlag(FLAGS_payload_bytes), absl::ToUnixMillis(fill_start)));
   }
   const double fill_s = absl::ToDoubleSeconds(absl::Now() - fill_start);
   std::error_code size_error;
@@ -229,8 +229,8 @@ absl::Status Run() {
                 absl::ToDoubleSeconds(absl::Now() - sync_start));
   }
   if (static_cast<int>(filled.due_ids.size()) != due) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " has ", filled.due_ids.size(), " SENDING rows, --due is ", due));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " has ", filled.due_ids.size(), " SENDING rows, --due is ", due));
   }
 
   DbOptions options;  // as recovery_service opens it: WAL, synchronous=FULL
@@ -250,8 +250,8 @@ absl::Status Run() {
   // As the worker claims: under the lease, which the claim re-checks.
   RetryPolicy policy;
   const std::string holder = "claim_bench";  // the same each run: a --reuse run renews it
-  ASSIGN_OR_RETURN(bool leased, store->TryAcquireLease(holder,
-                                                       absl::ToUnixMillis(absl::Now()), 3600000));
+  ASSIGN_OR_RETURN(bool leased,
+                   store->TryAcquireLease(holder, absl::ToUnixMillis(absl::Now()), 3600000));
   if (!leased) return absl::FailedPreconditionError("could not take the recovery lease");
   std::vector<double> runs_ms;
   for (int i = 0; i < repeats; ++i) {

@@ -11,8 +11,8 @@
 // outbox; the system's figures are printed as ratios to those, because
 // absolute figures swing with the machine's load.
 #include <grpcpp/grpcpp.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -54,9 +54,9 @@
 #include "loadgen/request.h"
 #include "payment/v1/payment.grpc.pb.h"
 #include "shared/amqp/amqp_client.h"
-#include "shared/sqlite/sqlite_file.h"
 #include "shared/base/status_macros.h"
 #include "shared/runtime/env.h"
+#include "shared/sqlite/sqlite_file.h"
 
 ABSL_FLAG(std::string, payment_addr, "",
           "payment_service gRPC address host:port (required); payment shards: every shard's, "
@@ -166,13 +166,19 @@ class Report {
   std::vector<std::pair<std::string, std::string>> texts_;
 };
 
-std::string Ms(double v) { return std::isfinite(v) ? absl::StrFormat("%.1f ms", v) : "n/a"; }
+std::string Ms(double v) {
+  return std::isfinite(v) ? absl::StrFormat("%.1f ms", v) : "n/a";
+}
 std::string PerSec(double v, const char* unit) {
   if (!std::isfinite(v)) return "n/a";
   return *unit == '\0' ? absl::StrFormat("%.0f", v) : absl::StrFormat("%.0f %s", v, unit);
 }
-std::string Ratio(double v) { return std::isfinite(v) ? absl::StrFormat("%.2fx", v) : "n/a"; }
-double Div(double a, double b) { return b > 0 ? a / b : NAN; }
+std::string Ratio(double v) {
+  return std::isfinite(v) ? absl::StrFormat("%.2fx", v) : "n/a";
+}
+double Div(double a, double b) {
+  return b > 0 ? a / b : NAN;
+}
 
 // Keys like UUIDs: random, so index inserts land where the service's would.
 std::string RandomKey(absl::BitGen& gen) {
@@ -597,9 +603,9 @@ struct SentResult {
   std::vector<double> to_sent_ms;  // outbox.sent_at - created_at, measured ones
   int64_t first_created_ms = 0;
   int64_t last_sent_ms = 0;
-  double sustained_per_s = NAN;  // measured_sent / (last_sent - first_created)
-  double bucket_min = NAN;       // SENT per second over the full seconds between
-  double bucket_median = NAN;    //   the first and last measured SENT
+  double sustained_per_s = NAN;        // measured_sent / (last_sent - first_created)
+  double bucket_min = NAN;             // SENT per second over the full seconds between
+  double bucket_median = NAN;          //   the first and last measured SENT
   std::vector<int64_t> sent_at_ms;     // measured SENT ones
   std::vector<int64_t> created_at_ms;  // measured ones, every status
 };
@@ -611,8 +617,8 @@ absl::StatusOr<SentResult> CollectSent(PaymentStub& stub, const std::string& mea
                                        absl::Duration drain_timeout, absl::Duration poll) {
   SentResult out;
   const absl::Time drain_start = absl::Now();
-  out.drained = loadgen::AwaitNoneSending(stub, nullptr, drain_start + drain_timeout,
-                                          kQueryTimeout, poll);
+  out.drained =
+      loadgen::AwaitNoneSending(stub, nullptr, drain_start + drain_timeout, kQueryTimeout, poll);
   out.drain_time = absl::Now() - drain_start;
 
   int64_t first_sent_ms = INT64_MAX;
@@ -643,7 +649,8 @@ absl::StatusOr<SentResult> CollectSent(PaymentStub& stub, const std::string& mea
     // Per-second SENT counts, leaving out the partial first and last second.
     const int64_t seconds = (out.last_sent_ms - first_sent_ms) / 1000 + 1;
     std::vector<double> buckets(static_cast<size_t>(seconds), 0);
-    for (int64_t at : out.sent_at_ms) buckets[static_cast<size_t>((at - first_sent_ms) / 1000)] += 1;
+    for (int64_t at : out.sent_at_ms)
+      buckets[static_cast<size_t>((at - first_sent_ms) / 1000)] += 1;
     if (buckets.size() > 2) {
       std::vector<double> full(buckets.begin() + 1, buckets.end() - 1);
       std::sort(full.begin(), full.end());
@@ -673,12 +680,12 @@ absl::StatusOr<int64_t> AwaitMark(const std::string& path, absl::Time deadline) 
 }
 
 struct DrainResult {
-  int64_t backlog = 0;        // measured payments created but not SENT when accounting returned
-  int64_t sent_after = 0;     // measured payments SENT from then on
-  int64_t created_after = 0;  // measured payments created after it (0 when the drive ended first)
-  int64_t first_sent_ms = 0;  // from the return to the first SENT after it
-  int64_t last_sent_ms = 0;   // from the return to the last SENT
-  double per_s = NAN;         // sent_after / last_sent_ms
+  int64_t backlog = 0;         // measured payments created but not SENT when accounting returned
+  int64_t sent_after = 0;      // measured payments SENT from then on
+  int64_t created_after = 0;   // measured payments created after it (0 when the drive ended first)
+  int64_t first_sent_ms = 0;   // from the return to the first SENT after it
+  int64_t last_sent_ms = 0;    // from the return to the last SENT
+  double per_s = NAN;          // sent_after / last_sent_ms
   double bucket_median = NAN;  // SENT per full second between the first and last SENT after it
 };
 
@@ -836,10 +843,10 @@ absl::Status Run() {
 
   Report report;
   const bool tls = !absl::GetFlag(FLAGS_tls_ca_file).empty();
-  const std::string mode = absl::StrCat(
-      open_loop ? absl::StrFormat("open loop, %.0f calls/s offered", rate)
-                : absl::StrFormat("closed loop, %d calls in flight", concurrency),
-      tls ? ", gRPC over TLS" : "");
+  const std::string mode =
+      absl::StrCat(open_loop ? absl::StrFormat("open loop, %.0f calls/s offered", rate)
+                             : absl::StrFormat("closed loop, %d calls in flight", concurrency),
+                   tls ? ", gRPC over TLS" : "");
   const std::string label = absl::GetFlag(FLAGS_label);
   std::printf("== outbox_bench%s: %s, %s measured after %s warm-up ==\n",
               label.empty() ? "" : absl::StrCat(" [", label, "]").c_str(), mode.c_str(),
@@ -940,8 +947,8 @@ absl::Status Run() {
       return absl::InvalidArgumentError("--other_payment_pids: comma-separated pids");
     }
     ++shard;
-    watched.push_back({absl::StrCat("payment_service s", shard), absl::StrCat("payment_s", shard),
-                       pid});
+    watched.push_back(
+        {absl::StrCat("payment_service s", shard), absl::StrCat("payment_s", shard), pid});
   }
   const std::vector<int> more_accounting = MoreAccountingPids();
   for (size_t k = 0; k < more_accounting.size(); ++k) {
@@ -954,7 +961,8 @@ absl::Status Run() {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> ledger(nullptr, &std::fclose);
   if (const std::string path = absl::GetFlag(FLAGS_ledger); !path.empty()) {
     ledger.reset(std::fopen(path.c_str(), "w"));
-    if (ledger == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot write --ledger ", path));
+    if (ledger == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat("cannot write --ledger ", path));
   }
   {
     CreateDriver driver(std::move(stubs), run_tag, ledger.get());
@@ -1063,12 +1071,12 @@ absl::Status Run() {
     report.Line("backlog when accounting_service returned",
                 absl::StrCat(drain.backlog, " payments not SENT (", drain.created_after,
                              " more created after it)"));
-    report.Line("backlog drain rate, return -> last SENT",
-                absl::StrCat(PerSec(drain.per_s, "payments/s"), "  (", drain.sent_after,
-                             " SENT; first after ", drain.first_sent_ms, " ms, last after ",
-                             absl::StrFormat("%.1f s", drain.last_sent_ms / 1000.0),
-                             "; SENT per full second: median ", PerSec(drain.bucket_median, ""),
-                             ")"));
+    report.Line(
+        "backlog drain rate, return -> last SENT",
+        absl::StrCat(PerSec(drain.per_s, "payments/s"), "  (", drain.sent_after,
+                     " SENT; first after ", drain.first_sent_ms, " ms, last after ",
+                     absl::StrFormat("%.1f s", drain.last_sent_ms / 1000.0),
+                     "; SENT per full second: median ", PerSec(drain.bucket_median, ""), ")"));
     report.Figure("drain_backlog", static_cast<double>(drain.backlog));
     report.Figure("drain_created_after_return", static_cast<double>(drain.created_after));
     report.Figure("drain_first_sent_ms", static_cast<double>(drain.first_sent_ms));
@@ -1079,8 +1087,9 @@ absl::Status Run() {
 
   if (absl::GetFlag(FLAGS_baselines)) {
     report.Section("ratios (same run)");
-    report.Line("sustained / composed limit",
-                absl::StrCat(Ratio(Div(sent.sustained_per_s, composed)), "  (the target is 0.80x)"));
+    report.Line(
+        "sustained / composed limit",
+        absl::StrCat(Ratio(Div(sent.sustained_per_s, composed)), "  (the target is 0.80x)"));
     report.Figure("ratio_sustained_to_composed", Div(sent.sustained_per_s, composed));
     const double broker_payments = broker.flow_per_s / 2;  // a payment is two messages
     report.Line("sustained / broker ceiling (msg/s / 2)",
@@ -1106,9 +1115,10 @@ absl::Status Run() {
     // create->SENT latency spans the outage, accounting_service is a new
     // process, and payment_service's peak RSS includes the SQLite sorter of
     // this program's "anything SENDING?" listings of the backlog: no targets.
-    report.Check(">= 3,000 payments/s backlog drain after the outage",
-                 sent.drained && drain.per_s >= kTargetDrainPerS,
-                 absl::StrCat(PerSec(drain.per_s, "payments/s"), sent.drained ? "" : ", NOT all SENT"));
+    report.Check(
+        ">= 3,000 payments/s backlog drain after the outage",
+        sent.drained && drain.per_s >= kTargetDrainPerS,
+        absl::StrCat(PerSec(drain.per_s, "payments/s"), sent.drained ? "" : ", NOT all SENT"));
     report.Check("offered load carried",
                  drive.skipped == 0 && drive.failed == 0 && create_per_s >= 0.97 * rate,
                  PerSec(create_per_s, "payments/s created"));

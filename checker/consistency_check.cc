@@ -67,9 +67,10 @@ class AccountingTables {
       vouchers.push_back(absl::StrCat("SELECT * FROM acc", k, ".vouchers"));
       processed.push_back(absl::StrCat("SELECT * FROM acc", k, ".processed_messages"));
     }
-    replacements_ = {{"acc.vouchers", absl::StrCat("(", absl::StrJoin(vouchers, " UNION ALL "), ")")},
-                     {"acc.processed_messages",
-                      absl::StrCat("(", absl::StrJoin(processed, " UNION ALL "), ")")}};
+    replacements_ = {
+        {"acc.vouchers", absl::StrCat("(", absl::StrJoin(vouchers, " UNION ALL "), ")")},
+        {"acc.processed_messages",
+         absl::StrCat("(", absl::StrJoin(processed, " UNION ALL "), ")")}};
   }
   std::string operator()(const std::string& sql) const {
     return replacements_.empty() ? sql : absl::StrReplaceAll(sql, replacements_);
@@ -85,16 +86,15 @@ absl::Status CheckSchemaVersion(SQLite::Database& db, const std::string& schema,
                                 const std::string& path, int known) {
   const int64_t version = Scalar(db, absl::StrCat("PRAGMA ", schema, ".user_version"));
   if (version <= known) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat(path, " has schema version ", version, "; this outbox_check knows up to ", known,
-                   ": refusing to check a newer file"));
+  return absl::FailedPreconditionError(absl::StrCat(path, " has schema version ", version,
+                                                    "; this outbox_check knows up to ", known,
+                                                    ": refusing to check a newer file"));
 }
 
 // Steps through every row (each one breaks the invariant, so normally none)
 // counting them, and keeps the first few ids: one pass, no second COUNT query.
-CheckResult Collect(SQLite::Database& db, const CheckConfig& config,
-                    const AccountingTables& acc, std::string name,
-                    std::string description, const std::string& sql,
+CheckResult Collect(SQLite::Database& db, const CheckConfig& config, const AccountingTables& acc,
+                    std::string name, std::string description, const std::string& sql,
                     std::initializer_list<int64_t> binds = {}) {
   CheckResult result;
   result.name = std::move(name);
@@ -116,20 +116,21 @@ void CheckAccountingFirst(SQLite::Database& db, const CheckConfig& config,
   SQLite::Transaction tx(db, SQLite::TransactionBehavior::DEFERRED);
   report.counts.vouchers = Scalar(db, acc("SELECT count(*) FROM acc.vouchers"));
   report.counts.processed_messages = Scalar(db, acc("SELECT count(*) FROM acc.processed_messages"));
-  report.checks.push_back(Collect(db, config, acc, "voucher_without_payment",
-                                  "voucher whose payment does not exist", R"sql(
+  report.checks.push_back(Collect(
+      db, config, acc, "voucher_without_payment", "voucher whose payment does not exist",
+      R"sql(
     SELECT v.payment_id FROM acc.vouchers v
     WHERE NOT EXISTS (SELECT 1 FROM main.payments p WHERE p.payment_id = v.payment_id))sql" +
-      (config.payment_id_prefix.empty()
-           ? std::string()
-           : absl::StrCat(" AND substr(v.payment_id, 1, ", config.payment_id_prefix.size(),
-                          ") = '", config.payment_id_prefix, "'"))));
+          (config.payment_id_prefix.empty()
+               ? std::string()
+               : absl::StrCat(" AND substr(v.payment_id, 1, ", config.payment_id_prefix.size(),
+                              ") = '", config.payment_id_prefix, "'"))));
   tx.commit();
 }
 
 // Reads payment.db first, then accounting.db.
-void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config,
-                       const AccountingTables& acc, absl::Time now, Report& report) {
+void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config, const AccountingTables& acc,
+                       absl::Time now, Report& report) {
   SQLite::Transaction tx(db, SQLite::TransactionBehavior::DEFERRED);
   Counts& counts = report.counts;
   counts.payments = Scalar(db, "SELECT count(*) FROM main.payments");
@@ -144,37 +145,41 @@ void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config,
   // The archive (retention moves SENT rows there) is optional and, being made
   // by CREATE TABLE AS, has no indexes: it is only ever scanned, or probed
   // through a NOT IN list that SQLite indexes once per query.
-  const bool archive = Scalar(db, "SELECT count(*) FROM main.sqlite_master "
-                                  "WHERE type = 'table' AND name = 'outbox_archive'") > 0;
+  const bool archive = Scalar(db,
+                              "SELECT count(*) FROM main.sqlite_master "
+                              "WHERE type = 'table' AND name = 'outbox_archive'") > 0;
   if (archive) counts.outbox_archived = Scalar(db, "SELECT count(*) FROM main.outbox_archive");
   auto with_archive = [archive](const char* sql) { return archive ? std::string(sql) : ""; };
 
   report.checks.push_back(Collect(db, config, acc, "payment_without_outbox",
-                                  "payment with no outbox row", R"sql(
+                                  "payment with no outbox row",
+                                  R"sql(
     SELECT p.payment_id FROM main.payments p
     WHERE NOT EXISTS (SELECT 1 FROM main.outbox o
                       WHERE o.biz_type = 'payment' AND o.biz_key = p.payment_id))sql" +
-      with_archive(R"sql(
+                                      with_archive(R"sql(
       AND p.payment_id NOT IN (SELECT biz_key FROM main.outbox_archive
                                WHERE biz_type = 'payment' AND biz_key IS NOT NULL))sql")));
 
   report.checks.push_back(Collect(db, config, acc, "outbox_without_payment",
-                                  "outbox row (biz_type payment) with no payment", R"sql(
+                                  "outbox row (biz_type payment) with no payment",
+                                  R"sql(
     SELECT o.biz_key FROM main.outbox o
     WHERE o.biz_type = 'payment'
       AND NOT EXISTS (SELECT 1 FROM main.payments p WHERE p.payment_id = o.biz_key))sql" +
-      with_archive(R"sql(
+                                      with_archive(R"sql(
     UNION ALL
     SELECT a.biz_key FROM main.outbox_archive a
     WHERE a.biz_type = 'payment'
       AND NOT EXISTS (SELECT 1 FROM main.payments p WHERE p.payment_id = a.biz_key))sql")));
 
   report.checks.push_back(Collect(db, config, acc, "sent_without_voucher",
-                                  "SENT (or archived) outbox row with no voucher", R"sql(
+                                  "SENT (or archived) outbox row with no voucher",
+                                  R"sql(
     SELECT o.biz_key FROM main.outbox o
     WHERE o.status = 'SENT' AND o.biz_type = 'payment'
       AND NOT EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = o.biz_key))sql" +
-      with_archive(R"sql(
+                                      with_archive(R"sql(
     UNION ALL
     SELECT a.biz_key FROM main.outbox_archive a
     WHERE a.biz_type = 'payment'
@@ -205,19 +210,18 @@ void CheckPaymentFirst(SQLite::Database& db, const CheckConfig& config,
                                   "voucher message_id differs from its outbox row's", R"sql(
     SELECT v.payment_id FROM acc.vouchers v
     JOIN main.outbox o ON o.biz_type = 'payment' AND o.biz_key = v.payment_id
-    WHERE v.message_id IS NOT o.message_id)sql" +
-      with_archive(R"sql(
+    WHERE v.message_id IS NOT o.message_id)sql" + with_archive(R"sql(
     UNION ALL
     SELECT v.payment_id FROM main.outbox_archive a
     JOIN acc.vouchers v ON v.payment_id = a.biz_key
     WHERE a.biz_type = 'payment' AND v.message_id IS NOT a.message_id)sql")));
 
-  CheckResult stale = Collect(
-      db, config, acc, "stale_sending",
-      absl::StrCat("SENDING outbox row created more than ", absl::FormatDuration(config.stale_after),
-                   " ago"),
-      "SELECT biz_key FROM main.outbox WHERE status = 'SENDING' AND created_at < ?1",
-      {absl::ToUnixMillis(now - config.stale_after)});
+  CheckResult stale =
+      Collect(db, config, acc, "stale_sending",
+              absl::StrCat("SENDING outbox row created more than ",
+                           absl::FormatDuration(config.stale_after), " ago"),
+              "SELECT biz_key FROM main.outbox WHERE status = 'SENDING' AND created_at < ?1",
+              {absl::ToUnixMillis(now - config.stale_after)});
   stale.is_violation = config.fail_on_stale;
   report.checks.push_back(std::move(stale));
 
@@ -247,9 +251,8 @@ const CheckResult* Report::Find(const std::string& name) const& {
 absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
   // "s<digits>-" only, so it can stand in the SQL as a literal.
   const std::string& prefix = config.payment_id_prefix;
-  if (!prefix.empty() &&
-      (prefix.size() < 3 || prefix.front() != 's' || prefix.back() != '-' ||
-       prefix.find_first_not_of("0123456789", 1) != prefix.size() - 1)) {
+  if (!prefix.empty() && (prefix.size() < 3 || prefix.front() != 's' || prefix.back() != '-' ||
+                          prefix.find_first_not_of("0123456789", 1) != prefix.size() - 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("payment id prefix '", prefix, "' is not s<shard>- (e.g. s0-)"));
   }
@@ -282,8 +285,8 @@ absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
     db.setBusyTimeout(5000);
     for (size_t k = 0; k < accounting_uris.size(); ++k) {
       step = absl::StrCat("attach ", accounting_dbs[k]);
-      SQLite::Statement attach(
-          db, absl::StrCat("ATTACH DATABASE ?1 AS acc", accounting_uris.size() > 1 ? absl::StrCat(k) : ""));
+      SQLite::Statement attach(db, absl::StrCat("ATTACH DATABASE ?1 AS acc",
+                                                accounting_uris.size() > 1 ? absl::StrCat(k) : ""));
       attach.bind(1, accounting_uris[k]);
       attach.exec();
     }

@@ -56,26 +56,29 @@ class CheckerTest : public ::testing::Test {
   }
 
   void Payment(const std::string& id, int64_t amount = 100, const std::string& currency = "EUR") {
-    pay_->exec(absl::StrCat("INSERT INTO payments (payment_id, idempotency_key, payer_account, "
-                            "payee_account, amount_minor, currency, description, created_at) "
-                            "VALUES ('", id, "', 'k-", id, "', 'a', 'b', ", amount, ", '",
-                            currency, "', '', ", kNowMs, ")"));
+    pay_->exec(absl::StrCat(
+        "INSERT INTO payments (payment_id, idempotency_key, payer_account, "
+        "payee_account, amount_minor, currency, description, created_at) "
+        "VALUES ('",
+        id, "', 'k-", id, "', 'a', 'b', ", amount, ", '", currency, "', '', ", kNowMs, ")"));
   }
   void Outbox(const std::string& payment_id, const std::string& status,
               absl::Duration age = absl::Seconds(5)) {
-    pay_->exec(absl::StrCat(
-        "INSERT INTO outbox (message_id, biz_type, biz_key, topic, payload, status, "
-        "max_attempts, next_retry_at, created_at, updated_at) VALUES ('m-", payment_id,
-        "', 'payment', '", payment_id, "', 'PAY_QUEUE', x'00', '", status, "', 5, 0, ",
-        absl::ToUnixMillis(kNow - age), ", 0)"));
+    pay_->exec(
+        absl::StrCat("INSERT INTO outbox (message_id, biz_type, biz_key, topic, payload, status, "
+                     "max_attempts, next_retry_at, created_at, updated_at) VALUES ('m-",
+                     payment_id, "', 'payment', '", payment_id, "', 'PAY_QUEUE', x'00', '", status,
+                     "', 5, 0, ", absl::ToUnixMillis(kNow - age), ", 0)"));
   }
   void Voucher(const std::string& payment_id, int64_t amount = 100,
                const std::string& currency = "EUR", std::string message_id = "") {
     if (message_id.empty()) message_id = "m-" + payment_id;
-    acc_->exec(absl::StrCat("INSERT INTO vouchers (voucher_id, payment_id, message_id, "
-                            "debit_account, credit_account, amount_minor, currency, created_at) "
-                            "VALUES ('v-", payment_id, "-", ++vouchers_, "', '", payment_id, "', '",
-                            message_id, "', 'a', 'b', ", amount, ", '", currency, "', 0)"));
+    acc_->exec(
+        absl::StrCat("INSERT INTO vouchers (voucher_id, payment_id, message_id, "
+                     "debit_account, credit_account, amount_minor, currency, created_at) "
+                     "VALUES ('v-",
+                     payment_id, "-", ++vouchers_, "', '", payment_id, "', '", message_id,
+                     "', 'a', 'b', ", amount, ", '", currency, "', 0)"));
     acc_->exec(absl::StrCat("INSERT OR IGNORE INTO processed_messages VALUES ('", message_id,
                             "', '", payment_id, "', 'v', 0)"));
   }
@@ -290,8 +293,9 @@ TEST_F(CheckerTest, JsonOutput) {
   EXPECT_TRUE(absl::StrContains(json, "\"ok\": false")) << json;
   EXPECT_TRUE(absl::StrContains(json, "\"payments\": 1")) << json;
   EXPECT_TRUE(absl::StrContains(
-      json, "{\"name\": \"payment_without_outbox\", \"description\": \"payment with no outbox "
-            "row\", \"count\": 1, \"examples\": [\"p\\\"1\"], \"violation\": true}"))
+      json,
+      "{\"name\": \"payment_without_outbox\", \"description\": \"payment with no outbox "
+      "row\", \"count\": 1, \"examples\": [\"p\\\"1\"], \"violation\": true}"))
       << json;
 
   pay_->exec("DELETE FROM payments");
@@ -351,7 +355,6 @@ TEST_F(CheckerTest, PathWithUriCharacters) {
   EXPECT_TRUE(Check().ok());
 }
 
-
 // Accounting shards: --accounting_db lists every shard's file, and the checks
 // see the union of their vouchers.
 class ShardedCheckerTest : public CheckerTest {
@@ -360,8 +363,8 @@ class ShardedCheckerTest : public CheckerTest {
     CheckerTest::SetUp();
     const std::string second = dir_ + "/accounting-1.db";
     shards_[0] = std::move(acc_);
-    shards_[1] = std::make_unique<SQLite::Database>(second,
-                                                    SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    shards_[1] =
+        std::make_unique<SQLite::Database>(second, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
     shards_[1]->exec("PRAGMA journal_mode=WAL");
     shards_[1]->exec(kAccountingSchema);
     config_.accounting_db = absl::StrCat(config_.accounting_db, ",", second);

@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "Checks payment.db and accounting.db (opened read-only) for broken outbox guarantees.\n"
-      "Usage: outbox_check --payment_db=payment.db --accounting_db=accounting.db[,shard2.db...] [--json]\n"
+      "Usage: outbox_check --payment_db=payment.db --accounting_db=accounting.db[,shard2.db...] "
+      "[--json]\n"
       "Exit status: 0 consistent, 1 violations found, 2 usage or I/O error.");
 
   bool help = false;

@@ -44,9 +44,8 @@ std::string FormatText(const Report& r) {
       "processed_messages: %d\n"
       "pending:            sending_with_voucher=%d (accounted, ack not yet processed)\n"
       "checks:\n",
-      r.payment_db, r.accounting_db, n.payments, n.outbox_sending, n.outbox_sent,
-      n.outbox_failed, n.outbox_archived, n.vouchers, n.processed_messages,
-      r.sending_with_voucher);
+      r.payment_db, r.accounting_db, n.payments, n.outbox_sending, n.outbox_sent, n.outbox_failed,
+      n.outbox_archived, n.vouchers, n.processed_messages, r.sending_with_voucher);
   int failed = 0;
   for (const CheckResult& c : r.checks) {
     if (c.failed()) ++failed;
@@ -70,9 +69,9 @@ std::string FormatJson(const Report& r) {
       "\"counts\": {\"payments\": %d, \"outbox_sending\": %d, \"outbox_sent\": %d, "
       "\"outbox_failed\": %d, \"outbox_archived\": %d, \"vouchers\": %d, "
       "\"processed_messages\": %d}, \"pending\": {\"sending_with_voucher\": %d}, \"checks\": [",
-      JsonString(r.payment_db), JsonString(r.accounting_db), absl::ToUnixMillis(r.now),
-      n.payments, n.outbox_sending, n.outbox_sent, n.outbox_failed, n.outbox_archived,
-      n.vouchers, n.processed_messages, r.sending_with_voucher);
+      JsonString(r.payment_db), JsonString(r.accounting_db), absl::ToUnixMillis(r.now), n.payments,
+      n.outbox_sending, n.outbox_sent, n.outbox_failed, n.outbox_archived, n.vouchers,
+      n.processed_messages, r.sending_with_voucher);
   for (size_t i = 0; i < r.checks.size(); ++i) {
     const CheckResult& c = r.checks[i];
     std::vector<std::string> examples;

@@ -20,8 +20,8 @@ namespace {
 const std::string& Dir() {
   static const std::string* dir = [] {
     const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                       "/outbox_check_fuzz_XXXXXX";
+    std::string tmpl =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/outbox_check_fuzz_XXXXXX";
     FUZZ_CHECK(mkdtemp(tmpl.data()) != nullptr);
     auto* made = new std::string(tmpl);
     std::atexit([] { std::filesystem::remove_all(Dir()); });

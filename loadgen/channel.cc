@@ -9,7 +9,7 @@
 namespace outbox::loadgen {
 
 absl::StatusOr<ChannelSecurity> ChannelSecurity::FromFiles(const TlsClientFiles& tls,
-                                                          const std::string& token_file) {
+                                                           const std::string& token_file) {
   ChannelSecurity security;
   auto credentials = ChannelCredentialsFrom(tls);
   if (!credentials.ok()) return credentials.status();

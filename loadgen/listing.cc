@@ -56,8 +56,7 @@ absl::Status ForEachVoucher(accounting::v1::AccountingService::StubInterface& st
 
 bool AwaitNoneSending(payment::v1::PaymentService::StubInterface& stub,
                       const std::function<bool(const std::string& payment_id)>& of_interest,
-                      absl::Time deadline, absl::Duration call_timeout,
-                      absl::Duration poll) {
+                      absl::Time deadline, absl::Duration call_timeout, absl::Duration poll) {
   // Listing only SENDING rows keeps each poll proportional to the backlog,
   // not the table; with every payment of interest, one row answers.
   auto none_sending = [&] {

@@ -10,8 +10,7 @@ namespace outbox::loadgen {
 ErrorClass Classify(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return ErrorClass::kTransient;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return ErrorClass::kTransient;
     case grpc::StatusCode::OK:
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::ALREADY_EXISTS:
@@ -20,10 +19,8 @@ ErrorClass Classify(grpc::StatusCode code) {
     case grpc::StatusCode::OUT_OF_RANGE:
     case grpc::StatusCode::PERMISSION_DENIED:
     case grpc::StatusCode::UNAUTHENTICATED:
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return ErrorClass::kPermanent;
-    default:
-      return ErrorClass::kUnknown;
+    case grpc::StatusCode::UNIMPLEMENTED: return ErrorClass::kPermanent;
+    default: return ErrorClass::kUnknown;
   }
 }
 
@@ -32,12 +29,9 @@ bool ShouldRetry(const RetryPolicy& policy, grpc::StatusCode code, int attempt,
   if (policy.max_attempts > 0 && attempt >= policy.max_attempts) return false;
   if (elapsed > policy.retry_for) return false;
   switch (Classify(code)) {
-    case ErrorClass::kTransient:
-      return true;
-    case ErrorClass::kPermanent:
-      return false;
-    case ErrorClass::kUnknown:
-      return policy.retry_unknown;
+    case ErrorClass::kTransient: return true;
+    case ErrorClass::kPermanent: return false;
+    case ErrorClass::kUnknown: return policy.retry_unknown;
   }
   return false;
 }

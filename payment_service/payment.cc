@@ -16,9 +16,9 @@ bool Printable(const std::string& s) {
   return true;
 }
 
-absl::Status CheckText(const std::string& value, const char* field, size_t max_len,
-                       bool required) {
-  if (required && value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is required"));
+absl::Status CheckText(const std::string& value, const char* field, size_t max_len, bool required) {
+  if (required && value.empty())
+    return absl::InvalidArgumentError(absl::StrCat(field, " is required"));
   if (value.size() > max_len) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " is longer than ", max_len, " bytes (", value.size(), ")"));

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "shared/base/money.h"
 #include "absl/status/status.h"
+#include "shared/base/money.h"
 #include "shared/outbox/message.h"
 
 namespace outbox::payment {

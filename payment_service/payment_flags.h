@@ -24,9 +24,9 @@ struct PaymentServiceOptions {
   int group_commit_max = 512;
   int64_t max_unsent = 512;
   int max_hold_ms = 20;
-  ServiceConfig service;   // the flags every service shares
-  BearerTokenCheck auth;   // from --api_token_file
-  ShardConfig shard;       // --payment_shards and --payment_shard_index
+  ServiceConfig service;  // the flags every service shares
+  BearerTokenCheck auth;  // from --api_token_file
+  ShardConfig shard;      // --payment_shards and --payment_shard_index
 
   // INVALID_ARGUMENT naming the flag. The listen addresses are not checked
   // here: that probes this host (ValidateListenAddress, at start-up).

@@ -28,9 +28,11 @@ void ToProto(const PaymentRecord& r, ::payment::v1::Payment* out) {
   o->set_max_attempts(r.outbox.max_attempts);
   o->set_last_error(r.outbox.last_error);
   o->set_trace_id(TraceIdOf(r.outbox.traceparent));
-  if (r.outbox.status == OutboxStatus::kSending) SetTimestamp(r.outbox.next_retry_at, o->mutable_next_retry_at());
+  if (r.outbox.status == OutboxStatus::kSending)
+    SetTimestamp(r.outbox.next_retry_at, o->mutable_next_retry_at());
   if (r.outbox.sent_at > 0) SetTimestamp(r.outbox.sent_at, o->mutable_sent_at());
-  if (r.outbox.last_attempt_at > 0) SetTimestamp(r.outbox.last_attempt_at, o->mutable_last_attempt_at());
+  if (r.outbox.last_attempt_at > 0)
+    SetTimestamp(r.outbox.last_attempt_at, o->mutable_last_attempt_at());
 }
 
 namespace {

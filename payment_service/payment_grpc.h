@@ -23,7 +23,10 @@ class PaymentServiceImpl final
   PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store,
                      int64_t max_amount_minor = kDefaultMaxAmountMinor, BearerTokenCheck auth = {},
                      ShardGuard shard = {})
-      : writer_(writer), store_(store), max_amount_minor_(max_amount_minor), auth_(std::move(auth)),
+      : writer_(writer),
+        store_(store),
+        max_amount_minor_(max_amount_minor),
+        auth_(std::move(auth)),
         shard_(std::move(shard)) {}
 
   grpc::ServerUnaryReactor* CreatePayment(grpc::CallbackServerContext* context,

@@ -1,8 +1,8 @@
 #include "payment_service/payment_store.h"
 
 #include "absl/strings/str_cat.h"
-#include "shared/runtime/failpoint.h"
 #include "shared/base/status_macros.h"
+#include "shared/runtime/failpoint.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/payment_db_schema.h"
 
@@ -53,7 +53,8 @@ absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::stri
 
 std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,
                                                      const std::vector<std::string>& mark_sent,
-                                                     int64_t now_ms, absl::StatusOr<AckTally>* marked) {
+                                                     int64_t now_ms,
+                                                     absl::StatusOr<AckTally>* marked) {
   MutexLock lock(&db_->write_mu);
   SQLite::Database& db = *db_->writer;
   std::vector<CreateOutcome> outcomes;
@@ -167,8 +168,9 @@ absl::StatusOr<std::vector<std::string>> PaymentStore::TakenOver(
   MutexLock lock(&db_->read_mu);
   std::vector<std::string> taken;
   RETURN_IF_ERROR(Guard("read taken over", [&] {
-    SQLite::Statement stmt(*db_->reader,
-                           "SELECT status != 'SENDING' OR attempts > 1 FROM outbox WHERE message_id = ?");
+    SQLite::Statement stmt(
+        *db_->reader,
+        "SELECT status != 'SENDING' OR attempts > 1 FROM outbox WHERE message_id = ?");
     for (const std::string& id : message_ids) {
       stmt.reset();
       stmt.bind(1, id);
@@ -196,8 +198,8 @@ absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {
   return record;
 }
 
-absl::StatusOr<PaymentPage> PaymentStore::List(std::optional<OutboxStatus> status,
-                                               int64_t after_id, int limit) {
+absl::StatusOr<PaymentPage> PaymentStore::List(std::optional<OutboxStatus> status, int64_t after_id,
+                                               int limit) {
   MutexLock lock(&db_->read_mu);
   std::vector<PaymentRecord> rows;
   RETURN_IF_ERROR(Guard("list payments", [&] {

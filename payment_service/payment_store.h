@@ -47,8 +47,8 @@ class PaymentStore final {
   // transaction, acknowledged rows in `mark_sent` turn SENT (their count goes
   // to *marked). If the commit itself fails, every outcome carries that error.
   std::vector<CreateOutcome> CommitGroup(const std::vector<NewPayment>& batch,
-                                         const std::vector<std::string>& mark_sent,
-                                         int64_t now_ms, absl::StatusOr<AckTally>* marked);
+                                         const std::vector<std::string>& mark_sent, int64_t now_ms,
+                                         absl::StatusOr<AckTally>* marked);
   std::vector<CreateOutcome> CreateBatch(const std::vector<NewPayment>& batch) {
     return CommitGroup(batch, {}, 0, nullptr);
   }
@@ -68,8 +68,7 @@ class PaymentStore final {
   absl::StatusOr<std::vector<std::string>> TakenOver(const std::vector<std::string>& message_ids);
 
   absl::StatusOr<PaymentRecord> Get(const std::string& payment_id);
-  absl::StatusOr<PaymentPage> List(std::optional<OutboxStatus> status, int64_t after_id,
-                                   int limit);
+  absl::StatusOr<PaymentPage> List(std::optional<OutboxStatus> status, int64_t after_id, int limit);
 
  private:
   explicit PaymentStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}

@@ -51,16 +51,15 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
                              ShardGuard(shard));
   // Ports first: a process that cannot serve (a port in use) exits before its
   // workers touch the broker. A call arriving meanwhile waits for the writer.
-  ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&service}, options.metrics_listen,
-                                                metrics, config.tls));
+  ASSIGN_OR_RETURN(auto serving,
+                   Serving::Start(listen, {&service}, options.metrics_listen, metrics, config.tls));
   publisher.Start();
   writer.Start(publisher);
   acks.Start();
   LogInfo("payment_service_started",
           {KV("listen", listen), KV("port", serving->port()), KV("tls", config.tls.enabled()),
-           KV("db", options.db), KV("shard", shard.index),
-           KV("shards", shard.count()), KV("reply_queue", config.acc_queue),
-           KV("amqp", config.amqp.Redacted()),
+           KV("db", options.db), KV("shard", shard.index), KV("shards", shard.count()),
+           KV("reply_queue", config.acc_queue), KV("amqp", config.amqp.Redacted()),
            KV("message_signing", config.message_signing())});
   LogInfo("payment_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
   // In-flight calls finish (bounded), the ack listener hands its last batch to
@@ -69,9 +68,9 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
   acks.Stop();
   writer.Stop();
   publisher.Stop();
-  LogInfo("payment_service_stopped", {KV("published", publisher.confirmed()),
-                                      KV("publish_failed", publisher.failed()),
-                                      KV("acknowledged", acks.acknowledged())});
+  LogInfo("payment_service_stopped",
+          {KV("published", publisher.confirmed()), KV("publish_failed", publisher.failed()),
+           KV("acknowledged", acks.acknowledged())});
   return absl::OkStatus();
 }
 

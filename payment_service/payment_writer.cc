@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "shared/base/mutex.h"
 #include "payment_service/payment_codec.h"
+#include "shared/base/mutex.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
 #include "shared/outbox/state_machine.h"
@@ -26,7 +26,9 @@ PaymentWriter::PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerato
           "outbox_create_to_sent_seconds",
           "from a payment's commit to its outbox row turning SENT (accounting's reply applied)")) {}
 
-PaymentWriter::~PaymentWriter() { Stop(); }
+PaymentWriter::~PaymentWriter() {
+  Stop();
+}
 
 void PaymentWriter::Start(RelayQueue& relay) {
   relay_ = &relay;
@@ -70,7 +72,8 @@ absl::Status PaymentWriter::RecordPublishFailure(const std::vector<std::string>&
   return store_.RecordPublishError(message_ids, error, clock_.NowMillis());
 }
 
-absl::StatusOr<AckTally> PaymentWriter::MarkAcknowledged(const std::vector<std::string>& message_ids) {
+absl::StatusOr<AckTally> PaymentWriter::MarkAcknowledged(
+    const std::vector<std::string>& message_ids) {
   PendingMark pending{&message_ids, AckTally{}, false};
   MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("payment service is shutting down");

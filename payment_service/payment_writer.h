@@ -43,8 +43,8 @@ struct WriterOptions {
 
 class PaymentWriter final : public OutboxRepository {
  public:
-  PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerator& ids,
-                MetricsRegistry& metrics, WriterOptions options);
+  PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerator& ids, MetricsRegistry& metrics,
+                WriterOptions options);
   ~PaymentWriter() override;
 
   // Starts the writer thread; what it commits goes to `relay`. The relay is

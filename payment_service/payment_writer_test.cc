@@ -128,15 +128,15 @@ TEST_F(PaymentWriterTest, CreateAsyncCompletesOnTheWriterThreadAfterTheCommit) {
   std::set<std::thread::id> threads;
   bool committed_before_done = true;
   for (int i = 0; i < kCalls; ++i) {
-    writer.CreateAsync({absl::StrCat("async-", i), "alice", "bob", 100, "USD", ""}, "",
-                       [&](CreateOutcome out) {
-                         // The row is in the database when the caller hears of it.
-                         const bool stored = out.status.ok() && store_->Get(out.record.payment_id).ok();
-                         MutexLock lock(&mu);
-                         committed_before_done &= stored;
-                         threads.insert(std::this_thread::get_id());
-                         outcomes.push_back(std::move(out));
-                       });
+    writer.CreateAsync(
+        {absl::StrCat("async-", i), "alice", "bob", 100, "USD", ""}, "", [&](CreateOutcome out) {
+          // The row is in the database when the caller hears of it.
+          const bool stored = out.status.ok() && store_->Get(out.record.payment_id).ok();
+          MutexLock lock(&mu);
+          committed_before_done &= stored;
+          threads.insert(std::this_thread::get_id());
+          outcomes.push_back(std::move(out));
+        });
   }
   {
     MutexLock lock(&mu);
@@ -152,9 +152,8 @@ TEST_F(PaymentWriterTest, CreateAsyncCompletesOnTheWriterThreadAfterTheCommit) {
 
   // Once stopped, a call is refused at once, on the caller's thread.
   bool refused = false;
-  writer.CreateAsync({"late", "alice", "bob", 100, "USD", ""}, "", [&](CreateOutcome out) {
-    refused = absl::IsUnavailable(out.status);
-  });
+  writer.CreateAsync({"late", "alice", "bob", 100, "USD", ""}, "",
+                     [&](CreateOutcome out) { refused = absl::IsUnavailable(out.status); });
   EXPECT_TRUE(refused);
 }
 
@@ -196,8 +195,7 @@ TEST_F(PaymentWriterTest, EachRowTurnedSentIsTimedFromItsCreation) {
   EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_sum 23\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_bucket{le=\"1\"} 0\n"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_bucket{le=\"2.5\"} 1\n"),
-            std::string::npos)
+  EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_bucket{le=\"2.5\"} 1\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_bucket{le=\"30\"} 2\n"), std::string::npos)
       << text;

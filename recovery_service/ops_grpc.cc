@@ -4,11 +4,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "shared/observability/trace.h"
 #include "shared/grpc/grpc_status.h"
 #include "shared/grpc/paging.h"
 #include "shared/grpc/proto_convert.h"
 #include "shared/observability/log.h"
+#include "shared/observability/trace.h"
 
 namespace outbox::recovery {
 namespace {
@@ -37,7 +37,8 @@ void ToProto(const OutboxMessage& r, ::ops::v1::OutboxMessage* out) {
 
 }  // namespace
 
-grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext* context, const ::ops::v1::ListMessagesRequest* req,
+grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext* context,
+                                         const ::ops::v1::ListMessagesRequest* req,
                                          ::ops::v1::ListMessagesResponse* resp) {
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto status = OutboxStatusFromNumber(req->status());
@@ -53,10 +54,12 @@ grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext* context, const ::o
   return grpc::Status::OK;
 }
 
-grpc::Status OutboxOpsImpl::GetMessage(grpc::ServerContext* context, const ::ops::v1::GetMessageRequest* req,
+grpc::Status OutboxOpsImpl::GetMessage(grpc::ServerContext* context,
+                                       const ::ops::v1::GetMessageRequest* req,
                                        ::ops::v1::OutboxMessage* resp) {
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
-  if (req->message_id().empty()) return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
+  if (req->message_id().empty())
+    return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
   auto row = store_.Get(req->message_id());
   if (!row.ok()) return ToGrpcStatus(row.status());
   ToProto(*row, resp);
@@ -67,7 +70,8 @@ grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext* context,
                                            const ::ops::v1::RedriveMessageRequest* req,
                                            ::ops::v1::OutboxMessage* resp) {
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
-  if (req->message_id().empty()) return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
+  if (req->message_id().empty())
+    return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
   auto row = store_.Redrive(req->message_id(), clock_.NowMillis());
   if (!row.ok()) return ToGrpcStatus(row.status());
   LogInfo("message_redriven", {KV("message_id", req->message_id())});
@@ -75,7 +79,8 @@ grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext* context, const ::ops::v1::RedriveFailedRequest* req,
+grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext* context,
+                                          const ::ops::v1::RedriveFailedRequest* req,
                                           ::ops::v1::RedriveFailedResponse* resp) {
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto n = store_.RedriveAllFailed(req->dry_run(), clock_.NowMillis());
@@ -86,8 +91,8 @@ grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext* context, const ::
   return grpc::Status::OK;
 }
 
-grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext* context, const ::ops::v1::GetStatsRequest*,
-                                     ::ops::v1::Stats* resp) {
+grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext* context,
+                                     const ::ops::v1::GetStatsRequest*, ::ops::v1::Stats* resp) {
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto counts = store_.Counts();
   if (!counts.ok()) return ToGrpcStatus(counts.status());
@@ -120,9 +125,10 @@ grpc::Status OutboxOpsImpl::ListDeadLetters(grpc::ServerContext* context,
                                             const ::ops::v1::ListDeadLettersRequest* req,
                                             ::ops::v1::ListDeadLettersResponse* resp) {
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
-  if (req->limit() < 0) return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
-  auto peek = dead_letters_.Peek(req->queue(), req->limit() == 0 ? kDefaultPageSize
-                                                                 : std::min(req->limit(), kMaxPageSize));
+  if (req->limit() < 0)
+    return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
+  auto peek = dead_letters_.Peek(
+      req->queue(), req->limit() == 0 ? kDefaultPageSize : std::min(req->limit(), kMaxPageSize));
   if (!peek.ok()) return ToGrpcStatus(peek.status());
   for (const Delivery& d : peek->messages) {
     auto* m = resp->add_messages();
@@ -138,7 +144,8 @@ grpc::Status OutboxOpsImpl::RedriveDeadLetters(grpc::ServerContext* context,
                                                const ::ops::v1::RedriveDeadLettersRequest* req,
                                                ::ops::v1::RedriveDeadLettersResponse* resp) {
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
-  if (req->limit() < 0) return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
+  if (req->limit() < 0)
+    return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
   auto n = dead_letters_.Redrive(req->queue(), req->limit());
   if (!n.ok()) return ToGrpcStatus(n.status());
   resp->set_count(*n);

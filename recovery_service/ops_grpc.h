@@ -4,9 +4,9 @@
 #include "ops/v1/ops.grpc.pb.h"
 #include "recovery_service/dead_letters.h"
 #include "recovery_service/recovery_store.h"
-#include "shared/observability/alerts.h"
 #include "shared/base/clock.h"
 #include "shared/grpc/server_security.h"
+#include "shared/observability/alerts.h"
 #include "shared/outbox/recovery_loop.h"
 
 namespace outbox::recovery {
@@ -15,7 +15,11 @@ class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
  public:
   OutboxOpsImpl(RecoveryStore& store, const RecoveryLoop& worker, const Alerter& alerter,
                 DeadLetters& dead_letters, const Clock& clock, BearerTokenCheck auth = {})
-      : store_(store), worker_(worker), alerter_(alerter), dead_letters_(dead_letters), clock_(clock),
+      : store_(store),
+        worker_(worker),
+        alerter_(alerter),
+        dead_letters_(dead_letters),
+        clock_(clock),
         auth_(std::move(auth)) {}
 
   grpc::Status ListMessages(grpc::ServerContext*, const ::ops::v1::ListMessagesRequest*,

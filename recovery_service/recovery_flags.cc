@@ -28,15 +28,18 @@ ABSL_FLAG(std::string, metrics_listen, EnvOr("RECOVERY_METRICS_LISTEN", ""),
           "Prometheus /metrics on host:port; empty = off [env RECOVERY_METRICS_LISTEN]");
 ABSL_FLAG(int, recovery_batch, EnvOrInt("RECOVERY_BATCH", 200),
           "rows claimed per round [env RECOVERY_BATCH]");
-ABSL_FLAG(absl::Duration, recovery_lease_ttl, EnvOrDuration("RECOVERY_LEASE_TTL", absl::Seconds(10)),
+ABSL_FLAG(absl::Duration, recovery_lease_ttl,
+          EnvOrDuration("RECOVERY_LEASE_TTL", absl::Seconds(10)),
           "lease lifetime; another instance takes over this long after a crash "
           "[env RECOVERY_LEASE_TTL]");
 ABSL_FLAG(double, recovery_rate, EnvOrDouble("RECOVERY_RATE", 1000),
           "most re-published messages per second [env RECOVERY_RATE]");
-ABSL_FLAG(absl::Duration, recovery_idle_sleep, EnvOrDuration("RECOVERY_IDLE_SLEEP", absl::Seconds(1)),
+ABSL_FLAG(absl::Duration, recovery_idle_sleep,
+          EnvOrDuration("RECOVERY_IDLE_SLEEP", absl::Seconds(1)),
           "sleep when nothing is due [env RECOVERY_IDLE_SLEEP]");
-ABSL_FLAG(int, recovery_max_publish_failures, EnvOrInt("RECOVERY_MAX_PUBLISH_FAILURES", 3),
-          "failed rounds in a row before the lease is given up [env RECOVERY_MAX_PUBLISH_FAILURES]");
+ABSL_FLAG(
+    int, recovery_max_publish_failures, EnvOrInt("RECOVERY_MAX_PUBLISH_FAILURES", 3),
+    "failed rounds in a row before the lease is given up [env RECOVERY_MAX_PUBLISH_FAILURES]");
 ABSL_FLAG(std::string, recovery_instance_id, EnvOr("RECOVERY_INSTANCE_ID", ""),
           "this instance's name in the lease; empty = <hostname>-<pid> [env RECOVERY_INSTANCE_ID]");
 ABSL_FLAG(absl::Duration, backlog_age, EnvOrDuration("RECOVERY_BACKLOG_AGE", absl::Minutes(5)),

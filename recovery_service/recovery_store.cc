@@ -218,8 +218,8 @@ absl::StatusOr<bool> RecoveryStore::TryAcquireLease(const std::string& holder, i
 absl::Status RecoveryStore::ReleaseLease(const std::string& holder, int64_t now_ms) {
   MutexLock lock(&db_->write_mu);
   return WriteTransaction(*db_->writer, [&] {
-    SQLite::Statement stmt(*db_->writer,
-                           "UPDATE recovery_lease SET expires_at = ?1 WHERE name = ?2 AND holder = ?3");
+    SQLite::Statement stmt(
+        *db_->writer, "UPDATE recovery_lease SET expires_at = ?1 WHERE name = ?2 AND holder = ?3");
     stmt.bind(1, static_cast<int64_t>(now_ms));
     stmt.bind(2, kLeaseName);
     stmt.bind(3, holder);
@@ -232,7 +232,8 @@ absl::StatusOr<LeaseState> RecoveryStore::Lease() {
   MutexLock lock(&db_->read_mu);
   LeaseState state;
   RETURN_IF_ERROR(Guard("read lease", [&] {
-    SQLite::Statement stmt(*db_->reader, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
+    SQLite::Statement stmt(*db_->reader,
+                           "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
     stmt.bind(1, kLeaseName);
     if (stmt.executeStep()) {
       state.holder = stmt.getColumn(0).getString();
@@ -251,12 +252,14 @@ absl::StatusOr<int> RecoveryStore::ArchiveSent(int64_t cutoff_ms, int batch) {
     const std::string pick =
         "SELECT id FROM outbox INDEXED BY outbox_sent_at WHERE status = 'SENT' AND sent_at < ?1 "
         "ORDER BY sent_at LIMIT ?2";
-    SQLite::Statement copy(*db_->writer, absl::StrCat(
-        "INSERT INTO outbox_archive SELECT * FROM outbox WHERE id IN (", pick, ")"));
+    SQLite::Statement copy(
+        *db_->writer,
+        absl::StrCat("INSERT INTO outbox_archive SELECT * FROM outbox WHERE id IN (", pick, ")"));
     copy.bind(1, static_cast<int64_t>(cutoff_ms));
     copy.bind(2, batch);
     copy.exec();
-    SQLite::Statement del(*db_->writer, absl::StrCat("DELETE FROM outbox WHERE id IN (", pick, ")"));
+    SQLite::Statement del(*db_->writer,
+                          absl::StrCat("DELETE FROM outbox WHERE id IN (", pick, ")"));
     del.bind(1, static_cast<int64_t>(cutoff_ms));
     del.bind(2, batch);
     moved = del.exec();
@@ -272,10 +275,11 @@ absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t aft
     // SENT rows are nearly all rows: walk ids in order and stop after a page
     // (the unary + keeps SQLite from sorting every SENT row through the
     // status index). SENDING and FAILED rows are few: the index finds them.
-    SQLite::Statement stmt(*db_->reader,
-                           SelectWhere(status == OutboxStatus::kSent
-                                           ? "WHERE +o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"
-                                           : "WHERE o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"));
+    SQLite::Statement stmt(
+        *db_->reader,
+        SelectWhere(status == OutboxStatus::kSent
+                        ? "WHERE +o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"
+                        : "WHERE o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"));
     stmt.bind(1, std::string(StatusName(status)));
     stmt.bind(2, static_cast<int64_t>(after_id));
     stmt.bind(3, limit + 1);
@@ -340,7 +344,8 @@ absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {
   MutexLock lock(&db_->read_mu);
   OutboxCounts counts;
   RETURN_IF_ERROR(Guard("count messages", [&] {
-    SQLite::Statement by_status(*db_->reader, "SELECT status, COUNT(*) FROM outbox GROUP BY status");
+    SQLite::Statement by_status(*db_->reader,
+                                "SELECT status, COUNT(*) FROM outbox GROUP BY status");
     while (by_status.executeStep()) {
       const std::string s = by_status.getColumn(0).getString();
       const int64_t n = by_status.getColumn(1).getInt64();
@@ -398,8 +403,8 @@ absl::StatusOr<int64_t> RecoveryStore::CountSendingOlderThan(int64_t created_bef
   MutexLock lock(&db_->read_mu);
   int64_t n = 0;
   RETURN_IF_ERROR(Guard("count backlog", [&] {
-    SQLite::Statement stmt(*db_->reader,
-                           "SELECT COUNT(*) FROM outbox WHERE status = 'SENDING' AND created_at < ?");
+    SQLite::Statement stmt(
+        *db_->reader, "SELECT COUNT(*) FROM outbox WHERE status = 'SENDING' AND created_at < ?");
     stmt.bind(1, static_cast<int64_t>(created_before_ms));
     stmt.executeStep();
     n = stmt.getColumn(0).getInt64();

@@ -281,8 +281,8 @@ TEST_F(RecoveryStoreTest, WaitsForAnOlderSchemaAndRefusesANewerOne) {
   }
   store = RecoveryStore::OpenWhenCreated(newer, DbOptions{}, absl::Seconds(30), nullptr);
   EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
-  EXPECT_NE(store.status().message().find(absl::StrCat(
-                newer, " has schema version ", schema.latest() + 1, "; this ")),
+  EXPECT_NE(store.status().message().find(
+                absl::StrCat(newer, " has schema version ", schema.latest() + 1, "; this ")),
             std::string::npos)
       << store.status();
   EXPECT_FALSE(std::filesystem::exists(newer + "-wal"));

@@ -34,14 +34,14 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   Alerter alerter(std::move(alerter_options));
   // payment_service creates the file and its schema; the two may start in
   // any order, so wait for it rather than create an empty file at a wrong path.
-  ASSIGN_OR_RETURN(auto store,
-                   RecoveryStore::OpenWhenCreated(
-                       payment_db, config.db, payment_db_wait, [&](const absl::Status& why) {
-                         LogInfo("waiting_for_payment_db",
-                                 {KV("path", payment_db),
-                                  KV("wait", absl::FormatDuration(payment_db_wait)),
-                                  KV("reason", why.message())});
-                       }));
+  ASSIGN_OR_RETURN(
+      auto store,
+      RecoveryStore::OpenWhenCreated(
+          payment_db, config.db, payment_db_wait, [&](const absl::Status& why) {
+            LogInfo("waiting_for_payment_db",
+                    {KV("path", payment_db), KV("wait", absl::FormatDuration(payment_db_wait)),
+                     KV("reason", why.message())});
+          }));
   AmqpPublisher amqp(config.amqp, Topology{{}, "", kPaymentsExchange},
                      absl::StrCat("recovery-", options.instance_id));
   SigningPublisher broker(amqp, config.keys());
@@ -64,9 +64,8 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
                                                 metrics, config.tls));
   worker.Start();
   LogInfo("recovery_service_started",
-          {KV("listen", listen), KV("port", serving->port()),
-           KV("db", payment_db), KV("instance", options.instance_id),
-           KV("amqp", config.amqp.Redacted()),
+          {KV("listen", listen), KV("port", serving->port()), KV("db", payment_db),
+           KV("instance", options.instance_id), KV("amqp", config.amqp.Redacted()),
            KV("message_signing", config.message_signing()),
            KV("base_delay", absl::FormatDuration(options.retry.base_delay)),
            KV("alertmanager", config.alertmanager_url)});

@@ -67,20 +67,22 @@ TEST_F(AmqpClientTest, PipelinedPublishIsConfirmedAndConsumedInBatches) {
   ASSERT_TRUE(sub->Consume(queue_, 100).ok());
   std::set<std::string> seen;
   size_t largest_batch = 0;
-  ASSERT_TRUE(PollUntil([&] {
-    auto batch = sub->NextDeliveries(100, absl::Milliseconds(200));
-    EXPECT_TRUE(batch.ok()) << batch.status();
-    if (!batch.ok() || batch->empty()) return seen.size() == 500;
-    largest_batch = std::max(largest_batch, batch->size());
-    for (const auto& d : *batch) {
-      EXPECT_EQ(d.body, absl::StrCat("body-", d.message_id.substr(1)));
-      EXPECT_EQ(d.reply_to, "reply-here");
-      EXPECT_EQ(d.type, "T");
-      seen.insert(d.message_id);
-    }
-    EXPECT_TRUE(sub->Ack(batch->back().delivery_tag, true).ok());
-    return seen.size() == 500;
-  }, absl::Seconds(30), absl::Milliseconds(1)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto batch = sub->NextDeliveries(100, absl::Milliseconds(200));
+        EXPECT_TRUE(batch.ok()) << batch.status();
+        if (!batch.ok() || batch->empty()) return seen.size() == 500;
+        largest_batch = std::max(largest_batch, batch->size());
+        for (const auto& d : *batch) {
+          EXPECT_EQ(d.body, absl::StrCat("body-", d.message_id.substr(1)));
+          EXPECT_EQ(d.reply_to, "reply-here");
+          EXPECT_EQ(d.type, "T");
+          seen.insert(d.message_id);
+        }
+        EXPECT_TRUE(sub->Ack(batch->back().delivery_tag, true).ok());
+        return seen.size() == 500;
+      },
+      absl::Seconds(30), absl::Milliseconds(1)));
   EXPECT_GT(largest_batch, 1u);  // batches, not one by one
   auto left = admin_->MessageCount(queue_);
   ASSERT_TRUE(left.ok());
@@ -95,16 +97,18 @@ TEST_F(AmqpClientTest, SlidingWindowKeepsPublishingWhileConfirmsArrive) {
   constexpr size_t kWindow = 64;
   size_t next = 0, confirmed = 0, failed = 0, max_in_flight = 0;
   std::vector<Confirm> settled;
-  ASSERT_TRUE(PollUntil([&] {
-    while (next < all.size() && pub->unconfirmed() < kWindow) {
-      EXPECT_TRUE(pub->Publish(all[next++]).ok());
-    }
-    max_in_flight = std::max(max_in_flight, pub->unconfirmed());
-    settled.clear();
-    EXPECT_TRUE(pub->ReadConfirms(absl::Milliseconds(50), &settled).ok());
-    for (const auto& c : settled) c.ok ? ++confirmed : ++failed;
-    return confirmed + failed == all.size();
-  }, absl::Seconds(30), absl::ZeroDuration()));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        while (next < all.size() && pub->unconfirmed() < kWindow) {
+          EXPECT_TRUE(pub->Publish(all[next++]).ok());
+        }
+        max_in_flight = std::max(max_in_flight, pub->unconfirmed());
+        settled.clear();
+        EXPECT_TRUE(pub->ReadConfirms(absl::Milliseconds(50), &settled).ok());
+        for (const auto& c : settled) c.ok ? ++confirmed : ++failed;
+        return confirmed + failed == all.size();
+      },
+      absl::Seconds(30), absl::ZeroDuration()));
   EXPECT_EQ(confirmed, all.size() - 1);
   EXPECT_EQ(failed, 1u);
   EXPECT_EQ(pub->unconfirmed(), 0u);
@@ -133,30 +137,36 @@ TEST_F(AmqpClientTest, RejectedMessageGoesToTheDeadLetterQueueAndRequeueRedelive
   auto sub = Connect("sub");
   ASSERT_TRUE(sub->Consume(queue_, 10).ok());
   std::vector<Delivery> got;
-  ASSERT_TRUE(PollUntil([&] {
-    auto b = sub->NextDeliveries(10, absl::Milliseconds(100));
-    if (b.ok()) got.insert(got.end(), b->begin(), b->end());
-    return got.size() >= 2;
-  }, absl::Seconds(10)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto b = sub->NextDeliveries(10, absl::Milliseconds(100));
+        if (b.ok()) got.insert(got.end(), b->begin(), b->end());
+        return got.size() >= 2;
+      },
+      absl::Seconds(10)));
   ASSERT_TRUE(sub->Reject(got[0].delivery_tag).ok());
   ASSERT_TRUE(sub->Requeue(got[1].delivery_tag, false).ok());
   std::vector<Delivery> again;
-  ASSERT_TRUE(PollUntil([&] {
-    auto b = sub->NextDeliveries(10, absl::Milliseconds(100));
-    if (b.ok()) again.insert(again.end(), b->begin(), b->end());
-    return !again.empty();
-  }, absl::Seconds(10)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto b = sub->NextDeliveries(10, absl::Milliseconds(100));
+        if (b.ok()) again.insert(again.end(), b->begin(), b->end());
+        return !again.empty();
+      },
+      absl::Seconds(10)));
   EXPECT_EQ(again[0].message_id, got[1].message_id);
   EXPECT_TRUE(again[0].redelivered);
   ASSERT_TRUE(sub->Ack(again[0].delivery_tag, false).ok());
 
   const std::string dlq = Topology::DeadLetterQueue(queue_);
   Delivery dead;
-  ASSERT_TRUE(PollUntil([&] {
-    auto d = admin_->Get(dlq);
-    if (d.ok() && d->delivery_tag != 0) dead = *d;
-    return dead.delivery_tag != 0;
-  }, absl::Seconds(10)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto d = admin_->Get(dlq);
+        if (d.ok() && d->delivery_tag != 0) dead = *d;
+        return dead.delivery_tag != 0;
+      },
+      absl::Seconds(10)));
   EXPECT_EQ(dead.message_id, got[0].message_id);
   EXPECT_EQ(dead.body, got[0].body);
   ASSERT_TRUE(admin_->Ack(dead.delivery_tag, false).ok());
@@ -187,8 +197,8 @@ TEST_F(AmqpClientTest, AQueueBrowserTakesGivesBackAndSendsOnWithConfirms) {
   ASSERT_TRUE(sent.ok()) << sent.status();
   EXPECT_TRUE(*sent);
   ASSERT_TRUE(browser.Ack(again->delivery_tag).ok());
-  auto lost = browser.PublishConfirmed("", Forward(*again, queue_ + "-does-not-exist"),
-                                       absl::Seconds(10));
+  auto lost =
+      browser.PublishConfirmed("", Forward(*again, queue_ + "-does-not-exist"), absl::Seconds(10));
   ASSERT_TRUE(lost.ok()) << lost.status();
   EXPECT_FALSE(*lost);  // returned: no queue for it
   ASSERT_TRUE(PollUntil([&] { return ready() == 2; }, absl::Seconds(10)));
@@ -230,8 +240,8 @@ TEST_F(AmqpClientTest, ExchangesRouteEachQueueByItsNameAndDeadLettersToItsDlq) {
   ASSERT_EQ(d->message_id, "x1");
   ASSERT_TRUE(admin_->Reject(d->delivery_tag).ok());
   const std::string dlq = Topology::DeadLetterQueue(routed);
-  EXPECT_TRUE(PollUntil([&] { return admin_->MessageCount(dlq).value_or(0) == 1; },
-                        absl::Seconds(5)));
+  EXPECT_TRUE(
+      PollUntil([&] { return admin_->MessageCount(dlq).value_or(0) == 1; }, absl::Seconds(5)));
   admin_->DeleteQueue(routed).IgnoreError();
   admin_->DeleteQueue(dlq).IgnoreError();
 }
@@ -265,8 +275,8 @@ TEST_F(AmqpClientTest, WhatAUsersPermissionsForbidIsPermissionDenied) {
   for (const bool declare : {true, false}) {
     auto conn = AmqpConnection::Connect(*url, "recovery-user");
     ASSERT_TRUE(conn.ok()) << conn.status();
-    absl::Status s = declare ? (*conn)->DeclareQueue(queue_ + ".mine", "")
-                             : (*conn)->Consume(queue_, 10);
+    absl::Status s =
+        declare ? (*conn)->DeclareQueue(queue_ + ".mine", "") : (*conn)->Consume(queue_, 10);
     EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
     EXPECT_NE(s.message().find("403 ACCESS_REFUSED"), std::string::npos) << s;
   }
@@ -277,8 +287,8 @@ TEST_F(AmqpClientTest, WhatAUsersPermissionsForbidIsPermissionDenied) {
 TEST_F(AmqpClientTest, ADialerWaitsBrieflyForAQueueNotDeclaredYet) {
   const std::string later = queue_ + ".later";
   testing::ManualClock clock;
-  AmqpDialer dialer(url_, Topology{}, "consumer",
-                      [&](AmqpConnection& c) { return c.Consume(later, 10); }, clock);
+  AmqpDialer dialer(
+      url_, Topology{}, "consumer", [&](AmqpConnection& c) { return c.Consume(later, 10); }, clock);
   for (int attempt = 0; attempt < 4; ++attempt) {
     auto conn = dialer.Get();
     EXPECT_TRUE(absl::IsNotFound(conn.status())) << attempt << ": " << conn.status();

@@ -58,8 +58,9 @@ class AmqpTlsTest : public ::testing::Test {
 
   // The node's amqps URL with its host replaced, and these TLS files.
   AmqpUrl Tls(AmqpTlsFiles files, const std::string& host = "127.0.0.1") {
-    auto url = AmqpUrl::Parse(absl::StrReplaceAll(broker_.amqps_url, {{"@127.0.0.1:", "@" + host + ":"}}),
-                              std::move(files));
+    auto url =
+        AmqpUrl::Parse(absl::StrReplaceAll(broker_.amqps_url, {{"@127.0.0.1:", "@" + host + ":"}}),
+                       std::move(files));
     EXPECT_TRUE(url.ok()) << url.status();
     return url.ok() ? *url : AmqpUrl();
   }
@@ -92,16 +93,18 @@ TEST_F(AmqpTlsTest, PublishAndConsumeOverAmqpsWithTheRightCa) {
   ASSERT_TRUE(sub.ok()) << sub.status();
   ASSERT_TRUE((*sub)->Consume(queue_, 64).ok());
   std::vector<Delivery> got;
-  ASSERT_TRUE(testing::PollUntil([&] {
-    auto batch = (*sub)->NextDeliveries(64, absl::Milliseconds(200));
-    EXPECT_TRUE(batch.ok()) << batch.status();
-    if (!batch.ok()) return true;
-    for (Delivery& d : *batch) {
-      EXPECT_TRUE((*sub)->Ack(d.delivery_tag, false).ok());
-      got.push_back(std::move(d));
-    }
-    return got.size() >= messages.size();
-  }, absl::Seconds(20)));
+  ASSERT_TRUE(testing::PollUntil(
+      [&] {
+        auto batch = (*sub)->NextDeliveries(64, absl::Milliseconds(200));
+        EXPECT_TRUE(batch.ok()) << batch.status();
+        if (!batch.ok()) return true;
+        for (Delivery& d : *batch) {
+          EXPECT_TRUE((*sub)->Ack(d.delivery_tag, false).ok());
+          got.push_back(std::move(d));
+        }
+        return got.size() >= messages.size();
+      },
+      absl::Seconds(20)));
   ASSERT_EQ(got.size(), messages.size());
   EXPECT_EQ(got.front().body, "body-0");
   EXPECT_EQ(got.back().message_id, "m199");
@@ -179,7 +182,8 @@ TEST_F(AmqpTlsTest, AClientCertificateIsPresentedAndChecked) {
   EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
 
   // Loaded once up front: a certificate with another one's key stops the start.
-  auto mismatched = AmqpUrl::Parse(broker_.amqps_url, {ca_, dir + "/client.pem", Other("client.key")});
+  auto mismatched =
+      AmqpUrl::Parse(broker_.amqps_url, {ca_, dir + "/client.pem", Other("client.key")});
   EXPECT_TRUE(absl::IsInvalidArgument(mismatched.status())) << mismatched.status();
   std::cout << "mismatched key: " << mismatched.status() << "\n";
   EXPECT_THAT(std::string(mismatched.status().message()), HasSubstr("--amqp_tls_key_file"));
@@ -190,8 +194,13 @@ TEST_F(AmqpTlsTest, AClientCertificateIsPresentedAndChecked) {
 TEST_F(AmqpTlsTest, AFailingHandshakeGoesThroughTheReconnectBackoff) {
   testing::ManualClock clock;
   int setups = 0;
-  AmqpDialer dialer(Tls({Other("ca.pem"), "", ""}), Topology{{queue_}, ""}, "tls-dialer",
-                      [&](AmqpConnection&) { ++setups; return absl::OkStatus(); }, clock);
+  AmqpDialer dialer(
+      Tls({Other("ca.pem"), "", ""}), Topology{{queue_}, ""}, "tls-dialer",
+      [&](AmqpConnection&) {
+        ++setups;
+        return absl::OkStatus();
+      },
+      clock);
   auto first = dialer.Get();
   ASSERT_FALSE(first.ok());
   EXPECT_THAT(std::string(first.status().message()), HasSubstr("certificate verify failed"));

@@ -128,7 +128,8 @@ TEST(DocsLinksTest, TheSlugsAreGitHubs) {
   EXPECT_EQ(Slug("Alerts and runbooks"), "alerts-and-runbooks");
   EXPECT_EQ(Slug("`payment_service`"), "payment_service");
   EXPECT_EQ(Slug("The ops API and outboxctl"), "the-ops-api-and-outboxctl");
-  EXPECT_EQ(Slug("Drain after an outage (60 s), and the claim"), "drain-after-an-outage-60-s-and-the-claim");
+  EXPECT_EQ(Slug("Drain after an outage (60 s), and the claim"),
+            "drain-after-an-outage-60-s-and-the-claim");
   EXPECT_EQ(Slug("OutboxMessageFailed"), "outboxmessagefailed");
 }
 
@@ -162,7 +163,8 @@ TEST(DocsLinksTest, EveryAlertHasARunbookEntry) {
   }
   EXPECT_GE(rule_runbooks, 4);
 
-  static const std::regex kPushed(R"re(alert\.name = (?:[a-z ?]*)"(Outbox[A-Za-z]+)"(?: : "(Outbox[A-Za-z]+)")?)re");
+  static const std::regex kPushed(
+      R"re(alert\.name = (?:[a-z ?]*)"(Outbox[A-Za-z]+)"(?: : "(Outbox[A-Za-z]+)")?)re");
   int pushed = 0;
   for (const char* source :
        {"shared/outbox/recovery_alerts.cc", "shared/outbox/republish_hold.cc"}) {
@@ -173,7 +175,8 @@ TEST(DocsLinksTest, EveryAlertHasARunbookEntry) {
         if (!(*it)[group].matched) continue;
         ++pushed;
         const std::string name = (*it)[group].str();
-        EXPECT_TRUE(runbooks.count(absl::AsciiStrToLower(name))) << source << ": no runbook for " << name;
+        EXPECT_TRUE(runbooks.count(absl::AsciiStrToLower(name)))
+            << source << ": no runbook for " << name;
       }
     }
   }

@@ -72,14 +72,16 @@ TEST(AccountingShardsTest, EveryCopyOfAPaymentLandsOnOneShardAndDeadLettersGoBac
   ASSERT_NE(admin, nullptr);
   // Payment declares when it first publishes: one payment, taken away again.
   CreatePayments(services, "declare-", 1);
-  ASSERT_TRUE(PollUntil([&] {
-    int64_t ready = 0;
-    for (int k = 0; k < kShards; ++k) {
-      auto n = admin->MessageCount(Shard(services, k));
-      ready += n.ok() ? *n : 0;
-    }
-    return ready == 1;
-  }, absl::Seconds(30)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        int64_t ready = 0;
+        for (int k = 0; k < kShards; ++k) {
+          auto n = admin->MessageCount(Shard(services, k));
+          ready += n.ok() ? *n : 0;
+        }
+        return ready == 1;
+      },
+      absl::Seconds(30)));
   for (int k = 0; k < kShards; ++k) Drain(*admin, Shard(services, k));
 
   // Two copies of each of 50 payments, published the way payment and
@@ -146,8 +148,10 @@ TEST(AccountingShardsTest, EveryCopyOfAPaymentLandsOnOneShardAndDeadLettersGoBac
 TEST(AccountingShardsTest, KillOneShardUnderLoad) {
   constexpr int kPayments = 400;
   ServiceSet services(Env{{"ACCOUNTING_SHARDS", absl::StrCat(kShards)},
-                          {"RECOVERY_BASE_DELAY", "500ms"}, {"RECOVERY_MAX_DELAY", "2s"},
-                          {"RECOVERY_MAX_ATTEMPTS", "100"}, {"RECOVERY_IDLE_SLEEP", "200ms"},
+                          {"RECOVERY_BASE_DELAY", "500ms"},
+                          {"RECOVERY_MAX_DELAY", "2s"},
+                          {"RECOVERY_MAX_ATTEMPTS", "100"},
+                          {"RECOVERY_IDLE_SLEEP", "200ms"},
                           {"RECOVERY_LEASE_TTL", "2s"}});
   for (int k = 0; k < kShards; ++k) services.StartAccountingShard(k);
   services.StartPayment();
@@ -173,8 +177,8 @@ TEST(AccountingShardsTest, KillOneShardUnderLoad) {
   const CheckResult check = RunChecker(services);
   std::cout << "killed shard 1 after " << kPayments / 4 << " payments, restarted after "
             << created_while_down << "; SENT=" << sent << " vouchers shard0=" << per_shard[0]
-            << " shard1=" << per_shard[1] << " booked twice=" << twice
-            << "; outbox_check exit " << check.exit_code << "\n";
+            << " shard1=" << per_shard[1] << " booked twice=" << twice << "; outbox_check exit "
+            << check.exit_code << "\n";
   EXPECT_EQ(sent, kPayments);
   EXPECT_EQ(booked.size(), static_cast<size_t>(kPayments));
   EXPECT_EQ(twice, 0);
@@ -190,8 +194,10 @@ int Reshard(const ServiceSet& services, const std::vector<std::string>& step) {
   static int runs = 0;
   const std::string log = absl::StrCat(services.dir(), "/reshard_", ++runs, ".log");
   p.Start(OUTBOX_SOURCE_DIR "/scripts/reshard_accounting.sh", step,
-          {{"BROKER_DIR", services.broker().dir}, {"PAY_QUEUE", services.pay_queue()},
-           {"ACC_QUEUE", services.acc_queue()}, {"RESHARD_TIMEOUT", "120"}},
+          {{"BROKER_DIR", services.broker().dir},
+           {"PAY_QUEUE", services.pay_queue()},
+           {"ACC_QUEUE", services.acc_queue()},
+           {"RESHARD_TIMEOUT", "120"}},
           log);
   const int rc = p.WaitExit(absl::Seconds(180));
   std::cout << p.Log();
@@ -202,8 +208,10 @@ int Reshard(const ServiceSet& services, const std::vector<std::string>& step) {
 // procedure of docs/deployment.md, Accounting shards, with the script's three steps.
 TEST(AccountingShardsTest, ReshardOneToTwoUnderLoad) {
   constexpr int kPayments = 300;
-  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"}, {"RECOVERY_MAX_DELAY", "2s"},
-                          {"RECOVERY_MAX_ATTEMPTS", "100"}, {"RECOVERY_IDLE_SLEEP", "200ms"},
+  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"},
+                          {"RECOVERY_MAX_DELAY", "2s"},
+                          {"RECOVERY_MAX_ATTEMPTS", "100"},
+                          {"RECOVERY_IDLE_SLEEP", "200ms"},
                           {"RECOVERY_LEASE_TTL", "2s"}});
   const Env one = {{"ACCOUNTING_SHARDS", "1"}};
   const Env two = {{"ACCOUNTING_SHARDS", "2"}};

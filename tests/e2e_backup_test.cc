@@ -43,7 +43,8 @@ CheckResult CheckPair(const ServiceSet& services, const std::string& dir) {
   Process p;
   const std::string log = absl::StrCat(services.dir(), "/outbox_check_backup.out");
   p.Start(BinaryPath("outbox_check"),
-          {"--json", "--payment_db=" + dir + "/payment.db", "--accounting_db=" + dir + "/accounting.db"},
+          {"--json", "--payment_db=" + dir + "/payment.db",
+           "--accounting_db=" + dir + "/accounting.db"},
           {}, log);
   CheckResult r;
   r.exit_code = p.WaitExit(absl::Seconds(120));
@@ -58,8 +59,10 @@ void ReplaceDb(const std::string& from, const std::string& to) {
 
 TEST(BackupTest, AnOnlineBackupPassesTheCheckerAndRestoresWithNothingBookedTwice) {
   constexpr int kPayments = 1500;
-  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"}, {"RECOVERY_MAX_DELAY", "2s"},
-                          {"RECOVERY_MAX_ATTEMPTS", "100"}, {"RECOVERY_IDLE_SLEEP", "200ms"},
+  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"},
+                          {"RECOVERY_MAX_DELAY", "2s"},
+                          {"RECOVERY_MAX_ATTEMPTS", "100"},
+                          {"RECOVERY_IDLE_SLEEP", "200ms"},
                           {"RECOVERY_LEASE_TTL", "2s"}});
   services.StartAll();
   services.StartRecovery("r1");
@@ -96,13 +99,15 @@ TEST(BackupTest, AnOnlineBackupPassesTheCheckerAndRestoresWithNothingBookedTwice
   services.StartRecovery("r2");
 
   std::vector<::payment::v1::Payment> restored;
-  ASSERT_TRUE(PollUntil([&] {
-    restored = services.AllPayments();
-    for (const auto& p : restored) {
-      if (p.outbox().status() != ::payment::v1::SENT) return false;
-    }
-    return !restored.empty();
-  }, absl::Seconds(60), absl::Milliseconds(300)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        restored = services.AllPayments();
+        for (const auto& p : restored) {
+          if (p.outbox().status() != ::payment::v1::SENT) return false;
+        }
+        return !restored.empty();
+      },
+      absl::Seconds(60), absl::Milliseconds(300)));
   EXPECT_LT(restored.size(), static_cast<size_t>(kPayments)) << "the copy was taken mid-load";
   EXPECT_GE(restored.size(), static_cast<size_t>(kPayments / 3));
 
@@ -129,8 +134,10 @@ TEST(BackupTest, ReconcileReopensSentRowsWhoseVoucherIsGone) {
   // rows are the ledger; reconcile puts those without a voucher back to
   // SENDING, recovery delivers them, accounting books each once.
   constexpr int kPayments = 40;
-  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"}, {"RECOVERY_MAX_DELAY", "2s"},
-                          {"RECOVERY_IDLE_SLEEP", "200ms"}, {"RECOVERY_LEASE_TTL", "2s"}});
+  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"},
+                          {"RECOVERY_MAX_DELAY", "2s"},
+                          {"RECOVERY_IDLE_SLEEP", "200ms"},
+                          {"RECOVERY_LEASE_TTL", "2s"}});
   services.StartAll();
   services.StartRecovery("r1");
   const std::string early = services.dir() + "/early";

@@ -43,15 +43,18 @@ TEST(BrokerRestartTest, ServicesSurviveAndNothingIsLost) {
   std::map<std::string, ::payment::v1::Payment> by_id;
   auto sent = [&](const std::vector<std::string>& ids) {
     int n = 0;
-    for (const auto& id : ids) n += by_id.count(id) && by_id[id].outbox().status() == ::payment::v1::SENT;
+    for (const auto& id : ids)
+      n += by_id.count(id) && by_id[id].outbox().status() == ::payment::v1::SENT;
     return n;
   };
-  const bool done = PollUntil([&] {
-    by_id.clear();
-    for (auto& p : services.AllPayments()) by_id[p.payment_id()] = p;
-    return sent(after) == static_cast<int>(after.size()) &&
-           sent(during) == static_cast<int>(during.size());
-  }, absl::Seconds(90), absl::Milliseconds(500));
+  const bool done = PollUntil(
+      [&] {
+        by_id.clear();
+        for (auto& p : services.AllPayments()) by_id[p.payment_id()] = p;
+        return sent(after) == static_cast<int>(after.size()) &&
+               sent(during) == static_cast<int>(during.size());
+      },
+      absl::Seconds(90), absl::Milliseconds(500));
   std::cout << "after broker restart: SENT before=" << sent(before) << "/" << before.size()
             << " during=" << sent(during) << "/" << during.size() << " after=" << sent(after) << "/"
             << after.size() << "\n";

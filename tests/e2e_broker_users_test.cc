@@ -69,11 +69,12 @@ TEST(BrokerUsersTest, EachServiceOnItsOwnUserMovesPaymentsRepliesAndDeadLetters)
   ServiceSet services;
   services.StartAll();
   ServiceSet::Recovery& recovery = services.StartRecovery("r1");
-  EXPECT_TRUE(absl::StartsWith(LogField(services.payment().Log(), "payment_service_started", "amqp"),
-                               "amqp://outbox-payment:***@"));
-  EXPECT_TRUE(absl::StartsWith(
-      LogField(services.accounting().Log(), "accounting_service_started", "amqp"),
-      "amqp://outbox-accounting:***@"));
+  EXPECT_TRUE(
+      absl::StartsWith(LogField(services.payment().Log(), "payment_service_started", "amqp"),
+                       "amqp://outbox-payment:***@"));
+  EXPECT_TRUE(
+      absl::StartsWith(LogField(services.accounting().Log(), "accounting_service_started", "amqp"),
+                       "amqp://outbox-accounting:***@"));
 
   constexpr int kPayments = 20;
   CreatePayments(services, "users-", kPayments);
@@ -104,8 +105,8 @@ TEST(BrokerUsersTest, EachServiceOnItsOwnUserMovesPaymentsRepliesAndDeadLetters)
     // Still poison: its consumer parks it again.
     ASSERT_TRUE(PollUntil([&] { return Ready(broker, dlq) == 1; }, kWait)) << dlq;
   }
-  const std::string logs = services.payment().Log() + services.accounting().Log() +
-                           recovery.process.Log();
+  const std::string logs =
+      services.payment().Log() + services.accounting().Log() + recovery.process.Log();
   for (const char* user : {"outbox-payment", "outbox-accounting", "outbox-recovery"}) {
     const std::string password = ReadAll(ServiceBrokerUser(broker, user).password_file);
     EXPECT_FALSE(absl::StrContains(logs, absl::StripAsciiWhitespace(password))) << user;

@@ -17,8 +17,10 @@
 namespace outbox::testing {
 namespace {
 
-const Env kFastRecovery = {{"RECOVERY_BASE_DELAY", "500ms"}, {"RECOVERY_MAX_DELAY", "2s"},
-                           {"RECOVERY_MAX_ATTEMPTS", "1000"}, {"RECOVERY_IDLE_SLEEP", "200ms"},
+const Env kFastRecovery = {{"RECOVERY_BASE_DELAY", "500ms"},
+                           {"RECOVERY_MAX_DELAY", "2s"},
+                           {"RECOVERY_MAX_ATTEMPTS", "1000"},
+                           {"RECOVERY_IDLE_SLEEP", "200ms"},
                            {"RECOVERY_LEASE_TTL", "2s"}};
 
 TEST(ChaosTest, RandomKillsAndABrokerRestartUnderLoad) {
@@ -33,7 +35,7 @@ TEST(ChaosTest, RandomKillsAndABrokerRestartUnderLoad) {
   PaymentLoad load(services, "chaos-", kPayments, 4, absl::Milliseconds(8));
   std::map<std::string, int> faults;
   // Each service is killed twice, in random order, with the broker restarted once in between.
-  std::vector<std::string> plan = {"payment", "payment", "accounting", "accounting",
+  std::vector<std::string> plan = {"payment",  "payment",  "accounting", "accounting",
                                    "recovery", "recovery", "broker"};
   std::shuffle(plan.begin(), plan.end(), rng);
   for (const std::string& victim : plan) {
@@ -87,9 +89,7 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   services.StartAccounting(alerting);
   services.StartPayment(alerting);
   auto& recovery = services.StartRecovery("r", alerting);
-  {
-    PaymentLoad first(services, "poison-a-", 20, 2);
-  }
+  { PaymentLoad first(services, "poison-a-", 20, 2); }
   ASSERT_EQ(WaitAllSent(services, 20, absl::Seconds(30)), 20);
   auto payments = services.AllPayments();
 
@@ -121,7 +121,8 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
        "PaymentCreated"},  // the same message delivered a second time
       {services.pay_queue(), original.message_id(), original.payload(), services.acc_queue(),
        "PaymentCreated"},  // and a third
-      {services.acc_queue(), replay.message_id(), replay.SerializeAsString(), "", ""},  // ack replayed
+      {services.acc_queue(), replay.message_id(), replay.SerializeAsString(), "",
+       ""},  // ack replayed
       // A valid duplicate whose reply_to names no queue: poison too, never redelivered forever.
       {services.pay_queue(), original.message_id(), original.payload(), "no-such-queue",
        "PaymentCreated"},
@@ -133,13 +134,12 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   for (OutgoingMessage& m : inject) m = services.Signed(m);
   auto confirmed = conn->PublishConfirmed(inject, absl::Seconds(10));
   ASSERT_TRUE(confirmed.ok()) << confirmed.status();
-  std::cout << "injected: 2 undecodable messages, 2 duplicate deliveries, 1 replayed ack, "
-               "1 duplicate with an unroutable reply_to, 1 new payment with an unroutable reply_to\n";
+  std::cout
+      << "injected: 2 undecodable messages, 2 duplicate deliveries, 1 replayed ack, "
+         "1 duplicate with an unroutable reply_to, 1 new payment with an unroutable reply_to\n";
 
   // The queues keep flowing.
-  {
-    PaymentLoad second(services, "poison-b-", 20, 2);
-  }
+  { PaymentLoad second(services, "poison-b-", 20, 2); }
   ASSERT_EQ(WaitAllSent(services, 40, absl::Seconds(30)), 40);
 
   auto dlq_total = [&](const std::string& queue) {
@@ -153,7 +153,8 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
     for (const auto& m : resp.messages()) ids += m.message_id() + " ";
     return std::make_pair(resp.total(), ids);
   };
-  ASSERT_TRUE(PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(
+      PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(10)));
   EXPECT_EQ(dlq_total(services.pay_queue()).second,
             absl::StrCat("poison-pay-1 ", original.message_id(), " stray-reply-1 "));
   {
@@ -175,10 +176,14 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   const std::string pay_dlq = "\"queue\":\"" + services.pay_queue() + ".DLQ\"";
   const std::string acc_dlq = "\"queue\":\"" + services.acc_queue() + ".DLQ\"";
   std::string alerts;
-  ASSERT_TRUE(PollUntil([&] {
-    alerts = alertmanager.Alerts();
-    return alerts.find(pay_dlq) != std::string::npos && alerts.find(acc_dlq) != std::string::npos;
-  }, absl::Seconds(30), absl::Milliseconds(300))) << alerts;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        alerts = alertmanager.Alerts();
+        return alerts.find(pay_dlq) != std::string::npos &&
+               alerts.find(acc_dlq) != std::string::npos;
+      },
+      absl::Seconds(30), absl::Milliseconds(300)))
+      << alerts;
   EXPECT_NE(alerts.find("OutboxDeadLetters"), std::string::npos);
 
   // Re-driving puts the message back on its queue; still poison, it is
@@ -189,15 +194,20 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   ::ops::v1::RedriveDeadLettersResponse rresp;
   ASSERT_TRUE(recovery.ops->RedriveDeadLetters(&rc, rr, &rresp).ok());
   EXPECT_EQ(rresp.count(), 3);
-  ASSERT_TRUE(PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(
+      PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(10)));
 
   // An operator purges what is left: both alerts resolve at Alertmanager.
   ASSERT_TRUE(conn->Purge(services.pay_queue() + ".DLQ").ok());
   ASSERT_TRUE(conn->Purge(services.acc_queue() + ".DLQ").ok());
-  ASSERT_TRUE(PollUntil([&] {
-    alerts = alertmanager.Alerts();
-    return alerts.find(pay_dlq) == std::string::npos && alerts.find(acc_dlq) == std::string::npos;
-  }, absl::Seconds(30), absl::Milliseconds(300))) << alerts;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        alerts = alertmanager.Alerts();
+        return alerts.find(pay_dlq) == std::string::npos &&
+               alerts.find(acc_dlq) == std::string::npos;
+      },
+      absl::Seconds(30), absl::Milliseconds(300)))
+      << alerts;
   EXPECT_NE(recovery.process.Log().find("alert_resolved alertname=OutboxDeadLetters"),
             std::string::npos);
 
@@ -207,7 +217,8 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_EQ(services.accounting().Terminate(), 0);
   const std::string log = services.accounting().Log();
-  EXPECT_NE(log.find("dead_lettered=6"), std::string::npos) << log.substr(log.size() > 400 ? log.size() - 400 : 0);
+  EXPECT_NE(log.find("dead_lettered=6"), std::string::npos)
+      << log.substr(log.size() > 400 ? log.size() - 400 : 0);
 }
 
 }  // namespace

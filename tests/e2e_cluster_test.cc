@@ -52,7 +52,8 @@ class ClusterTest : public ::testing::Test {
   int SentCount(ServiceSet& services) {
     try {
       int sent = 0;
-      for (const auto& p : services.AllPayments()) sent += p.outbox().status() == ::payment::v1::SENT;
+      for (const auto& p : services.AllPayments())
+        sent += p.outbox().status() == ::payment::v1::SENT;
       return sent;
     } catch (const std::exception&) {
       return -1;
@@ -68,11 +69,13 @@ class ClusterTest : public ::testing::Test {
     const CheckResult check = RunChecker(services);
     std::set<std::string> vouchered;
     int duplicates = 0;
-    for (const auto& v : services.AllVouchers()) duplicates += !vouchered.insert(v.payment_id()).second;
+    for (const auto& v : services.AllVouchers())
+      duplicates += !vouchered.insert(v.payment_id()).second;
     int lost = 0;
     for (const auto& p : services.AllPayments()) lost += vouchered.count(p.payment_id()) == 0;
     std::string logs;
-    for (Process* p : {&services.payment(), &services.accounting(), &services.recovery("r").process}) {
+    for (Process* p :
+         {&services.payment(), &services.accounting(), &services.recovery("r").process}) {
       logs += p->Log();
     }
     std::cout << what << ": payments=" << total << " SENT=" << sent
@@ -101,8 +104,8 @@ class ClusterTest : public ::testing::Test {
 
   // Seconds from `since` until SENT passes `sent_before` + 50 again.
   double SecondsUntilFlowing(ServiceSet& services, int sent_before, absl::Time since) {
-    EXPECT_TRUE(PollUntil([&] { return SentCount(services) >= sent_before + 50; }, absl::Seconds(90),
-                          absl::Milliseconds(200)));
+    EXPECT_TRUE(PollUntil([&] { return SentCount(services) >= sent_before + 50; },
+                          absl::Seconds(90), absl::Milliseconds(200)));
     return absl::ToDoubleSeconds(absl::Now() - since);
   }
 
@@ -142,7 +145,7 @@ TEST_F(ClusterTest, DialerFailsOverAndQuorumQueuesDeadLetter) {
   const std::string queue = UniqueName("QQ");
   const std::string dlq = Topology::DeadLetterQueue(queue);
   AmqpDialer dialer(*url, Topology{{queue}, "quorum"}, "cluster-itest",
-                      [](AmqpConnection& c) { return c.EnableConfirms(); });
+                    [](AmqpConnection& c) { return c.EnableConfirms(); });
   auto conn = dialer.Get();
   ASSERT_TRUE(conn.ok()) << conn.status();
   EXPECT_EQ(dialer.node(), absl::StrCat("127.0.0.1:", cluster_.Port(1)));
@@ -165,11 +168,13 @@ TEST_F(ClusterTest, DialerFailsOverAndQuorumQueuesDeadLetter) {
   EXPECT_EQ(first->message_id, "qq-0");
   ASSERT_TRUE((*conn)->Reject(first->delivery_tag).ok());
   uint32_t parked = 0;
-  EXPECT_TRUE(PollUntil([&] {
-    auto n = (*conn)->MessageCount(dlq);
-    parked = n.ok() ? *n : 0;
-    return parked == 1;
-  }, absl::Seconds(10)));
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto n = (*conn)->MessageCount(dlq);
+        parked = n.ok() ? *n : 0;
+        return parked == 1;
+      },
+      absl::Seconds(10)));
   EXPECT_EQ(parked, 1u) << "a rejected message reaches the quorum DLQ";
   auto state = (*conn)->Inspect(queue);
   ASSERT_TRUE(state.ok()) << state.status();
@@ -200,10 +205,12 @@ TEST_F(ClusterTest, KillingThePayQueueLeaderLosesNothing) {
   const absl::Time killed = absl::Now();
   ASSERT_EQ(kill(cluster_.Pid(victim), SIGKILL), 0);
   int new_leader = victim;
-  ASSERT_TRUE(PollUntil([&] {
-    new_leader = cluster_.Leader(services.pay_queue());
-    return new_leader != victim;
-  }, absl::Seconds(60), absl::Milliseconds(200)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        new_leader = cluster_.Leader(services.pay_queue());
+        return new_leader != victim;
+      },
+      absl::Seconds(60), absl::Milliseconds(200)));
   const double election = absl::ToDoubleSeconds(absl::Now() - killed);
   const double flowing = SecondsUntilFlowing(services, sent_before, killed);
   cluster_.StartNode(victim);
@@ -235,14 +242,16 @@ TEST_F(ClusterTest, ANodePausedPastNetTicktimeLosesNothing) {
   auto elapsed = [&] { return absl::ToDoubleSeconds(absl::Now() - stopped); };
   int new_leader = victim;
   double election = -1, flowing = -1;
-  const bool moved = PollUntil([&] {
-    if (new_leader == victim) {
-      new_leader = cluster_.Leader(services.pay_queue());
-      if (new_leader != victim) election = elapsed();
-    }
-    if (flowing < 0 && SentCount(services) >= sent_before + 50) flowing = elapsed();
-    return new_leader != victim && elapsed() >= 25;
-  }, absl::Seconds(60), absl::Milliseconds(500));
+  const bool moved = PollUntil(
+      [&] {
+        if (new_leader == victim) {
+          new_leader = cluster_.Leader(services.pay_queue());
+          if (new_leader != victim) election = elapsed();
+        }
+        if (flowing < 0 && SentCount(services) >= sent_before + 50) flowing = elapsed();
+        return new_leader != victim && elapsed() >= 25;
+      },
+      absl::Seconds(60), absl::Milliseconds(500));
   ASSERT_EQ(kill(pid, SIGCONT), 0);
   const absl::Time resumed = absl::Now();
   ASSERT_TRUE(moved) << "no new PAY_QUEUE leader while node " << victim << " was paused";
@@ -252,7 +261,8 @@ TEST_F(ClusterTest, ANodePausedPastNetTicktimeLosesNothing) {
             << ", PAY_QUEUE leader) for " << absl::ToDoubleSeconds(resumed - stopped)
             << " s: new leader node " << new_leader << " seen after " << election
             << " s, payments SENT again after " << flowing << " s ("
-            << (flowing < absl::ToDoubleSeconds(resumed - stopped) ? "while paused" : "after SIGCONT")
+            << (flowing < absl::ToDoubleSeconds(resumed - stopped) ? "while paused"
+                                                                   : "after SIGCONT")
             << ")"
             << ", cluster whole again " << absl::ToDoubleSeconds(absl::Now() - resumed)
             << " s after SIGCONT\n";

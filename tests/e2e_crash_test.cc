@@ -16,7 +16,7 @@ enum class Target { kPayment, kAccounting, kRecovery };
 struct CrashCase {
   const char* point;
   Target target;
-  int hit;                   // crash at this hit of the point
+  int hit;  // crash at this hit of the point
   // Accounting starts only after the crash; until then a consumer that loses
   // what it takes keeps PAY_QUEUE consumed, so rows come due and recovery
   // (which holds while nobody consumes) claims and re-publishes them.
@@ -36,8 +36,10 @@ class CrashPointTest : public ::testing::TestWithParam<CrashCase> {};
 TEST_P(CrashPointTest, NothingLostNothingTwice) {
   constexpr int kPayments = 300;
   const CrashCase& c = GetParam();
-  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"}, {"RECOVERY_MAX_DELAY", "2s"},
-                          {"RECOVERY_MAX_ATTEMPTS", "100"}, {"RECOVERY_IDLE_SLEEP", "200ms"},
+  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"},
+                          {"RECOVERY_MAX_DELAY", "2s"},
+                          {"RECOVERY_MAX_ATTEMPTS", "100"},
+                          {"RECOVERY_IDLE_SLEEP", "200ms"},
                           {"RECOVERY_LEASE_TTL", "2s"}});
   const Env armed = {{"OUTBOX_FAILPOINTS", absl::StrCat(c.point, "=crash@", c.hit)}};
   auto env_for = [&](Target t) { return c.target == t ? armed : Env{}; };
@@ -92,14 +94,13 @@ TEST_P(CrashPointTest, NothingLostNothingTwice) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryPoint, CrashPointTest,
-    ::testing::Values(
-        CrashCase{kFpPaymentBeforeCommit, Target::kPayment, 5, false},
-        CrashCase{kFpPaymentAfterCommitBeforePublish, Target::kPayment, 5, false},
-        CrashCase{kFpPaymentAfterPublishBeforeReply, Target::kPayment, 5, false},
-        CrashCase{kFpPaymentAckBeforeMarkSent, Target::kPayment, 3, false},
-        CrashCase{kFpAccountingAfterCommitBeforeReply, Target::kAccounting, 3, false},
-        CrashCase{kFpAccountingAfterReplyBeforeAck, Target::kAccounting, 3, false},
-        CrashCase{kFpRecoveryAfterClaimBeforePublish, Target::kRecovery, 1, true}),
+    ::testing::Values(CrashCase{kFpPaymentBeforeCommit, Target::kPayment, 5, false},
+                      CrashCase{kFpPaymentAfterCommitBeforePublish, Target::kPayment, 5, false},
+                      CrashCase{kFpPaymentAfterPublishBeforeReply, Target::kPayment, 5, false},
+                      CrashCase{kFpPaymentAckBeforeMarkSent, Target::kPayment, 3, false},
+                      CrashCase{kFpAccountingAfterCommitBeforeReply, Target::kAccounting, 3, false},
+                      CrashCase{kFpAccountingAfterReplyBeforeAck, Target::kAccounting, 3, false},
+                      CrashCase{kFpRecoveryAfterClaimBeforePublish, Target::kRecovery, 1, true}),
     Name);
 
 }  // namespace

@@ -48,12 +48,14 @@ std::string PromtoolProblems(const std::string& dir, const std::string& name,
                              const std::string& text) {
   const std::string path = absl::StrCat(dir, "/", name, ".prom");
   std::ofstream(path) << text;
-  const CommandResult r = RunToCompletion("/bin/sh", {"-c", "promtool check metrics < \"$0\"", path},
-                                          {{"PATH", "/usr/bin:/bin"}}, path + ".promtool");
+  const CommandResult r =
+      RunToCompletion("/bin/sh", {"-c", "promtool check metrics < \"$0\"", path},
+                      {{"PATH", "/usr/bin:/bin"}}, path + ".promtool");
   return r.exit_code == 0 ? "" : absl::StrCat("exit ", r.exit_code, ": ", r.out, r.err);
 }
 
-int CountStatus(const std::vector<::payment::v1::Payment>& payments, ::payment::v1::OutboxStatus st) {
+int CountStatus(const std::vector<::payment::v1::Payment>& payments,
+                ::payment::v1::OutboxStatus st) {
   int n = 0;
   for (const auto& p : payments) n += p.outbox().status() == st;
   return n;
@@ -63,10 +65,11 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
   const int payment_metrics = FreeLoopbackPort();
   const int accounting_metrics = FreeLoopbackPort();
   const int recovery_metrics = FreeLoopbackPort();
-  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "2s"},
-                          {"PAYMENT_METRICS_LISTEN", absl::StrCat("127.0.0.1:", payment_metrics)},
-                          {"ACCOUNTING_METRICS_LISTEN", absl::StrCat("127.0.0.1:", accounting_metrics)},
-                          {"RECOVERY_METRICS_LISTEN", absl::StrCat("127.0.0.1:", recovery_metrics)}});
+  ServiceSet services(
+      Env{{"RECOVERY_BASE_DELAY", "2s"},
+          {"PAYMENT_METRICS_LISTEN", absl::StrCat("127.0.0.1:", payment_metrics)},
+          {"ACCOUNTING_METRICS_LISTEN", absl::StrCat("127.0.0.1:", accounting_metrics)},
+          {"RECOVERY_METRICS_LISTEN", absl::StrCat("127.0.0.1:", recovery_metrics)}});
   services.StartAll();
   constexpr int kThreads = 8;
   constexpr int kEach = 40;
@@ -76,8 +79,10 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
         CreatePaymentResponse resp;
-        grpc::Status s = Create(services, Request(absl::StrCat("flow-", t, "-", i), 100 + i), &resp);
-        if (!s.ok() || resp.replayed() || resp.payment().outbox().status() != ::payment::v1::SENDING)
+        grpc::Status s =
+            Create(services, Request(absl::StrCat("flow-", t, "-", i), 100 + i), &resp);
+        if (!s.ok() || resp.replayed() ||
+            resp.payment().outbox().status() != ::payment::v1::SENDING)
           ++failures;
       }
     });
@@ -86,10 +91,12 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
   ASSERT_EQ(failures.load(), 0);
 
   std::vector<::payment::v1::Payment> payments;
-  const bool all_sent = PollUntil([&] {
-    payments = services.AllPayments();
-    return CountStatus(payments, ::payment::v1::SENT) == kThreads * kEach;
-  }, absl::Seconds(60), absl::Milliseconds(250));
+  const bool all_sent = PollUntil(
+      [&] {
+        payments = services.AllPayments();
+        return CountStatus(payments, ::payment::v1::SENT) == kThreads * kEach;
+      },
+      absl::Seconds(60), absl::Milliseconds(250));
   ASSERT_TRUE(all_sent) << "SENT " << CountStatus(payments, ::payment::v1::SENT) << " of "
                         << payments.size();
   ASSERT_EQ(payments.size(), static_cast<size_t>(kThreads * kEach));
@@ -98,7 +105,8 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
   ASSERT_EQ(vouchers.size(), payments.size());
   std::map<std::string, ::accounting::v1::Voucher> by_payment;
   for (const auto& v : vouchers) {
-    EXPECT_TRUE(by_payment.emplace(v.payment_id(), v).second) << "second voucher for " << v.payment_id();
+    EXPECT_TRUE(by_payment.emplace(v.payment_id(), v).second)
+        << "second voucher for " << v.payment_id();
   }
   for (const auto& p : payments) {
     auto it = by_payment.find(p.payment_id());
@@ -119,34 +127,51 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
   EXPECT_EQ(v.voucher_id(), by_payment[payments[0].payment_id()].voucher_id());
 
   // Prometheus metrics count what happened.
-  auto payment_text = HttpGet(absl::StrCat("http://127.0.0.1:", payment_metrics, "/metrics"), absl::Seconds(5));
+  auto payment_text =
+      HttpGet(absl::StrCat("http://127.0.0.1:", payment_metrics, "/metrics"), absl::Seconds(5));
   ASSERT_TRUE(payment_text.ok()) << payment_text.status();
-  EXPECT_NE(payment_text->body.find(absl::StrCat("outbox_payments_created_total ", kThreads * kEach)),
-            std::string::npos) << payment_text->body;
-  EXPECT_NE(payment_text->body.find(absl::StrCat("outbox_acks_total{result=\"marked_sent\"} ", kThreads * kEach)),
-            std::string::npos) << payment_text->body;
-  auto accounting_text = HttpGet(absl::StrCat("http://127.0.0.1:", accounting_metrics, "/metrics"), absl::Seconds(5));
+  EXPECT_NE(
+      payment_text->body.find(absl::StrCat("outbox_payments_created_total ", kThreads * kEach)),
+      std::string::npos)
+      << payment_text->body;
+  EXPECT_NE(payment_text->body.find(
+                absl::StrCat("outbox_acks_total{result=\"marked_sent\"} ", kThreads * kEach)),
+            std::string::npos)
+      << payment_text->body;
+  auto accounting_text =
+      HttpGet(absl::StrCat("http://127.0.0.1:", accounting_metrics, "/metrics"), absl::Seconds(5));
   ASSERT_TRUE(accounting_text.ok());
-  EXPECT_NE(accounting_text->body.find(absl::StrCat("outbox_vouchers_created_total ", kThreads * kEach)),
-            std::string::npos) << accounting_text->body;
+  EXPECT_NE(
+      accounting_text->body.find(absl::StrCat("outbox_vouchers_created_total ", kThreads * kEach)),
+      std::string::npos)
+      << accounting_text->body;
   // The latency histograms: every row turned SENT once, each fast-path
   // confirm, each recovery round.
-  EXPECT_NE(payment_text->body.find(absl::StrCat("\noutbox_create_to_sent_seconds_count ", kThreads * kEach, "\n")),
-            std::string::npos) << payment_text->body;
+  EXPECT_NE(payment_text->body.find(
+                absl::StrCat("\noutbox_create_to_sent_seconds_count ", kThreads * kEach, "\n")),
+            std::string::npos)
+      << payment_text->body;
   EXPECT_NE(payment_text->body.find("\noutbox_fast_publish_confirm_seconds_bucket{le=\"+Inf\"} "),
-            std::string::npos) << payment_text->body;
+            std::string::npos)
+      << payment_text->body;
   // recovery_service, started now that every row is SENT (nothing to
   // re-publish), reads them from payment.db and times its rounds.
   services.StartRecovery("r1");
   std::string recovery_text;
-  EXPECT_TRUE(PollUntil([&] {
-    auto r = HttpGet(absl::StrCat("http://127.0.0.1:", recovery_metrics, "/metrics"), absl::Seconds(5));
-    recovery_text = r.ok() ? r->body : "";
-    return recovery_text.find("\noutbox_recovery_round_seconds_count ") != std::string::npos &&
-           recovery_text.find("\noutbox_recovery_round_seconds_count 0\n") == std::string::npos;
-  }, absl::Seconds(30))) << recovery_text;
-  EXPECT_NE(recovery_text.find(absl::StrCat("\noutbox_rows{status=\"SENT\"} ", kThreads * kEach, "\n")),
-            std::string::npos) << recovery_text;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto r = HttpGet(absl::StrCat("http://127.0.0.1:", recovery_metrics, "/metrics"),
+                         absl::Seconds(5));
+        recovery_text = r.ok() ? r->body : "";
+        return recovery_text.find("\noutbox_recovery_round_seconds_count ") != std::string::npos &&
+               recovery_text.find("\noutbox_recovery_round_seconds_count 0\n") == std::string::npos;
+      },
+      absl::Seconds(30)))
+      << recovery_text;
+  EXPECT_NE(
+      recovery_text.find(absl::StrCat("\noutbox_rows{status=\"SENT\"} ", kThreads * kEach, "\n")),
+      std::string::npos)
+      << recovery_text;
   EXPECT_EQ(PromtoolProblems(services.dir(), "payment", payment_text->body), "");
   EXPECT_EQ(PromtoolProblems(services.dir(), "accounting", accounting_text->body), "");
   EXPECT_EQ(PromtoolProblems(services.dir(), "recovery", recovery_text), "");
@@ -202,7 +227,8 @@ TEST(EndToEndTest, ReplaysConflictsAndInvalidInputWriteNothingNew) {
   ::payment::v1::GetPaymentRequest get;
   get.set_payment_id("no-such-payment");
   ::payment::v1::Payment p;
-  EXPECT_EQ(services.payments().GetPayment(&ctx, get, &p).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(services.payments().GetPayment(&ctx, get, &p).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 
   grpc::ClientContext ctx2;
   ::payment::v1::ListPaymentsRequest list;
@@ -214,7 +240,8 @@ TEST(EndToEndTest, ReplaysConflictsAndInvalidInputWriteNothingNew) {
 
 TEST(EndToEndTest, OneTraceIdFollowsAPaymentThroughTheThreeServices) {
   const std::string trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
-  ServiceSet services(Env{{"OUTBOX_LOG_LEVEL", "debug"}, {"RECOVERY_BASE_DELAY", "300ms"},
+  ServiceSet services(Env{{"OUTBOX_LOG_LEVEL", "debug"},
+                          {"RECOVERY_BASE_DELAY", "300ms"},
                           {"RECOVERY_IDLE_SLEEP", "100ms"}});
   services.StartPayment();
   auto& recovery = services.StartRecovery("r");
@@ -229,17 +256,20 @@ TEST(EndToEndTest, OneTraceIdFollowsAPaymentThroughTheThreeServices) {
     const auto& md = ctx.GetServerInitialMetadata();
     auto back = md.find("traceparent");
     ASSERT_NE(back, md.end());
-    EXPECT_EQ(std::string(back->second.data(), back->second.size()).substr(0, 36), "00-" + trace_id + "-");
+    EXPECT_EQ(std::string(back->second.data(), back->second.size()).substr(0, 36),
+              "00-" + trace_id + "-");
     ASSERT_TRUE(Create(services, Request("trace-2", 4343), &fresh).ok());  // no traceparent sent
-    ASSERT_TRUE(PollUntil([&] {
-      return recovery.process.Log().find("message_republished payment_id=" +
-                                         traced.payment().payment_id()) != std::string::npos;
-    }, absl::Seconds(20)));
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          return recovery.process.Log().find("message_republished payment_id=" +
+                                             traced.payment().payment_id()) != std::string::npos;
+        },
+        absl::Seconds(20)));
   }
   services.StartAccounting();
-  ASSERT_TRUE(PollUntil([&] {
-    return CountStatus(services.AllPayments(), ::payment::v1::SENT) == 2;
-  }, absl::Seconds(30)));
+  ASSERT_TRUE(
+      PollUntil([&] { return CountStatus(services.AllPayments(), ::payment::v1::SENT) == 2; },
+                absl::Seconds(30)));
 
   const std::string& payment_id = traced.payment().payment_id();
   const std::string& message_id = traced.payment().outbox().message_id();
@@ -262,8 +292,8 @@ TEST(EndToEndTest, OneTraceIdFollowsAPaymentThroughTheThreeServices) {
 
   // One grep over the three logs tells the story: created, re-published,
   // booked, acknowledged, each line with payment id, message id and trace id.
-  const std::string ids = "payment_id=" + payment_id + " message_id=" + message_id +
-                          " trace_id=" + trace_id;
+  const std::string ids =
+      "payment_id=" + payment_id + " message_id=" + message_id + " trace_id=" + trace_id;
   EXPECT_NE(services.payment().Log().find("payment_created " + ids), std::string::npos);
   EXPECT_NE(recovery.process.Log().find("message_republished " + ids), std::string::npos);
   EXPECT_NE(services.accounting().Log().find(" " + ids), std::string::npos);
@@ -291,7 +321,8 @@ std::set<std::string> ListAndResolveServices(const std::shared_ptr<grpc::Channel
     lookup.set_file_containing_symbol(name);
     EXPECT_TRUE(stream->Write(lookup));
     EXPECT_TRUE(stream->Read(&resp));
-    EXPECT_FALSE(resp.has_error_response()) << name << ": " << resp.error_response().error_message();
+    EXPECT_FALSE(resp.has_error_response())
+        << name << ": " << resp.error_response().error_message();
     bool declared = false;
     std::set<std::string> files;
     for (const std::string& bytes : resp.file_descriptor_response().file_descriptor_proto()) {
@@ -387,8 +418,10 @@ TEST(EndToEndTest, BinariesRefuseBadConfigurationWithAClearMessage) {
   ASSERT_EQ(help.WaitExit(absl::Seconds(10)), 0);
   const std::string text = help.Log();
   EXPECT_EQ(text.rfind("usage: accounting_service [flags]\n", 0), 0u) << text;
-  EXPECT_EQ(text.find("accounting_service", 10), std::string::npos) << "name printed twice:\n" << text;
-  for (const char* flag : {"accounting_listen", "accounting_db", "amqp_url", "ACCOUNTING_DB", "AMQP_URL"}) {
+  EXPECT_EQ(text.find("accounting_service", 10), std::string::npos) << "name printed twice:\n"
+                                                                    << text;
+  for (const char* flag :
+       {"accounting_listen", "accounting_db", "amqp_url", "ACCOUNTING_DB", "AMQP_URL"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag << " missing from --help:\n" << text;
   }
 

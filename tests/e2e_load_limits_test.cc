@@ -128,8 +128,7 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     auto channel = grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
-    ASSERT_TRUE(channel->WaitForConnected(DeadlineIn(absl::Seconds(20))))
-        << "channel " << c;
+    ASSERT_TRUE(channel->WaitForConnected(DeadlineIn(absl::Seconds(20)))) << "channel " << c;
     stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
   }
   grpc::CompletionQueue cq;
@@ -137,8 +136,7 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   for (int i = 0; i < kHeldCalls; ++i) {
     held[i] = std::make_unique<Held>();
     held[i]->ctx.set_deadline(DeadlineIn(absl::Minutes(3)));
-    held[i]->call =
-        stubs[i / kStreamsPerChannel]->PrepareCall(&held[i]->ctx, kCreateMethod, &cq);
+    held[i]->call = stubs[i / kStreamsPerChannel]->PrepareCall(&held[i]->ctx, kCreateMethod, &cq);
     held[i]->call->StartCall(Tag(i, kStarted));
   }
   // However the test ends: cancel what is still open and drain the queue
@@ -227,14 +225,12 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
           h.call->Finish(&h.status, Tag(i, kFinished));
         }
         break;
-      case kRead:
-        h.call->Finish(&h.status, Tag(i, kFinished));
-        break;
+      case kRead: h.call->Finish(&h.status, Tag(i, kFinished)); break;
       case kFinished: {
         ::payment::v1::CreatePaymentResponse resp;
         if (h.status.ok() &&
-            grpc::SerializationTraits<::payment::v1::CreatePaymentResponse>::Deserialize(
-                &h.reply, &resp)
+            grpc::SerializationTraits<::payment::v1::CreatePaymentResponse>::Deserialize(&h.reply,
+                                                                                         &resp)
                 .ok() &&
             !resp.payment().payment_id().empty()) {
           ++answered;
@@ -244,8 +240,7 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
         }
         break;
       }
-      case kStarted:
-        break;
+      case kStarted: break;
     }
   });
   EXPECT_EQ(finished, sent);
@@ -274,7 +269,6 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
 
   std::cout << "payment_service still serving; peak RSS (VmHWM) now " << ProcStatusMiB(pid, "VmHWM")
             << " MiB" << std::endl;
-
 }
 
 }  // namespace

@@ -20,8 +20,10 @@ namespace outbox::testing {
 namespace {
 
 // The operator's scenario from the issue: short delays, a small budget.
-const Env kOutageEnv = {{"RECOVERY_BASE_DELAY", "1s"},        {"RECOVERY_MAX_DELAY", "10s"},
-                        {"RECOVERY_MAX_ATTEMPTS", "3"},        {"RECOVERY_IDLE_SLEEP", "200ms"},
+const Env kOutageEnv = {{"RECOVERY_BASE_DELAY", "1s"},
+                        {"RECOVERY_MAX_DELAY", "10s"},
+                        {"RECOVERY_MAX_ATTEMPTS", "3"},
+                        {"RECOVERY_IDLE_SLEEP", "200ms"},
                         {"RECOVERY_HOUSEKEEPING_EVERY", "1s"}};
 
 int Count(const std::string& text, const std::string& needle) {
@@ -71,10 +73,13 @@ TEST(OutageTest, AnAccountingOutageHealsWithoutAnOperator) {
   EXPECT_EQ(during.republished_total(), 0);
   EXPECT_EQ(during.deferred_total(), 0);  // held rows are left as they are, not rewritten
   std::string alerts;
-  ASSERT_TRUE(PollUntil([&] {
-    alerts = alertmanager.Alerts();
-    return alerts.find("OutboxConsumerDown") != std::string::npos;
-  }, absl::Seconds(10), absl::Milliseconds(200))) << alerts;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        alerts = alertmanager.Alerts();
+        return alerts.find("OutboxConsumerDown") != std::string::npos;
+      },
+      absl::Seconds(10), absl::Milliseconds(200)))
+      << alerts;
 
   // Accounting returns: everything is delivered within 10 s, nothing is
   // left alerting.
@@ -87,10 +92,13 @@ TEST(OutageTest, AnAccountingOutageHealsWithoutAnOperator) {
   std::set<std::string> booked;
   for (const auto& v : vouchers) EXPECT_TRUE(booked.insert(v.payment_id()).second);
   EXPECT_EQ(vouchers.size(), static_cast<size_t>(kPayments + 5));
-  ASSERT_TRUE(PollUntil([&] {
-    alerts = alertmanager.Alerts();
-    return alerts.find("OutboxConsumerDown") == std::string::npos;
-  }, absl::Seconds(10), absl::Milliseconds(200))) << alerts;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        alerts = alertmanager.Alerts();
+        return alerts.find("OutboxConsumerDown") == std::string::npos;
+      },
+      absl::Seconds(10), absl::Milliseconds(200)))
+      << alerts;
   const std::string log = recovery.process.Log();
   const int raised = Count(log, " alert alertname=");
   std::cout << "alerts raised: " << raised << ", resolved: " << Count(log, "alert_resolved")
@@ -101,7 +109,8 @@ TEST(OutageTest, AnAccountingOutageHealsWithoutAnOperator) {
   EXPECT_EQ(after.failed(), 0);
   EXPECT_EQ(after.alerts_active(), 0);
   EXPECT_EQ(after.delivery_hold(), "");
-  for (const auto& p : services.AllPayments()) EXPECT_EQ(p.outbox().attempts(), 1) << p.payment_id();
+  for (const auto& p : services.AllPayments())
+    EXPECT_EQ(p.outbox().attempts(), 1) << p.payment_id();
   const CheckResult check = RunChecker(services);
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }

@@ -100,8 +100,10 @@ TEST(OutboxctlTest, UsageErrorsExit2HelpAndVersionExit0AClosedPortIsUnhealthy) {
 
 TEST(OutboxctlTest, AnOperatorFindsFailedRowsAndDeadLettersAndRedrivesThem) {
   constexpr int kPayments = 6;
-  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"}, {"RECOVERY_MAX_DELAY", "1s"},
-                   {"RECOVERY_MAX_ATTEMPTS", "2"},   {"RECOVERY_IDLE_SLEEP", "100ms"},
+  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"},
+                   {"RECOVERY_MAX_DELAY", "1s"},
+                   {"RECOVERY_MAX_ATTEMPTS", "2"},
+                   {"RECOVERY_IDLE_SLEEP", "100ms"},
                    {"RECOVERY_HOUSEKEEPING_EVERY", "500ms"}};
   ServiceSet services(env);
   services.StartPayment();
@@ -200,10 +202,11 @@ TEST(OutboxctlTest, AnOperatorFindsFailedRowsAndDeadLettersAndRedrivesThem) {
   // letters go back to their queue (accounting books them; the late
   // acknowledgements close the other FAILED rows).
   services.StartAccounting();
-  Ctl with_accounting(services.dir(),
-                      {{"RECOVERY_ADDR", recovery_addr},
-                       {"PAYMENT_ADDR", absl::StrCat("127.0.0.1:", services.payment_port())},
-                       {"ACCOUNTING_ADDR", absl::StrCat("127.0.0.1:", services.accounting_port())}});
+  Ctl with_accounting(
+      services.dir(),
+      {{"RECOVERY_ADDR", recovery_addr},
+       {"PAYMENT_ADDR", absl::StrCat("127.0.0.1:", services.payment_port())},
+       {"ACCOUNTING_ADDR", absl::StrCat("127.0.0.1:", services.accounting_port())}});
   r = with_accounting({"redrive", message_ids[0]});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\nstatus +SENDING\n"))) << r.out;
@@ -216,10 +219,12 @@ TEST(OutboxctlTest, AnOperatorFindsFailedRowsAndDeadLettersAndRedrivesThem) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, " dead-lettered message(s) moved back to " + services.pay_queue()))
       << r.out;
-  ASSERT_TRUE(PollUntil([&] {
-    const CommandResult s = with_accounting({"stats", "--json"});
-    return s.exit_code == 0 && JsonInt(s.out, "sent") == kPayments;
-  }, absl::Seconds(30), absl::Milliseconds(500)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const CommandResult s = with_accounting({"stats", "--json"});
+        return s.exit_code == 0 && JsonInt(s.out, "sent") == kPayments;
+      },
+      absl::Seconds(30), absl::Milliseconds(500)));
   r = with_accounting({"redrive", "--all-failed"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "0 FAILED row(s) re-driven to SENDING\n");
@@ -249,18 +254,21 @@ TEST(OutboxctlTest, AnOperatorFindsFailedRowsAndDeadLettersAndRedrivesThem) {
   // A payment made with outboxctl is booked; the same key and request again
   // replays it; the same key with another amount is refused; bad input gets
   // the service's INVALID_ARGUMENT.
-  const std::vector<std::string> create = {"payment", "create", "--idempotency_key=by-hand-1",
-                                           "--payer=alice", "--payee=bob", "--amount=1250",
-                                           "--currency=EUR", "--json"};
+  const std::vector<std::string> create = {
+      "payment",        "create",      "--idempotency_key=by-hand-1",
+      "--payer=alice",  "--payee=bob", "--amount=1250",
+      "--currency=EUR", "--json"};
   r = with_accounting(create);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(Contains(r.out, "\"replayed\":true")) << r.out;
   std::smatch id;
   ASSERT_TRUE(std::regex_search(r.out, id, std::regex("\"payment_id\":\"([^\"]+)\""))) << r.out;
   const std::string made = id[1];
-  ASSERT_TRUE(PollUntil([&] {
-    return with_accounting({"voucher", "get", made}).exit_code == 0;
-  }, absl::Seconds(30), absl::Milliseconds(200)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return with_accounting({"voucher", "get", made}).exit_code == 0;
+      },
+      absl::Seconds(30), absl::Milliseconds(200)));
   r = with_accounting(create);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "\"replayed\":true")) << r.out;

@@ -40,8 +40,10 @@ void ExpectOneVoucherEach(ServiceSet& s, size_t payments) {
 
 TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   constexpr int kPayments = 20;
-  const Env env = {{"RECOVERY_BASE_DELAY", "400ms"}, {"RECOVERY_MAX_DELAY", "10s"},
-                   {"RECOVERY_MAX_ATTEMPTS", "4"},   {"RECOVERY_IDLE_SLEEP", "100ms"}};
+  const Env env = {{"RECOVERY_BASE_DELAY", "400ms"},
+                   {"RECOVERY_MAX_DELAY", "10s"},
+                   {"RECOVERY_MAX_ATTEMPTS", "4"},
+                   {"RECOVERY_IDLE_SLEEP", "100ms"}};
   ServiceSet services(env);
   Alertmanager alertmanager(services.dir());
   services.StartPayment();
@@ -49,21 +51,23 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   // consumed, so recovery re-publishes and spends the budget, as it should.
   auto sink = std::make_unique<QueueSink>(services.broker().amqp_url, services.pay_queue(),
                                           QueueSink::Mode::kDeadLetter);
-  auto& recovery = services.StartRecovery("r1", {{"ALERTMANAGER_URL", alertmanager.url()},
-                                                 {"RECOVERY_HOUSEKEEPING_EVERY", "500ms"}});
+  auto& recovery = services.StartRecovery(
+      "r1", {{"ALERTMANAGER_URL", alertmanager.url()}, {"RECOVERY_HOUSEKEEPING_EVERY", "500ms"}});
   const std::vector<std::string> ids = CreateMessages(services, "lin-", kPayments);
 
   // Watch one row: every attempt n sets next_retry_at = last_attempt_at + 400ms * n.
   std::map<int, ::ops::v1::OutboxMessage> by_attempt;
   ::ops::v1::OutboxMessage row;
-  ASSERT_TRUE(PollUntil([&] {
-    grpc::ClientContext ctx;
-    ::ops::v1::GetMessageRequest req;
-    req.set_message_id(ids[0]);
-    if (!recovery.ops->GetMessage(&ctx, req, &row).ok()) return false;
-    if (row.status() == ::ops::v1::SENDING) by_attempt.emplace(row.attempts(), row);
-    return row.status() == ::ops::v1::FAILED;
-  }, absl::Seconds(30), absl::Milliseconds(20)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        grpc::ClientContext ctx;
+        ::ops::v1::GetMessageRequest req;
+        req.set_message_id(ids[0]);
+        if (!recovery.ops->GetMessage(&ctx, req, &row).ok()) return false;
+        if (row.status() == ::ops::v1::SENDING) by_attempt.emplace(row.attempts(), row);
+        return row.status() == ::ops::v1::FAILED;
+      },
+      absl::Seconds(30), absl::Milliseconds(20)));
   EXPECT_EQ(row.attempts(), 4);
   EXPECT_EQ(row.max_attempts(), 4);
   for (const auto& [attempt, r] : by_attempt) {
@@ -81,12 +85,16 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   }
 
   // Every row ends FAILED and is alerted at Alertmanager.
-  ASSERT_TRUE(PollUntil([&] { return OpsStats(recovery).failed() == kPayments; }, absl::Seconds(30)));
+  ASSERT_TRUE(
+      PollUntil([&] { return OpsStats(recovery).failed() == kPayments; }, absl::Seconds(30)));
   std::string alerts;
-  ASSERT_TRUE(PollUntil([&] {
-    alerts = alertmanager.Alerts();
-    return alerts.find(ids[0]) != std::string::npos && alerts.find(ids.back()) != std::string::npos;
-  }, absl::Seconds(30), absl::Milliseconds(300)))
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        alerts = alertmanager.Alerts();
+        return alerts.find(ids[0]) != std::string::npos &&
+               alerts.find(ids.back()) != std::string::npos;
+      },
+      absl::Seconds(30), absl::Milliseconds(300)))
       << alerts;
   EXPECT_NE(alerts.find("OutboxMessageFailed"), std::string::npos);
   EXPECT_NE(alerts.find("\"runbook_url\":\"docs/operations.md#outboxmessagefailed\""),
@@ -130,10 +138,13 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   EXPECT_EQ(stats.sending(), 0);
   EXPECT_GT(stats.republished_total(), kPayments);
   // Every FAILED alert resolved at Alertmanager once its row was closed.
-  ASSERT_TRUE(PollUntil([&] {
-    alerts = alertmanager.Alerts();
-    return alerts.find("OutboxMessageFailed") == std::string::npos;
-  }, absl::Seconds(20), absl::Milliseconds(300))) << alerts;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        alerts = alertmanager.Alerts();
+        return alerts.find("OutboxMessageFailed") == std::string::npos;
+      },
+      absl::Seconds(20), absl::Milliseconds(300)))
+      << alerts;
   // The dead-lettered copies wait in the DLQ (one alert for it); re-driven,
   // they are duplicates: nothing more is booked and that alert resolves too.
   EXPECT_NE(alerts.find("OutboxDeadLetters"), std::string::npos) << alerts;
@@ -143,10 +154,13 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   ::ops::v1::RedriveDeadLettersResponse dl_resp;
   ASSERT_TRUE(recovery.ops->RedriveDeadLetters(&dl_ctx, dl, &dl_resp).ok());
   EXPECT_GE(dl_resp.count(), kPayments * 4 - kPayments);  // the copies of attempts 2..4 at least
-  ASSERT_TRUE(PollUntil([&] {
-    alerts = alertmanager.Alerts();
-    return alerts.find("OutboxDeadLetters") == std::string::npos;
-  }, absl::Seconds(20), absl::Milliseconds(300))) << alerts;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        alerts = alertmanager.Alerts();
+        return alerts.find("OutboxDeadLetters") == std::string::npos;
+      },
+      absl::Seconds(20), absl::Milliseconds(300)))
+      << alerts;
   ExpectOneVoucherEach(services, kPayments);
   EXPECT_EQ(OpsStats(recovery).alerts_active(), 0);
   EXPECT_EQ(recovery.process.Terminate(), 0);
@@ -154,8 +168,10 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
 
 TEST(RecoveryTest, ALateAcknowledgementClosesAFailedRowAndResolvesItsAlert) {
   constexpr int kPayments = 10;
-  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"}, {"RECOVERY_MAX_DELAY", "1s"},
-                   {"RECOVERY_MAX_ATTEMPTS", "2"},   {"RECOVERY_IDLE_SLEEP", "100ms"},
+  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"},
+                   {"RECOVERY_MAX_DELAY", "1s"},
+                   {"RECOVERY_MAX_ATTEMPTS", "2"},
+                   {"RECOVERY_IDLE_SLEEP", "100ms"},
                    {"RECOVERY_HOUSEKEEPING_EVERY", "500ms"}};
   ServiceSet services(env);
   Alertmanager alertmanager(services.dir());
@@ -166,13 +182,18 @@ TEST(RecoveryTest, ALateAcknowledgementClosesAFailedRowAndResolvesItsAlert) {
     // The consumer dead-letters every copy: the budget is spent, rows FAIL.
     QueueSink sink(services.broker().amqp_url, services.pay_queue(), QueueSink::Mode::kDeadLetter);
     ids = CreateMessages(services, "late-", kPayments);
-    ASSERT_TRUE(PollUntil([&] { return OpsStats(recovery).failed() == kPayments; }, absl::Seconds(30)));
+    ASSERT_TRUE(
+        PollUntil([&] { return OpsStats(recovery).failed() == kPayments; }, absl::Seconds(30)));
   }
   std::string alerts;
-  ASSERT_TRUE(PollUntil([&] {
-    alerts = alertmanager.Alerts();
-    return alerts.find(ids[0]) != std::string::npos && alerts.find(ids.back()) != std::string::npos;
-  }, absl::Seconds(20), absl::Milliseconds(300))) << alerts;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        alerts = alertmanager.Alerts();
+        return alerts.find(ids[0]) != std::string::npos &&
+               alerts.find(ids.back()) != std::string::npos;
+      },
+      absl::Seconds(20), absl::Milliseconds(300)))
+      << alerts;
 
   // The operator fixes the consumer and moves the dead letters back: accounting
   // books each payment once, and its acknowledgement closes the FAILED row.
@@ -191,11 +212,14 @@ TEST(RecoveryTest, ALateAcknowledgementClosesAFailedRowAndResolvesItsAlert) {
   }
   const std::string metrics = services.payment().Log();
   EXPECT_NE(metrics.find("late_ack rows="), std::string::npos);
-  ASSERT_TRUE(PollUntil([&] {
-    alerts = alertmanager.Alerts();
-    return alerts.find("OutboxMessageFailed") == std::string::npos &&
-           alerts.find("OutboxDeadLetters") == std::string::npos;
-  }, absl::Seconds(20), absl::Milliseconds(300))) << alerts;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        alerts = alertmanager.Alerts();
+        return alerts.find("OutboxMessageFailed") == std::string::npos &&
+               alerts.find("OutboxDeadLetters") == std::string::npos;
+      },
+      absl::Seconds(20), absl::Milliseconds(300)))
+      << alerts;
   EXPECT_NE(recovery.process.Log().find("alert_resolved alertname=OutboxMessageFailed"),
             std::string::npos);
   const CheckResult check = RunChecker(services);
@@ -204,12 +228,16 @@ TEST(RecoveryTest, ALateAcknowledgementClosesAFailedRowAndResolvesItsAlert) {
 
 TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
   constexpr int kPayments = 20;
-  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"}, {"RECOVERY_MAX_DELAY", "600ms"},
-                   {"RECOVERY_MAX_ATTEMPTS", "1000"}, {"RECOVERY_IDLE_SLEEP", "100ms"},
-                   {"RECOVERY_LEASE_TTL", "2s"},
-                   // More than 5 rows SENDING for over 1 s is a backlog: one alert, not one per loop.
-                   {"RECOVERY_BACKLOG_AGE", "1s"}, {"RECOVERY_BACKLOG_THRESHOLD", "5"},
-                   {"RECOVERY_HOUSEKEEPING_EVERY", "300ms"}};
+  const Env env = {
+      {"RECOVERY_BASE_DELAY", "300ms"},
+      {"RECOVERY_MAX_DELAY", "600ms"},
+      {"RECOVERY_MAX_ATTEMPTS", "1000"},
+      {"RECOVERY_IDLE_SLEEP", "100ms"},
+      {"RECOVERY_LEASE_TTL", "2s"},
+      // More than 5 rows SENDING for over 1 s is a backlog: one alert, not one per loop.
+      {"RECOVERY_BACKLOG_AGE", "1s"},
+      {"RECOVERY_BACKLOG_THRESHOLD", "5"},
+      {"RECOVERY_HOUSEKEEPING_EVERY", "300ms"}};
   ServiceSet services(env);
   services.StartPayment();
   // A consumer that acks and loses every message: re-publishing is what helps.
@@ -219,9 +247,11 @@ TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
   auto& b = services.StartRecovery("b");
   CreatePayments(services, "lease-", kPayments);
 
-  ASSERT_TRUE(PollUntil([&] {
-    return OpsStats(a).republished_total() + OpsStats(b).republished_total() >= 2 * kPayments;
-  }, absl::Seconds(30)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return OpsStats(a).republished_total() + OpsStats(b).republished_total() >= 2 * kPayments;
+      },
+      absl::Seconds(30)));
   auto sa = OpsStats(a), sb = OpsStats(b);
   ASSERT_NE(sa.lease_held(), sb.lease_held()) << "exactly one instance holds the lease";
   auto& active = sa.lease_held() ? a : b;
@@ -234,24 +264,24 @@ TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
     for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
     return n;
   };
-  ASSERT_TRUE(PollUntil([&] {
-    return count(active.process.Log(), "alertname=OutboxBacklog") >= 1;
-  }, absl::Seconds(10)));
+  ASSERT_TRUE(PollUntil([&] { return count(active.process.Log(), "alertname=OutboxBacklog") >= 1; },
+                        absl::Seconds(10)));
   // Several more housekeeping passes (every 300 ms) raise no second alert.
-  EXPECT_FALSE(PollUntil([&] {
-    return count(active.process.Log(), "alertname=OutboxBacklog") >= 2;
-  }, absl::Seconds(1)));
+  EXPECT_FALSE(
+      PollUntil([&] { return count(active.process.Log(), "alertname=OutboxBacklog") >= 2; },
+                absl::Seconds(1)));
   EXPECT_EQ(count(standby.process.Log(), "alertname=OutboxBacklog"), 0);
 
   const absl::Time killed = absl::Now();
   active.process.Kill();  // SIGKILL: no lease release
-  ASSERT_TRUE(PollUntil([&] {
-    auto s = OpsStats(standby);
-    return s.lease_held() && s.republished_total() > 0;
-  }, absl::Seconds(15), absl::Milliseconds(50)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto s = OpsStats(standby);
+        return s.lease_held() && s.republished_total() > 0;
+      },
+      absl::Seconds(15), absl::Milliseconds(50)));
   const absl::Duration handover = absl::Now() - killed;
-  std::cout << "hand-over after SIGKILL: " << absl::FormatDuration(handover)
-            << " (lease ttl 2s)\n";
+  std::cout << "hand-over after SIGKILL: " << absl::FormatDuration(handover) << " (lease ttl 2s)\n";
   // The lease had at most 2 s left when the holder died; the standby wakes
   // at its expiry and re-publishes in its first round.
   EXPECT_LE(handover, absl::Seconds(2) + absl::Milliseconds(700));
@@ -264,23 +294,25 @@ TEST(RecoveryTest, OneActiveInstanceAndHandOverWithinTheLeaseTime) {
 }
 
 TEST(RecoveryTest, AnInstanceThatCannotPublishGivesTheLeaseUp) {
-  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"}, {"RECOVERY_MAX_DELAY", "600ms"},
+  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"},  {"RECOVERY_MAX_DELAY", "600ms"},
                    {"RECOVERY_MAX_ATTEMPTS", "1000"}, {"RECOVERY_IDLE_SLEEP", "100ms"},
-                   {"RECOVERY_LEASE_TTL", "2s"}, {"RECOVERY_MAX_PUBLISH_FAILURES", "3"}};
+                   {"RECOVERY_LEASE_TTL", "2s"},      {"RECOVERY_MAX_PUBLISH_FAILURES", "3"}};
   ServiceSet services(env);
   services.StartPayment();  // accounting down: rows stay SENDING and come due
   QueueSink sink(services.broker().amqp_url, services.pay_queue(), QueueSink::Mode::kDrop);
   CreatePayments(services, "yield-", 10);
   // "cut-off" holds the lease first but its broker address is a closed port.
-  auto& cut_off = services.StartRecovery(
-      "cut-off", {{"AMQP_URL", "amqp://nobody:nothing@127.0.0.1:1/%2F"}});
+  auto& cut_off =
+      services.StartRecovery("cut-off", {{"AMQP_URL", "amqp://nobody:nothing@127.0.0.1:1/%2F"}});
   ASSERT_FALSE(cut_off.process.WaitForLog("lease_acquired", absl::Seconds(10)).empty());
   auto& healthy = services.StartRecovery("healthy");
   ASSERT_FALSE(cut_off.process.WaitForLog("lease_yielded", absl::Seconds(10)).empty());
-  ASSERT_TRUE(PollUntil([&] {
-    auto s = OpsStats(healthy);
-    return s.lease_held() && s.republished_total() > 0;
-  }, absl::Seconds(5), absl::Milliseconds(50)));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto s = OpsStats(healthy);
+        return s.lease_held() && s.republished_total() > 0;
+      },
+      absl::Seconds(5), absl::Milliseconds(50)));
   EXPECT_FALSE(OpsStats(cut_off).lease_held());
   EXPECT_EQ(OpsStats(cut_off).republished_total(), 0);
   EXPECT_TRUE(cut_off.process.Running());  // losing the broker never kills a service

@@ -161,8 +161,9 @@ TEST(ResourcesTest, FullPaymentDbAnswersResourceExhaustedThenRecovers) {
   EXPECT_FALSE(resp.replayed());
   EXPECT_EQ(static_cast<int>(services.AllPayments().size()), committed + 1);
   // And every payment committed before or after is booked exactly once.
-  ASSERT_TRUE(PollUntil([&] { return static_cast<int>(services.AllVouchers().size()) == committed + 1; },
-                        absl::Seconds(120)))
+  ASSERT_TRUE(
+      PollUntil([&] { return static_cast<int>(services.AllVouchers().size()) == committed + 1; },
+                absl::Seconds(120)))
       << services.AllVouchers().size() << " vouchers for " << committed + 1 << " payments";
 }
 

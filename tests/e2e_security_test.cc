@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "grpc/health/v1/health.grpc.pb.h"
 #include "events/v1/events.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "shared/amqp/amqp_client.h"
 #include "shared/grpc/channel_security.h"
 #include "shared/outbox/message_auth.h"
@@ -33,7 +33,8 @@ constexpr absl::Duration kCallTimeout = absl::Seconds(5);
 
 std::string RandomToken() {
   std::random_device rd;
-  return absl::StrFormat("%016x%016x", (uint64_t{rd()} << 32) | rd(), (uint64_t{rd()} << 32) | rd());
+  return absl::StrFormat("%016x%016x", (uint64_t{rd()} << 32) | rd(),
+                         (uint64_t{rd()} << 32) | rd());
 }
 
 std::string WriteSecret(const std::string& path, const std::string& contents) {
@@ -89,8 +90,8 @@ grpc::StatusCode CodeOf(Call call) {
 grpc::StatusCode Health(const std::shared_ptr<grpc::Channel>& channel) {
   auto stub = Health::NewStub(channel);
   HealthCheckResponse resp;
-  const grpc::StatusCode code =
-      CodeOf([&](grpc::ClientContext* ctx) { return stub->Check(ctx, HealthCheckRequest(), &resp); });
+  const grpc::StatusCode code = CodeOf(
+      [&](grpc::ClientContext* ctx) { return stub->Check(ctx, HealthCheckRequest(), &resp); });
   if (code == grpc::StatusCode::OK && resp.status() != HealthCheckResponse::SERVING) {
     return grpc::StatusCode::FAILED_PRECONDITION;
   }
@@ -154,8 +155,7 @@ TEST(SecurityTest, TlsAndTokensGuardTheApisHealthStaysOpenAndNoLogShowsAToken) {
   EXPECT_EQ(ListPayments(Channel(services.payment_port(), ca, api_token)), grpc::StatusCode::OK);
   EXPECT_EQ(ListVouchers(Channel(services.accounting_port(), ca)),
             grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(ListVouchers(Channel(services.accounting_port(), ca, api_token)),
-            grpc::StatusCode::OK);
+  EXPECT_EQ(ListVouchers(Channel(services.accounting_port(), ca, api_token)), grpc::StatusCode::OK);
 
   // The real outboxctl: TLS and the token file, then without the token.
   const std::string at = absl::StrCat("--recovery_addr=127.0.0.1:", recovery.port);
@@ -170,18 +170,18 @@ TEST(SecurityTest, TlsAndTokensGuardTheApisHealthStaysOpenAndNoLogShowsAToken) {
   const CommandResult no_token = ctl({"stats", at, tls_flag}, "no_token");
   EXPECT_EQ(no_token.exit_code, 1);
   EXPECT_NE(no_token.err.find("UNAUTHENTICATED"), std::string::npos) << no_token.err;
-  const CommandResult wrong = ctl({"stats", at, tls_flag, "--token_file=" + wrong_token_file}, "wrong");
+  const CommandResult wrong =
+      ctl({"stats", at, tls_flag, "--token_file=" + wrong_token_file}, "wrong");
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_NE(wrong.err.find("PERMISSION_DENIED"), std::string::npos) << wrong.err;
   EXPECT_EQ(ctl({"stats", at, "--token_file=" + ops_token_file}, "plaintext").exit_code, 1);
-  EXPECT_EQ(ctl({"health", absl::StrCat("127.0.0.1:", recovery.port), tls_flag}, "health").exit_code,
-            0);
+  EXPECT_EQ(
+      ctl({"health", absl::StrCat("127.0.0.1:", recovery.port), tls_flag}, "health").exit_code, 0);
 
   // The service's own --health_check probe with the same TLS settings.
-  const CommandResult probe =
-      RunToCompletion(BinaryPath("recovery_service"),
-                      {absl::StrCat("--health_check=127.0.0.1:", recovery.port)}, tls_env,
-                      services.dir() + "/probe");
+  const CommandResult probe = RunToCompletion(
+      BinaryPath("recovery_service"), {absl::StrCat("--health_check=127.0.0.1:", recovery.port)},
+      tls_env, services.dir() + "/probe");
   EXPECT_EQ(probe.exit_code, 0) << probe.out << probe.err;
 
   // No token, nor a piece of one, in any log.
@@ -204,15 +204,15 @@ TEST(SecurityTest, WithAClientCaOnlyClientsWithACertificateGetIn) {
   services.StartAccounting();
   const int port = services.accounting_port();
   EXPECT_NE(Health(Channel(port, {certs + "/ca.pem", "", ""})), grpc::StatusCode::OK);
-  EXPECT_EQ(Health(Channel(port, {certs + "/ca.pem", certs + "/client.pem", certs + "/client.key"})),
-            grpc::StatusCode::OK);
+  EXPECT_EQ(
+      Health(Channel(port, {certs + "/ca.pem", certs + "/client.pem", certs + "/client.key"})),
+      grpc::StatusCode::OK);
   EXPECT_EQ(ListVouchers(
                 Channel(port, {certs + "/ca.pem", certs + "/client.pem", certs + "/client.key"})),
             grpc::StatusCode::OK);
-  const CommandResult probe =
-      RunToCompletion(BinaryPath("accounting_service"),
-                      {absl::StrCat("--health_check=127.0.0.1:", port)}, env,
-                      services.dir() + "/probe");
+  const CommandResult probe = RunToCompletion(BinaryPath("accounting_service"),
+                                              {absl::StrCat("--health_check=127.0.0.1:", port)},
+                                              env, services.dir() + "/probe");
   EXPECT_EQ(probe.exit_code, 0) << probe.out << probe.err;
 }
 
@@ -241,12 +241,13 @@ TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreD
                      const std::string& signature, const std::string& name) {
     const std::string body_file = absl::StrCat(services.dir(), "/", name, ".bin");
     std::ofstream(body_file, std::ios::binary) << body;
-    std::string command = absl::StrCat("amqp-publish --url='", services.broker().amqp_url, "' -p -r '",
-                                       queue, "'", reply_to.empty() ? "" : " -t '" + reply_to + "'",
-                                       signature.empty() ? "" : " -H 'x-outbox-signature: " + signature + "'",
-                                       " < '", body_file, "'");
-    const CommandResult r = RunToCompletion("/bin/bash", {"-c", command}, {},
-                                            absl::StrCat(services.dir(), "/", name));
+    std::string command =
+        absl::StrCat("amqp-publish --url='", services.broker().amqp_url, "' -p -r '", queue, "'",
+                     reply_to.empty() ? "" : " -t '" + reply_to + "'",
+                     signature.empty() ? "" : " -H 'x-outbox-signature: " + signature + "'", " < '",
+                     body_file, "'");
+    const CommandResult r =
+        RunToCompletion("/bin/bash", {"-c", command}, {}, absl::StrCat(services.dir(), "/", name));
     ASSERT_EQ(r.exit_code, 0) << command << "\n" << r.out << r.err;
   };
   auto forged_signature = [&](const std::string& body, const std::string& reply_to) {
@@ -281,7 +282,8 @@ TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreD
     auto n = (*conn)->MessageCount(DeadLetterQueueOf(queue));
     return n.ok() ? static_cast<int>(*n) : -1;
   };
-  ASSERT_TRUE(PollUntil([&] { return dead_letters(services.acc_queue()) == 2; }, absl::Seconds(15)));
+  ASSERT_TRUE(
+      PollUntil([&] { return dead_letters(services.acc_queue()) == 2; }, absl::Seconds(15)));
   {
     grpc::ClientContext ctx;
     ::payment::v1::GetPaymentRequest get;
@@ -294,7 +296,8 @@ TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreD
 
   services.StartAccounting(alerting);
   ASSERT_EQ(WaitAllSent(services, 4, absl::Seconds(30)), 4);
-  ASSERT_TRUE(PollUntil([&] { return dead_letters(services.pay_queue()) == 2; }, absl::Seconds(15)));
+  ASSERT_TRUE(
+      PollUntil([&] { return dead_letters(services.pay_queue()) == 2; }, absl::Seconds(15)));
   {
     grpc::ClientContext ctx;
     ::accounting::v1::GetVoucherRequest get;
@@ -311,11 +314,14 @@ TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreD
     EXPECT_NE(log.find("bad signature (key '" + kid + "')"), std::string::npos) << log;
   }
   std::string alerts;
-  ASSERT_TRUE(PollUntil([&] {
-    alerts = alertmanager.Alerts();
-    return alerts.find(services.pay_queue() + ".DLQ") != std::string::npos &&
-           alerts.find(services.acc_queue() + ".DLQ") != std::string::npos;
-  }, absl::Seconds(30), absl::Milliseconds(300))) << alerts;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        alerts = alertmanager.Alerts();
+        return alerts.find(services.pay_queue() + ".DLQ") != std::string::npos &&
+               alerts.find(services.acc_queue() + ".DLQ") != std::string::npos;
+      },
+      absl::Seconds(30), absl::Milliseconds(300)))
+      << alerts;
   EXPECT_NE(alerts.find("OutboxDeadLetters"), std::string::npos);
   const CheckResult check = RunChecker(services);
   EXPECT_EQ(check.exit_code, 0) << check.output;
@@ -342,10 +348,12 @@ TEST(SecurityTest, TheServicesTalkToTheBrokerOverAmqps) {
   CreatePayments(services, "amqps", kPayments);
   EXPECT_EQ(WaitAllSent(services, kPayments, absl::Seconds(30)), kPayments);
   std::vector<::accounting::v1::Voucher> vouchers;
-  PollUntil([&] {
-    vouchers = services.AllVouchers();
-    return vouchers.size() >= kPayments;
-  }, absl::Seconds(10));
+  PollUntil(
+      [&] {
+        vouchers = services.AllVouchers();
+        return vouchers.size() >= kPayments;
+      },
+      absl::Seconds(10));
   std::set<std::string> paid;
   for (const auto& v : vouchers) paid.insert(v.payment_id());
   EXPECT_EQ(vouchers.size(), static_cast<size_t>(kPayments));
@@ -395,8 +403,8 @@ TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
   auto start = [&](const std::string& binary, Env extra, const std::string& name) {
     Env env = base;
     for (const auto& [k, v] : extra) env[k] = v;
-    CommandResult r = RunToCompletion(BinaryPath(binary), {}, env,
-                                      absl::StrCat(services.dir(), "/", name));
+    CommandResult r =
+        RunToCompletion(BinaryPath(binary), {}, env, absl::StrCat(services.dir(), "/", name));
     std::cout << binary << " " << name << " -> exit " << r.exit_code << "\n" << r.err;
     return r;
   };
@@ -404,10 +412,10 @@ TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
       start("accounting_service", {{"TLS_CERT_FILE", certs + "/server.pem"}}, "no_key");
   EXPECT_EQ(no_key.exit_code, 2);
   EXPECT_NE((no_key.out + no_key.err).find("tls_key_file"), std::string::npos);
-  const CommandResult unreadable = start(
-      "accounting_service",
-      {{"TLS_CERT_FILE", certs + "/server.pem"}, {"TLS_KEY_FILE", certs + "/missing.key"}},
-      "unreadable");
+  const CommandResult unreadable =
+      start("accounting_service",
+            {{"TLS_CERT_FILE", certs + "/server.pem"}, {"TLS_KEY_FILE", certs + "/missing.key"}},
+            "unreadable");
   EXPECT_EQ(unreadable.exit_code, 2);
   EXPECT_NE((unreadable.out + unreadable.err).find("missing.key"), std::string::npos);
   const CommandResult empty_token =
@@ -419,12 +427,14 @@ TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
   for (const char* binary : {"payment_service", "accounting_service", "recovery_service"}) {
     const CommandResult no_keys = start(binary, {{"MESSAGE_KEYS_FILE", ""}}, "no_keys");
     EXPECT_EQ(no_keys.exit_code, 2);
-    EXPECT_NE((no_keys.out + no_keys.err).find("--message_keys_file (or MESSAGE_KEYS_FILE) is required"),
-              std::string::npos);
+    EXPECT_NE(
+        (no_keys.out + no_keys.err).find("--message_keys_file (or MESSAGE_KEYS_FILE) is required"),
+        std::string::npos);
   }
-  const CommandResult weak_key = start(
-      "accounting_service",
-      {{"MESSAGE_KEYS_FILE", WriteSecret(certs + "/weak.keys", "k1 too-short-secret")}}, "weak_key");
+  const CommandResult weak_key =
+      start("accounting_service",
+            {{"MESSAGE_KEYS_FILE", WriteSecret(certs + "/weak.keys", "k1 too-short-secret")}},
+            "weak_key");
   EXPECT_EQ(weak_key.exit_code, 2);
   EXPECT_NE((weak_key.out + weak_key.err).find("shorter than 32 bytes"), std::string::npos);
   EXPECT_EQ((weak_key.out + weak_key.err).find("too-short-secret"), std::string::npos)
@@ -439,13 +449,18 @@ TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
     std::string says;
   } bad_amqp[] = {
       {"amqps_no_ca", {{"AMQP_URL", amqps}}, "--amqp_tls_ca_file"},
-      {"amqps_missing_ca", {{"AMQP_URL", amqps}, {"AMQP_TLS_CA_FILE", certs + "/nope.pem"}},
+      {"amqps_missing_ca",
+       {{"AMQP_URL", amqps}, {"AMQP_TLS_CA_FILE", certs + "/nope.pem"}},
        "nope.pem"},
       {"amqps_cert_no_key",
-       {{"AMQP_URL", amqps}, {"AMQP_TLS_CA_FILE", ca}, {"AMQP_TLS_CERT_FILE", certs + "/client.pem"}},
+       {{"AMQP_URL", amqps},
+        {"AMQP_TLS_CA_FILE", ca},
+        {"AMQP_TLS_CERT_FILE", certs + "/client.pem"}},
        "--amqp_tls_key_file"},
       {"amqps_missing_key",
-       {{"AMQP_URL", amqps}, {"AMQP_TLS_CA_FILE", ca}, {"AMQP_TLS_CERT_FILE", certs + "/client.pem"},
+       {{"AMQP_URL", amqps},
+        {"AMQP_TLS_CA_FILE", ca},
+        {"AMQP_TLS_CERT_FILE", certs + "/client.pem"},
         {"AMQP_TLS_KEY_FILE", certs + "/ops.token.missing"}},
        "--amqp_tls_key_file: cannot read"},
       {"plain_url_with_ca", {{"AMQP_TLS_CA_FILE", ca}}, "amqps://"},

@@ -40,8 +40,8 @@ Launched Launch(const std::string& name, const Env& env, const std::string& log_
 // SERVING on a fresh channel (closed on return: an idle client connection
 // would hold the server's shutdown for its grace period).
 bool Serving(int port) {
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
   auto health = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(absl::Seconds(5)));
@@ -87,8 +87,7 @@ TEST(StartupTest, PaymentAndRecoveriesStartedTogetherAllComeUp) {
 
 TEST(StartupTest, ASecondPaymentServiceOnAPortInUseExitsTwoAndTheFirstKeepsServing) {
   const int metrics_port = FreeLoopbackPort();
-  ServiceSet services(
-      Env{{"PAYMENT_METRICS_LISTEN", absl::StrCat("127.0.0.1:", metrics_port)}});
+  ServiceSet services(Env{{"PAYMENT_METRICS_LISTEN", absl::StrCat("127.0.0.1:", metrics_port)}});
   services.StartPayment();
   const int port = std::stoi(LogField(services.payment().Log(), "payment_service_started", "port"));
 
@@ -114,9 +113,10 @@ TEST(StartupTest, ASecondPaymentServiceOnAPortInUseExitsTwoAndTheFirstKeepsServi
   env["PAYMENT_METRICS_LISTEN"] = absl::StrCat("127.0.0.1:", metrics_port);
   Launched third = Launch("payment_service", env, services.dir() + "/third.log");
   EXPECT_EQ(third.process->WaitExit(absl::Seconds(30)), 2) << third.process->Log();
-  EXPECT_NE(third.process->Log().find(absl::StrCat("--metrics_listen '127.0.0.1:", metrics_port,
-                                                   "': cannot listen there: Address already in use")),
-            std::string::npos)
+  EXPECT_NE(
+      third.process->Log().find(absl::StrCat("--metrics_listen '127.0.0.1:", metrics_port,
+                                             "': cannot listen there: Address already in use")),
+      std::string::npos)
       << third.process->Log();
 
   // The first answers every new connection (with a shared port the kernel

@@ -110,8 +110,10 @@ class CreateProbe {
 
 TEST(UpgradeTest, RollingRestartUnderLoadLosesNothingAndBooksNothingTwice) {
   constexpr int kPayments = 3000;
-  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"}, {"RECOVERY_MAX_DELAY", "2s"},
-                          {"RECOVERY_MAX_ATTEMPTS", "100"}, {"RECOVERY_IDLE_SLEEP", "200ms"},
+  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"},
+                          {"RECOVERY_MAX_DELAY", "2s"},
+                          {"RECOVERY_MAX_ATTEMPTS", "100"},
+                          {"RECOVERY_IDLE_SLEEP", "200ms"},
                           {"RECOVERY_LEASE_TTL", "2s"}});
   if (const char* from = std::getenv("OUTBOX_UPGRADE_FROM_BIN_DIR"); from != nullptr && *from) {
     std::cout << "upgrading from the binaries in " << from << "\n";

@@ -176,8 +176,9 @@ TEST_F(SchemaFixturesTest, EachAccountingDbUpgradesWithEveryRowIntact) {
     SQLite::Database db(path, SQLite::OPEN_READONLY);
     EXPECT_EQ(SchemaVersion(db), accounting::AccountingDbSchema().latest());
     EXPECT_EQ(Scalar(db, "SELECT count(*) FROM vouchers"), 2);
-    EXPECT_EQ(Scalar(db, "SELECT count(*) FROM sqlite_master "
-                         "WHERE type = 'index' AND name = 'processed_messages_processed_at'"),
+    EXPECT_EQ(Scalar(db,
+                     "SELECT count(*) FROM sqlite_master "
+                     "WHERE type = 'index' AND name = 'processed_messages_processed_at'"),
               1);
     std::set<std::string> processed;
     SQLite::Statement ids_stmt(db, "SELECT message_id, voucher_id FROM processed_messages");

@@ -25,11 +25,11 @@
 //   outbox_demo --count=0 --wait_sent=false --expect_ids=ids   snapshot of those
 //   outbox_demo --count=0 --expect_ids=ids                     wait for them, report
 //   outbox_demo --duration=60s --retry --skip_checks --wait_sent=false --write_ids=ids
-#include <cstdlib>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -69,7 +69,8 @@ static std::string EnvOrEmpty(const char* name) {
 ABSL_FLAG(std::string, payment_addr, "127.0.0.1:50051",
           "payment_service address (host:port); payment shards: every shard's, comma-separated "
           "by shard index (each call goes to its key's or payment id's shard)");
-ABSL_FLAG(std::string, accounting_addr, "127.0.0.1:50052", "accounting_service address (host:port)");
+ABSL_FLAG(std::string, accounting_addr, "127.0.0.1:50052",
+          "accounting_service address (host:port)");
 ABSL_FLAG(int, count, 300, "payments to create; 0 creates none (wait for / report on a set only)");
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "if > 0: keep creating new payments until this much time has passed (--count is "
@@ -519,21 +520,22 @@ int PrintSnapshot(const Config& c, const CreatePhase& create, const Checks& chec
     std::printf("\n");
     std::fflush(stdout);  // scripts watch for this line while the snapshot runs
     if (c.checks) {
-      std::printf("outbox_demo: replays ok %d / %d, key reuse rejected %s, invalid rejected %d / %zu\n",
-                  checks.replays_ok, checks.replays, checks.reuse_rejected ? "yes" : "NO",
-                  checks.invalid_rejected, checks.invalid);
+      std::printf(
+          "outbox_demo: replays ok %d / %d, key reuse rejected %s, invalid rejected %d / %zu\n",
+          checks.replays_ok, checks.replays, checks.reuse_rejected ? "yes" : "NO",
+          checks.invalid_rejected, checks.invalid);
     }
   }
   Tally t;
   if (!TallySet(stub, set, &t)) return 1;
-  std::printf("outbox_demo: %s: %lld, SENDING %lld, SENT %lld, FAILED %lld, not found %lld; "
-              "attempts > 1: %lld, most attempts %d\n",
-              SetName(c, set).c_str(),
-              static_cast<long long>(c.report_all ? t.seen
-                                                  : static_cast<int64_t>(set.expected.size())),
-              static_cast<long long>(t.sending), static_cast<long long>(t.sent),
-              static_cast<long long>(t.failed), static_cast<long long>(t.Missing(set)),
-              static_cast<long long>(t.retried), t.max_attempts);
+  std::printf(
+      "outbox_demo: %s: %lld, SENDING %lld, SENT %lld, FAILED %lld, not found %lld; "
+      "attempts > 1: %lld, most attempts %d\n",
+      SetName(c, set).c_str(),
+      static_cast<long long>(c.report_all ? t.seen : static_cast<int64_t>(set.expected.size())),
+      static_cast<long long>(t.sending), static_cast<long long>(t.sent),
+      static_cast<long long>(t.failed), static_cast<long long>(t.Missing(set)),
+      static_cast<long long>(t.retried), t.max_attempts);
   return create_ok && (!c.checks || checks.ok()) ? 0 : 1;
 }
 
@@ -563,9 +565,9 @@ bool PrintReport(const Config& c, const CreatePhase& create, const Checks& check
   const std::string set_name = SetName(c, set);
   const int64_t set_size = c.report_all ? t.seen : static_cast<int64_t>(set.expected.size());
   const bool ok = o.create_ok && (!c.checks || checks.ok()) && o.listed && v.listed &&
-                  not_in_db == 0 && t.sent == t.seen && v.vouchers == t.seen &&
-                  v.duplicates == 0 && v.without_voucher == 0 && v.mismatched == 0 &&
-                  v.orphans == 0 && v.get_ok == v.get_checked;
+                  not_in_db == 0 && t.sent == t.seen && v.vouchers == t.seen && v.duplicates == 0 &&
+                  v.without_voucher == 0 && v.mismatched == 0 && v.orphans == 0 &&
+                  v.get_ok == v.get_checked;
 
   std::printf("\n=== outbox demo report (%s) ===\n",
               c.creating ? absl::StrCat("run ", o.run_id).c_str() : set_name.c_str());
@@ -615,17 +617,16 @@ bool PrintReport(const Config& c, const CreatePhase& create, const Checks& check
     std::printf("create phase           %.2f s (%.0f payments/s)\n", create_s,
                 create_s > 0 ? create.n_created / create_s : 0.0);
     std::printf("all SENT after         %s%.2f s (%.0f payments/s end to end)\n",
-                drained ? "" : "NOT DRAINED, gave up at ", e2e_s,
-                e2e_s > 0 ? t.sent / e2e_s : 0.0);
+                drained ? "" : "NOT DRAINED, gave up at ", e2e_s, e2e_s > 0 ? t.sent / e2e_s : 0.0);
   } else {
     std::printf("all SENT after         %s%.2f s (since this program started)\n",
                 drained ? "" : "NOT DRAINED, gave up at ",
                 absl::ToDoubleSeconds(end - o.program_start));
   }
   if (t.sent > 0) {
-    std::printf("newest sent_at         %s\n",
-                absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t.newest_sent_at, absl::UTCTimeZone())
-                    .c_str());
+    std::printf(
+        "newest sent_at         %s\n",
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t.newest_sent_at, absl::UTCTimeZone()).c_str());
   }
   std::printf("RESULT                 %s\n", ok ? "OK" : "FAILED");
   return ok;

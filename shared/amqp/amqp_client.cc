@@ -108,27 +108,23 @@ void FillDelivery(const amqp_basic_properties_t& p, amqp_bytes_t body, Delivery*
 absl::StatusCode StatusCodeOfAmqpReply(int reply_code) {
   switch (reply_code) {
     case AMQP_NOT_FOUND:  // no such queue or exchange
-    case AMQP_NO_ROUTE:
-      return absl::StatusCode::kNotFound;
+    case AMQP_NO_ROUTE: return absl::StatusCode::kNotFound;
     case AMQP_ACCESS_REFUSED:  // the user's permissions do not allow it
     case AMQP_NOT_ALLOWED:     // e.g. no access to the vhost
       return absl::StatusCode::kPermissionDenied;
     case AMQP_PRECONDITION_FAILED:  // e.g. redeclared with other arguments
     case AMQP_RESOURCE_LOCKED:      // an exclusive queue of another connection
       return absl::StatusCode::kFailedPrecondition;
-    case AMQP_CONTENT_TOO_LARGE:
-      return absl::StatusCode::kInvalidArgument;
+    case AMQP_CONTENT_TOO_LARGE: return absl::StatusCode::kInvalidArgument;
     case AMQP_RESOURCE_ERROR:  // the broker is short of a resource (memory, disk)
       return absl::StatusCode::kResourceExhausted;
-    case AMQP_NOT_IMPLEMENTED:
-      return absl::StatusCode::kUnimplemented;
+    case AMQP_NOT_IMPLEMENTED: return absl::StatusCode::kUnimplemented;
     case AMQP_FRAME_ERROR:
     case AMQP_SYNTAX_ERROR:
     case AMQP_COMMAND_INVALID:
     case AMQP_CHANNEL_ERROR:
     case AMQP_UNEXPECTED_FRAME:
-    case AMQP_INTERNAL_ERROR:
-      return absl::StatusCode::kInternal;
+    case AMQP_INTERNAL_ERROR: return absl::StatusCode::kInternal;
     default:  // 0 (socket or library error), 320 connection forced, 313 no consumers
       return absl::StatusCode::kUnavailable;
   }
@@ -159,7 +155,8 @@ absl::StatusOr<AmqpUrl> ParseOneNode(absl::string_view url) {
   }
   // rabbitmq-c accepts port 0, which cannot be connected to.
   if (info.port < 1 || info.port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("AMQP URL port must be 1..65535, not ", info.port));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AMQP URL port must be 1..65535, not ", info.port));
   }
   if (has_control(info.host) || has_control(info.user) || has_control(info.vhost)) {
     return absl::InvalidArgumentError("AMQP URL contains an encoded control character");
@@ -203,8 +200,8 @@ absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url) {
       return absl::InvalidArgumentError(
           "AMQP URL: empty node in the list (write host1:port1,host2:port2)");
     }
-    absl::StatusOr<AmqpUrl> one = ParseOneNode(
-        absl::StrCat(url.substr(0, hosts_begin), node, url.substr(end)));
+    absl::StatusOr<AmqpUrl> one =
+        ParseOneNode(absl::StrCat(url.substr(0, hosts_begin), node, url.substr(end)));
     if (!one.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("AMQP URL: node ", addresses.size() + 1, ": ", one.status().message()));
@@ -251,7 +248,9 @@ AmqpUrl AmqpUrl::Node(size_t i) const {
   return one;
 }
 
-std::string AmqpUrl::HostPort() const { return absl::StrCat(host, ":", port); }
+std::string AmqpUrl::HostPort() const {
+  return absl::StrCat(host, ":", port);
+}
 
 AmqpConnection::AmqpConnection(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
@@ -287,8 +286,8 @@ absl::StatusOr<std::unique_ptr<AmqpConnection>> AmqpConnection::Connect(
       return absl::UnavailableError(absl::StrCat("amqp: TLS handshake with ", url.host, ":",
                                                  url.port, " failed: ", tls_failure));
     }
-    return absl::UnavailableError(absl::StrCat("amqp: cannot connect to ", url.host, ":",
-                                               url.port, ": ", amqp_error_string2(rc)));
+    return absl::UnavailableError(absl::StrCat("amqp: cannot connect to ", url.host, ":", url.port,
+                                               ": ", amqp_error_string2(rc)));
   }
   amqp_set_handshake_timeout(conn, &tv);
   amqp_set_rpc_timeout(conn, &tv);
@@ -301,8 +300,8 @@ absl::StatusOr<std::unique_ptr<AmqpConnection>> AmqpConnection::Connect(
       conn, url.vhost.c_str(), 0, 131072, kHeartbeatSeconds, &client_properties,
       AMQP_SASL_METHOD_PLAIN, url.user.c_str(), url.password.c_str());
   if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-    return absl::UnavailableError(absl::StrCat("amqp: login to ", url.Redacted(),
-                                               " failed: ", DescribeReply(r)));
+    return absl::UnavailableError(
+        absl::StrCat("amqp: login to ", url.Redacted(), " failed: ", DescribeReply(r)));
   }
   amqp_channel_open(conn, kChannel);
   r = amqp_get_rpc_reply(conn);
@@ -445,8 +444,8 @@ absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
   if (!confirms_) return absl::FailedPreconditionError("amqp: confirms not enabled");
   static const std::string kContentType = "application/x-protobuf";
   amqp_basic_properties_t props;
-  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
-                 AMQP_BASIC_CONTENT_TYPE_FLAG;
+  props._flags =
+      AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
   props.delivery_mode = 2;  // persistent
   props.message_id = Bytes(m.message_id);
   props.content_type = Bytes(kContentType);
@@ -477,15 +476,17 @@ absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
   int rc = amqp_basic_publish(state_->conn, kChannel, Bytes(exchange_), Bytes(m.routing_key),
                               /*mandatory=*/1, /*immediate=*/0, &props, Bytes(m.body));
   if (rc != AMQP_STATUS_OK) {
-    return Broken(absl::UnavailableError(
-        absl::StrCat("amqp: basic.publish: ", amqp_error_string2(rc))));
+    return Broken(
+        absl::UnavailableError(absl::StrCat("amqp: basic.publish: ", amqp_error_string2(rc))));
   }
   const uint64_t tag = next_publish_tag_++;
   state_->unconfirmed[tag] = m.message_id;
   return tag;
 }
 
-size_t AmqpConnection::unconfirmed() const { return state_->unconfirmed.size(); }
+size_t AmqpConnection::unconfirmed() const {
+  return state_->unconfirmed.size();
+}
 
 absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) {
   if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
@@ -494,7 +495,8 @@ absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confi
   const size_t before = settled->size();
   while (!state_->unconfirmed.empty()) {
     // Block only until the first confirm; then take what is already here.
-    timeval tv = AsTimeval(settled->size() > before ? absl::ZeroDuration() : deadline - absl::Now());
+    timeval tv =
+        AsTimeval(settled->size() > before ? absl::ZeroDuration() : deadline - absl::Now());
     amqp_frame_t frame;
     int rc = amqp_simple_wait_frame_noblock(state_->conn, &frame, &tv);
     if (rc == AMQP_STATUS_TIMEOUT) break;
@@ -547,15 +549,14 @@ absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confi
       case AMQP_CHANNEL_CLOSE_METHOD: {
         // E.g. "403 ACCESS_REFUSED - access to exchange ..." or "404 NOT_FOUND - no exchange".
         auto* m = static_cast<amqp_channel_close_t*>(frame.payload.method.decoded);
-        return Broken(absl::Status(
-            StatusCodeOfAmqpReply(m->reply_code),
-            absl::StrCat("amqp: channel closed by broker while waiting for confirms: ",
-                         m->reply_code, " ", ToString(m->reply_text))));
+        return Broken(
+            absl::Status(StatusCodeOfAmqpReply(m->reply_code),
+                         absl::StrCat("amqp: channel closed by broker while waiting for confirms: ",
+                                      m->reply_code, " ", ToString(m->reply_text))));
       }
       case AMQP_CONNECTION_CLOSE_METHOD:
         return Broken(absl::UnavailableError("amqp: closed by broker while waiting for confirms"));
-      default:
-        break;
+      default: break;
     }
   }
   return absl::OkStatus();
@@ -634,8 +635,8 @@ absl::StatusOr<std::vector<Delivery>> AmqpConnection::NextDeliveries(size_t max,
       amqp_frame_t frame;
       int rc = amqp_simple_wait_frame(state_->conn, &frame);
       if (rc != AMQP_STATUS_OK) {
-        return Broken(absl::UnavailableError(
-            absl::StrCat("amqp: reading frame: ", amqp_error_string2(rc))));
+        return Broken(
+            absl::UnavailableError(absl::StrCat("amqp: reading frame: ", amqp_error_string2(rc))));
       }
       if (frame.frame_type == AMQP_FRAME_METHOD &&
           (frame.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ||
@@ -653,21 +654,24 @@ absl::StatusOr<std::vector<Delivery>> AmqpConnection::NextDeliveries(size_t max,
 absl::Status AmqpConnection::Ack(uint64_t delivery_tag, bool multiple) {
   int rc = amqp_basic_ack(state_->conn, kChannel, delivery_tag, multiple ? 1 : 0);
   if (rc != AMQP_STATUS_OK)
-    return Broken(absl::UnavailableError(absl::StrCat("amqp: basic.ack: ", amqp_error_string2(rc))));
+    return Broken(
+        absl::UnavailableError(absl::StrCat("amqp: basic.ack: ", amqp_error_string2(rc))));
   return absl::OkStatus();
 }
 
 absl::Status AmqpConnection::Reject(uint64_t delivery_tag) {
   int rc = amqp_basic_reject(state_->conn, kChannel, delivery_tag, /*requeue=*/0);
   if (rc != AMQP_STATUS_OK)
-    return Broken(absl::UnavailableError(absl::StrCat("amqp: basic.reject: ", amqp_error_string2(rc))));
+    return Broken(
+        absl::UnavailableError(absl::StrCat("amqp: basic.reject: ", amqp_error_string2(rc))));
   return absl::OkStatus();
 }
 
 absl::Status AmqpConnection::Requeue(uint64_t delivery_tag, bool multiple) {
   int rc = amqp_basic_nack(state_->conn, kChannel, delivery_tag, multiple ? 1 : 0, /*requeue=*/1);
   if (rc != AMQP_STATUS_OK)
-    return Broken(absl::UnavailableError(absl::StrCat("amqp: basic.nack: ", amqp_error_string2(rc))));
+    return Broken(
+        absl::UnavailableError(absl::StrCat("amqp: basic.nack: ", amqp_error_string2(rc))));
   return absl::OkStatus();
 }
 
@@ -697,9 +701,8 @@ absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
     if (!s.ok()) return s;
     inspect_channel_open_ = true;
   }
-  amqp_queue_declare_ok_t* ok =
-      amqp_queue_declare(state_->conn, kInspectChannel, Bytes(queue), /*passive=*/1, 0, 0, 0,
-                         amqp_empty_table);
+  amqp_queue_declare_ok_t* ok = amqp_queue_declare(state_->conn, kInspectChannel, Bytes(queue),
+                                                   /*passive=*/1, 0, 0, 0, amqp_empty_table);
   const amqp_rpc_reply_t r = amqp_get_rpc_reply(state_->conn);
   if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
     // Only that channel is closed: acknowledge it; the next call opens it again.
@@ -711,8 +714,8 @@ absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
     int rc =
         amqp_send_method(state_->conn, kInspectChannel, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
     if (rc != AMQP_STATUS_OK) {
-      return Broken(absl::UnavailableError(
-          absl::StrCat("amqp: channel.close-ok: ", amqp_error_string2(rc))));
+      return Broken(
+          absl::UnavailableError(absl::StrCat("amqp: channel.close-ok: ", amqp_error_string2(rc))));
     }
     return why;
   }

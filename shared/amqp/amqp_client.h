@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -196,7 +196,7 @@ class AmqpConnection {
   // Checks the last rpc reply; a broker's refusal carries the code
   // StatusCodeOfAmqpReply gives its reply code, and breaks the connection.
   absl::Status Check(const char* what);
-  absl::Status Broken(absl::Status s);   // marks the connection unusable
+  absl::Status Broken(absl::Status s);  // marks the connection unusable
   absl::Status DeclareExchange(const std::string& exchange);
   absl::Status DeclareShards(const Topology& topology);
 

@@ -17,7 +17,7 @@ constexpr absl::Duration kQueueWait = absl::Milliseconds(250);  // a queue not d
 }  // namespace
 
 AmqpDialer::AmqpDialer(AmqpUrl url, Topology topology, std::string name, Setup setup,
-                         const Clock& clock)
+                       const Clock& clock)
     : url_(std::move(url)),
       topology_(std::move(topology)),
       name_(std::move(name)),
@@ -60,8 +60,8 @@ absl::StatusOr<AmqpConnection*> AmqpDialer::Get() {
     // start). Ask again soon rather than after a grown backoff, so the first
     // replies are not left waiting while their rows come due again.
     const bool queue_not_declared_yet = absl::IsNotFound(conn.status());
-    backoff_ = queue_not_declared_yet ? kMinBackoff
-                                      : std::clamp(backoff_ * 2, kMinBackoff, kMaxBackoff);
+    backoff_ =
+        queue_not_declared_yet ? kMinBackoff : std::clamp(backoff_ * 2, kMinBackoff, kMaxBackoff);
     next_attempt_ = clock_.Now() + (queue_not_declared_yet ? kQueueWait : backoff_);
     if (!logged_down_) {
       LogWarning("amqp_unavailable", {KV("connection", name_), KV("url", url_.Redacted()),
@@ -74,8 +74,8 @@ absl::StatusOr<AmqpConnection*> AmqpDialer::Get() {
   counters_->up = true;
   backoff_ = absl::ZeroDuration();
   logged_down_ = false;
-  LogInfo("amqp_connected", {KV("connection", name_), KV("node", node()),
-                             KV("url", url_.Redacted())});
+  LogInfo("amqp_connected",
+          {KV("connection", name_), KV("node", node()), KV("url", url_.Redacted())});
   return conn_.get();
 }
 
@@ -83,9 +83,9 @@ void AmqpDialer::Reset(const absl::Status& why) {
   counters_->up = false;
   if (conn_ == nullptr) return;
   ++counters_->drops;
-  LogWarning("amqp_connection_lost", {KV("connection", name_), KV("node", node()),
-                                      KV("error", why.message()),
-                                      KV("drops", counters_->drops.load())});
+  LogWarning("amqp_connection_lost",
+             {KV("connection", name_), KV("node", node()), KV("error", why.message()),
+              KV("drops", counters_->drops.load())});
   conn_.reset();
   // In a cluster the next attempt goes to another node first: this one may
   // be the one that is gone.

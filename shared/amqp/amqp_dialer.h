@@ -23,7 +23,7 @@ class AmqpDialer {
   using Setup = std::function<absl::Status(AmqpConnection&)>;
 
   AmqpDialer(AmqpUrl url, Topology topology, std::string name, Setup setup,
-              const Clock& clock = SystemClock::Get());
+             const Clock& clock = SystemClock::Get());
 
   // A healthy connection, or UNAVAILABLE while the broker is unreachable or
   // the backoff has not elapsed (the caller waits a little and asks again).

@@ -39,8 +39,8 @@ class ClosedPort {
 
 TEST(AmqpDialerTest, ARoundTriesEveryNodeOnceThenBacksOff) {
   ClosedPort a, b, c;
-  const std::string list = absl::StrCat("127.0.0.1:", a.port(), ",127.0.0.1:", b.port(),
-                                        ",127.0.0.1:", c.port());
+  const std::string list =
+      absl::StrCat("127.0.0.1:", a.port(), ",127.0.0.1:", b.port(), ",127.0.0.1:", c.port());
   auto url = AmqpUrl::Parse(absl::StrCat("amqp://u:p@", list, "/%2F"));
   ASSERT_TRUE(url.ok()) << url.status();
   testing::ManualClock clock;

@@ -27,7 +27,9 @@ int RecordVerifyError(int ok, X509_STORE_CTX* store) {
 
 // OpenSSL would prompt on the terminal for the password of an encrypted key;
 // a service has no one to ask, so such a key simply does not load.
-int NoPassword(char*, int, int, void*) { return 0; }
+int NoPassword(char*, int, int, void*) {
+  return 0;
+}
 
 // ": <OpenSSL's reason>" for the last error on this thread's queue, or "".
 std::string OpensslReason() {
@@ -123,7 +125,8 @@ void ClearTlsFailure() {
 
 std::string DescribeTlsFailure(int amqp_status) {
   if (t_verify_error != X509_V_OK) {
-    return absl::StrCat("certificate verify failed: ", X509_verify_cert_error_string(t_verify_error));
+    return absl::StrCat("certificate verify failed: ",
+                        X509_verify_cert_error_string(t_verify_error));
   }
   switch (amqp_status) {
     case AMQP_STATUS_SSL_ERROR:
@@ -131,8 +134,7 @@ std::string DescribeTlsFailure(int amqp_status) {
     case AMQP_STATUS_SSL_PEER_VERIFY_FAILED:
     case AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED:
       return absl::StrCat(amqp_error_string2(amqp_status), OpensslReason());
-    default:
-      return "";
+    default: return "";
   }
 }
 

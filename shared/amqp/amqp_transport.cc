@@ -5,8 +5,9 @@
 namespace outbox {
 
 AmqpPublisher::AmqpPublisher(AmqpUrl url, Topology topology, std::string name, const Clock& clock)
-    : AmqpLink(AmqpDialer(std::move(url), std::move(topology), std::move(name),
-                           [](AmqpConnection& c) { return c.EnableConfirms(); }, clock)) {}
+    : AmqpLink(AmqpDialer(
+          std::move(url), std::move(topology), std::move(name),
+          [](AmqpConnection& c) { return c.EnableConfirms(); }, clock)) {}
 
 absl::StatusOr<uint64_t> AmqpPublisher::Publish(const OutgoingMessage& message) {
   return Use([&](AmqpConnection& c) { return c.Publish(message); });
@@ -22,11 +23,12 @@ absl::StatusOr<QueueState> AmqpPublisher::Inspect(const std::string& queue) {
 
 AmqpConsumer::AmqpConsumer(AmqpUrl url, Topology topology, std::string name, std::string queue,
                            int prefetch, const Clock& clock)
-    : AmqpLink(AmqpDialer(std::move(url), std::move(topology), std::move(name),
-                           [queue = std::move(queue), prefetch](AmqpConnection& c) {
-                             return c.Consume(queue, prefetch);
-                           },
-                           clock)) {}
+    : AmqpLink(AmqpDialer(
+          std::move(url), std::move(topology), std::move(name),
+          [queue = std::move(queue), prefetch](AmqpConnection& c) {
+            return c.Consume(queue, prefetch);
+          },
+          clock)) {}
 
 absl::StatusOr<std::vector<Delivery>> AmqpConsumer::Next(size_t max, absl::Duration wait) {
   return Use([&](AmqpConnection& c) { return c.NextDeliveries(max, wait); });
@@ -45,8 +47,9 @@ absl::Status AmqpConsumer::Requeue(uint64_t delivery_tag, bool multiple) {
 }
 
 AmqpQueueBrowser::AmqpQueueBrowser(AmqpUrl url, std::string name, const Clock& clock)
-    : AmqpLink(AmqpDialer(std::move(url), Topology{}, std::move(name),
-                           [](AmqpConnection& c) { return c.EnableConfirms(); }, clock)) {}
+    : AmqpLink(AmqpDialer(
+          std::move(url), Topology{}, std::move(name),
+          [](AmqpConnection& c) { return c.EnableConfirms(); }, clock)) {}
 
 absl::StatusOr<QueueState> AmqpQueueBrowser::Inspect(const std::string& queue) {
   return Use([&](AmqpConnection& c) { return c.Inspect(queue); });
@@ -65,8 +68,8 @@ absl::Status AmqpQueueBrowser::Requeue(uint64_t delivery_tag, bool multiple) {
 }
 
 absl::StatusOr<bool> AmqpQueueBrowser::PublishConfirmed(const std::string& exchange,
-                                                       const OutgoingMessage& message,
-                                                       absl::Duration timeout) {
+                                                        const OutgoingMessage& message,
+                                                        absl::Duration timeout) {
   return Use([&](AmqpConnection& c) -> absl::StatusOr<bool> {
     c.PublishThrough(exchange);
     auto confirmed = c.PublishConfirmed({message}, timeout);

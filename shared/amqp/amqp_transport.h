@@ -74,8 +74,7 @@ class AmqpQueueBrowser final : public AmqpLink<QueueBrowser> {
   absl::StatusOr<Delivery> Take(const std::string& queue) override;
   absl::Status Ack(uint64_t delivery_tag) override;
   absl::Status Requeue(uint64_t delivery_tag, bool multiple) override;
-  absl::StatusOr<bool> PublishConfirmed(const std::string& exchange,
-                                        const OutgoingMessage& message,
+  absl::StatusOr<bool> PublishConfirmed(const std::string& exchange, const OutgoingMessage& message,
                                         absl::Duration timeout) override;
 };
 

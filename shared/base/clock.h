@@ -25,5 +25,4 @@ class SystemClock final : public Clock {
   }
 };
 
-
 }  // namespace outbox

@@ -16,9 +16,9 @@ std::mt19937_64& ThreadRng() {
 
 std::string Format(uint64_t hi, uint64_t lo) {
   char buf[37];
-  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx",
-                static_cast<unsigned>(hi >> 32), static_cast<unsigned>((hi >> 16) & 0xffff),
-                static_cast<unsigned>(hi & 0xffff), static_cast<unsigned>(lo >> 48),
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
+                static_cast<unsigned>(lo >> 48),
                 static_cast<unsigned long long>(lo & 0xffffffffffffULL));
   return buf;
 }
@@ -38,8 +38,8 @@ std::string UuidGenerator::NewId() {
 
 std::string TimeOrderedUuidGenerator::NewId() {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return NewIdAt(static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(now).count()));
+  return NewIdAt(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()));
 }
 
 std::string TimeOrderedUuidGenerator::NewIdAt(uint64_t unix_ms) {

@@ -6,7 +6,6 @@
 
 #include "shared/base/mutex.h"
 
-
 namespace outbox {
 
 class IdGenerator {

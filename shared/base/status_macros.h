@@ -7,9 +7,9 @@
 #define OUTBOX_CONCAT_INNER(a, b) a##b
 #define OUTBOX_CONCAT(a, b) OUTBOX_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                      \
-  do {                                             \
-    ::absl::Status _outbox_status = (expr);        \
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    ::absl::Status _outbox_status = (expr);          \
     if (!_outbox_status.ok()) return _outbox_status; \
   } while (0)
 

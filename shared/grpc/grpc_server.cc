@@ -114,6 +114,8 @@ void ShutdownGrpcServer(grpc::Server& server) {
   server.Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
 }
 
-void SendGrpcLogsToOurLog() { gpr_set_log_function(LogGrpcLine); }
+void SendGrpcLogsToOurLog() {
+  gpr_set_log_function(LogGrpcLine);
+}
 
 }  // namespace outbox

@@ -13,7 +13,8 @@ TEST(GrpcStatusTest, MapsStorageErrorsToTheirCodes) {
   EXPECT_EQ(ToGrpcStatus(absl::FailedPreconditionError("not a db")).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(ToGrpcStatus(absl::DataLossError("corrupt")).error_code(), grpc::StatusCode::DATA_LOSS);
-  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("busy")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("busy")).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(ToGrpcStatus(absl::ResourceExhaustedError("disk full")).error_message(), "disk full");
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
 }

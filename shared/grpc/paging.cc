@@ -12,8 +12,7 @@ absl::StatusOr<PageRequest> ParsePageRequest(int page_size, const std::string& p
   if (page_size < 0) return absl::InvalidArgumentError("page_size must not be negative");
   PageRequest page;
   page.limit = page_size == 0 ? kDefaultPageSize : std::min(page_size, kMaxPageSize);
-  if (!page_token.empty() &&
-      (!absl::SimpleAtoi(page_token, &page.after_id) || page.after_id < 0)) {
+  if (!page_token.empty() && (!absl::SimpleAtoi(page_token, &page.after_id) || page.after_id < 0)) {
     return absl::InvalidArgumentError("page_token is not a token from this service");
   }
   return page;

@@ -6,7 +6,9 @@
 
 namespace outbox {
 
-int OutboxStatusNumber(OutboxStatus status) { return static_cast<int>(status); }
+int OutboxStatusNumber(OutboxStatus status) {
+  return static_cast<int>(status);
+}
 
 absl::StatusOr<std::optional<OutboxStatus>> OutboxStatusFromNumber(int number) {
   if (number == 0) return std::optional<OutboxStatus>();

@@ -101,7 +101,8 @@ grpc::Status ReflectionV1Service::Answer(const rv1::ServerReflectionRequest& req
       return FileAnswer(file, response);
     }
     case rv1::ServerReflectionRequest::kFileContainingSymbol: {
-      const FileDescriptor* file = pool_->FindFileContainingSymbol(request.file_containing_symbol());
+      const FileDescriptor* file =
+          pool_->FindFileContainingSymbol(request.file_containing_symbol());
       if (file == nullptr) return {grpc::StatusCode::NOT_FOUND, "Symbol not found."};
       return FileAnswer(file, response);
     }
@@ -114,7 +115,8 @@ grpc::Status ReflectionV1Service::Answer(const rv1::ServerReflectionRequest& req
       return FileAnswer(field->file(), response);
     }
     case rv1::ServerReflectionRequest::kAllExtensionNumbersOfType: {
-      const Descriptor* type = pool_->FindMessageTypeByName(request.all_extension_numbers_of_type());
+      const Descriptor* type =
+          pool_->FindMessageTypeByName(request.all_extension_numbers_of_type());
       if (type == nullptr) return {grpc::StatusCode::NOT_FOUND, "Type not found."};
       std::vector<const FieldDescriptor*> extensions;
       pool_->FindAllExtensions(type, &extensions);
@@ -123,8 +125,7 @@ grpc::Status ReflectionV1Service::Answer(const rv1::ServerReflectionRequest& req
       for (const FieldDescriptor* e : extensions) out->add_extension_number(e->number());
       return grpc::Status::OK;
     }
-    case rv1::ServerReflectionRequest::MESSAGE_REQUEST_NOT_SET:
-      break;
+    case rv1::ServerReflectionRequest::MESSAGE_REQUEST_NOT_SET: break;
   }
   return {grpc::StatusCode::UNIMPLEMENTED, "no request in message_request"};
 }

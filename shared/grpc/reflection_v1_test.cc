@@ -20,8 +20,8 @@ class ReflectionV1Test : public ::testing::Test {
     auto server = StartGrpcServer("127.0.0.1:0", {}, &port_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
-                                   grpc::InsecureChannelCredentials());
+    channel_ =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials());
   }
   void TearDown() override {
     if (server_) ShutdownGrpcServer(*server_);
@@ -104,7 +104,8 @@ TEST_F(ReflectionV1Test, FilesComeWithTheirDependenciesAndUnknownNamesAreNotFoun
   rv1::ServerReflectionRequest no_file;
   no_file.set_file_by_filename("no/such.proto");
   rv1::ServerReflectionRequest extension;
-  extension.mutable_file_containing_extension()->set_containing_type("grpc.health.v1.HealthCheckRequest");
+  extension.mutable_file_containing_extension()->set_containing_type(
+      "grpc.health.v1.HealthCheckRequest");
   extension.mutable_file_containing_extension()->set_extension_number(100);
   rv1::ServerReflectionRequest numbers;
   numbers.set_all_extension_numbers_of_type("grpc.health.v1.HealthCheckRequest");

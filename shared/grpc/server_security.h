@@ -22,7 +22,9 @@ struct TlsServerFiles {
   std::string cert_file;
   std::string key_file;
   std::string client_ca_file;
-  bool enabled() const { return !cert_file.empty() || !key_file.empty() || !client_ca_file.empty(); }
+  bool enabled() const {
+    return !cert_file.empty() || !key_file.empty() || !client_ca_file.empty();
+  }
 };
 
 // Insecure credentials when `files` is empty, else SSL credentials.

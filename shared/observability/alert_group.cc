@@ -16,7 +16,9 @@ std::string AlertGroup::Key(const Alert& alert) {
   return key;
 }
 
-void AlertGroup::Stamp(Alert& alert, absl::Time now) const { alert.ends_at = now + 4 * resend_every_; }
+void AlertGroup::Stamp(Alert& alert, absl::Time now) const {
+  alert.ends_at = now + 4 * resend_every_;
+}
 
 void AlertGroup::Add(Alert alert) {
   const absl::Time now = clock_.Now();

@@ -18,8 +18,7 @@ namespace outbox {
 
 class AlertGroup {
  public:
-  AlertGroup(AlertSink& sink, const Clock& clock,
-             absl::Duration resend_every = absl::Minutes(1));
+  AlertGroup(AlertSink& sink, const Clock& clock, absl::Duration resend_every = absl::Minutes(1));
 
   // `current` is every alert of the family that should be active now. With
   // `complete` false (the caller saw only part of the condition) nothing is

@@ -56,13 +56,16 @@ Alerter::Alerter(AlerterOptions options) : options_(std::move(options)) {
   if (!options_.alertmanager_url.empty()) thread_ = std::thread([this] { Run(); });
 }
 
-Alerter::~Alerter() { Stop(); }
+Alerter::~Alerter() {
+  Stop();
+}
 
 void Alerter::RegisterMetrics(MetricsRegistry& metrics) {
-  metrics.AddCounterReader("outbox_alerts_total", "alerts by delivery result", {{"result", "delivered"}},
-                   [this] { return static_cast<double>(delivered()); });
+  metrics.AddCounterReader("outbox_alerts_total", "alerts by delivery result",
+                           {{"result", "delivered"}},
+                           [this] { return static_cast<double>(delivered()); });
   metrics.AddCounterReader("outbox_alerts_total", "", {{"result", "failed"}},
-                   [this] { return static_cast<double>(delivery_failures()); });
+                           [this] { return static_cast<double>(delivery_failures()); });
   metrics.AddCounterReader("outbox_alert_events_total", "alerts raised and resolved",
                            {{"event", "raised"}}, [this] { return static_cast<double>(raised()); });
   metrics.AddCounterReader("outbox_alert_events_total", "", {{"event", "resolved"}},
@@ -72,9 +75,10 @@ void Alerter::RegisterMetrics(MetricsRegistry& metrics) {
 void Alerter::Raise(Alert alert) {
   ++raised_;
   if (alert.starts_at == absl::UnixEpoch()) alert.starts_at = absl::Now();
-  LogError("alert", {KV("alertname", alert.name), KV("severity", alert.severity),
-                     KV("labels", LabelText(alert)),
-                     KV("summary", alert.annotations.count("summary") ? alert.annotations.at("summary") : "")});
+  LogError(
+      "alert",
+      {KV("alertname", alert.name), KV("severity", alert.severity), KV("labels", LabelText(alert)),
+       KV("summary", alert.annotations.count("summary") ? alert.annotations.at("summary") : "")});
   Enqueue(std::move(alert));
 }
 
@@ -122,7 +126,8 @@ void Alerter::Run() {
     absl::Time deadline;
     {
       MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
+      auto ready = [this]()
+                       ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;
       while (!queue_.empty() && batch.size() < 64) {
@@ -133,7 +138,8 @@ void Alerter::Run() {
     }
     const std::string body = AlertmanagerJson(batch, options_.service, options_.runbook_base);
     bool ok = false;
-    for (int attempt = 1; attempt <= options_.max_delivery_attempts && absl::Now() < deadline; ++attempt) {
+    for (int attempt = 1; attempt <= options_.max_delivery_attempts && absl::Now() < deadline;
+         ++attempt) {
       auto resp = HttpPost(url, "application/json", body, absl::Seconds(5));
       if (resp.ok() && resp->status / 100 == 2) {
         ok = true;

@@ -20,7 +20,7 @@
 namespace outbox {
 
 struct Alert {
-  std::string name;               // alertname label, e.g. OutboxMessageFailed
+  std::string name;  // alertname label, e.g. OutboxMessageFailed
   std::string severity = "critical";
   std::map<std::string, std::string> labels;       // identify the alert
   std::map<std::string, std::string> annotations;  // describe it
@@ -54,12 +54,12 @@ class AlertSink {
 };
 
 struct AlerterOptions {
-  std::string alertmanager_url;  // e.g. http://127.0.0.1:9093; empty = log only
-  std::string service;           // label "service"
+  std::string alertmanager_url;                    // e.g. http://127.0.0.1:9093; empty = log only
+  std::string service;                             // label "service"
   std::string runbook_base = kDefaultRunbookBase;  // see RunbookUrl
   int max_delivery_attempts = 8;
   absl::Duration retry_base = absl::Milliseconds(500);
-  size_t capacity = 10'000;      // undelivered alerts kept; beyond, dropped and logged
+  size_t capacity = 10'000;  // undelivered alerts kept; beyond, dropped and logged
 };
 
 class Alerter final : public AlertSink {

@@ -43,8 +43,7 @@ absl::StatusOr<HttpResponse> Perform(const std::string& method, const std::strin
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, AppendBody);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &response.body);
-  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers(nullptr,
-                                                                      curl_slist_free_all);
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers(nullptr, curl_slist_free_all);
   if (body != nullptr) {
     headers.reset(curl_slist_append(nullptr, absl::StrCat("Content-Type: ", content_type).c_str()));
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
@@ -53,8 +52,8 @@ absl::StatusOr<HttpResponse> Perform(const std::string& method, const std::strin
   }
   const CURLcode rc = curl_easy_perform(h);
   if (rc != CURLE_OK) {
-    return absl::UnavailableError(
-        absl::StrCat("http ", method, " ", url, ": ", error[0] != '\0' ? error : curl_easy_strerror(rc)));
+    return absl::UnavailableError(absl::StrCat("http ", method, " ", url, ": ",
+                                               error[0] != '\0' ? error : curl_easy_strerror(rc)));
   }
   long status = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);

@@ -56,7 +56,9 @@ std::string Quote(const std::string& value) {
 
 }  // namespace
 
-void SetMinLogLevel(LogLevel level) { MinLevel().store(static_cast<int>(level)); }
+void SetMinLogLevel(LogLevel level) {
+  MinLevel().store(static_cast<int>(level));
+}
 
 bool LogEnabled(LogLevel level) {
   return static_cast<int>(level) >= MinLevel().load(std::memory_order_relaxed);

@@ -3,8 +3,8 @@
 // One line per event: "ts level event key=value ...", written to stderr.
 #include <initializer_list>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
+#include "absl/strings/string_view.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -14,8 +14,7 @@ enum class LogLevel { kDebug, kInfo, kWarning, kError };
 
 using LogField = std::pair<absl::string_view, std::string>;
 
-void Log(LogLevel level, absl::string_view event,
-         std::initializer_list<LogField> fields = {});
+void Log(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields = {});
 
 // Lines below this level are dropped (default kInfo; OUTBOX_LOG_LEVEL=debug|info|warning|error).
 void SetMinLogLevel(LogLevel level);

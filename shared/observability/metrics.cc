@@ -87,14 +87,16 @@ DurationHistogram& MetricsRegistry::AddDurationHistogram(const std::string& name
 
 void MetricsRegistry::AddCounterReader(const std::string& name, const std::string& help,
                                        const Labels& labels, std::function<double()> read) {
-  scraped_->Add(name, help, prometheus::MetricType::Counter,
-                [labels, read = std::move(read)] { return std::vector<Sample>{{labels, read()}}; });
+  scraped_->Add(name, help, prometheus::MetricType::Counter, [labels, read = std::move(read)] {
+    return std::vector<Sample>{{labels, read()}};
+  });
 }
 
 void MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
                                const Labels& labels, std::function<double()> read) {
-  scraped_->Add(name, help, prometheus::MetricType::Gauge,
-                [labels, read = std::move(read)] { return std::vector<Sample>{{labels, read()}}; });
+  scraped_->Add(name, help, prometheus::MetricType::Gauge, [labels, read = std::move(read)] {
+    return std::vector<Sample>{{labels, read()}};
+  });
 }
 
 void MetricsRegistry::AddGaugeFamily(const std::string& name, const std::string& help,

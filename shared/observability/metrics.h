@@ -42,9 +42,7 @@ class DurationHistogram {
  public:
   explicit DurationHistogram(prometheus::Histogram& histogram) : histogram_(histogram) {}
   // A negative duration (the wall clock stepped back) counts as 0.
-  void Observe(absl::Duration d) {
-    histogram_.Observe(std::max(0.0, absl::ToDoubleSeconds(d)));
-  }
+  void Observe(absl::Duration d) { histogram_.Observe(std::max(0.0, absl::ToDoubleSeconds(d))); }
 
  private:
   prometheus::Histogram& histogram_;
@@ -68,8 +66,7 @@ class MetricsRegistry {
   // family's first series (later ones may pass ""). Registering the same
   // name and labels again returns the same series. Both live as long as the
   // registry.
-  Counter& AddCounter(const std::string& name, const std::string& help,
-                      const Labels& labels = {});
+  Counter& AddCounter(const std::string& name, const std::string& help, const Labels& labels = {});
   DurationHistogram& AddDurationHistogram(const std::string& name, const std::string& help,
                                           const std::vector<double>& buckets = LatencyBuckets(),
                                           const Labels& labels = {});

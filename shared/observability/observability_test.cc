@@ -9,8 +9,8 @@
 #include "shared/observability/alerts.h"
 #include "shared/observability/http_client.h"
 #include "shared/observability/metrics.h"
-#include "shared/observability/trace.h"
 #include "shared/observability/metrics_server.h"
+#include "shared/observability/trace.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/manual_clock.h"
 
@@ -39,8 +39,9 @@ TEST(AlertsTest, EveryAlertPointsAtItsRunbookUnlessItNamesOne) {
                 .find("\"runbook_url\":\"https://ops.example/runbooks.html#outboxconsumerdown\""),
             std::string::npos);
   a.annotations["runbook_url"] = "https://elsewhere/x";
-  EXPECT_NE(AlertmanagerJson({a}, "recovery_service").find("\"runbook_url\":\"https://elsewhere/x\""),
-            std::string::npos);
+  EXPECT_NE(
+      AlertmanagerJson({a}, "recovery_service").find("\"runbook_url\":\"https://elsewhere/x\""),
+      std::string::npos);
 }
 
 TEST(HttpClientTest, GetsAndPostsAndReportsTransportErrorsAsUnavailable) {
@@ -103,7 +104,8 @@ TEST(TraceTest, ParsesTheW3cFormatAndRejectsTheRest) {
     EXPECT_FALSE(ParseTraceparent(bad).has_value()) << bad;
   }
   // A later version: its first four fields are read.
-  EXPECT_TRUE(ParseTraceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x").has_value());
+  EXPECT_TRUE(
+      ParseTraceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x").has_value());
 }
 
 TEST(TraceTest, ContinuesATraceWithANewSpanOrStartsOne) {
@@ -125,8 +127,10 @@ TEST(AlertsTest, AResolutionCarriesItsEndTime) {
   a.starts_at = absl::FromUnixSeconds(0);
   a.ends_at = absl::FromUnixSeconds(61);
   const std::string json = AlertmanagerJson({a}, "recovery_service");
-  EXPECT_NE(json.find("\"startsAt\":\"1970-01-01T00:00:00.000Z\",\"endsAt\":\"1970-01-01T00:01:01.000Z\""),
-            std::string::npos)
+  EXPECT_NE(
+      json.find(
+          "\"startsAt\":\"1970-01-01T00:00:00.000Z\",\"endsAt\":\"1970-01-01T00:01:01.000Z\""),
+      std::string::npos)
       << json;
 }
 
@@ -175,7 +179,8 @@ TEST(MetricsTest, OneHelpPerFamilyFromItsFirstSeriesAndOneSeriesPerLabelSet) {
   bad.Add();
   EXPECT_EQ(ok.value(), 4);
   const std::string text = m.Render();
-  EXPECT_NE(text.find("# HELP x_total things\n# TYPE x_total counter\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# HELP x_total things\n# TYPE x_total counter\n"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("\nx_total{result=\"ok\"} 4\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\nx_total{result=\"bad\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# HELP up is it up\n# TYPE up gauge\nup 1\n"), std::string::npos) << text;
@@ -303,9 +308,9 @@ TEST(MetricsServerTest, OnlyGetMetricsAnswers200) {
   // civetweb answers a request line it cannot parse itself, in HTTP/1.0.
   EXPECT_EQ(get("garbage"), "HTTP/1.0 400 Bad Request");
   EXPECT_NE(response("POST /metrics HTTP/1.1").find("\r\nAllow: GET\r\n"), std::string::npos);
-  EXPECT_NE(response("GET /metrics HTTP/1.1")
-                .find("\r\nContent-Type: text/plain; charset=utf-8\r\n"),
-            std::string::npos);
+  EXPECT_NE(
+      response("GET /metrics HTTP/1.1").find("\r\nContent-Type: text/plain; charset=utf-8\r\n"),
+      std::string::npos);
 }
 
 TEST(MetricsServerTest, ServesTheRegistryTheScrapedSeriesAndItsOwn) {

@@ -54,7 +54,9 @@ std::optional<TraceContext> ParseTraceparent(absl::string_view value) {
   return TraceContext{std::string(parts[1]), std::string(parts[2]), std::string(parts[3])};
 }
 
-TraceContext NewTrace() { return TraceContext{RandomHex(32), RandomHex(16), "01"}; }
+TraceContext NewTrace() {
+  return TraceContext{RandomHex(32), RandomHex(16), "01"};
+}
 
 TraceContext ChildSpan(const TraceContext& parent) {
   return TraceContext{parent.trace_id, RandomHex(16), parent.flags};

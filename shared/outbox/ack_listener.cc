@@ -25,13 +25,17 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyD
   RegisterLinkMetrics(metrics, acks_, "ack_listener");
 }
 
-AckListener::~AckListener() { Stop(); }
+AckListener::~AckListener() {
+  Stop();
+}
 
 void AckListener::Start() {
   thread_.Start([this] { return Step(); });
 }
 
-void AckListener::Stop() { thread_.Stop(); }
+void AckListener::Stop() {
+  thread_.Stop();
+}
 
 bool AckListener::Step() {
   if (thread_.stopping()) return false;
@@ -60,17 +64,17 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
     auto ack = signature.ok() ? decode_(d.body) : absl::StatusOr<Acknowledgement>(signature);
     if (!ack.ok()) {
       if (!signature.ok()) unauthenticated_.Add();
-      absl::Status s = DeadLetter(acks_, dead_lettered_, options_.queue, d,
-                                  std::string(ack.status().message()));
+      absl::Status s =
+          DeadLetter(acks_, dead_lettered_, options_.queue, d, std::string(ack.status().message()));
       if (!s.ok()) return s;
       continue;
     }
     message_ids.push_back(ack->message_id);
     last_valid_tag = d.delivery_tag;
     if (LogEnabled(LogLevel::kDebug)) {
-      LogDebug("ack_received", {KV("payment_id", ack->biz_key), KV("message_id", ack->message_id),
-                                KV("trace_id", TraceIdOf(d.traceparent)),
-                                KV("duplicate", ack->duplicate)});
+      LogDebug("ack_received",
+               {KV("payment_id", ack->biz_key), KV("message_id", ack->message_id),
+                KV("trace_id", TraceIdOf(d.traceparent)), KV("duplicate", ack->duplicate)});
     }
   }
   if (message_ids.empty()) return absl::OkStatus();
@@ -78,8 +82,8 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   auto changed = outbox_.MarkAcknowledged(message_ids);
   if (!changed.ok()) {
     // Nothing marked: give the deliveries back and try again later.
-    LogError("mark_sent_failed", {KV("messages", message_ids.size()),
-                                  KV("error", changed.status().message())});
+    LogError("mark_sent_failed",
+             {KV("messages", message_ids.size()), KV("error", changed.status().message())});
     absl::Status s = acks_.Requeue(last_valid_tag, /*multiple=*/true);
     thread_.Sleep(absl::Milliseconds(200));
     return s;

@@ -35,8 +35,9 @@ class AckListenerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const char* id : {"m1", "m2", "m3"}) {
-      outbox_.Add(NewOutboxMessage({id, "payment", id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
-                                   clock_.NowMillis(), RetryPolicy{}));
+      outbox_.Add(
+          NewOutboxMessage({id, "payment", id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+                           clock_.NowMillis(), RetryPolicy{}));
     }
   }
 
@@ -59,9 +60,9 @@ TEST_F(AckListenerTest, ABatchOfRepliesClosesItsRowsThenIsAcked) {
 }
 
 TEST_F(AckListenerTest, ALateReplyClosesAFailedRowAndIsCounted) {
-  OutboxMessage failed = NewOutboxMessage(
-      {"f1", "payment", "f1", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""}, clock_.NowMillis(),
-      RetryPolicy{});
+  OutboxMessage failed =
+      NewOutboxMessage({"f1", "payment", "f1", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+                       clock_.NowMillis(), RetryPolicy{});
   failed.status = OutboxStatus::kFailed;
   failed.last_error = "no acknowledgement";
   outbox_.Add(failed);

@@ -15,9 +15,9 @@ namespace outbox {
 class Archiver {
  public:
   // `stopping` cuts a long pass short.
-  Archiver(RecoveryRepository& outbox, const Clock& clock, MetricsRegistry& metrics,
-           absl::Duration retention, int batch,
-           std::function<bool()> stopping = [] { return false; });
+  Archiver(
+      RecoveryRepository& outbox, const Clock& clock, MetricsRegistry& metrics,
+      absl::Duration retention, int batch, std::function<bool()> stopping = [] { return false; });
 
   // One pass: up to a bounded number of batches, until one comes back short
   // or fails (logged). Returns how many rows moved.

@@ -15,9 +15,9 @@ class ArchiverTest : public ::testing::Test {
  protected:
   // A row acknowledged now.
   void Sent(const std::string& id) {
-    outbox_.Add(NewOutboxMessage({id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated",
-                                  "ACC_QUEUE", ""},
-                                 clock_.NowMillis(), RetryPolicy{}));
+    outbox_.Add(
+        NewOutboxMessage({id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+                         clock_.NowMillis(), RetryPolicy{}));
     ASSERT_TRUE(outbox_.MarkAcknowledged({id}).ok());
   }
 

@@ -21,14 +21,13 @@ Counter& UnauthenticatedCounter(MetricsRegistry& metrics, const std::string& que
       {{"queue", queue}});
 }
 
-absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered,
-                        const std::string& queue, const Delivery& delivery,
-                        const std::string& why) {
+absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered, const std::string& queue,
+                        const Delivery& delivery, const std::string& why) {
   dead_lettered.Add();
-  LogError("message_dead_lettered",
-           {KV("message_id", delivery.message_id), KV("trace_id", TraceIdOf(delivery.traceparent)),
-            KV("queue", queue),
-            KV("dead_letter_queue", DeadLetterQueueOf(queue)), KV("error", why)});
+  LogError(
+      "message_dead_lettered",
+      {KV("message_id", delivery.message_id), KV("trace_id", TraceIdOf(delivery.traceparent)),
+       KV("queue", queue), KV("dead_letter_queue", DeadLetterQueueOf(queue)), KV("error", why)});
   return consumer.Reject(delivery.delivery_tag);
 }
 

@@ -22,8 +22,7 @@ Counter& DeadLetteredCounter(MetricsRegistry& metrics, const std::string& queue)
 Counter& UnauthenticatedCounter(MetricsRegistry& metrics, const std::string& queue);
 
 // Returns the reject's status (a broker error), OK otherwise.
-absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered,
-                        const std::string& queue, const Delivery& delivery,
-                        const std::string& why);
+absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered, const std::string& queue,
+                        const Delivery& delivery, const std::string& why);
 
 }  // namespace outbox

@@ -57,8 +57,7 @@ void LeaseKeeper::Lost() {
 
 void LeaseKeeper::Yield(int failures, int64_t now_ms) {
   // Let another instance, perhaps with a better path to the broker, try.
-  LogWarning("lease_yielded",
-             {KV("instance", instance_id_), KV("consecutive_failures", failures)});
+  LogWarning("lease_yielded", {KV("instance", instance_id_), KV("consecutive_failures", failures)});
   yields_.Add();
   ReleaseNow(now_ms);
 }
@@ -74,9 +73,8 @@ void LeaseKeeper::ReleaseNow(int64_t now_ms) {
   // Not retried: the lease runs out by itself within its ttl, and a standby
   // takes over then.
   release_failures_.Add();
-  LogWarning("lease_release_failed",
-             {KV("instance", instance_id_), KV("error", s.message()),
-              KV("expires_within", absl::FormatDuration(ttl_))});
+  LogWarning("lease_release_failed", {KV("instance", instance_id_), KV("error", s.message()),
+                                      KV("expires_within", absl::FormatDuration(ttl_))});
 }
 
 }  // namespace outbox

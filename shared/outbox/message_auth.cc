@@ -1,9 +1,9 @@
 #include "shared/outbox/message_auth.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
-#include <openssl/core_names.h>
 
 #include <cstdlib>
 #include <memory>
@@ -57,8 +57,8 @@ struct MessageKeys::Mac {
     mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
     keyed = mac == nullptr ? nullptr : EVP_MAC_CTX_new(mac);
     char digest[] = "SHA256";
-    const OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_END};
+    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                                 OSSL_PARAM_END};
     if (keyed == nullptr ||
         EVP_MAC_init(keyed, reinterpret_cast<const unsigned char*>(secret.data()), secret.size(),
                      params) != 1) {
@@ -75,7 +75,8 @@ struct MessageKeys::Mac {
     unsigned char out[EVP_MAX_MD_SIZE];
     size_t len = 0;
     if (ctx == nullptr ||
-        EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()) != 1 ||
+        EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()) !=
+            1 ||
         EVP_MAC_final(ctx, out, &len, sizeof(out)) != 1) {
       std::abort();  // allocation failure inside OpenSSL
     }
@@ -130,8 +131,8 @@ std::vector<std::string> MessageKeys::key_ids() const {
 std::string MessageKeys::Sign(const OutgoingMessage& m) const {
   const Key& key = keys_.front();
   return absl::StrCat(key.id, ":",
-                      absl::BytesToHexString(
-                          key.mac->Of(SignedBytes(m.message_id, m.type, m.reply_to, m.body, m.shard_key))));
+                      absl::BytesToHexString(key.mac->Of(
+                          SignedBytes(m.message_id, m.type, m.reply_to, m.body, m.shard_key))));
 }
 
 absl::Status MessageKeys::Verify(const Delivery& d) const {
@@ -145,7 +146,8 @@ absl::Status MessageKeys::Verify(const Delivery& d) const {
   const std::string id = d.signature.substr(0, colon);
   for (const Key& key : keys_) {
     if (key.id != id) continue;
-    const std::string want = key.mac->Of(SignedBytes(d.message_id, d.type, d.reply_to, d.body, d.shard_key));
+    const std::string want =
+        key.mac->Of(SignedBytes(d.message_id, d.type, d.reply_to, d.body, d.shard_key));
     const std::string got = absl::HexStringToBytes(hex);
     if (CRYPTO_memcmp(want.data(), got.data(), kMacBytes) != 0) {
       return absl::UnauthenticatedError(absl::StrCat("bad signature (key '", id, "')"));

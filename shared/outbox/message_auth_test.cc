@@ -49,8 +49,7 @@ TEST(MessageKeysTest, RejectsBadFilesNamingTheLineButNeverTheSecret) {
     auto keys = MessageKeys::Parse(text);
     ASSERT_FALSE(keys.ok()) << text;
     EXPECT_EQ(keys.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(keys.status().message().find("0123456789abcdef"), std::string::npos)
-        << keys.status();
+    EXPECT_EQ(keys.status().message().find("0123456789abcdef"), std::string::npos) << keys.status();
   }
 }
 
@@ -112,10 +111,10 @@ TEST(MessageKeysTest, UnsignedMalformedAndUnknownKeysAreRefused) {
 }
 
 TEST(MessageKeysTest, DuringARotationBothKeysAreAcceptedAndTheNewOneSigns) {
-  MessageKeys before = Keys(kOld);                                     // step 0
-  MessageKeys accepting = Keys(std::string(kOld) + "\n" + kNew);       // step 1: new accepted
-  MessageKeys switched = Keys(std::string(kNew) + "\n" + kOld);        // step 2: new signs
-  MessageKeys after = Keys(kNew);                                      // step 3: old removed
+  MessageKeys before = Keys(kOld);                                // step 0
+  MessageKeys accepting = Keys(std::string(kOld) + "\n" + kNew);  // step 1: new accepted
+  MessageKeys switched = Keys(std::string(kNew) + "\n" + kOld);   // step 2: new signs
+  MessageKeys after = Keys(kNew);                                 // step 3: old removed
   const Delivery by_old = Received(Event(), &before);
   const Delivery by_new = Received(Event(), &switched);
   EXPECT_EQ(by_new.signature.substr(0, 4), "new:");

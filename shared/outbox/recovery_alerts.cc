@@ -14,8 +14,8 @@ constexpr int kMaxFailedAlerts = 1000;  // FAILED rows alerted one by one
 Alert FailedAlert(const OutboxMessage& row) {
   Alert alert;
   alert.name = "OutboxMessageFailed";
-  alert.labels = {{"message_id", row.message_id}, {"payment_id", row.biz_key},
-                  {"biz_type", row.biz_type}};
+  alert.labels = {
+      {"message_id", row.message_id}, {"payment_id", row.biz_key}, {"biz_type", row.biz_type}};
   alert.annotations = {
       {"summary", absl::StrCat("outbox message ", row.message_id, " for ", row.biz_type, " ",
                                row.biz_key, " failed after ", row.attempts, " attempts")},
@@ -32,7 +32,9 @@ RecoveryAlerts::RecoveryAlerts(AlertSink& sink, const Clock& clock, RecoveryOpti
       backlog_(sink, clock, options_.alert_resend),
       dead_letters_(sink, clock, options_.alert_resend) {}
 
-void RecoveryAlerts::MessageFailed(const OutboxMessage& row) { failed_.Add(FailedAlert(row)); }
+void RecoveryAlerts::MessageFailed(const OutboxMessage& row) {
+  failed_.Add(FailedAlert(row));
+}
 
 void RecoveryAlerts::Refresh(RecoveryRepository& outbox, MessagePublisher& broker) {
   RefreshBacklog(outbox);
@@ -78,7 +80,7 @@ void RecoveryAlerts::RefreshDeadLetters(MessagePublisher& broker) {
   bool seen_all = true;
   for (const std::string& queue : options_.dead_letter_sources) {
     const std::string dlq = DeadLetterQueueOf(queue);
-    auto state = broker.Inspect(dlq);  // UNAVAILABLE while not connected
+    auto state = broker.Inspect(dlq);                // UNAVAILABLE while not connected
     if (absl::IsNotFound(state.status())) continue;  // not declared yet: nothing parked
     if (!state.ok()) {
       seen_all = false;
@@ -90,8 +92,8 @@ void RecoveryAlerts::RefreshDeadLetters(MessagePublisher& broker) {
     alert.severity = "warning";
     alert.labels = {{"queue", dlq}};
     alert.annotations = {
-        {"summary", absl::StrCat(state->ready, " messages dead-lettered from ", queue,
-                                 " wait in ", dlq, " (ListDeadLetters / RedriveDeadLetters)")},
+        {"summary", absl::StrCat(state->ready, " messages dead-lettered from ", queue, " wait in ",
+                                 dlq, " (ListDeadLetters / RedriveDeadLetters)")},
         {"depth", absl::StrCat(state->ready)}};
     parked.push_back(std::move(alert));
   }

@@ -26,9 +26,9 @@ class RecoveryAlertsTest : public ::testing::Test {
   RecoveryAlertsTest() { EXPECT_TRUE(broker_.Connect().ok()); }
 
   OutboxMessage NewRow(const std::string& id) {
-    return NewOutboxMessage({id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated",
-                             "ACC_QUEUE", ""},
-                            clock_.NowMillis(), RetryPolicy{});
+    return NewOutboxMessage(
+        {id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+        clock_.NowMillis(), RetryPolicy{});
   }
   void Sending(const std::string& id) { outbox_.Add(NewRow(id)); }
   void Failed(const std::string& id) {

@@ -12,9 +12,8 @@ namespace {
 constexpr absl::Duration kIdlePollSlice = absl::Milliseconds(250);
 }  // namespace
 
-RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker,
-                           AlertSink& alerts, const Clock& clock, MetricsRegistry& metrics,
-                           RecoveryOptions options)
+RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker, AlertSink& alerts,
+                           const Clock& clock, MetricsRegistry& metrics, RecoveryOptions options)
     : broker_(broker),
       outbox_(outbox),
       clock_(clock),
@@ -34,13 +33,17 @@ RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker,
   RegisterLinkMetrics(metrics, broker_, "recovery");
 }
 
-RecoveryLoop::~RecoveryLoop() { Stop(); }
+RecoveryLoop::~RecoveryLoop() {
+  Stop();
+}
 
 void RecoveryLoop::Start() {
   thread_.Start([this] { return Step(); });
 }
 
-void RecoveryLoop::Stop() { thread_.Stop(); }
+void RecoveryLoop::Stop() {
+  thread_.Stop();
+}
 
 bool RecoveryLoop::Step() {
   if (thread_.stopping()) {

@@ -20,9 +20,9 @@
 #include "shared/outbox/lease_keeper.h"
 #include "shared/outbox/recovery_alerts.h"
 #include "shared/outbox/recovery_options.h"
+#include "shared/outbox/repository.h"
 #include "shared/outbox/republish_hold.h"
 #include "shared/outbox/republisher.h"
-#include "shared/outbox/repository.h"
 #include "shared/outbox/transport.h"
 #include "shared/runtime/worker_thread.h"
 

@@ -29,15 +29,15 @@ class RecoveryLoopTest : public ::testing::Test {
   void Committed(const std::string& id, int max_attempts = 3) {
     RetryPolicy written = options_.retry;
     written.max_attempts = max_attempts;
-    outbox_.Add(NewOutboxMessage({id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated",
-                                  "ACC_QUEUE", "body-" + id},
-                                 clock_.NowMillis(), written));
+    outbox_.Add(NewOutboxMessage(
+        {id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body-" + id},
+        clock_.NowMillis(), written));
   }
 
   RecoveryLoop& Worker() {
     if (!worker_) {
-      worker_ = std::make_unique<RecoveryLoop>(outbox_, broker_, alerts_, clock_, metrics_,
-                                                 options_);
+      worker_ =
+          std::make_unique<RecoveryLoop>(outbox_, broker_, alerts_, clock_, metrics_, options_);
     }
     return *worker_;
   }
@@ -143,11 +143,9 @@ TEST_F(RecoveryLoopTest, EachRoundIsTimed) {
   EXPECT_NE(text.find("\noutbox_recovery_round_seconds_bucket{le=\"0.001\"} 1\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("\noutbox_recovery_round_seconds_bucket{le=\"2.5\"} 1\n"),
-            std::string::npos)
+  EXPECT_NE(text.find("\noutbox_recovery_round_seconds_bucket{le=\"2.5\"} 1\n"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("\noutbox_recovery_round_seconds_bucket{le=\"10\"} 2\n"),
-            std::string::npos)
+  EXPECT_NE(text.find("\noutbox_recovery_round_seconds_bucket{le=\"10\"} 2\n"), std::string::npos)
       << text;
 }
 
@@ -215,7 +213,7 @@ TEST_F(RecoveryLoopTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) {
   EXPECT_TRUE(broker_.published.empty());
   EXPECT_EQ(outbox_.Row("m1").attempts, 1);  // deferred, not spent
 
-  broker_.queues["PAY_QUEUE-1"] = {3, 1};  // back
+  broker_.queues["PAY_QUEUE-1"] = {3, 1};   // back
   broker_.queues["PAY_QUEUE-0"] = {98, 1};  // 98 + 3 ready over 100: a backlog together
   clock_.Advance(absl::Seconds(5));
   Worker().Step();
@@ -267,7 +265,7 @@ TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlert
   Committed("m1", /*max_attempts=*/2);
   Committed("m2", /*max_attempts=*/2);
   broker_.queues["PAY_QUEUE"] = {2, 0};  // the fast-path copies wait; accounting is down
-  for (int i = 0; i < 10; ++i) {        // far past the budget of two attempts
+  for (int i = 0; i < 10; ++i) {         // far past the budget of two attempts
     clock_.Advance(absl::Seconds(1));
     Worker().Step();
   }

@@ -13,8 +13,8 @@
 namespace outbox {
 
 struct RecoveryOptions {
-  std::string instance_id;  // lease holder name
-  RetryPolicy retry;        // backoff of attempts 2..n (the budget is in each row)
+  std::string instance_id;              // lease holder name
+  RetryPolicy retry;                    // backoff of attempts 2..n (the budget is in each row)
   std::string pay_queue = "PAY_QUEUE";  // looked at before each round
   // With accounting shards, the queues of pay_queue's group instead: their
   // ready messages add up, and one without a consumer holds every

@@ -9,9 +9,8 @@
 
 namespace outbox {
 
-Relay::Relay(MessagePublisher& broker, OutboxRepository& outbox,
-                             const Clock& clock, MetricsRegistry& metrics,
-                             RelayOptions options)
+Relay::Relay(MessagePublisher& broker, OutboxRepository& outbox, const Clock& clock,
+             MetricsRegistry& metrics, RelayOptions options)
     : broker_(broker),
       outbox_(outbox),
       clock_(clock),
@@ -29,7 +28,9 @@ Relay::Relay(MessagePublisher& broker, OutboxRepository& outbox,
   RegisterLinkMetrics(metrics, broker_, "publisher");
 }
 
-Relay::~Relay() { Stop(); }
+Relay::~Relay() {
+  Stop();
+}
 
 void Relay::Start() {
   thread_.Start([this] { return Step(); });
@@ -151,9 +152,10 @@ void Relay::LeaveTakenOver(std::vector<OutgoingMessage>& batch) {
   }
   if (taken->empty()) return;
   const std::set<std::string> skip(taken->begin(), taken->end());
-  batch.erase(std::remove_if(batch.begin(), batch.end(),
-                             [&](const OutgoingMessage& m) { return skip.count(m.message_id) > 0; }),
-              batch.end());
+  batch.erase(
+      std::remove_if(batch.begin(), batch.end(),
+                     [&](const OutgoingMessage& m) { return skip.count(m.message_id) > 0; }),
+      batch.end());
   handed_over_.Add(static_cast<int64_t>(skip.size()));
   LogInfo("fast_publish_left_to_recovery",
           {KV("messages", skip.size()), KV("first_message_id", *skip.begin())});
@@ -167,8 +169,8 @@ void Relay::SettleConfirms() {
     more_waiting = !queue_.empty() && in_flight_.size() < options_.window;
   }
   std::vector<Confirm> settled;
-  absl::Status s = broker_.ReadConfirms(
-      more_waiting ? absl::ZeroDuration() : absl::Milliseconds(20), &settled);
+  absl::Status s =
+      broker_.ReadConfirms(more_waiting ? absl::ZeroDuration() : absl::Milliseconds(20), &settled);
   int64_t confirmed = 0;
   const absl::Time confirmed_at = clock_.Now();
   for (auto& [message_id, c, sent] : in_flight_.Settle(settled)) {

@@ -25,8 +25,8 @@
 namespace outbox {
 
 struct RelayOptions {
-  size_t window = 256;          // unconfirmed messages in flight
-  size_t capacity = 50'000;     // queued while the broker is away; beyond, left to recovery
+  size_t window = 256;       // unconfirmed messages in flight
+  size_t capacity = 50'000;  // queued while the broker is away; beyond, left to recovery
   absl::Duration confirm_timeout = absl::Seconds(5);
   // A message queued this long (the broker away or the link slow) may have
   // been re-published by recovery meanwhile (its first retry is due): the
@@ -39,7 +39,7 @@ struct RelayOptions {
 class Relay final : public RelayQueue {
  public:
   Relay(MessagePublisher& broker, OutboxRepository& outbox, const Clock& clock,
-                MetricsRegistry& metrics, RelayOptions options);
+        MetricsRegistry& metrics, RelayOptions options);
   ~Relay() override;
 
   void Start();
@@ -98,7 +98,7 @@ class Relay final : public RelayQueue {
 
   // Owned by the publishing thread.
   ConfirmWindow<std::string> in_flight_;  // delivery tag -> message id
-  std::vector<std::string> failed_;         // not yet noted on their rows
+  std::vector<std::string> failed_;       // not yet noted on their rows
   std::string error_;
   WorkerThread thread_;
 };

@@ -20,10 +20,10 @@ class RelayTest : public ::testing::Test {
   void Commit(int n) {
     std::vector<OutgoingMessage> batch;
     for (int i = 0; i < n; ++i) {
-      OutboxMessage row = NewOutboxMessage({"m" + std::to_string(next_), "payment",
-                                            "p" + std::to_string(next_), "PAY_QUEUE",
-                                            "PaymentCreated", "ACC_QUEUE", "body"},
-                                           clock_.NowMillis(), RetryPolicy{});
+      OutboxMessage row =
+          NewOutboxMessage({"m" + std::to_string(next_), "payment", "p" + std::to_string(next_),
+                            "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
+                           clock_.NowMillis(), RetryPolicy{});
       ++next_;
       outbox_.Add(row);
       batch.push_back(ToOutgoing(row));
@@ -118,9 +118,9 @@ TEST_F(RelayTest, WhatRecoveryTookOverWhileQueuedIsNotPublishedLate) {
   std::vector<OutgoingMessage> queued;
   for (const char* id : {"taken", "untouched", "fresh"}) {
     if (std::string(id) == "fresh") clock_.Advance(absl::Seconds(5));
-    OutboxMessage row = NewOutboxMessage(
-        {id, "payment", id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
-        clock_.NowMillis(), RetryPolicy{});
+    OutboxMessage row =
+        NewOutboxMessage({id, "payment", id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
+                         clock_.NowMillis(), RetryPolicy{});
     outbox_.Add(row);
     publisher.Enqueue({ToOutgoing(row)});
   }
@@ -152,8 +152,10 @@ TEST_F(RelayTest, EachPositiveConfirmIsTimedFromItsPublish) {
   const std::string text = metrics_.Render();
   EXPECT_NE(text.find("# TYPE outbox_fast_publish_confirm_seconds histogram\n"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("\noutbox_fast_publish_confirm_seconds_count 2\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("\noutbox_fast_publish_confirm_seconds_sum 0.1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\noutbox_fast_publish_confirm_seconds_count 2\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\noutbox_fast_publish_confirm_seconds_sum 0.1\n"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("\noutbox_fast_publish_confirm_seconds_bucket{le=\"0.025\"} 0\n"),
             std::string::npos)
       << text;

@@ -33,7 +33,8 @@ class OutboxRepository {
   virtual ~OutboxRepository() = default;
   // Applies OnAck to each message durably. Unknown ids change nothing (a
   // reply for another shard or a replay).
-  virtual absl::StatusOr<AckTally> MarkAcknowledged(const std::vector<std::string>& message_ids) = 0;
+  virtual absl::StatusOr<AckTally> MarkAcknowledged(
+      const std::vector<std::string>& message_ids) = 0;
   // Applies OnPublishFailure to each message.
   virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                             const std::string& error) = 0;
@@ -59,8 +60,8 @@ struct Claimed {
 
 // Whether acknowledgements are flowing, as the outbox table shows it.
 struct AckProgress {
-  int64_t last_acked_at = 0;  // newest sent_at of a SENT row, unix ms; 0 = none
-  int64_t first_due_at = 0;   // earliest next_retry_at of a SENDING row; 0 = none
+  int64_t last_acked_at = 0;           // newest sent_at of a SENT row, unix ms; 0 = none
+  int64_t first_due_at = 0;            // earliest next_retry_at of a SENDING row; 0 = none
   int64_t first_due_published_at = 0;  // that row's last_attempt_at: its last publish
 };
 

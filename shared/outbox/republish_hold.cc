@@ -68,10 +68,11 @@ RepublishHold::RepublishHold(RecoveryRepository& outbox, LeaseKeeper& lease, Ale
           "outbox_deferred_total",
           "due rows held back without spending an attempt (queue not consumed or far behind)")),
       alert_(alerts, clock, options_.alert_resend) {
-  metrics.AddGauge("outbox_delivery_held",
-                   "1 while re-publishing is held (nobody consumes the queue, it is far behind, or no "
-                   "acknowledgement arrives)",
-                   {}, [this] { return hold_.load() != 0 ? 1 : 0; });
+  metrics.AddGauge(
+      "outbox_delivery_held",
+      "1 while re-publishing is held (nobody consumes the queue, it is far behind, or no "
+      "acknowledgement arrives)",
+      {}, [this] { return hold_.load() != 0 ? 1 : 0; });
   const Labels queue = {{"queue", options_.pay_queue}};
   metrics.AddGauge("outbox_queue_ready", "messages ready in the queue, as last seen", queue,
                    [this] { return static_cast<double>(queue_ready_.load()); });
@@ -96,9 +97,9 @@ DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& a
     alert_.Clear();
   } else if (hold == DeliveryHold::kAcksStalled) {
     if (before != hold) {
-      LogWarning("delivery_held", {KV("reason", DeliveryHoldName(hold)),
-                                   KV("queue", options_.pay_queue),
-                                   KV("last_acked_at", acks.last_acked_at)});
+      LogWarning("delivery_held",
+                 {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.pay_queue),
+                  KV("last_acked_at", acks.last_acked_at)});
     }
     hold_ = static_cast<int>(hold);
     alert_.Clear();
@@ -115,17 +116,17 @@ void RepublishHold::Resume(DeliveryHold before, const QueueState& queue) {
   // queue empty no copy is waiting there (they died with a link): go on now.
   const bool nothing_queued = before == DeliveryHold::kAcksStalled && queue.ready == 0;
   const int64_t deferred = nothing_queued ? 0 : DeferAllDue();
-  LogInfo("delivery_resumed", {KV("queue", options_.pay_queue), KV("was", DeliveryHoldName(before)),
-                               KV("ready", queue.ready), KV("consumers", queue.consumers),
-                               KV("deferred", deferred)});
+  LogInfo("delivery_resumed",
+          {KV("queue", options_.pay_queue), KV("was", DeliveryHoldName(before)),
+           KV("ready", queue.ready), KV("consumers", queue.consumers), KV("deferred", deferred)});
   hold_ = 0;
 }
 
 int64_t RepublishHold::DeferAllDue() {
   int64_t total = 0;
   for (int i = 0; i < kMaxDeferBatchesPerRound && !stopping_(); ++i) {
-    auto n = outbox_.DeferDue(clock_.NowMillis(), kDeferBatch, lease_.instance_id(),
-                              options_.retry);
+    auto n =
+        outbox_.DeferDue(clock_.NowMillis(), kDeferBatch, lease_.instance_id(), options_.retry);
     if (!n.ok()) {
       if (absl::IsFailedPrecondition(n.status())) {
         lease_.Lost();
@@ -162,8 +163,7 @@ void RepublishHold::Hold(DeliveryHold hold, DeliveryHold before, const QueueStat
   alert_.Update({HeldAlert(hold, queue, *waiting)});
 }
 
-Alert RepublishHold::HeldAlert(DeliveryHold hold, const QueueState& queue,
-                               int64_t waiting) const {
+Alert RepublishHold::HeldAlert(DeliveryHold hold, const QueueState& queue, int64_t waiting) const {
   Alert alert;
   const bool down = hold == DeliveryHold::kConsumerDown;
   alert.name = down ? "OutboxConsumerDown" : "OutboxQueueBacklog";

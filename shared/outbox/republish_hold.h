@@ -59,9 +59,10 @@ absl::StatusOr<QueueState> InspectQueues(MessagePublisher& broker,
 class RepublishHold {
  public:
   // `stopping` cuts the deferral of a long backlog short.
-  RepublishHold(RecoveryRepository& outbox, LeaseKeeper& lease, AlertSink& alerts,
-                const Clock& clock, MetricsRegistry& metrics, RecoveryOptions options,
-                std::function<bool()> stopping = [] { return false; });
+  RepublishHold(
+      RecoveryRepository& outbox, LeaseKeeper& lease, AlertSink& alerts, const Clock& clock,
+      MetricsRegistry& metrics, RecoveryOptions options,
+      std::function<bool()> stopping = [] { return false; });
 
   // Sets the hold from what the queue and the acknowledgements look like now
   // and keeps its alert (OutboxConsumerDown / OutboxQueueBacklog) in step;

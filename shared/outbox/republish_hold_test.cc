@@ -39,8 +39,8 @@ TEST(AcksStalledTest, DueRowsAndNoAcknowledgementForAFirstRetryDelay) {
                           15'000, quiet));
   EXPECT_FALSE(AcksStalled({9'500, 14'000, 9'000}, 15'000, quiet));  // acked since its publish
   EXPECT_FALSE(AcksStalled({8'000, 16'000, 9'000}, 15'000, quiet));  // nothing due yet
-  EXPECT_FALSE(AcksStalled({8'000, 0, 0}, 15'000, quiet));            // nothing SENDING
-  EXPECT_FALSE(AcksStalled({0, 14'000, 9'000}, 15'000, quiet));       // never acked: no flow
+  EXPECT_FALSE(AcksStalled({8'000, 0, 0}, 15'000, quiet));           // nothing SENDING
+  EXPECT_FALSE(AcksStalled({0, 14'000, 9'000}, 15'000, quiet));      // never acked: no flow
   // Held back after an acknowledgement (due moved, last publish did not).
   EXPECT_FALSE(AcksStalled({12'000, 14'000, 9'000}, 18'000, quiet));
 }
@@ -110,8 +110,7 @@ TEST_F(RepublishHoldTest, HeldRowsAreLeftAsTheyAreUnderOneAlert) {
   EXPECT_EQ(hold_.active_alerts(), 1u);
   EXPECT_EQ(hold_.last_queue().ready, 7);
   EXPECT_NE(metrics_.Render().find("outbox_delivery_held 1"), std::string::npos);
-  EXPECT_NE(metrics_.Render().find("outbox_queue_ready{queue=\"PAY_QUEUE\"} 7"),
-            std::string::npos);
+  EXPECT_NE(metrics_.Render().find("outbox_queue_ready{queue=\"PAY_QUEUE\"} 7"), std::string::npos);
 }
 
 TEST_F(RepublishHoldTest, ABacklogIsAWarningThatChangesNameWhenConsumersGo) {

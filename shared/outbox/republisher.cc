@@ -19,8 +19,8 @@ Republisher::Republisher(RecoveryRepository& outbox, MessagePublisher& broker, L
       options_(std::move(options)),
       limiter_(options_.rate_per_second, clock),
       republished_(metrics.AddCounter("outbox_republished_total", "messages re-published")),
-      publish_failures_(metrics.AddCounter("outbox_republish_failures_total",
-                                           "re-publishes not confirmed")),
+      publish_failures_(
+          metrics.AddCounter("outbox_republish_failures_total", "re-publishes not confirmed")),
       failed_(metrics.AddCounter("outbox_failed_total", "rows this instance turned FAILED")),
       note_failures_(StoreWriteFailures(metrics, "record_publish_failure")) {}
 
@@ -111,9 +111,9 @@ void Republisher::LogRows(const std::vector<OutboxMessage>& rows,
         {KV("payment_id", row.biz_key), KV("message_id", row.message_id),
          KV("trace_id", TraceIdOf(row.traceparent)), KV("attempt", row.attempts)});
   }
-  LogInfo("republished", {KV("messages", rows.size() - failed),
-                          KV("first_message_id", rows.front().message_id),
-                          KV("attempt", rows.front().attempts)});
+  LogInfo("republished",
+          {KV("messages", rows.size() - failed), KV("first_message_id", rows.front().message_id),
+           KV("attempt", rows.front().attempts)});
 }
 
 }  // namespace outbox

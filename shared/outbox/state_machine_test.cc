@@ -16,8 +16,9 @@ RetryPolicy Policy() {
 }
 
 OutboxMessage Fresh() {
-  return NewOutboxMessage({"m-1", "payment", "p-1", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
-                          kNow, Policy());
+  return NewOutboxMessage(
+      {"m-1", "payment", "p-1", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"}, kNow,
+      Policy());
 }
 
 OutboxMessage InStatus(OutboxStatus s) {

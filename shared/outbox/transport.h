@@ -121,7 +121,9 @@ class QueueBrowser : public BrokerLink {
 
 // Where a queue's dead letters go: "<queue>.DLQ" (declared by the AMQP
 // adapter, named in logs and alerts).
-inline std::string DeadLetterQueueOf(const std::string& queue) { return queue + ".DLQ"; }
+inline std::string DeadLetterQueueOf(const std::string& queue) {
+  return queue + ".DLQ";
+}
 
 // Publishes every message without waiting in between, then waits up to
 // `timeout` for all confirms. Element i of the result is message i's

@@ -42,7 +42,8 @@ TEST(PublishAndConfirmTest, ReportsEachMessagesAnswer) {
 TEST(PublishAndConfirmTest, ALostConnectionConfirmsNothing) {
   ManualClock clock;
   FakePublisher pub;
-  EXPECT_TRUE(absl::IsUnavailable(PublishAndConfirm(pub, Messages(1), absl::Seconds(1), clock).status()));
+  EXPECT_TRUE(
+      absl::IsUnavailable(PublishAndConfirm(pub, Messages(1), absl::Seconds(1), clock).status()));
 }
 
 TEST(DeadLetterTest, CountsAndRejectsWithoutRequeue) {

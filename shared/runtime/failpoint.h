@@ -15,7 +15,8 @@ inline constexpr char kFpPaymentBeforeCommit[] = "payment.before_commit";
 inline constexpr char kFpPaymentAfterCommitBeforePublish[] = "payment.after_commit_before_publish";
 inline constexpr char kFpPaymentAfterPublishBeforeReply[] = "payment.after_publish_before_reply";
 inline constexpr char kFpPaymentAckBeforeMarkSent[] = "payment.ack_before_mark_sent";
-inline constexpr char kFpAccountingAfterCommitBeforeReply[] = "accounting.after_commit_before_reply";
+inline constexpr char kFpAccountingAfterCommitBeforeReply[] =
+    "accounting.after_commit_before_reply";
 inline constexpr char kFpAccountingAfterReplyBeforeAck[] = "accounting.after_reply_before_ack";
 inline constexpr char kFpRecoveryAfterClaimBeforePublish[] = "recovery.after_claim_before_publish";
 

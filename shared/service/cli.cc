@@ -118,7 +118,8 @@ std::optional<int> ParseServiceCommandLine(int argc, char** argv, absl::string_v
   for (size_t i = 0; i < args.size(); ++i) {
     absl::string_view arg = args[i];
     if (arg == "--") {
-      if (i + 1 < args.size()) return UsageError(program, absl::StrCat("unexpected argument '", args[i + 1], "'"));
+      if (i + 1 < args.size())
+        return UsageError(program, absl::StrCat("unexpected argument '", args[i + 1], "'"));
       break;
     }
     if (arg.size() < 2 || arg[0] != '-') {
@@ -150,7 +151,8 @@ std::optional<int> ParseServiceCommandLine(int argc, char** argv, absl::string_v
     }
     std::string error;
     if (!flag->ParseFrom(*value, &error)) {
-      return UsageError(program, absl::StrCat("bad value '", *value, "' for --", name, ": ", error));
+      return UsageError(program,
+                        absl::StrCat("bad value '", *value, "' for --", name, ": ", error));
     }
   }
   return std::nullopt;

@@ -24,7 +24,8 @@ std::optional<int> Parse(std::vector<std::string> args) {
 
 TEST(CliTest, VersionLineNamesTheProgramVersionAndBuildType) {
   const std::string line = VersionLine("payment_service");
-  EXPECT_TRUE(std::regex_match(line, std::regex(R"(payment_service [0-9]+\.[0-9]+\.[0-9]+ \(\w+ build\))")))
+  EXPECT_TRUE(
+      std::regex_match(line, std::regex(R"(payment_service [0-9]+\.[0-9]+\.[0-9]+ \(\w+ build\))")))
       << line;
 }
 
@@ -49,8 +50,8 @@ TEST(CliTest, RedactsThePasswordOfAUrl) {
 TEST(ListenAddressTest, RefusesWhatCannotBeListenedOn) {
   EXPECT_TRUE(ValidateListenAddress("127.0.0.1:0", "x_listen").ok());
   EXPECT_TRUE(ValidateListenAddress("localhost:0", "x_listen").ok());
-  for (const char* bad : {"garbage", ":5", "127.0.0.1:99999", "127.0.0.1:x", "no-such-host.invalid:5",
-                          "10.255.255.1:5"}) {
+  for (const char* bad : {"garbage", ":5", "127.0.0.1:99999", "127.0.0.1:x",
+                          "no-such-host.invalid:5", "10.255.255.1:5"}) {
     absl::Status s = ValidateListenAddress(bad, "x_listen");
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad << ": " << s;
     EXPECT_NE(s.message().find("--x_listen"), std::string::npos) << s;
@@ -64,7 +65,8 @@ TEST(ListenAddressTest, RefusesWhatCannotBeListenedOn) {
   ASSERT_EQ(listen(fd, 1), 0);
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  absl::Status busy = ValidateListenAddress(absl::StrCat("127.0.0.1:", ntohs(addr.sin_port)), "x_listen");
+  absl::Status busy =
+      ValidateListenAddress(absl::StrCat("127.0.0.1:", ntohs(addr.sin_port)), "x_listen");
   close(fd);
   EXPECT_EQ(busy.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(busy.message().find("in use"), std::string::npos) << busy;

@@ -87,8 +87,9 @@ absl::StatusOr<std::optional<MessageKeys>> MessageKeysFromFlags() {
           "--message_keys_file (or MESSAGE_KEYS_FILE) is required; --allow_unsigned_messages "
           "only for a broker nobody else can publish to");
     }
-    LogWarning("messages_unsigned",
-               {KV("warning", "--allow_unsigned_messages: messages are neither signed nor checked")});
+    LogWarning(
+        "messages_unsigned",
+        {KV("warning", "--allow_unsigned_messages: messages are neither signed nor checked")});
     return std::nullopt;
   }
   std::string warning;

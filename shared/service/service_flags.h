@@ -29,10 +29,10 @@ struct ServiceConfig {
   // PaymentShardsExchange() sends each payment to one of them by its id.
   int accounting_shards = 1;
   DbOptions db;
-  RetryPolicy retry;       // payment writes attempt 1 and the budget; recovery the rest
+  RetryPolicy retry;  // payment writes attempt 1 and the budget; recovery the rest
   std::string alertmanager_url;
   int64_t max_amount_minor = kDefaultMaxAmountMinor;  // the same bound on both sides
-  TlsServerFiles tls;      // the gRPC server's TLS files; none = plaintext
+  TlsServerFiles tls;  // the gRPC server's TLS files; none = plaintext
   // Signs what the service sends and checks what it receives; none only with
   // --allow_unsigned_messages.
   std::optional<MessageKeys> message_keys;

@@ -48,8 +48,8 @@ constexpr int kExitCannotStart = 2;
 
 }  // namespace
 
-int RunServiceMain(int argc, char** argv, const std::string& name,
-                   const std::string& description, const std::function<absl::Status()>& run) {
+int RunServiceMain(int argc, char** argv, const std::string& name, const std::string& description,
+                   const std::function<absl::Status()>& run) {
   BlockShutdownSignals();
   // A write past RLIMIT_FSIZE would kill the process with SIGXFSZ. Ignored,
   // it fails with EFBIG: SQLite rolls the transaction back and the service
@@ -93,7 +93,8 @@ absl::Status ValidateListenAddress(const std::string& listen, const std::string&
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
   const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (rc != 0) return refuse(absl::StrCat("host '", host, "' does not resolve: ", gai_strerror(rc)));
+  if (rc != 0)
+    return refuse(absl::StrCat("host '", host, "' does not resolve: ", gai_strerror(rc)));
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> free_found(found, freeaddrinfo);
   // Like gRPC, listening works when any of the resolved addresses binds.
   std::string error;
@@ -128,7 +129,9 @@ absl::StatusOr<std::unique_ptr<Serving>> Serving::Start(const std::string& liste
 
 Serving::~Serving() = default;
 
-std::string Serving::WaitForShutdownSignal() { return ::outbox::WaitForShutdownSignal(); }
+std::string Serving::WaitForShutdownSignal() {
+  return ::outbox::WaitForShutdownSignal();
+}
 
 void Serving::Shutdown() {
   if (server_ != nullptr) ShutdownGrpcServer(*server_);

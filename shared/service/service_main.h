@@ -13,9 +13,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "shared/grpc/server_security.h"
 #include "shared/observability/metrics.h"
 #include "shared/observability/metrics_server.h"
-#include "shared/grpc/server_security.h"
 
 namespace outbox {
 
@@ -31,8 +31,8 @@ inline constexpr absl::Duration kHealthCheckDeadline = absl::Seconds(2);
 // it asks that address's gRPC health service and exits 0 if SERVING, 1
 // otherwise (for container healthchecks; the deadline is
 // kHealthCheckDeadline).
-int RunServiceMain(int argc, char** argv, const std::string& name,
-                   const std::string& description, const std::function<absl::Status()>& run);
+int RunServiceMain(int argc, char** argv, const std::string& name, const std::string& description,
+                   const std::function<absl::Status()>& run);
 
 // INVALID_ARGUMENT naming the flag unless `listen` is host:port (port 0
 // picks one) and this host can listen there now: the host resolves to a
@@ -45,10 +45,11 @@ absl::Status ValidateListenAddress(const std::string& listen, const std::string&
 // included) and, when `metrics_listen` is set, /metrics.
 class Serving {
  public:
-  static absl::StatusOr<std::unique_ptr<Serving>> Start(
-      const std::string& listen, const std::vector<grpc::Service*>& services,
-      const std::string& metrics_listen, const MetricsRegistry& metrics,
-      const TlsServerFiles& tls = {});
+  static absl::StatusOr<std::unique_ptr<Serving>> Start(const std::string& listen,
+                                                        const std::vector<grpc::Service*>& services,
+                                                        const std::string& metrics_listen,
+                                                        const MetricsRegistry& metrics,
+                                                        const TlsServerFiles& tls = {});
   ~Serving();
 
   int port() const { return port_; }

@@ -10,8 +10,7 @@ const char* const kOutboxColumns =
     "o.created_at, o.updated_at, o.sent_at, o.traceparent";
 
 OutboxInserter::OutboxInserter(SQLite::Database& db)
-    : db_(db),
-      stmt_(db, R"sql(
+    : db_(db), stmt_(db, R"sql(
         INSERT INTO outbox (message_id, biz_type, biz_key, topic, message_type, reply_to, payload,
                             status, attempts, max_attempts, next_retry_at, last_attempt_at,
                             last_error, created_at, updated_at, sent_at, traceparent)

@@ -53,7 +53,7 @@ class OutboxStateTable {
 
 // OnAck for each id. Unknown ids are skipped.
 AckTally AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                      int64_t now_ms);
+                           int64_t now_ms);
 
 // OnPublishFailure for each id.
 void RecordOutboxPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,

@@ -72,7 +72,9 @@ void AddMessageTypeAndReplyTo(SQLite::Database& db) {
 }
 
 // 4: empty for older rows: no trace.
-void AddTraceparent(SQLite::Database& db) { AddRowColumn(db, "traceparent"); }
+void AddTraceparent(SQLite::Database& db) {
+  AddRowColumn(db, "traceparent");
+}
 
 }  // namespace
 

@@ -11,7 +11,9 @@
 
 namespace outbox {
 
-int SchemaVersion(SQLite::Database& db) { return db.execAndGet("PRAGMA user_version").getInt(); }
+int SchemaVersion(SQLite::Database& db) {
+  return db.execAndGet("PRAGMA user_version").getInt();
+}
 
 int PeekSchemaVersion(const std::string& path) {
   // The 100-byte database header: the magic string, then user_version as a

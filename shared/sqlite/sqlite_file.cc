@@ -41,7 +41,8 @@ absl::Status SqliteError(const SQLite::Exception& e, const std::string& context)
         absl::StrCat(context, ": is not a SQLite database (", e.what(), ")"));
   }
   if (code == SQLITE_CORRUPT) {
-    return absl::DataLossError(absl::StrCat(context, ": the SQLite database is corrupt (", e.what(), ")"));
+    return absl::DataLossError(
+        absl::StrCat(context, ": the SQLite database is corrupt (", e.what(), ")"));
   }
   if (code == SQLITE_CONSTRAINT) return absl::AlreadyExistsError(msg);
   if (code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_READONLY)
@@ -172,7 +173,8 @@ absl::StatusOr<std::unique_ptr<BackgroundCheckpointer>> BackgroundCheckpointer::
   try {
     auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE);
     db->setBusyTimeout(1000);
-    return std::unique_ptr<BackgroundCheckpointer>(new BackgroundCheckpointer(std::move(db), every));
+    return std::unique_ptr<BackgroundCheckpointer>(
+        new BackgroundCheckpointer(std::move(db), every));
   } catch (const SQLite::Exception& e) {
     return SqliteError(e, absl::StrCat("open checkpointer on ", path));
   }
@@ -220,10 +222,11 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& pa
     s = RetryWhileBusy(OpenRetryBudget(options),
                        [&] { return UpgradeSchema(**writer, path, *schema); });
   }
-  if (s.ok()) s = Guard("set the writer's checkpoint", [&] {
-    SetWriterCheckpoint(**writer);
-    return absl::OkStatus();
-  });
+  if (s.ok())
+    s = Guard("set the writer's checkpoint", [&] {
+      SetWriterCheckpoint(**writer);
+      return absl::OkStatus();
+    });
   if (!s.ok()) return s;
   auto reader = OpenDatabase(path, options);
   if (!reader.ok()) return reader.status();

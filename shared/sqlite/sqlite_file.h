@@ -40,8 +40,7 @@ absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabaseReadOnly(const std
 // Runs `body` inside BEGIN IMMEDIATE ... COMMIT. `body` may throw
 // SQLite::Exception or return a non-OK status; either rolls back. A busy
 // database is retried a few times before UNAVAILABLE is returned.
-absl::Status WriteTransaction(SQLite::Database& db,
-                              const std::function<absl::Status()>& body);
+absl::Status WriteTransaction(SQLite::Database& db, const std::function<absl::Status()>& body);
 
 // Converts the exception being handled into a Status with `context`.
 absl::Status SqliteError(const SQLite::Exception& e, const std::string& context);

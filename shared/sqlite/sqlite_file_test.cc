@@ -35,8 +35,8 @@ class TempDir {
 };
 
 bool HasColumn(SQLite::Database& db, const std::string& table, const std::string& column) {
-  SQLite::Statement stmt(db, absl::StrCat("SELECT 1 FROM pragma_table_info('", table,
-                                          "') WHERE name = ?"));
+  SQLite::Statement stmt(
+      db, absl::StrCat("SELECT 1 FROM pragma_table_info('", table, "') WHERE name = ?"));
   stmt.bind(1, column);
   return stmt.executeStep();
 }
@@ -127,16 +127,18 @@ TEST(SqliteFileTest, WithoutCreateAMissingFileIsRefusedAndNotCreated) {
 }
 
 TEST(SqliteFileTest, MapsResourceAndFileErrors) {
-  EXPECT_TRUE(absl::IsResourceExhausted(SqliteError(SQLite::Exception("full", SQLITE_FULL), "commit")));
+  EXPECT_TRUE(
+      absl::IsResourceExhausted(SqliteError(SQLite::Exception("full", SQLITE_FULL), "commit")));
   // EFBIG (a file size limit) reaches SQLite as a failed write.
   EXPECT_TRUE(absl::IsResourceExhausted(
       SqliteError(SQLite::Exception("disk I/O error", SQLITE_IOERR_WRITE), "commit")));
-  absl::Status notadb = SqliteError(SQLite::Exception("file is not a database", SQLITE_NOTADB),
-                                    "open /x/payment.db");
+  absl::Status notadb =
+      SqliteError(SQLite::Exception("file is not a database", SQLITE_NOTADB), "open /x/payment.db");
   EXPECT_TRUE(absl::IsFailedPrecondition(notadb));
   EXPECT_NE(notadb.message().find("/x/payment.db: is not a SQLite database"), std::string::npos)
       << notadb;
-  EXPECT_TRUE(absl::IsDataLoss(SqliteError(SQLite::Exception("malformed", SQLITE_CORRUPT), "read")));
+  EXPECT_TRUE(
+      absl::IsDataLoss(SqliteError(SQLite::Exception("malformed", SQLITE_CORRUPT), "read")));
   EXPECT_TRUE(absl::IsInternal(SqliteError(SQLite::Exception("read", SQLITE_IOERR_READ), "read")));
 }
 
@@ -188,7 +190,9 @@ class FileSizeLimit {
   void (*old_handler_)(int) = SIG_DFL;
 };
 
-int64_t CountRows(SQLite::Database& db) { return db.execAndGet("SELECT count(*) FROM t").getInt64(); }
+int64_t CountRows(SQLite::Database& db) {
+  return db.execAndGet("SELECT count(*) FROM t").getInt64();
+}
 
 // The writer never pauses, as under a steady load: the background's PASSIVE
 // checkpoints alone never see the log completely copied, so SQLite never
@@ -196,8 +200,8 @@ int64_t CountRows(SQLite::Database& db) { return db.execAndGet("SELECT count(*) 
 // checkpoint past `writer_frames` lets it start over.
 int64_t WalSizeAfterSteadyWrites(const std::string& path, int writer_frames) {
   const DbSchema schema{{{"table t", [](SQLite::Database& db) {
-    db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB NOT NULL)");
-  }}}};
+                            db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB NOT NULL)");
+                          }}}};
   auto file = OpenSqliteFile(path, DbOptions{Durability::kOff}, &schema);
   if (!file.ok()) return -1;
   auto checkpointer = BackgroundCheckpointer::Start(path, absl::Milliseconds(2));

@@ -176,7 +176,7 @@ absl::Status InMemoryOutbox::RecordPublishFailure(const std::vector<std::string>
 }
 
 absl::StatusOr<std::vector<OutboxMessage*>> InMemoryOutbox::Due(int64_t now_ms, int limit,
-                                                                 const std::string& lease_holder) {
+                                                                const std::string& lease_holder) {
   if (!fail_with.ok()) return fail_with;
   if (!lease_holder.empty() && (lease.holder != lease_holder || lease.expires_at <= now_ms)) {
     return absl::FailedPreconditionError("recovery lease is not held by this instance");
@@ -278,7 +278,8 @@ absl::StatusOr<std::vector<std::string>> InMemoryOutbox::TakenOver(
   std::vector<std::string> taken;
   for (const std::string& id : message_ids) {
     auto it = rows_.find(id);
-    if (it != rows_.end() && (it->second.status != OutboxStatus::kSending || it->second.attempts > 1)) {
+    if (it != rows_.end() &&
+        (it->second.status != OutboxStatus::kSending || it->second.attempts > 1)) {
       taken.push_back(id);
     }
   }

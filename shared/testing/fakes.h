@@ -24,8 +24,8 @@ namespace outbox::testing {
 // Connection state shared by the fake publisher and consumer.
 class FakeLink {
  public:
-  bool reachable = true;  // Connect() fails while false
-  int connects = 0;       // successful Connect() calls that made a new connection
+  bool reachable = true;            // Connect() fails while false
+  int connects = 0;                 // successful Connect() calls that made a new connection
   std::vector<std::string> resets;  // why each Reset happened
 
   // Breaks the current connection as a dead socket does: the next operation
@@ -136,8 +136,7 @@ class FakeQueueBrowser final : public QueueBrowser, public FakeLink {
   absl::StatusOr<Delivery> Take(const std::string& queue) override;
   absl::Status Ack(uint64_t delivery_tag) override;
   absl::Status Requeue(uint64_t delivery_tag, bool multiple) override;
-  absl::StatusOr<bool> PublishConfirmed(const std::string& exchange,
-                                        const OutgoingMessage& message,
+  absl::StatusOr<bool> PublishConfirmed(const std::string& exchange, const OutgoingMessage& message,
                                         absl::Duration timeout) override;
 
  private:

@@ -30,7 +30,8 @@ absl::StatusOr<Delivery> ReadMessageFixture(const std::string& dir, const std::s
   const std::string header = "header.";
   for (absl::string_view line : absl::StrSplit(*properties, '\n', absl::SkipEmpty())) {
     if (line.front() == '#') continue;
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(line, absl::MaxSplits('=', 1));
     const std::string key(kv.first), value(kv.second);
     if (key == "message_id") {
       d.message_id = value;

@@ -28,17 +28,21 @@ int FreeLoopbackPort() {
 
 Alertmanager::Alertmanager(const std::string& dir) {
   const std::string config = dir + "/alertmanager.yml";
-  std::ofstream(config) << "route:\n  receiver: default\n  group_wait: 1s\nreceivers:\n  - name: default\n";
+  std::ofstream(config)
+      << "route:\n  receiver: default\n  group_wait: 1s\nreceivers:\n  - name: default\n";
   const int port = FreeLoopbackPort();
   url_ = absl::StrCat("http://127.0.0.1:", port);
-  process_.Start("/usr/bin/prometheus-alertmanager",
-                 {"--config.file=" + config, "--storage.path=" + dir + "/alertmanager-data",
-                  absl::StrCat("--web.listen-address=127.0.0.1:", port), "--cluster.listen-address="},
-                 {}, dir + "/alertmanager.log");
-  const bool up = PollUntil([&] {
-    auto r = HttpGet(url_ + "/-/ready", absl::Seconds(1));
-    return r.ok() && r->status == 200;
-  }, absl::Seconds(30), absl::Milliseconds(200));
+  process_.Start(
+      "/usr/bin/prometheus-alertmanager",
+      {"--config.file=" + config, "--storage.path=" + dir + "/alertmanager-data",
+       absl::StrCat("--web.listen-address=127.0.0.1:", port), "--cluster.listen-address="},
+      {}, dir + "/alertmanager.log");
+  const bool up = PollUntil(
+      [&] {
+        auto r = HttpGet(url_ + "/-/ready", absl::Seconds(1));
+        return r.ok() && r->status == 200;
+      },
+      absl::Seconds(30), absl::Milliseconds(200));
   if (!up) {
     std::cerr << "FATAL: alertmanager did not start; log:\n" << process_.Log() << "\n";
     std::abort();

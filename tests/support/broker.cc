@@ -33,8 +33,9 @@ void RunNodeScript(const std::string& verb, const Broker& broker) {
 Broker TestBroker() {
   const char* dir = std::getenv("OUTBOX_TEST_BROKER_DIR");
   if (dir == nullptr) {
-    Fail("OUTBOX_TEST_BROKER_DIR is not set: run this test through ctest, whose broker "
-         "fixture starts a private RabbitMQ node");
+    Fail(
+        "OUTBOX_TEST_BROKER_DIR is not set: run this test through ctest, whose broker "
+        "fixture starts a private RabbitMQ node");
   }
   Broker b;
   b.dir = dir;
@@ -70,8 +71,12 @@ BrokerUser ServiceBrokerUser(const Broker& broker, const std::string& user) {
   return u;
 }
 
-void StopBroker(const Broker& broker) { RunNodeScript("stop", broker); }
-void StartBroker(const Broker& broker) { RunNodeScript("start", broker); }
+void StopBroker(const Broker& broker) {
+  RunNodeScript("stop", broker);
+}
+void StartBroker(const Broker& broker) {
+  RunNodeScript("start", broker);
+}
 
 std::string UniqueName(const std::string& prefix) {
   std::random_device rd;

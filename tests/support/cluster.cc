@@ -35,8 +35,9 @@ std::string NodeField(const std::string& dir, int node, int field) {
 TestCluster::TestCluster() {
   const char* dir = std::getenv("OUTBOX_TEST_CLUSTER_DIR");
   if (dir == nullptr) {
-    Fail("OUTBOX_TEST_CLUSTER_DIR is not set: run this test through ctest, whose cluster "
-         "fixture starts a private 3-node RabbitMQ cluster");
+    Fail(
+        "OUTBOX_TEST_CLUSTER_DIR is not set: run this test through ctest, whose cluster "
+        "fixture starts a private 3-node RabbitMQ cluster");
   }
   broker_.dir = dir;
   std::ifstream in(absl::StrCat(dir, "/amqp_urls"));
@@ -65,7 +66,9 @@ pid_t TestCluster::Pid(int node) const {
   return pid;
 }
 
-std::string TestCluster::Name(int node) const { return NodeField(broker_.dir, node, 1); }
+std::string TestCluster::Name(int node) const {
+  return NodeField(broker_.dir, node, 1);
+}
 
 int TestCluster::Port(int node) const {
   int port = 0;
@@ -75,17 +78,22 @@ int TestCluster::Port(int node) const {
 
 int TestCluster::Leader(const std::string& queue) const {
   int node = 0;
-  const std::string out(absl::StripAsciiWhitespace(Run(absl::StrCat("leader '", broker_.dir, "' ", queue))));
+  const std::string out(
+      absl::StripAsciiWhitespace(Run(absl::StrCat("leader '", broker_.dir, "' ", queue))));
   if (!absl::SimpleAtoi(out, &node)) Fail(absl::StrCat("no leader for ", queue, ": ", out));
   return node;
 }
 
-std::string TestCluster::Queues() const { return Run(absl::StrCat("queues '", broker_.dir, "'")); }
+std::string TestCluster::Queues() const {
+  return Run(absl::StrCat("queues '", broker_.dir, "'"));
+}
 
 void TestCluster::StartNode(int node) const {
   Run(absl::StrCat("start-node '", broker_.dir, "' ", node));
 }
 
-void TestCluster::WaitWhole() const { Run(absl::StrCat("wait '", broker_.dir, "'")); }
+void TestCluster::WaitWhole() const {
+  Run(absl::StrCat("wait '", broker_.dir, "'"));
+}
 
 }  // namespace outbox::testing

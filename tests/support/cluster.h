@@ -3,8 +3,8 @@
 // The 3-node RabbitMQ cluster of e2e.cluster, started once for the test file
 // by its ctest fixture (scripts/rabbitmq_cluster.sh). Tests never skip when it
 // is missing: they fail.
-#include <string>
 #include <sys/types.h>
+#include <string>
 
 #include "tests/support/broker.h"
 

@@ -55,7 +55,9 @@ std::vector<std::string> PaymentLoad::payment_ids() const {
   return ids;
 }
 
-CheckResult RunChecker(const ServiceSet& services) { return RunChecker(services, -1); }
+CheckResult RunChecker(const ServiceSet& services) {
+  return RunChecker(services, -1);
+}
 
 CheckResult RunChecker(const ServiceSet& services, int shard) {
   Process p;
@@ -66,8 +68,7 @@ CheckResult RunChecker(const ServiceSet& services, int shard) {
     args.push_back("--payment_db=" + services.dir() + "/payment.db");
   } else {
     args.push_back("--payment_db=" + services.payment_shard_db(shard));
-    args.push_back("--payment_id_prefix=" +
-                   PaymentIdPrefix(shard, services.payment_shard_count()));
+    args.push_back("--payment_id_prefix=" + PaymentIdPrefix(shard, services.payment_shard_count()));
   }
   p.Start(BinaryPath("outbox_check"), args, {}, log);
   CheckResult r;
@@ -78,16 +79,18 @@ CheckResult RunChecker(const ServiceSet& services, int shard) {
 
 int WaitAllSent(ServiceSet& services, size_t expected, absl::Duration timeout) {
   int sent = 0;
-  PollUntil([&] {
-    try {
-      auto all = services.AllPayments();
-      sent = 0;
-      for (const auto& p : all) sent += p.outbox().status() == ::payment::v1::SENT;
-      return all.size() == expected && static_cast<size_t>(sent) == expected;
-    } catch (const std::exception&) {
-      return false;  // the payment service is restarting
-    }
-  }, timeout, absl::Milliseconds(250));
+  PollUntil(
+      [&] {
+        try {
+          auto all = services.AllPayments();
+          sent = 0;
+          for (const auto& p : all) sent += p.outbox().status() == ::payment::v1::SENT;
+          return all.size() == expected && static_cast<size_t>(sent) == expected;
+        } catch (const std::exception&) {
+          return false;  // the payment service is restarting
+        }
+      },
+      timeout, absl::Milliseconds(250));
   return sent;
 }
 

@@ -32,7 +32,9 @@ double TimeScale() {
   return scale;
 }
 
-absl::Duration Scaled(absl::Duration d) { return d * TimeScale(); }
+absl::Duration Scaled(absl::Duration d) {
+  return d * TimeScale();
+}
 
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
   return absl::ToChronoTime(absl::Now() + Scaled(d));
@@ -176,8 +178,8 @@ std::string LogField(const std::string& log, const std::string& event, const std
 }
 
 std::string MakeTempDir(const std::string& prefix) {
-  std::string tmpl = absl::StrCat(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp", "/",
-                                  prefix, ".XXXXXX");
+  std::string tmpl =
+      absl::StrCat(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp", "/", prefix, ".XXXXXX");
   if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   return tmpl;
 }

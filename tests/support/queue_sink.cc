@@ -52,8 +52,8 @@ void QueueSink::Run(const std::string& amqp_url, const std::string& queue, Mode 
     auto got = conn->NextDeliveries(100, absl::Milliseconds(50));
     if (!got.ok()) return;
     for (const Delivery& d : *got) {
-      absl::Status s = mode == Mode::kDrop ? conn->Ack(d.delivery_tag, false)
-                                           : conn->Reject(d.delivery_tag);
+      absl::Status s =
+          mode == Mode::kDrop ? conn->Ack(d.delivery_tag, false) : conn->Reject(d.delivery_tag);
       if (!s.ok()) return;
       ++taken_;
     }

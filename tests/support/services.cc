@@ -18,7 +18,9 @@
 
 namespace outbox::testing {
 
-std::string BinaryPath(const std::string& name) { return absl::StrCat(OUTBOX_BIN_DIR, "/", name); }
+std::string BinaryPath(const std::string& name) {
+  return absl::StrCat(OUTBOX_BIN_DIR, "/", name);
+}
 
 ServiceSet::ServiceSet(std::map<std::string, std::string> extra_env)
     : ServiceSet(TestBroker(), std::move(extra_env)) {}
@@ -31,13 +33,14 @@ ServiceSet::ServiceSet(Broker broker, std::map<std::string, std::string> extra_e
       message_keys_file_(dir_ + "/message.keys"),
       extra_env_(std::move(extra_env)) {
   UuidGenerator secret;
-  const std::string text = absl::StrCat(UniqueName("e2e"), " ", secret.NewId(), secret.NewId(), "\n");
+  const std::string text =
+      absl::StrCat(UniqueName("e2e"), " ", secret.NewId(), secret.NewId(), "\n");
   auto keys = MessageKeys::Parse(text);
   if (!keys.ok()) throw std::runtime_error(std::string(keys.status().message()));
   message_keys_ = std::make_unique<MessageKeys>(*std::move(keys));
   std::ofstream(message_keys_file_) << text;
-  std::filesystem::permissions(message_keys_file_, std::filesystem::perms::owner_read |
-                                                       std::filesystem::perms::owner_write);
+  std::filesystem::permissions(
+      message_keys_file_, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 OutgoingMessage ServiceSet::Signed(OutgoingMessage m) const {
@@ -74,8 +77,7 @@ Env ServiceSet::ServiceEnv(const std::string& broker_user) const {
 
 int ServiceSet::StartService(Process& p, const std::string& name, const std::string& event,
                              std::map<std::string, std::string> env, const std::string& log_name) {
-  const std::string log_path =
-      absl::StrCat(dir_, "/", log_name.empty() ? name : log_name, ".log");
+  const std::string log_path = absl::StrCat(dir_, "/", log_name.empty() ? name : log_name, ".log");
   auto starts = [&](const std::string& log) {
     int n = 0;
     for (size_t at = log.find(event); at != std::string::npos; at = log.find(event, at + 1)) ++n;
@@ -86,12 +88,15 @@ int ServiceSet::StartService(Process& p, const std::string& name, const std::str
   p.Start(binary_dir_.empty() ? BinaryPath(name) : absl::StrCat(binary_dir_, "/", name), {}, env,
           log_path);
   std::string log;
-  PollUntil([&] {
-    log = p.Log();
-    return starts(log) > before || !p.Running();
-  }, absl::Seconds(30), absl::Milliseconds(50));
+  PollUntil(
+      [&] {
+        log = p.Log();
+        return starts(log) > before || !p.Running();
+      },
+      absl::Seconds(30), absl::Milliseconds(50));
   int bound = 0;
-  if (starts(log) <= before || !absl::SimpleAtoi(LogField(log, event, "port"), &bound) || bound == 0) {
+  if (starts(log) <= before || !absl::SimpleAtoi(LogField(log, event, "port"), &bound) ||
+      bound == 0) {
     throw std::runtime_error(absl::StrCat(name, " did not start; log:\n", p.Log()));
   }
   return bound;
@@ -106,8 +111,8 @@ void ServiceSet::StartAccounting(Env extra_env) {
   for (const auto& [k, v] : extra_env) env[k] = v;
   // Keep the port across restarts so clients reconnect to the same address.
   env["ACCOUNTING_LISTEN"] = absl::StrCat("127.0.0.1:", accounting_port_);
-  accounting_port_ = StartService(accounting_, "accounting_service", "accounting_service_started",
-                                  env);
+  accounting_port_ =
+      StartService(accounting_, "accounting_service", "accounting_service_started", env);
   if (!accounting_channel_) {
     accounting_channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", accounting_port_),
                                               grpc::InsecureChannelCredentials());
@@ -166,8 +171,8 @@ ServiceSet::Recovery& ServiceSet::StartRecovery(const std::string& instance, Env
   r.port = StartService(r.process, "recovery_service", "recovery_service_started", env,
                         absl::StrCat("recovery_", instance));
   if (!r.ops) {
-    r.ops = ::ops::v1::OutboxOps::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", r.port), grpc::InsecureChannelCredentials()));
+    r.ops = ::ops::v1::OutboxOps::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", r.port),
+                                                              grpc::InsecureChannelCredentials()));
   }
   return r;
 }
@@ -198,8 +203,10 @@ void ServiceSet::UsePaymentShards(int count) {
   if (!shard_ports_.empty()) throw std::logic_error("UsePaymentShards called twice");
   for (int k = 0; k < count; ++k) {
     int port = UnusedLoopbackPort();
-    for (int tries = 0; std::find(shard_ports_.begin(), shard_ports_.end(), port) !=
-                        shard_ports_.end() && tries < 10; ++tries) {
+    for (int tries = 0;
+         std::find(shard_ports_.begin(), shard_ports_.end(), port) != shard_ports_.end() &&
+         tries < 10;
+         ++tries) {
       port = UnusedLoopbackPort();
     }
     shard_ports_.push_back(port);
@@ -210,7 +217,9 @@ void ServiceSet::UsePaymentShards(int count) {
 std::string ServiceSet::payment_shard_db(int k) const {
   return absl::StrCat(dir_, "/payment.s", k, ".db");
 }
-std::string ServiceSet::shard_acc_queue(int k) const { return absl::StrCat(acc_queue_, ".s", k); }
+std::string ServiceSet::shard_acc_queue(int k) const {
+  return absl::StrCat(acc_queue_, ".s", k);
+}
 std::string ServiceSet::payment_shard_address(int k) const {
   return absl::StrCat("127.0.0.1:", shard_ports_.at(static_cast<size_t>(k)));
 }
@@ -263,26 +272,25 @@ std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
   if (payment_shard_count() > 0) shards = PaymentShardsStub();
   const absl::Status s = loadgen::ForEachPayment(
       shards ? *shards : *payment_stub_, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED,
-      Scaled(absl::Seconds(10)),
-      [&](const ::payment::v1::Payment& p) { out.push_back(p); });
+      Scaled(absl::Seconds(10)), [&](const ::payment::v1::Payment& p) { out.push_back(p); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
 }
 
 std::vector<::accounting::v1::Voucher> ServiceSet::ShardVouchers(int shard) {
   std::vector<::accounting::v1::Voucher> out;
-  const absl::Status s = loadgen::ForEachVoucher(
-      *accounting_shard(shard).api, Scaled(absl::Seconds(10)),
-      [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
+  const absl::Status s =
+      loadgen::ForEachVoucher(*accounting_shard(shard).api, Scaled(absl::Seconds(10)),
+                              [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
 }
 
 std::vector<::accounting::v1::Voucher> ServiceSet::AllVouchers() {
   std::vector<::accounting::v1::Voucher> out;
-  const absl::Status s = loadgen::ForEachVoucher(
-      *accounting_stub_, Scaled(absl::Seconds(10)),
-      [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
+  const absl::Status s =
+      loadgen::ForEachVoucher(*accounting_stub_, Scaled(absl::Seconds(10)),
+                              [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
 }

@@ -97,14 +97,13 @@ absl::StatusOr<::ops::v1::RedriveDeadLettersResponse> RedriveDeadLetters(OpsStub
   ::ops::v1::RedriveDeadLettersRequest request;
   request.set_queue(queue);
   request.set_limit(limit);
-  return Call<OpsStub, ::ops::v1::RedriveDeadLettersRequest,
-              ::ops::v1::RedriveDeadLettersResponse>(ops, &OpsStub::RedriveDeadLetters, request,
-                                                     timeout);
+  return Call<OpsStub, ::ops::v1::RedriveDeadLettersRequest, ::ops::v1::RedriveDeadLettersResponse>(
+      ops, &OpsStub::RedriveDeadLetters, request, timeout);
 }
 
-absl::StatusOr<::payment::v1::Payment> GetPayment(::payment::v1::PaymentService::StubInterface& payments,
-                                                  const std::string& payment_id,
-                                                  absl::Duration timeout) {
+absl::StatusOr<::payment::v1::Payment> GetPayment(
+    ::payment::v1::PaymentService::StubInterface& payments, const std::string& payment_id,
+    absl::Duration timeout) {
   using Stub = ::payment::v1::PaymentService::StubInterface;
   ::payment::v1::GetPaymentRequest request;
   request.set_payment_id(payment_id);
@@ -140,8 +139,8 @@ absl::StatusOr<::accounting::v1::Voucher> GetVoucher(
 absl::StatusOr<::grpc::health::v1::HealthCheckResponse> CheckHealth(
     ::grpc::health::v1::Health::StubInterface& health, absl::Duration timeout) {
   using Stub = ::grpc::health::v1::Health::StubInterface;
-  return Call<Stub, ::grpc::health::v1::HealthCheckRequest, ::grpc::health::v1::HealthCheckResponse>(
-      health, &Stub::Check, {}, timeout);
+  return Call<Stub, ::grpc::health::v1::HealthCheckRequest,
+              ::grpc::health::v1::HealthCheckResponse>(health, &Stub::Check, {}, timeout);
 }
 
 }  // namespace outbox::ctl

@@ -26,7 +26,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 absl::StatusOr<::ops::v1::Stats> GetStats(OpsStub& ops, absl::Duration timeout);
 // Pages through ListMessages (`page_size` rows a call) until `limit` rows or
 // the last page; next_page_token is set when more rows may remain.
-absl::StatusOr<::ops::v1::ListMessagesResponse> ListMessages(OpsStub& ops, ::ops::v1::MessageStatus status,
+absl::StatusOr<::ops::v1::ListMessagesResponse> ListMessages(OpsStub& ops,
+                                                             ::ops::v1::MessageStatus status,
                                                              int limit, int page_size,
                                                              absl::Duration timeout);
 absl::StatusOr<::ops::v1::OutboxMessage> GetMessage(OpsStub& ops, const std::string& message_id,
@@ -37,14 +38,15 @@ absl::StatusOr<::ops::v1::RedriveFailedResponse> RedriveFailed(OpsStub& ops, boo
                                                                absl::Duration timeout);
 absl::StatusOr<::ops::v1::ListDeadLettersResponse> ListDeadLetters(OpsStub& ops,
                                                                    const std::string& queue,
-                                                                   int limit, absl::Duration timeout);
+                                                                   int limit,
+                                                                   absl::Duration timeout);
 absl::StatusOr<::ops::v1::RedriveDeadLettersResponse> RedriveDeadLetters(OpsStub& ops,
                                                                          const std::string& queue,
                                                                          int limit,
                                                                          absl::Duration timeout);
-absl::StatusOr<::payment::v1::Payment> GetPayment(::payment::v1::PaymentService::StubInterface& payments,
-                                                  const std::string& payment_id,
-                                                  absl::Duration timeout);
+absl::StatusOr<::payment::v1::Payment> GetPayment(
+    ::payment::v1::PaymentService::StubInterface& payments, const std::string& payment_id,
+    absl::Duration timeout);
 absl::StatusOr<::payment::v1::CreatePaymentResponse> CreatePayment(
     ::payment::v1::PaymentService::StubInterface& payments, const NewPayment& payment,
     absl::Duration timeout);

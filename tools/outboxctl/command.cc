@@ -21,17 +21,13 @@ struct FlagSpec {
 };
 
 constexpr FlagSpec kFlags[] = {
-    {"recovery_addr", true, true},  {"payment_addr", true, true},
-    {"accounting_addr", true, true}, {"timeout", true, true},
-    {"json", false, true},          {"status", true, false},
-    {"limit", true, false},         {"page_size", true, false},
-    {"queue", true, false},         {"all_failed", false, false},
-    {"dry_run", false, false},      {"tls_ca_file", true, true},
-    {"tls_cert_file", true, true},  {"tls_key_file", true, true},
-    {"token_file", true, true},
-    {"idempotency_key", true, false}, {"payer", true, false},
-    {"payee", true, false},           {"amount", true, false},
-    {"currency", true, false},        {"description", true, false},
+    {"recovery_addr", true, true},    {"payment_addr", true, true}, {"accounting_addr", true, true},
+    {"timeout", true, true},          {"json", false, true},        {"status", true, false},
+    {"limit", true, false},           {"page_size", true, false},   {"queue", true, false},
+    {"all_failed", false, false},     {"dry_run", false, false},    {"tls_ca_file", true, true},
+    {"tls_cert_file", true, true},    {"tls_key_file", true, true}, {"token_file", true, true},
+    {"idempotency_key", true, false}, {"payer", true, false},       {"payee", true, false},
+    {"amount", true, false},          {"currency", true, false},    {"description", true, false},
 };
 
 const FlagSpec* FindFlag(absl::string_view name) {
@@ -41,7 +37,9 @@ const FlagSpec* FindFlag(absl::string_view name) {
   return nullptr;
 }
 
-absl::Status Bad(absl::string_view message) { return absl::InvalidArgumentError(message); }
+absl::Status Bad(absl::string_view message) {
+  return absl::InvalidArgumentError(message);
+}
 
 // How a flag is written in messages: --all-failed, --recovery_addr (as in the help).
 std::string Shown(absl::string_view name) {
@@ -63,8 +61,8 @@ absl::StatusOr<int> PositiveInt(absl::string_view flag, const std::string& value
 absl::StatusOr<absl::Duration> PositiveDuration(absl::string_view what, const std::string& value) {
   absl::Duration d;
   if (!absl::ParseDuration(value, &d) || d <= absl::ZeroDuration()) {
-    return Bad(absl::StrCat(what, " must be a positive duration such as 500ms or 10s, not '", value,
-                            "'"));
+    return Bad(
+        absl::StrCat(what, " must be a positive duration such as 500ms or 10s, not '", value, "'"));
   }
   return d;
 }
@@ -75,8 +73,8 @@ const std::set<std::string>& LocalFlagsOf(Verb verb) {
   static const auto* list = new std::set<std::string>{"status", "limit", "page_size"};
   static const auto* redrive_all = new std::set<std::string>{"all_failed", "dry_run"};
   static const auto* dead_letters = new std::set<std::string>{"queue", "limit"};
-  static const auto* create = new std::set<std::string>{"idempotency_key", "payer", "payee",
-                                                        "amount", "currency", "description"};
+  static const auto* create = new std::set<std::string>{
+      "idempotency_key", "payer", "payee", "amount", "currency", "description"};
   switch (verb) {
     case Verb::kPaymentCreate: return *create;
     case Verb::kList: return *list;
@@ -116,11 +114,12 @@ absl::StatusOr<Verb> VerbOf(const std::vector<std::string>& words, bool all_fail
     if (w == "payment" && sub == "create") return Verb::kPaymentCreate;
     if (w == "payment" || w == "voucher") {
       if (sub != "get") {
-        return Bad(sub.empty() ? absl::StrCat("'", w, "' needs a subcommand: ", w, " get PAYMENT_ID",
-                                              w == "payment" ? " or payment create" : "")
-                               : absl::StrCat("unknown subcommand '", w, " ", sub, "'; try '", w,
-                                              w == "payment" ? " get PAYMENT_ID' or 'payment create'"
-                                                             : " get PAYMENT_ID'"));
+        return Bad(sub.empty()
+                       ? absl::StrCat("'", w, "' needs a subcommand: ", w, " get PAYMENT_ID",
+                                      w == "payment" ? " or payment create" : "")
+                       : absl::StrCat("unknown subcommand '", w, " ", sub, "'; try '", w,
+                                      w == "payment" ? " get PAYMENT_ID' or 'payment create'"
+                                                     : " get PAYMENT_ID'"));
       }
       *args = 1;
       return w == "payment" ? Verb::kPaymentGet : Verb::kVoucherGet;
@@ -262,8 +261,8 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const
       if (local.count("status") == 0) return Bad("'list' needs --status=FAILED, SENDING or SENT");
       c.status = absl::AsciiStrToUpper(local["status"]);
       if (c.status != "FAILED" && c.status != "SENDING" && c.status != "SENT") {
-        return Bad(absl::StrCat("--status must be FAILED, SENDING or SENT, not '", local["status"],
-                                "'"));
+        return Bad(
+            absl::StrCat("--status must be FAILED, SENDING or SENT, not '", local["status"], "'"));
       }
       c.limit = kDefaultListLimit;
       if (local.count("limit")) {
@@ -288,9 +287,8 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const
       }
       c.queue = local["queue"];
       if (local.count("limit")) {
-        auto n = PositiveInt("limit", local["limit"], c.verb == Verb::kDeadLettersList
-                                                          ? kMaxPageSize
-                                                          : 1000000000);
+        auto n = PositiveInt("limit", local["limit"],
+                             c.verb == Verb::kDeadLettersList ? kMaxPageSize : 1000000000);
         if (!n.ok()) return n.status();
         c.limit = *n;
       }
@@ -316,8 +314,7 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const
       }
       break;
     }
-    default:
-      break;
+    default: break;
   }
   return c;
 }
@@ -361,11 +358,13 @@ std::string HelpText() {
       "                               [env OUTBOXCTL_TLS_CERT_FILE]\n"
       "  --tls_key_file FILE          its PEM key [env OUTBOXCTL_TLS_KEY_FILE]\n"
       "  --token_file FILE            token sent as 'authorization: Bearer' on every call\n"
-      "                               (OPS_TOKEN_FILE's for the ops API) [env OUTBOXCTL_TOKEN_FILE]\n"
+      "                               (OPS_TOKEN_FILE's for the ops API) [env "
+      "OUTBOXCTL_TOKEN_FILE]\n"
       "  --help, --version\n"
       "\n"
       "exit status: 0 done; 1 the call failed (not found, refused, unavailable, not SERVING):\n"
-      "one line on stderr naming the gRPC status; 2 usage error (also an unusable TLS or token file).\n");
+      "one line on stderr naming the gRPC status; 2 usage error (also an unusable TLS or token "
+      "file).\n");
 }
 
 }  // namespace outbox::ctl

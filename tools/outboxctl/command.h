@@ -27,9 +27,9 @@ enum class Verb {
   kDeadLettersList,     // dead-letters list --queue=Q [--limit N]
   kDeadLettersRedrive,  // dead-letters redrive --queue=Q [--limit N]
   kPaymentGet,          // payment get PAYMENT_ID
-  kPaymentCreate,       // payment create --idempotency_key K --payer A --payee B --amount N --currency C
-  kVoucherGet,          // voucher get PAYMENT_ID
-  kHealth,              // health ADDR
+  kPaymentCreate,  // payment create --idempotency_key K --payer A --payee B --amount N --currency C
+  kVoucherGet,     // voucher get PAYMENT_ID
+  kHealth,         // health ADDR
 };
 
 // payment create: the CreatePayment request.

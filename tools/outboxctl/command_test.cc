@@ -7,7 +7,8 @@
 namespace outbox::ctl {
 namespace {
 
-absl::StatusOr<Command> Parse(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+absl::StatusOr<Command> Parse(std::vector<std::string> args,
+                              std::map<std::string, std::string> env = {}) {
   return ParseCommand(args, [env](const std::string& name) -> std::optional<std::string> {
     auto it = env.find(name);
     if (it == env.end()) return std::nullopt;
@@ -138,7 +139,8 @@ TEST(CommandTest, UsageErrorsSayWhatIsWrong) {
             "redrive takes a MESSAGE_ID or --all-failed, not both");
   EXPECT_EQ(Error({"redrive", "m", "--dry-run"}), "--dry-run goes with redrive --all-failed");
   EXPECT_EQ(Error({"list"}), "'list' needs --status=FAILED, SENDING or SENT");
-  EXPECT_EQ(Error({"list", "--status=LOST"}), "--status must be FAILED, SENDING or SENT, not 'LOST'");
+  EXPECT_EQ(Error({"list", "--status=LOST"}),
+            "--status must be FAILED, SENDING or SENT, not 'LOST'");
   EXPECT_EQ(Error({"list", "--status=SENT", "--limit=0"}),
             "--limit must be a whole number from 1 to 1000000000, not '0'");
   EXPECT_EQ(Error({"list", "--status=SENT", "--page_size=5000"}),
@@ -148,7 +150,8 @@ TEST(CommandTest, UsageErrorsSayWhatIsWrong) {
   EXPECT_EQ(Error({"dead-letters"}), "'dead-letters' needs a subcommand: list or redrive");
   EXPECT_EQ(Error({"dead-letters", "peek"}),
             "unknown subcommand 'dead-letters peek'; try list or redrive");
-  EXPECT_EQ(Error({"dead-letters", "list"}), "'dead-letters list' needs --queue=QUEUE (e.g. PAY_QUEUE)");
+  EXPECT_EQ(Error({"dead-letters", "list"}),
+            "'dead-letters list' needs --queue=QUEUE (e.g. PAY_QUEUE)");
   EXPECT_EQ(Error({"payment"}),
             "'payment' needs a subcommand: payment get PAYMENT_ID or payment create");
   EXPECT_EQ(Error({"payment", "pay"}),
@@ -158,9 +161,12 @@ TEST(CommandTest, UsageErrorsSayWhatIsWrong) {
   EXPECT_EQ(Error({"payment", "create", "--idempotency_key=k", "--payer=a", "--payee=b",
                    "--amount=12.50", "--currency=EUR"}),
             "--amount must be a whole number of minor units (cents), not '12.50'");
-  EXPECT_EQ(Error({"payment", "create", "p-1"}), "unexpected argument 'p-1' after 'payment create'");
-  EXPECT_EQ(Error({"payment", "get", "p-1", "--payer=a"}), "--payer does not apply to 'payment get'");
-  EXPECT_EQ(Error({"voucher", "list"}), "unknown subcommand 'voucher list'; try 'voucher get PAYMENT_ID'");
+  EXPECT_EQ(Error({"payment", "create", "p-1"}),
+            "unexpected argument 'p-1' after 'payment create'");
+  EXPECT_EQ(Error({"payment", "get", "p-1", "--payer=a"}),
+            "--payer does not apply to 'payment get'");
+  EXPECT_EQ(Error({"voucher", "list"}),
+            "unknown subcommand 'voucher list'; try 'voucher get PAYMENT_ID'");
   EXPECT_EQ(Error({"payment", "get"}), "'payment get' needs PAYMENT_ID");
   EXPECT_EQ(Error({"health"}), "'health' needs ADDR");
   EXPECT_EQ(Error({"stats", "--json=maybe"}), "--json takes no value (or true/false), not 'maybe'");

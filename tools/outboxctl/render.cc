@@ -23,7 +23,9 @@ std::string Shorten(const std::string& s, size_t width) {
   return one_line.substr(0, width - 3) + "...";
 }
 
-std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+std::string OrDash(const std::string& s) {
+  return s.empty() ? "-" : s;
+}
 
 std::string Attempts(int attempts, int max_attempts) {
   return absl::StrCat(attempts, " of ", max_attempts);
@@ -34,7 +36,8 @@ std::string Attempts(int attempts, int max_attempts) {
 std::string Table(const Row& header, const std::vector<Row>& rows) {
   std::vector<size_t> width(header.size(), 0);
   auto measure = [&](const Row& r) {
-    for (size_t i = 0; i < r.size() && i < width.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], r[i].size());
   };
   measure(header);
   for (const Row& r : rows) measure(r);
@@ -106,12 +109,14 @@ std::string RenderMessages(const std::string& status,
   for (const auto& m : rows) {
     table.push_back({m.message_id(), m.biz_key(), ::ops::v1::MessageStatus_Name(m.status()),
                      Attempts(m.attempts(), m.max_attempts()),
-                     m.status() == ::ops::v1::SENDING ? TimeText(m.next_retry_at(), m.has_next_retry_at())
-                                                      : "-",
+                     m.status() == ::ops::v1::SENDING
+                         ? TimeText(m.next_retry_at(), m.has_next_retry_at())
+                         : "-",
                      OrDash(Shorten(m.last_error(), kErrorWidth))});
   }
   return absl::StrCat(
-      Table({"MESSAGE_ID", "PAYMENT_ID", "STATUS", "ATTEMPTS", "NEXT_RETRY_AT", "LAST_ERROR"}, table),
+      Table({"MESSAGE_ID", "PAYMENT_ID", "STATUS", "ATTEMPTS", "NEXT_RETRY_AT", "LAST_ERROR"},
+            table),
       rows.size(), " ", status, " row(s)", more ? "; more remain (raise --limit)" : "", "\n");
 }
 
@@ -143,7 +148,8 @@ std::string RenderRedriveFailed(const ::ops::v1::RedriveFailedResponse& r) {
   return absl::StrCat(r.count(), " FAILED row(s) re-driven to SENDING\n");
 }
 
-std::string RenderDeadLetters(const std::string& queue, const ::ops::v1::ListDeadLettersResponse& r) {
+std::string RenderDeadLetters(const std::string& queue,
+                              const ::ops::v1::ListDeadLettersResponse& r) {
   std::vector<Row> table;
   for (const auto& d : r.messages()) {
     table.push_back({OrDash(d.message_id()), OrDash(d.type()), absl::StrCat(d.body().size())});
@@ -181,7 +187,8 @@ std::string RenderPayment(const ::payment::v1::Payment& p) {
 }
 
 std::string RenderCreatedPayment(const ::payment::v1::CreatePaymentResponse& r) {
-  return absl::StrCat(Fields({{"replayed", r.replayed() ? "yes" : "no"}}), RenderPayment(r.payment()));
+  return absl::StrCat(Fields({{"replayed", r.replayed() ? "yes" : "no"}}),
+                      RenderPayment(r.payment()));
 }
 
 std::string RenderVoucher(const ::accounting::v1::Voucher& v) {

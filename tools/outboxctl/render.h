@@ -32,7 +32,8 @@ std::string RenderMessages(const std::string& status,
                            bool more);
 std::string RenderMessage(const ::ops::v1::OutboxMessage& m);
 std::string RenderRedriveFailed(const ::ops::v1::RedriveFailedResponse& r);
-std::string RenderDeadLetters(const std::string& queue, const ::ops::v1::ListDeadLettersResponse& r);
+std::string RenderDeadLetters(const std::string& queue,
+                              const ::ops::v1::ListDeadLettersResponse& r);
 std::string RenderDeadLettersRedriven(const std::string& queue,
                                       const ::ops::v1::RedriveDeadLettersResponse& r);
 std::string RenderPayment(const ::payment::v1::Payment& p);

@@ -52,7 +52,8 @@ TEST(RenderTest, OneMessageShowsItsTrace) {
   m.set_trace_id("4bf92f3577b34da6a3ce929d0e0e4736");
   m.set_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   const std::string out = RenderMessage(m);
-  EXPECT_NE(out.find("\ntrace_id         4bf92f3577b34da6a3ce929d0e0e4736\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("\ntrace_id         4bf92f3577b34da6a3ce929d0e0e4736\n"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("\nreply_to         -\n"), std::string::npos) << out;
 }
 

@@ -77,12 +77,8 @@ int Execute(const Command& c, Connections& connections, std::ostream& out, std::
     }
   }
   switch (c.verb) {
-    case Verb::kHelp:
-      out << HelpText();
-      return kExitOk;
-    case Verb::kVersion:
-      out << VersionLine(kProgram) << "\n";
-      return kExitOk;
+    case Verb::kHelp: out << HelpText(); return kExitOk;
+    case Verb::kVersion: out << VersionLine(kProgram) << "\n"; return kExitOk;
     case Verb::kStats:
       return Print(c, GetStats(*connections.Ops(ops_addr), c.timeout), kRecovery, ops_addr, out,
                    err, RenderStats);
@@ -94,8 +90,8 @@ int Execute(const Command& c, Connections& connections, std::ostream& out, std::
                      return RenderMessages(c.status, r.messages(), !r.next_page_token().empty());
                    });
     case Verb::kGet:
-      return Print(c, GetMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery,
-                   ops_addr, out, err, RenderMessage);
+      return Print(c, GetMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery, ops_addr,
+                   out, err, RenderMessage);
     case Verb::kRedrive:
       return Print(c, RedriveMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery,
                    ops_addr, out, err, RenderMessage);
@@ -104,8 +100,7 @@ int Execute(const Command& c, Connections& connections, std::ostream& out, std::
                    ops_addr, out, err, RenderRedriveFailed);
     case Verb::kDeadLettersList:
       return Print(c, ListDeadLetters(*connections.Ops(ops_addr), c.queue, c.limit, c.timeout),
-                   kRecovery, ops_addr, out, err,
-                   [&](const ::ops::v1::ListDeadLettersResponse& r) {
+                   kRecovery, ops_addr, out, err, [&](const ::ops::v1::ListDeadLettersResponse& r) {
                      return RenderDeadLetters(c.queue, r);
                    });
     case Verb::kDeadLettersRedrive:
@@ -125,13 +120,12 @@ int Execute(const Command& c, Connections& connections, std::ostream& out, std::
                    "accounting_service", c.accounting_addr, out, err, RenderVoucher);
     case Verb::kHealth: {
       auto health = CheckHealth(*connections.Health(c.arg), c.timeout);
-      const int printed = Print(c, health, "health check", c.arg, out, err,
-                                [&](const ::grpc::health::v1::HealthCheckResponse& r) {
-                                  return c.arg + "  " +
-                                         ::grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-                                             r.status()) +
-                                         "\n";
-                                });
+      const int printed = Print(
+          c, health, "health check", c.arg, out, err,
+          [&](const ::grpc::health::v1::HealthCheckResponse& r) {
+            return c.arg + "  " +
+                   ::grpc::health::v1::HealthCheckResponse::ServingStatus_Name(r.status()) + "\n";
+          });
       if (printed != kExitOk) return printed;
       return health->status() == ::grpc::health::v1::HealthCheckResponse::SERVING ? kExitOk
                                                                                   : kExitFailure;

@@ -23,7 +23,8 @@ using ::testing::SetArgPointee;
 // Hands out the mocks a test prepared, and remembers the addresses asked for.
 class MockConnections final : public Connections {
  public:
-  std::unique_ptr<::ops::v1::MockOutboxOpsStub> ops = std::make_unique<::ops::v1::MockOutboxOpsStub>();
+  std::unique_ptr<::ops::v1::MockOutboxOpsStub> ops =
+      std::make_unique<::ops::v1::MockOutboxOpsStub>();
   std::unique_ptr<::grpc::health::v1::MockHealthStub> health =
       std::make_unique<::grpc::health::v1::MockHealthStub>();
   std::vector<std::string> addrs;
@@ -42,7 +43,8 @@ class MockConnections final : public Connections {
     addrs.push_back(addr);
     return std::make_unique<::accounting::v1::MockAccountingServiceStub>();
   }
-  std::unique_ptr<::grpc::health::v1::Health::StubInterface> Health(const std::string& addr) override {
+  std::unique_ptr<::grpc::health::v1::Health::StubInterface> Health(
+      const std::string& addr) override {
     addrs.push_back(addr);
     return std::move(health);
   }
@@ -125,7 +127,8 @@ TEST(RunTest, HealthExitsZeroOnlyWhenServing) {
         .WillOnce(DoAll(SetArgPointee<2>(resp), Return(grpc::Status::OK)));
     const Outcome o = RunCtl(c, {"health", "h:9"});
     EXPECT_EQ(o.code, code) << o.out;
-    EXPECT_EQ(o.out, "h:9  " + ::grpc::health::v1::HealthCheckResponse::ServingStatus_Name(status) + "\n");
+    EXPECT_EQ(o.out,
+              "h:9  " + ::grpc::health::v1::HealthCheckResponse::ServingStatus_Name(status) + "\n");
   }
   MockConnections down;
   EXPECT_CALL(*down.health, Check(_, _, _))

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Every C++ file of the tree is laid out as .clang-format says (Debian's
+# clang-format 14); prints the files that are not and how to fix them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v clang-format >/dev/null || { echo "clang-format is missing: bash scripts/install_deps.sh" >&2; exit 1; }
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  mapfile -t files < <(git ls-files '*.cc' '*.h')
+else
+  mapfile -t files < <(find . -path ./build -prune -o -path './build-*' -prune -o \( -name '*.cc' -o -name '*.h' \) -print)
+fi
+bad=()
+for f in "${files[@]}"; do
+  clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || bad+=("$f")
+done
+if ((${#bad[@]})); then
+  printf 'not formatted: %s\n' "${bad[@]}" >&2
+  echo "fix: clang-format -i ${bad[*]}" >&2
+  exit 1
+fi
+echo "${#files[@]} files formatted"
