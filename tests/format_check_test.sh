@@ -4,11 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "clang-format is missing: bash scripts/install_deps.sh" >&2; exit 1; }
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  mapfile -t files < <(git ls-files '*.cc' '*.h')
-else
-  mapfile -t files < <(find . -path ./build -prune -o -path './build-*' -prune -o \( -name '*.cc' -o -name '*.h' \) -print)
-fi
+# The tree's own sources: not build outputs, not other worktrees' copies.
+mapfile -t files < <(find . -type d \( -name 'build*' -o -name '.git' -o -name node_modules -o -name '.cache' \) -prune \
+  -o \( -name '*.cc' -o -name '*.h' \) -type f -print | sort)
 bad=()
 for f in "${files[@]}"; do
   clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || bad+=("$f")
