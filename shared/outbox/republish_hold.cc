@@ -88,7 +88,13 @@ DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& a
   // below the hold depth is no backlog.
   DeliveryHold hold = HoldFor(queue, options_.hold_queue_depth,
                               before == DeliveryHold::kAcksStalled ? DeliveryHold::kNone : before);
-  if (hold == DeliveryHold::kNone &&
+  // A queue hold that ends is no stall: its consumers are only now taking the
+  // queued copies, so no acknowledgement can have come yet. It resumes (the
+  // due rows one step back) and the stall is looked at once they come due.
+  const bool queue_hold_ends =
+      hold == DeliveryHold::kNone &&
+      (before == DeliveryHold::kConsumerDown || before == DeliveryHold::kQueueBacklog);
+  if (hold == DeliveryHold::kNone && !queue_hold_ends &&
       AcksStalled(acks, clock_.NowMillis(), options_.retry.base_delay)) {
     hold = DeliveryHold::kAcksStalled;
   }

@@ -174,6 +174,19 @@ TEST_F(RepublishHoldTest, AfterAStallWithNothingQueuedDueRowsGoOutAtOnce) {
   EXPECT_EQ(outbox_.Row("m1").next_retry_at, due_at);
 }
 
+TEST_F(RepublishHoldTest, AQueueHoldThatEndsResumesAndIsNoStall) {
+  Due("m1");
+  Due("m2");
+  const int64_t now = clock_.NowMillis();
+  const AckProgress stalled{now - 9'000, outbox_.Row("m1").next_retry_at, now - 5'000};
+  ASSERT_EQ(hold_.Update({2, 0}, stalled), DeliveryHold::kConsumerDown);
+  // Consumers back: no acknowledgement yet, since they are only now taking
+  // the queued copies. Resumed, rows one step back, and no probe.
+  EXPECT_EQ(hold_.Update({2, 1}, stalled), DeliveryHold::kNone);
+  EXPECT_EQ(hold_.deferred(), 2);
+  EXPECT_GT(outbox_.Row("m1").next_retry_at, now);
+}
+
 TEST_F(RepublishHoldTest, AQueueHoldOutranksStalledAcknowledgements) {
   Due("m1");
   const int64_t now = clock_.NowMillis();
