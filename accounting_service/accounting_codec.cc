@@ -19,6 +19,7 @@ absl::StatusOr<PaymentEvent> DecodePaymentCreated(const std::string& body,
   e.payee_account = msg.payee_account();
   e.amount_minor = msg.amount_minor();
   e.currency = msg.currency();
+  e.batch_replies_accepted = msg.batch_replies_accepted();
   absl::Status s = ValidatePaymentEvent(e, max_amount_minor);
   if (!s.ok()) return s;
   if (!amqp_message_id.empty() && amqp_message_id != e.message_id) {
@@ -28,15 +29,31 @@ absl::StatusOr<PaymentEvent> DecodePaymentCreated(const std::string& body,
   return e;
 }
 
+namespace {
+
+void Fill(const Accounted& a, int64_t accounted_at_ms, events::v1::PaymentAccounted* msg) {
+  msg->set_message_id(a.message_id);
+  msg->set_payment_id(a.payment_id);
+  msg->set_voucher_id(a.voucher_id);
+  msg->set_duplicate(a.duplicate);
+  msg->set_accounted_at_unix_ms(accounted_at_ms);
+  msg->set_traceparent(a.traceparent);
+}
+
+}  // namespace
+
 std::string EncodePaymentAccounted(const std::string& message_id, const std::string& payment_id,
                                    const std::string& voucher_id, bool duplicate,
                                    int64_t accounted_at_ms) {
   events::v1::PaymentAccounted msg;
-  msg.set_message_id(message_id);
-  msg.set_payment_id(payment_id);
-  msg.set_voucher_id(voucher_id);
-  msg.set_duplicate(duplicate);
-  msg.set_accounted_at_unix_ms(accounted_at_ms);
+  Fill({message_id, payment_id, voucher_id, duplicate}, accounted_at_ms, &msg);
+  return msg.SerializeAsString();
+}
+
+std::string EncodePaymentsAccounted(const std::vector<Accounted>& accounted,
+                                    int64_t accounted_at_ms) {
+  events::v1::PaymentsAccounted msg;
+  for (const Accounted& a : accounted) Fill(a, accounted_at_ms, msg.add_accounted());
   return msg.SerializeAsString();
 }
 

@@ -151,46 +151,77 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
     return requeue(outcomes.status());
   }
   Failpoint(kFpAccountingAfterCommitBeforeReply);
+  std::vector<Reply> replies = Answer(events, sources, *outcomes);
+  // The vouchers are committed; each delivery is acked only once the reply
+  // that answers it is confirmed. Otherwise it is redelivered, found to be a
+  // duplicate, and replied to again.
+  const absl::Time sent = clock_.Now();
+  for (size_t i = 0; i < replies.size(); ++i) {
+    auto tag = replies_.Publish(replies[i].message);
+    if (!tag.ok()) {
+      // The rest of this batch is not in the window yet: it goes back too.
+      for (size_t k = i; k < replies.size(); ++k) Track(replies[k]);
+      return FailReplies(tag.status());
+    }
+    std::vector<uint64_t> answered;
+    for (const Delivery* d : replies[i].answers) answered.push_back(d->delivery_tag);
+    window_.Add(*tag, std::move(answered), sent);
+    Track(replies[i]);
+  }
+  return Settle(absl::ZeroDuration());
+}
+
+std::vector<PaymentConsumer::Reply> PaymentConsumer::Answer(
+    const std::vector<PaymentEvent>& events, const std::vector<const Delivery*>& sources,
+    const std::vector<ApplyOutcome>& outcomes) {
   const int64_t now = clock_.NowMillis();
-  std::vector<OutgoingMessage> replies;
-  replies.reserve(events.size());
+  std::vector<Reply> replies;
+  // Publishers that accept batch replies: one reply per reply queue, listing
+  // every message of theirs in this batch, new and duplicate alike.
+  std::map<std::string, size_t> batch_for_queue;         // -> its index in `replies`
+  std::map<size_t, std::vector<Accounted>> batch_lists;  // by that index
   for (size_t i = 0; i < events.size(); ++i) {
-    const ApplyOutcome& o = (*outcomes)[i];
+    const PaymentEvent& e = events[i];
+    const ApplyOutcome& o = outcomes[i];
     o.duplicate ? duplicates_.Add() : applied_.Add();
     const std::string& reply_to =
         sources[i]->reply_to.empty() ? options_.acc_queue : sources[i]->reply_to;
-    // The reply continues the payment's trace as accounting's span.
-    const std::string traceparent =
-        events[i].traceparent.empty() ? "" : ContinueOrStart(events[i].traceparent).Traceparent();
-    replies.push_back({reply_to, events[i].message_id,
-                       EncodePaymentAccounted(events[i].message_id, events[i].payment_id,
-                                              o.voucher_id, o.duplicate, now),
-                       "", "PaymentAccounted", traceparent});
     if (LogEnabled(LogLevel::kDebug)) {
       LogDebug(o.duplicate ? "payment_duplicate" : "voucher_booked",
-               {KV("payment_id", events[i].payment_id), KV("message_id", events[i].message_id),
-                KV("trace_id", TraceIdOf(events[i].traceparent)), KV("voucher_id", o.voucher_id),
+               {KV("payment_id", e.payment_id), KV("message_id", e.message_id),
+                KV("trace_id", TraceIdOf(e.traceparent)), KV("voucher_id", o.voucher_id),
                 KV("redelivered", sources[i]->redelivered)});
     }
-  }
-  // The vouchers are committed; each delivery is acked only once its reply
-  // is confirmed. Otherwise it is redelivered, found to be a duplicate, and
-  // replied to again.
-  const absl::Time sent = clock_.Now();
-  for (size_t i = 0; i < replies.size(); ++i) {
-    auto tag = replies_.Publish(replies[i]);
-    if (!tag.ok()) {
-      // The rest of this batch is not in the window yet: it goes back too.
-      for (size_t k = i; k < replies.size(); ++k) {
-        unsettled_.emplace(sources[k]->delivery_tag,
-                           Unsettled{*sources[k], replies[k].routing_key});
-      }
-      return FailReplies(tag.status());
+    // Each reply continues the payment's trace as accounting's span: a
+    // reply of its own in its header, a batch reply per message.
+    const std::string traceparent =
+        e.traceparent.empty() ? "" : ContinueOrStart(e.traceparent).Traceparent();
+    if (!e.batch_replies_accepted) {  // an older publisher: a reply of its own
+      replies.push_back(
+          {{reply_to, e.message_id,
+            EncodePaymentAccounted(e.message_id, e.payment_id, o.voucher_id, o.duplicate, now), "",
+            kPaymentAccountedType, traceparent},
+           {sources[i]}});
+      continue;
     }
-    window_.Add(*tag, sources[i]->delivery_tag, sent);
-    unsettled_.emplace(sources[i]->delivery_tag, Unsettled{*sources[i], replies[i].routing_key});
+    auto [it, first] = batch_for_queue.try_emplace(reply_to, replies.size());
+    if (first) replies.push_back({{reply_to, "", "", "", kPaymentsAccountedType, ""}, {}});
+    replies[it->second].answers.push_back(sources[i]);
+    batch_lists[it->second].push_back(
+        {e.message_id, e.payment_id, o.voucher_id, o.duplicate, traceparent});
   }
-  return Settle(absl::ZeroDuration());
+  for (const auto& [index, list] : batch_lists) {
+    // Its id names the first message it answers and how many it does.
+    replies[index].message.message_id = absl::StrCat(list.front().message_id, "+", list.size());
+    replies[index].message.body = EncodePaymentsAccounted(list, now);
+  }
+  return replies;
+}
+
+void PaymentConsumer::Track(const Reply& reply) {
+  for (const Delivery* d : reply.answers) {
+    unsettled_.emplace(d->delivery_tag, Unsettled{*d, reply.message.routing_key});
+  }
 }
 
 absl::Status PaymentConsumer::Settle(absl::Duration wait) {
@@ -198,19 +229,23 @@ absl::Status PaymentConsumer::Settle(absl::Duration wait) {
   std::vector<Confirm> confirms;
   absl::Status s = replies_.ReadConfirms(wait, &confirms);
   if (!s.ok()) return FailReplies(s);
-  for (const auto& [delivery_tag, c, sent] : window_.Settle(confirms)) {
-    auto it = unsettled_.find(delivery_tag);
-    if (it == unsettled_.end()) continue;
-    it->second.state = c.ok           ? Unsettled::State::kConfirmed
-                       : c.unroutable ? Unsettled::State::kUnroutable
-                                      : Unsettled::State::kNotConfirmed;
+  for (const auto& [delivery_tags, c, sent] : window_.Settle(confirms)) {
+    for (uint64_t delivery_tag : delivery_tags) {
+      auto it = unsettled_.find(delivery_tag);
+      if (it == unsettled_.end()) continue;
+      it->second.state = c.ok           ? Unsettled::State::kConfirmed
+                         : c.unroutable ? Unsettled::State::kUnroutable
+                                        : Unsettled::State::kNotConfirmed;
+    }
   }
   if (window_.Overdue(clock_.Now(), options_.confirm_timeout)) {
     // Confirms this late: the channel is stuck. What is still waiting is
     // not confirmed (requeued below, and the connection replaced).
-    for (uint64_t delivery_tag : window_.TakeAll()) {
-      auto it = unsettled_.find(delivery_tag);
-      if (it != unsettled_.end()) it->second.state = Unsettled::State::kNotConfirmed;
+    for (const std::vector<uint64_t>& delivery_tags : window_.TakeAll()) {
+      for (uint64_t delivery_tag : delivery_tags) {
+        auto it = unsettled_.find(delivery_tag);
+        if (it != unsettled_.end()) it->second.state = Unsettled::State::kNotConfirmed;
+      }
     }
   }
   return SettleAnswered();

@@ -1,9 +1,11 @@
 #pragma once
 
 // Consumes PAY_QUEUE in batches: decode, apply the batch in one transaction,
-// publish every reply (new or duplicate) to its reply_to with confirms, and
-// ack each delivery only once its reply is confirmed (`multiple` over the
-// settled prefix). The replies' confirms are a sliding window
+// answer every message (new or duplicate) on its reply_to with confirms, and
+// ack each delivery only once the reply answering it is confirmed
+// (`multiple` over the settled prefix). Messages whose publisher accepts
+// batch replies are answered together, one PaymentsAccounted per reply
+// queue; the others get a PaymentAccounted each. The replies' confirms are a sliding window
 // (ConfirmWindow): the next batch is taken and booked while the previous
 // one's confirms are on their way. A message that cannot be decoded or
 // validated, or whose reply cannot be routed, is dead-lettered; anything
@@ -55,7 +57,19 @@ class PaymentConsumer {
   int64_t requeued() const { return requeued_.value(); }
 
  private:
+  // A reply to publish and the deliveries it answers.
+  struct Reply {
+    OutgoingMessage message;
+    std::vector<const Delivery*> answers;
+  };
+
   absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
+  // The replies to a booked batch (and its counters and logs).
+  std::vector<Reply> Answer(const std::vector<PaymentEvent>& events,
+                            const std::vector<const Delivery*>& sources,
+                            const std::vector<ApplyOutcome>& outcomes);
+  // Its deliveries wait for its confirm.
+  void Track(const Reply& reply);
   // NOT_FOUND when `queue` (a reply_to) does not exist: the message is poison
   // and is dead-lettered before anything is booked. Queues seen to exist are
   // remembered; any other answer lets the message through (a reply that
@@ -89,9 +103,10 @@ class PaymentConsumer {
   Counter& unauthenticated_;  // of those, missing or bad signatures
   Counter& requeued_;
   std::set<std::string> known_reply_queues_;
-  // Owned by the consumer thread: by delivery tag, and reply tag -> delivery tag.
+  // Owned by the consumer thread: by delivery tag, and reply tag -> the
+  // delivery tags it answers.
   std::map<uint64_t, Unsettled> unsettled_;
-  ConfirmWindow<uint64_t> window_;
+  ConfirmWindow<std::vector<uint64_t>> window_;
   WorkerThread thread_;
 };
 

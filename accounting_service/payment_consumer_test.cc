@@ -44,8 +44,10 @@ class InMemoryLedger final : public VoucherLedger {
   }
 };
 
+// A PaymentCreated as a publisher that does not accept batch replies sends
+// it (every payment_service before batch replies).
 Delivery Payment(const std::string& message_id, const std::string& payment_id,
-                 const std::string& reply_to = "ACC_QUEUE") {
+                 const std::string& reply_to = "ACC_QUEUE", bool batch_replies_accepted = false) {
   events::v1::PaymentCreated e;
   e.set_message_id(message_id);
   e.set_payment_id(payment_id);
@@ -53,6 +55,7 @@ Delivery Payment(const std::string& message_id, const std::string& payment_id,
   e.set_payee_account("bob");
   e.set_amount_minor(100);
   e.set_currency("EUR");
+  e.set_batch_replies_accepted(batch_replies_accepted);
   Delivery d;
   d.message_id = message_id;
   d.reply_to = reply_to;
@@ -83,6 +86,87 @@ TEST_F(PaymentConsumerTest, BooksABatchRepliesToEachReplyToThenAcks) {
   EXPECT_EQ(replies_.published[0].type, "PaymentAccounted");
   EXPECT_EQ(queue_.acked.size(), 2u);
   EXPECT_EQ(consumer_.applied(), 2);
+}
+
+// A publisher that accepts batch replies.
+Delivery BatchingPayment(const std::string& message_id, const std::string& payment_id,
+                         const std::string& reply_to = "ACC_QUEUE") {
+  return Payment(message_id, payment_id, reply_to, /*batch_replies_accepted=*/true);
+}
+
+events::v1::PaymentsAccounted BatchReply(const OutgoingMessage& m) {
+  events::v1::PaymentsAccounted batch;
+  EXPECT_EQ(m.type, "PaymentsAccounted");
+  EXPECT_TRUE(batch.ParseFromString(m.body));
+  return batch;
+}
+
+TEST_F(PaymentConsumerTest, OneBatchReplyPerReplyQueueListsEveryMessageNewAndDuplicate) {
+  ledger_.voucher_by_payment["p0"] = "v-p0";  // booked before: a duplicate now
+  Delivery traced = BatchingPayment("m1", "p1");
+  traced.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  queue_.Push(traced);
+  queue_.Push(BatchingPayment("m2", "p2", "ACC_QUEUE.shard2"));
+  queue_.Push(BatchingPayment("m0", "p0"));
+  queue_.Push(BatchingPayment("m3", "p3"));
+  ASSERT_TRUE(consumer_.Step());
+  ASSERT_EQ(replies_.published.size(), 2u);
+  EXPECT_EQ(replies_.published[0].routing_key, "ACC_QUEUE");
+  EXPECT_EQ(replies_.published[0].message_id, "m1+3");
+  const events::v1::PaymentsAccounted acc = BatchReply(replies_.published[0]);
+  ASSERT_EQ(acc.accounted_size(), 3);
+  EXPECT_EQ(acc.accounted(0).message_id(), "m1");
+  // Each entry continues its own message's trace.
+  EXPECT_EQ(acc.accounted(0).traceparent().substr(0, 36), "00-0af7651916cd43dd8448eb211c80319c-");
+  EXPECT_EQ(acc.accounted(1).message_id(), "m0");
+  EXPECT_EQ(acc.accounted(1).traceparent(), "");
+  EXPECT_TRUE(acc.accounted(1).duplicate());
+  EXPECT_EQ(acc.accounted(1).voucher_id(), "v-p0");
+  EXPECT_EQ(acc.accounted(2).message_id(), "m3");
+  EXPECT_EQ(replies_.published[1].routing_key, "ACC_QUEUE.shard2");
+  EXPECT_EQ(BatchReply(replies_.published[1]).accounted(0).message_id(), "m2");
+  EXPECT_EQ(queue_.acked.size(), 4u);
+  EXPECT_EQ(consumer_.applied(), 3);
+  EXPECT_EQ(consumer_.duplicates(), 1);
+}
+
+// A rolling upgrade: events of an older payment_service (no
+// batch_replies_accepted) get replies of their own in the same batch.
+TEST_F(PaymentConsumerTest, AnOlderPublishersMessagesGetAReplyEachBesideABatchReply) {
+  queue_.Push(BatchingPayment("m1", "p1"));
+  queue_.Push(Payment("old1", "q1"));
+  queue_.Push(BatchingPayment("m2", "p2"));
+  queue_.Push(Payment("old2", "q2"));
+  ASSERT_TRUE(consumer_.Step());
+  ASSERT_EQ(replies_.published.size(), 3u);
+  EXPECT_EQ(BatchReply(replies_.published[0]).accounted_size(), 2);
+  for (size_t i : {1u, 2u}) {
+    EXPECT_EQ(replies_.published[i].type, "PaymentAccounted");
+    events::v1::PaymentAccounted one;
+    ASSERT_TRUE(one.ParseFromString(replies_.published[i].body));
+    EXPECT_EQ(one.message_id(), i == 1 ? "old1" : "old2");
+  }
+  EXPECT_EQ(queue_.acked.size(), 4u);
+}
+
+TEST_F(PaymentConsumerTest, ABatchReplyNotConfirmedSendsBackEveryDeliveryItAnswers) {
+  replies_.answer = [](const OutgoingMessage& m) {
+    return m.type == "PaymentsAccounted" ? FakePublisher::Answer::kNack
+                                         : FakePublisher::Answer::kAck;
+  };
+  const uint64_t t1 = queue_.Push(BatchingPayment("m1", "p1"));
+  const uint64_t old = queue_.Push(Payment("old1", "q1"));
+  const uint64_t t2 = queue_.Push(BatchingPayment("m2", "p2"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{old}));
+  EXPECT_EQ(queue_.requeued, (std::set<uint64_t>{t1, t2}));
+  EXPECT_EQ(consumer_.requeued(), 2);
+  // Redelivered: both duplicates, answered again in one reply.
+  replies_.answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kAck; };
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(consumer_.duplicates(), 2);
+  EXPECT_EQ(BatchReply(replies_.published.back()).accounted_size(), 2);
+  EXPECT_EQ(queue_.ready(), 0u);
 }
 
 TEST_F(PaymentConsumerTest, ADuplicateBooksNothingButIsRepliedToAgain) {

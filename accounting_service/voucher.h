@@ -18,6 +18,9 @@ struct PaymentEvent {
   int64_t amount_minor = 0;
   std::string currency;
   std::string traceparent;  // from the message's AMQP header; "" if none
+  // The publisher understands a PaymentsAccounted: it may be answered in
+  // one reply with the rest of its batch.
+  bool batch_replies_accepted = false;
 };
 
 // INVALID_ARGUMENT naming the bad field: such a message is dead-lettered.

@@ -42,7 +42,7 @@ class PaymentAccountedFixturesTest : public ::testing::Test {
     outbox_.Add(NewOutboxMessage({d.message_id, "payment", "p-" + d.message_id, "PAY_QUEUE",
                                   "PaymentCreated", "ACC_QUEUE", ""},
                                  clock_.NowMillis(), RetryPolicy{}));
-    AckListener listener(queue_, outbox_, DecodePaymentAccounted, metrics_,
+    AckListener listener(queue_, outbox_, DecodeAccountingReply, metrics_,
                          {"ACC_QUEUE", 256, keys});
     const uint64_t tag = queue_.Push(d);
     EXPECT_TRUE(listener.Step());
@@ -104,10 +104,11 @@ TEST_F(PaymentAccountedFixturesTest, FieldsThisProtoDoesNotDefineAreIgnored) {
   ExpectAcknowledged("payment_accounted.future", Receive(d, keys_.get()));
 }
 
-// events.proto has not changed since b5a0d70, so the body of every
-// PaymentCreated fixture, encoded from its own commit's proto, is what
-// today's codec writes for the same event.
-TEST(PaymentCreatedFixtureTest, TodaysCodecWritesEveryEarlierBody) {
+// Every earlier PaymentCreated fixture, encoded from its own commit's proto,
+// is what today's codec writes for the same event but for the one field
+// added since: batch_replies_accepted, which older publishers leave unset
+// (so accounting answers them one reply per message).
+TEST(PaymentCreatedFixtureTest, TodaysCodecWritesEveryEarlierBodyAndAcceptsBatchReplies) {
   for (const std::string name :
        {"payment_created.b5a0d70", "payment_created.51a1460", "payment_created.0021044",
         "payment_created.149bbcf", "payment_created.0208c0e"}) {
@@ -122,8 +123,10 @@ TEST(PaymentCreatedFixtureTest, TodaysCodecWritesEveryEarlierBody) {
     input.amount_minor = 12345;
     input.currency = "EUR";
     input.description = "fixture";
+    EXPECT_FALSE(event.batch_replies_accepted());
+    event.set_batch_replies_accepted(true);
     EXPECT_EQ(EncodePaymentCreated(d->message_id, event.payment_id(), input, 1795312800000),
-              d->body);
+              event.SerializeAsString());
   }
 }
 

@@ -96,6 +96,50 @@ TEST(PaymentCodecTest, AReplyAcknowledgesItsMessageWithThePaymentAsBusinessKey) 
   EXPECT_TRUE(ack->duplicate);
 }
 
+TEST(PaymentCodecTest, ABatchReplyAcknowledgesEveryMessageItListsInOrder) {
+  events::v1::PaymentsAccounted batch;
+  for (const char* id : {"m1", "m2"}) {
+    events::v1::PaymentAccounted* one = batch.add_accounted();
+    one->set_message_id(id);
+    one->set_payment_id(std::string("p") + id);
+  }
+  batch.mutable_accounted(1)->set_duplicate(true);
+  Delivery reply;
+  reply.type = kPaymentsAccountedType;
+  reply.body = batch.SerializeAsString();
+  auto acks = DecodeAccountingReply(reply);
+  ASSERT_TRUE(acks.ok()) << acks.status();
+  ASSERT_EQ(acks->size(), 2u);
+  EXPECT_EQ((*acks)[0].message_id, "m1");
+  EXPECT_EQ((*acks)[1].biz_key, "pm2");
+  EXPECT_TRUE((*acks)[1].duplicate);
+}
+
+TEST(PaymentCodecTest, ASingleReplyOfAnyOtherTypeAcknowledgesOneMessage) {
+  events::v1::PaymentAccounted one;
+  one.set_message_id("m1");
+  for (const char* type : {"PaymentAccounted", ""}) {
+    Delivery reply;
+    reply.type = type;
+    reply.body = one.SerializeAsString();
+    auto acks = DecodeAccountingReply(reply);
+    ASSERT_TRUE(acks.ok()) << acks.status();
+    ASSERT_EQ(acks->size(), 1u);
+    EXPECT_EQ((*acks)[0].message_id, "m1");
+  }
+}
+
+TEST(PaymentCodecTest, ABatchReplyThatIsEmptyOrHasAnEntryWithoutMessageIdIsInvalid) {
+  events::v1::PaymentsAccounted batch;
+  EXPECT_TRUE(absl::IsInvalidArgument(DecodePaymentsAccounted(batch.SerializeAsString()).status()));
+  batch.add_accounted()->set_message_id("m1");
+  batch.add_accounted();
+  auto acks = DecodePaymentsAccounted(batch.SerializeAsString());
+  EXPECT_TRUE(absl::IsInvalidArgument(acks.status()));
+  EXPECT_NE(acks.status().message().find("accounted[1]"), std::string::npos);
+  EXPECT_TRUE(absl::IsInvalidArgument(DecodePaymentsAccounted("\xff\xff").status()));
+}
+
 TEST(PaymentCodecTest, RejectsGarbageAndMissingMessageId) {
   EXPECT_TRUE(absl::IsInvalidArgument(DecodePaymentAccounted("\xff\xff\xff").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(DecodePaymentAccounted("").status()));

@@ -46,7 +46,7 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
   // ACC_QUEUE -> ack listener -> writer (next group marks the rows SENT).
   PaymentWriter writer(*store, clock, ids, metrics, writer_options);
   Relay publisher(broker, writer, clock, metrics, publisher_options);
-  AckListener acks(replies, writer, DecodePaymentAccounted, metrics, ack_options);
+  AckListener acks(replies, writer, DecodeAccountingReply, metrics, ack_options);
   PaymentServiceImpl service(writer, *store, config.max_amount_minor, options.auth,
                              ShardGuard(shard));
   // Ports first: a process that cannot serve (a port in use) exits before its

@@ -15,6 +15,8 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyD
       outbox_(outbox),
       decode_(std::move(decode)),
       options_(std::move(options)),
+      replies_(metrics.AddCounter("outbox_ack_messages_total",
+                                  "reply messages received (each acknowledges one or more)")),
       acknowledged_(metrics.AddCounter("outbox_acks_total", "acknowledgements from accounting",
                                        {{"result", "marked_sent"}})),
       late_(metrics.AddCounter("outbox_late_acks_total",
@@ -56,25 +58,31 @@ bool AckListener::Step() {
 }
 
 absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
+  replies_.Add(static_cast<int64_t>(deliveries.size()));
   std::vector<std::string> message_ids;
   uint64_t last_valid_tag = 0;  // settled (rejected) tags must not be acked again
   for (const Delivery& d : deliveries) {
     // A forged acknowledgement would mark a row SENT that was never booked.
     absl::Status signature = CheckSignature(options_.keys, d);
-    auto ack = signature.ok() ? decode_(d.body) : absl::StatusOr<Acknowledgement>(signature);
-    if (!ack.ok()) {
+    auto acks =
+        signature.ok() ? decode_(d) : absl::StatusOr<std::vector<Acknowledgement>>(signature);
+    if (!acks.ok()) {
       if (!signature.ok()) unauthenticated_.Add();
-      absl::Status s =
-          DeadLetter(acks_, dead_lettered_, options_.queue, d, std::string(ack.status().message()));
+      absl::Status s = DeadLetter(acks_, dead_lettered_, options_.queue, d,
+                                  std::string(acks.status().message()));
       if (!s.ok()) return s;
       continue;
     }
-    message_ids.push_back(ack->message_id);
     last_valid_tag = d.delivery_tag;
-    if (LogEnabled(LogLevel::kDebug)) {
-      LogDebug("ack_received",
-               {KV("payment_id", ack->biz_key), KV("message_id", ack->message_id),
-                KV("trace_id", TraceIdOf(d.traceparent)), KV("duplicate", ack->duplicate)});
+    for (const Acknowledgement& ack : *acks) {
+      message_ids.push_back(ack.message_id);
+      if (LogEnabled(LogLevel::kDebug)) {
+        LogDebug(
+            "ack_received",
+            {KV("payment_id", ack.biz_key), KV("message_id", ack.message_id),
+             KV("trace_id", TraceIdOf(ack.traceparent.empty() ? d.traceparent : ack.traceparent)),
+             KV("duplicate", ack.duplicate)});
+      }
     }
   }
   if (message_ids.empty()) return absl::OkStatus();

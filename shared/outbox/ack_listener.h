@@ -1,8 +1,8 @@
 #pragma once
 
-// Consumes the reply queue (ACC_QUEUE): each reply closes its outbox row
-// (SENT), a FAILED one too (the consumer booked it after all: its alert
-// resolves). A batch of deliveries is marked in one transaction (the
+// Consumes the reply queue (ACC_QUEUE): each reply closes the outbox rows it
+// acknowledges, one or many (SENT), FAILED ones too (the consumer booked
+// them after all: their alerts resolve). A batch of deliveries is marked in one transaction (the
 // writer's next group), then acked with `multiple`. Replies that are
 // unsigned or undecodable are dead-lettered at once; if the rows cannot be
 // marked, the deliveries go back to the queue. What a reply means is the
@@ -26,11 +26,16 @@ struct Acknowledgement {
   std::string message_id;  // the outbox message it closes
   std::string biz_key;     // the business key it was about (logged)
   bool duplicate = false;  // the consumer had seen the message before
+  // The trace it continues, when the reply carries one per message (a
+  // cumulative acknowledgement); "" = the reply's own traceparent header.
+  std::string traceparent;
 };
 
-// Reads a reply's body; an error (INVALID_ARGUMENT) dead-letters the reply
-// with its message as the reason.
-using ReplyDecoder = std::function<absl::StatusOr<Acknowledgement>(const std::string& body)>;
+// Reads a reply (its type and body): what it acknowledges, one message or a
+// consumer's cumulative acknowledgement of many. An error (INVALID_ARGUMENT)
+// dead-letters the reply with its message as the reason.
+using ReplyDecoder =
+    std::function<absl::StatusOr<std::vector<Acknowledgement>>(const Delivery& reply)>;
 
 struct AckListenerOptions {
   std::string queue = "ACC_QUEUE";  // for logs and metrics; the consumer reads it
@@ -53,6 +58,7 @@ class AckListener {
   bool Step();
 
   int64_t acknowledged() const { return acknowledged_.value(); }
+  int64_t replies() const { return replies_.value(); }
   int64_t late() const { return late_.value(); }
   int64_t harmless() const { return harmless_.value(); }
   int64_t dead_lettered() const { return dead_lettered_.value(); }
@@ -66,6 +72,7 @@ class AckListener {
   OutboxRepository& outbox_;
   const ReplyDecoder decode_;
   const AckListenerOptions options_;
+  Counter& replies_;       // reply messages received (each acknowledges one or more)
   Counter& acknowledged_;  // rows turned SENT
   Counter& late_;          // of which FAILED before: delivered after all
   Counter& harmless_;      // replies for unknown or already closed rows

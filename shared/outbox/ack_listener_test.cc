@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
@@ -14,8 +15,9 @@ using ::outbox::testing::InMemoryOutbox;
 using ::outbox::testing::ManualClock;
 using ::outbox::testing::SignedBy;
 
-// A reply's body in these tests: "ack <message id>". A service's codec
-// (payment_codec.h) reads its own protobuf instead.
+// A reply's body in these tests: "ack <message id>[,<message id>...]", one
+// or many (a cumulative acknowledgement). A service's codec (payment_codec.h)
+// reads its own protobuf instead.
 Delivery Reply(const std::string& message_id) {
   Delivery d;
   d.message_id = message_id;
@@ -23,12 +25,17 @@ Delivery Reply(const std::string& message_id) {
   return d;
 }
 
-absl::StatusOr<Acknowledgement> DecodeReply(const std::string& body) {
-  absl::string_view id = body;
-  if (!absl::ConsumePrefix(&id, "ack ") || id.empty()) {
+absl::StatusOr<std::vector<Acknowledgement>> DecodeReply(const Delivery& reply) {
+  absl::string_view ids = reply.body;
+  if (!absl::ConsumePrefix(&ids, "ack ") || ids.empty()) {
     return absl::InvalidArgumentError("not a reply");
   }
-  return Acknowledgement{std::string(id), "p-" + std::string(id), false};
+  std::vector<Acknowledgement> acks;
+  for (absl::string_view id : absl::StrSplit(ids, ',')) {
+    if (id.empty()) return absl::InvalidArgumentError("an empty message id");
+    acks.push_back({std::string(id), "p-" + std::string(id), false});
+  }
+  return acks;
 }
 
 class AckListenerTest : public ::testing::Test {
@@ -57,6 +64,35 @@ TEST_F(AckListenerTest, ABatchOfRepliesClosesItsRowsThenIsAcked) {
   EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSending);
   EXPECT_EQ(queue_.acked, (std::set<uint64_t>{t1, t2}));
   EXPECT_EQ(listener_.acknowledged(), 2);
+}
+
+TEST_F(AckListenerTest, ACumulativeReplyClosesEveryRowItListsLateOnesToo) {
+  OutboxMessage failed =
+      NewOutboxMessage({"f1", "payment", "f1", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+                       clock_.NowMillis(), RetryPolicy{});
+  failed.status = OutboxStatus::kFailed;
+  outbox_.Add(failed);
+  const uint64_t single = queue_.Push(Reply("m3"));
+  const uint64_t cumulative = queue_.Push(Reply("m1,f1,m2,unknown"));
+  ASSERT_TRUE(listener_.Step());
+  for (const char* id : {"m1", "m2", "m3", "f1"}) {
+    EXPECT_EQ(outbox_.Row(id).status, OutboxStatus::kSent) << id;
+  }
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{single, cumulative}));
+  EXPECT_EQ(listener_.replies(), 2);
+  EXPECT_EQ(listener_.acknowledged(), 4);
+  EXPECT_EQ(listener_.late(), 1);
+  EXPECT_EQ(listener_.harmless(), 1);
+  EXPECT_NE(metrics_.Render().find("outbox_ack_messages_total 2"), std::string::npos);
+}
+
+TEST_F(AckListenerTest, ACumulativeReplyWithABadEntryIsDeadLetteredWhole) {
+  const uint64_t bad = queue_.Push(Reply("m1,,m2"));
+  ASSERT_TRUE(listener_.Step());
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{bad}));
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSending);
+  EXPECT_EQ(outbox_.Row("m2").status, OutboxStatus::kSending);
+  EXPECT_EQ(listener_.dead_lettered(), 1);
 }
 
 TEST_F(AckListenerTest, ALateReplyClosesAFailedRowAndIsCounted) {
