@@ -1,4 +1,5 @@
-// ACC_QUEUE bodies as payment's ack listener decodes them.
+// ACC_QUEUE bodies as payment's ack listener decodes them: a reply of its
+// own and a batch reply.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,10 +11,17 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
   auto ack = outbox::payment::DecodePaymentAccounted(body);
-  if (!ack.ok()) {
+  if (ack.ok()) {
+    FUZZ_CHECK(!ack->message_id.empty());
+  } else {
     FUZZ_CHECK(absl::IsInvalidArgument(ack.status()));
+  }
+  auto acks = outbox::payment::DecodePaymentsAccounted(body);
+  if (!acks.ok()) {
+    FUZZ_CHECK(absl::IsInvalidArgument(acks.status()));
     return 0;
   }
-  FUZZ_CHECK(!ack->message_id.empty());
+  FUZZ_CHECK(!acks->empty());
+  for (const auto& a : *acks) FUZZ_CHECK(!a.message_id.empty());
   return 0;
 }
