@@ -10,10 +10,14 @@
 #      while accounting_service is killed for BENCH_OUTAGE and started again
 #      (backlog at its return, and the rate at which it drains to SENT);
 #   4. claim_bench: recovery's claim of 1,000 due rows in a 5,000,000-row outbox.
+# outbox_bench prints CPU time per payment for every process over each whole
+# run (warm-up, window and drain to SENT): the figure to judge by, since
+# throughput on a shared machine measures the neighbours too.
 # Everything it starts is stopped on exit. Figures swing with the machine's
 # load: compare only figures from the same run.
 #
 # Environment knobs (defaults in brackets):
+#   BENCH_RUNS [throughput,latency,drain,claim]  which of the runs above to do
 #   BENCH_DURATION [20s]     measured drive phase of each outbox_bench run
 #   BENCH_WARMUP [3s]        warm-up before it
 #   BENCH_CONCURRENCY [64]   calls in flight in the closed-loop run
@@ -206,13 +210,17 @@ start_services() {
     fi
     ACCOUNTING_ADDRS+=${ACCOUNTING_ADDRS:+,}127.0.0.1:$PORT
   done
+  # Payment's /metrics: outbox_bench reads the messages it published and received there.
+  free_port port
+  PAYMENT_METRICS=127.0.0.1:$port
   if ((SHARDS == 1)); then
     start_service payment_service "$dir" "${common[@]}" \
       AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
-      PAYMENT_DB="$dir/payment.db" PAYMENT_LISTEN=127.0.0.1:0
+      PAYMENT_DB="$dir/payment.db" PAYMENT_LISTEN=127.0.0.1:0 PAYMENT_METRICS_LISTEN="$PAYMENT_METRICS"
     PAYMENT_ADDR=127.0.0.1:$PORT PAYMENT_PID=$PID OTHER_PAYMENT_PIDS=
     return
   fi
+  PAYMENT_METRICS=''  # one shard's counts are not the system's
   OTHER_PAYMENT_PIDS=
   for ((k = SHARDS - 1; k >= 0; k--)); do  # shard 0 last: its PID is --payment_pid
     mkdir -p "$dir/s$k"
@@ -249,6 +257,7 @@ bench_args() {
     --payment_pid="$PAYMENT_PID" --other_payment_pids="$OTHER_PAYMENT_PIDS" --accounting_pid="$ACCOUNTING_PID"
     ${MORE_ACCOUNTING_PIDS:+--more_accounting_pids="$MORE_ACCOUNTING_PIDS"}
     --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid" 2>/dev/null || echo 0)"
+    ${PAYMENT_METRICS:+--payment_metrics="$PAYMENT_METRICS"}
     --duration="$DURATION" --warmup="$WARMUP" --json="$JSON" "${CLIENT_SECURITY[@]}")
 }
 
@@ -299,23 +308,32 @@ wal_sizes() {
   printf '  %-45s%s\n' "WAL files at the end of the run" "${line:-none}"
 }
 
+# wanted RUN: whether BENCH_RUNS names RUN.
+wanted() {
+  [[ ,${BENCH_RUNS:-throughput,latency,drain,claim}, == *,$1,* ]]
+}
+
 # 1. Throughput: closed loop, baselines measured first in the same process.
-start_services throughput
-profile_start payment_service "$PAYMENT_PID"
-profile_start accounting_service "$ACCOUNTING_PID"
-echo
-run_outbox_bench --label=throughput --concurrency="$CONCURRENCY" \
-  --baselines=true --amqp_url="$AMQP_URL" --scratch_dir="$WORK/throughput"
-wal_sizes throughput
-profile_report
-stop_services
+if wanted throughput; then
+  start_services throughput
+  profile_start payment_service "$PAYMENT_PID"
+  profile_start accounting_service "$ACCOUNTING_PID"
+  echo
+  run_outbox_bench --label=throughput --concurrency="$CONCURRENCY" \
+    --baselines=true --amqp_url="$AMQP_URL" --scratch_dir="$WORK/throughput"
+  wal_sizes throughput
+  profile_report
+  stop_services
+fi
 
 # 2. Latency and memory at a fixed offered rate, with fresh services.
-start_services latency
-echo
-run_outbox_bench --label=latency --rate="$RATE"
-wal_sizes latency
-stop_services
+if wanted latency; then
+  start_services latency
+  echo
+  run_outbox_bench --label=latency --rate="$RATE"
+  wal_sizes latency
+  stop_services
+fi
 
 # 3. Drain after an accounting outage, recovery_service running (its
 # defaults): load at the offered rate; after the warm-up and 5 s,
@@ -325,6 +343,7 @@ stop_services
 # database. outbox_bench reads the restart time from the mark file and
 # reports the backlog then and how fast it drained to SENT.
 OUTAGE_S=$(seconds "${BENCH_OUTAGE:-60s}")
+wanted drain || OUTAGE_S=0
 OUTAGE_SIGNAL=${BENCH_OUTAGE_SIGNAL:-KILL}
 [[ $OUTAGE_SIGNAL == KILL || $OUTAGE_SIGNAL == TERM ]] || die "BENCH_OUTAGE_SIGNAL: KILL or TERM"
 if ((OUTAGE_S > 0 && (SHARDS > 1 || ACC_SHARDS > 1))); then
@@ -361,7 +380,9 @@ fi
 
 # 4. Recovery's claim in a big outbox.
 echo
-if [[ -x $BIN/claim_bench ]]; then
+if ! wanted claim; then
+  :
+elif [[ -x $BIN/claim_bench ]]; then
   mkdir -p "$WORK/claim"
   run "$BIN/claim_bench" --rows="$CLAIM_ROWS" --dir="$WORK/claim"
 else

@@ -1,0 +1,347 @@
+#include "bench/baselines.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "bench/create_driver.h"
+#include "bench/process_stats.h"
+#include "bench/report.h"
+#include "loadgen/channel.h"
+#include "loadgen/request.h"
+#include "shared/base/status_macros.h"
+#include "shared/sqlite/sqlite_file.h"
+
+namespace outbox::bench {
+namespace {
+
+constexpr int kPayloadBytes = 200;
+
+// Keys like UUIDs: random, so index inserts land where the service's would.
+std::string RandomKey(absl::BitGen& gen) {
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+std::vector<OutgoingMessage> MakeBatch(const std::string& queue, const std::string& prefix,
+                                       int64_t first, int n) {
+  std::vector<OutgoingMessage> batch;
+  batch.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    OutgoingMessage m;
+    m.routing_key = queue;
+    m.message_id = absl::StrCat(prefix, first + i);
+    m.body.assign(kPayloadBytes, 'b');
+    batch.push_back(std::move(m));
+  }
+  return batch;
+}
+
+}  // namespace
+
+absl::StatusOr<SqliteBaseline> MeasureSqlite(const std::string& dir, absl::Duration each) {
+  const std::string path = absl::StrCat(dir, "/sqlite_baseline_", getpid(), ".db");
+  auto remove_files = [&] {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  };
+  remove_files();
+  DbOptions options;  // the services' default: WAL, synchronous=FULL
+  options.durability = Durability::kFull;
+  ASSIGN_OR_RETURN(auto db, OpenDatabase(path, options));
+  SqliteBaseline out;
+  absl::BitGen gen;
+  const std::string payload(kPayloadBytes, 'p');
+  absl::Status s = Guard("sqlite baseline", [&]() -> absl::Status {
+    db->exec(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
+    SQLite::Statement insert(*db, "INSERT INTO t (k, payload) VALUES (?, ?)");
+    auto run = [&](int rows_per_tx) {
+      int64_t txs = 0;
+      const absl::Time start = absl::Now();
+      const absl::Time end = start + each;
+      absl::Time now = start;
+      while (now < end) {
+        db->exec("BEGIN IMMEDIATE");
+        for (int i = 0; i < rows_per_tx; ++i) {
+          insert.bind(1, RandomKey(gen));
+          insert.bind(2, payload.data(), static_cast<int>(payload.size()));
+          insert.exec();
+          insert.reset();
+        }
+        db->exec("COMMIT");
+        ++txs;
+        now = absl::Now();
+      }
+      return static_cast<double>(txs) / absl::ToDoubleSeconds(now - start);
+    };
+    out.tx2_per_s = run(2);
+    const double cpu_before = ThreadCpuSeconds();
+    const absl::Time before = absl::Now();
+    out.rows_per_s_tx100 = run(100) * 100;
+    const double rows = out.rows_per_s_tx100 * absl::ToDoubleSeconds(absl::Now() - before);
+    out.cpu_us_per_row = 1e6 * (ThreadCpuSeconds() - cpu_before) / rows;
+    return absl::OkStatus();
+  });
+  db.reset();
+  remove_files();
+  RETURN_IF_ERROR(s);
+  return out;
+}
+
+absl::StatusOr<BrokerBaseline> MeasureBroker(const AmqpUrl& url, absl::Duration time,
+                                             int broker_pid) {
+  constexpr int kWindow = 256;
+  const std::string queue = absl::StrCat("bench.raw.", getpid());
+  ASSIGN_OR_RETURN(auto pub, AmqpConnection::Connect(url, "outbox-bench-raw-publish"));
+  RETURN_IF_ERROR(pub->DeclareQueue(queue, ""));
+  RETURN_IF_ERROR(pub->EnableConfirms());
+  ASSIGN_OR_RETURN(auto sub, AmqpConnection::Connect(url, "outbox-bench-raw-consume"));
+  RETURN_IF_ERROR(sub->Consume(queue, kWindow));
+
+  std::atomic<int64_t> published{-1};  // final count once the publisher is done
+  int64_t consumed = 0;
+  absl::Time last_consumed;
+  absl::Status consumer_status;
+  const double broker_cpu_before = broker_pid > 0 ? CpuSeconds(broker_pid) : NAN;
+  const absl::Time start = absl::Now();
+  std::thread consumer([&] {
+    const absl::Time give_up_after_publish = absl::InfiniteFuture();
+    absl::Time drain_deadline = give_up_after_publish;
+    while (true) {
+      const int64_t target = published.load();
+      if (target >= 0) {
+        if (consumed >= target) return;
+        if (drain_deadline == give_up_after_publish)
+          drain_deadline = absl::Now() + absl::Seconds(30);
+        if (absl::Now() > drain_deadline) {
+          consumer_status = absl::DeadlineExceededError("raw consume did not drain");
+          return;
+        }
+      }
+      auto got = sub->NextDeliveries(kWindow, absl::Milliseconds(100));
+      if (!got.ok()) {
+        consumer_status = got.status();
+        return;
+      }
+      if (got->empty()) continue;
+      consumed += static_cast<int64_t>(got->size());
+      last_consumed = absl::Now();
+      absl::Status s = sub->Ack(got->back().delivery_tag, /*multiple=*/true);
+      if (!s.ok()) {
+        consumer_status = s;
+        return;
+      }
+    }
+  });
+  int64_t confirmed = 0;
+  int64_t sent = 0;
+  absl::Status publish_status;
+  absl::Time publish_end;
+  while (absl::Now() - start < time) {
+    auto ok = pub->PublishConfirmed(MakeBatch(queue, "raw-", sent, kWindow), absl::Seconds(30));
+    if (!ok.ok()) {
+      publish_status = ok.status();
+      break;
+    }
+    sent += kWindow;
+    confirmed += std::count(ok->begin(), ok->end(), true);
+  }
+  publish_end = absl::Now();
+  published.store(publish_status.ok() ? confirmed : 0);
+  consumer.join();
+  const double broker_cpu = broker_pid > 0 ? CpuSeconds(broker_pid) - broker_cpu_before : NAN;
+  (void)pub->DeleteQueue(queue);
+  (void)pub->DeleteQueue(Topology::DeadLetterQueue(queue));
+  RETURN_IF_ERROR(publish_status);
+  RETURN_IF_ERROR(consumer_status);
+  BrokerBaseline out;
+  out.publish_per_s = static_cast<double>(confirmed) / absl::ToDoubleSeconds(publish_end - start);
+  out.flow_per_s = static_cast<double>(consumed) / absl::ToDoubleSeconds(last_consumed - start);
+  out.cpu_us_per_message = Div(1e6 * broker_cpu, static_cast<double>(consumed));
+  return out;
+}
+
+absl::StatusOr<double> MeasureNaive(const std::string& dir, const AmqpUrl& url,
+                                    absl::Duration time) {
+  const std::string path = absl::StrCat(dir, "/naive_baseline_", getpid(), ".db");
+  auto remove_files = [&] {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  };
+  remove_files();
+  const std::string queue = absl::StrCat("bench.naive.", getpid());
+  ASSIGN_OR_RETURN(auto conn, AmqpConnection::Connect(url, "outbox-bench-naive"));
+  RETURN_IF_ERROR(conn->DeclareQueue(queue, ""));
+  RETURN_IF_ERROR(conn->EnableConfirms());
+  DbOptions options;
+  options.durability = Durability::kFull;
+  ASSIGN_OR_RETURN(auto db, OpenDatabase(path, options));
+  absl::BitGen gen;
+  const std::string payload(kPayloadBytes, 'p');
+  int64_t items = 0;
+  const absl::Time start = absl::Now();
+  absl::Time now = start;
+  absl::Status s = Guard("naive baseline", [&]() -> absl::Status {
+    db->exec(
+        "CREATE TABLE payment (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT "
+        "NULL);"
+        "CREATE TABLE msg (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL,"
+        "                  sent INTEGER NOT NULL DEFAULT 0)");
+    SQLite::Statement pay(*db, "INSERT INTO payment (k, payload) VALUES (?, ?)");
+    SQLite::Statement msg(*db, "INSERT INTO msg (k, payload) VALUES (?, ?)");
+    SQLite::Statement mark(*db, "UPDATE msg SET sent = 1 WHERE k = ?");
+    while (now - start < time) {
+      const std::string key = RandomKey(gen);
+      RETURN_IF_ERROR(WriteTransaction(*db, [&] {
+        pay.bind(1, key);
+        pay.bind(2, payload.data(), static_cast<int>(payload.size()));
+        pay.exec();
+        pay.reset();
+        msg.bind(1, key);
+        msg.bind(2, payload.data(), static_cast<int>(payload.size()));
+        msg.exec();
+        msg.reset();
+        return absl::OkStatus();
+      }));
+      std::vector<OutgoingMessage> one = MakeBatch(queue, "naive-", items, 1);
+      ASSIGN_OR_RETURN(std::vector<bool> ok, conn->PublishConfirmed(one, absl::Seconds(10)));
+      if (!ok[0]) return absl::UnavailableError("naive baseline: publish not confirmed");
+      RETURN_IF_ERROR(WriteTransaction(*db, [&] {
+        mark.bind(1, key);
+        mark.exec();
+        mark.reset();
+        return absl::OkStatus();
+      }));
+      ++items;
+      now = absl::Now();
+    }
+    return absl::OkStatus();
+  });
+  db.reset();
+  remove_files();
+  (void)conn->DeleteQueue(queue);
+  (void)conn->DeleteQueue(Topology::DeadLetterQueue(queue));
+  RETURN_IF_ERROR(s);
+  return static_cast<double>(items) / absl::ToDoubleSeconds(now - start);
+}
+
+namespace {
+
+// payment.v1.PaymentService answering CreatePayment from the request, with
+// nothing behind it.
+class TrivialPayments final : public ::payment::v1::PaymentService::Service {
+  grpc::Status CreatePayment(grpc::ServerContext*, const ::payment::v1::CreatePaymentRequest* req,
+                             ::payment::v1::CreatePaymentResponse* resp) override {
+    ::payment::v1::Payment* p = resp->mutable_payment();
+    p->set_payment_id(req->idempotency_key());
+    p->set_idempotency_key(req->idempotency_key());
+    p->set_payer_account(req->payer_account());
+    p->set_payee_account(req->payee_account());
+    p->set_amount_minor(req->amount_minor());
+    p->set_currency(req->currency());
+    p->set_description(req->description());
+    p->mutable_outbox()->set_message_id(req->idempotency_key());
+    p->mutable_outbox()->set_status(::payment::v1::SENDING);
+    return grpc::Status::OK;
+  }
+};
+
+// This program again, as `outbox_bench --serve_trivial_payments`, its stdin
+// and stdout on pipes: it runs until its stdin is closed.
+class TrivialServerProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<TrivialServerProcess>> Start() {
+    int to_child[2], from_child[2];
+    if (pipe2(to_child, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+    if (pipe2(from_child, O_CLOEXEC) != 0) {
+      close(to_child[0]);
+      close(to_child[1]);
+      return absl::InternalError("pipe failed");
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
+    char arg0[] = "outbox_bench", arg1[] = "--serve_trivial_payments";
+    char* argv[] = {arg0, arg1, nullptr};
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(to_child[0]);
+    close(from_child[1]);
+    auto process = std::unique_ptr<TrivialServerProcess>(
+        new TrivialServerProcess(rc == 0 ? pid : 0, to_child[1]));
+    std::string line;
+    char c = 0;
+    while (read(from_child[0], &c, 1) == 1 && c != '\n') line.push_back(c);
+    close(from_child[0]);
+    if (rc != 0 || !absl::SimpleAtoi(line, &process->port_) || process->port_ <= 0) {
+      return absl::InternalError("gRPC baseline: the trivial server did not start");
+    }
+    return process;
+  }
+  ~TrivialServerProcess() {
+    close(stdin_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  int pid() const { return pid_; }
+  int port() const { return port_; }
+
+ private:
+  TrivialServerProcess(int pid, int stdin_fd) : pid_(pid), stdin_(stdin_fd) {}
+  const int pid_;
+  const int stdin_;
+  int port_ = 0;
+};
+
+}  // namespace
+
+int ServeTrivialPayments() {
+  TrivialPayments service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) return 1;
+  std::printf("%d\n", port);
+  std::fflush(stdout);
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
+  server->Shutdown();
+  return 0;
+}
+
+absl::StatusOr<GrpcBaseline> MeasureGrpc(int concurrency, int channels, absl::Duration time) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TrivialServerProcess> server, TrivialServerProcess::Start());
+  std::vector<std::unique_ptr<PaymentStub>> stubs;
+  for (int i = 0; i < channels; ++i) {
+    stubs.push_back(::payment::v1::PaymentService::NewStub(
+        loadgen::NewChannel(absl::StrCat("127.0.0.1:", server->port()))));
+  }
+  const CpuMeter cpu({{"trivial gRPC server", "grpc_server", server->pid()}});
+  DriveResult r;
+  {
+    CreateDriver driver(std::move(stubs), loadgen::RandomRunId());
+    r = driver.ClosedLoop(concurrency, absl::Milliseconds(500), time);
+  }
+  const double server_cpu = cpu.Used()[0];
+  if (r.failed > 0) return absl::UnavailableError(absl::StrCat("gRPC baseline: ", r.first_error));
+  GrpcBaseline out;
+  out.calls_per_s = static_cast<double>(r.ok_in_window) / absl::ToDoubleSeconds(time);
+  out.server_cpu_us_per_call = Div(1e6 * server_cpu, static_cast<double>(r.ok_all));
+  return out;
+}
+
+}  // namespace outbox::bench

@@ -1,0 +1,62 @@
+#pragma once
+
+// What the parts underneath can do on their own, measured on the same machine
+// in the same run: SQLite commits, pipelined RabbitMQ publish+consume, the
+// gRPC layer with nothing behind it, and the naive one-round-trip-per-item
+// outbox. Each also says what one unit of its work costs in CPU, so that the
+// design's CPU floor per payment can be composed from them.
+#include <cmath>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shared/amqp/amqp_client.h"
+
+namespace outbox::bench {
+
+struct SqliteBaseline {
+  double tx2_per_s = NAN;         // 2-row transactions per second
+  double rows_per_s_tx100 = NAN;  // rows per second in 100-row transactions
+  double cpu_us_per_row = NAN;    // CPU per row in 100-row transactions (the group-commit shape)
+};
+
+// WAL, synchronous=FULL (the services' default), in a scratch file in `dir`.
+absl::StatusOr<SqliteBaseline> MeasureSqlite(const std::string& dir, absl::Duration each);
+
+struct BrokerBaseline {
+  double publish_per_s = NAN;  // confirmed publishes per second, while consuming
+  double flow_per_s = NAN;     // messages published AND consumed per second
+  // The broker's CPU per message published with a confirm, delivered and
+  // acked (NaN without `broker_pid`).
+  double cpu_us_per_message = NAN;
+};
+
+// One thread publishes persistent messages in confirmed batches of 256 (the
+// fast path's window) while another consumes with prefetch 256 and acks with
+// `multiple`: the broker's own ceiling for the pattern the services use.
+absl::StatusOr<BrokerBaseline> MeasureBroker(const AmqpUrl& url, absl::Duration time,
+                                             int broker_pid);
+
+// The naive outbox, one item at a time: commit the row, publish and wait for
+// the confirm, commit "sent". What the design's batching is measured against.
+// Items per second.
+absl::StatusOr<double> MeasureNaive(const std::string& dir, const AmqpUrl& url,
+                                    absl::Duration time);
+
+struct GrpcBaseline {
+  double calls_per_s = NAN;
+  double server_cpu_us_per_call = NAN;  // the trivial server process's CPU per call
+};
+
+// CreatePayment calls/s through the bench's driver, with the system run's
+// concurrency and channels, against a trivial payment.v1.PaymentService
+// (gRPC's sync server, as the services use) in a child process of its own,
+// so its CPU can be read apart from the client's.
+absl::StatusOr<GrpcBaseline> MeasureGrpc(int concurrency, int channels, absl::Duration time);
+
+// The child's side of MeasureGrpc (outbox_bench --serve_trivial_payments):
+// serves on a loopback port, prints the port on stdout, and stops when its
+// stdin closes. Returns the process's exit code.
+int ServeTrivialPayments();
+
+}  // namespace outbox::bench
