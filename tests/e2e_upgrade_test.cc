@@ -1,6 +1,7 @@
-// A rolling upgrade under load: accounting, then payment, then recovery are
-// stopped gracefully (SIGTERM) and started again on this build's binary, one
-// at a time, while clients keep creating payments. Nothing is lost, nothing
+// A rolling upgrade under load: accounting, then payment (or payment, then
+// accounting), then recovery are stopped gracefully (SIGTERM) and started
+// again on this build's binary, one at a time, while clients keep creating
+// payments. Nothing is lost, nothing
 // is booked twice, and no client sees create errors for longer than payment's
 // own restart takes.
 //
@@ -108,7 +109,13 @@ class CreateProbe {
   std::thread thread_;
 };
 
-TEST(UpgradeTest, RollingRestartUnderLoadLosesNothingAndBooksNothingTwice) {
+// Which of the two services talking over the queues is upgraded first: for
+// a while an older payment_service talks to a newer accounting_service, or
+// the other way round. Both must work: events and replies of both versions
+// are understood for one version.
+enum class Order { kAccountingFirst, kPaymentFirst };
+
+void RollingUpgradeUnderLoad(Order order) {
   constexpr int kPayments = 3000;
   ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"},
                           {"RECOVERY_MAX_DELAY", "2s"},
@@ -128,14 +135,22 @@ TEST(UpgradeTest, RollingRestartUnderLoadLosesNothingAndBooksNothingTwice) {
   CreateProbe probe(services);
   ASSERT_TRUE(PollUntil([&] { return load.created() >= kPayments / 10; }, absl::Seconds(60)));
 
-  ASSERT_EQ(services.accounting().Terminate(), 0) << "accounting did not stop cleanly";
-  services.StartAccounting();
+  absl::Duration payment_restart;
+  auto upgrade_accounting = [&] {
+    ASSERT_EQ(services.accounting().Terminate(), 0) << "accounting did not stop cleanly";
+    services.StartAccounting();
+  };
+  auto upgrade_payment = [&] {
+    const absl::Time payment_stop = absl::Now();
+    ASSERT_EQ(services.payment().Terminate(), 0) << "payment did not stop cleanly";
+    services.StartPayment();
+    payment_restart = absl::Now() - payment_stop;
+  };
+  order == Order::kAccountingFirst ? upgrade_accounting() : upgrade_payment();
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   ASSERT_TRUE(PollUntil([&] { return load.created() >= kPayments / 3; }, absl::Seconds(60)));
-
-  const absl::Time payment_stop = absl::Now();
-  ASSERT_EQ(services.payment().Terminate(), 0) << "payment did not stop cleanly";
-  services.StartPayment();
-  const absl::Duration payment_restart = absl::Now() - payment_stop;
+  order == Order::kAccountingFirst ? upgrade_payment() : upgrade_accounting();
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   ASSERT_TRUE(PollUntil([&] { return load.created() >= 2 * kPayments / 3; }, absl::Seconds(60)));
 
   services.recovery("before").process.Terminate();
@@ -165,6 +180,14 @@ TEST(UpgradeTest, RollingRestartUnderLoadLosesNothingAndBooksNothingTwice) {
   // A client sees errors only while payment itself is down, and until its
   // channel's next reconnect attempt.
   EXPECT_LE(probe.longest_errors(), payment_restart + kClientReconnectSlack);
+}
+
+TEST(UpgradeTest, AccountingFirstUnderLoadLosesNothingAndBooksNothingTwice) {
+  RollingUpgradeUnderLoad(Order::kAccountingFirst);
+}
+
+TEST(UpgradeTest, PaymentFirstUnderLoadLosesNothingAndBooksNothingTwice) {
+  RollingUpgradeUnderLoad(Order::kPaymentFirst);
 }
 
 }  // namespace
