@@ -9,6 +9,33 @@ const char* const kOutboxColumns =
     "o.status, o.attempts, o.max_attempts, o.next_retry_at, o.last_attempt_at, o.last_error, "
     "o.created_at, o.updated_at, o.sent_at, o.traceparent";
 
+void CreateOutboxTable(SQLite::Database& db) {
+  db.exec(R"sql(
+    CREATE TABLE IF NOT EXISTS outbox (
+      id              INTEGER PRIMARY KEY,
+      message_id      TEXT    NOT NULL UNIQUE,
+      biz_type        TEXT    NOT NULL,
+      biz_key         TEXT    NOT NULL,
+      topic           TEXT    NOT NULL,   -- routing key: the queue it goes to
+      payload         BLOB    NOT NULL,
+      status          TEXT    NOT NULL CHECK (status IN ('SENDING', 'SENT', 'FAILED')),
+      attempts        INTEGER NOT NULL DEFAULT 0,
+      max_attempts    INTEGER NOT NULL,
+      next_retry_at   INTEGER NOT NULL,
+      last_attempt_at INTEGER NOT NULL DEFAULT 0,
+      last_error      TEXT    NOT NULL DEFAULT '',
+      created_at      INTEGER NOT NULL,
+      updated_at      INTEGER NOT NULL,
+      sent_at         INTEGER NOT NULL DEFAULT 0,
+      message_type    TEXT    NOT NULL DEFAULT '',
+      reply_to        TEXT    NOT NULL DEFAULT '',
+      traceparent     TEXT    NOT NULL DEFAULT '',
+      UNIQUE (biz_type, biz_key)
+    );
+    CREATE INDEX IF NOT EXISTS outbox_status_next_retry ON outbox (status, next_retry_at);
+  )sql");
+}
+
 OutboxInserter::OutboxInserter(SQLite::Database& db)
     : db_(db), stmt_(db, R"sql(
         INSERT INTO outbox (message_id, biz_type, biz_key, topic, message_type, reply_to, payload,

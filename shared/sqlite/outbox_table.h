@@ -19,6 +19,12 @@
 
 namespace outbox {
 
+// Creates the outbox table with today's columns, and the index due rows are
+// found by, unless it is there: for the first schema version of another
+// producer's database. (payment.db's outbox grew by PaymentDbSchema's steps
+// to the same columns; schema_test holds the two together.)
+void CreateOutboxTable(SQLite::Database& db);
+
 // Column list matching ReadOutboxMessage, for SELECTs (table alias "o").
 extern const char* const kOutboxColumns;
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -193,6 +194,27 @@ TEST_F(SchemaTest, ANewPaymentDbGetsTheLatestVersion) {
       EXPECT_TRUE(HasColumn(db, table, column)) << table << "." << column;
     }
   }
+}
+
+// Another producer's outbox (CreateOutboxTable) and payment.db's, grown by
+// its migrations, have the same columns: the same adapters serve both.
+TEST_F(SchemaTest, CreateOutboxTableMatchesThePaymentDbOutbox) {
+  auto payment = OpenSqliteFile(Path("payment.db"), DbOptions{}, &PaymentDbSchema());
+  ASSERT_TRUE(payment.ok()) << payment.status();
+  SQLite::Database other(Path("other.db"), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+  CreateOutboxTable(other);
+  CreateOutboxTable(other);  // a second time changes nothing
+  auto columns = [](SQLite::Database& db) {
+    std::set<std::string> out;
+    SQLite::Statement stmt(db,
+                           "SELECT name || ' ' || type || ' ' || \"notnull\" || ' ' || "
+                           "ifnull(dflt_value, '') || ' ' || pk FROM pragma_table_info('outbox')");
+    while (stmt.executeStep()) out.insert(stmt.getColumn(0).getString());
+    return out;
+  };
+  SQLite::Database db(Path("payment.db"), SQLite::OPEN_READONLY);
+  EXPECT_EQ(columns(other), columns(db));
+  EXPECT_TRUE(HasIndex(other, "outbox_status_next_retry"));
 }
 
 // Every earlier version, both as a versioned file would have it and as the
