@@ -334,6 +334,7 @@ std::pair<double, double> PeakRss(const std::vector<WatchedProcess>& watched) {
 struct WholeRun {
   std::vector<WatchedProcess> processes;
   std::vector<double> cpu_seconds;  // per process, drive start to all SENT
+  std::vector<double> switches;     // context switches, the same span
   std::vector<double> window_percent;
   int64_t payments = 0;  // made (acknowledged creates), warm-up included
   double seconds = NAN;  // drive start to all SENT
@@ -422,8 +423,11 @@ double ReportCpu(const WholeRun& run, const Baselines* baselines, Report& report
   double system = 0;
   for (size_t i = 0; i < run.processes.size(); ++i) {
     const double us = Div(1e6 * run.cpu_seconds[i], static_cast<double>(run.payments));
-    report.Line(run.processes[i].name, Micros(us));
+    const double switches = Div(run.switches[i], static_cast<double>(run.payments));
+    report.Line(run.processes[i].name,
+                absl::StrFormat("%s  (%.2f context switches)", Micros(us).c_str(), switches));
     report.Figure(absl::StrCat("cpu_us_per_payment_", run.processes[i].key), us);
+    report.Figure(absl::StrCat("switches_per_payment_", run.processes[i].key), switches);
     if (run.processes[i].pid != 0) system += us;
   }
   report.Line("system (all but the client)", Micros(system));
@@ -602,6 +606,7 @@ absl::Status Run() {
                    mark_file.empty() ? absl::Milliseconds(200) : absl::Seconds(2));
   // The run's cost ends here: the listing below is the bench's, not the system's.
   run.cpu_seconds = whole_run.Used();
+  run.switches = whole_run.Switches();
   run.seconds = absl::ToDoubleSeconds(absl::Now() - drive_start);
   run.broker_messages = BrokerMessagesSoFar() - messages_before;
   run.payments = drive.ok_all;

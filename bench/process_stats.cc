@@ -5,14 +5,17 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
 namespace outbox::bench {
@@ -51,8 +54,43 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
+double ContextSwitches(int pid) {
+  const std::string dir = pid == 0 ? "/proc/self/task" : absl::StrCat("/proc/", pid, "/task");
+  std::error_code error;
+  double total = 0;
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator(dir, error)) {
+    std::ifstream in(task.path() / "status");
+    std::string line;
+    while (std::getline(in, line)) {
+      absl::string_view rest = line;
+      if (!absl::ConsumePrefix(&rest, "voluntary_ctxt_switches:") &&
+          !absl::ConsumePrefix(&rest, "nonvoluntary_ctxt_switches:")) {
+        continue;
+      }
+      int64_t n = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &n)) {
+        total += static_cast<double>(n);
+        any = true;
+      }
+    }
+  }
+  return any ? total : NAN;
+}
+
 CpuMeter::CpuMeter(std::vector<WatchedProcess> processes) : processes_(std::move(processes)) {
-  for (const WatchedProcess& p : processes_) start_.push_back(CpuSeconds(p.pid));
+  for (const WatchedProcess& p : processes_) {
+    start_.push_back(CpuSeconds(p.pid));
+    start_switches_.push_back(ContextSwitches(p.pid));
+  }
+}
+
+std::vector<double> CpuMeter::Switches() const {
+  std::vector<double> n;
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    n.push_back(ContextSwitches(processes_[i].pid) - start_switches_[i]);
+  }
+  return n;
 }
 
 std::vector<double> CpuMeter::Used() const {

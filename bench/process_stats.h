@@ -20,6 +20,11 @@ double CpuSeconds(int pid);
 // CPU time the calling thread has used so far, in seconds.
 double ThreadCpuSeconds();
 
+// Context switches (voluntary and not) of all of a process's threads so far;
+// NaN if unreadable. pid 0 is this process. Each is a thread going to sleep
+// or being put off the CPU: the hand-offs between threads show here.
+double ContextSwitches(int pid);
+
 struct WatchedProcess {
   std::string name;
   std::string key;  // in the JSON figures
@@ -34,10 +39,13 @@ class CpuMeter {
   const std::vector<WatchedProcess>& processes() const { return processes_; }
   // Element i: process i's CPU seconds since construction (NaN if unreadable).
   std::vector<double> Used() const;
+  // Element i: process i's context switches since construction.
+  std::vector<double> Switches() const;
 
  private:
   std::vector<WatchedProcess> processes_;
   std::vector<double> start_;
+  std::vector<double> start_switches_;
 };
 
 // CPU use of the processes during [from, to), as a share of one core (100%
