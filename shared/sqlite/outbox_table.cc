@@ -97,8 +97,8 @@ void OutboxStateTable::Save(const OutboxMessage& row) {
   save_.exec();
 }
 
-AckTally AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                           int64_t now_ms) {
+AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                    int64_t now_ms) {
   OutboxStateTable table(db);
   AckTally tally;
   for (const std::string& id : message_ids) {
@@ -115,8 +115,8 @@ AckTally AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>&
   return tally;
 }
 
-void RecordOutboxPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                                const std::string& error, int64_t now_ms) {
+void RecordPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                          const std::string& error, int64_t now_ms) {
   OutboxStateTable table(db);
   for (const std::string& id : message_ids) {
     std::optional<OutboxMessage> row = table.Load(id);
