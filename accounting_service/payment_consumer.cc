@@ -182,13 +182,12 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
     if (!tag.ok()) {
       // The rest of this batch is not in the window yet: it goes back too.
       for (size_t k = i; k < replies.size(); ++k) {
-        unsettled_.emplace(sources[k]->delivery_tag,
-                           Unsettled{*sources[k], replies[k].routing_key});
+        unsettled_.emplace(sources[k]->delivery_tag, Unsettled{*sources[k], replies[k].topic});
       }
       return FailReplies(tag.status());
     }
     window_.Add(*tag, sources[i]->delivery_tag, sent);
-    unsettled_.emplace(sources[i]->delivery_tag, Unsettled{*sources[i], replies[i].routing_key});
+    unsettled_.emplace(sources[i]->delivery_tag, Unsettled{*sources[i], replies[i].topic});
   }
   return Settle(absl::ZeroDuration());
 }

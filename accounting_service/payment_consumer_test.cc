@@ -78,8 +78,8 @@ TEST_F(PaymentConsumerTest, BooksABatchRepliesToEachReplyToThenAcks) {
   ASSERT_TRUE(consumer_.Step());
   EXPECT_EQ(ledger_.voucher_by_payment.size(), 2u);
   ASSERT_EQ(replies_.published.size(), 2u);
-  EXPECT_EQ(replies_.published[0].routing_key, "ACC_QUEUE");
-  EXPECT_EQ(replies_.published[1].routing_key, "ACC_QUEUE.shard2");
+  EXPECT_EQ(replies_.published[0].topic, "ACC_QUEUE");
+  EXPECT_EQ(replies_.published[1].topic, "ACC_QUEUE.shard2");
   EXPECT_EQ(replies_.published[0].type, "PaymentAccounted");
   EXPECT_EQ(queue_.acked.size(), 2u);
   EXPECT_EQ(consumer_.applied(), 2);
@@ -158,8 +158,7 @@ TEST_F(PaymentConsumerTest, AReplyToThatIsNoQueueIsDeadLetteredBeforeAnythingIsB
 
 TEST_F(PaymentConsumerTest, AnUnroutableReplyToIsPoisonToo) {
   replies_.answer = [](const OutgoingMessage& m) {
-    return m.routing_key == "nowhere" ? FakePublisher::Answer::kReturn
-                                      : FakePublisher::Answer::kAck;
+    return m.topic == "nowhere" ? FakePublisher::Answer::kReturn : FakePublisher::Answer::kAck;
   };
   const uint64_t lost = queue_.Push(Payment("m1", "p1", "nowhere"));
   const uint64_t fine = queue_.Push(Payment("m2", "p2"));

@@ -243,7 +243,7 @@ std::vector<OutgoingMessage> MakeBatch(const std::string& queue, const std::stri
   batch.reserve(n);
   for (int i = 0; i < n; ++i) {
     OutgoingMessage m;
-    m.routing_key = queue;
+    m.topic = queue;
     m.message_id = absl::StrCat(prefix, first + i);
     m.body.assign(kPayloadBytes, 'b');
     batch.push_back(std::move(m));

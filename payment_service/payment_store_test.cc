@@ -54,7 +54,7 @@ TEST_F(PaymentStoreTest, WritesPaymentAndOutboxRowTogether) {
   EXPECT_EQ(got->outbox.message_id, "msg-2");
   EXPECT_EQ(got->outbox.attempts, 1);
   // Everything needed to publish it again is stored with the row.
-  EXPECT_EQ(got->outbox.routing_key, "PAY_QUEUE");
+  EXPECT_EQ(got->outbox.topic, "PAY_QUEUE");
   EXPECT_EQ(got->outbox.message_type, "PaymentCreated");
   EXPECT_EQ(got->outbox.reply_to, "ACC_QUEUE");
   EXPECT_EQ(got->outbox.max_attempts, 5);

@@ -147,7 +147,7 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<Pending
     spec.message_id = ids_.NewId();
     spec.biz_type = kBizType;
     spec.biz_key = n.payment_id;
-    spec.routing_key = options_.pay_queue;
+    spec.topic = options_.pay_queue;
     spec.message_type = kPaymentCreatedType;
     spec.reply_to = options_.reply_to;
     spec.payload = EncodePaymentCreated(spec.message_id, n.payment_id, n.input, now);

@@ -27,7 +27,7 @@
 namespace outbox::payment {
 
 struct WriterOptions {
-  std::string pay_queue = "PAY_QUEUE";  // routing key of the PaymentCreated events
+  std::string pay_queue = "PAY_QUEUE";  // topic of the PaymentCreated events
   std::string reply_to = "ACC_QUEUE";   // where accounting acknowledges them
   RetryPolicy retry;                    // attempt 1 and the budget stored in each row
   size_t max_batch = 512;

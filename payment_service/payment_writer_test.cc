@@ -94,7 +94,7 @@ TEST_F(PaymentWriterTest, ConcurrentCallersAreCommittedAndPublishedAfterCommit) 
   EXPECT_EQ(ok.load(), kThreads * kEach);
   const std::vector<OutgoingMessage> published = relay.published();
   ASSERT_EQ(published.size(), static_cast<size_t>(kThreads * kEach));
-  EXPECT_EQ(published[0].routing_key, "PAY_QUEUE");
+  EXPECT_EQ(published[0].topic, "PAY_QUEUE");
   EXPECT_EQ(published[0].reply_to, "ACC_QUEUE");
   EXPECT_EQ(published[0].type, "PaymentCreated");
   EXPECT_EQ(writer.payments_created(), kThreads * kEach);

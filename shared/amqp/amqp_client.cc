@@ -473,7 +473,8 @@ absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
     props._flags |= AMQP_BASIC_HEADERS_FLAG;
     props.headers = {num_headers, headers};
   }
-  int rc = amqp_basic_publish(state_->conn, kChannel, Bytes(exchange_), Bytes(m.routing_key),
+  // The message's topic is the AMQP routing key: the exchange routes on it.
+  int rc = amqp_basic_publish(state_->conn, kChannel, Bytes(exchange_), Bytes(m.topic),
                               /*mandatory=*/1, /*immediate=*/0, &props, Bytes(m.body));
   if (rc != AMQP_STATUS_OK) {
     return Broken(

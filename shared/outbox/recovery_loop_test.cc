@@ -59,7 +59,7 @@ TEST_F(RecoveryLoopTest, RepublishesDueRowsAsStoredWithLinearBackoff) {
   clock_.Advance(absl::Seconds(1));
   Worker().Step();
   ASSERT_EQ(broker_.published.size(), 1u);
-  EXPECT_EQ(broker_.published[0].routing_key, "PAY_QUEUE");
+  EXPECT_EQ(broker_.published[0].topic, "PAY_QUEUE");
   EXPECT_EQ(broker_.published[0].reply_to, "ACC_QUEUE");
   EXPECT_EQ(broker_.published[0].type, "PaymentCreated");
   EXPECT_EQ(broker_.published[0].body, "body-m1");
@@ -226,8 +226,8 @@ TEST_F(RecoveryLoopTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) {
   clock_.Advance(absl::Seconds(30));
   Worker().Step();
   ASSERT_EQ(broker_.published.size(), 1u);
-  EXPECT_EQ(broker_.published[0].routing_key, "PAY_QUEUE");  // the hash exchange picks the shard
-  EXPECT_EQ(broker_.published[0].shard_key, "p-m1");         // the row's biz_key
+  EXPECT_EQ(broker_.published[0].topic, "PAY_QUEUE");  // the hash exchange picks the shard
+  EXPECT_EQ(broker_.published[0].shard_key, "p-m1");   // the row's biz_key
 }
 
 TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {

@@ -24,7 +24,7 @@ int64_t OutboxInserter::Insert(const OutboxMessage& row) {
   stmt.bind(c++, row.message_id);
   stmt.bind(c++, row.biz_type);
   stmt.bind(c++, row.biz_key);
-  stmt.bind(c++, row.routing_key);
+  stmt.bind(c++, row.topic);
   stmt.bind(c++, row.message_type);
   stmt.bind(c++, row.reply_to);
   stmt.bind(c++, row.payload.data(), static_cast<int>(row.payload.size()));
@@ -49,7 +49,7 @@ OutboxMessage ReadOutboxMessage(SQLite::Statement& stmt, int first) {
   r.message_id = stmt.getColumn(c++).getString();
   r.biz_type = stmt.getColumn(c++).getString();
   r.biz_key = stmt.getColumn(c++).getString();
-  r.routing_key = stmt.getColumn(c++).getString();
+  r.topic = stmt.getColumn(c++).getString();
   r.message_type = stmt.getColumn(c++).getString();
   r.reply_to = stmt.getColumn(c++).getString();
   {
