@@ -46,12 +46,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "accounting/v1/accounting.grpc.pb.h"
+#include "client/channel.h"
+#include "client/listing.h"
+#include "client/percentiles.h"
+#include "client/request.h"
+#include "client/sharded_payment_stub.h"
 #include "google/protobuf/util/time_util.h"
-#include "loadgen/channel.h"
-#include "loadgen/listing.h"
-#include "loadgen/payment_shards.h"
-#include "loadgen/percentiles.h"
-#include "loadgen/request.h"
 #include "payment/v1/payment.grpc.pb.h"
 #include "shared/amqp/amqp_client.h"
 #include "shared/base/status_macros.h"
@@ -122,8 +122,8 @@ namespace outbox::bench {
 namespace {
 
 using ::google::protobuf::util::TimeUtil;
-using ::outbox::loadgen::Percentiles;
-using ::outbox::loadgen::Summarize;
+using ::outbox::client::Percentiles;
+using ::outbox::client::Summarize;
 using PaymentStub = ::payment::v1::PaymentService::StubInterface;
 
 // Targets from the issue, checked in the report.
@@ -422,7 +422,7 @@ class CreateDriver {
   }
 
   static std::string MeasuredPrefix(const std::string& run_tag) {
-    return loadgen::KeyPrefix("m", run_tag);
+    return client::KeyPrefix("m", run_tag);
   }
 
   DriveResult ClosedLoop(int concurrency, absl::Duration warmup, absl::Duration duration) {
@@ -506,9 +506,9 @@ class CreateDriver {
     auto* call = new Call;
     call->start = start;
     call->measured = measured;
-    loadgen::SetTimeout(&call->ctx, absl::Seconds(30));
-    const ::payment::v1::CreatePaymentRequest req = loadgen::PaymentRequest(
-        measured ? MeasuredPrefix(run_tag_) : loadgen::KeyPrefix("w", run_tag_), seq,
+    client::SetTimeout(&call->ctx, absl::Seconds(30));
+    const ::payment::v1::CreatePaymentRequest req = client::PaymentRequest(
+        measured ? MeasuredPrefix(run_tag_) : client::KeyPrefix("w", run_tag_), seq,
         "outbox_bench");
     call->amount_minor = req.amount_minor();
     PaymentStub& stub = *stubs_[static_cast<size_t>(seq) % stubs_.size()];
@@ -579,11 +579,11 @@ absl::StatusOr<double> MeasureGrpc(int concurrency, int channels, absl::Duration
   std::vector<std::unique_ptr<PaymentStub>> stubs;
   for (int i = 0; i < channels; ++i) {
     stubs.push_back(::payment::v1::PaymentService::NewStub(
-        loadgen::NewChannel(absl::StrCat("127.0.0.1:", port))));
+        client::NewChannel(absl::StrCat("127.0.0.1:", port))));
   }
   DriveResult r;
   {
-    CreateDriver driver(std::move(stubs), loadgen::RandomRunId());
+    CreateDriver driver(std::move(stubs), client::RandomRunId());
     r = driver.ClosedLoop(concurrency, absl::Milliseconds(500), time);
   }
   server->Shutdown();
@@ -618,12 +618,12 @@ absl::StatusOr<SentResult> CollectSent(PaymentStub& stub, const std::string& mea
   SentResult out;
   const absl::Time drain_start = absl::Now();
   out.drained =
-      loadgen::AwaitNoneSending(stub, nullptr, drain_start + drain_timeout, kQueryTimeout, poll);
+      client::AwaitNoneSending(stub, nullptr, drain_start + drain_timeout, kQueryTimeout, poll);
   out.drain_time = absl::Now() - drain_start;
 
   int64_t first_sent_ms = INT64_MAX;
   out.first_created_ms = INT64_MAX;
-  RETURN_IF_ERROR(loadgen::ForEachPayment(
+  RETURN_IF_ERROR(client::ForEachPayment(
       stub, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED, kQueryTimeout,
       [&](const ::payment::v1::Payment& p) {
         ++out.all_payments;
@@ -720,13 +720,13 @@ DrainResult MeasureDrain(const SentResult& sent, int64_t mark_ms) {
 }
 
 absl::StatusOr<int64_t> CountVouchers(const std::string& addrs,
-                                      const loadgen::ChannelSecurity& security) {
+                                      const client::ChannelSecurity& security) {
   int64_t n = 0;
   for (absl::string_view addr : absl::StrSplit(addrs, ',', absl::SkipEmpty())) {
     auto stub = ::accounting::v1::AccountingService::NewStub(
-        loadgen::NewChannel(std::string(addr), security));
-    RETURN_IF_ERROR(loadgen::ForEachVoucher(*stub, kQueryTimeout,
-                                            [&](const ::accounting::v1::Voucher&) { ++n; }));
+        client::NewChannel(std::string(addr), security));
+    RETURN_IF_ERROR(client::ForEachVoucher(*stub, kQueryTimeout,
+                                           [&](const ::accounting::v1::Voucher&) { ++n; }));
   }
   return n;
 }
@@ -830,8 +830,8 @@ absl::Status Run() {
         "--warmup not negative");
   }
   // Plaintext unless --tls_ca_file; the API token (if any) goes with every call.
-  ASSIGN_OR_RETURN(const loadgen::ChannelSecurity security,
-                   loadgen::ChannelSecurity::FromFiles(
+  ASSIGN_OR_RETURN(const client::ChannelSecurity security,
+                   client::ChannelSecurity::FromFiles(
                        {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
                         absl::GetFlag(FLAGS_tls_key_file)},
                        absl::GetFlag(FLAGS_token_file)));
@@ -910,13 +910,13 @@ absl::Status Run() {
   }
 
   // Payment shards: each channel is one connection per shard, and every
-  // call goes to its key's shard (loadgen/payment_shards.h).
-  const std::vector<std::string> payment_addrs = loadgen::SplitAddresses(payment_addr);
+  // call goes to its key's shard (client/sharded_payment_stub.h).
+  const std::vector<std::string> payment_addrs = client::SplitAddresses(payment_addr);
   std::vector<std::unique_ptr<PaymentStub>> stubs;
   for (int i = 0; i < channels; ++i) {
     std::vector<std::unique_ptr<PaymentStub>> shards;
     for (const std::string& addr : payment_addrs) {
-      auto channel = loadgen::NewChannel(addr, security);  // a TCP connection of its own
+      auto channel = client::NewChannel(addr, security);  // a TCP connection of its own
       if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
         return absl::UnavailableError(absl::StrCat("cannot connect to payment_service at ", addr));
       }
@@ -925,12 +925,12 @@ absl::Status Run() {
     if (shards.size() == 1) {
       stubs.push_back(std::move(shards.front()));
     } else {
-      stubs.push_back(std::make_unique<loadgen::ShardedPaymentStub>(std::move(shards)));
+      stubs.push_back(std::make_unique<client::ShardedPaymentStub>(std::move(shards)));
     }
   }
-  auto query_stub = loadgen::NewPaymentStub(payment_addrs, security);
+  auto query_stub = client::NewPaymentStub(payment_addrs, security);
 
-  const std::string run_tag = loadgen::RandomRunId();
+  const std::string run_tag = client::RandomRunId();
   std::vector<CpuMonitor::Process> watched = {{"outbox_bench (client)", "client", 0}};
   for (const auto& [name, key, pid] :
        {std::make_tuple("payment_service", "payment", absl::GetFlag(FLAGS_payment_pid)),

@@ -50,13 +50,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "accounting/v1/accounting.grpc.pb.h"
-#include "loadgen/channel.h"
-#include "loadgen/create_load.h"
-#include "loadgen/listing.h"
-#include "loadgen/payment_shards.h"
-#include "loadgen/percentiles.h"
-#include "loadgen/request.h"
-#include "loadgen/retry.h"
+#include "client/channel.h"
+#include "client/create_load.h"
+#include "client/listing.h"
+#include "client/percentiles.h"
+#include "client/request.h"
+#include "client/retry.h"
+#include "client/sharded_payment_stub.h"
 #include "payment/v1/payment.grpc.pb.h"
 
 // The security flags take their defaults from the environment, as the
@@ -108,10 +108,10 @@ ABSL_FLAG(std::string, token_file, EnvOrEmpty("API_TOKEN_FILE"),
 
 namespace {
 
-namespace loadgen = outbox::loadgen;
+namespace client = outbox::client;
 using accounting::v1::AccountingService;
-using loadgen::Created;
-using loadgen::RetryPolicy;
+using client::Created;
+using client::RetryPolicy;
 using payment::v1::CreatePaymentRequest;
 using payment::v1::CreatePaymentResponse;
 using payment::v1::PaymentService;
@@ -135,7 +135,7 @@ struct Config {
   int wait_healthy = 0;
   std::string write_ids;
   std::vector<std::string> expected_ids;  // of --expect_ids
-  loadgen::ChannelSecurity security;      // --tls_*, --token_file
+  client::ChannelSecurity security;       // --tls_*, --token_file
 };
 
 bool ReadIds(const std::string& path, std::vector<std::string>* ids) {
@@ -160,10 +160,10 @@ bool WriteIds(const std::string& path, const std::vector<Created>& created) {
 
 absl::StatusOr<Config> ReadFlags() {
   Config c;
-  c.payment_addrs = loadgen::SplitAddresses(absl::GetFlag(FLAGS_payment_addr));
+  c.payment_addrs = client::SplitAddresses(absl::GetFlag(FLAGS_payment_addr));
   if (c.payment_addrs.empty()) return absl::InvalidArgumentError("--payment_addr is empty");
   c.accounting_addr = absl::GetFlag(FLAGS_accounting_addr);
-  absl::StatusOr<loadgen::ChannelSecurity> security = loadgen::ChannelSecurity::FromFiles(
+  absl::StatusOr<client::ChannelSecurity> security = client::ChannelSecurity::FromFiles(
       {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
        absl::GetFlag(FLAGS_tls_key_file)},
       absl::GetFlag(FLAGS_token_file));
@@ -223,16 +223,16 @@ struct CreatePhase {
 CreatePhase CreatePayments(const Config& c, const std::string& run_id, absl::Time start) {
   std::vector<std::unique_ptr<PaymentService::StubInterface>> stubs;
   for (int t = 0; t < c.concurrency; ++t) {
-    stubs.push_back(loadgen::NewPaymentStub(c.payment_addrs, c.security));
+    stubs.push_back(client::NewPaymentStub(c.payment_addrs, c.security));
   }
-  loadgen::LoadPlan plan;
-  plan.key_prefix = loadgen::KeyPrefix("demo", run_id);
+  client::LoadPlan plan;
+  plan.key_prefix = client::KeyPrefix("demo", run_id);
   plan.description = kDescription;
   plan.count = c.count;
   if (c.by_time) plan.until = start + c.duration;
   plan.max_failures = c.retry ? 0 : kMaxCreateFailures;
   plan.retry = c.retry ? UntilTimeout(c.timeout) : FewTries();
-  loadgen::CreateLoad load(std::move(stubs), plan, [](const Created& r) {
+  client::CreateLoad load(std::move(stubs), plan, [](const Created& r) {
     if (r.status.ok()) return;
     std::fprintf(stderr, "outbox_demo: create %lld failed: %d %s\n",
                  static_cast<long long>(r.index), static_cast<int>(r.status.error_code()),
@@ -261,7 +261,7 @@ std::vector<std::pair<std::string, CreatePaymentRequest>> InvalidRequests(
   std::vector<std::pair<std::string, CreatePaymentRequest>> out;
   auto add = [&](const std::string& what, const std::function<void(CreatePaymentRequest&)>& f) {
     CreatePaymentRequest r =
-        loadgen::PaymentRequest(loadgen::KeyPrefix("demo", run_id), 0, kDescription);
+        client::PaymentRequest(client::KeyPrefix("demo", run_id), 0, kDescription);
     r.set_idempotency_key(absl::StrCat("demo-invalid-", run_id, "-", out.size()));
     f(r);
     out.emplace_back(what, std::move(r));
@@ -292,7 +292,7 @@ Checks RunChecks(PaymentService::StubInterface& stub, const std::vector<Created>
                  const std::string& run_id) {
   Checks out;
   auto create = [&](const CreatePaymentRequest& req, CreatePaymentResponse* resp) {
-    return loadgen::CreateWithRetries(stub, req, FewTries(), resp);
+    return client::CreateWithRetries(stub, req, FewTries(), resp);
   };
   // Same key and request -> same payment, replayed=true.
   for (size_t i = 0; i < created.size() && out.replays < kMaxReplays; ++i) {
@@ -442,13 +442,13 @@ struct Tally {
 // --expect_ids payment's voucher must say.
 bool TallySet(PaymentService::StubInterface& stub, PaymentSet& set, Tally* t) {
   auto list = [&] {
-    return loadgen::ForEachPayment(stub, payment::v1::OUTBOX_STATUS_UNSPECIFIED, kCallTimeout,
-                                   [&](const payment::v1::Payment& p) {
-                                     if (!set.Contains(p.payment_id())) return;
-                                     Expected& e = set.expected[p.payment_id()];
-                                     if (!e.known) e = FromPayment(p);
-                                     t->Add(p);
-                                   });
+    return client::ForEachPayment(stub, payment::v1::OUTBOX_STATUS_UNSPECIFIED, kCallTimeout,
+                                  [&](const payment::v1::Payment& p) {
+                                    if (!set.Contains(p.payment_id())) return;
+                                    Expected& e = set.expected[p.payment_id()];
+                                    if (!e.known) e = FromPayment(p);
+                                    t->Add(p);
+                                  });
   };
   return ListWithRetries([&] { *t = Tally{}; }, list);
 }
@@ -469,7 +469,7 @@ VoucherAudit AuditVouchers(AccountingService::Stub& stub, const PaymentSet& set,
         a.vouchers = a.mismatched = a.orphans = 0;
       },
       [&] {
-        return loadgen::ForEachVoucher(stub, kCallTimeout, [&](const accounting::v1::Voucher& v) {
+        return client::ForEachVoucher(stub, kCallTimeout, [&](const accounting::v1::Voucher& v) {
           auto it = set.expected.find(v.payment_id());
           if (it == set.expected.end() || (set.all && t.in_db.count(v.payment_id()) == 0)) {
             if (set.all) ++a.orphans;  // a voucher whose payment does not exist
@@ -491,7 +491,7 @@ VoucherAudit AuditVouchers(AccountingService::Stub& stub, const PaymentSet& set,
     if (a.get_checked == kMaxReplays) break;
     ++a.get_checked;
     grpc::ClientContext ctx;
-    loadgen::SetTimeout(&ctx, kCallTimeout);
+    client::SetTimeout(&ctx, kCallTimeout);
     accounting::v1::GetVoucherRequest req;
     req.set_payment_id(id);
     accounting::v1::Voucher v;
@@ -556,7 +556,7 @@ bool PrintReport(const Config& c, const CreatePhase& create, const Checks& check
   const VoucherAudit& v = o.vouchers;
   const int64_t not_in_db = t.Missing(set);
   const int64_t lost = not_in_db + v.without_voucher;
-  const loadgen::Percentiles latency = loadgen::Summarize(create.latency_ms);
+  const client::Percentiles latency = client::Summarize(create.latency_ms);
   auto ms = [](double x) { return std::isnan(x) ? 0.0 : x; };
   const double create_s = absl::ToDoubleSeconds(create.elapsed);
   const bool drained = o.drained_at != absl::InfiniteFuture();
@@ -640,7 +640,7 @@ bool WaitHealthy(const Config& c) {
   std::vector<std::string> addrs = c.payment_addrs;
   if (c.wait_sent) addrs.push_back(c.accounting_addr);
   for (const std::string& addr : addrs) {
-    absl::Status s = loadgen::WaitHealthy(addr, deadline, c.security);
+    absl::Status s = client::WaitHealthy(addr, deadline, c.security);
     if (!s.ok()) {
       std::fprintf(stderr, "outbox_demo: %s\n", std::string(s.message()).c_str());
       return false;
@@ -653,8 +653,8 @@ int Run(const Config& c) {
   Outcome o;
   o.program_start = absl::Now();
   if (!WaitHealthy(c)) return 2;
-  auto payments = loadgen::NewPaymentStub(c.payment_addrs, c.security);
-  o.run_id = loadgen::RandomRunId();
+  auto payments = client::NewPaymentStub(c.payment_addrs, c.security);
+  o.run_id = client::RandomRunId();
   if (c.creating) {
     const std::string what =
         c.by_time ? absl::StrCat("new payments for ", absl::FormatDuration(c.duration))
@@ -678,8 +678,8 @@ int Run(const Config& c) {
   if (!c.wait_sent) return PrintSnapshot(c, create, checks, o.create_ok, *payments, set);
 
   // 2. Wait until none of the set is SENDING, then tally it and its vouchers.
-  auto accounting = AccountingService::NewStub(loadgen::NewChannel(c.accounting_addr, c.security));
-  if (loadgen::AwaitNoneSending(
+  auto accounting = AccountingService::NewStub(client::NewChannel(c.accounting_addr, c.security));
+  if (client::AwaitNoneSending(
           *payments, [&](const std::string& id) { return set.Contains(id); },
           absl::Now() + c.timeout, kCallTimeout)) {
     o.drained_at = absl::Now();

@@ -1,12 +1,12 @@
-#include "loadgen/create_load.h"
+#include "client/create_load.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "loadgen/request.h"
+#include "client/request.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 CreateLoad::CreateLoad(
     std::vector<std::unique_ptr<payment::v1::PaymentService::StubInterface>> stubs, LoadPlan plan,
@@ -62,4 +62,4 @@ void CreateLoad::Run(payment::v1::PaymentService::StubInterface& stub) {
   ++finished_threads_;
 }
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

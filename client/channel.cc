@@ -1,4 +1,4 @@
-#include "loadgen/channel.h"
+#include "client/channel.h"
 
 #include <iostream>
 
@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 absl::StatusOr<ChannelSecurity> ChannelSecurity::FromFiles(const TlsClientFiles& tls,
                                                            const std::string& token_file) {
@@ -66,4 +66,4 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
                       absl::StrCat(what, ": ", status.error_message()));
 }
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

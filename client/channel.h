@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "shared/grpc/channel_security.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 // A channel with its own connection (a local subchannel pool), so client
 // threads do not all share one HTTP/2 connection. Reconnect backoff is capped
@@ -46,4 +46,4 @@ absl::Status WaitHealthy(const std::string& addr, absl::Time deadline,
 // code, with the message "<what>: <message>".
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view what);
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

@@ -1,4 +1,4 @@
-#include "loadgen/payment_shards.h"
+#include "client/sharded_payment_stub.h"
 
 #include <gtest/gtest.h>
 
@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "loadgen/request.h"
-#include "shared/base/payment_shards.h"
+#include "client/request.h"
+#include "shared/base/shard_of_payment.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 namespace {
 
 using payment::v1::CreatePaymentRequest;
@@ -180,4 +180,4 @@ TEST(PaymentShardsClientTest, AForeignTokenIsInvalid) {
 }
 
 }  // namespace
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

@@ -1,9 +1,9 @@
-#include "payment_service/payment_shard.h"
+#include "payment_service/shard_guard.h"
 
 #include <grpcpp/test/server_context_test_spouse.h>
 #include <gtest/gtest.h>
 
-#include "shared/base/payment_shards.h"
+#include "shared/base/shard_of_payment.h"
 #include "shared/testing/sequential_ids.h"
 
 namespace outbox::payment {
@@ -15,7 +15,7 @@ ShardConfig TwoShards(int index) {
   return *config;
 }
 
-// A key of each shard of two (ShardOfKey is pinned in payment_shards_test.cc).
+// A key of each shard of two (ShardOfKey is pinned in shard_of_payment_test.cc).
 std::string KeyOf(int shard) {
   for (int i = 0;; ++i) {
     std::string key = "key-" + std::to_string(i);

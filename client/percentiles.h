@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 struct Percentiles {
   size_t n = 0;
@@ -15,4 +15,4 @@ struct Percentiles {
 // Nearest-rank percentiles of `values`, in their own unit.
 Percentiles Summarize(std::vector<double> values);
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

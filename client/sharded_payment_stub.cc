@@ -1,13 +1,13 @@
-#include "loadgen/payment_shards.h"
+#include "client/sharded_payment_stub.h"
 
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "shared/base/payment_shards.h"
+#include "shared/base/shard_of_payment.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 namespace {
 
 // "<shard>/<inner>" -> shard, inner; false for a token that is not ours.
@@ -145,4 +145,4 @@ std::unique_ptr<PaymentStubInterface> NewPaymentStub(const std::vector<std::stri
   return std::make_unique<ShardedPaymentStub>(std::move(stubs));
 }
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

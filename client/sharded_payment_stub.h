@@ -12,17 +12,17 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "loadgen/channel.h"
+#include "client/channel.h"
 #include "payment/v1/payment.grpc.pb.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 using PaymentStubInterface = payment::v1::PaymentService::StubInterface;
 
 // "host:port,host:port" -> its addresses, in order (the shard indexes).
 std::vector<std::string> SplitAddresses(absl::string_view addresses);
 
-// Which shard of `shards` a request goes to (shared/base/payment_shards.h).
+// Which shard of `shards` a request goes to (shared/base/shard_of_payment.h).
 int ShardOfRequest(const payment::v1::CreatePaymentRequest& request, int shards);
 
 class ShardedPaymentStub final : public PaymentStubInterface {
@@ -81,4 +81,4 @@ class ShardedPaymentStub final : public PaymentStubInterface {
 std::unique_ptr<PaymentStubInterface> NewPaymentStub(const std::vector<std::string>& addresses,
                                                      const ChannelSecurity& security = {});
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

@@ -1,11 +1,11 @@
-#include "loadgen/percentiles.h"
+#include "client/percentiles.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
-namespace outbox::loadgen {
+namespace outbox::client {
 namespace {
 
 TEST(SummarizeTest, EmptyIsNaN) {
@@ -46,4 +46,4 @@ TEST(SummarizeTest, SmallSetsRoundUp) {
 }
 
 }  // namespace
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

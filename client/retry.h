@@ -7,7 +7,7 @@
 #include "absl/time/time.h"
 #include "payment/v1/payment.grpc.pb.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 // What another try of the same request can change.
 enum class ErrorClass {
@@ -42,4 +42,4 @@ grpc::Status CreateWithRetries(payment::v1::PaymentService::StubInterface& stub,
                                payment::v1::CreatePaymentResponse* response,
                                int* retries = nullptr);
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

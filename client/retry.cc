@@ -1,11 +1,11 @@
-#include "loadgen/retry.h"
+#include "client/retry.h"
 
 #include <algorithm>
 
 #include "absl/time/clock.h"
-#include "loadgen/channel.h"
+#include "client/channel.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 ErrorClass Classify(grpc::StatusCode code) {
   switch (code) {
@@ -59,4 +59,4 @@ grpc::Status CreateWithRetries(payment::v1::PaymentService::StubInterface& stub,
   }
 }
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

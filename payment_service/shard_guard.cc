@@ -1,8 +1,8 @@
-#include "payment_service/payment_shard.h"
+#include "payment_service/shard_guard.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "shared/base/payment_shards.h"
+#include "shared/base/shard_of_payment.h"
 
 namespace outbox::payment {
 

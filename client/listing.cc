@@ -1,9 +1,9 @@
-#include "loadgen/listing.h"
+#include "client/listing.h"
 
 #include "absl/time/clock.h"
-#include "loadgen/channel.h"
+#include "client/channel.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 namespace {
 
 // Sends `request` with each page's token until the last page; `call` makes
@@ -61,7 +61,7 @@ bool AwaitNoneSending(payment::v1::PaymentService::StubInterface& stub,
   // not the table; with every payment of interest, one row answers.
   auto none_sending = [&] {
     if (!of_interest) {
-      // Over payment shards (payment_shards.h) a page may be empty with a
+      // Over payment shards (sharded_payment_stub.h) a page may be empty with a
       // token for the next shard: go on until a row or the end.
       payment::v1::ListPaymentsRequest req;
       req.set_page_size(1);
@@ -88,4 +88,4 @@ bool AwaitNoneSending(payment::v1::PaymentService::StubInterface& stub,
   }
 }
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

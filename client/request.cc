@@ -1,10 +1,10 @@
-#include "loadgen/request.h"
+#include "client/request.h"
 
 #include <random>
 
 #include "absl/strings/str_cat.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 std::string RandomRunId() {
   std::random_device rd;
@@ -29,4 +29,4 @@ payment::v1::CreatePaymentRequest PaymentRequest(absl::string_view key_prefix, i
   return r;
 }
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

@@ -9,7 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "payment/v1/payment.pb.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 // 12 random hex digits: keeps one run's keys apart from every other run's.
 std::string RandomRunId();
@@ -23,4 +23,4 @@ std::string KeyPrefix(absl::string_view kind, absl::string_view run_id);
 payment::v1::CreatePaymentRequest PaymentRequest(absl::string_view key_prefix, int64_t index,
                                                  absl::string_view description);
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

@@ -1,4 +1,4 @@
-#include "loadgen/request.h"
+#include "client/request.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "google/protobuf/util/message_differencer.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 namespace {
 
 TEST(PaymentRequestTest, KeyIsPrefixAndIndex) {
@@ -53,4 +53,4 @@ TEST(RunIdTest, TwelveHexDigitsAndFresh) {
 }
 
 }  // namespace
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

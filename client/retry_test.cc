@@ -1,8 +1,8 @@
-#include "loadgen/retry.h"
+#include "client/retry.h"
 
 #include <gtest/gtest.h>
 
-namespace outbox::loadgen {
+namespace outbox::client {
 namespace {
 
 using grpc::StatusCode;
@@ -67,4 +67,4 @@ TEST(BackoffTest, FixedWhenFirstIsTheCap) {
 }
 
 }  // namespace
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

@@ -1,4 +1,4 @@
-#include "shared/base/payment_shards.h"
+#include "shared/base/shard_of_payment.h"
 
 #include <gtest/gtest.h>
 

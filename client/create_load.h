@@ -15,11 +15,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
-#include "loadgen/retry.h"
+#include "client/retry.h"
 #include "payment/v1/payment.grpc.pb.h"
 #include "shared/base/mutex.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 struct LoadPlan {
   std::string key_prefix;                       // payment i has the key key_prefix + i
@@ -77,4 +77,4 @@ class CreateLoad {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

@@ -1,8 +1,8 @@
-#include "loadgen/percentiles.h"
+#include "client/percentiles.h"
 
 #include <algorithm>
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 Percentiles Summarize(std::vector<double> values) {
   Percentiles p;
@@ -20,4 +20,4 @@ Percentiles Summarize(std::vector<double> values) {
   return p;
 }
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client

@@ -10,7 +10,7 @@
 #include "accounting/v1/accounting.grpc.pb.h"
 #include "payment/v1/payment.grpc.pb.h"
 
-namespace outbox::loadgen {
+namespace outbox::client {
 
 inline constexpr int kListPageSize = 1000;  // the services' largest page
 
@@ -34,4 +34,4 @@ bool AwaitNoneSending(payment::v1::PaymentService::StubInterface& stub,
                       absl::Time deadline, absl::Duration call_timeout,
                       absl::Duration poll = absl::Milliseconds(200));
 
-}  // namespace outbox::loadgen
+}  // namespace outbox::client
