@@ -3,7 +3,7 @@
 // Which payment shard owns a payment: a pure function of the idempotency key
 // that the shards and every client compute alike (docs/deployment.md, Payment shards),
 // and the payment id's prefix that names the shard it was created on.
-// Header-only, standard library only, so a client (client/) may include it.
+// Header-only, standard library only, so the client library (client/) may include it.
 #include <cstdint>
 #include <optional>
 #include <string>
