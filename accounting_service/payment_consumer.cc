@@ -220,7 +220,7 @@ std::vector<PaymentConsumer::Reply> PaymentConsumer::Answer(
 
 void PaymentConsumer::Track(const Reply& reply) {
   for (const Delivery* d : reply.answers) {
-    unsettled_.emplace(d->delivery_tag, Unsettled{*d, reply.message.routing_key});
+    unsettled_.emplace(d->delivery_tag, Unsettled{*d, reply.message.topic});
   }
 }
 

@@ -96,7 +96,7 @@ class PaymentCreatedFixturesTest : public ::testing::Test {
     int n = 0;
     for (const OutgoingMessage& m : replies_.published) {
       if (m.message_id != message_id) continue;
-      EXPECT_EQ(m.routing_key, "ACC_QUEUE");
+      EXPECT_EQ(m.topic, "ACC_QUEUE");
       EXPECT_EQ(m.type, "PaymentAccounted");
       ++n;
     }

@@ -81,8 +81,8 @@ TEST_F(PaymentConsumerTest, BooksABatchRepliesToEachReplyToThenAcks) {
   ASSERT_TRUE(consumer_.Step());
   EXPECT_EQ(ledger_.voucher_by_payment.size(), 2u);
   ASSERT_EQ(replies_.published.size(), 2u);
-  EXPECT_EQ(replies_.published[0].routing_key, "ACC_QUEUE");
-  EXPECT_EQ(replies_.published[1].routing_key, "ACC_QUEUE.shard2");
+  EXPECT_EQ(replies_.published[0].topic, "ACC_QUEUE");
+  EXPECT_EQ(replies_.published[1].topic, "ACC_QUEUE.shard2");
   EXPECT_EQ(replies_.published[0].type, "PaymentAccounted");
   EXPECT_EQ(queue_.acked.size(), 2u);
   EXPECT_EQ(consumer_.applied(), 2);
@@ -111,7 +111,7 @@ TEST_F(PaymentConsumerTest, OneBatchReplyPerReplyQueueListsEveryMessageNewAndDup
   queue_.Push(BatchingPayment("m3", "p3"));
   ASSERT_TRUE(consumer_.Step());
   ASSERT_EQ(replies_.published.size(), 2u);
-  EXPECT_EQ(replies_.published[0].routing_key, "ACC_QUEUE");
+  EXPECT_EQ(replies_.published[0].topic, "ACC_QUEUE");
   EXPECT_EQ(replies_.published[0].message_id, "m1+3");
   const events::v1::PaymentsAccounted acc = BatchReply(replies_.published[0]);
   ASSERT_EQ(acc.accounted_size(), 3);
@@ -123,7 +123,7 @@ TEST_F(PaymentConsumerTest, OneBatchReplyPerReplyQueueListsEveryMessageNewAndDup
   EXPECT_TRUE(acc.accounted(1).duplicate());
   EXPECT_EQ(acc.accounted(1).voucher_id(), "v-p0");
   EXPECT_EQ(acc.accounted(2).message_id(), "m3");
-  EXPECT_EQ(replies_.published[1].routing_key, "ACC_QUEUE.shard2");
+  EXPECT_EQ(replies_.published[1].topic, "ACC_QUEUE.shard2");
   EXPECT_EQ(BatchReply(replies_.published[1]).accounted(0).message_id(), "m2");
   EXPECT_EQ(queue_.acked.size(), 4u);
   EXPECT_EQ(consumer_.applied(), 3);
@@ -242,8 +242,7 @@ TEST_F(PaymentConsumerTest, AReplyToThatIsNoQueueIsDeadLetteredBeforeAnythingIsB
 
 TEST_F(PaymentConsumerTest, AnUnroutableReplyToIsPoisonToo) {
   replies_.answer = [](const OutgoingMessage& m) {
-    return m.routing_key == "nowhere" ? FakePublisher::Answer::kReturn
-                                      : FakePublisher::Answer::kAck;
+    return m.topic == "nowhere" ? FakePublisher::Answer::kReturn : FakePublisher::Answer::kAck;
   };
   const uint64_t lost = queue_.Push(Payment("m1", "p1", "nowhere"));
   const uint64_t fine = queue_.Push(Payment("m2", "p2"));

@@ -19,8 +19,8 @@
 #include "bench/create_driver.h"
 #include "bench/process_stats.h"
 #include "bench/report.h"
-#include "loadgen/channel.h"
-#include "loadgen/request.h"
+#include "client/channel.h"
+#include "client/request.h"
 #include "shared/base/status_macros.h"
 #include "shared/sqlite/sqlite_file.h"
 
@@ -40,7 +40,7 @@ std::vector<OutgoingMessage> MakeBatch(const std::string& queue, const std::stri
   batch.reserve(n);
   for (int i = 0; i < n; ++i) {
     OutgoingMessage m;
-    m.routing_key = queue;
+    m.topic = queue;
     m.message_id = absl::StrCat(prefix, first + i);
     m.body.assign(kPayloadBytes, 'b');
     batch.push_back(std::move(m));
@@ -328,12 +328,12 @@ absl::StatusOr<GrpcBaseline> MeasureGrpc(int concurrency, int channels, absl::Du
   std::vector<std::unique_ptr<PaymentStub>> stubs;
   for (int i = 0; i < channels; ++i) {
     stubs.push_back(::payment::v1::PaymentService::NewStub(
-        loadgen::NewChannel(absl::StrCat("127.0.0.1:", server->port()))));
+        client::NewChannel(absl::StrCat("127.0.0.1:", server->port()))));
   }
   const CpuMeter cpu({{"trivial gRPC server", "grpc_server", server->pid()}});
   DriveResult r;
   {
-    CreateDriver driver(std::move(stubs), loadgen::RandomRunId());
+    CreateDriver driver(std::move(stubs), client::RandomRunId());
     r = driver.ClosedLoop(concurrency, absl::Milliseconds(500), time);
   }
   const double server_cpu = cpu.Used()[0];

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "loadgen/channel.h"
-#include "loadgen/request.h"
+#include "client/channel.h"
+#include "client/request.h"
 
 namespace outbox::bench {
 
@@ -33,7 +33,7 @@ CreateDriver::~CreateDriver() {
 }
 
 std::string CreateDriver::MeasuredPrefix(const std::string& run_tag) {
-  return loadgen::KeyPrefix("m", run_tag);
+  return client::KeyPrefix("m", run_tag);
 }
 
 DriveResult CreateDriver::ClosedLoop(int concurrency, absl::Duration warmup,
@@ -106,9 +106,9 @@ void CreateDriver::Issue(absl::Time start, bool measured) {
   auto* call = new Call;
   call->start = start;
   call->measured = measured;
-  loadgen::SetTimeout(&call->ctx, absl::Seconds(30));
-  const ::payment::v1::CreatePaymentRequest req = loadgen::PaymentRequest(
-      measured ? MeasuredPrefix(run_tag_) : loadgen::KeyPrefix("w", run_tag_), seq, "outbox_bench");
+  client::SetTimeout(&call->ctx, absl::Seconds(30));
+  const ::payment::v1::CreatePaymentRequest req = client::PaymentRequest(
+      measured ? MeasuredPrefix(run_tag_) : client::KeyPrefix("w", run_tag_), seq, "outbox_bench");
   call->amount_minor = req.amount_minor();
   PaymentStub& stub = *stubs_[static_cast<size_t>(seq) % stubs_.size()];
   call->reader = stub.PrepareAsyncCreatePayment(&call->ctx, req, &cq_);

@@ -36,10 +36,10 @@
 #include "bench/process_stats.h"
 #include "bench/report.h"
 #include "bench/sent.h"
-#include "loadgen/channel.h"
-#include "loadgen/payment_shards.h"
-#include "loadgen/percentiles.h"
-#include "loadgen/request.h"
+#include "client/channel.h"
+#include "client/percentiles.h"
+#include "client/request.h"
+#include "client/sharded_payment_stub.h"
 #include "payment/v1/payment.grpc.pb.h"
 #include "shared/amqp/amqp_client.h"
 #include "shared/base/status_macros.h"
@@ -116,8 +116,8 @@ ABSL_FLAG(bool, serve_trivial_payments, false,
 namespace outbox::bench {
 namespace {
 
-using ::outbox::loadgen::Percentiles;
-using ::outbox::loadgen::Summarize;
+using ::outbox::client::Percentiles;
+using ::outbox::client::Summarize;
 
 // Targets, checked in the report.
 constexpr double kTargetSustained = 2500;   // payments/s reaching SENT
@@ -140,7 +140,7 @@ struct Setup {
   absl::Duration duration;
   absl::Duration warmup;
   bool open_loop() const { return rate > 0; }
-  loadgen::ChannelSecurity security;
+  client::ChannelSecurity security;
   std::string scratch;  // for the SQLite baseline files
 };
 
@@ -165,7 +165,7 @@ absl::StatusOr<Setup> ReadSetup() {
   }
   // Plaintext unless --tls_ca_file; the API token (if any) goes with every call.
   ASSIGN_OR_RETURN(s.security,
-                   loadgen::ChannelSecurity::FromFiles(
+                   client::ChannelSecurity::FromFiles(
                        {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
                         absl::GetFlag(FLAGS_tls_key_file)},
                        absl::GetFlag(FLAGS_token_file)));
@@ -259,14 +259,14 @@ absl::StatusOr<Baselines> MeasureBaselines(const Setup& setup, Report& report) {
 }
 
 // Stubs for the drive: each channel is one connection per payment shard,
-// and every call goes to its key's shard (loadgen/payment_shards.h).
+// and every call goes to its key's shard (client/sharded_payment_stub.h).
 absl::StatusOr<std::vector<std::unique_ptr<PaymentStub>>> ConnectStubs(const Setup& setup) {
-  const std::vector<std::string> addrs = loadgen::SplitAddresses(setup.payment_addr);
+  const std::vector<std::string> addrs = client::SplitAddresses(setup.payment_addr);
   std::vector<std::unique_ptr<PaymentStub>> stubs;
   for (int i = 0; i < setup.channels; ++i) {
     std::vector<std::unique_ptr<PaymentStub>> shards;
     for (const std::string& addr : addrs) {
-      auto channel = loadgen::NewChannel(addr, setup.security);  // a TCP connection of its own
+      auto channel = client::NewChannel(addr, setup.security);  // a TCP connection of its own
       if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
         return absl::UnavailableError(absl::StrCat("cannot connect to payment_service at ", addr));
       }
@@ -275,7 +275,7 @@ absl::StatusOr<std::vector<std::unique_ptr<PaymentStub>>> ConnectStubs(const Set
     if (shards.size() == 1) {
       stubs.push_back(std::move(shards.front()));
     } else {
-      stubs.push_back(std::make_unique<loadgen::ShardedPaymentStub>(std::move(shards)));
+      stubs.push_back(std::make_unique<client::ShardedPaymentStub>(std::move(shards)));
     }
   }
   return stubs;
@@ -583,8 +583,8 @@ absl::Status Run() {
 
   ASSIGN_OR_RETURN(auto stubs, ConnectStubs(setup));
   auto query_stub =
-      loadgen::NewPaymentStub(loadgen::SplitAddresses(setup.payment_addr), setup.security);
-  const std::string run_tag = loadgen::RandomRunId();
+      client::NewPaymentStub(client::SplitAddresses(setup.payment_addr), setup.security);
+  const std::string run_tag = client::RandomRunId();
   WholeRun run;
   ASSIGN_OR_RETURN(run.processes, WatchedProcesses());
   const double messages_before = BrokerMessagesSoFar();

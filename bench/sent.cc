@@ -12,8 +12,8 @@
 #include "absl/time/clock.h"
 #include "accounting/v1/accounting.grpc.pb.h"
 #include "bench/report.h"
+#include "client/listing.h"
 #include "google/protobuf/util/time_util.h"
-#include "loadgen/listing.h"
 #include "shared/base/status_macros.h"
 
 namespace outbox::bench {
@@ -28,7 +28,7 @@ constexpr absl::Duration kQueryTimeout = absl::Seconds(30);  // each listing cal
 Drained AwaitAllSent(PaymentStub& stub, absl::Duration timeout, absl::Duration poll) {
   Drained out;
   const absl::Time start = absl::Now();
-  out.all_sent = loadgen::AwaitNoneSending(stub, nullptr, start + timeout, kQueryTimeout, poll);
+  out.all_sent = client::AwaitNoneSending(stub, nullptr, start + timeout, kQueryTimeout, poll);
   out.after = absl::Now() - start;
   return out;
 }
@@ -37,7 +37,7 @@ absl::StatusOr<SentResult> CollectSent(PaymentStub& stub, const std::string& mea
   SentResult out;
   int64_t first_sent_ms = INT64_MAX;
   out.first_created_ms = INT64_MAX;
-  RETURN_IF_ERROR(loadgen::ForEachPayment(
+  RETURN_IF_ERROR(client::ForEachPayment(
       stub, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED, kQueryTimeout,
       [&](const ::payment::v1::Payment& p) {
         ++out.all_payments;
@@ -120,13 +120,13 @@ DrainResult MeasureDrain(const SentResult& sent, int64_t mark_ms) {
 }
 
 absl::StatusOr<int64_t> CountVouchers(const std::string& addrs,
-                                      const loadgen::ChannelSecurity& security) {
+                                      const client::ChannelSecurity& security) {
   int64_t n = 0;
   for (absl::string_view addr : absl::StrSplit(addrs, ',', absl::SkipEmpty())) {
     auto stub = ::accounting::v1::AccountingService::NewStub(
-        loadgen::NewChannel(std::string(addr), security));
-    RETURN_IF_ERROR(loadgen::ForEachVoucher(*stub, kQueryTimeout,
-                                            [&](const ::accounting::v1::Voucher&) { ++n; }));
+        client::NewChannel(std::string(addr), security));
+    RETURN_IF_ERROR(client::ForEachVoucher(*stub, kQueryTimeout,
+                                           [&](const ::accounting::v1::Voucher&) { ++n; }));
   }
   return n;
 }

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bench/create_driver.h"
-#include "loadgen/channel.h"
+#include "client/channel.h"
 
 namespace outbox::bench {
 
@@ -64,6 +64,6 @@ DrainResult MeasureDrain(const SentResult& sent, int64_t mark_ms);
 
 // Vouchers booked on every accounting shard in `addrs` (comma-separated).
 absl::StatusOr<int64_t> CountVouchers(const std::string& addrs,
-                                      const loadgen::ChannelSecurity& security);
+                                      const client::ChannelSecurity& security);
 
 }  // namespace outbox::bench

@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "fuzz/fuzz_check.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/amqp_url.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string url(reinterpret_cast<const char*>(data), size);

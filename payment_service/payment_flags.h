@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "payment_service/payment_shard.h"
+#include "payment_service/shard_guard.h"
 #include "shared/grpc/server_security.h"
 #include "shared/service/service_flags.h"
 

@@ -6,9 +6,9 @@
 // the group commit, so no thread is parked per call in flight. The reads stay
 // synchronous (they run in the handler thread against SQLite).
 #include "payment/v1/payment.grpc.pb.h"
-#include "payment_service/payment_shard.h"
 #include "payment_service/payment_store.h"
 #include "payment_service/payment_writer.h"
+#include "payment_service/shard_guard.h"
 #include "shared/grpc/server_security.h"
 
 namespace outbox::payment {
@@ -19,7 +19,7 @@ class PaymentServiceImpl final
  public:
   // `max_amount_minor`: the largest amount a payment may carry; `auth`: the
   // API token every call must carry (none by default); `shard`: which
-  // payments are this instance's (all by default, payment_shard.h).
+  // payments are this instance's (all by default, shard_guard.h).
   PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store,
                      int64_t max_amount_minor = kDefaultMaxAmountMinor, BearerTokenCheck auth = {},
                      ShardGuard shard = {})

@@ -52,13 +52,13 @@ absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::stri
 }
 
 std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,
-                                                     const std::vector<std::string>& mark_sent,
+                                                     const std::vector<std::string>& acks,
                                                      int64_t now_ms,
-                                                     absl::StatusOr<AckTally>* marked) {
+                                                     absl::StatusOr<AckTally>* acked) {
   MutexLock lock(&db_->write_mu);
   SQLite::Database& db = *db_->writer;
   std::vector<CreateOutcome> outcomes;
-  AckTally marked_count;
+  AckTally tally;
   absl::Status tx_status = WriteTransaction(db, [&]() -> absl::Status {
     outcomes.assign(batch.size(), CreateOutcome{});  // a retried body starts over
     SQLite::Statement find(db, SelectSql("WHERE p.idempotency_key = ?"));
@@ -122,29 +122,29 @@ std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPaymen
         out.status = SqliteError(e, "insert payment");
       }
     }
-    marked_count = mark_sent.empty() ? AckTally{} : AcknowledgeOutbox(db, mark_sent, now_ms);
+    tally = acks.empty() ? AckTally{} : outbox::RecordAcks(db, acks, now_ms);
     Failpoint(kFpPaymentBeforeCommit);
     return absl::OkStatus();
   });
-  if (marked != nullptr) {
-    *marked = tx_status.ok() ? absl::StatusOr<AckTally>(marked_count) : tx_status;
+  if (acked != nullptr) {
+    *acked = tx_status.ok() ? absl::StatusOr<AckTally>(tally) : tx_status;
   }
   if (!tx_status.ok()) outcomes.assign(batch.size(), CreateOutcome{tx_status, {}, false});
   return outcomes;
 }
 
-absl::StatusOr<AckTally> PaymentStore::MarkSent(const std::vector<std::string>& message_ids,
-                                                int64_t now_ms) {
-  absl::StatusOr<AckTally> marked = AckTally{};
-  CommitGroup({}, message_ids, now_ms, &marked);
-  return marked;
+absl::StatusOr<AckTally> PaymentStore::RecordAcks(const std::vector<std::string>& message_ids,
+                                                  int64_t now_ms) {
+  absl::StatusOr<AckTally> acked = AckTally{};
+  CommitGroup({}, message_ids, now_ms, &acked);
+  return acked;
 }
 
-absl::Status PaymentStore::RecordPublishError(const std::vector<std::string>& message_ids,
-                                              const std::string& error, int64_t now_ms) {
+absl::Status PaymentStore::RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                                const std::string& error, int64_t now_ms) {
   MutexLock lock(&db_->write_mu);
   return WriteTransaction(*db_->writer, [&] {
-    RecordOutboxPublishFailure(*db_->writer, message_ids, error, now_ms);
+    outbox::RecordPublishFailure(*db_->writer, message_ids, error, now_ms);
     return absl::OkStatus();
   });
 }

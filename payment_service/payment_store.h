@@ -44,22 +44,22 @@ class PaymentStore final {
   // Writes the whole group in ONE transaction. Each payment is inserted with
   // its outbox row, or resolved against an existing idempotency key, under
   // its own savepoint, so one failing request fails alone. In the same
-  // transaction, acknowledged rows in `mark_sent` turn SENT (their count goes
-  // to *marked). If the commit itself fails, every outcome carries that error.
+  // transaction, acknowledged rows in `acks` turn SENT (their count goes
+  // to *acked). If the commit itself fails, every outcome carries that error.
   std::vector<CreateOutcome> CommitGroup(const std::vector<NewPayment>& batch,
-                                         const std::vector<std::string>& mark_sent, int64_t now_ms,
-                                         absl::StatusOr<AckTally>* marked);
+                                         const std::vector<std::string>& acks, int64_t now_ms,
+                                         absl::StatusOr<AckTally>* acked);
   std::vector<CreateOutcome> CreateBatch(const std::vector<NewPayment>& batch) {
     return CommitGroup(batch, {}, 0, nullptr);
   }
 
-  // Marks acknowledged outbox rows SENT in one transaction (a group of marks only).
-  absl::StatusOr<AckTally> MarkSent(const std::vector<std::string>& message_ids, int64_t now_ms);
+  // Marks acknowledged outbox rows SENT in one transaction (a group of acks only).
+  absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids, int64_t now_ms);
 
   // Notes why a publish failed on SENDING rows (shown by GetPayment), in a
   // transaction of its own.
-  absl::Status RecordPublishError(const std::vector<std::string>& message_ids,
-                                  const std::string& error, int64_t now_ms);
+  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                    const std::string& error, int64_t now_ms);
 
   // SENDING rows (published or not, awaiting accounting's reply), counted
   // up to `limit` (the count stops there, so it stays cheap in an outage).

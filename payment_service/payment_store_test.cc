@@ -54,7 +54,7 @@ TEST_F(PaymentStoreTest, WritesPaymentAndOutboxRowTogether) {
   EXPECT_EQ(got->outbox.message_id, "msg-2");
   EXPECT_EQ(got->outbox.attempts, 1);
   // Everything needed to publish it again is stored with the row.
-  EXPECT_EQ(got->outbox.routing_key, "PAY_QUEUE");
+  EXPECT_EQ(got->outbox.topic, "PAY_QUEUE");
   EXPECT_EQ(got->outbox.message_type, "PaymentCreated");
   EXPECT_EQ(got->outbox.reply_to, "ACC_QUEUE");
   EXPECT_EQ(got->outbox.max_attempts, 5);
@@ -94,11 +94,11 @@ TEST_F(PaymentStoreTest, AFailingRequestFailsAlone) {
 
 TEST_F(PaymentStoreTest, MarkSentIsIdempotentAndIgnoresUnknownIds) {
   auto out = store_->CreateBatch({Make("k1"), Make("k2")});
-  auto changed = store_->MarkSent({"msg-1", "msg-1", "nope"}, 500);
+  auto changed = store_->RecordAcks({"msg-1", "msg-1", "nope"}, 500);
   ASSERT_TRUE(changed.ok());
   EXPECT_EQ(changed->closed, 1);
   EXPECT_EQ(changed->late, 0);
-  changed = store_->MarkSent({"msg-1"}, 600);
+  changed = store_->RecordAcks({"msg-1"}, 600);
   ASSERT_TRUE(changed.ok());
   EXPECT_EQ(changed->changed(), 0);
   auto got = store_->Get(out[0].record.payment_id);
@@ -113,7 +113,7 @@ TEST_F(PaymentStoreTest, ALateAcknowledgementClosesAFailedRow) {
     SQLite::Database db(dir_ + "/payment.db", SQLite::OPEN_READWRITE);
     db.exec("UPDATE outbox SET status = 'FAILED', last_error = 'no acknowledgement'");
   }
-  auto changed = store_->MarkSent({"msg-1"}, 700);
+  auto changed = store_->RecordAcks({"msg-1"}, 700);
   ASSERT_TRUE(changed.ok()) << changed.status();
   EXPECT_EQ(changed->closed, 0);
   EXPECT_EQ(changed->late, 1);
@@ -127,7 +127,7 @@ TEST_F(PaymentStoreTest, ListsPagesAndFiltersByStatus) {
   std::vector<NewPayment> batch;
   for (int i = 0; i < 5; ++i) batch.push_back(Make(absl::StrCat("k", i)));
   store_->CreateBatch(batch);
-  ASSERT_TRUE(store_->MarkSent({"msg-2", "msg-4"}, 5).ok());
+  ASSERT_TRUE(store_->RecordAcks({"msg-2", "msg-4"}, 5).ok());
   auto p1 = store_->List(std::nullopt, 0, 2);
   ASSERT_TRUE(p1.ok());
   ASSERT_EQ(p1->items.size(), 2u);

@@ -69,55 +69,54 @@ CreateOutcome PaymentWriter::Create(const PaymentInput& input, const std::string
 
 absl::Status PaymentWriter::RecordPublishFailure(const std::vector<std::string>& message_ids,
                                                  const std::string& error) {
-  return store_.RecordPublishError(message_ids, error, clock_.NowMillis());
+  return store_.RecordPublishFailure(message_ids, error, clock_.NowMillis());
 }
 
-absl::StatusOr<AckTally> PaymentWriter::MarkAcknowledged(
-    const std::vector<std::string>& message_ids) {
-  PendingMark pending{&message_ids, AckTally{}, false};
+absl::StatusOr<AckTally> PaymentWriter::RecordAcks(const std::vector<std::string>& message_ids) {
+  PendingAcks pending{&message_ids, AckTally{}, false};
   MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("payment service is shutting down");
-  marks_.push_back(&pending);
+  acks_.push_back(&pending);
   mu_.Await(absl::Condition(&pending.done));
-  return pending.marked;
+  return pending.tally;
 }
 
 void PaymentWriter::Run() {
   absl::Time hold_until = absl::InfinitePast();  // new payments wait until then
   while (true) {
     std::vector<Pending> group;
-    std::vector<PendingMark*> marks;
+    std::vector<PendingAcks*> acks;
     {
       MutexLock lock(&mu_);
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || !marks_.empty() || stopping_;
+        return !queue_.empty() || !acks_.empty() || stopping_;
       };
       mu_.Await(absl::Condition(&ready));
-      if (queue_.empty() && marks_.empty()) return;  // stopping and drained
-      bool hold = marks_.empty() && !stopping_ && clock_.Now() < hold_until;
+      if (queue_.empty() && acks_.empty()) return;  // stopping and drained
+      bool hold = acks_.empty() && !stopping_ && clock_.Now() < hold_until;
       if (hold) {
         // Accounting lags: acks go first (each lowers the backlog); new
         // payments wait for one, or for the end of the hold.
         holds_.Add();
         auto ack_or_stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-          return !marks_.empty() || stopping_;
+          return !acks_.empty() || stopping_;
         };
         mu_.AwaitWithTimeout(absl::Condition(&ack_or_stop), hold_until - clock_.Now());
-        hold = !marks_.empty() && !stopping_;  // commit those acks alone first
+        hold = !acks_.empty() && !stopping_;  // commit those acks alone first
       }
       while (!hold && !queue_.empty() && group.size() < options_.max_batch) {
         group.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
-      marks.swap(marks_);
+      acks.swap(acks_);
     }
-    CommitGroup(group, marks);
-    const bool marked_some = !marks.empty();
+    CommitGroup(group, acks);
+    const bool acked_some = !acks.empty();
     // A hold starts after a group of new payments (or once the last one is
     // over), never extended by the acks committed during it: no payment
     // waits longer than max_hold for the backlog.
     const absl::Time now = clock_.Now();
-    if (!Lagging(marked_some)) {
+    if (!Lagging(acked_some)) {
       hold_until = absl::InfinitePast();
     } else if (!group.empty() || now >= hold_until) {
       hold_until = now + options_.max_hold;
@@ -125,18 +124,18 @@ void PaymentWriter::Run() {
   }
 }
 
-bool PaymentWriter::Lagging(bool marked_some) {
+bool PaymentWriter::Lagging(bool acked_some) {
   if (options_.max_unsent <= 0) return false;
   const int64_t now = clock_.NowMillis();
-  if (marked_some) last_mark_ms_ = now;
+  if (acked_some) last_ack_ms_ = now;
   // No acks for a second: accounting (or the broker) is away, recovery's
   // business; holding callers would only make the outage theirs.
-  if (now - last_mark_ms_ > 1000) return false;
+  if (now - last_ack_ms_ > 1000) return false;
   absl::StatusOr<int64_t> sending = store_.CountSending(options_.max_unsent);
   return sending.ok() && *sending >= options_.max_unsent;
 }
 
-void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingMark*>& marks) {
+void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingAcks*>& acks) {
   const int64_t now = clock_.NowMillis();
   std::vector<NewPayment> batch;
   batch.reserve(group.size());
@@ -148,7 +147,7 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<Pending
     spec.message_id = ids_.NewId();
     spec.biz_type = kBizType;
     spec.biz_key = n.payment_id;
-    spec.routing_key = options_.pay_queue;
+    spec.topic = options_.pay_queue;
     spec.message_type = kPaymentCreatedType;
     spec.reply_to = options_.reply_to;
     spec.payload = EncodePaymentCreated(spec.message_id, n.payment_id, n.input, now);
@@ -160,15 +159,15 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<Pending
   // too, rather than waiting a whole cycle for the next one.
   {
     MutexLock lock(&mu_);
-    marks.insert(marks.end(), marks_.begin(), marks_.end());
-    marks_.clear();
+    acks.insert(acks.end(), acks_.begin(), acks_.end());
+    acks_.clear();
   }
-  std::vector<std::string> mark_ids;
-  for (const PendingMark* m : marks) {
-    mark_ids.insert(mark_ids.end(), m->message_ids->begin(), m->message_ids->end());
+  std::vector<std::string> ack_ids;
+  for (const PendingAcks* m : acks) {
+    ack_ids.insert(ack_ids.end(), m->message_ids->begin(), m->message_ids->end());
   }
-  absl::StatusOr<AckTally> marked = AckTally{};
-  std::vector<CreateOutcome> outcomes = store_.CommitGroup(batch, mark_ids, now, &marked);
+  absl::StatusOr<AckTally> tally = AckTally{};
+  std::vector<CreateOutcome> outcomes = store_.CommitGroup(batch, ack_ids, now, &tally);
 
   std::vector<OutgoingMessage> messages;
   for (size_t i = 0; i < group.size(); ++i) {
@@ -189,20 +188,20 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<Pending
   created_.Add(static_cast<int64_t>(messages.size()));
   if (!messages.empty()) relay_->Enqueue(std::move(messages));
 
-  if (marked.ok()) {
-    for (int64_t ms : marked->create_to_sent_ms) create_to_sent_.Observe(absl::Milliseconds(ms));
+  if (tally.ok()) {
+    for (int64_t ms : tally->create_to_sent_ms) create_to_sent_.Observe(absl::Milliseconds(ms));
   }
   // The ack listener first: its rows are SENT now, and it acks them while
   // the callers below are answered.
-  if (!marks.empty()) {
+  if (!acks.empty()) {
     MutexLock lock(&mu_);
     // Each ack batch learns its own counts only roughly (the group's tally is
     // split in order; there is one ack listener, so nearly always one batch);
     // what matters to it is success or failure.
-    AckTally left = marked.ok() ? *marked : AckTally{};
-    for (PendingMark* m : marks) {
-      if (!marked.ok()) {
-        m->marked = marked.status();
+    AckTally left = tally.ok() ? *tally : AckTally{};
+    for (PendingAcks* m : acks) {
+      if (!tally.ok()) {
+        m->tally = tally.status();
       } else {
         int room = static_cast<int>(m->message_ids->size());
         AckTally mine;
@@ -210,7 +209,7 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<Pending
         mine.late = std::min(left.late, room - mine.closed);
         left.closed -= mine.closed;
         left.late -= mine.late;
-        m->marked = mine;
+        m->tally = mine;
       }
       m->done = true;
     }

@@ -27,7 +27,7 @@
 namespace outbox::payment {
 
 struct WriterOptions {
-  std::string pay_queue = "PAY_QUEUE";  // routing key of the PaymentCreated events
+  std::string pay_queue = "PAY_QUEUE";  // topic of the PaymentCreated events
   std::string reply_to = "ACC_QUEUE";   // where accounting acknowledges them
   RetryPolicy retry;                    // attempt 1 and the budget stored in each row
   size_t max_batch = 512;
@@ -64,7 +64,7 @@ class PaymentWriter final : public OutboxRepository {
   // The same, blocking until the outcome is there.
   CreateOutcome Create(const PaymentInput& input, const std::string& traceparent = "");
   // Blocks until the rows are marked SENT in a group.
-  absl::StatusOr<AckTally> MarkAcknowledged(const std::vector<std::string>& message_ids) override;
+  absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override;
   // Notes a failed publish on the rows (its own short transaction).
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error) override;
@@ -84,15 +84,15 @@ class PaymentWriter final : public OutboxRepository {
     std::string traceparent;
     CreateDone done;
   };
-  struct PendingMark {
+  struct PendingAcks {
     const std::vector<std::string>* message_ids;
-    absl::StatusOr<AckTally> marked;
+    absl::StatusOr<AckTally> tally;
     bool done = false;
   };
   void Run();
   // After a commit: true when new payments should wait (see max_unsent).
-  bool Lagging(bool marked_some);
-  void CommitGroup(std::vector<Pending>& group, std::vector<PendingMark*>& marks);
+  bool Lagging(bool acked_some);
+  void CommitGroup(std::vector<Pending>& group, std::vector<PendingAcks*>& acks);
 
   PaymentStore& store_;
   const Clock& clock_;
@@ -102,13 +102,13 @@ class PaymentWriter final : public OutboxRepository {
 
   Mutex mu_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
-  std::vector<PendingMark*> marks_ ABSL_GUARDED_BY(mu_);
+  std::vector<PendingAcks*> acks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Counter& groups_;
   Counter& created_;
   Counter& holds_;
   DurationHistogram& create_to_sent_;
-  int64_t last_mark_ms_ = INT64_MIN / 2;  // writer thread only; none yet
+  int64_t last_ack_ms_ = INT64_MIN / 2;  // writer thread only; none yet
   std::thread thread_;
 };
 

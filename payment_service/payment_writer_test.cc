@@ -94,7 +94,7 @@ TEST_F(PaymentWriterTest, ConcurrentCallersAreCommittedAndPublishedAfterCommit) 
   EXPECT_EQ(ok.load(), kThreads * kEach);
   const std::vector<OutgoingMessage> published = relay.published();
   ASSERT_EQ(published.size(), static_cast<size_t>(kThreads * kEach));
-  EXPECT_EQ(published[0].routing_key, "PAY_QUEUE");
+  EXPECT_EQ(published[0].topic, "PAY_QUEUE");
   EXPECT_EQ(published[0].reply_to, "ACC_QUEUE");
   EXPECT_EQ(published[0].type, "PaymentCreated");
   EXPECT_EQ(writer.payments_created(), kThreads * kEach);
@@ -164,7 +164,7 @@ TEST_F(PaymentWriterTest, AcknowledgementsRideTheGroupCommit) {
   CreateOutcome a = writer.Create({"k1", "alice", "bob", 100, "USD", ""});
   CreateOutcome b = writer.Create({"k2", "alice", "bob", 100, "USD", ""});
   clock_.Advance(absl::Seconds(1));
-  auto marked = writer.MarkAcknowledged({a.record.outbox.message_id, "unknown"});
+  auto marked = writer.RecordAcks({a.record.outbox.message_id, "unknown"});
   ASSERT_TRUE(marked.ok()) << marked.status();
   EXPECT_EQ(marked->closed, 1);
   ASSERT_TRUE(writer.RecordPublishFailure({b.record.outbox.message_id}, "nack").ok());
@@ -172,7 +172,7 @@ TEST_F(PaymentWriterTest, AcknowledgementsRideTheGroupCommit) {
   EXPECT_EQ(store_->Get(a.record.payment_id)->outbox.status, OutboxStatus::kSent);
   EXPECT_EQ(store_->Get(a.record.payment_id)->outbox.sent_at, 1'001'000);
   EXPECT_EQ(store_->Get(b.record.payment_id)->outbox.last_error, "nack");
-  EXPECT_TRUE(absl::IsUnavailable(writer.MarkAcknowledged({"x"}).status()));
+  EXPECT_TRUE(absl::IsUnavailable(writer.RecordAcks({"x"}).status()));
 }
 
 TEST_F(PaymentWriterTest, EachRowTurnedSentIsTimedFromItsCreation) {
@@ -182,11 +182,10 @@ TEST_F(PaymentWriterTest, EachRowTurnedSentIsTimedFromItsCreation) {
   CreateOutcome a = writer.Create({"k1", "alice", "bob", 100, "USD", ""});
   CreateOutcome b = writer.Create({"k2", "alice", "bob", 100, "USD", ""});
   clock_.Advance(absl::Milliseconds(1500));
-  ASSERT_TRUE(writer.MarkAcknowledged({a.record.outbox.message_id}).ok());
+  ASSERT_TRUE(writer.RecordAcks({a.record.outbox.message_id}).ok());
   clock_.Advance(absl::Seconds(20));
   // b after 21.5 s; a again changes nothing and is not timed twice.
-  ASSERT_TRUE(
-      writer.MarkAcknowledged({b.record.outbox.message_id, a.record.outbox.message_id}).ok());
+  ASSERT_TRUE(writer.RecordAcks({b.record.outbox.message_id, a.record.outbox.message_id}).ok());
   writer.Stop();
   const std::string text = metrics_.Render();
   EXPECT_NE(text.find("# TYPE outbox_create_to_sent_seconds histogram\n"), std::string::npos)
@@ -215,7 +214,7 @@ TEST_F(PaymentWriterTest, WhileAccountingLagsNewPaymentsWaitForItsAcks) {
   }
   EXPECT_EQ(writer.holds(), 0);  // no acks yet: nothing is held for them
   // Acks flow, and 2 payments are still SENDING: accounting lags.
-  ASSERT_TRUE(writer.MarkAcknowledged({made[0].record.outbox.message_id}).ok());
+  ASSERT_TRUE(writer.RecordAcks({made[0].record.outbox.message_id}).ok());
   Notification created;
   CreateOutcome late;
   writer.CreateAsync({"k3", "alice", "bob", 100, "USD", ""}, "", [&](CreateOutcome out) {
@@ -228,7 +227,7 @@ TEST_F(PaymentWriterTest, WhileAccountingLagsNewPaymentsWaitForItsAcks) {
   EXPECT_FALSE(created.HasBeenNotified());
   // The next ack is committed on its own; the backlog is under the bound
   // again, so the held payment goes into the next group.
-  ASSERT_TRUE(writer.MarkAcknowledged({made[1].record.outbox.message_id}).ok());
+  ASSERT_TRUE(writer.RecordAcks({made[1].record.outbox.message_id}).ok());
   ASSERT_TRUE(created.WaitForNotificationWithTimeout(absl::Seconds(30)));
   ASSERT_TRUE(late.status.ok()) << late.status;
   writer.Stop();

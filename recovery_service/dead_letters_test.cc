@@ -64,7 +64,7 @@ TEST_F(DeadLettersTest, RedriveSendsEachMessageAsItCameThroughItsExchangeThenAck
   EXPECT_EQ(*moved, 2);
   ASSERT_EQ(broker_.published.size(), 2u);
   EXPECT_EQ(broker_.published[0].first, "outbox.replies");
-  EXPECT_EQ(broker_.published[0].second.routing_key, "ACC_QUEUE");
+  EXPECT_EQ(broker_.published[0].second.topic, "ACC_QUEUE");
   EXPECT_EQ(broker_.published[0].second.message_id, "a1");
   EXPECT_EQ(broker_.published[0].second.signature, "k1:sig-a1");  // never re-signed
   EXPECT_EQ(broker_.acked.size(), 2u);

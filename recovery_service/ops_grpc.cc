@@ -18,7 +18,7 @@ void ToProto(const OutboxMessage& r, ::ops::v1::OutboxMessage* out) {
   out->set_message_id(r.message_id);
   out->set_biz_type(r.biz_type);
   out->set_biz_key(r.biz_key);
-  out->set_topic(r.routing_key);
+  out->set_topic(r.topic);
   out->set_payload(r.payload);
   out->set_status(OutboxStatusToProto<::ops::v1::MessageStatus>(r.status));
   out->set_attempts(r.attempts);

@@ -191,7 +191,7 @@ absl::Status RecoveryStore::RecordPublishFailure(const std::vector<std::string>&
                                                  const std::string& error, int64_t now_ms) {
   MutexLock lock(&db_->write_mu);
   return WriteTransaction(*db_->writer, [&] {
-    RecordOutboxPublishFailure(*db_->writer, message_ids, error, now_ms);
+    outbox::RecordPublishFailure(*db_->writer, message_ids, error, now_ms);
     return absl::OkStatus();
   });
 }

@@ -43,7 +43,7 @@ class RecoveryStoreTest : public ::testing::Test {
     r.message_id = id;
     r.biz_type = "payment";
     r.biz_key = "pay-" + id;
-    r.routing_key = "PAY_QUEUE";
+    r.topic = "PAY_QUEUE";
     r.message_type = "PaymentCreated";
     r.reply_to = "ACC_QUEUE";
     r.payload = "p";
@@ -105,7 +105,7 @@ TEST_F(RecoveryStoreTest, ABigScatteredClaimSavesEveryRowAndKeepsTheDueOrder) {
       sent.message_id = absl::StrCat("sent-", i, "-", j);
       sent.biz_type = "payment";
       sent.biz_key = sent.message_id;
-      sent.routing_key = "PAY_QUEUE";
+      sent.topic = "PAY_QUEUE";
       sent.payload = std::string(1000, 's');
       sent.status = OutboxStatus::kSent;
       sent.attempts = 1;
@@ -117,7 +117,7 @@ TEST_F(RecoveryStoreTest, ABigScatteredClaimSavesEveryRowAndKeepsTheDueOrder) {
     due.message_id = absl::StrCat("due-", i);
     due.biz_type = "payment";
     due.biz_key = due.message_id;
-    due.routing_key = "PAY_QUEUE";
+    due.topic = "PAY_QUEUE";
     due.payload = std::string(1000, 'd');
     due.status = OutboxStatus::kSending;
     due.attempts = i % 10 == 0 ? 3 : 1;  // every tenth has spent its budget

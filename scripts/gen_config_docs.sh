@@ -23,14 +23,17 @@ BINARIES=(payment_service accounting_service recovery_service outboxctl outbox_c
 
 help_of() {
   local out rc=0
-  # Abseil's own --help names each flag's source file by its build path.
+  # Abseil's own --help names each flag's source file by its build path:
+  # absolute, or relative to the build directory when ccache's base_dir
+  # (CCACHE_BASEDIR) rewrote it.
   out=$(cd / && env -i PATH=/usr/bin:/bin "$BIN/$1" --help 2>&1) || rc=$?
   # absl's default --help exits 1; ours exit 0.
   if ((rc != 0 && rc != 1)); then
     echo "gen_config_docs: $1 --help exited $rc" >&2
     return 1
   fi
-  printf '%s\n' "$out" | sed -e "s|/\?${ROOT#/}/||g" -e 's/[[:space:]]*$//'
+  printf '%s\n' "$out" | sed -e "s|/\?${ROOT#/}/||g" -e 's|Flags from \(\.\./\)*|Flags from |' \
+    -e 's/[[:space:]]*$//'
 }
 
 render() {

@@ -93,7 +93,7 @@ TEST_F(AmqpClientTest, SlidingWindowKeepsPublishingWhileConfirmsArrive) {
   auto pub = Connect("pub");
   ASSERT_TRUE(pub->EnableConfirms().ok());
   std::vector<OutgoingMessage> all = Messages(2000);
-  all[777].routing_key = queue_ + "-nowhere";  // one unroutable in the stream
+  all[777].topic = queue_ + "-nowhere";  // one unroutable in the stream
   constexpr size_t kWindow = 64;
   size_t next = 0, confirmed = 0, failed = 0, max_in_flight = 0;
   std::vector<Confirm> settled;
@@ -123,7 +123,7 @@ TEST_F(AmqpClientTest, UnroutableMessageIsNotConfirmed) {
   auto pub = Connect("pub");
   ASSERT_TRUE(pub->EnableConfirms().ok());
   std::vector<OutgoingMessage> m = Messages(2);
-  m[1].routing_key = queue_ + "-does-not-exist";
+  m[1].topic = queue_ + "-does-not-exist";
   auto confirmed = pub->PublishConfirmed(m, absl::Seconds(10));
   ASSERT_TRUE(confirmed.ok()) << confirmed.status();
   EXPECT_TRUE((*confirmed)[0]);

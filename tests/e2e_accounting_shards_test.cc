@@ -91,7 +91,7 @@ TEST(AccountingShardsTest, EveryCopyOfAPaymentLandsOnOneShardAndDeadLettersGoBac
   for (int copy = 0; copy < 2; ++copy) {
     for (int i = 0; i < kPayments; ++i) {
       OutgoingMessage m;
-      m.routing_key = services.pay_queue();
+      m.topic = services.pay_queue();
       m.message_id = absl::StrCat("m-", i);
       m.body = "x";
       m.shard_key = absl::StrCat("pay-", i);
@@ -123,7 +123,7 @@ TEST(AccountingShardsTest, EveryCopyOfAPaymentLandsOnOneShardAndDeadLettersGoBac
   std::vector<OutgoingMessage> dead;
   for (int i = 0; i < kDead; ++i) {
     OutgoingMessage m;
-    m.routing_key = Shard(services, 1) + ".DLQ";
+    m.topic = Shard(services, 1) + ".DLQ";
     m.message_id = absl::StrCat("dead-", i);
     m.body = "x";
     m.shard_key = absl::StrCat("pay-", i);

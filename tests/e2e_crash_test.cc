@@ -97,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(CrashCase{kFpPaymentBeforeCommit, Target::kPayment, 5, false},
                       CrashCase{kFpPaymentAfterCommitBeforePublish, Target::kPayment, 5, false},
                       CrashCase{kFpPaymentAfterPublishBeforeReply, Target::kPayment, 5, false},
-                      CrashCase{kFpPaymentAckBeforeMarkSent, Target::kPayment, 3, false},
+                      CrashCase{kFpPaymentReplyBeforeRecordAcks, Target::kPayment, 3, false},
                       CrashCase{kFpAccountingAfterCommitBeforeReply, Target::kAccounting, 3, false},
                       CrashCase{kFpAccountingAfterReplyBeforeAck, Target::kAccounting, 3, false},
                       CrashCase{kFpRecoveryAfterClaimBeforePublish, Target::kRecovery, 1, true}),

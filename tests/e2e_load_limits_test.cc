@@ -30,8 +30,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/request.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "loadgen/request.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -94,7 +94,7 @@ grpc::Status Create(ServiceSet& s, const std::string& key) {
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
   ::payment::v1::CreatePaymentResponse resp;
-  return s.payments().CreatePayment(&ctx, loadgen::PaymentRequest(key, 0, "probe"), &resp);
+  return s.payments().CreatePayment(&ctx, client::PaymentRequest(key, 0, "probe"), &resp);
 }
 
 // One held call and what it ends with.
@@ -123,7 +123,7 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
   for (int c = 0; c * kStreamsPerChannel < kHeldCalls; ++c) {
     // A connection of its own (local subchannel pool), gRPC's default connect
-    // timeout (20 s; loadgen's channels trade it for a fast reconnect), and
+    // timeout (20 s; the client library's channels trade it for a fast reconnect), and
     // connected before its calls start.
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -202,13 +202,13 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   // Release: every other call sends its request and must get
   // its payment (the server kept those streams open all along); then the
   // others are cancelled, as a client that gives up would.
-  const std::string prefix = loadgen::KeyPrefix("held", loadgen::RandomRunId());
+  const std::string prefix = client::KeyPrefix("held", client::RandomRunId());
   int sent = 0;
   for (int i = 0; i < kHeldCalls; i += 2) {
     grpc::ByteBuffer request;
     bool own = false;
     ASSERT_TRUE(grpc::SerializationTraits<::payment::v1::CreatePaymentRequest>::Serialize(
-                    loadgen::PaymentRequest(prefix, i, "held"), &request, &own)
+                    client::PaymentRequest(prefix, i, "held"), &request, &own)
                     .ok());
     held[i]->call->Write(request, grpc::WriteOptions().set_last_message(), Tag(i, kWritten));
     ++sent;

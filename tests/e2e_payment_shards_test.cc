@@ -12,10 +12,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "loadgen/listing.h"
-#include "loadgen/payment_shards.h"
-#include "loadgen/request.h"
-#include "shared/base/payment_shards.h"
+#include "client/listing.h"
+#include "client/request.h"
+#include "client/sharded_payment_stub.h"
+#include "shared/base/shard_of_payment.h"
 #include "tests/support/load.h"
 
 namespace outbox::testing {
@@ -109,7 +109,7 @@ TEST_F(PaymentShardsTest, EachPaymentLandsOnItsKeysShardAndTheOtherAnswersWhereT
   auto shard1 = services_.PaymentShardStub(1);
 
   // CreatePayment with shard 1's key on shard 0: where to go, nothing written.
-  CreatePaymentRequest req = loadgen::PaymentRequest("", 0, "e2e");
+  CreatePaymentRequest req = client::PaymentRequest("", 0, "e2e");
   req.set_idempotency_key(KeyOfShard("wrong-shard-", 1));
   {
     grpc::ClientContext ctx;
@@ -165,13 +165,13 @@ TEST_F(PaymentShardsTest, EachPaymentLandsOnItsKeysShardAndTheOtherAnswersWhereT
   for (int k = 0; k < kShards; ++k) {
     auto stub = services_.PaymentShardStub(k);
     int listed = 0;
-    ASSERT_TRUE(loadgen::ForEachPayment(*stub, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED,
-                                        absl::Seconds(10),
-                                        [&](const ::payment::v1::Payment& p) {
-                                          ++listed;
-                                          EXPECT_EQ(ShardOfPaymentId(p.payment_id()), k);
-                                          EXPECT_EQ(ShardOfKey(p.idempotency_key(), kShards), k);
-                                        })
+    ASSERT_TRUE(client::ForEachPayment(*stub, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED,
+                                       absl::Seconds(10),
+                                       [&](const ::payment::v1::Payment& p) {
+                                         ++listed;
+                                         EXPECT_EQ(ShardOfPaymentId(p.payment_id()), k);
+                                         EXPECT_EQ(ShardOfKey(p.idempotency_key(), kShards), k);
+                                       })
                     .ok());
     EXPECT_GT(listed, 0) << "shard " << k;
   }

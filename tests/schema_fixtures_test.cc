@@ -85,7 +85,7 @@ TEST_F(SchemaFixturesTest, EachPaymentDbUpgradesWithEveryRowIntact) {
     EXPECT_EQ(sending->outbox.next_retry_at, 1700000095000);
     EXPECT_EQ(sending->outbox.last_attempt_at, 1700000035000);
     EXPECT_EQ(sending->outbox.last_error, "publish: no confirm within 5s");
-    EXPECT_EQ(sending->outbox.routing_key, "PAY_QUEUE");
+    EXPECT_EQ(sending->outbox.topic, "PAY_QUEUE");
     EXPECT_EQ(sending->outbox.payload, "\x0a\x0dpay-fixture-2");
     EXPECT_EQ(sending->outbox.message_type, version >= 3 ? "PaymentCreated" : "");
     EXPECT_EQ(sending->outbox.reply_to, version >= 3 ? "ACC_QUEUE" : "");

@@ -69,7 +69,7 @@ TEST_F(OrderServiceTest, OrderPlacedIsRelayedAndItsReplyClosesTheRow) {
   outbox::AmqpPublisher replier(amqp_, outbox::Topology{{queues_.replies}}, "order-test-replier");
   ASSERT_TRUE(replier.Connect().ok());
   outbox::OutgoingMessage reply;
-  reply.routing_key = got[0].reply_to;
+  reply.topic = got[0].reply_to;
   reply.message_id = "reply-" + *message_id;
   reply.body = *message_id;
   auto confirms =

@@ -79,12 +79,12 @@ absl::StatusOr<outbox::OutboxStatus> OrderStore::MessageStatus(const std::string
   return row->status;
 }
 
-absl::StatusOr<outbox::AckTally> OrderStore::MarkAcknowledged(
+absl::StatusOr<outbox::AckTally> OrderStore::RecordAcks(
     const std::vector<std::string>& message_ids) {
   outbox::MutexLock lock(&file_->write_mu);
   outbox::AckTally tally;
   RETURN_IF_ERROR(outbox::WriteTransaction(*file_->writer, [&] {
-    tally = outbox::AcknowledgeOutbox(*file_->writer, message_ids, clock_.NowMillis());
+    tally = outbox::RecordAcks(*file_->writer, message_ids, clock_.NowMillis());
     return absl::OkStatus();
   }));
   return tally;
@@ -94,7 +94,7 @@ absl::Status OrderStore::RecordPublishFailure(const std::vector<std::string>& me
                                               const std::string& error) {
   outbox::MutexLock lock(&file_->write_mu);
   return outbox::WriteTransaction(*file_->writer, [&] {
-    outbox::RecordOutboxPublishFailure(*file_->writer, message_ids, error, clock_.NowMillis());
+    outbox::RecordPublishFailure(*file_->writer, message_ids, error, clock_.NowMillis());
     return absl::OkStatus();
   });
 }

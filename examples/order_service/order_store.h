@@ -41,8 +41,7 @@ class OrderStore final : public outbox::OutboxRepository {
   // The outbox row's status; NOT_FOUND for an unknown message.
   absl::StatusOr<outbox::OutboxStatus> MessageStatus(const std::string& message_id);
 
-  absl::StatusOr<outbox::AckTally> MarkAcknowledged(
-      const std::vector<std::string>& message_ids) override;
+  absl::StatusOr<outbox::AckTally> RecordAcks(const std::vector<std::string>& message_ids) override;
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error) override;
   absl::StatusOr<std::vector<std::string>> TakenOver(

@@ -13,58 +13,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "shared/amqp/amqp_url.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/transport.h"
 
 namespace outbox {
-
-// The PEM files of an amqps:// connection. The broker's certificate must
-// chain to ca_file and name the host of the URL; cert_file + key_file are
-// presented to brokers that verify clients.
-struct AmqpTlsFiles {
-  std::string ca_file;
-  std::string cert_file;
-  std::string key_file;
-  bool empty() const { return ca_file.empty() && cert_file.empty() && key_file.empty(); }
-};
-
-// One broker node.
-struct AmqpAddress {
-  std::string host;
-  int port = 0;
-  bool operator==(const AmqpAddress& o) const { return host == o.host && port == o.port; }
-};
-
-struct AmqpUrl {
-  // The node Connect dials (the first of `addresses` after Parse).
-  std::string host = "127.0.0.1";
-  int port = 5672;
-  // Every node of a cluster, in the order given; one entry for a single
-  // broker. AmqpDialer fails over through them; empty means host:port.
-  std::vector<AmqpAddress> addresses;
-  std::string user = "guest";
-  std::string password = "guest";
-  std::string vhost = "/";
-  bool tls = false;        // amqps://
-  AmqpTlsFiles tls_files;  // used with tls only
-
-  // amqp://user:pass@host:port/vhost (AMQP URI spec; "%2F" is "/"), or
-  // amqps://... (port 5671 by default). A cluster lists its nodes in the
-  // authority, all with the same credentials and vhost:
-  // amqp://user:pass@host1:port1,host2:port2,host3:port3/vhost.
-  // Syntax only: an amqps URL connects once tls_files holds a CA.
-  static absl::StatusOr<AmqpUrl> Parse(absl::string_view url);
-  // Parse, then `tls_files` checked against the scheme and loaded once:
-  // amqps needs a CA, cert and key come together, amqp takes no files.
-  // INVALID_ARGUMENT naming the flag (--amqp_tls_ca_file, ...).
-  static absl::StatusOr<AmqpUrl> Parse(absl::string_view url, AmqpTlsFiles tls_files);
-  std::string Redacted() const;  // for logs: the password is never printed
-
-  // The nodes to try (never empty), and this URL narrowed to node i of them.
-  std::vector<AmqpAddress> Nodes() const;
-  AmqpUrl Node(size_t i) const;
-  std::string HostPort() const;  // "host:port" of the node Connect dials
-};
 
 // Named exchanges, one per writer, so that broker permissions decide who may
 // feed which queue: a user that may write the default exchange reaches every

@@ -1,7 +1,7 @@
 #pragma once
 
 // TLS for amqps:// connections, on rabbitmq-c's OpenSSL socket. Internal to
-// shared/amqp (amqp_client.cc); rabbitmq-c and OpenSSL stay in the .cc files.
+// shared/amqp (amqp_client.cc, amqp_url.cc); rabbitmq-c and OpenSSL stay in the .cc files.
 //
 // Verification is always on: the broker's certificate must chain to the CA
 // file and name the host dialled (a DNS name or an IP address). rabbitmq-c
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/amqp_url.h"
 
 struct amqp_socket_t_;  // rabbitmq-c's amqp_socket_t
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/amqp_url.h"
 
 namespace outbox {
 namespace {

@@ -86,8 +86,8 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
     }
   }
   if (message_ids.empty()) return absl::OkStatus();
-  Failpoint(kFpPaymentAckBeforeMarkSent);
-  auto changed = outbox_.MarkAcknowledged(message_ids);
+  Failpoint(kFpPaymentReplyBeforeRecordAcks);
+  auto changed = outbox_.RecordAcks(message_ids);
   if (!changed.ok()) {
     // Nothing marked: give the deliveries back and try again later.
     LogError("mark_sent_failed",

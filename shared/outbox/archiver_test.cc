@@ -18,7 +18,7 @@ class ArchiverTest : public ::testing::Test {
     outbox_.Add(
         NewOutboxMessage({id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
                          clock_.NowMillis(), RetryPolicy{}));
-    ASSERT_TRUE(outbox_.MarkAcknowledged({id}).ok());
+    ASSERT_TRUE(outbox_.RecordAcks({id}).ok());
   }
 
   ManualClock clock_;

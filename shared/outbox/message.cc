@@ -22,13 +22,12 @@ absl::StatusOr<OutboxStatus> ParseStatus(absl::string_view name) {
 }
 
 OutgoingMessage ToOutgoing(const OutboxMessage& row) {
-  return {row.routing_key,  row.message_id,  row.payload,      row.reply_to,
+  return {row.topic,        row.message_id,  row.payload,      row.reply_to,
           row.message_type, row.traceparent, /*signature=*/"", row.biz_key};
 }
 
-OutgoingMessage Forward(const Delivery& d, const std::string& routing_key) {
-  return {routing_key, d.message_id,  d.body,      d.reply_to,
-          d.type,      d.traceparent, d.signature, d.shard_key};
+OutgoingMessage Forward(const Delivery& d, const std::string& topic) {
+  return {topic, d.message_id, d.body, d.reply_to, d.type, d.traceparent, d.signature, d.shard_key};
 }
 
 }  // namespace outbox

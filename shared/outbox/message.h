@@ -2,8 +2,8 @@
 
 // The outbox message: one row of the outbox table, written in the same local
 // transaction as the business change it announces, and everything needed to
-// put it on the wire later (routing key, message type, reply_to) stored with
-// it, so any process that reads the row can publish it the same way.
+// put it on the wire later (topic, message type, reply_to) stored with it, so
+// any process that reads the row can publish it the same way.
 #include <cstdint>
 #include <string>
 
@@ -28,7 +28,7 @@ struct OutboxMessage {
   std::string message_id;
   std::string biz_type;  // biz_type + biz_key: the business idempotency key
   std::string biz_key;
-  std::string routing_key;   // the queue it goes to (default exchange)
+  std::string topic;         // where it goes (the table's `topic` column)
   std::string message_type;  // e.g. "PaymentCreated"
   std::string reply_to;      // where the consumer's acknowledgement goes
   std::string traceparent;   // W3C trace context of the request that wrote it ("" if none)
@@ -46,7 +46,7 @@ struct OutboxMessage {
 
 // What goes on the wire, whatever the broker.
 struct OutgoingMessage {
-  std::string routing_key;
+  std::string topic;  // the AMQP adapter publishes it as the routing key
   std::string message_id;
   std::string body;
   std::string reply_to;
@@ -80,9 +80,9 @@ struct Delivery {
 // first by the fast path and later by recovery.
 OutgoingMessage ToOutgoing(const OutboxMessage& row);
 
-// A received message sent on again unchanged to `routing_key` (a dead letter
+// A received message sent on again unchanged to `topic` (a dead letter
 // re-driven to its queue): headers and signature included, so re-driving
 // never turns a forged message into a trusted one.
-OutgoingMessage Forward(const Delivery& delivery, const std::string& routing_key);
+OutgoingMessage Forward(const Delivery& delivery, const std::string& topic);
 
 }  // namespace outbox

@@ -148,7 +148,7 @@ TEST(ForwardTest, ARedrivenMessageKeepsItsOwnSignatureAndHeaders) {
   d.signature = "old:" + std::string(64, '0');
   d.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
   OutgoingMessage out = Forward(d, "PAY_QUEUE");
-  EXPECT_EQ(out.routing_key, "PAY_QUEUE");
+  EXPECT_EQ(out.topic, "PAY_QUEUE");
   EXPECT_EQ(out.signature, d.signature);
   EXPECT_EQ(out.traceparent, d.traceparent);
   EXPECT_EQ(out.body, "forged");

@@ -70,7 +70,7 @@ TEST_F(RecoveryAlertsTest, AFailedRowAlertsUntilALateAckClosesIt) {
   alerts_.Refresh(outbox_, broker_);
   EXPECT_EQ(sink_.Active("OutboxMessageFailed"), 2);
   EXPECT_EQ(alerts_.active(), 2u);
-  ASSERT_EQ(outbox_.MarkAcknowledged({"m1"})->late, 1);
+  ASSERT_EQ(outbox_.RecordAcks({"m1"})->late, 1);
   alerts_.Refresh(outbox_, broker_);
   ASSERT_EQ(sink_.resolved.size(), 1u);
   EXPECT_EQ(sink_.resolved[0].labels.at("message_id"), "m1");
@@ -88,7 +88,7 @@ TEST_F(RecoveryAlertsTest, AnOldSendingBacklogAlertsOverItsThresholdUntilItClear
   EXPECT_EQ(sink_.raised[0].name, "OutboxBacklog");
   EXPECT_EQ(sink_.raised[0].annotations.at("count"), "2");
   EXPECT_EQ(sink_.raised[0].annotations.at("threshold"), "1");
-  ASSERT_TRUE(outbox_.MarkAcknowledged({"m1", "m2"}).ok());
+  ASSERT_TRUE(outbox_.RecordAcks({"m1", "m2"}).ok());
   alerts_.Refresh(outbox_, broker_);
   EXPECT_EQ(sink_.Active("OutboxBacklog"), 0);
 }
@@ -119,7 +119,7 @@ TEST_F(RecoveryAlertsTest, AFamilyWhoseSourceCannotBeReadIsLeftAsItIs) {
   Failed("m1");
   alerts_.Refresh(outbox_, broker_);
   ASSERT_EQ(sink_.Active("OutboxMessageFailed"), 1);
-  ASSERT_TRUE(outbox_.MarkAcknowledged({"m1"}).ok());
+  ASSERT_TRUE(outbox_.RecordAcks({"m1"}).ok());
   outbox_.fail_with = absl::UnavailableError("database is locked");
   alerts_.Refresh(outbox_, broker_);
   EXPECT_EQ(sink_.Active("OutboxMessageFailed"), 1);

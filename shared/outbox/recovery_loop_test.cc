@@ -59,7 +59,7 @@ TEST_F(RecoveryLoopTest, RepublishesDueRowsAsStoredWithLinearBackoff) {
   clock_.Advance(absl::Seconds(1));
   Worker().Step();
   ASSERT_EQ(broker_.published.size(), 1u);
-  EXPECT_EQ(broker_.published[0].routing_key, "PAY_QUEUE");
+  EXPECT_EQ(broker_.published[0].topic, "PAY_QUEUE");
   EXPECT_EQ(broker_.published[0].reply_to, "ACC_QUEUE");
   EXPECT_EQ(broker_.published[0].type, "PaymentCreated");
   EXPECT_EQ(broker_.published[0].body, "body-m1");
@@ -70,7 +70,7 @@ TEST_F(RecoveryLoopTest, RepublishesDueRowsAsStoredWithLinearBackoff) {
 
 TEST_F(RecoveryLoopTest, WhileNoAcknowledgementArrivesOneProbePerFirstRetryDelay) {
   Committed("a1");
-  ASSERT_TRUE(outbox_.MarkAcknowledged({"a1"}).ok());  // acknowledgements did flow
+  ASSERT_TRUE(outbox_.RecordAcks({"a1"}).ok());  // acknowledgements did flow
   clock_.Advance(absl::Seconds(1));
   for (const char* id : {"m1", "m2", "m3"}) Committed(id);
   clock_.Advance(absl::Seconds(1));  // all due; nothing acknowledged since they were written
@@ -84,7 +84,7 @@ TEST_F(RecoveryLoopTest, WhileNoAcknowledgementArrivesOneProbePerFirstRetryDelay
   // the other rows wait one more step (theirs may be among them), then go out.
   broker_.queues["PAY_QUEUE"] = {2, 1};
   clock_.Advance(absl::Milliseconds(300));
-  ASSERT_TRUE(outbox_.MarkAcknowledged({broker_.published[0].message_id}).ok());
+  ASSERT_TRUE(outbox_.RecordAcks({broker_.published[0].message_id}).ok());
   clock_.Advance(absl::Milliseconds(300));
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
@@ -196,7 +196,7 @@ TEST_F(RecoveryLoopTest, OneBacklogAlertPerEpisode) {
   Worker().Step();
   EXPECT_EQ(alerts_.raised.size(), 1u);
   EXPECT_EQ(alerts_.raised[0].name, "OutboxBacklog");
-  ASSERT_TRUE(outbox_.MarkAcknowledged({"m1", "m2"}).ok());
+  ASSERT_TRUE(outbox_.RecordAcks({"m1", "m2"}).ok());
   Worker().Step();  // the backlog cleared: its alert resolves
   EXPECT_EQ(alerts_.Active("OutboxBacklog"), 0);
 }
@@ -226,8 +226,8 @@ TEST_F(RecoveryLoopTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) {
   clock_.Advance(absl::Seconds(30));
   Worker().Step();
   ASSERT_EQ(broker_.published.size(), 1u);
-  EXPECT_EQ(broker_.published[0].routing_key, "PAY_QUEUE");  // the hash exchange picks the shard
-  EXPECT_EQ(broker_.published[0].shard_key, "p-m1");         // the row's biz_key
+  EXPECT_EQ(broker_.published[0].topic, "PAY_QUEUE");  // the hash exchange picks the shard
+  EXPECT_EQ(broker_.published[0].shard_key, "p-m1");   // the row's biz_key
 }
 
 TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
@@ -245,7 +245,7 @@ TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kQueueBacklog);
   EXPECT_TRUE(broker_.published.empty());
-  ASSERT_TRUE(outbox_.MarkAcknowledged({"m1"}).ok());  // its copy was delivered
+  ASSERT_TRUE(outbox_.RecordAcks({"m1"}).ok());  // its copy was delivered
   broker_.queues["PAY_QUEUE"] = {3, 1};
   clock_.Advance(absl::Seconds(1));
   Worker().Step();
@@ -293,7 +293,7 @@ TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlert
   EXPECT_TRUE(broker_.published.empty());
   EXPECT_EQ(Worker().deferred(), 2);
   EXPECT_GT(outbox_.Row("m1").next_retry_at, clock_.NowMillis());
-  ASSERT_TRUE(outbox_.MarkAcknowledged({"m1", "m2"}).ok());
+  ASSERT_TRUE(outbox_.RecordAcks({"m1", "m2"}).ok());
   clock_.Advance(absl::Seconds(5));
   Worker().Step();
   EXPECT_TRUE(broker_.published.empty());
@@ -369,7 +369,7 @@ TEST_F(RecoveryLoopTest, AFailedAlertResolvesOnceALateAckClosesTheRow) {
   EXPECT_EQ(alerts_.Active("OutboxMessageFailed"), 2);
   Worker().Step();  // housekeeping sees both still FAILED: nothing new
   EXPECT_EQ(alerts_.raised.size(), 2u);
-  ASSERT_EQ(outbox_.MarkAcknowledged({"m1"})->late, 1);  // the voucher was booked after all
+  ASSERT_EQ(outbox_.RecordAcks({"m1"})->late, 1);  // the voucher was booked after all
   Worker().Step();
   EXPECT_EQ(alerts_.Active("OutboxMessageFailed"), 1);
   ASSERT_EQ(alerts_.resolved.size(), 1u);

@@ -72,7 +72,7 @@ void Relay::ReportFailures() {
   absl::Status s = outbox_.RecordPublishFailure(failed_, error_);
   if (!s.ok()) {
     note_failures_.Add();
-    LogWarning("record_publish_error_failed",
+    LogWarning("record_publish_failure_failed",
                {KV("messages", failed_.size()), KV("first_message_id", failed_.front()),
                 KV("error", s.message())});
   }

@@ -3,7 +3,8 @@
 // The storage seam: what the workers need from the outbox table. The SQLite
 // adapters are payment_service's PaymentWriter (group commit) and
 // recovery_service's RecoveryStore; shared/testing has an in-memory fake.
-// Implementations apply the transitions of state_machine.h.
+// Implementations apply the transitions of state_machine.h: Record<Event>
+// applies On<Event> (OnAck, OnPublishFailure) to each row it names, durably.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,8 +34,7 @@ class OutboxRepository {
   virtual ~OutboxRepository() = default;
   // Applies OnAck to each message durably. Unknown ids change nothing (a
   // reply for another shard or a replay).
-  virtual absl::StatusOr<AckTally> MarkAcknowledged(
-      const std::vector<std::string>& message_ids) = 0;
+  virtual absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) = 0;
   // Applies OnPublishFailure to each message.
   virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                             const std::string& error) = 0;

@@ -96,7 +96,7 @@ void Republisher::NoteFailures(const std::vector<std::string>& failed, const std
                                   KV("first_message_id", failed.front()), KV("error", error)});
   if (!s.ok()) {
     note_failures_.Add();
-    LogWarning("record_publish_error_failed",
+    LogWarning("record_publish_failure_failed",
                {KV("messages", failed.size()), KV("first_message_id", failed.front()),
                 KV("error", s.message())});
   }

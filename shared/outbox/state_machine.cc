@@ -12,7 +12,7 @@ OutboxMessage NewOutboxMessage(MessageSpec spec, int64_t now_ms, const RetryPoli
   row.message_id = std::move(spec.message_id);
   row.biz_type = std::move(spec.biz_type);
   row.biz_key = std::move(spec.biz_key);
-  row.routing_key = std::move(spec.routing_key);
+  row.topic = std::move(spec.topic);
   row.message_type = std::move(spec.message_type);
   row.reply_to = std::move(spec.reply_to);
   row.payload = std::move(spec.payload);

@@ -26,7 +26,7 @@ struct MessageSpec {
   std::string message_id;
   std::string biz_type;
   std::string biz_key;
-  std::string routing_key;
+  std::string topic;
   std::string message_type;
   std::string reply_to;
   std::string payload;

@@ -60,7 +60,7 @@ TEST(NewOutboxMessageTest, CountsTheFastPathPublishAsAttemptOneAndStoresTheBudge
   EXPECT_EQ(row.sent_at, 0);
   EXPECT_EQ(row.message_type, "PaymentCreated");
   OutgoingMessage out = ToOutgoing(row);
-  EXPECT_EQ(out.routing_key, "PAY_QUEUE");
+  EXPECT_EQ(out.topic, "PAY_QUEUE");
   EXPECT_EQ(out.message_id, "m-1");
   EXPECT_EQ(out.body, "body");
   EXPECT_EQ(out.reply_to, "ACC_QUEUE");

@@ -72,7 +72,7 @@ struct QueueState {
 struct Confirm {
   uint64_t tag = 0;
   bool ok = false;          // acked and not returned
-  bool unroutable = false;  // returned: no queue has its routing key
+  bool unroutable = false;  // returned: no queue is bound to its topic
 };
 
 // Publishes with publisher confirms, pipelined: Publish returns a tag at once

@@ -14,7 +14,7 @@ namespace outbox {
 inline constexpr char kFpPaymentBeforeCommit[] = "payment.before_commit";
 inline constexpr char kFpPaymentAfterCommitBeforePublish[] = "payment.after_commit_before_publish";
 inline constexpr char kFpPaymentAfterPublishBeforeReply[] = "payment.after_publish_before_reply";
-inline constexpr char kFpPaymentAckBeforeMarkSent[] = "payment.ack_before_mark_sent";
+inline constexpr char kFpPaymentReplyBeforeRecordAcks[] = "payment.reply_before_record_acks";
 inline constexpr char kFpAccountingAfterCommitBeforeReply[] =
     "accounting.after_commit_before_reply";
 inline constexpr char kFpAccountingAfterReplyBeforeAck[] = "accounting.after_reply_before_ack";

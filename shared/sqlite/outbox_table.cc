@@ -51,7 +51,7 @@ int64_t OutboxInserter::Insert(const OutboxMessage& row) {
   stmt.bind(c++, row.message_id);
   stmt.bind(c++, row.biz_type);
   stmt.bind(c++, row.biz_key);
-  stmt.bind(c++, row.routing_key);
+  stmt.bind(c++, row.topic);
   stmt.bind(c++, row.message_type);
   stmt.bind(c++, row.reply_to);
   stmt.bind(c++, row.payload.data(), static_cast<int>(row.payload.size()));
@@ -76,7 +76,7 @@ OutboxMessage ReadOutboxMessage(SQLite::Statement& stmt, int first) {
   r.message_id = stmt.getColumn(c++).getString();
   r.biz_type = stmt.getColumn(c++).getString();
   r.biz_key = stmt.getColumn(c++).getString();
-  r.routing_key = stmt.getColumn(c++).getString();
+  r.topic = stmt.getColumn(c++).getString();
   r.message_type = stmt.getColumn(c++).getString();
   r.reply_to = stmt.getColumn(c++).getString();
   {
@@ -124,8 +124,8 @@ void OutboxStateTable::Save(const OutboxMessage& row) {
   save_.exec();
 }
 
-AckTally AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                           int64_t now_ms) {
+AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                    int64_t now_ms) {
   OutboxStateTable table(db);
   AckTally tally;
   for (const std::string& id : message_ids) {
@@ -142,8 +142,8 @@ AckTally AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>&
   return tally;
 }
 
-void RecordOutboxPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                                const std::string& error, int64_t now_ms) {
+void RecordPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                          const std::string& error, int64_t now_ms) {
   OutboxStateTable table(db);
   for (const std::string& id : message_ids) {
     std::optional<OutboxMessage> row = table.Load(id);

@@ -58,11 +58,11 @@ class OutboxStateTable {
 };
 
 // OnAck for each id. Unknown ids are skipped.
-AckTally AcknowledgeOutbox(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                           int64_t now_ms);
+AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                    int64_t now_ms);
 
 // OnPublishFailure for each id.
-void RecordOutboxPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                                const std::string& error, int64_t now_ms);
+void RecordPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                          const std::string& error, int64_t now_ms);
 
 }  // namespace outbox

@@ -135,7 +135,7 @@ void ExpectPaymentRows(SQLite::Database& db, int version) {
   ASSERT_TRUE(sending.has_value());
   EXPECT_EQ(sending->status, OutboxStatus::kSending);
   EXPECT_EQ(sending->biz_key, "p-2");
-  EXPECT_EQ(sending->routing_key, "outbox.payments");
+  EXPECT_EQ(sending->topic, "outbox.payments");
   EXPECT_EQ(sending->payload, "\x0a\x0b\x0c");
   EXPECT_EQ(sending->attempts, 3);
   EXPECT_EQ(sending->max_attempts, 10);
@@ -246,7 +246,7 @@ TEST_F(SchemaTest, EachEarlierPaymentDbVersionUpgradesWithRowsIntact) {
       fresh.message_id = "m-5";
       fresh.biz_type = "payment";
       fresh.biz_key = "p-5";
-      fresh.routing_key = "outbox.payments";
+      fresh.topic = "outbox.payments";
       fresh.traceparent = "00-1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01";
       EXPECT_GT(OutboxInserter(db).Insert(fresh), 0);
     }

@@ -143,8 +143,7 @@ void InMemoryOutbox::Add(OutboxMessage row) {
   rows_[row.message_id] = std::move(row);
 }
 
-absl::StatusOr<AckTally> InMemoryOutbox::MarkAcknowledged(
-    const std::vector<std::string>& message_ids) {
+absl::StatusOr<AckTally> InMemoryOutbox::RecordAcks(const std::vector<std::string>& message_ids) {
   if (!fail_with.ok()) return fail_with;
   AckTally tally;
   for (const std::string& id : message_ids) {

@@ -5,16 +5,16 @@
 #include <memory>
 #include <utility>
 
-#include "loadgen/request.h"
-#include "shared/base/payment_shards.h"
+#include "client/request.h"
+#include "shared/base/shard_of_payment.h"
 
 namespace outbox::testing {
 namespace {
 
 // A crashed or restarting service fails calls for a while: the same key is
 // tried again every 100 ms, for up to 3 minutes per payment.
-loadgen::LoadPlan Plan(std::string key_prefix, int total, absl::Duration pause) {
-  loadgen::LoadPlan plan;
+client::LoadPlan Plan(std::string key_prefix, int total, absl::Duration pause) {
+  client::LoadPlan plan;
   plan.key_prefix = std::move(key_prefix);
   plan.description = "load";
   plan.count = total;
@@ -49,7 +49,7 @@ PaymentLoad::PaymentLoad(ServiceSet& services, std::string key_prefix, int total
 
 std::vector<std::string> PaymentLoad::payment_ids() const {
   std::vector<std::string> ids;
-  for (const loadgen::Created& c : load_.Results()) {
+  for (const client::Created& c : load_.Results()) {
     if (!c.payment_id.empty()) ids.push_back(c.payment_id);
   }
   return ids;
@@ -101,7 +101,7 @@ std::vector<::payment::v1::Payment> CreatePayments(ServiceSet& services, const s
     ::payment::v1::CreatePaymentResponse resp;
     grpc::ClientContext ctx;
     grpc::Status st =
-        services.payments().CreatePayment(&ctx, loadgen::PaymentRequest(prefix, i, "e2e"), &resp);
+        services.payments().CreatePayment(&ctx, client::PaymentRequest(prefix, i, "e2e"), &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
     created.push_back(resp.payment());
   }

@@ -4,12 +4,12 @@
 // idempotency keys, sent from several threads; a failed call (service down,
 // crash mid-call) is retried with the same key until it succeeds, as a real
 // client of an idempotent API would. The threads and retries are
-// loadgen::CreateLoad's.
+// client::CreateLoad's.
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
-#include "loadgen/create_load.h"
+#include "client/create_load.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -26,7 +26,7 @@ class PaymentLoad {
   std::vector<std::string> payment_ids() const;
 
  private:
-  loadgen::CreateLoad load_;
+  client::CreateLoad load_;
 };
 
 // Creates `n` payments one after another (keys prefix0, prefix1, ...),

@@ -11,10 +11,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "loadgen/listing.h"
-#include "loadgen/payment_shards.h"
+#include "client/listing.h"
+#include "client/sharded_payment_stub.h"
 #include "shared/base/ids.h"
-#include "shared/base/payment_shards.h"
+#include "shared/base/shard_of_payment.h"
 
 namespace outbox::testing {
 
@@ -258,7 +258,7 @@ ServiceSet::Recovery& ServiceSet::StartShardRecovery(int k, const std::string& i
 
 std::unique_ptr<::payment::v1::PaymentService::StubInterface> ServiceSet::PaymentShardsStub()
     const {
-  return loadgen::NewPaymentStub(loadgen::SplitAddresses(payment_shard_addresses()));
+  return client::NewPaymentStub(client::SplitAddresses(payment_shard_addresses()));
 }
 
 std::unique_ptr<::payment::v1::PaymentService::Stub> ServiceSet::PaymentShardStub(int k) const {
@@ -270,7 +270,7 @@ std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
   std::vector<::payment::v1::Payment> out;
   std::unique_ptr<::payment::v1::PaymentService::StubInterface> shards;
   if (payment_shard_count() > 0) shards = PaymentShardsStub();
-  const absl::Status s = loadgen::ForEachPayment(
+  const absl::Status s = client::ForEachPayment(
       shards ? *shards : *payment_stub_, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED,
       Scaled(absl::Seconds(10)), [&](const ::payment::v1::Payment& p) { out.push_back(p); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
@@ -280,8 +280,8 @@ std::vector<::payment::v1::Payment> ServiceSet::AllPayments() {
 std::vector<::accounting::v1::Voucher> ServiceSet::ShardVouchers(int shard) {
   std::vector<::accounting::v1::Voucher> out;
   const absl::Status s =
-      loadgen::ForEachVoucher(*accounting_shard(shard).api, Scaled(absl::Seconds(10)),
-                              [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
+      client::ForEachVoucher(*accounting_shard(shard).api, Scaled(absl::Seconds(10)),
+                             [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
 }
@@ -289,8 +289,8 @@ std::vector<::accounting::v1::Voucher> ServiceSet::ShardVouchers(int shard) {
 std::vector<::accounting::v1::Voucher> ServiceSet::AllVouchers() {
   std::vector<::accounting::v1::Voucher> out;
   const absl::Status s =
-      loadgen::ForEachVoucher(*accounting_stub_, Scaled(absl::Seconds(10)),
-                              [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
+      client::ForEachVoucher(*accounting_stub_, Scaled(absl::Seconds(10)),
+                             [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
 }

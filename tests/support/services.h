@@ -107,7 +107,7 @@ class ServiceSet {
   std::string payment_shard_address(int k) const;
   std::string payment_shard_addresses() const;  // "127.0.0.1:p0,127.0.0.1:p1,..."
   Env PaymentShardEnv(int k) const;             // what shard k and its recoveries add to ServiceEnv
-  // A client of every shard that routes by the key (loadgen/payment_shards.h),
+  // A client of every shard that routes by the key (client/sharded_payment_stub.h),
   // and one of shard k alone.
   std::unique_ptr<::payment::v1::PaymentService::StubInterface> PaymentShardsStub() const;
   std::unique_ptr<::payment::v1::PaymentService::Stub> PaymentShardStub(int k) const;
