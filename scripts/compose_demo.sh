@@ -108,7 +108,7 @@ demo() {
 # metric SERIES: recovery_service's current value of a series, 0 if absent.
 metric() {
   curl -s "$RECOVERY_METRICS" |
-    awk -v n="$1" 'index($0, n " ") == 1 { print $NF + 0; found = 1; exit } END { if (!found) print 0 }'
+    awk -v n="$1" '!found && index($0, n " ") == 1 { print $NF + 0; found = 1 } END { if (!found) print 0 }'
 }
 # am_alerts: active alerts at Alertmanager as "name (from)" lines, sorted.
 am_alerts() {

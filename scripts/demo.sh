@@ -126,9 +126,9 @@ demo() {
     "${client_security[@]}" "$@"
 }
 # metric NAME: recovery_service's current value of a metric series (its /metrics), 0 if absent.
-metric() {
+metric() {  # awk reads to the end: curl must not lose its pipe (exit 23 under pipefail)
   curl -s "127.0.0.1:$recovery_metrics_port/metrics" |
-    awk -v n="$1" 'index($0, n " ") == 1 { print $NF + 0; found = 1; exit } END { if (!found) print 0 }'
+    awk -v n="$1" '!found && index($0, n " ") == 1 { print $NF + 0; found = 1 } END { if (!found) print 0 }'
 }
 # log_count WORD: lines of recovery_service's log whose event is WORD.
 log_count() { awk -v w="$1" '$3 == w { n++ } END { print n + 0 }' "$WORK/recovery_service.log"; }
