@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_codec.h"
+#include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
 #include "shared/outbox/dead_letter.h"
@@ -98,9 +99,23 @@ absl::Status PaymentConsumer::CheckReplyQueue(const std::string& queue) {
 }
 
 absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliveries) {
-  std::vector<PaymentEvent> events;
-  std::vector<const Delivery*> sources;
-  uint64_t last_valid_tag = 0;  // rejected tags are settled and must not be acked again
+  Admitted batch;
+  RETURN_IF_ERROR(Admit(deliveries, &batch));
+  if (batch.events.empty()) return absl::OkStatus();
+  auto outcomes = ledger_.ApplyBatch(batch.events);
+  if (!outcomes.ok()) {
+    thread_.Sleep(absl::Milliseconds(200));
+    return RequeueBatch(batch, outcomes.status());
+  }
+  Failpoint(kFpAccountingAfterCommitBeforeReply);
+  // The vouchers are committed; each delivery is acked only once the reply
+  // that answers it is confirmed. Otherwise it is redelivered, found to be a
+  // duplicate, and replied to again.
+  RETURN_IF_ERROR(PublishReplies(Answer(batch.events, batch.sources, *outcomes)));
+  return Settle(absl::ZeroDuration());
+}
+
+absl::Status PaymentConsumer::Admit(const std::vector<Delivery>& deliveries, Admitted* batch) {
   for (const Delivery& d : deliveries) {
     // A forged event would book a voucher for a payment that never happened.
     absl::Status signature = CheckSignature(options_.keys, d);
@@ -109,52 +124,41 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
                      : absl::StatusOr<PaymentEvent>(signature);
     if (!event.ok()) {
       if (!signature.ok()) unauthenticated_.Add();
-      absl::Status s = DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
-                                  std::string(event.status().message()));
-      if (!s.ok()) return s;
+      RETURN_IF_ERROR(DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
+                                 std::string(event.status().message())));
       continue;
     }
     // Everything about the message is checked before anything is booked:
     // a reply that can never be delivered makes it poison now, not after
     // its voucher was committed.
     const std::string& reply_to = d.reply_to.empty() ? options_.acc_queue : d.reply_to;
-    absl::Status route = CheckReplyQueue(reply_to);
-    if (absl::IsNotFound(route)) {
-      absl::Status s = DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
-                                  absl::StrCat("reply_to '", reply_to, "' is not a queue"));
-      if (!s.ok()) return s;
+    if (absl::IsNotFound(CheckReplyQueue(reply_to))) {
+      RETURN_IF_ERROR(DeadLetter(payments_, dead_lettered_, options_.pay_queue, d,
+                                 absl::StrCat("reply_to '", reply_to, "' is not a queue")));
       continue;
     }
     event->traceparent = d.traceparent;
-    events.push_back(std::move(event).value());
-    sources.push_back(&d);
-    last_valid_tag = d.delivery_tag;
+    batch->events.push_back(std::move(event).value());
+    batch->sources.push_back(&d);
+    batch->last_tag = d.delivery_tag;
   }
-  if (events.empty()) return absl::OkStatus();
+  return absl::OkStatus();
+}
 
-  auto requeue = [&](const absl::Status& why) {
-    // `multiple` also sends back the earlier deliveries still waiting for
-    // their replies' confirms: they are replied to again, as duplicates.
-    const size_t earlier = unsettled_.size();
-    window_.TakeAll();
-    unsettled_.clear();
-    requeued_.Add(static_cast<int64_t>(events.size() + earlier));
-    LogWarning("payment_batch_requeued",
-               {KV("messages", events.size() + earlier), KV("error", why.message())});
-    absl::Status s = payments_.Requeue(last_valid_tag, /*multiple=*/true);
-    return s.ok() ? why : s;
-  };
+absl::Status PaymentConsumer::RequeueBatch(const Admitted& batch, const absl::Status& why) {
+  // `multiple` also sends back the earlier deliveries still waiting for
+  // their replies' confirms: they are replied to again, as duplicates.
+  const size_t earlier = unsettled_.size();
+  window_.TakeAll();
+  unsettled_.clear();
+  requeued_.Add(static_cast<int64_t>(batch.events.size() + earlier));
+  LogWarning("payment_batch_requeued",
+             {KV("messages", batch.events.size() + earlier), KV("error", why.message())});
+  absl::Status s = payments_.Requeue(batch.last_tag, /*multiple=*/true);
+  return s.ok() ? why : s;
+}
 
-  auto outcomes = ledger_.ApplyBatch(events);
-  if (!outcomes.ok()) {
-    thread_.Sleep(absl::Milliseconds(200));
-    return requeue(outcomes.status());
-  }
-  Failpoint(kFpAccountingAfterCommitBeforeReply);
-  std::vector<Reply> replies = Answer(events, sources, *outcomes);
-  // The vouchers are committed; each delivery is acked only once the reply
-  // that answers it is confirmed. Otherwise it is redelivered, found to be a
-  // duplicate, and replied to again.
+absl::Status PaymentConsumer::PublishReplies(const std::vector<Reply>& replies) {
   const absl::Time sent = clock_.Now();
   for (size_t i = 0; i < replies.size(); ++i) {
     auto tag = replies_.Publish(replies[i].message);
@@ -168,7 +172,7 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
     window_.Add(*tag, std::move(answered), sent);
     Track(replies[i]);
   }
-  return Settle(absl::ZeroDuration());
+  return absl::OkStatus();
 }
 
 std::vector<PaymentConsumer::Reply> PaymentConsumer::Answer(

@@ -63,7 +63,22 @@ class PaymentConsumer {
     std::vector<const Delivery*> answers;
   };
 
+  // The deliveries of one batch that passed every check, in order.
+  struct Admitted {
+    std::vector<PaymentEvent> events;
+    std::vector<const Delivery*> sources;  // events[i] came in sources[i]
+    uint64_t last_tag = 0;                 // the last admitted (rejected tags are settled already)
+  };
+
   absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
+  // Checks each delivery's signature, body and reply queue; what fails is
+  // dead-lettered, the rest admitted. An error only from the broker.
+  absl::Status Admit(const std::vector<Delivery>& deliveries, Admitted* batch);
+  // The batch could not be booked: it goes back to the queue, with the
+  // earlier deliveries still waiting for their replies' confirms.
+  absl::Status RequeueBatch(const Admitted& batch, const absl::Status& why);
+  // Publishes the replies into the confirm window; their deliveries wait.
+  absl::Status PublishReplies(const std::vector<Reply>& replies);
   // The replies to a booked batch (and its counters and logs).
   std::vector<Reply> Answer(const std::vector<PaymentEvent>& events,
                             const std::vector<const Delivery*>& sources,

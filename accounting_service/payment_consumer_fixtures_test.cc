@@ -120,6 +120,23 @@ TEST_F(PaymentCreatedFixturesTest, TodaysFormatIsBooked) {
 
 // Signed over id, type, reply_to and body, with no shard key header: the
 // signed bytes are today's for a message without a shard key.
+// A publisher that accepts cumulative replies (5ca9c6c on) is answered with
+// a PaymentsAccounted listing its message; every earlier form, above and
+// below, with a PaymentAccounted of its own.
+TEST_F(PaymentCreatedFixturesTest, TheBatchReplyFormIsAnsweredWithAPaymentsAccounted) {
+  const Delivery d = Fixture("payment_created.5ca9c6c");
+  const uint64_t tag = Consume(d, keys_.get());
+  EXPECT_TRUE(queue_.acked.count(tag));
+  EXPECT_EQ(RepliesTo(d.message_id), 0);
+  ASSERT_EQ(replies_.published.size(), 1u);
+  EXPECT_EQ(replies_.published[0].type, "PaymentsAccounted");
+  events::v1::PaymentsAccounted reply;
+  ASSERT_TRUE(reply.ParseFromString(replies_.published[0].body));
+  ASSERT_EQ(reply.accounted_size(), 1);
+  EXPECT_EQ(reply.accounted(0).message_id(), d.message_id);
+  EXPECT_EQ(reply.accounted(0).traceparent().substr(0, 36), d.traceparent.substr(0, 36));
+}
+
 TEST_F(PaymentCreatedFixturesTest, SignedBeforeShardKeysIsBooked) {
   ExpectBooked("payment_created.0021044", Consume("payment_created.0021044", keys_.get()));
 }

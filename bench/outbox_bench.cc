@@ -405,8 +405,12 @@ void ReportVouchers(const Setup& setup, const SentResult& sent, Report& report) 
   report.Figure("vouchers", static_cast<double>(*vouchers));
 }
 
-// Returns the system's CPU per payment (payment + accounting + broker, µs).
-double ReportCpu(const WholeRun& run, const Baselines* baselines, Report& report) {
+struct CpuFigures {
+  double system_us = NAN;    // payment + accounting + broker, per payment
+  double floor_ratio = NAN;  // the design's CPU floor / system_us (with baselines)
+};
+
+CpuFigures ReportCpu(const WholeRun& run, const Baselines* baselines, Report& report) {
   std::string window;
   for (size_t i = 0; i < run.processes.size(); ++i) {
     absl::StrAppend(&window, window.empty() ? "" : ", ", run.processes[i].name, " ",
@@ -437,7 +441,7 @@ double ReportCpu(const WholeRun& run, const Baselines* baselines, Report& report
               std::isfinite(messages) ? absl::StrFormat("%.2f  (events + replies)", messages)
                                       : "n/a (no --payment_metrics)");
   report.Figure("broker_messages_per_payment", messages);
-  if (baselines == nullptr) return system;
+  if (baselines == nullptr) return {system, NAN};
   const double floor = baselines->grpc.server_cpu_us_per_call +
                        messages * baselines->broker.cpu_us_per_message +
                        kRowsPerPayment * baselines->sqlite.cpu_us_per_row;
@@ -447,7 +451,7 @@ double ReportCpu(const WholeRun& run, const Baselines* baselines, Report& report
   report.Line("floor / actual", Ratio(Div(floor, system)));
   report.Figure("cpu_floor_us_per_payment", floor);
   report.Figure("ratio_floor_to_actual", Div(floor, system));
-  return system;
+  return {system, Div(floor, system)};
 }
 
 void ReportDrain(const DrainResult& drain, Report& report) {
@@ -571,6 +575,49 @@ double BrokerMessagesSoFar() {
   return traffic->events + traffic->replies;
 }
 
+struct Measured {
+  DriveResult drive;
+  int64_t mark_ms = 0;  // drain scenario: when accounting_service came back (Unix ms)
+  Drained drained;
+  WholeRun run;
+  SentResult sent;
+  std::pair<double, double> rss;  // peak RSS of payment, accounting (MiB)
+};
+
+// Drives the load, waits until every payment is SENT (in the drain scenario
+// after accounting_service is back), and reads what the whole run cost
+// before this program's own listing of the payments.
+absl::StatusOr<Measured> DriveToSent(const Setup& setup) {
+  ASSIGN_OR_RETURN(auto stubs, ConnectStubs(setup));
+  auto query_stub =
+      client::NewPaymentStub(client::SplitAddresses(setup.payment_addr), setup.security);
+  const std::string run_tag = client::RandomRunId();
+  Measured m;
+  ASSIGN_OR_RETURN(m.run.processes, WatchedProcesses());
+  const double messages_before = BrokerMessagesSoFar();
+  const absl::Time drive_start = absl::Now();
+  const CpuMeter whole_run(m.run.processes);
+  CpuMonitor window(m.run.processes, drive_start + setup.warmup,
+                    drive_start + setup.warmup + setup.duration);
+  ASSIGN_OR_RETURN(m.drive, Drive(setup, std::move(stubs), run_tag));
+  const std::string mark_file = absl::GetFlag(FLAGS_outage_mark_file);
+  if (!mark_file.empty()) {
+    ASSIGN_OR_RETURN(m.mark_ms,
+                     AwaitMark(mark_file, absl::Now() + absl::GetFlag(FLAGS_drain_timeout)));
+  }
+  m.drained = AwaitAllSent(*query_stub, absl::GetFlag(FLAGS_drain_timeout),
+                           mark_file.empty() ? absl::Milliseconds(200) : absl::Seconds(2));
+  m.run.cpu_seconds = whole_run.Used();
+  m.run.switches = whole_run.Switches();
+  m.run.seconds = absl::ToDoubleSeconds(absl::Now() - drive_start);
+  m.run.broker_messages = BrokerMessagesSoFar() - messages_before;
+  m.run.payments = m.drive.ok_all;
+  m.run.window_percent = window.Percent();
+  ASSIGN_OR_RETURN(m.sent, CollectSent(*query_stub, CreateDriver::MeasuredPrefix(run_tag)));
+  m.rss = PeakRss(m.run.processes);
+  return m;
+}
+
 absl::Status Run() {
   ASSIGN_OR_RETURN(const Setup setup, ReadSetup());
   Report report;
@@ -580,73 +627,34 @@ absl::Status Run() {
   if (with_baselines) {
     ASSIGN_OR_RETURN(baselines, MeasureBaselines(setup, report));
   }
+  ASSIGN_OR_RETURN(const Measured m, DriveToSent(setup));
 
-  ASSIGN_OR_RETURN(auto stubs, ConnectStubs(setup));
-  auto query_stub =
-      client::NewPaymentStub(client::SplitAddresses(setup.payment_addr), setup.security);
-  const std::string run_tag = client::RandomRunId();
-  WholeRun run;
-  ASSIGN_OR_RETURN(run.processes, WatchedProcesses());
-  const double messages_before = BrokerMessagesSoFar();
-  const absl::Time drive_start = absl::Now();
-  const CpuMeter whole_run(run.processes);
-  CpuMonitor window(run.processes, drive_start + setup.warmup,
-                    drive_start + setup.warmup + setup.duration);
-  ASSIGN_OR_RETURN(const DriveResult drive, Drive(setup, std::move(stubs), run_tag));
-  // Drain scenario: accounting_service was stopped during the drive; wait
-  // until it is back before waiting for the backlog to reach SENT.
-  const std::string mark_file = absl::GetFlag(FLAGS_outage_mark_file);
-  int64_t mark_ms = 0;
-  if (!mark_file.empty()) {
-    ASSIGN_OR_RETURN(mark_ms,
-                     AwaitMark(mark_file, absl::Now() + absl::GetFlag(FLAGS_drain_timeout)));
-  }
-  const Drained drained =
-      AwaitAllSent(*query_stub, absl::GetFlag(FLAGS_drain_timeout),
-                   mark_file.empty() ? absl::Milliseconds(200) : absl::Seconds(2));
-  // The run's cost ends here: the listing below is the bench's, not the system's.
-  run.cpu_seconds = whole_run.Used();
-  run.switches = whole_run.Switches();
-  run.seconds = absl::ToDoubleSeconds(absl::Now() - drive_start);
-  run.broker_messages = BrokerMessagesSoFar() - messages_before;
-  run.payments = drive.ok_all;
-  run.window_percent = window.Percent();
-  ASSIGN_OR_RETURN(const SentResult sent,
-                   CollectSent(*query_stub, CreateDriver::MeasuredPrefix(run_tag)));
-  const std::pair<double, double> rss = PeakRss(run.processes);
-
-  ReportSystem(setup, drive, drained, sent, report);
-  ReportVouchers(setup, sent, report);
+  ReportSystem(setup, m.drive, m.drained, m.sent, report);
+  ReportVouchers(setup, m.sent, report);
   report.Line("peak RSS (VmHWM)",
-              absl::StrFormat("payment_service %.1f MiB, accounting_service %.1f MiB", rss.first,
-                              rss.second));
-  report.Figure("payment_peak_rss_mib", rss.first);
-  report.Figure("accounting_peak_rss_mib", rss.second);
-  const double system_cpu = ReportCpu(run, with_baselines ? &baselines : nullptr, report);
+              absl::StrFormat("payment_service %.1f MiB, accounting_service %.1f MiB", m.rss.first,
+                              m.rss.second));
+  report.Figure("payment_peak_rss_mib", m.rss.first);
+  report.Figure("accounting_peak_rss_mib", m.rss.second);
+  const CpuFigures cpu = ReportCpu(m.run, with_baselines ? &baselines : nullptr, report);
+  const bool drain_run = !absl::GetFlag(FLAGS_outage_mark_file).empty();
   DrainResult drain;
-  if (!mark_file.empty()) {
-    drain = MeasureDrain(sent, mark_ms);
+  if (drain_run) {
+    drain = MeasureDrain(m.sent, m.mark_ms);
     ReportDrain(drain, report);
   }
   const double create_per_s =
-      static_cast<double>(drive.ok_in_window) / absl::ToDoubleSeconds(setup.duration);
-  if (with_baselines) ReportRatios(baselines, sent.sustained_per_s, create_per_s, report);
+      static_cast<double>(m.drive.ok_in_window) / absl::ToDoubleSeconds(setup.duration);
+  if (with_baselines) ReportRatios(baselines, m.sent.sustained_per_s, create_per_s, report);
   report.Line("sustained / naive reference 400/s",
-              Ratio(Div(sent.sustained_per_s, kNaiveReference)));
-  report.Figure("ratio_sustained_to_400", Div(sent.sustained_per_s, kNaiveReference));
-  const double floor_ratio =
-      with_baselines ? Div(baselines.grpc.server_cpu_us_per_call +
-                               Div(run.broker_messages, static_cast<double>(run.payments)) *
-                                   baselines.broker.cpu_us_per_message +
-                               kRowsPerPayment * baselines.sqlite.cpu_us_per_row,
-                           system_cpu)
-                     : NAN;
-  ReportTargets({setup, drive, drained.all_sent, sent, mark_file.empty() ? nullptr : &drain,
-                 system_cpu, floor_ratio, rss},
+              Ratio(Div(m.sent.sustained_per_s, kNaiveReference)));
+  report.Figure("ratio_sustained_to_400", Div(m.sent.sustained_per_s, kNaiveReference));
+  ReportTargets({setup, m.drive, m.drained.all_sent, m.sent, drain_run ? &drain : nullptr,
+                 cpu.system_us, cpu.floor_ratio, m.rss},
                 report);
   if (absl::GetFlag(FLAGS_json)) std::printf("%s\n", report.Json().c_str());
   std::fflush(stdout);
-  if (drive.ok == 0) return absl::UnavailableError("no CreatePayment call succeeded");
+  if (m.drive.ok == 0) return absl::UnavailableError("no CreatePayment call succeeded");
   return absl::OkStatus();
 }
 

@@ -90,6 +90,28 @@ TEST_F(PaymentAccountedFixturesTest, UnsignedRepliesCloseTheirRowsWhenUnsignedIs
   }
 }
 
+// A cumulative reply (5ca9c6c on) closes both rows it lists.
+TEST_F(PaymentAccountedFixturesTest, ASignedCumulativeReplyClosesEveryRowItLists) {
+  const Delivery d = Fixture("payments_accounted.5ca9c6c");
+  events::v1::PaymentsAccounted reply;
+  ASSERT_TRUE(reply.ParseFromString(d.body));
+  ASSERT_EQ(reply.accounted_size(), 2);
+  for (const auto& a : reply.accounted()) {
+    outbox_.Add(NewOutboxMessage(
+        {a.message_id(), "payment", a.payment_id(), "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+        clock_.NowMillis(), RetryPolicy{}));
+  }
+  AckListener listener(queue_, outbox_, DecodeAccountingReply, metrics_,
+                       {"ACC_QUEUE", 256, keys_.get()});
+  const uint64_t tag = queue_.Push(d);
+  ASSERT_TRUE(listener.Step());
+  for (const auto& a : reply.accounted()) {
+    EXPECT_EQ(outbox_.Row(a.message_id()).status, OutboxStatus::kSent) << a.message_id();
+  }
+  EXPECT_TRUE(queue_.acked.count(tag));
+  EXPECT_EQ(listener.acknowledged(), 2);
+}
+
 // A newer accounting_service's reply with a field this proto does not
 // define: protobuf skips it, and the signature (over the raw body) holds.
 TEST_F(PaymentAccountedFixturesTest, FieldsThisProtoDoesNotDefineAreIgnored) {
@@ -128,6 +150,20 @@ TEST(PaymentCreatedFixtureTest, TodaysCodecWritesEveryEarlierBodyAndAcceptsBatch
     EXPECT_EQ(EncodePaymentCreated(d->message_id, event.payment_id(), input, 1795312800000),
               event.SerializeAsString());
   }
+}
+
+TEST(PaymentCreatedFixtureTest, TodaysCodecWritesTheCurrentFixturesBytes) {
+  auto d = ReadMessageFixture(kFixtures, "payment_created.5ca9c6c");
+  ASSERT_TRUE(d.ok()) << d.status();
+  events::v1::PaymentCreated event;
+  ASSERT_TRUE(event.ParseFromString(d->body));
+  PaymentInput input;
+  input.payer_account = "alice";
+  input.payee_account = "bob";
+  input.amount_minor = 12345;
+  input.currency = "EUR";
+  input.description = "fixture";
+  EXPECT_EQ(EncodePaymentCreated(d->message_id, event.payment_id(), input, 1795312800000), d->body);
 }
 
 }  // namespace

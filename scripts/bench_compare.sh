@@ -9,11 +9,47 @@
 # Usage: scripts/bench_compare.sh OLD_BIN NEW_BIN [ROUNDS (3)]
 #   OLD_BIN, NEW_BIN: bin/ directories of two builds (payment_service,
 #   accounting_service, recovery_service; NEW_BIN also outbox_bench).
+#        scripts/bench_compare.sh --summary FIGURES.jsonl
+#   prints the table again from a kept run's figures.
 # Env: as scripts/bench.sh (BENCH_DURATION, BENCH_CONCURRENCY, BENCH_RATE...);
 #   BENCH_COMPARE_KEEP=1 keeps the temp dir with every run's report.
 set -euo pipefail
+
+# summarize FIGURES.jsonl: per run and figure, each side's median and new/old.
+summarize() {
+  local label key
+  local KEYS='cpu_us_per_payment_system cpu_us_per_payment_payment cpu_us_per_payment_accounting
+    cpu_us_per_payment_broker cpu_us_per_payment_client switches_per_payment_payment
+    switches_per_payment_accounting switches_per_payment_broker broker_messages_per_payment
+    drain_backlog drain_per_s drain_last_sent_ms
+    cpu_floor_us_per_payment ratio_floor_to_actual sustained_sent_per_s create_per_s
+    create_p99_ms to_sent_p50_ms to_sent_p99_ms payment_peak_rss_mib accounting_peak_rss_mib'
+  for label in $(jq -r .label "$1" | sort -u); do
+    echo
+    printf '%-32s %12s %12s %8s\n' "$label" old new new/old
+    for key in $KEYS; do
+      jq -rs --arg run "$label" --arg key "$key" '
+        def median: sort | if length == 0 then null
+          else (if length % 2 == 1 then .[(length / 2 | floor)]
+                else (.[length / 2 - 1] + .[length / 2]) / 2 end) end;
+        def side($s): [.[] | select(.label == $run and .side == $s) | .[$key]
+                       | select(. != null)] | median;
+        [side("old"), side("new")] as [$o, $n]
+        | if $o == null and $n == null then empty else
+          [$key, ($o // "n/a"), ($n // "n/a"),
+           (if ($o | type) == "number" and ($n | type) == "number" and $o != 0
+            then (($n / $o * 100 | round) / 100) else "n/a" end)] | @tsv end' \
+        "$1" | awk -F'\t' '{ printf "  %-30s %12s %12s %8s\n", $1, $2, $3, $4 }'
+    done
+  done
+}
+
+if [[ ${1:-} == --summary ]]; then
+  summarize "$2"
+  exit
+fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-(($# >= 2)) || { sed -n '2,14p' "$0" >&2; exit 2; }
+(($# >= 2)) || { sed -n '2,16p' "$0" >&2; exit 2; }
 OLD=$(cd "$1" && pwd) NEW=$(cd "$2" && pwd) ROUNDS=${3:-3}
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "bench_compare: ROUNDS must be a positive number" >&2; exit 2; }
 for b in payment_service accounting_service recovery_service; do
@@ -46,29 +82,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
       >>"$WORK/figures.jsonl"
   done
 done
-
-KEYS='cpu_us_per_payment_system cpu_us_per_payment_payment cpu_us_per_payment_accounting
-  cpu_us_per_payment_broker cpu_us_per_payment_client broker_messages_per_payment
-  cpu_floor_us_per_payment ratio_floor_to_actual sustained_sent_per_s create_per_s
-  create_p99_ms to_sent_p50_ms to_sent_p99_ms payment_peak_rss_mib accounting_peak_rss_mib'
 echo "old: $OLD"
 echo "new: $NEW"
 echo "$ROUNDS interleaved rounds; median of each side"
-for label in $(jq -r .label "$WORK/figures.jsonl" | sort -u); do
-  echo
-  printf '%-32s %12s %12s %8s\n' "$label" old new new/old
-  for key in $KEYS; do
-    jq -rs --arg label "$label" --arg key "$key" '
-      def median: sort | if length == 0 then null
-        else (if length % 2 == 1 then .[length / 2 | floor]
-              else (.[length / 2 - 1] + .[length / 2]) / 2 end) end;
-      def side($s): [.[] | select(.label == $label and .side == $s) | .[$key]
-                     | select(. != null)] | median;
-      [side("old"), side("new")] as [$o, $n]
-      | if $o == null and $n == null then empty else
-        [$key, ($o // "n/a"), ($n // "n/a"),
-         (if ($o | type) == "number" and ($n | type) == "number" and $o != 0
-          then (($n / $o * 100 | round) / 100) else "n/a" end)] | @tsv end' \
-      "$WORK/figures.jsonl" | awk -F'\t' '{ printf "  %-30s %12s %12s %8s\n", $1, $2, $3, $4 }'
-  done
-done
+summarize "$WORK/figures.jsonl"
