@@ -66,6 +66,29 @@ struct Filled {
   int64_t total_rows = 0;
 };
 
+// Binds row n of the fill: a SENDING row due a minute ago, or a SENT one.
+void BindRow(SQLite::Statement& insert, int64_t n, bool is_due, int64_t created, int64_t now_ms,
+             const std::string& payload) {
+  insert.bind(1, MessageId(n));
+  insert.bind(2, absl::StrFormat("p-%012d", n));  // ascending too
+  insert.bind(3, payload.data(), static_cast<int>(payload.size()));
+  if (is_due) {
+    insert.bind(4, "SENDING");
+    insert.bind(5, static_cast<int64_t>(now_ms - 60000));  // due a minute ago
+    insert.bind(6, created);
+    insert.bind(7, created);
+    insert.bind(8, created);
+    insert.bind(9, static_cast<int64_t>(0));
+  } else {
+    insert.bind(4, "SENT");
+    insert.bind(5, created + 5000);
+    insert.bind(6, created);
+    insert.bind(7, created);
+    insert.bind(8, created + 15);
+    insert.bind(9, created + 15);
+  }
+}
+
 // Bulk fill with one prepared INSERT, big transactions and no durability:
 // the file is a fixture, not data.
 absl::StatusOr<Filled> Fill(const std::string& path, int64_t rows, int due, bool due_at_end,
@@ -93,24 +116,10 @@ absl::StatusOr<Filled> Fill(const std::string& path, int64_t rows, int due, bool
     for (int64_t n = 0; n < total; ++n) {
       const bool is_due = due_left > 0 && (sent_left == 0 || (n + 1) % (stride + 1) == 0);
       const int64_t created = now_ms - (total - n) * 10;  // one row per 10 ms, oldest first
-      insert.bind(1, MessageId(n));
-      insert.bind(2, absl::StrFormat("p-%012d", n));  // ascending too
-      insert.bind(3, payload.data(), static_cast<int>(payload.size()));
+      BindRow(insert, n, is_due, created, now_ms, payload);
       if (is_due) {
-        insert.bind(4, "SENDING");
-        insert.bind(5, static_cast<int64_t>(now_ms - 60000));  // due a minute ago
-        insert.bind(6, created);
-        insert.bind(7, created);
-        insert.bind(8, created);
-        insert.bind(9, static_cast<int64_t>(0));
         --due_left;
       } else {
-        insert.bind(4, "SENT");
-        insert.bind(5, created + 5000);
-        insert.bind(6, created);
-        insert.bind(7, created);
-        insert.bind(8, created + 15);
-        insert.bind(9, created + 15);
         --sent_left;
       }
       insert.exec();
@@ -169,11 +178,22 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-absl::Status Run() {
-  const int64_t rows = absl::GetFlag(FLAGS_rows);
-  const int due = absl::GetFlag(FLAGS_due);
-  const int repeats = absl::GetFlag(FLAGS_repeats);
-  if (rows < 0 || due < 1 || repeats < 1 || absl::GetFlag(FLAGS_payload_bytes) < 0) {
+// What the flags ask for, and where.
+struct Setup {
+  int64_t rows = 0;
+  int due = 0;
+  int repeats = 0;
+  std::string path;    // the payment.db file
+  bool reuse = false;  // --reuse and the file exists
+  bool keep = false;   // --keep, or a reused file
+};
+
+absl::StatusOr<Setup> SetupFromFlags() {
+  Setup s;
+  s.rows = absl::GetFlag(FLAGS_rows);
+  s.due = absl::GetFlag(FLAGS_due);
+  s.repeats = absl::GetFlag(FLAGS_repeats);
+  if (s.rows < 0 || s.due < 1 || s.repeats < 1 || absl::GetFlag(FLAGS_payload_bytes) < 0) {
     return absl::InvalidArgumentError(
         "--rows >= 0, --due >= 1, --repeats >= 1, --payload_bytes >= 0");
   }
@@ -182,63 +202,69 @@ absl::Status Run() {
     const char* tmp = std::getenv("TMPDIR");
     dir = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
   }
-  const std::string path = absl::GetFlag(FLAGS_db).empty()
-                               ? absl::StrCat(dir, "/claim_bench_", getpid(), "_payment.db")
-                               : absl::GetFlag(FLAGS_db);
+  s.path = absl::GetFlag(FLAGS_db).empty()
+               ? absl::StrCat(dir, "/claim_bench_", getpid(), "_payment.db")
+               : absl::GetFlag(FLAGS_db);
   std::error_code exists_error;
-  const bool reuse = absl::GetFlag(FLAGS_reuse) && std::filesystem::exists(path, exists_error);
-  const bool keep = absl::GetFlag(FLAGS_keep) || reuse;
-  auto remove_files = [&] {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
-  };
-  if (!reuse) remove_files();
+  s.reuse = absl::GetFlag(FLAGS_reuse) && std::filesystem::exists(s.path, exists_error);
+  s.keep = absl::GetFlag(FLAGS_keep) || s.reuse;
+  return s;
+}
 
+void RemoveFiles(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+}
+
+// The fill writes without syncing: flush what the kernel has not written
+// back yet, so the timed claims' fsyncs do not also wait for the fixture's
+// writeback.
+absl::Status SyncFilled(const std::string& path) {
+  const absl::Time sync_start = absl::Now();
+  const int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0 || fsync(fd) != 0) {
+    if (fd >= 0) close(fd);
+    return absl::InternalError(absl::StrCat("fsync ", path, " failed"));
+  }
+  close(fd);
+  std::printf("  %-30s %.1f s\n", "fsync of the filled file",
+              absl::ToDoubleSeconds(absl::Now() - sync_start));
+  return absl::OkStatus();
+}
+
+// The outbox filled (or the reused file read), reported and synced.
+absl::StatusOr<Filled> Prepare(const Setup& s) {
   std::printf("== claim_bench: %lld SENT + %d due SENDING rows (%s) in %s ==\n",
-              static_cast<long long>(rows), due,
+              static_cast<long long>(s.rows), s.due,
               absl::GetFlag(FLAGS_due_at_end) ? "due rows last" : "due rows spread evenly",
-              path.c_str());
+              s.path.c_str());
   std::fflush(stdout);
   const absl::Time fill_start = absl::Now();
   Filled filled;
-  if (reuse) {
-    ASSIGN_OR_RETURN(filled, Reused(path));
+  if (s.reuse) {
+    ASSIGN_OR_RETURN(filled, Reused(s.path));
   } else {
     ASSIGN_OR_RETURN(filled,
-                     Fill(path, rows, due, absl::GetFlag(FLAGS_due_at_end),
+                     Fill(s.path, s.rows, s.due, absl::GetFlag(FLAGS_due_at_end),
                           absl::GetFlag(FLAGS_payload_bytes), absl::ToUnixMillis(fill_start)));
   }
   const double fill_s = absl::ToDoubleSeconds(absl::Now() - fill_start);
   std::error_code size_error;
-  const auto bytes = std::filesystem::file_size(path, size_error);
+  const auto bytes = std::filesystem::file_size(s.path, size_error);
   std::printf("  %-30s %lld rows in %.1f s (%.0f rows/s); file %.0f MiB\n",
-              reuse ? "reused (not filled)" : "fill", static_cast<long long>(filled.total_rows),
-              fill_s, reuse ? 0.0 : static_cast<double>(filled.total_rows) / fill_s,
+              s.reuse ? "reused (not filled)" : "fill", static_cast<long long>(filled.total_rows),
+              fill_s, s.reuse ? 0.0 : static_cast<double>(filled.total_rows) / fill_s,
               size_error ? 0.0 : static_cast<double>(bytes) / (1 << 20));
-  if (!reuse) {
-    // The fill writes without syncing: flush what the kernel has not
-    // written back yet, so the timed claims' fsyncs do not also wait for
-    // the fixture's writeback.
-    const absl::Time sync_start = absl::Now();
-    const int fd = open(path.c_str(), O_RDONLY);
-    if (fd < 0 || fsync(fd) != 0) {
-      if (fd >= 0) close(fd);
-      return absl::InternalError(absl::StrCat("fsync ", path, " failed"));
-    }
-    close(fd);
-    std::printf("  %-30s %.1f s\n", "fsync of the filled file",
-                absl::ToDoubleSeconds(absl::Now() - sync_start));
-  }
-  if (static_cast<int>(filled.due_ids.size()) != due) {
+  if (!s.reuse) RETURN_IF_ERROR(SyncFilled(s.path));
+  if (static_cast<int>(filled.due_ids.size()) != s.due) {
     return absl::FailedPreconditionError(
-        absl::StrCat(path, " has ", filled.due_ids.size(), " SENDING rows, --due is ", due));
+        absl::StrCat(s.path, " has ", filled.due_ids.size(), " SENDING rows, --due is ", s.due));
   }
+  return filled;
+}
 
-  DbOptions options;  // as recovery_service opens it: WAL, synchronous=FULL
-  options.durability = Durability::kFull;
-  ASSIGN_OR_RETURN(auto store, recovery::RecoveryStore::Open(path, options));
-  ASSIGN_OR_RETURN(auto side, OpenDatabase(path, options));  // re-arms rows between runs
-
-  const std::string plan = store->ExplainClaim();
+// Prints the claim's query plan; true when it uses kIndex.
+bool PrintClaimPlan(recovery::RecoveryStore& store) {
+  const std::string plan = store.ExplainClaim();
   for (absl::string_view line : absl::StrSplit(plan, '\n', absl::SkipEmpty())) {
     std::printf("  %-30s %s\n", "claim query plan", std::string(line).c_str());
   }
@@ -246,72 +272,91 @@ absl::Status Run() {
   std::printf("  %-30s %s\n", "uses index",
               uses_index ? absl::StrCat("yes (", kIndex, ")").c_str()
                          : absl::StrCat("NO: WARNING, ", kIndex, " not in the plan").c_str());
+  return uses_index;
+}
 
+// Times `s.repeats` claims of the due rows, re-armed before each, then one
+// with nothing due (the last claim pushed every row's next_retry_at).
+absl::Status TimeClaims(recovery::RecoveryStore& store, SQLite::Database& side,
+                        const Filled& filled, const Setup& s) {
   // As the worker claims: under the lease, which the claim re-checks.
   RetryPolicy policy;
   const std::string holder = "claim_bench";  // the same each run: a --reuse run renews it
   ASSIGN_OR_RETURN(bool leased,
-                   store->TryAcquireLease(holder, absl::ToUnixMillis(absl::Now()), 3600000));
+                   store.TryAcquireLease(holder, absl::ToUnixMillis(absl::Now()), 3600000));
   if (!leased) return absl::FailedPreconditionError("could not take the recovery lease");
   std::vector<double> runs_ms;
-  for (int i = 0; i < repeats; ++i) {
-    RETURN_IF_ERROR(Rearm(*side, filled.due_ids, absl::ToUnixMillis(absl::Now())));
+  for (int i = 0; i < s.repeats; ++i) {
+    RETURN_IF_ERROR(Rearm(side, filled.due_ids, absl::ToUnixMillis(absl::Now())));
     const int64_t now_ms = absl::ToUnixMillis(absl::Now());
     const absl::Time start = absl::Now();
-    auto claimed = store->ClaimDue(now_ms, due, holder, policy);
+    auto claimed = store.ClaimDue(now_ms, s.due, holder, policy);
     const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
     if (!claimed.ok()) return claimed.status();
     const size_t got = claimed->to_publish.size() + claimed->exhausted.size();
-    if (got != static_cast<size_t>(due)) {
-      std::printf("  WARNING: claim %d returned %zu rows, expected %d\n", i + 1, got, due);
+    if (got != static_cast<size_t>(s.due)) {
+      std::printf("  WARNING: claim %d returned %zu rows, expected %d\n", i + 1, got, s.due);
     }
     runs_ms.push_back(ms);
   }
   std::string runs;
   for (double ms : runs_ms) absl::StrAppend(&runs, absl::StrFormat(" %.2f", ms));
   std::printf("  %-30s min %.2f ms, median %.2f ms (runs:%s)\n",
-              absl::StrCat("claim of ", due, " due rows").c_str(),
+              absl::StrCat("claim of ", s.due, " due rows").c_str(),
               *std::min_element(runs_ms.begin(), runs_ms.end()), Median(runs_ms), runs.c_str());
 
-  // Nothing is due now (the last claim pushed every row's next_retry_at).
-  {
-    const absl::Time start = absl::Now();
-    auto claimed = store->ClaimDue(absl::ToUnixMillis(absl::Now()), due, holder, policy);
-    const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-    if (!claimed.ok()) return claimed.status();
-    std::printf("  %-30s %.2f ms (%zu rows)\n", "claim with nothing due", ms,
-                claimed->to_publish.size() + claimed->exhausted.size());
-  }
+  const absl::Time start = absl::Now();
+  auto claimed = store.ClaimDue(absl::ToUnixMillis(absl::Now()), s.due, holder, policy);
+  const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  if (!claimed.ok()) return claimed.status();
+  std::printf("  %-30s %.2f ms (%zu rows)\n", "claim with nothing due", ms,
+              claimed->to_publish.size() + claimed->exhausted.size());
+  return absl::OkStatus();
+}
 
-  if (absl::GetFlag(FLAGS_compare_scan)) {
-    // The claim's SELECT alone (no UPDATEs, no commit), through the index and
-    // through a table scan, to show what the index saves.
-    RETURN_IF_ERROR(Rearm(*side, filled.due_ids, absl::ToUnixMillis(absl::Now())));
-    for (const char* how : {"INDEXED BY outbox_status_next_retry", "NOT INDEXED"}) {
-      int64_t found = 0;
-      const absl::Time start = absl::Now();
-      RETURN_IF_ERROR(Guard("select", [&] {
-        SQLite::Statement select(
-            *side,
-            absl::StrCat(
-                "SELECT id FROM outbox ", how,
-                " WHERE status = 'SENDING' AND next_retry_at <= ? ORDER BY next_retry_at LIMIT ?"));
-        select.bind(1, static_cast<int64_t>(absl::ToUnixMillis(absl::Now())));
-        select.bind(2, due);
-        while (select.executeStep()) ++found;
-        return absl::OkStatus();
-      }));
-      std::printf(
-          "  %-30s %.2f ms (%lld rows)\n",
-          absl::StrCat("SELECT only, ", absl::StartsWith(how, "NOT") ? "table scan" : "index")
-              .c_str(),
-          absl::ToDoubleMilliseconds(absl::Now() - start), static_cast<long long>(found));
-    }
+// The claim's SELECT alone (no UPDATEs, no commit), through the index and
+// through a table scan, to show what the index saves.
+absl::Status CompareScan(SQLite::Database& side, const Filled& filled, int due) {
+  RETURN_IF_ERROR(Rearm(side, filled.due_ids, absl::ToUnixMillis(absl::Now())));
+  for (const char* how : {"INDEXED BY outbox_status_next_retry", "NOT INDEXED"}) {
+    int64_t found = 0;
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(Guard("select", [&] {
+      SQLite::Statement select(
+          side,
+          absl::StrCat(
+              "SELECT id FROM outbox ", how,
+              " WHERE status = 'SENDING' AND next_retry_at <= ? ORDER BY next_retry_at LIMIT ?"));
+      select.bind(1, static_cast<int64_t>(absl::ToUnixMillis(absl::Now())));
+      select.bind(2, due);
+      while (select.executeStep()) ++found;
+      return absl::OkStatus();
+    }));
+    std::printf("  %-30s %.2f ms (%lld rows)\n",
+                absl::StrCat("SELECT only, ", absl::StartsWith(how, "NOT") ? "table scan" : "index")
+                    .c_str(),
+                absl::ToDoubleMilliseconds(absl::Now() - start), static_cast<long long>(found));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Run() {
+  ASSIGN_OR_RETURN(const Setup s, SetupFromFlags());
+  if (!s.reuse) RemoveFiles(s.path);
+  ASSIGN_OR_RETURN(const Filled filled, Prepare(s));
+
+  DbOptions options;  // as recovery_service opens it: WAL, synchronous=FULL
+  options.durability = Durability::kFull;
+  ASSIGN_OR_RETURN(auto store, recovery::RecoveryStore::Open(s.path, options));
+  ASSIGN_OR_RETURN(auto side, OpenDatabase(s.path, options));  // re-arms rows between runs
+
+  const bool uses_index = PrintClaimPlan(*store);
+  RETURN_IF_ERROR(TimeClaims(*store, *side, filled, s));
+  if (absl::GetFlag(FLAGS_compare_scan)) RETURN_IF_ERROR(CompareScan(*side, filled, s.due));
 
   store.reset();
   side.reset();
-  if (!keep) remove_files();
+  if (!s.keep) RemoveFiles(s.path);
   std::fflush(stdout);
   if (!uses_index)
     return absl::FailedPreconditionError(absl::StrCat("the claim does not use ", kIndex));

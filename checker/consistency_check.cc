@@ -91,6 +91,61 @@ absl::Status CheckSchemaVersion(SQLite::Database& db, const std::string& schema,
                                                     ": refusing to check a newer file"));
 }
 
+// "s<digits>-" only, so it can stand in the SQL as a literal; empty = no prefix.
+absl::Status ValidatePaymentIdPrefix(const std::string& prefix) {
+  if (!prefix.empty() && (prefix.size() < 3 || prefix.front() != 's' || prefix.back() != '-' ||
+                          prefix.find_first_not_of("0123456789", 1) != prefix.size() - 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("payment id prefix '", prefix, "' is not s<shard>- (e.g. s0-)"));
+  }
+  return absl::OkStatus();
+}
+
+// The read-only URI of each accounting.db; at least one, at most kMaxAccountingDbs.
+absl::StatusOr<std::vector<std::string>> AccountingUris(
+    const std::vector<std::string>& accounting_dbs) {
+  if (accounting_dbs.size() > kMaxAccountingDbs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("at most ", kMaxAccountingDbs, " accounting dbs (SQLite attaches 10)"));
+  }
+  std::vector<std::string> accounting_uris;
+  for (const std::string& path : accounting_dbs) {
+    absl::StatusOr<std::string> uri = ReadOnlyUri(path, "accounting db");
+    if (!uri.ok()) return uri.status();
+    accounting_uris.push_back(*std::move(uri));
+  }
+  if (accounting_uris.empty()) return ReadOnlyUri("", "accounting db").status();
+  return accounting_uris;
+}
+
+// The name accounting.db number k of n is attached as: acc alone, else acc0, acc1, ...
+std::string AccountingSchema(size_t k, size_t n) {
+  return absl::StrCat("acc", n > 1 ? absl::StrCat(k) : "");
+}
+
+// Attaches each accounting.db; `step` names the one being attached, for an error.
+void AttachAccounting(SQLite::Database& db, const std::vector<std::string>& accounting_dbs,
+                      const std::vector<std::string>& accounting_uris, std::string* step) {
+  for (size_t k = 0; k < accounting_uris.size(); ++k) {
+    *step = absl::StrCat("attach ", accounting_dbs[k]);
+    SQLite::Statement attach(
+        db, absl::StrCat("ATTACH DATABASE ?1 AS ", AccountingSchema(k, accounting_uris.size())));
+    attach.bind(1, accounting_uris[k]);
+    attach.exec();
+  }
+}
+
+// payment.db's schema version, then each accounting.db's (see CheckSchemaVersion).
+absl::Status CheckSchemaVersions(SQLite::Database& db, const std::string& payment_db,
+                                 const std::vector<std::string>& accounting_dbs) {
+  absl::Status versions = CheckSchemaVersion(db, "main", payment_db, kPaymentDbSchemaVersion);
+  for (size_t k = 0; k < accounting_dbs.size() && versions.ok(); ++k) {
+    versions = CheckSchemaVersion(db, AccountingSchema(k, accounting_dbs.size()), accounting_dbs[k],
+                                  kAccountingDbSchemaVersion);
+  }
+  return versions;
+}
+
 // Steps through every row (each one breaks the invariant, so normally none)
 // counting them, and keeps the first few ids: one pass, no second COUNT query.
 CheckResult Collect(SQLite::Database& db, const CheckConfig& config, const AccountingTables& acc,
@@ -249,55 +304,29 @@ const CheckResult* Report::Find(const std::string& name) const& {
 }
 
 absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
-  // "s<digits>-" only, so it can stand in the SQL as a literal.
-  const std::string& prefix = config.payment_id_prefix;
-  if (!prefix.empty() && (prefix.size() < 3 || prefix.front() != 's' || prefix.back() != '-' ||
-                          prefix.find_first_not_of("0123456789", 1) != prefix.size() - 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("payment id prefix '", prefix, "' is not s<shard>- (e.g. s0-)"));
-  }
+  absl::Status prefix = ValidatePaymentIdPrefix(config.payment_id_prefix);
+  if (!prefix.ok()) return prefix;
   absl::StatusOr<std::string> payment_uri = ReadOnlyUri(config.payment_db, "payment db");
   if (!payment_uri.ok()) return payment_uri.status();
   const std::vector<std::string> accounting_dbs =
       absl::StrSplit(config.accounting_db, ',', absl::SkipEmpty());
-  if (accounting_dbs.size() > kMaxAccountingDbs) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("at most ", kMaxAccountingDbs, " accounting dbs (SQLite attaches 10)"));
-  }
-  std::vector<std::string> accounting_uris;
-  for (const std::string& path : accounting_dbs) {
-    absl::StatusOr<std::string> uri = ReadOnlyUri(path, "accounting db");
-    if (!uri.ok()) return uri.status();
-    accounting_uris.push_back(*std::move(uri));
-  }
-  if (accounting_uris.empty()) return ReadOnlyUri("", "accounting db").status();
+  absl::StatusOr<std::vector<std::string>> accounting_uris = AccountingUris(accounting_dbs);
+  if (!accounting_uris.ok()) return accounting_uris.status();
 
   Report report;
   report.payment_db = config.payment_db;
   report.accounting_db = config.accounting_db;
   report.now = now;
-  const AccountingTables acc(accounting_uris.size());
+  const AccountingTables acc(accounting_uris->size());
   std::string step = absl::StrCat("open ", config.payment_db);
   try {
     // One connection with accounting.db attached, so each cross-database
     // check is a single join that SQLite runs on the UNIQUE indexes.
     SQLite::Database db(*payment_uri, SQLite::OPEN_READONLY | SQLite::OPEN_URI);
     db.setBusyTimeout(5000);
-    for (size_t k = 0; k < accounting_uris.size(); ++k) {
-      step = absl::StrCat("attach ", accounting_dbs[k]);
-      SQLite::Statement attach(db, absl::StrCat("ATTACH DATABASE ?1 AS acc",
-                                                accounting_uris.size() > 1 ? absl::StrCat(k) : ""));
-      attach.bind(1, accounting_uris[k]);
-      attach.exec();
-    }
+    AttachAccounting(db, accounting_dbs, *accounting_uris, &step);
     step = "read the schema versions";
-    absl::Status versions =
-        CheckSchemaVersion(db, "main", config.payment_db, kPaymentDbSchemaVersion);
-    for (size_t k = 0; k < accounting_uris.size() && versions.ok(); ++k) {
-      versions = CheckSchemaVersion(
-          db, absl::StrCat("acc", accounting_uris.size() > 1 ? absl::StrCat(k) : ""),
-          accounting_dbs[k], kAccountingDbSchemaVersion);
-    }
+    absl::Status versions = CheckSchemaVersions(db, config.payment_db, accounting_dbs);
     if (!versions.ok()) return versions;
     // Each read transaction sees one WAL snapshot per database, taken when it
     // first reads that database. The services commit payment -> voucher ->

@@ -12,19 +12,63 @@
 
 namespace outbox::payment {
 
-absl::Status RunPaymentService(const PaymentServiceOptions& options) {
-  const std::string& listen = options.listen;
-  const ServiceConfig& config = options.service;
-  const ShardConfig& shard = options.shard;
+namespace {
+
+RelayOptions RelayOptionsOf(const PaymentServiceOptions& options) {
   RelayOptions publisher_options;
   publisher_options.window = options.publish_window;
-  publisher_options.hand_over_after = config.retry.base_delay;  // the rows' first retry
+  publisher_options.hand_over_after = options.service.retry.base_delay;  // the rows' first retry
+  return publisher_options;
+}
+
+WriterOptions WriterOptionsOf(const PaymentServiceOptions& options) {
+  const ServiceConfig& config = options.service;
   WriterOptions writer_options{config.pay_queue, config.acc_queue, config.retry,
                                static_cast<size_t>(options.group_commit_max)};
   writer_options.max_unsent = options.max_unsent;
   writer_options.max_hold = absl::Milliseconds(options.max_hold_ms);
-  AckListenerOptions ack_options{config.acc_queue, options.prefetch};
-  ack_options.keys = config.keys();
+  return writer_options;
+}
+
+AckListenerOptions AckListenerOptionsOf(const PaymentServiceOptions& options) {
+  AckListenerOptions ack_options{options.service.acc_queue, options.prefetch};
+  ack_options.keys = options.service.keys();
+  return ack_options;
+}
+
+// Starts the workers, serves until SIGTERM or SIGINT, then stops: in-flight
+// calls finish (bounded), the ack listener hands its last batch to the
+// writer, the writer drains, and the publisher sends what was committed.
+void ServeUntilSignal(const PaymentServiceOptions& options, Serving& serving, Relay& publisher,
+                      PaymentWriter& writer, AckListener& acks) {
+  const ServiceConfig& config = options.service;
+  publisher.Start();
+  writer.Start(publisher);
+  acks.Start();
+  LogInfo("payment_service_started",
+          {KV("listen", options.listen), KV("port", serving.port()),
+           KV("tls", config.tls.enabled()), KV("db", options.db), KV("shard", options.shard.index),
+           KV("shards", options.shard.count()), KV("reply_queue", config.acc_queue),
+           KV("amqp", config.amqp.Redacted()), KV("message_signing", config.message_signing())});
+  LogInfo("payment_service_stopping", {KV("signal", serving.WaitForShutdownSignal())});
+  serving.Shutdown();
+  acks.Stop();
+  writer.Stop();
+  publisher.Stop();
+  LogInfo("payment_service_stopped",
+          {KV("published", publisher.confirmed()), KV("publish_failed", publisher.failed()),
+           KV("acknowledged", acks.acknowledged())});
+}
+
+}  // namespace
+
+absl::Status RunPaymentService(const PaymentServiceOptions& options) {
+  const std::string& listen = options.listen;
+  const ServiceConfig& config = options.service;
+  const ShardConfig& shard = options.shard;
+  const RelayOptions publisher_options = RelayOptionsOf(options);
+  const WriterOptions writer_options = WriterOptionsOf(options);
+  const AckListenerOptions ack_options = AckListenerOptionsOf(options);
 
   // The listen addresses last among the checks (they probe this host), and
   // before anything opens a file or a connection.
@@ -53,24 +97,7 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
   // workers touch the broker. A call arriving meanwhile waits for the writer.
   ASSIGN_OR_RETURN(auto serving,
                    Serving::Start(listen, {&service}, options.metrics_listen, metrics, config.tls));
-  publisher.Start();
-  writer.Start(publisher);
-  acks.Start();
-  LogInfo("payment_service_started",
-          {KV("listen", listen), KV("port", serving->port()), KV("tls", config.tls.enabled()),
-           KV("db", options.db), KV("shard", shard.index), KV("shards", shard.count()),
-           KV("reply_queue", config.acc_queue), KV("amqp", config.amqp.Redacted()),
-           KV("message_signing", config.message_signing())});
-  LogInfo("payment_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
-  // In-flight calls finish (bounded), the ack listener hands its last batch to
-  // the writer, the writer drains, and the publisher sends what was committed.
-  serving->Shutdown();
-  acks.Stop();
-  writer.Stop();
-  publisher.Stop();
-  LogInfo("payment_service_stopped",
-          {KV("published", publisher.confirmed()), KV("publish_failed", publisher.failed()),
-           KV("acknowledged", acks.acknowledged())});
+  ServeUntilSignal(options, *serving, publisher, writer, acks);
   return absl::OkStatus();
 }
 

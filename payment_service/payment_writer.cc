@@ -12,6 +12,20 @@
 
 namespace outbox::payment {
 
+namespace {
+
+// The next ack batch's share of what is `left` of the group's tally, taken off it.
+AckTally TakeShare(AckTally& left, int room) {
+  AckTally mine;
+  mine.closed = std::min(left.closed, room);
+  mine.late = std::min(left.late, room - mine.closed);
+  left.closed -= mine.closed;
+  left.late -= mine.late;
+  return mine;
+}
+
+}  // namespace
+
 PaymentWriter::PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerator& ids,
                              MetricsRegistry& metrics, WriterOptions options)
     : store_(store),
@@ -135,8 +149,7 @@ bool PaymentWriter::Lagging(bool acked_some) {
   return sending.ok() && *sending >= options_.max_unsent;
 }
 
-void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingAcks*>& acks) {
-  const int64_t now = clock_.NowMillis();
+std::vector<NewPayment> PaymentWriter::Encode(std::vector<Pending>& group, int64_t now) {
   std::vector<NewPayment> batch;
   batch.reserve(group.size());
   for (Pending& p : group) {
@@ -155,22 +168,12 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<Pending
     n.outbox = NewOutboxMessage(std::move(spec), now, options_.retry);
     batch.push_back(std::move(n));
   }
-  // Acks that came in while the group was being encoded ride this commit
-  // too, rather than waiting a whole cycle for the next one.
-  {
-    MutexLock lock(&mu_);
-    acks.insert(acks.end(), acks_.begin(), acks_.end());
-    acks_.clear();
-  }
-  std::vector<std::string> ack_ids;
-  for (const PendingAcks* m : acks) {
-    ack_ids.insert(ack_ids.end(), m->message_ids->begin(), m->message_ids->end());
-  }
-  absl::StatusOr<AckTally> tally = AckTally{};
-  std::vector<CreateOutcome> outcomes = store_.CommitGroup(batch, ack_ids, now, &tally);
+  return batch;
+}
 
+void PaymentWriter::HandToRelay(const std::vector<CreateOutcome>& outcomes, size_t group_size) {
   std::vector<OutgoingMessage> messages;
-  for (size_t i = 0; i < group.size(); ++i) {
+  for (size_t i = 0; i < group_size; ++i) {
     const CreateOutcome& out = outcomes[i];
     if (!out.status.ok() || out.replayed) continue;
     messages.push_back(ToOutgoing(out.record.outbox));
@@ -187,33 +190,50 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<Pending
   groups_.Add();
   created_.Add(static_cast<int64_t>(messages.size()));
   if (!messages.empty()) relay_->Enqueue(std::move(messages));
+}
 
+void PaymentWriter::AnswerAcks(const absl::StatusOr<AckTally>& tally,
+                               const std::vector<PendingAcks*>& acks) {
+  if (acks.empty()) return;
+  MutexLock lock(&mu_);
+  // Each ack batch learns its own counts only roughly (the group's tally is
+  // split in order; there is one ack listener, so nearly always one batch);
+  // what matters to it is success or failure.
+  AckTally left = tally.ok() ? *tally : AckTally{};
+  for (PendingAcks* m : acks) {
+    if (!tally.ok()) {
+      m->tally = tally.status();
+    } else {
+      m->tally = TakeShare(left, static_cast<int>(m->message_ids->size()));
+    }
+    m->done = true;
+  }
+}
+
+void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingAcks*>& acks) {
+  const int64_t now = clock_.NowMillis();
+  std::vector<NewPayment> batch = Encode(group, now);
+  // Acks that came in while the group was being encoded ride this commit
+  // too, rather than waiting a whole cycle for the next one.
+  {
+    MutexLock lock(&mu_);
+    acks.insert(acks.end(), acks_.begin(), acks_.end());
+    acks_.clear();
+  }
+  std::vector<std::string> ack_ids;
+  for (const PendingAcks* m : acks) {
+    ack_ids.insert(ack_ids.end(), m->message_ids->begin(), m->message_ids->end());
+  }
+  absl::StatusOr<AckTally> tally = AckTally{};
+  std::vector<CreateOutcome> outcomes = store_.CommitGroup(batch, ack_ids, now, &tally);
+
+  HandToRelay(outcomes, group.size());
   if (tally.ok()) {
     for (int64_t ms : tally->create_to_sent_ms) create_to_sent_.Observe(absl::Milliseconds(ms));
   }
   // The ack listener first: its rows are SENT now, and it acks them while
   // the callers below are answered.
-  if (!acks.empty()) {
-    MutexLock lock(&mu_);
-    // Each ack batch learns its own counts only roughly (the group's tally is
-    // split in order; there is one ack listener, so nearly always one batch);
-    // what matters to it is success or failure.
-    AckTally left = tally.ok() ? *tally : AckTally{};
-    for (PendingAcks* m : acks) {
-      if (!tally.ok()) {
-        m->tally = tally.status();
-      } else {
-        int room = static_cast<int>(m->message_ids->size());
-        AckTally mine;
-        mine.closed = std::min(left.closed, room);
-        mine.late = std::min(left.late, room - mine.closed);
-        left.closed -= mine.closed;
-        left.late -= mine.late;
-        m->tally = mine;
-      }
-      m->done = true;
-    }
-  }
+  AnswerAcks(tally, acks);
 
   // The callers' completions, outside the lock: calls queueing meanwhile
   // join the next group.

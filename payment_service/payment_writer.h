@@ -92,7 +92,20 @@ class PaymentWriter final : public OutboxRepository {
   void Run();
   // After a commit: true when new payments should wait (see max_unsent).
   bool Lagging(bool acked_some);
-  void CommitGroup(std::vector<Pending>& group, std::vector<PendingAcks*>& acks);
+  // One group: encodes the new payments, commits them with the acks in one
+  // transaction, hands their messages to the relay, then answers the ack
+  // batches and the callers.
+  void CommitGroup(std::vector<Pending>& group, std::vector<PendingAcks*>& acks)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The group's rows (ids, PaymentCreated event, outbox row), its requests moved out.
+  std::vector<NewPayment> Encode(std::vector<Pending>& group, int64_t now);
+  // After the commit: the new payments' messages to the relay (past the
+  // failpoint between commit and publish), their log lines and the counters.
+  // The first `group_size` outcomes are the group's.
+  void HandToRelay(const std::vector<CreateOutcome>& outcomes, size_t group_size);
+  // Hands each ack batch its part of the commit's tally (or its error), under mu_.
+  void AnswerAcks(const absl::StatusOr<AckTally>& tally, const std::vector<PendingAcks*>& acks)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   PaymentStore& store_;
   const Clock& clock_;

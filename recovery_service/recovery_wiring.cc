@@ -13,12 +13,65 @@
 
 namespace outbox::recovery {
 
+namespace {
+
+AlerterOptions AlerterOptionsOf(const RecoveryServiceOptions& service_options) {
+  AlerterOptions alerter_options{service_options.service.alertmanager_url, "recovery_service"};
+  alerter_options.runbook_base = service_options.runbook_url;
+  return alerter_options;
+}
+
+// payment_service creates the file and its schema; the two may start in
+// any order, so wait for it rather than create an empty file at a wrong path.
+absl::StatusOr<std::unique_ptr<RecoveryStore>> OpenStoreWhenCreated(
+    const RecoveryServiceOptions& service_options) {
+  const std::string& payment_db = service_options.payment_db;
+  const absl::Duration payment_db_wait = service_options.payment_db_wait;
+  return RecoveryStore::OpenWhenCreated(
+      payment_db, service_options.service.db, payment_db_wait, [&](const absl::Status& why) {
+        LogInfo("waiting_for_payment_db",
+                {KV("path", payment_db), KV("wait", absl::FormatDuration(payment_db_wait)),
+                 KV("reason", why.message())});
+      });
+}
+
+// The queues whose dead letters the ops API may move back: each payment
+// event queue (fed by the payments exchange) and the reply queue.
+std::vector<DeadLetters::Source> DeadLetterSources(const ServiceConfig& config) {
+  std::vector<DeadLetters::Source> dead_letter_sources;
+  for (const std::string& queue : config.payment_event_queues()) {
+    dead_letter_sources.push_back({queue, kPaymentsExchange});
+  }
+  dead_letter_sources.push_back({config.acc_queue, kRepliesExchange});
+  return dead_letter_sources;
+}
+
+// Starts the worker, serves until SIGTERM or SIGINT, then stops.
+void ServeUntilSignal(const RecoveryServiceOptions& service_options, Serving& serving,
+                      RecoveryLoop& worker, Alerter& alerter) {
+  const ServiceConfig& config = service_options.service;
+  const RecoveryOptions& options = service_options.worker;
+  worker.Start();
+  LogInfo("recovery_service_started",
+          {KV("listen", service_options.listen), KV("port", serving.port()),
+           KV("db", service_options.payment_db), KV("instance", options.instance_id),
+           KV("amqp", config.amqp.Redacted()), KV("message_signing", config.message_signing()),
+           KV("base_delay", absl::FormatDuration(options.retry.base_delay)),
+           KV("alertmanager", config.alertmanager_url)});
+  LogInfo("recovery_service_stopping", {KV("signal", serving.WaitForShutdownSignal())});
+  serving.Shutdown();
+  worker.Stop();
+  alerter.Stop();
+  LogInfo("recovery_service_stopped",
+          {KV("republished", worker.republished()), KV("failed", worker.failed())});
+}
+
+}  // namespace
+
 absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   const std::string& listen = service_options.listen;
   const ServiceConfig& config = service_options.service;
   const RecoveryOptions& options = service_options.worker;
-  const std::string& payment_db = service_options.payment_db;
-  const absl::Duration payment_db_wait = service_options.payment_db_wait;
 
   // The listen addresses last among the checks (they probe this host), and
   // before anything opens a file or a connection.
@@ -29,28 +82,13 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
 
   const Clock& clock = SystemClock::Get();
   MetricsRegistry metrics;
-  AlerterOptions alerter_options{config.alertmanager_url, "recovery_service"};
-  alerter_options.runbook_base = service_options.runbook_url;
-  Alerter alerter(std::move(alerter_options));
-  // payment_service creates the file and its schema; the two may start in
-  // any order, so wait for it rather than create an empty file at a wrong path.
-  ASSIGN_OR_RETURN(
-      auto store,
-      RecoveryStore::OpenWhenCreated(
-          payment_db, config.db, payment_db_wait, [&](const absl::Status& why) {
-            LogInfo("waiting_for_payment_db",
-                    {KV("path", payment_db), KV("wait", absl::FormatDuration(payment_db_wait)),
-                     KV("reason", why.message())});
-          }));
+  Alerter alerter(AlerterOptionsOf(service_options));
+  ASSIGN_OR_RETURN(auto store, OpenStoreWhenCreated(service_options));
   AmqpPublisher amqp(config.amqp, Topology{{}, "", kPaymentsExchange},
                      absl::StrCat("recovery-", options.instance_id));
   SigningPublisher broker(amqp, config.keys());
   RecoveryLoop worker(*store, broker, alerter, clock, metrics, options);
-  std::vector<DeadLetters::Source> dead_letter_sources;
-  for (const std::string& queue : config.payment_event_queues()) {
-    dead_letter_sources.push_back({queue, kPaymentsExchange});
-  }
-  dead_letter_sources.push_back({config.acc_queue, kRepliesExchange});
+  std::vector<DeadLetters::Source> dead_letter_sources = DeadLetterSources(config);
   AmqpQueueBrowser dead_letter_broker(config.amqp, "recovery-dead-letters");
   DeadLetters dead_letters(dead_letter_broker, std::move(dead_letter_sources));
   OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, service_options.auth);
@@ -62,19 +100,7 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   // takes the lease or re-publishes anything.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&ops}, service_options.metrics_listen,
                                                 metrics, config.tls));
-  worker.Start();
-  LogInfo("recovery_service_started",
-          {KV("listen", listen), KV("port", serving->port()), KV("db", payment_db),
-           KV("instance", options.instance_id), KV("amqp", config.amqp.Redacted()),
-           KV("message_signing", config.message_signing()),
-           KV("base_delay", absl::FormatDuration(options.retry.base_delay)),
-           KV("alertmanager", config.alertmanager_url)});
-  LogInfo("recovery_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
-  serving->Shutdown();
-  worker.Stop();
-  alerter.Stop();
-  LogInfo("recovery_service_stopped",
-          {KV("republished", worker.republished()), KV("failed", worker.failed())});
+  ServeUntilSignal(service_options, *serving, worker, alerter);
   return absl::OkStatus();
 }
 

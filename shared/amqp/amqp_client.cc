@@ -130,6 +130,12 @@ struct AmqpConnection::State {
   amqp_connection_state_t conn = nullptr;
   std::map<uint64_t, std::string> unconfirmed;  // delivery tag -> message id
   std::set<std::string> returned;               // message ids returned as unroutable
+
+  // basic.ack or basic.nack: the tags it settles, appended to `settled`.
+  void Settle(const amqp_method_t& method, std::vector<Confirm>* settled);
+  // basic.return: reads the returned message and notes its id. An error
+  // means the connection is broken.
+  absl::Status NoteReturned(amqp_channel_t channel);
 };
 
 AmqpConnection::AmqpConnection(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -369,6 +375,45 @@ size_t AmqpConnection::unconfirmed() const {
   return state_->unconfirmed.size();
 }
 
+void AmqpConnection::State::Settle(const amqp_method_t& method, std::vector<Confirm>* settled) {
+  const bool ack = method.id == AMQP_BASIC_ACK_METHOD;
+  uint64_t tag;
+  bool multiple;
+  if (ack) {
+    auto* a = static_cast<amqp_basic_ack_t*>(method.decoded);
+    tag = a->delivery_tag;
+    multiple = a->multiple;
+  } else {
+    auto* n = static_cast<amqp_basic_nack_t*>(method.decoded);
+    tag = n->delivery_tag;
+    multiple = n->multiple;
+  }
+  // `multiple` settles every unconfirmed tag up to and including `tag`.
+  auto first = multiple ? unconfirmed.begin() : unconfirmed.find(tag);
+  auto last = multiple ? unconfirmed.upper_bound(tag)
+                       : (first == unconfirmed.end() ? first : std::next(first));
+  for (auto it = first; it != last; ++it) {
+    const bool was_returned = returned.erase(it->second) > 0;
+    settled->push_back({it->first, ack && !was_returned, was_returned});
+  }
+  unconfirmed.erase(first, last);
+}
+
+absl::Status AmqpConnection::State::NoteReturned(amqp_channel_t channel) {
+  // Unroutable (no such queue): the ack that follows must not count.
+  amqp_message_t msg;
+  amqp_rpc_reply_t r = amqp_read_message(conn, channel, &msg, 0);
+  if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+    return absl::UnavailableError(
+        absl::StrCat("amqp: reading returned message: ", DescribeReply(r)));
+  }
+  if (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
+    returned.insert(ToString(msg.properties.message_id));
+  }
+  amqp_destroy_message(&msg);
+  return absl::OkStatus();
+}
+
 absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confirm>* settled) {
   if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
   amqp_maybe_release_buffers(state_->conn);
@@ -388,43 +433,10 @@ absl::Status AmqpConnection::ReadConfirms(absl::Duration wait, std::vector<Confi
     if (frame.frame_type != AMQP_FRAME_METHOD) continue;
     switch (frame.payload.method.id) {
       case AMQP_BASIC_ACK_METHOD:
-      case AMQP_BASIC_NACK_METHOD: {
-        const bool ack = frame.payload.method.id == AMQP_BASIC_ACK_METHOD;
-        uint64_t tag;
-        bool multiple;
-        if (ack) {
-          auto* a = static_cast<amqp_basic_ack_t*>(frame.payload.method.decoded);
-          tag = a->delivery_tag;
-          multiple = a->multiple;
-        } else {
-          auto* n = static_cast<amqp_basic_nack_t*>(frame.payload.method.decoded);
-          tag = n->delivery_tag;
-          multiple = n->multiple;
-        }
-        // `multiple` settles every unconfirmed tag up to and including `tag`.
-        auto& pending = state_->unconfirmed;
-        auto first = multiple ? pending.begin() : pending.find(tag);
-        auto last = multiple ? pending.upper_bound(tag)
-                             : (first == pending.end() ? first : std::next(first));
-        for (auto it = first; it != last; ++it) {
-          const bool returned = state_->returned.erase(it->second) > 0;
-          settled->push_back({it->first, ack && !returned, returned});
-        }
-        pending.erase(first, last);
-        break;
-      }
+      case AMQP_BASIC_NACK_METHOD: state_->Settle(frame.payload.method, settled); break;
       case AMQP_BASIC_RETURN_METHOD: {
-        // Unroutable (no such queue): the ack that follows must not count.
-        amqp_message_t msg;
-        amqp_rpc_reply_t r = amqp_read_message(state_->conn, frame.channel, &msg, 0);
-        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-          return Broken(absl::UnavailableError(
-              absl::StrCat("amqp: reading returned message: ", DescribeReply(r))));
-        }
-        if (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
-          state_->returned.insert(ToString(msg.properties.message_id));
-        }
-        amqp_destroy_message(&msg);
+        absl::Status noted = state_->NoteReturned(frame.channel);
+        if (!noted.ok()) return Broken(std::move(noted));
         break;
       }
       case AMQP_CHANNEL_CLOSE_METHOD: {

@@ -1,6 +1,7 @@
 #include "tools/outboxctl/command.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -144,14 +145,25 @@ const char* ArgName(Verb verb) {
   }
 }
 
-}  // namespace
+using LocalFlags = std::map<std::string, std::string>;  // flag -> value, the last one given
 
-absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const EnvLookup& env) {
+bool IsTrue(const LocalFlags& local, const std::string& name) {
+  auto it = local.find(name);
+  return it != local.end() && it->second == "true";
+}
+
+// --help (-h) and --version before any "--" win over everything else.
+std::optional<Verb> HelpOrVersion(const std::vector<std::string>& args) {
   for (const std::string& a : args) {
     if (a == "--") break;
-    if (a == "-h" || a == "-help" || a == "--help") return Command{Verb::kHelp};
-    if (a == "-version" || a == "--version") return Command{Verb::kVersion};
+    if (a == "-h" || a == "-help" || a == "--help") return Verb::kHelp;
+    if (a == "-version" || a == "--version") return Verb::kVersion;
   }
+  return std::nullopt;
+}
+
+// The global flags' values before the command line: the environment's, else built in.
+absl::StatusOr<Command> Defaults(const EnvLookup& env) {
   Command c;
   c.recovery_addr = env("RECOVERY_ADDR").value_or("127.0.0.1:50053");
   c.payment_addr = env("PAYMENT_ADDR").value_or("127.0.0.1:50051");
@@ -166,9 +178,82 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const
     if (!d.ok()) return d.status();
     c.timeout = *d;
   }
+  return c;
+}
 
-  std::map<std::string, std::string> local;  // flag -> value, the last one given
+// One flag as written: its spec, its name ('-' read as '_') and its value
+// ("true" or "false" for a boolean).
+struct FlagArg {
+  const FlagSpec* spec = nullptr;
+  std::string name;
+  std::string value;
+};
+
+// Reads the flag at args[*i]; when its value is the next argument, *i moves on to it.
+absl::StatusOr<FlagArg> ReadFlag(const std::vector<std::string>& args, size_t* i) {
+  absl::string_view body = args[*i];
+  body.remove_prefix(body.substr(0, 2) == "--" ? 2 : 1);
+  const size_t eq = body.find('=');
+  const std::string written(body.substr(0, eq));
+  FlagArg f;
+  f.name = absl::StrReplaceAll(written, {{"-", "_"}});
+  f.spec = FindFlag(f.name);
+  if (f.spec == nullptr) return Bad(absl::StrCat("unknown flag --", written));
+  if (f.spec->takes_value) {
+    if (eq != absl::string_view::npos) {
+      f.value = std::string(body.substr(eq + 1));
+    } else if (*i + 1 < args.size()) {
+      f.value = args[++*i];
+    }
+    if (f.value.empty()) return Bad(absl::StrCat(Shown(f.name), " needs a value"));
+  } else {
+    f.value = eq == absl::string_view::npos ? "true" : std::string(body.substr(eq + 1));
+    if (f.value != "true" && f.value != "false") {
+      return Bad(
+          absl::StrCat(Shown(f.name), " takes no value (or true/false), not '", f.value, "'"));
+    }
+  }
+  return f;
+}
+
+// The global flags that are plain strings, and the field each sets.
+struct StringFlag {
+  absl::string_view name;
+  std::string Command::*field;
+};
+constexpr StringFlag kStringFlags[] = {
+    {"recovery_addr", &Command::recovery_addr},     {"payment_addr", &Command::payment_addr},
+    {"accounting_addr", &Command::accounting_addr}, {"tls_ca_file", &Command::tls_ca_file},
+    {"tls_cert_file", &Command::tls_cert_file},     {"tls_key_file", &Command::tls_key_file},
+    {"token_file", &Command::token_file},
+};
+
+absl::Status SetGlobal(const FlagArg& flag, Command& c) {
+  for (const StringFlag& f : kStringFlags) {
+    if (f.name == flag.name) {
+      c.*f.field = flag.value;
+      return absl::OkStatus();
+    }
+  }
+  if (flag.name == "json") {
+    c.json = flag.value == "true";
+  } else if (flag.name == "timeout") {
+    auto d = PositiveDuration("--timeout", flag.value);
+    if (!d.ok()) return d.status();
+    c.timeout = *d;
+  }
+  return absl::OkStatus();
+}
+
+// The command line taken apart: global flags are set on the command as they
+// come; the words and the command's own flags are kept.
+struct Scanned {
   std::vector<std::string> words;
+  LocalFlags local;
+};
+
+absl::StatusOr<Scanned> Scan(const std::vector<std::string>& args, Command& c) {
+  Scanned s;
   bool only_words = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -177,145 +262,141 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const
       continue;
     }
     if (only_words || a.size() < 2 || a[0] != '-') {
-      words.push_back(a);
+      s.words.push_back(a);
       continue;
     }
-    absl::string_view body = a;
-    body.remove_prefix(body.substr(0, 2) == "--" ? 2 : 1);
-    const size_t eq = body.find('=');
-    const std::string written(body.substr(0, eq));
-    const std::string name = absl::StrReplaceAll(written, {{"-", "_"}});
-    const FlagSpec* spec = FindFlag(name);
-    if (spec == nullptr) return Bad(absl::StrCat("unknown flag --", written));
-    std::string value;
-    if (spec->takes_value) {
-      if (eq != absl::string_view::npos) {
-        value = std::string(body.substr(eq + 1));
-      } else if (i + 1 < args.size()) {
-        value = args[++i];
-      }
-      if (value.empty()) return Bad(absl::StrCat(Shown(name), " needs a value"));
-    } else {
-      value = eq == absl::string_view::npos ? "true" : std::string(body.substr(eq + 1));
-      if (value != "true" && value != "false") {
-        return Bad(absl::StrCat(Shown(name), " takes no value (or true/false), not '", value, "'"));
-      }
-    }
-    if (!spec->global) {
-      local[name] = value;
-    } else if (name == "recovery_addr") {
-      c.recovery_addr = value;
-    } else if (name == "payment_addr") {
-      c.payment_addr = value;
-    } else if (name == "accounting_addr") {
-      c.accounting_addr = value;
-    } else if (name == "tls_ca_file") {
-      c.tls_ca_file = value;
-    } else if (name == "tls_cert_file") {
-      c.tls_cert_file = value;
-    } else if (name == "tls_key_file") {
-      c.tls_key_file = value;
-    } else if (name == "token_file") {
-      c.token_file = value;
-    } else if (name == "json") {
-      c.json = value == "true";
-    } else if (name == "timeout") {
-      auto d = PositiveDuration("--timeout", value);
-      if (!d.ok()) return d.status();
-      c.timeout = *d;
+    absl::StatusOr<FlagArg> flag = ReadFlag(args, &i);
+    if (!flag.ok()) return flag.status();
+    if (!flag->spec->global) {
+      s.local[flag->name] = flag->value;
+    } else if (absl::Status set = SetGlobal(*flag, c); !set.ok()) {
+      return set;
     }
   }
+  return s;
+}
 
+// Sets the verb and its argument from the words; `command` is the command's
+// name as written (e.g. "dead-letters list"), for messages.
+absl::Status SetVerb(const std::vector<std::string>& words, const LocalFlags& local, Command& c,
+                     std::string* command) {
   if (words.empty()) return Bad("missing command");
-  const bool all_failed = local.count("all_failed") > 0 && local["all_failed"] == "true";
   size_t name_words = 0, wanted = 0;
-  auto verb = VerbOf(words, all_failed, &name_words, &wanted);
+  auto verb = VerbOf(words, IsTrue(local, "all_failed"), &name_words, &wanted);
   if (!verb.ok()) return verb.status();
   c.verb = *verb;
-  const std::string command = absl::StrJoin(words.begin(), words.begin() + name_words, " ");
+  *command = absl::StrJoin(words.begin(), words.begin() + name_words, " ");
   const size_t given = words.size() - name_words;
   if (c.verb == Verb::kRedriveAllFailed && given > 0) {
     return Bad("redrive takes a MESSAGE_ID or --all-failed, not both");
   }
   if (given < wanted) {
-    return Bad(absl::StrCat("'", command, "' needs ", ArgName(c.verb),
+    return Bad(absl::StrCat("'", *command, "' needs ", ArgName(c.verb),
                             c.verb == Verb::kRedrive ? " (or --all-failed)" : ""));
   }
   if (given > wanted) {
     return Bad(absl::StrCat("unexpected argument '", words[name_words + wanted], "' after '",
-                            command, wanted > 0 ? " " : "", wanted > 0 ? ArgName(c.verb) : "",
+                            *command, wanted > 0 ? " " : "", wanted > 0 ? ArgName(c.verb) : "",
                             "'"));
   }
   if (wanted == 1) c.arg = words[name_words];
-  if (local.count("dry_run") && c.verb != Verb::kRedriveAllFailed) {
+  return absl::OkStatus();
+}
+
+// Every flag given is one the command takes.
+absl::Status CheckLocalFlags(const LocalFlags& local, Verb verb, const std::string& command) {
+  if (local.count("dry_run") && verb != Verb::kRedriveAllFailed) {
     return Bad("--dry-run goes with redrive --all-failed");
   }
   for (const auto& [name, value] : local) {
-    if (LocalFlagsOf(c.verb).count(name) == 0) {
+    if (LocalFlagsOf(verb).count(name) == 0) {
       return Bad(absl::StrCat(Shown(name), " does not apply to '", command, "'"));
     }
   }
+  return absl::OkStatus();
+}
 
+absl::Status SetListFlags(const LocalFlags& local, Command& c) {
+  if (local.count("status") == 0) return Bad("'list' needs --status=FAILED, SENDING or SENT");
+  c.status = absl::AsciiStrToUpper(local.at("status"));
+  if (c.status != "FAILED" && c.status != "SENDING" && c.status != "SENT") {
+    return Bad(
+        absl::StrCat("--status must be FAILED, SENDING or SENT, not '", local.at("status"), "'"));
+  }
+  c.limit = kDefaultListLimit;
+  if (local.count("limit")) {
+    auto n = PositiveInt("limit", local.at("limit"), 1000000000);
+    if (!n.ok()) return n.status();
+    c.limit = *n;
+  }
+  if (local.count("page_size")) {
+    auto n = PositiveInt("page_size", local.at("page_size"), kMaxPageSize);
+    if (!n.ok()) return n.status();
+    c.page_size = *n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetDeadLetterFlags(const LocalFlags& local, const std::string& command, Command& c) {
+  if (local.count("queue") == 0) {
+    return Bad(absl::StrCat("'", command, "' needs --queue=QUEUE (e.g. PAY_QUEUE)"));
+  }
+  c.queue = local.at("queue");
+  if (local.count("limit")) {
+    auto n = PositiveInt("limit", local.at("limit"),
+                         c.verb == Verb::kDeadLettersList ? kMaxPageSize : 1000000000);
+    if (!n.ok()) return n.status();
+    c.limit = *n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetPaymentFlags(const LocalFlags& local, NewPayment& p) {
+  for (const char* required : {"idempotency_key", "payer", "payee", "amount", "currency"}) {
+    if (local.count(required) == 0) {
+      return Bad(absl::StrCat("'payment create' needs ", Shown(required)));
+    }
+  }
+  p.idempotency_key = local.at("idempotency_key");
+  p.payer = local.at("payer");
+  p.payee = local.at("payee");
+  p.currency = local.at("currency");
+  p.description = local.count("description") ? local.at("description") : "";
+  // The range is payment_service's to judge (MAX_AMOUNT_MINOR); here only
+  // that it is a whole number.
+  if (!absl::SimpleAtoi(local.at("amount"), &p.amount_minor)) {
+    return Bad(absl::StrCat("--amount must be a whole number of minor units (cents), not '",
+                            local.at("amount"), "'"));
+  }
+  return absl::OkStatus();
+}
+
+// The command's own flags, checked and set.
+absl::Status SetLocalFlags(const LocalFlags& local, const std::string& command, Command& c) {
   switch (c.verb) {
-    case Verb::kList: {
-      if (local.count("status") == 0) return Bad("'list' needs --status=FAILED, SENDING or SENT");
-      c.status = absl::AsciiStrToUpper(local["status"]);
-      if (c.status != "FAILED" && c.status != "SENDING" && c.status != "SENT") {
-        return Bad(
-            absl::StrCat("--status must be FAILED, SENDING or SENT, not '", local["status"], "'"));
-      }
-      c.limit = kDefaultListLimit;
-      if (local.count("limit")) {
-        auto n = PositiveInt("limit", local["limit"], 1000000000);
-        if (!n.ok()) return n.status();
-        c.limit = *n;
-      }
-      if (local.count("page_size")) {
-        auto n = PositiveInt("page_size", local["page_size"], kMaxPageSize);
-        if (!n.ok()) return n.status();
-        c.page_size = *n;
-      }
-      break;
-    }
-    case Verb::kRedriveAllFailed:
-      c.dry_run = local.count("dry_run") > 0 && local["dry_run"] == "true";
-      break;
+    case Verb::kList: return SetListFlags(local, c);
+    case Verb::kRedriveAllFailed: c.dry_run = IsTrue(local, "dry_run"); break;
     case Verb::kDeadLettersList:
-    case Verb::kDeadLettersRedrive: {
-      if (local.count("queue") == 0) {
-        return Bad(absl::StrCat("'", command, "' needs --queue=QUEUE (e.g. PAY_QUEUE)"));
-      }
-      c.queue = local["queue"];
-      if (local.count("limit")) {
-        auto n = PositiveInt("limit", local["limit"],
-                             c.verb == Verb::kDeadLettersList ? kMaxPageSize : 1000000000);
-        if (!n.ok()) return n.status();
-        c.limit = *n;
-      }
-      break;
-    }
-    case Verb::kPaymentCreate: {
-      for (const char* required : {"idempotency_key", "payer", "payee", "amount", "currency"}) {
-        if (local.count(required) == 0) {
-          return Bad(absl::StrCat("'payment create' needs ", Shown(required)));
-        }
-      }
-      NewPayment& p = c.payment;
-      p.idempotency_key = local["idempotency_key"];
-      p.payer = local["payer"];
-      p.payee = local["payee"];
-      p.currency = local["currency"];
-      p.description = local.count("description") ? local["description"] : "";
-      // The range is payment_service's to judge (MAX_AMOUNT_MINOR); here only
-      // that it is a whole number.
-      if (!absl::SimpleAtoi(local["amount"], &p.amount_minor)) {
-        return Bad(absl::StrCat("--amount must be a whole number of minor units (cents), not '",
-                                local["amount"], "'"));
-      }
-      break;
-    }
+    case Verb::kDeadLettersRedrive: return SetDeadLetterFlags(local, command, c);
+    case Verb::kPaymentCreate: return SetPaymentFlags(local, c.payment);
     default: break;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& args, const EnvLookup& env) {
+  if (std::optional<Verb> verb = HelpOrVersion(args)) return Command{*verb};
+  absl::StatusOr<Command> c = Defaults(env);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<Scanned> scanned = Scan(args, *c);
+  if (!scanned.ok()) return scanned.status();
+  std::string command;
+  absl::Status s = SetVerb(scanned->words, scanned->local, *c, &command);
+  if (s.ok()) s = CheckLocalFlags(scanned->local, c->verb, command);
+  if (s.ok()) s = SetLocalFlags(scanned->local, command, *c);
+  if (!s.ok()) return s;
   return c;
 }
 

@@ -28,6 +28,61 @@ int Print(const Command& c, const absl::StatusOr<Response>& response, const char
   return kExitOk;
 }
 
+constexpr char kRecovery[] = "recovery_service";
+
+// The commands of recovery_service's ops API.
+int ExecuteOps(const Command& c, Connections& connections, std::ostream& out, std::ostream& err) {
+  const std::string& ops_addr = c.recovery_addr;
+  switch (c.verb) {
+    case Verb::kStats:
+      return Print(c, GetStats(*connections.Ops(ops_addr), c.timeout), kRecovery, ops_addr, out,
+                   err, RenderStats);
+    case Verb::kList:
+      return Print(c,
+                   ListMessages(*connections.Ops(ops_addr), StatusNamed(c.status), c.limit,
+                                c.page_size, c.timeout),
+                   kRecovery, ops_addr, out, err, [&](const ::ops::v1::ListMessagesResponse& r) {
+                     return RenderMessages(c.status, r.messages(), !r.next_page_token().empty());
+                   });
+    case Verb::kGet:
+      return Print(c, GetMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery, ops_addr,
+                   out, err, RenderMessage);
+    case Verb::kRedrive:
+      return Print(c, RedriveMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery,
+                   ops_addr, out, err, RenderMessage);
+    case Verb::kRedriveAllFailed:
+      return Print(c, RedriveFailed(*connections.Ops(ops_addr), c.dry_run, c.timeout), kRecovery,
+                   ops_addr, out, err, RenderRedriveFailed);
+    case Verb::kDeadLettersList:
+      return Print(c, ListDeadLetters(*connections.Ops(ops_addr), c.queue, c.limit, c.timeout),
+                   kRecovery, ops_addr, out, err, [&](const ::ops::v1::ListDeadLettersResponse& r) {
+                     return RenderDeadLetters(c.queue, r);
+                   });
+    case Verb::kDeadLettersRedrive:
+      return Print(c, RedriveDeadLetters(*connections.Ops(ops_addr), c.queue, c.limit, c.timeout),
+                   kRecovery, ops_addr, out, err,
+                   [&](const ::ops::v1::RedriveDeadLettersResponse& r) {
+                     return RenderDeadLettersRedriven(c.queue, r);
+                   });
+    default: return kExitUsage;
+  }
+}
+
+// health ADDR: the check's answer, and exit 0 only when SERVING.
+int ExecuteHealth(const Command& c, Connections& connections, std::ostream& out,
+                  std::ostream& err) {
+  auto health = CheckHealth(*connections.Health(c.arg), c.timeout);
+  const int printed =
+      Print(c, health, "health check", c.arg, out, err,
+            [&](const ::grpc::health::v1::HealthCheckResponse& r) {
+              return c.arg + "  " +
+                     ::grpc::health::v1::HealthCheckResponse::ServingStatus_Name(r.status()) + "\n";
+            });
+  if (printed != kExitOk) return printed;
+  return health->status() == ::grpc::health::v1::HealthCheckResponse::SERVING ? kExitOk
+                                                                              : kExitFailure;
+}
+
 }  // namespace
 
 absl::Status GrpcConnections::Secure(const TlsClientFiles& tls, const std::string& token_file) {
@@ -66,8 +121,6 @@ std::unique_ptr<::grpc::health::v1::Health::StubInterface> GrpcConnections::Heal
 }
 
 int Execute(const Command& c, Connections& connections, std::ostream& out, std::ostream& err) {
-  constexpr char kRecovery[] = "recovery_service";
-  const std::string& ops_addr = c.recovery_addr;
   if (c.verb != Verb::kHelp && c.verb != Verb::kVersion) {
     absl::Status secured =
         connections.Secure({c.tls_ca_file, c.tls_cert_file, c.tls_key_file}, c.token_file);
@@ -80,35 +133,12 @@ int Execute(const Command& c, Connections& connections, std::ostream& out, std::
     case Verb::kHelp: out << HelpText(); return kExitOk;
     case Verb::kVersion: out << VersionLine(kProgram) << "\n"; return kExitOk;
     case Verb::kStats:
-      return Print(c, GetStats(*connections.Ops(ops_addr), c.timeout), kRecovery, ops_addr, out,
-                   err, RenderStats);
     case Verb::kList:
-      return Print(c,
-                   ListMessages(*connections.Ops(ops_addr), StatusNamed(c.status), c.limit,
-                                c.page_size, c.timeout),
-                   kRecovery, ops_addr, out, err, [&](const ::ops::v1::ListMessagesResponse& r) {
-                     return RenderMessages(c.status, r.messages(), !r.next_page_token().empty());
-                   });
     case Verb::kGet:
-      return Print(c, GetMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery, ops_addr,
-                   out, err, RenderMessage);
     case Verb::kRedrive:
-      return Print(c, RedriveMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery,
-                   ops_addr, out, err, RenderMessage);
     case Verb::kRedriveAllFailed:
-      return Print(c, RedriveFailed(*connections.Ops(ops_addr), c.dry_run, c.timeout), kRecovery,
-                   ops_addr, out, err, RenderRedriveFailed);
     case Verb::kDeadLettersList:
-      return Print(c, ListDeadLetters(*connections.Ops(ops_addr), c.queue, c.limit, c.timeout),
-                   kRecovery, ops_addr, out, err, [&](const ::ops::v1::ListDeadLettersResponse& r) {
-                     return RenderDeadLetters(c.queue, r);
-                   });
-    case Verb::kDeadLettersRedrive:
-      return Print(c, RedriveDeadLetters(*connections.Ops(ops_addr), c.queue, c.limit, c.timeout),
-                   kRecovery, ops_addr, out, err,
-                   [&](const ::ops::v1::RedriveDeadLettersResponse& r) {
-                     return RenderDeadLettersRedriven(c.queue, r);
-                   });
+    case Verb::kDeadLettersRedrive: return ExecuteOps(c, connections, out, err);
     case Verb::kPaymentGet:
       return Print(c, GetPayment(*connections.Payments(c.payment_addr), c.arg, c.timeout),
                    "payment_service", c.payment_addr, out, err, RenderPayment);
@@ -118,18 +148,7 @@ int Execute(const Command& c, Connections& connections, std::ostream& out, std::
     case Verb::kVoucherGet:
       return Print(c, GetVoucher(*connections.Accounting(c.accounting_addr), c.arg, c.timeout),
                    "accounting_service", c.accounting_addr, out, err, RenderVoucher);
-    case Verb::kHealth: {
-      auto health = CheckHealth(*connections.Health(c.arg), c.timeout);
-      const int printed = Print(
-          c, health, "health check", c.arg, out, err,
-          [&](const ::grpc::health::v1::HealthCheckResponse& r) {
-            return c.arg + "  " +
-                   ::grpc::health::v1::HealthCheckResponse::ServingStatus_Name(r.status()) + "\n";
-          });
-      if (printed != kExitOk) return printed;
-      return health->status() == ::grpc::health::v1::HealthCheckResponse::SERVING ? kExitOk
-                                                                                  : kExitFailure;
-    }
+    case Verb::kHealth: return ExecuteHealth(c, connections, out, err);
   }
   return kExitUsage;
 }
