@@ -99,65 +99,72 @@ absl::StatusOr<SqliteBaseline> MeasureSqlite(const std::string& dir, absl::Durat
   return out;
 }
 
+namespace {
+
+constexpr int kBrokerWindow = 256;
+
+// The consuming side of the broker baseline: takes and acks (`multiple`)
+// until `published` (-1 while publishing) messages are consumed, giving up
+// 30 s after the publisher is done.
+struct RawConsumer {
+  AmqpConnection& sub;
+  const std::atomic<int64_t>& published;
+  int64_t consumed = 0;
+  absl::Time last_consumed;
+
+  absl::Status Run() {
+    absl::Time drain_deadline = absl::InfiniteFuture();
+    while (true) {
+      const int64_t target = published.load();
+      if (target >= 0) {
+        if (consumed >= target) return absl::OkStatus();
+        if (drain_deadline == absl::InfiniteFuture()) {
+          drain_deadline = absl::Now() + absl::Seconds(30);
+        }
+        if (absl::Now() > drain_deadline) {
+          return absl::DeadlineExceededError("raw consume did not drain");
+        }
+      }
+      ASSIGN_OR_RETURN(auto got, sub.NextDeliveries(kBrokerWindow, absl::Milliseconds(100)));
+      if (got.empty()) continue;
+      consumed += static_cast<int64_t>(got.size());
+      last_consumed = absl::Now();
+      RETURN_IF_ERROR(sub.Ack(got.back().delivery_tag, /*multiple=*/true));
+    }
+  }
+};
+
+}  // namespace
+
 absl::StatusOr<BrokerBaseline> MeasureBroker(const AmqpUrl& url, absl::Duration time,
                                              int broker_pid) {
-  constexpr int kWindow = 256;
   const std::string queue = absl::StrCat("bench.raw.", getpid());
   ASSIGN_OR_RETURN(auto pub, AmqpConnection::Connect(url, "outbox-bench-raw-publish"));
   RETURN_IF_ERROR(pub->DeclareQueue(queue, ""));
   RETURN_IF_ERROR(pub->EnableConfirms());
   ASSIGN_OR_RETURN(auto sub, AmqpConnection::Connect(url, "outbox-bench-raw-consume"));
-  RETURN_IF_ERROR(sub->Consume(queue, kWindow));
+  RETURN_IF_ERROR(sub->Consume(queue, kBrokerWindow));
 
   std::atomic<int64_t> published{-1};  // final count once the publisher is done
-  int64_t consumed = 0;
-  absl::Time last_consumed;
+  RawConsumer raw{*sub, published};
   absl::Status consumer_status;
   const double broker_cpu_before = broker_pid > 0 ? CpuSeconds(broker_pid) : NAN;
   const absl::Time start = absl::Now();
-  std::thread consumer([&] {
-    const absl::Time give_up_after_publish = absl::InfiniteFuture();
-    absl::Time drain_deadline = give_up_after_publish;
-    while (true) {
-      const int64_t target = published.load();
-      if (target >= 0) {
-        if (consumed >= target) return;
-        if (drain_deadline == give_up_after_publish)
-          drain_deadline = absl::Now() + absl::Seconds(30);
-        if (absl::Now() > drain_deadline) {
-          consumer_status = absl::DeadlineExceededError("raw consume did not drain");
-          return;
-        }
-      }
-      auto got = sub->NextDeliveries(kWindow, absl::Milliseconds(100));
-      if (!got.ok()) {
-        consumer_status = got.status();
-        return;
-      }
-      if (got->empty()) continue;
-      consumed += static_cast<int64_t>(got->size());
-      last_consumed = absl::Now();
-      absl::Status s = sub->Ack(got->back().delivery_tag, /*multiple=*/true);
-      if (!s.ok()) {
-        consumer_status = s;
-        return;
-      }
-    }
-  });
+  std::thread consumer([&] { consumer_status = raw.Run(); });
   int64_t confirmed = 0;
   int64_t sent = 0;
   absl::Status publish_status;
-  absl::Time publish_end;
   while (absl::Now() - start < time) {
-    auto ok = pub->PublishConfirmed(MakeBatch(queue, "raw-", sent, kWindow), absl::Seconds(30));
+    auto ok =
+        pub->PublishConfirmed(MakeBatch(queue, "raw-", sent, kBrokerWindow), absl::Seconds(30));
     if (!ok.ok()) {
       publish_status = ok.status();
       break;
     }
-    sent += kWindow;
+    sent += kBrokerWindow;
     confirmed += std::count(ok->begin(), ok->end(), true);
   }
-  publish_end = absl::Now();
+  const absl::Time publish_end = absl::Now();
   published.store(publish_status.ok() ? confirmed : 0);
   consumer.join();
   const double broker_cpu = broker_pid > 0 ? CpuSeconds(broker_pid) - broker_cpu_before : NAN;
@@ -167,8 +174,9 @@ absl::StatusOr<BrokerBaseline> MeasureBroker(const AmqpUrl& url, absl::Duration 
   RETURN_IF_ERROR(consumer_status);
   BrokerBaseline out;
   out.publish_per_s = static_cast<double>(confirmed) / absl::ToDoubleSeconds(publish_end - start);
-  out.flow_per_s = static_cast<double>(consumed) / absl::ToDoubleSeconds(last_consumed - start);
-  out.cpu_us_per_message = Div(1e6 * broker_cpu, static_cast<double>(consumed));
+  out.flow_per_s =
+      static_cast<double>(raw.consumed) / absl::ToDoubleSeconds(raw.last_consumed - start);
+  out.cpu_us_per_message = Div(1e6 * broker_cpu, static_cast<double>(raw.consumed));
   return out;
 }
 

@@ -43,6 +43,86 @@ std::string SelectSql(const std::string& where, const char* join = kJoin) {
   return absl::StrCat("SELECT ", kPaymentColumns, ", ", kOutboxColumns, join, where);
 }
 
+// The statements of one group commit, prepared once per transaction.
+struct GroupStatements {
+  explicit GroupStatements(SQLite::Database& database)
+      : db(database),
+        find(db, SelectSql("WHERE p.idempotency_key = ?")),
+        insert(db, R"sql(
+      INSERT INTO payments (payment_id, idempotency_key, payer_account, payee_account,
+                            amount_minor, currency, description, created_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql"),
+        outbox(db),
+        savepoint(db, "SAVEPOINT one_payment"),
+        release(db, "RELEASE one_payment"),
+        rollback_to(db, "ROLLBACK TO one_payment") {}
+
+  SQLite::Database& db;
+  SQLite::Statement find;
+  SQLite::Statement insert;
+  OutboxInserter outbox;
+  SQLite::Statement savepoint;
+  SQLite::Statement release;
+  SQLite::Statement rollback_to;
+};
+
+void Run(SQLite::Statement& s) {
+  s.exec();
+  s.reset();
+}
+
+// An earlier request with the same idempotency key: the same request is
+// replayed, a different one refused. False when the key is new.
+bool FoundEarlier(SQLite::Statement& find, const NewPayment& item, CreateOutcome& out) {
+  find.bind(1, item.input.idempotency_key);
+  const bool exists = find.executeStep();
+  if (exists) {
+    out.record = ReadRecord(find);
+    if (SameRequest(out.record.input, item.input)) {
+      out.replayed = true;
+    } else {
+      out.status = absl::AlreadyExistsError(
+          absl::StrCat("idempotency_key '", item.input.idempotency_key,
+                       "' was already used for a different payment (", out.record.payment_id, ")"));
+      out.record = PaymentRecord{};
+    }
+  }
+  find.reset();
+  return exists;
+}
+
+// The payment and its outbox row, under a savepoint of its own: a failure
+// rolls back only this request's rows.
+void InsertOne(GroupStatements& s, const NewPayment& item, CreateOutcome& out) {
+  Run(s.savepoint);
+  try {
+    s.insert.bind(1, item.payment_id);
+    s.insert.bind(2, item.input.idempotency_key);
+    s.insert.bind(3, item.input.payer_account);
+    s.insert.bind(4, item.input.payee_account);
+    s.insert.bind(5, static_cast<int64_t>(item.input.amount_minor));
+    s.insert.bind(6, item.input.currency);
+    s.insert.bind(7, item.input.description);
+    s.insert.bind(8, static_cast<int64_t>(item.outbox.created_at));
+    s.insert.exec();
+    s.insert.reset();
+    out.record.id = s.db.getLastInsertRowid();
+    const int64_t outbox_id = s.outbox.Insert(item.outbox);
+    Run(s.release);
+    out.record.payment_id = item.payment_id;
+    out.record.input = item.input;
+    out.record.created_at = item.outbox.created_at;
+    out.record.outbox = item.outbox;
+    out.record.outbox.id = outbox_id;
+  } catch (const SQLite::Exception& e) {
+    s.insert.tryReset();
+    Run(s.rollback_to);
+    Run(s.release);
+    out = CreateOutcome{};
+    out.status = SqliteError(e, "insert payment");
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::string& path,
@@ -61,65 +141,10 @@ std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPaymen
   AckTally tally;
   absl::Status tx_status = WriteTransaction(db, [&]() -> absl::Status {
     outcomes.assign(batch.size(), CreateOutcome{});  // a retried body starts over
-    SQLite::Statement find(db, SelectSql("WHERE p.idempotency_key = ?"));
-    SQLite::Statement insert(db, R"sql(
-      INSERT INTO payments (payment_id, idempotency_key, payer_account, payee_account,
-                            amount_minor, currency, description, created_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql");
-    OutboxInserter outbox(db);
-    SQLite::Statement savepoint(db, "SAVEPOINT one_payment");
-    SQLite::Statement release(db, "RELEASE one_payment");
-    SQLite::Statement rollback_to(db, "ROLLBACK TO one_payment");
-    auto run = [](SQLite::Statement& s) {
-      s.exec();
-      s.reset();
-    };
+    GroupStatements statements(db);
     for (size_t i = 0; i < batch.size(); ++i) {
-      const NewPayment& item = batch[i];
-      CreateOutcome& out = outcomes[i];
-      find.bind(1, item.input.idempotency_key);
-      const bool exists = find.executeStep();
-      if (exists) {
-        out.record = ReadRecord(find);
-        if (SameRequest(out.record.input, item.input)) {
-          out.replayed = true;
-        } else {
-          out.status = absl::AlreadyExistsError(absl::StrCat(
-              "idempotency_key '", item.input.idempotency_key,
-              "' was already used for a different payment (", out.record.payment_id, ")"));
-          out.record = PaymentRecord{};
-        }
-      }
-      find.reset();
-      if (exists) continue;
-
-      // One savepoint per request: its failure rolls back only its own rows.
-      run(savepoint);
-      try {
-        insert.bind(1, item.payment_id);
-        insert.bind(2, item.input.idempotency_key);
-        insert.bind(3, item.input.payer_account);
-        insert.bind(4, item.input.payee_account);
-        insert.bind(5, static_cast<int64_t>(item.input.amount_minor));
-        insert.bind(6, item.input.currency);
-        insert.bind(7, item.input.description);
-        insert.bind(8, static_cast<int64_t>(item.outbox.created_at));
-        insert.exec();
-        insert.reset();
-        out.record.id = db.getLastInsertRowid();
-        const int64_t outbox_id = outbox.Insert(item.outbox);
-        run(release);
-        out.record.payment_id = item.payment_id;
-        out.record.input = item.input;
-        out.record.created_at = item.outbox.created_at;
-        out.record.outbox = item.outbox;
-        out.record.outbox.id = outbox_id;
-      } catch (const SQLite::Exception& e) {
-        insert.tryReset();
-        run(rollback_to);
-        run(release);
-        out = CreateOutcome{};
-        out.status = SqliteError(e, "insert payment");
+      if (!FoundEarlier(statements.find, batch[i], outcomes[i])) {
+        InsertOne(statements, batch[i], outcomes[i]);
       }
     }
     tally = acks.empty() ? AckTally{} : outbox::RecordAcks(db, acks, now_ms);
