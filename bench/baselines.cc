@@ -58,7 +58,10 @@ absl::StatusOr<SqliteBaseline> MeasureSqlite(const std::string& dir, absl::Durat
   remove_files();
   DbOptions options;  // the services' default: WAL, synchronous=FULL
   options.durability = Durability::kFull;
+  std::unique_ptr<WalCheckpointer> checkpointer;  // outlives db, whose commits it follows
   ASSIGN_OR_RETURN(auto db, OpenDatabase(path, options));
+  ASSIGN_OR_RETURN(checkpointer, WalCheckpointer::Open(path, options));
+  checkpointer->Attach(*db);  // checkpoints as the services' writers do
   SqliteBaseline out;
   absl::BitGen gen;
   const std::string payload(kPayloadBytes, 'p');
@@ -193,7 +196,10 @@ absl::StatusOr<double> MeasureNaive(const std::string& dir, const AmqpUrl& url,
   RETURN_IF_ERROR(conn->EnableConfirms());
   DbOptions options;
   options.durability = Durability::kFull;
+  std::unique_ptr<WalCheckpointer> checkpointer;  // outlives db, whose commits it follows
   ASSIGN_OR_RETURN(auto db, OpenDatabase(path, options));
+  ASSIGN_OR_RETURN(checkpointer, WalCheckpointer::Open(path, options));
+  checkpointer->Attach(*db);  // checkpoints as the services' writers do
   absl::BitGen gen;
   const std::string payload(kPayloadBytes, 'p');
   int64_t items = 0;

@@ -66,9 +66,9 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
                                             version, ", not ", schema.latest(),
                                             " yet (payment_service creates and upgrades it)"));
   }
-  // Checkpoints run in the background: a claim dirties a page per scattered
-  // row and must not also pay for a checkpoint while it holds the write lock
-  // that payment_service waits on.
+  // A claim dirties a page per scattered row; the checkpoint that copies
+  // them runs after the claim's commit, never inside its transaction
+  // (wal_checkpointer.h).
   DbOptions existing = options;
   existing.create_if_missing = false;
   ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, existing, nullptr));

@@ -33,7 +33,7 @@
 # After each fault heals, the client's ledger (every acknowledged create) is
 # checked against both databases: each payment stored with its amount, SENT,
 # with exactly one voucher of the same amount; no FAILED row; outbox_check
-# exits 0; every quorum queue has 3 of 3 members online; no recovery alert is
+# exits 0 and PRAGMA integrity_check passes on both files; every quorum queue has 3 of 3 members online; no recovery alert is
 # active; and every re-publish a recovery instance logged was claimed while
 # the lease row named that instance (a trigger the lab adds to payment.db
 # records the lease inside each claim's own transaction). Columns: acked
@@ -45,7 +45,7 @@
 # (failed/skipped creates and their gRPC codes), stale (claims by an instance
 # the lease did not name: must be 0), both (messages re-published by both
 # instances), quorum (fewest online members of a quorum queue), alerts (left
-# active), check (outbox_check).
+# active), check (outbox_check, and PRAGMA integrity_check of both files).
 #
 # Settings (environment): RATE (300), FAULT_SECS (30), PRE (10 s of load
 # before the fault), POST (10 s after), LEASE_TTL (10), SKEW_SECS (30),
@@ -441,16 +441,32 @@ run_fault() {
   check_rc=0
   "$BIN/outbox_check" --payment_db="$WORK/payment.db" --accounting_db="$WORK/accounting.db" \
     >"$WORK/$name.check.txt" 2>&1 || check_rc=$?
+  integrity=$(files_integrity "$WORK/$name.integrity.txt")
   verdict=OK
-  if [[ $check_rc != 0 || $lost != 0 || $dups != 0 || $failed_rows != 0 || $stale != 0 ||
+  if [[ $check_rc != 0 || $integrity != ok || $lost != 0 || $dups != 0 || $failed_rows != 0 || $stale != 0 ||
     $heal == timeout || $quorum != 3/3 || $alerts != 0 || ${acked:-0} == 0 ]]; then
     verdict=FAILED
   fi
   table_rows+=("$(table_row "$name" "${length}s" "$acked" "$lost" "$dups" "$heal" \
     "$failed_rows" "$attempts" "$copies" "${failed:-?}/${skipped:-?} $codes" "$stale" "$both" \
-    "$quorum" "$alerts" "$verdict (check $check_rc)")")
-  log "$name: acked=$acked lost=$lost dups=$dups heal=$heal attempts=$attempts copies=$copies FAILED=$failed_rows errors=$failed/$skipped $codes stale_claims=$stale both=$both quorum=$quorum alerts=$alerts check=$check_rc"
+    "$quorum" "$alerts" "$verdict (check $check_rc, files $integrity)")")
+  log "$name: acked=$acked lost=$lost dups=$dups heal=$heal attempts=$attempts copies=$copies FAILED=$failed_rows errors=$failed/$skipped $codes stale_claims=$stale both=$both quorum=$quorum alerts=$alerts check=$check_rc files=$integrity"
   if [[ $verdict != OK ]]; then any_failed=1; fi
+}
+
+# files_integrity OUT: "ok" when PRAGMA integrity_check passes on both
+# database files (their full answers go to OUT), else "BAD". It compares
+# every index with its table, which outbox_check does not.
+files_integrity() {
+  local f verdict=ok answer
+  : >"$1"
+  for f in payment.db accounting.db; do
+    answer=$(sqlite3 -readonly -batch -noheader -cmd '.timeout 10000' "$WORK/$f" \
+      'PRAGMA integrity_check' 2>&1) || true
+    printf '%s: %s\n' "$f" "$answer" >>"$1"
+    [[ $answer == ok ]] || verdict=BAD
+  done
+  echo "$verdict"
 }
 
 # table_row COLUMNS...: one aligned line of the table.

@@ -99,6 +99,9 @@ absl::Status ApplyPragmas(SQLite::Database& db, const std::string& path, const D
       case Durability::kOff: db.exec("PRAGMA synchronous=OFF"); break;
     }
     db.exec("PRAGMA foreign_keys=ON");
+    // No connection checkpoints by itself: SQLite's automatic checkpoint can
+    // meet the WAL-reset race; WalCheckpointer runs each under the write lock.
+    db.exec("PRAGMA wal_autocheckpoint=0");
     // A log that grew (a long reader held it) is cut back to this when it
     // starts over, instead of keeping its largest size for good.
     db.exec("PRAGMA journal_size_limit=67108864");
@@ -128,7 +131,7 @@ absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string
       flags |= SQLite::OPEN_CREATE;
       CreatePrivateFile(path);
     }
-    db = std::make_unique<SQLite::Database>(path, flags);
+    db = std::make_unique<SQLite::Database>(path, flags, 0, options.vfs);
     db->setBusyTimeout(options.busy_timeout_ms);
     return absl::OkStatus();
   });
@@ -168,44 +171,6 @@ absl::Status WriteTransaction(SQLite::Database& db, const std::function<absl::St
   return last;
 }
 
-absl::StatusOr<std::unique_ptr<BackgroundCheckpointer>> BackgroundCheckpointer::Start(
-    const std::string& path, absl::Duration every) {
-  try {
-    auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE);
-    db->setBusyTimeout(1000);
-    return std::unique_ptr<BackgroundCheckpointer>(
-        new BackgroundCheckpointer(std::move(db), every));
-  } catch (const SQLite::Exception& e) {
-    return SqliteError(e, absl::StrCat("open checkpointer on ", path));
-  }
-}
-
-BackgroundCheckpointer::BackgroundCheckpointer(std::unique_ptr<SQLite::Database> db,
-                                               absl::Duration every)
-    : db_(std::move(db)), every_(every) {
-  thread_ = std::thread([this] { Run(); });
-}
-
-BackgroundCheckpointer::~BackgroundCheckpointer() {
-  stop_.Notify();
-  if (thread_.joinable()) thread_.join();
-}
-
-void BackgroundCheckpointer::Run() {
-  while (!stop_.WaitForNotificationWithTimeout(every_)) {
-    try {
-      // PASSIVE: copy what no reader still needs, wait for nobody.
-      db_->exec("PRAGMA wal_checkpoint(PASSIVE)");
-    } catch (const SQLite::Exception&) {
-      // Busy or interrupted: the next round tries again.
-    }
-  }
-}
-
-void SetWriterCheckpoint(SQLite::Database& db, int frames) {
-  db.exec(absl::StrCat("PRAGMA wal_autocheckpoint=", frames));
-}
-
 absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& path,
                                                            const DbOptions& options,
                                                            const DbSchema* schema) {
@@ -222,16 +187,13 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& pa
     s = RetryWhileBusy(OpenRetryBudget(options),
                        [&] { return UpgradeSchema(**writer, path, *schema); });
   }
-  if (s.ok())
-    s = Guard("set the writer's checkpoint", [&] {
-      SetWriterCheckpoint(**writer);
-      return absl::OkStatus();
-    });
   if (!s.ok()) return s;
+  auto checkpointer = WalCheckpointer::Open(path, options);
+  if (!checkpointer.ok()) return checkpointer.status();
+  (*checkpointer)->Attach(**writer);
+  file->checkpointer = std::move(checkpointer).value();
   auto reader = OpenDatabase(path, options);
   if (!reader.ok()) return reader.status();
-  auto checkpointer = BackgroundCheckpointer::Start(path);
-  if (!checkpointer.ok()) return checkpointer.status();
   {
     MutexLock w(&file->write_mu);
     file->writer = std::move(writer).value();
@@ -240,7 +202,6 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& pa
     MutexLock r(&file->read_mu);
     file->reader = std::move(reader).value();
   }
-  file->checkpointer = std::move(checkpointer).value();
   return file;
 }
 
