@@ -58,45 +58,48 @@ absl::StatusOr<SqliteBaseline> MeasureSqlite(const std::string& dir, absl::Durat
   remove_files();
   DbOptions options;  // the services' default: WAL, synchronous=FULL
   options.durability = Durability::kFull;
-  std::unique_ptr<WalCheckpointer> checkpointer;  // outlives db, whose commits it follows
-  ASSIGN_OR_RETURN(auto db, OpenDatabase(path, options));
-  ASSIGN_OR_RETURN(checkpointer, WalCheckpointer::Open(path, options));
-  checkpointer->Attach(*db);  // checkpoints as the services' writers do
+  // The writer as the services open it, its checkpoints following its commits.
+  ASSIGN_OR_RETURN(auto file, OpenSqliteFile(path, options, nullptr));
   SqliteBaseline out;
   absl::BitGen gen;
   const std::string payload(kPayloadBytes, 'p');
-  absl::Status s = Guard("sqlite baseline", [&]() -> absl::Status {
-    db->exec(
-        "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
-    SQLite::Statement insert(*db, "INSERT INTO t (k, payload) VALUES (?, ?)");
-    auto run = [&](int rows_per_tx) {
-      int64_t txs = 0;
-      const absl::Time start = absl::Now();
-      const absl::Time end = start + each;
-      absl::Time now = start;
-      while (now < end) {
-        db->exec("BEGIN IMMEDIATE");
-        for (int i = 0; i < rows_per_tx; ++i) {
-          insert.bind(1, RandomKey(gen));
-          insert.bind(2, payload.data(), static_cast<int>(payload.size()));
-          insert.exec();
-          insert.reset();
+  absl::Status s;
+  {
+    MutexLock lock(&file->write_mu);
+    SQLite::Database* db = file->writer.get();
+    s = Guard("sqlite baseline", [&]() -> absl::Status {
+      db->exec(
+          "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
+      SQLite::Statement insert(*db, "INSERT INTO t (k, payload) VALUES (?, ?)");
+      auto run = [&](int rows_per_tx) {
+        int64_t txs = 0;
+        const absl::Time start = absl::Now();
+        const absl::Time end = start + each;
+        absl::Time now = start;
+        while (now < end) {
+          db->exec("BEGIN IMMEDIATE");
+          for (int i = 0; i < rows_per_tx; ++i) {
+            insert.bind(1, RandomKey(gen));
+            insert.bind(2, payload.data(), static_cast<int>(payload.size()));
+            insert.exec();
+            insert.reset();
+          }
+          db->exec("COMMIT");
+          ++txs;
+          now = absl::Now();
         }
-        db->exec("COMMIT");
-        ++txs;
-        now = absl::Now();
-      }
-      return static_cast<double>(txs) / absl::ToDoubleSeconds(now - start);
-    };
-    out.tx2_per_s = run(2);
-    const double cpu_before = ThreadCpuSeconds();
-    const absl::Time before = absl::Now();
-    out.rows_per_s_tx100 = run(100) * 100;
-    const double rows = out.rows_per_s_tx100 * absl::ToDoubleSeconds(absl::Now() - before);
-    out.cpu_us_per_row = 1e6 * (ThreadCpuSeconds() - cpu_before) / rows;
-    return absl::OkStatus();
-  });
-  db.reset();
+        return static_cast<double>(txs) / absl::ToDoubleSeconds(now - start);
+      };
+      out.tx2_per_s = run(2);
+      const double cpu_before = ThreadCpuSeconds();
+      const absl::Time before = absl::Now();
+      out.rows_per_s_tx100 = run(100) * 100;
+      const double rows = out.rows_per_s_tx100 * absl::ToDoubleSeconds(absl::Now() - before);
+      out.cpu_us_per_row = 1e6 * (ThreadCpuSeconds() - cpu_before) / rows;
+      return absl::OkStatus();
+    });
+  }
+  file.reset();
   remove_files();
   RETURN_IF_ERROR(s);
   return out;
@@ -196,52 +199,55 @@ absl::StatusOr<double> MeasureNaive(const std::string& dir, const AmqpUrl& url,
   RETURN_IF_ERROR(conn->EnableConfirms());
   DbOptions options;
   options.durability = Durability::kFull;
-  std::unique_ptr<WalCheckpointer> checkpointer;  // outlives db, whose commits it follows
-  ASSIGN_OR_RETURN(auto db, OpenDatabase(path, options));
-  ASSIGN_OR_RETURN(checkpointer, WalCheckpointer::Open(path, options));
-  checkpointer->Attach(*db);  // checkpoints as the services' writers do
+  // The writer as the services open it, its checkpoints following its commits.
+  ASSIGN_OR_RETURN(auto file, OpenSqliteFile(path, options, nullptr));
   absl::BitGen gen;
   const std::string payload(kPayloadBytes, 'p');
   int64_t items = 0;
   const absl::Time start = absl::Now();
   absl::Time now = start;
-  absl::Status s = Guard("naive baseline", [&]() -> absl::Status {
-    db->exec(
-        "CREATE TABLE payment (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT "
-        "NULL);"
-        "CREATE TABLE msg (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL,"
-        "                  sent INTEGER NOT NULL DEFAULT 0)");
-    SQLite::Statement pay(*db, "INSERT INTO payment (k, payload) VALUES (?, ?)");
-    SQLite::Statement msg(*db, "INSERT INTO msg (k, payload) VALUES (?, ?)");
-    SQLite::Statement mark(*db, "UPDATE msg SET sent = 1 WHERE k = ?");
-    while (now - start < time) {
-      const std::string key = RandomKey(gen);
-      RETURN_IF_ERROR(WriteTransaction(*db, [&] {
-        pay.bind(1, key);
-        pay.bind(2, payload.data(), static_cast<int>(payload.size()));
-        pay.exec();
-        pay.reset();
-        msg.bind(1, key);
-        msg.bind(2, payload.data(), static_cast<int>(payload.size()));
-        msg.exec();
-        msg.reset();
-        return absl::OkStatus();
-      }));
-      std::vector<OutgoingMessage> one = MakeBatch(queue, "naive-", items, 1);
-      ASSIGN_OR_RETURN(std::vector<bool> ok, conn->PublishConfirmed(one, absl::Seconds(10)));
-      if (!ok[0]) return absl::UnavailableError("naive baseline: publish not confirmed");
-      RETURN_IF_ERROR(WriteTransaction(*db, [&] {
-        mark.bind(1, key);
-        mark.exec();
-        mark.reset();
-        return absl::OkStatus();
-      }));
-      ++items;
-      now = absl::Now();
-    }
-    return absl::OkStatus();
-  });
-  db.reset();
+  absl::Status s;
+  {
+    MutexLock lock(&file->write_mu);
+    SQLite::Database* db = file->writer.get();
+    s = Guard("naive baseline", [&]() -> absl::Status {
+      db->exec(
+          "CREATE TABLE payment (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT "
+          "NULL);"
+          "CREATE TABLE msg (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL,"
+          "                  sent INTEGER NOT NULL DEFAULT 0)");
+      SQLite::Statement pay(*db, "INSERT INTO payment (k, payload) VALUES (?, ?)");
+      SQLite::Statement msg(*db, "INSERT INTO msg (k, payload) VALUES (?, ?)");
+      SQLite::Statement mark(*db, "UPDATE msg SET sent = 1 WHERE k = ?");
+      while (now - start < time) {
+        const std::string key = RandomKey(gen);
+        RETURN_IF_ERROR(WriteTransaction(*db, [&] {
+          pay.bind(1, key);
+          pay.bind(2, payload.data(), static_cast<int>(payload.size()));
+          pay.exec();
+          pay.reset();
+          msg.bind(1, key);
+          msg.bind(2, payload.data(), static_cast<int>(payload.size()));
+          msg.exec();
+          msg.reset();
+          return absl::OkStatus();
+        }));
+        std::vector<OutgoingMessage> one = MakeBatch(queue, "naive-", items, 1);
+        ASSIGN_OR_RETURN(std::vector<bool> ok, conn->PublishConfirmed(one, absl::Seconds(10)));
+        if (!ok[0]) return absl::UnavailableError("naive baseline: publish not confirmed");
+        RETURN_IF_ERROR(WriteTransaction(*db, [&] {
+          mark.bind(1, key);
+          mark.exec();
+          mark.reset();
+          return absl::OkStatus();
+        }));
+        ++items;
+        now = absl::Now();
+      }
+      return absl::OkStatus();
+    });
+  }
+  file.reset();
   remove_files();
   (void)conn->DeleteQueue(queue);
   (void)conn->DeleteQueue(Topology::DeadLetterQueue(queue));

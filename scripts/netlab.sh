@@ -33,8 +33,8 @@
 # After each fault heals, the client's ledger (every acknowledged create) is
 # checked against both databases: each payment stored with its amount, SENT,
 # with exactly one voucher of the same amount; no FAILED row; outbox_check
-# exits 0 and PRAGMA integrity_check passes on both files; every quorum queue has 3 of 3 members online; no recovery alert is
-# active; and every re-publish a recovery instance logged was claimed while
+# exits 0 and PRAGMA integrity_check passes on both files; every quorum
+# queue has 3 of 3 members online; no recovery alert is active; and every re-publish a recovery instance logged was claimed while
 # the lease row named that instance (a trigger the lab adds to payment.db
 # records the lease inside each claim's own transaction). Columns: acked
 # (creates the client was answered OK), lost (acked but missing, with another

@@ -17,22 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
 #include "shared/sqlite/payment_db_schema.h"
+#include "shared/testing/temp_dir.h"
 
 namespace outbox {
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/sqlite_file_test.XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 bool HasColumn(SQLite::Database& db, const std::string& table, const std::string& column) {
   SQLite::Statement stmt(
@@ -69,7 +57,7 @@ TEST(SqliteFileTest, ParsesDurability) {
 TEST(SqliteFileTest, ConcurrentOpenersOfANewFileAllSucceed) {
   constexpr int kRounds = 20;
   constexpr int kOpeners = 4;
-  TempDir dir;
+  TempDir dir("sqlite_file_test");
   for (int round = 0; round < kRounds; ++round) {
     const std::string path = absl::StrCat(dir.path(), "/round", round, ".db");
     std::vector<absl::Status> results = OpenAtOnce(path, kOpeners);
@@ -87,7 +75,7 @@ TEST(SqliteFileTest, ConcurrentOpenersOfANewFileAllSucceed) {
 // traceparent gets them once, however many processes open it at the same
 // moment.
 TEST(SqliteFileTest, ConcurrentOpenersMigrateAnOldFileOnce) {
-  TempDir dir;
+  TempDir dir("sqlite_file_test");
   for (int round = 0; round < 5; ++round) {
     const std::string path = absl::StrCat(dir.path(), "/old", round, ".db");
     {
@@ -117,7 +105,7 @@ TEST(SqliteFileTest, ConcurrentOpenersMigrateAnOldFileOnce) {
 }
 
 TEST(SqliteFileTest, WithoutCreateAMissingFileIsRefusedAndNotCreated) {
-  TempDir dir;
+  TempDir dir("sqlite_file_test");
   const std::string path = dir.path() + "/missing.db";
   DbOptions options;
   options.create_if_missing = false;
@@ -149,7 +137,7 @@ mode_t ModeOf(const std::string& path) {
 }
 
 TEST(SqliteFileTest, CreatesPrivateFiles) {
-  TempDir dir;
+  TempDir dir("sqlite_file_test");
   const std::string path = dir.path() + "/private.db";
   auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
   ASSERT_TRUE(file.ok()) << file.status();
@@ -159,7 +147,7 @@ TEST(SqliteFileTest, CreatesPrivateFiles) {
 }
 
 TEST(SqliteFileTest, RefusesAFileThatIsNotADatabase) {
-  TempDir dir;
+  TempDir dir("sqlite_file_test");
   const std::string path = dir.path() + "/payment.db";
   std::ofstream(path) << "these are not the pages you are looking for\n";
   auto db = OpenDatabase(path, DbOptions{});
@@ -198,7 +186,7 @@ int64_t CountRows(SQLite::Database& db) {
 // pages checkpoint under the write lock (wal_checkpointer.h), so the log
 // starts over instead of keeping everything written (~48 MiB here).
 TEST(SqliteFileTest, TheWritersCheckpointStartsTheLogOverUnderASteadyLoad) {
-  TempDir dir;
+  TempDir dir("sqlite_file_test");
   const std::string path = dir.path() + "/steady.db";
   const DbSchema schema{{{"table t", [](SQLite::Database& db) {
                             db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB NOT NULL)");
@@ -220,7 +208,7 @@ TEST(SqliteFileTest, TheWritersCheckpointStartsTheLogOverUnderASteadyLoad) {
 }
 
 TEST(SqliteFileTest, AFullDiskRollsBackAndRecovers) {
-  TempDir dir;
+  TempDir dir("sqlite_file_test");
   auto db = OpenDatabase(dir.path() + "/full.db", DbOptions{});
   ASSERT_TRUE(db.ok()) << db.status();
   (*db)->exec("CREATE TABLE t (b BLOB NOT NULL)");

@@ -99,9 +99,7 @@ absl::Status WalCheckpointer::ReleaseWriteLock() {
     lock_->exec("ROLLBACK");
     return absl::OkStatus();
   });
-  if (s.ok() && lock_->getHandle() != nullptr && sqlite3_get_autocommit(lock_->getHandle()) != 0) {
-    return s;
-  }
+  if (s.ok() && sqlite3_get_autocommit(lock_->getHandle()) != 0) return s;
   // A connection still inside its transaction would hold the write lock for
   // good; closing it releases every lock it holds.
   LogError("wal_checkpoint_lock_reopened", {KV("db", path_), KV("error", s.ToString())});

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "shared/sqlite/sqlite_file.h"
+#include "shared/testing/temp_dir.h"
 
 namespace outbox {
 namespace {
@@ -140,19 +141,6 @@ void RegisterTrapVfs() {
   ASSERT_EQ(sqlite3_vfs_register(&vfs, 0), SQLITE_OK);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/wal_checkpointer_test.XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 std::string IntegrityCheck(const std::string& path) {
   SQLite::Database db(path, SQLite::OPEN_READONLY);
   SQLite::Statement check(db, "PRAGMA integrity_check");
@@ -209,7 +197,7 @@ class WalResetRaceTest : public ::testing::Test {
     checkpoint();
   }
 
-  TempDir dir_;
+  TempDir dir_{"wal_checkpointer_test"};
   const std::string path_ = dir_.path() + "/race.db";
   std::unique_ptr<SQLite::Database> writer_;
   int trap_rc_ = -1;
@@ -253,7 +241,7 @@ TEST_F(WalResetRaceTest, TheCheckpointerHoldsTheWriteLockSoTheLogCannotStartOver
 }
 
 TEST(WalCheckpointerTest, AWriteLockHeldElsewhereSkipsTheCheckpointAndCountsIt) {
-  TempDir dir;
+  TempDir dir("wal_checkpointer_test");
   const std::string path = dir.path() + "/busy.db";
   auto writer = OpenDatabase(path, DbOptions{});
   ASSERT_TRUE(writer.ok()) << writer.status();
@@ -273,7 +261,7 @@ TEST(WalCheckpointerTest, AWriteLockHeldElsewhereSkipsTheCheckpointAndCountsIt) 
 }
 
 TEST(WalCheckpointerTest, NoConnectionCheckpointsByItself) {
-  TempDir dir;
+  TempDir dir("wal_checkpointer_test");
   auto db = OpenDatabase(dir.path() + "/auto.db", DbOptions{});
   ASSERT_TRUE(db.ok()) << db.status();
   EXPECT_EQ((*db)->execAndGet("PRAGMA wal_autocheckpoint").getInt(), 0);
@@ -282,7 +270,7 @@ TEST(WalCheckpointerTest, NoConnectionCheckpointsByItself) {
 // The attached writer's commits past `frames` checkpoint on their own
 // thread: the log is copied completely and the next commit starts it over.
 TEST(WalCheckpointerTest, TheAttachedWritersCommitsKeepTheLogSmall) {
-  TempDir dir;
+  TempDir dir("wal_checkpointer_test");
   const std::string path = dir.path() + "/steady.db";
   auto writer = OpenDatabase(path, DbOptions{Durability::kOff});
   ASSERT_TRUE(writer.ok()) << writer.status();
