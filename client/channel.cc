@@ -27,7 +27,10 @@ absl::StatusOr<ChannelSecurity> ChannelSecurity::FromFiles(const TlsClientFiles&
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& addr,
                                           const ChannelSecurity& security) {
   grpc::ChannelArguments args;
+  // Its own connection (a local subchannel pool), so client threads do not
+  // all share one HTTP/2 connection.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetServiceConfigJSON(kPaymentServiceConfig);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also takes it as the connect

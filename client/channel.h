@@ -15,9 +15,6 @@
 
 namespace outbox::client {
 
-// A channel with its own connection (a local subchannel pool), so client
-// threads do not all share one HTTP/2 connection. Reconnect backoff is capped
-// at 1 s: a restarted service is used again at once, not after up to 2 minutes.
 // How channels reach the services: plaintext and no token by default; TLS
 // and a bearer token on every call when made from files.
 struct ChannelSecurity {
@@ -31,6 +28,28 @@ struct ChannelSecurity {
                                                    const std::string& token_file);
 };
 
+// The service config docs/api.md asks every client of PaymentService to
+// use, in any language: calls wait for a connection (waitForReady) instead
+// of failing while the channel reconnects, and a call the server refused or
+// dropped while it stopped (UNAVAILABLE, CANCELLED) is sent again. Both are
+// safe because CreatePayment is idempotent by its key; a client's own
+// deadline still bounds the whole call.
+inline constexpr char kPaymentServiceConfig[] = R"({
+  "methodConfig": [{
+    "name": [{"service": "payment.v1.PaymentService"}],
+    "waitForReady": true,
+    "retryPolicy": {
+      "maxAttempts": 5,
+      "initialBackoff": "0.1s",
+      "maxBackoff": "1s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"]
+    }
+  }]
+})";
+
+// A channel with kPaymentServiceConfig, reconnect backoff from 100 ms up to
+// 1 s, and a connection of its own.
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& addr,
                                           const ChannelSecurity& security = {});
 

@@ -154,7 +154,7 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
     return std::make_pair(resp.total(), ids);
   };
   ASSERT_TRUE(
-      PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(10)));
+      PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(30)));
   EXPECT_EQ(dlq_total(services.pay_queue()).second,
             absl::StrCat("poison-pay-1 ", original.message_id(), " stray-reply-1 "));
   {
@@ -195,7 +195,7 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   ASSERT_TRUE(recovery.ops->RedriveDeadLetters(&rc, rr, &rresp).ok());
   EXPECT_EQ(rresp.count(), 3);
   ASSERT_TRUE(
-      PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(10)));
+      PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(30)));
 
   // An operator purges what is left: both alerts resolve at Alertmanager.
   ASSERT_TRUE(conn->Purge(services.pay_queue() + ".DLQ").ok());

@@ -1,9 +1,11 @@
 // A rolling upgrade under load: accounting, then payment (or payment, then
 // accounting), then recovery are stopped gracefully (SIGTERM) and started
 // again on this build's binary, one at a time, while clients keep creating
-// payments. Nothing is lost, nothing
-// is booked twice, and no client sees create errors for longer than payment's
-// own restart takes.
+// payments. Nothing is lost, nothing is booked twice, and a client with the
+// settings docs/api.md gives (client::kPaymentServiceConfig: wait for
+// ready, retry UNAVAILABLE and CANCELLED) sees no failed create at all. How
+// long a client on a default channel sees errors is gRPC's reconnect backoff
+// against the moment the server is back: printed, not asserted.
 //
 // The services start from this build too, unless OUTBOX_UPGRADE_FROM_BIN_DIR
 // names an earlier build's bin/ (e.g. of the previous release): then the
@@ -19,27 +21,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/channel.h"
 #include "tests/support/load.h"
 
 namespace outbox::testing {
 namespace {
 
-// After its connection fails, a default gRPC channel tries again after 1 s
-// (+-20 % jitter), then 1.6 times longer each time: a restart shorter than
-// the first wait costs a client at most 1.2 s of errors, a longer one at
-// most one more step.
-constexpr absl::Duration kClientReconnectSlack = absl::Seconds(2);
-
-// One CreatePayment every few milliseconds on a channel of its own with
-// gRPC's defaults, as a client that is not ours would make it. Records the
-// longest run of errors (from sending the first failed call to the end of
-// the last one) and the longest time without a success.
+// One CreatePayment every few milliseconds on a channel of its own. Records
+// the longest run of errors (from sending the first failed call to the end
+// of the last one) and the longest time without a success.
 class CreateProbe {
  public:
-  explicit CreateProbe(ServiceSet& services)
-      : stub_(::payment::v1::PaymentService::NewStub(
-            grpc::CreateChannel(absl::StrCat("127.0.0.1:", services.payment_port()),
-                                grpc::InsecureChannelCredentials()))),
+  CreateProbe(std::string name, std::shared_ptr<grpc::Channel> channel, absl::Duration deadline)
+      : name_(std::move(name)),
+        deadline_(deadline),
+        stub_(::payment::v1::PaymentService::NewStub(std::move(channel))),
         thread_([this] { Run(); }) {}
   ~CreateProbe() { Stop(); }
 
@@ -58,14 +54,14 @@ class CreateProbe {
     absl::Time last_success = absl::Now();
     for (int i = 0; !stop_; ++i) {
       ::payment::v1::CreatePaymentRequest req;
-      req.set_idempotency_key(absl::StrCat("probe-", i));
+      req.set_idempotency_key(absl::StrCat(name_, "-probe-", i));
       req.set_payer_account("probe-payer");
       req.set_payee_account("probe-payee");
       req.set_amount_minor(100 + i);
       req.set_currency("EUR");
       ::payment::v1::CreatePaymentResponse resp;
       grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
       const absl::Time sent = absl::Now();
       const grpc::Status status = stub_->CreatePayment(&ctx, req, &resp);
       const bool ok = status.ok();
@@ -90,11 +86,14 @@ class CreateProbe {
     }
   }
 
+  const std::string name_;
+  const absl::Duration deadline_;
   std::unique_ptr<::payment::v1::PaymentService::Stub> stub_;
   std::mutex mu_;
   std::map<std::string, int> errors_;  // by code and message
 
  public:
+  const std::string& name() const { return name_; }
   std::map<std::string, int> errors() {
     std::lock_guard<std::mutex> lock(mu_);
     return errors_;
@@ -132,7 +131,12 @@ void RollingUpgradeUnderLoad(Order order) {
 
   // About 20 s of load from 4 clients, plus the probe.
   PaymentLoad load(services, "upgrade-", kPayments, 4, absl::Milliseconds(25));
-  CreateProbe probe(services);
+  // A client that is not ours, on gRPC's defaults, and one with the
+  // documented settings (a channel of client/, as any client can build it).
+  const std::string target = absl::StrCat("127.0.0.1:", services.payment_port());
+  CreateProbe plain("default", grpc::CreateChannel(target, grpc::InsecureChannelCredentials()),
+                    absl::Seconds(2));
+  CreateProbe documented("documented", client::NewChannel(target), absl::Seconds(10));
   ASSERT_TRUE(PollUntil([&] { return load.created() >= kPayments / 10; }, absl::Seconds(60)));
 
   absl::Duration payment_restart;
@@ -158,8 +162,9 @@ void RollingUpgradeUnderLoad(Order order) {
   EXPECT_FALSE(load.done()) << "the load ended before the last restart";
 
   load.Join();
-  probe.Stop();
-  const size_t expected = static_cast<size_t>(kPayments + probe.ok());
+  plain.Stop();
+  documented.Stop();
+  const size_t expected = static_cast<size_t>(kPayments + plain.ok() + documented.ok());
   ASSERT_EQ(static_cast<size_t>(WaitAllSent(services, expected, absl::Seconds(60))), expected);
 
   std::map<std::string, int> vouchers;
@@ -170,16 +175,19 @@ void RollingUpgradeUnderLoad(Order order) {
   EXPECT_EQ(check.exit_code, 0) << check.output;
 
   std::cout << "payment restart (SIGTERM to serving): " << absl::FormatDuration(payment_restart)
-            << "; a client's longest run of create errors: "
-            << absl::FormatDuration(probe.longest_errors()) << " (" << probe.failed()
-            << " failed calls, retried); its longest time without a success (with gRPC's "
-               "reconnect backoff): "
-            << absl::FormatDuration(probe.longest_without_success())
             << "; load retries: " << load.retries() << "\n";
-  for (const auto& [error, n] : probe.errors()) std::cout << "  " << n << " x " << error << "\n";
-  // A client sees errors only while payment itself is down, and until its
-  // channel's next reconnect attempt.
-  EXPECT_LE(probe.longest_errors(), payment_restart + kClientReconnectSlack);
+  for (CreateProbe* probe : {&plain, &documented}) {
+    std::cout << "client on " << probe->name() << " settings: " << probe->ok() << " created, "
+              << probe->failed() << " failed calls (retried by hand); longest run of errors "
+              << absl::FormatDuration(probe->longest_errors())
+              << ", longest time without a success "
+              << absl::FormatDuration(probe->longest_without_success()) << "\n";
+    for (const auto& [error, n] : probe->errors()) std::cout << "  " << n << " x " << error << "\n";
+  }
+  // The guarantee: with the documented settings a planned restart fails no
+  // call. A default channel's errors depend on its reconnect backoff against
+  // the moment the server is back, a timing: printed above, not asserted.
+  EXPECT_EQ(documented.failed(), 0) << "a client with the documented settings saw failed creates";
 }
 
 TEST(UpgradeTest, AccountingFirstUnderLoadLosesNothingAndBooksNothingTwice) {
@@ -188,6 +196,42 @@ TEST(UpgradeTest, AccountingFirstUnderLoadLosesNothingAndBooksNothingTwice) {
 
 TEST(UpgradeTest, PaymentFirstUnderLoadLosesNothingAndBooksNothingTwice) {
   RollingUpgradeUnderLoad(Order::kPaymentFirst);
+}
+
+// A client that is not ours (Python grpcio, no protos of ours, our code
+// nowhere: scripts/restart_stranger.py) with the settings docs/api.md gives
+// creates payments while payment_service restarts twice: no call fails, and
+// every payment it was told about is stored once.
+TEST(UpgradeTest, AStrangerWithTheDocumentedSettingsRidesPaymentRestarts) {
+  ServiceSet services;
+  services.StartAll();
+  Process stranger;
+  const std::string log = services.dir() + "/stranger.out";
+  stranger.Start("/usr/bin/python3",
+                 {absl::StrCat(OUTBOX_SOURCE_DIR, "/scripts/restart_stranger.py"),
+                  absl::StrCat("127.0.0.1:", services.payment_port()), "12", "2", "stranger"},
+                 {}, log);
+  std::vector<absl::Duration> restarts;
+  for (int i = 0; i < 2; ++i) {
+    absl::SleepFor(absl::Seconds(3));  // the client is creating meanwhile
+    const absl::Time stop = absl::Now();
+    ASSERT_EQ(services.payment().Terminate(), 0) << "payment did not stop cleanly";
+    services.StartPayment();
+    restarts.push_back(absl::Now() - stop);
+  }
+  const int exit_code = stranger.WaitExit(absl::Seconds(60));
+  const std::string out = stranger.Log();
+  std::cout << "payment restarts (SIGTERM to serving): " << absl::FormatDuration(restarts[0])
+            << ", " << absl::FormatDuration(restarts[1])
+            << "; the stranger's summary: " << out.substr(0, out.find("\"keys\"")) << "...\n";
+  EXPECT_EQ(exit_code, 0) << out;
+  EXPECT_NE(out.find("\"failed\": 0,"), std::string::npos) << out;
+  const size_t ok_at = out.find("\"ok\": ");
+  ASSERT_NE(ok_at, std::string::npos) << out;
+  const int ok = std::atoi(out.c_str() + ok_at + 6);
+  EXPECT_GT(ok, 0);
+  EXPECT_EQ(services.AllPayments().size(), static_cast<size_t>(ok));
+  EXPECT_EQ(WaitAllSent(services, static_cast<size_t>(ok), absl::Seconds(60)), ok);
 }
 
 }  // namespace

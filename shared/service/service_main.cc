@@ -134,7 +134,12 @@ std::string Serving::WaitForShutdownSignal() {
 }
 
 void Serving::Shutdown() {
-  if (server_ != nullptr) ShutdownGrpcServer(*server_);
+  if (server_ != nullptr) {
+    // Health first, so a balancer or a health-checking client moves away,
+    // then the drain: no new calls, in-flight ones finish.
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    ShutdownGrpcServer(*server_);
+  }
   LogInfo("grpc_server_stopped");
   metrics_.reset();
 }
