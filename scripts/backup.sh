@@ -8,14 +8,18 @@
 #       is copied FIRST, then payment.db, and the payment copy is reconciled
 #       with the accounting copy (below): every voucher in the pair has its
 #       payment, and every SENT row its voucher, so the pair passes
-#       outbox_check. Both copies are checked (PRAGMA quick_check).
+#       outbox_check. Both copies are checked with PRAGMA integrity_check
+#       (quick_check does not compare indexes with their tables).
 #
 #   scripts/backup.sh reconcile PAYMENT_DB ACCOUNTING_DB
 #       Puts every SENT outbox row whose voucher is not in ACCOUNTING_DB back
 #       to SENDING, due now: recovery_service delivers it again and accounting
 #       books it once. Run it after restoring accounting.db to an older point
 #       (payment's SENT rows are the ledger of what was booked), and on a
-#       backup pair (done by `backup`). Safe while the services run.
+#       backup pair (done by `backup`). Safe while the services run: it
+#       reads ACCOUNTING_DB in a read transaction of its own (accounting's
+#       writer is not blocked), then writes PAYMENT_DB in one short write
+#       transaction, without a checkpoint of its own (scripts/lib/sqlite.sh).
 #
 # Prints one line per step with the counts. Exit 0 on success, 1 on any
 # failure (the destination is left incomplete then), 2 on a usage error.
@@ -29,39 +33,45 @@ usage() {
 }
 die() { echo "backup: $*" >&2; exit 1; }
 command -v sqlite3 >/dev/null || die "needs sqlite3 (scripts/install_deps.sh)"
-
-# sql DB STATEMENTS: runs them with a busy timeout, so a writer's short lock
-# is waited out rather than failed on.
-sql() {
-  local db=$1
-  shift
-  sqlite3 -batch -bail "$db" ".timeout 10000" "$@"
-}
+# sqlite_read, sqlite_write: a busy timeout, so a writer's short lock is
+# waited out rather than failed on; a writing shell never checkpoints.
+# shellcheck source=SCRIPTDIR/lib/sqlite.sh
+source "$(dirname "$0")/lib/sqlite.sh"
 
 # SQL literal of a path.
 quoted() { printf "'%s'" "${1//\'/\'\'}"; }
 
-copy() {  # copy SRC DEST: VACUUM INTO, then quick_check of the copy
-  local src=$1 dest=$2 check
+copy() {  # copy SRC DEST: VACUUM INTO, then integrity_check of the copy
+  local src=$1 dest=$2 check started
   [[ -f $src ]] || die "$src does not exist"
   rm -f "$dest"
-  sql "$src" "VACUUM INTO $(quoted "$dest")" || die "VACUUM INTO from $src failed"
-  check=$(sql "$dest" "PRAGMA quick_check") || die "quick_check of $dest failed"
-  [[ $check == ok ]] || die "$dest: quick_check says $check"
+  sqlite_read "$src" "VACUUM INTO $(quoted "$dest")" || die "VACUUM INTO from $src failed"
+  started=$(date +%s%N)
+  check=$(sqlite_read "$dest" "PRAGMA integrity_check") || die "integrity_check of $dest failed"
+  [[ $check == ok ]] || die "$dest: integrity_check says $check"
+  echo "backup: $dest: integrity_check ok ($(( ($(date +%s%N) - started) / 1000000 )) ms)"
 }
 
 reconcile() {  # reconcile PAYMENT_DB ACCOUNTING_DB
   local payment=$1 accounting=$2 now reset
   [[ -f $payment && -f $accounting ]] || die "reconcile needs both files ($payment, $accounting)"
   now=$(($(date +%s%N) / 1000000))
-  # Only the payment file is written; the accounting one is read.
-  reset=$(sql "$payment" \
+  # First the SENT rows without a voucher, in read transactions only (an
+  # attached file in a BEGIN IMMEDIATE would be write-locked too, and
+  # accounting's batches would fail meanwhile); then, with accounting.db
+  # detached, one write transaction on payment.db. A row booked in between
+  # only gets one more delivery, which accounting answers as a duplicate.
+  reset=$(sqlite_write "$payment" \
     "ATTACH DATABASE $(quoted "$accounting") AS acc" \
+    "CREATE TEMP TABLE unbooked AS
+       SELECT message_id FROM outbox
+        WHERE status = 'SENT' AND biz_type = 'payment'
+          AND NOT EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = outbox.biz_key)" \
+    "DETACH DATABASE acc" \
     "BEGIN IMMEDIATE" \
     "UPDATE outbox SET status = 'SENDING', sent_at = 0, next_retry_at = $now, updated_at = $now,
             last_error = 'restored: no voucher in the accounting database'
-      WHERE status = 'SENT' AND biz_type = 'payment'
-        AND NOT EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = outbox.biz_key)" \
+      WHERE status = 'SENT' AND message_id IN (SELECT message_id FROM temp.unbooked)" \
     "SELECT changes()" \
     "COMMIT") || die "reconcile of $payment against $accounting failed"
   echo "backup: reconciled $payment with $accounting: $reset SENT row(s) without a voucher back to SENDING"
@@ -69,11 +79,11 @@ reconcile() {  # reconcile PAYMENT_DB ACCOUNTING_DB
 
 counts() {  # one line of row counts for a pair
   local payment=$1 accounting=$2
-  echo "backup: $payment: $(sql "$payment" "SELECT count(*) || ' payments, ' ||
+  echo "backup: $payment: $(sqlite_read "$payment" "SELECT count(*) || ' payments, ' ||
       (SELECT count(*) FROM outbox WHERE status = 'SENDING') || ' SENDING, ' ||
       (SELECT count(*) FROM outbox WHERE status = 'SENT') || ' SENT, ' ||
       (SELECT count(*) FROM outbox WHERE status = 'FAILED') || ' FAILED' FROM payments")"
-  echo "backup: $accounting: $(sql "$accounting" "SELECT count(*) || ' vouchers, ' ||
+  echo "backup: $accounting: $(sqlite_read "$accounting" "SELECT count(*) || ' vouchers, ' ||
       (SELECT count(*) FROM processed_messages) || ' processed messages' FROM vouchers")"
 }
 

@@ -84,6 +84,8 @@ declare -a table_rows=()
 
 # shellcheck source=scripts/lib/netlab.sh
 source scripts/lib/netlab.sh
+# shellcheck source=scripts/lib/sqlite.sh
+source scripts/lib/sqlite.sh
 
 # cleanup: on any exit: stops the load and the services, removes every
 # namespace of this run; keeps $WORK on failure or with KEEP=1.
@@ -375,10 +377,10 @@ await_no_alerts() {
 judge() {
   local name=$1 ledger=$2 delivered=$3 db=$WORK/$1.judge.db
   claim_log "$4" "$5" >"$WORK/$name.claims.csv"
-  sqlite3 -batch "$db" "CREATE TABLE ledger (payment_id TEXT PRIMARY KEY, amount INTEGER, message_id TEXT);" \
+  sqlite_write "$db" "CREATE TABLE ledger (payment_id TEXT PRIMARY KEY, amount INTEGER, message_id TEXT);" \
     "CREATE TABLE claims (instance TEXT, message_id TEXT, attempt INTEGER);" \
     ".mode csv" ".import $ledger ledger" ".import $WORK/$name.claims.csv claims"
-  sqlite3 -batch -noheader -separator ' ' -cmd '.timeout 5000' "$db" \
+  sqlite_write "$db" -noheader -separator ' ' \
     "ATTACH 'file:$WORK/payment.db?mode=ro' AS p;" "ATTACH 'file:$WORK/accounting.db?mode=ro' AS a;" "
     WITH checked AS (
       SELECT l.payment_id,

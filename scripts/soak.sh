@@ -28,6 +28,8 @@ cd "$ROOT"
 SCRIPT=soak
 # shellcheck source=SCRIPTDIR/lib/services.sh
 source "$ROOT/scripts/lib/services.sh"
+# shellcheck source=SCRIPTDIR/lib/sqlite.sh
+source "$ROOT/scripts/lib/sqlite.sh"
 
 minutes=${1:-30m}
 minutes=${minutes%m}
@@ -184,7 +186,7 @@ ctl() {
 status_of() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null || true; }
 fds_of() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l || true; }
 size_kib() { if [[ -f $1 ]]; then echo $(($(stat -c %s "$1") / 1024)); else echo 0; fi; }
-rows() { sqlite3 -batch "$1" ".timeout 5000" "SELECT count(*) FROM $2" 2>/dev/null || true; }
+rows() { sqlite_read "$1" "SELECT count(*) FROM $2" 2>/dev/null || true; }
 queue_ready() { { ctl list_queues name messages_ready 2>/dev/null || true; } | awk -v q="$1" '$1 == q { print $2 }'; }
 figure() { { grep -o "\"$2\":[-0-9.eE+a-z]*" "$1" || true; } | tail -1 | cut -d: -f2; }
 

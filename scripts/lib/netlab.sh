@@ -520,8 +520,8 @@ lease_holder() {
 # attempts. Joined with the instances' logs, it shows who claimed while not
 # named by the lease.
 add_claim_audit() {
-  # A write to the live file: without SQLite's own checkpoint (operations.md).
-  sqlite3 -batch -cmd '.timeout 10000' -cmd 'PRAGMA wal_autocheckpoint=0' "$WORK/payment.db" "
+  # A write to the live file: sqlite_write, without SQLite's own checkpoint.
+  sqlite_write "$WORK/payment.db" "
     CREATE TABLE IF NOT EXISTS netlab_claims (message_id TEXT, attempts INTEGER, holder TEXT, expires_at INTEGER);
     CREATE INDEX IF NOT EXISTS netlab_claims_message ON netlab_claims (message_id, attempts);
     CREATE TRIGGER IF NOT EXISTS netlab_claim AFTER UPDATE OF attempts ON outbox
