@@ -6,6 +6,7 @@
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
 #include "shared/outbox/dead_letter.h"
+#include "shared/outbox/repository.h"
 #include "shared/runtime/failpoint.h"
 
 namespace outbox::accounting {
@@ -24,7 +25,8 @@ PaymentConsumer::PaymentConsumer(MessageConsumer& payments, MessagePublisher& re
       dead_lettered_(DeadLetteredCounter(metrics, options_.pay_queue)),
       unauthenticated_(UnauthenticatedCounter(metrics, options_.pay_queue)),
       requeued_(metrics.AddCounter("outbox_requeued_total",
-                                   "deliveries returned to the queue after a failure")) {
+                                   "deliveries returned to the queue after a failure")),
+      apply_failures_(StoreWriteFailures(metrics, "apply_batch")) {
   RegisterLinkMetrics(metrics, payments_, "consumer");
   RegisterLinkMetrics(metrics, replies_, "replies");
 }
@@ -104,6 +106,7 @@ absl::Status PaymentConsumer::HandleBatch(const std::vector<Delivery>& deliverie
   if (batch.events.empty()) return absl::OkStatus();
   auto outcomes = ledger_.ApplyBatch(batch.events);
   if (!outcomes.ok()) {
+    apply_failures_.Add();
     thread_.Sleep(absl::Milliseconds(200));
     return RequeueBatch(batch, outcomes.status());
   }

@@ -117,6 +117,7 @@ class PaymentConsumer {
   Counter& dead_lettered_;
   Counter& unauthenticated_;  // of those, missing or bad signatures
   Counter& requeued_;
+  Counter& apply_failures_;  // batch transactions the file refused (full, damaged)
   std::set<std::string> known_reply_queues_;
   // Owned by the consumer thread: by delivery tag, and reply tag -> the
   // delivery tags it answers.

@@ -33,6 +33,7 @@ WriterOptions WriterOptionsOf(const PaymentServiceOptions& options) {
 AckListenerOptions AckListenerOptionsOf(const PaymentServiceOptions& options) {
   AckListenerOptions ack_options{options.service.acc_queue, options.prefetch};
   ack_options.keys = options.service.keys();
+  ack_options.biz_key_label = "payment_id";
   return ack_options;
 }
 
@@ -82,6 +83,7 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
   ShardIds ids(uuids, shard);      // "s<index>-<uuid>" with several shards
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, PaymentStore::Open(options.db, config.db));
+  store->RegisterMetrics(metrics);
   AmqpPublisher amqp(config.amqp, config.payment_events(), "payment-fast-publisher");
   SigningPublisher broker(amqp, config.keys());
   AmqpConsumer replies(config.amqp, Topology{}, "payment-ack-listener", config.acc_queue,

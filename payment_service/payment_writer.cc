@@ -36,6 +36,7 @@ PaymentWriter::PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerato
       created_(metrics.AddCounter("outbox_payments_created_total", "payments committed")),
       holds_(metrics.AddCounter("outbox_writer_holds_total",
                                 "groups of new payments held back while accounting lagged")),
+      commit_failures_(StoreWriteFailures(metrics, "commit_group")),
       create_to_sent_(metrics.AddDurationHistogram(
           "outbox_create_to_sent_seconds",
           "from a payment's commit to its outbox row turning SENT (accounting's reply applied)")) {}
@@ -171,7 +172,8 @@ std::vector<NewPayment> PaymentWriter::Encode(std::vector<Pending>& group, int64
   return batch;
 }
 
-void PaymentWriter::HandToRelay(const std::vector<CreateOutcome>& outcomes, size_t group_size) {
+void PaymentWriter::HandToRelay(const std::vector<CreateOutcome>& outcomes, size_t group_size,
+                                int64_t written_at) {
   std::vector<OutgoingMessage> messages;
   for (size_t i = 0; i < group_size; ++i) {
     const CreateOutcome& out = outcomes[i];
@@ -189,7 +191,7 @@ void PaymentWriter::HandToRelay(const std::vector<CreateOutcome>& outcomes, size
   }
   groups_.Add();
   created_.Add(static_cast<int64_t>(messages.size()));
-  if (!messages.empty()) relay_->Enqueue(std::move(messages));
+  if (!messages.empty()) relay_->Enqueue(std::move(messages), absl::FromUnixMillis(written_at));
 }
 
 void PaymentWriter::AnswerAcks(const absl::StatusOr<AckTally>& tally,
@@ -226,8 +228,9 @@ void PaymentWriter::CommitGroup(std::vector<Pending>& group, std::vector<Pending
   }
   absl::StatusOr<AckTally> tally = AckTally{};
   std::vector<CreateOutcome> outcomes = store_.CommitGroup(batch, ack_ids, now, &tally);
+  if (!tally.ok()) commit_failures_.Add();  // the transaction itself failed
 
-  HandToRelay(outcomes, group.size());
+  HandToRelay(outcomes, group.size(), now);
   if (tally.ok()) {
     for (int64_t ms : tally->create_to_sent_ms) create_to_sent_.Observe(absl::Milliseconds(ms));
   }

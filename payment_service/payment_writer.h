@@ -102,7 +102,10 @@ class PaymentWriter final : public OutboxRepository {
   // After the commit: the new payments' messages to the relay (past the
   // failpoint between commit and publish), their log lines and the counters.
   // The first `group_size` outcomes are the group's.
-  void HandToRelay(const std::vector<CreateOutcome>& outcomes, size_t group_size);
+  // `written_at`: the group's time stamp (Unix ms), from which its rows'
+  // first retry counts.
+  void HandToRelay(const std::vector<CreateOutcome>& outcomes, size_t group_size,
+                   int64_t written_at);
   // Hands each ack batch its part of the commit's tally (or its error), under mu_.
   void AnswerAcks(const absl::StatusOr<AckTally>& tally, const std::vector<PendingAcks*>& acks)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -120,6 +123,7 @@ class PaymentWriter final : public OutboxRepository {
   Counter& groups_;
   Counter& created_;
   Counter& holds_;
+  Counter& commit_failures_;  // group transactions the file refused (full, damaged)
   DurationHistogram& create_to_sent_;
   int64_t last_ack_ms_ = INT64_MIN / 2;  // writer thread only; none yet
   std::thread thread_;

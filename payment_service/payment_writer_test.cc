@@ -23,7 +23,8 @@ class RecordingRelay final : public RelayQueue {
  public:
   explicit RecordingRelay(std::function<void(const std::vector<OutgoingMessage>&)> check = {})
       : check_(std::move(check)) {}
-  void Enqueue(std::vector<OutgoingMessage> messages) override {
+  using RelayQueue::Enqueue;
+  void Enqueue(std::vector<OutgoingMessage> messages, absl::Time /*written_at*/) override {
     if (check_) check_(messages);
     MutexLock lock(&mu_);
     published_.insert(published_.end(), messages.begin(), messages.end());

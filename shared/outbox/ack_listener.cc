@@ -1,5 +1,7 @@
 #include "shared/outbox/ack_listener.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <utility>
 
 #include "shared/observability/log.h"
@@ -59,6 +61,7 @@ bool AckListener::Step() {
 
 absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   replies_.Add(static_cast<int64_t>(deliveries.size()));
+  const size_t max_rows = static_cast<size_t>(std::max(1, options_.max_rows_per_commit));
   std::vector<std::string> message_ids;
   uint64_t last_valid_tag = 0;  // settled (rejected) tags must not be acked again
   for (const Delivery& d : deliveries) {
@@ -73,37 +76,61 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
       if (!s.ok()) return s;
       continue;
     }
+    // Whole replies per chunk: this one would overflow it, so the chunk
+    // so far is recorded and acked first.
+    if (!message_ids.empty() && message_ids.size() + acks->size() > max_rows) {
+      absl::Status s = RecordChunk(message_ids, last_valid_tag);
+      if (!s.ok()) return s;
+      message_ids.clear();
+    }
     last_valid_tag = d.delivery_tag;
     for (const Acknowledgement& ack : *acks) {
       message_ids.push_back(ack.message_id);
       if (LogEnabled(LogLevel::kDebug)) {
         LogDebug(
             "ack_received",
-            {KV("payment_id", ack.biz_key), KV("message_id", ack.message_id),
+            {KV(options_.biz_key_label, ack.biz_key), KV("message_id", ack.message_id),
              KV("trace_id", TraceIdOf(ack.traceparent.empty() ? d.traceparent : ack.traceparent)),
              KV("duplicate", ack.duplicate)});
       }
     }
   }
   if (message_ids.empty()) return absl::OkStatus();
-  Failpoint(kFpPaymentReplyBeforeRecordAcks);
-  auto changed = outbox_.RecordAcks(message_ids);
-  if (!changed.ok()) {
-    // Nothing marked: give the deliveries back and try again later.
-    LogError("mark_sent_failed",
-             {KV("messages", message_ids.size()), KV("error", changed.status().message())});
-    absl::Status s = acks_.Requeue(last_valid_tag, /*multiple=*/true);
-    thread_.Sleep(absl::Milliseconds(200));
-    return s;
+  return RecordChunk(message_ids, last_valid_tag);
+}
+
+absl::Status AckListener::RecordChunk(const std::vector<std::string>& message_ids,
+                                      uint64_t last_tag) {
+  const size_t max_rows = static_cast<size_t>(std::max(1, options_.max_rows_per_commit));
+  AckTally total;
+  for (size_t from = 0; from < message_ids.size(); from += max_rows) {
+    // One reply longer than the bound is split across transactions; it is
+    // acked only after its last part.
+    const size_t to = std::min(message_ids.size(), from + max_rows);
+    const std::vector<std::string> part(message_ids.begin() + static_cast<ptrdiff_t>(from),
+                                        message_ids.begin() + static_cast<ptrdiff_t>(to));
+    Failpoint(kFpPaymentReplyBeforeRecordAcks);
+    auto changed = outbox_.RecordAcks(part);
+    if (!changed.ok()) {
+      // This chunk not (wholly) marked: give its deliveries back and try
+      // again later; what an earlier part marked is harmless to mark again.
+      LogError("mark_sent_failed",
+               {KV("messages", part.size()), KV("error", changed.status().message())});
+      absl::Status s = acks_.Requeue(last_tag, /*multiple=*/true);
+      thread_.Sleep(absl::Milliseconds(200));
+      return s;
+    }
+    total.late += changed->late;
+    total.closed += changed->closed;
   }
-  acknowledged_.Add(changed->changed());
-  late_.Add(changed->late);
-  harmless_.Add(static_cast<int64_t>(message_ids.size()) - changed->changed());
-  if (changed->late > 0) {
-    LogInfo("late_ack", {KV("rows", changed->late), KV("first_message_id", message_ids.front()),
+  acknowledged_.Add(total.changed());
+  late_.Add(total.late);
+  harmless_.Add(static_cast<int64_t>(message_ids.size()) - total.changed());
+  if (total.late > 0) {
+    LogInfo("late_ack", {KV("rows", total.late), KV("first_message_id", message_ids.front()),
                          KV("effect", "FAILED rows turned SENT")});
   }
-  return acks_.Ack(last_valid_tag, /*multiple=*/true);
+  return acks_.Ack(last_tag, /*multiple=*/true);
 }
 
 }  // namespace outbox

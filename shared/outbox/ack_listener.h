@@ -42,6 +42,13 @@ struct AckListenerOptions {
   int prefetch = 1024;              // most deliveries handled in one batch
   // Replies must be signed by one of these keys; null = unsigned accepted.
   const MessageKeys* keys = nullptr;
+  // Most rows closed in one write transaction. A batch of cumulative
+  // replies (up to `prefetch` of them, each closing up to 256 rows) is
+  // recorded in chunks of whole replies, each acked once its rows are
+  // written, so the write lock is never held for a quarter of a million
+  // rows while creates and recovery's claims wait.
+  int max_rows_per_commit = 4096;
+  std::string biz_key_label = "biz_key";  // the log key of a reply's business key
 };
 
 class AckListener {
@@ -67,6 +74,10 @@ class AckListener {
  private:
   // Returns an error only for a broker failure.
   absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
+  // Closes the rows of one chunk of valid replies, in transactions of at
+  // most max_rows_per_commit rows, then acks up to `last_tag`; on a write
+  // failure requeues from there on instead.
+  absl::Status RecordChunk(const std::vector<std::string>& message_ids, uint64_t last_tag);
 
   MessageConsumer& acks_;
   OutboxRepository& outbox_;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "shared/outbox/state_machine.h"
@@ -181,6 +182,93 @@ TEST_F(AckListenerTest, ALostConnectionIsReestablishedAndUnackedRepliesComeBack)
   ASSERT_TRUE(listener_.Step());
   EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSent);
   EXPECT_EQ(queue_.connects, 1);
+}
+
+// Records each RecordAcks call's size, and how many replies were acked when
+// it was made, then passes it on.
+class CountingOutbox : public OutboxRepository {
+ public:
+  CountingOutbox(OutboxRepository& inner, const FakeConsumer& queue)
+      : inner_(inner), queue_(queue) {}
+  absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override {
+    calls.push_back({message_ids.size(), queue_.acked.size()});
+    return inner_.RecordAcks(message_ids);
+  }
+  absl::Status RecordPublishFailure(const std::vector<std::string>& ids,
+                                    const std::string& error) override {
+    return inner_.RecordPublishFailure(ids, error);
+  }
+  absl::StatusOr<std::vector<std::string>> TakenOver(const std::vector<std::string>& ids) override {
+    return inner_.TakenOver(ids);
+  }
+  struct Call {
+    size_t rows;
+    size_t acked_before;
+  };
+  std::vector<Call> calls;
+
+ private:
+  OutboxRepository& inner_;
+  const FakeConsumer& queue_;
+};
+
+// After an ack-path outage the reply queue holds full cumulative replies:
+// 1,024 of 256 rows each are recorded in bounded chunks of whole replies,
+// each chunk's replies acked before the next chunk is written.
+TEST(AckListenerChunksTest, ABacklogOfFullRepliesIsRecordedInBoundedChunks) {
+  constexpr int kReplies = 1024, kPerReply = 256, kMaxRows = 4096;
+  ManualClock clock;
+  FakeConsumer queue;
+  InMemoryOutbox outbox{clock};
+  CountingOutbox counting(outbox, queue);
+  MetricsRegistry metrics;
+  AckListenerOptions options{"ACC_QUEUE", kReplies};
+  options.max_rows_per_commit = kMaxRows;
+  AckListener listener(queue, counting, DecodeReply, metrics, options);
+  for (int r = 0; r < kReplies; ++r) {
+    std::string ids;
+    for (int i = 0; i < kPerReply; ++i) {
+      const std::string id = absl::StrCat("r", r, "-", i);
+      if (r % 64 == 0) {  // some rows exist; the rest are another shard's
+        outbox.Add(NewOutboxMessage({id, "order", id, "Q", "T", "R", ""}, clock.NowMillis(),
+                                    RetryPolicy{}));
+      }
+      absl::StrAppend(&ids, i == 0 ? "" : ",", id);
+    }
+    Delivery d;
+    d.message_id = absl::StrCat("reply-", r);
+    d.body = "ack " + ids;
+    queue.Push(d);
+  }
+  ASSERT_TRUE(listener.Step());
+  ASSERT_EQ(counting.calls.size(), static_cast<size_t>(kReplies * kPerReply / kMaxRows));
+  for (size_t i = 0; i < counting.calls.size(); ++i) {
+    EXPECT_LE(counting.calls[i].rows, static_cast<size_t>(kMaxRows)) << "call " << i;
+    EXPECT_EQ(counting.calls[i].acked_before, i * (kMaxRows / kPerReply)) << "call " << i;
+  }
+  EXPECT_EQ(queue.acked.size(), static_cast<size_t>(kReplies));
+  EXPECT_EQ(listener.acknowledged(), (kReplies / 64) * kPerReply);
+  EXPECT_EQ(outbox.Row("r64-7").status, OutboxStatus::kSent);
+}
+
+// One reply longer than the bound is split across transactions and acked
+// only after its last part.
+TEST(AckListenerChunksTest, OneReplyLongerThanTheBoundIsAckedAfterItsLastPart) {
+  ManualClock clock;
+  FakeConsumer queue;
+  InMemoryOutbox outbox{clock};
+  CountingOutbox counting(outbox, queue);
+  MetricsRegistry metrics;
+  AckListenerOptions options{"ACC_QUEUE", 16};
+  options.max_rows_per_commit = 3;
+  AckListener listener(queue, counting, DecodeReply, metrics, options);
+  const uint64_t tag = queue.Push(Reply("a,b,c,d,e,f,g"));
+  ASSERT_TRUE(listener.Step());
+  ASSERT_EQ(counting.calls.size(), 3u);
+  EXPECT_EQ(counting.calls[0].rows, 3u);
+  EXPECT_EQ(counting.calls[2].rows, 1u);
+  EXPECT_EQ(counting.calls[2].acked_before, 0u);
+  EXPECT_EQ(queue.acked, (std::set<uint64_t>{tag}));
 }
 
 }  // namespace

@@ -44,8 +44,8 @@ void Relay::Stop() {
   thread_.Stop();
 }
 
-void Relay::Enqueue(std::vector<OutgoingMessage> messages) {
-  const absl::Time now = clock_.Now();
+void Relay::Enqueue(std::vector<OutgoingMessage> messages, absl::Time written_at) {
+  const absl::Time now = std::min(clock_.Now(), written_at);
   MutexLock lock(&mu_);
   for (OutgoingMessage& m : messages) {
     if (queue_.size() >= options_.capacity) {

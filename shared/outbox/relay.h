@@ -46,7 +46,8 @@ class Relay final : public RelayQueue {
   void Stop();  // publishes what is queued if the broker is there, then stops
 
   // Never blocks the caller.
-  void Enqueue(std::vector<OutgoingMessage> messages) override;
+  using RelayQueue::Enqueue;
+  void Enqueue(std::vector<OutgoingMessage> messages, absl::Time written_at) override;
 
   // One turn of the loop: connect if needed, fill the window, settle
   // confirms. Returns false once stopped and drained. Tests call it directly.

@@ -137,6 +137,26 @@ TEST_F(RelayTest, WhatRecoveryTookOverWhileQueuedIsNotPublishedLate) {
   EXPECT_EQ(publisher.handed_over(), 1);
 }
 
+// A commit that took long (a big transaction ahead of it) hands its rows
+// over late: their first retry counts from the commit's time stamp, not from
+// the hand-over, so recovery may have them already and the relay asks.
+TEST_F(RelayTest, RowsOfASlowCommitAreJudgedFromTheirOwnTimeStamp) {
+  Relay publisher(broker_, outbox_, clock_, metrics_,
+                  {/*window=*/4, /*capacity=*/10, absl::Seconds(5), absl::Seconds(5)});
+  OutboxMessage row =
+      NewOutboxMessage({"slow", "payment", "slow", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "b"},
+                       clock_.NowMillis(), RetryPolicy{});
+  const absl::Time written_at = clock_.Now();
+  outbox_.Add(row);
+  clock_.Advance(absl::Seconds(6));  // the commit returns only now
+  ASSERT_EQ(outbox_.ClaimDue(clock_.NowMillis(), 1, "", RetryPolicy{})->to_publish.size(), 1u);
+  publisher.Enqueue({ToOutgoing(row)}, written_at);
+  for (int i = 0; i < 3; ++i) publisher.Step();
+  EXPECT_TRUE(broker_.published.empty())
+      << "recovery's copy is out; the relay's would be a duplicate";
+  EXPECT_EQ(publisher.handed_over(), 1);
+}
+
 TEST_F(RelayTest, EachPositiveConfirmIsTimedFromItsPublish) {
   broker_.hold_confirms = true;
   Commit(2);

@@ -7,10 +7,12 @@
 // applies On<Event> (OnAck, OnPublishFailure) to each row it names, durably.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/retry_policy.h"
@@ -50,7 +52,14 @@ class RelayQueue {
  public:
   virtual ~RelayQueue() = default;
   // Never blocks; what cannot be taken stays SENDING for recovery.
-  virtual void Enqueue(std::vector<OutgoingMessage> messages) = 0;
+  // `written_at` is the time the rows' first retry counts from (the `now`
+  // their transaction stamped): a commit that took long has used up part of
+  // the time before recovery may take them over.
+  virtual void Enqueue(std::vector<OutgoingMessage> messages, absl::Time written_at) = 0;
+  // Rows written just now.
+  void Enqueue(std::vector<OutgoingMessage> messages) {
+    Enqueue(std::move(messages), absl::InfiniteFuture());
+  }
 };
 
 struct Claimed {
