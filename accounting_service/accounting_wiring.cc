@@ -34,6 +34,7 @@ absl::Status RunAccountingService(const AccountingServiceOptions& options) {
   TimeOrderedUuidGenerator ids;  // voucher ids: new keys land together in their index
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, VoucherStore::Open(options.db, config.db, ids, clock));
+  store->RegisterMetrics(metrics);
   AmqpConsumer payments(config.amqp, Topology{}, "accounting-consumer", consumer_options.pay_queue,
                         consumer_options.prefetch);
   // The side that writes a queue declares it: payment shards' reply queues too.

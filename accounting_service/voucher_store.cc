@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_db_schema.h"
 #include "shared/base/status_macros.h"
+#include "shared/sqlite/sqlite_metrics.h"
 
 namespace outbox::accounting {
 namespace {
@@ -161,6 +162,10 @@ absl::StatusOr<VoucherPage> VoucherStore::List(int64_t after_id, int limit) {
     return absl::OkStatus();
   }));
   return MakePage(std::move(rows), limit, [](const Voucher& v) { return v.id; });
+}
+
+void VoucherStore::RegisterMetrics(MetricsRegistry& metrics) const {
+  RegisterSqliteFileMetrics(*db_, "accounting", metrics);
 }
 
 }  // namespace outbox::accounting

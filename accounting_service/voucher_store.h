@@ -15,6 +15,7 @@
 #include "shared/base/ids.h"
 #include "shared/base/mutex.h"
 #include "shared/base/page.h"
+#include "shared/observability/metrics.h"
 #include "shared/sqlite/sqlite_file.h"
 
 namespace outbox::accounting {
@@ -63,6 +64,9 @@ class VoucherStore final : public VoucherLedger, public ProcessedLog {
 
   absl::StatusOr<Voucher> GetByPayment(const std::string& payment_id);
   absl::StatusOr<VoucherPage> List(int64_t after_id, int limit);
+
+  // The file's log length and skipped checkpoints (sqlite_metrics.h), db="accounting".
+  void RegisterMetrics(MetricsRegistry& metrics) const;
 
  private:
   VoucherStore(std::unique_ptr<SqliteFile> db, IdGenerator& ids, const Clock& clock)

@@ -5,6 +5,7 @@
 #include "shared/runtime/failpoint.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/payment_db_schema.h"
+#include "shared/sqlite/sqlite_metrics.h"
 
 namespace outbox::payment {
 namespace {
@@ -243,6 +244,10 @@ absl::StatusOr<PaymentPage> PaymentStore::List(std::optional<OutboxStatus> statu
     return absl::OkStatus();
   }));
   return MakePage(std::move(rows), limit, [](const PaymentRecord& r) { return r.id; });
+}
+
+void PaymentStore::RegisterMetrics(MetricsRegistry& metrics) const {
+  RegisterSqliteFileMetrics(*db_, "payment", metrics);
 }
 
 }  // namespace outbox::payment

@@ -13,6 +13,7 @@
 #include "payment_service/payment.h"
 #include "shared/base/mutex.h"
 #include "shared/base/page.h"
+#include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
 #include "shared/sqlite/sqlite_file.h"
 
@@ -69,6 +70,9 @@ class PaymentStore final {
 
   absl::StatusOr<PaymentRecord> Get(const std::string& payment_id);
   absl::StatusOr<PaymentPage> List(std::optional<OutboxStatus> status, int64_t after_id, int limit);
+
+  // The file's log length and skipped checkpoints (sqlite_metrics.h), db="payment".
+  void RegisterMetrics(MetricsRegistry& metrics) const;
 
  private:
   explicit PaymentStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}

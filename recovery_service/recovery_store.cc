@@ -9,6 +9,7 @@
 #include "shared/outbox/state_machine.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/payment_db_schema.h"
+#include "shared/sqlite/sqlite_metrics.h"
 
 namespace outbox::recovery {
 namespace {
@@ -379,6 +380,7 @@ absl::StatusOr<int64_t> RecoveryStore::OldestSendingCreatedAt() {
 }
 
 void RecoveryStore::RegisterMetrics(MetricsRegistry& metrics, const Clock& clock) {
+  RegisterSqliteFileMetrics(*db_, "payment", metrics);
   metrics.AddGaugeFamily("outbox_rows", "outbox rows by status", [this] {
     std::vector<MetricsRegistry::Sample> out;
     if (auto c = Counts(); c.ok()) {

@@ -188,6 +188,11 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& pa
                        [&] { return UpgradeSchema(**writer, path, *schema); });
   }
   if (!s.ok()) return s;
+  s = Guard("read the page size", [&] {
+    file->page_size = (*writer)->execAndGet("PRAGMA page_size").getInt();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
   auto checkpointer = WalCheckpointer::Open(path, options);
   if (!checkpointer.ok()) return checkpointer.status();
   (*checkpointer)->Attach(**writer);

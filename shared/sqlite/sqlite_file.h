@@ -46,6 +46,7 @@ absl::Status Guard(const std::string& context, const std::function<absl::Status(
 // mutex. The checkpointer is declared first so that it outlives the writer.
 struct SqliteFile {
   std::unique_ptr<WalCheckpointer> checkpointer;
+  int page_size = 4096;  // the file's, read when opened
   Mutex write_mu;
   std::unique_ptr<SQLite::Database> writer ABSL_GUARDED_BY(write_mu);
   Mutex read_mu;

@@ -54,6 +54,7 @@ void WalCheckpointer::Attach(SQLite::Database& writer) {
 
 int WalCheckpointer::OnCommit(void* self, sqlite3* /*db*/, const char* /*name*/, int frames) {
   auto* checkpointer = static_cast<WalCheckpointer*>(self);
+  checkpointer->log_frames_.store(frames, std::memory_order_relaxed);
   // The commit has happened whatever this returns; a checkpoint that could
   // not run is counted and logged by CheckpointNow and tried at the next one.
   if (frames >= checkpointer->frames_) checkpointer->CheckpointNow().status().IgnoreError();

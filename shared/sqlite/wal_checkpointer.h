@@ -23,6 +23,7 @@
 // of its transactions: the log is copied completely (nothing is appended
 // meanwhile), and the next commit starts it over, so it stays small under a
 // steady load instead of growing.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +66,13 @@ class WalCheckpointer {
   // Checkpoints that could not run (write lock busy, or an error), counted.
   int64_t skipped() const;
 
+  // Pages in the log after the attached writer's last commit (0 before
+  // one). It stays high while a reader pins an old snapshot (a checkpoint
+  // cannot copy past it, and the log cannot start over) or while the write
+  // lock is held elsewhere; it falls once a checkpoint copies everything
+  // and the next commit starts the log over.
+  int log_frames() const { return log_frames_.load(std::memory_order_relaxed); }
+
  private:
   WalCheckpointer(std::string path, DbOptions options, int frames,
                   std::unique_ptr<SQLite::Database> lock, std::unique_ptr<SQLite::Database> db);
@@ -79,6 +87,7 @@ class WalCheckpointer {
   std::unique_ptr<SQLite::Database> lock_ ABSL_GUARDED_BY(mu_);  // holds the write lock
   std::unique_ptr<SQLite::Database> db_ ABSL_GUARDED_BY(mu_);    // checkpoints
   int64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int> log_frames_{0};
   bool last_failed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
