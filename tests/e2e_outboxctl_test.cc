@@ -89,7 +89,8 @@ TEST(OutboxctlTest, UsageErrorsExit2HelpAndVersionExit0AClosedPortIsUnhealthy) {
   EXPECT_EQ(help.out.rfind("usage: outboxctl [flags] <command> [args]\n", 0), 0u) << help.out;
   const CommandResult version = ctl({"--version"});
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_TRUE(std::regex_match(version.out, std::regex("outboxctl [0-9.]+ \\(\\w+ build\\)\n")))
+  EXPECT_TRUE(std::regex_match(
+      version.out, std::regex("outboxctl [0-9.]+ \\((commit [0-9a-f]{12}, )?\\w+ build\\)\n")))
       << version.out;
 
   const CommandResult closed = ctl({"health", absl::StrCat("127.0.0.1:", ClosedPort())});

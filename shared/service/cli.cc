@@ -13,6 +13,9 @@
 #ifndef OUTBOX_VERSION
 #define OUTBOX_VERSION "unknown"
 #endif
+#ifndef OUTBOX_COMMIT
+#define OUTBOX_COMMIT ""
+#endif
 #ifndef OUTBOX_BUILD_TYPE
 #define OUTBOX_BUILD_TYPE ""
 #endif
@@ -79,7 +82,9 @@ int UsageError(absl::string_view program, absl::string_view message) {
 
 std::string VersionLine(absl::string_view program) {
   const absl::string_view build_type = OUTBOX_BUILD_TYPE;
+  const absl::string_view commit = OUTBOX_COMMIT;
   return absl::StrCat(program, " ", OUTBOX_VERSION, " (",
+                      commit.empty() ? "" : absl::StrCat("commit ", commit, ", "),
                       build_type.empty() ? "unspecified" : build_type, " build)");
 }
 

@@ -18,7 +18,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
-// "payment_service 0.2.0 (RelWithDebInfo build)".
+// "payment_service 0.3.0 (commit 0123456789ab, RelWithDebInfo build)"; without
+// the commit when built outside a git checkout.
 std::string VersionLine(absl::string_view program);
 
 // "usage: <program> <synopsis>".

@@ -22,11 +22,17 @@ std::optional<int> Parse(std::vector<std::string> args) {
   return ParseServiceCommandLine(static_cast<int>(argv.size()), argv.data(), "prog", "About prog.");
 }
 
-TEST(CliTest, VersionLineNamesTheProgramVersionAndBuildType) {
+TEST(CliTest, VersionLineNamesTheProgramVersionCommitAndBuildType) {
   const std::string line = VersionLine("payment_service");
-  EXPECT_TRUE(
-      std::regex_match(line, std::regex(R"(payment_service [0-9]+\.[0-9]+\.[0-9]+ \(\w+ build\))")))
+  EXPECT_TRUE(std::regex_match(
+      line, std::regex(
+                R"(payment_service [0-9]+\.[0-9]+\.[0-9]+ \((commit [0-9a-f]{12}, )?\w+ build\))")))
       << line;
+  // The project's version, and the commit these sources were configured at.
+  EXPECT_EQ(line.rfind(std::string("payment_service ") + OUTBOX_EXPECTED_VERSION + " (", 0), 0u)
+      << line;
+  const std::string commit = OUTBOX_EXPECTED_COMMIT;
+  if (!commit.empty()) EXPECT_NE(line.find("(commit " + commit + ", "), std::string::npos) << line;
 }
 
 TEST(CliTest, HelpAndVersionExitZeroUsageErrorsExitTwo) {
