@@ -126,7 +126,7 @@ chrome() {
   rm -rf "$profile"
 }
 # screenshot FILE URL: a PNG of the page after its scripts ran.
-# Chromium can exit non-zero after writing the picture (seen here): the file decides.
+# Chromium can exit non-zero after writing the picture: the file decides.
 screenshot() { rm -f "$OUT/$1"; chrome --screenshot="$OUT/$1" "$2" >/dev/null || true; [[ -s $OUT/$1 ]]; }
 dom() { chrome --dump-dom "$1"; }
 field() { awk -v l="$2" 'index($0, l " ") == 1 { sub("^" l " +", ""); print $1 + 0; exit }' "$1"; }

@@ -216,11 +216,12 @@ TEST(SecurityTest, WithAClientCaOnlyClientsWithACertificateGetIn) {
   EXPECT_EQ(probe.exit_code, 0) << probe.out << probe.err;
 }
 
-// The attack from the issue, with a client that is not ours (Debian's
-// amqp-publish): well-formed events and acknowledgements published by hand,
-// unsigned or signed with a key the services do not hold. Each is
-// dead-lettered before anything is booked or marked, counted, and alerted
-// (OutboxDeadLetters); the signed traffic around them flows as usual.
+// Forged messages from someone who can publish to the broker, with a
+// client that is not ours (Debian's amqp-publish): well-formed events and
+// acknowledgements published by hand, unsigned or signed with a key the
+// services do not hold. Each is dead-lettered before anything is booked or
+// marked, counted, and alerted (OutboxDeadLetters); the signed traffic
+// around them flows as usual.
 TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreDeadLettered) {
   ServiceSet services(Env{{"RECOVERY_HOUSEKEEPING_EVERY", "500ms"}});
   Alertmanager alertmanager(services.dir());
