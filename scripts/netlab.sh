@@ -39,7 +39,8 @@
 # records the lease inside each claim's own transaction). Columns: acked
 # (creates the client was answered OK), lost (acked but missing, with another
 # amount, not SENT or without voucher), dups (payments with more than one
-# voucher), heal (fault end -> every row created before it SENT), FAILED,
+# voucher), heal (fault end -> the latest sent_at of the rows created before
+# it, i.e. when the last payment made so far was delivered), FAILED,
 # attempts (the rows' publishes, avg/max, lost ones included), copies
 # (messages accounting took from PAY_QUEUE per acked payment), errors
 # (failed/skipped creates and their gRPC codes), stale (claims by an instance
@@ -285,14 +286,19 @@ stop_flapping() {
 
 # ---------------------------------------------------------------- measuring
 
-# await_healed SINCE_MS: seconds (one decimal) from SINCE_MS until no row created
-# before it is SENDING; "timeout" after HEAL_TIMEOUT.
+# await_healed SINCE_MS: once no row created before SINCE_MS is SENDING, the
+# heal in seconds (one decimal): the latest sent_at of those rows (the
+# payments' own time stamps, written when accounting's reply was applied)
+# minus SINCE_MS, 0.0 if all were SENT before it; "timeout" after HEAL_TIMEOUT.
 await_healed() {
-  local since=$1 n deadline=$((SECONDS + HEAL_TIMEOUT))
+  local since=$1 n last deadline=$((SECONDS + HEAL_TIMEOUT))
   while ((SECONDS < deadline)); do
     n=$(pdb "SELECT count(*) FROM outbox WHERE status = 'SENDING' AND created_at <= $since;") || n=
     if [[ $n == 0 ]]; then
-      awk -v ms=$(($(now_ms) - since)) 'BEGIN { printf "%.1f\n", ms / 1000 }'
+      last=$(pdb "SELECT coalesce(max(sent_at), 0) FROM outbox
+                   WHERE status = 'SENT' AND created_at <= $since;") || last=
+      [[ $last =~ ^[0-9]+$ ]] || { sleep 0.5; continue; }
+      awk -v ms=$((last - since)) 'BEGIN { printf "%.1f\n", (ms > 0 ? ms : 0) / 1000 }'
       return 0
     fi
     sleep 0.5
@@ -428,7 +434,7 @@ run_fault() {
   t_heal=$(now_ms)
   log "$name: healed after $(((t_heal - t_fault) / 1000)) s (lease: $(lease_holder))"
   heal=$(await_healed "$t_heal")
-  log "$name: rows created before the heal all SENT: $heal s"
+  log "$name: rows created before the heal all SENT, the last $heal s after it (sent_at)"
   wait "$bench_pid" || log "$name: outbox_bench exited non-zero (see $bench_out)"
   bench_pid=
   await_all_sent || log "$name: rows still SENDING after $HEAL_TIMEOUT s"

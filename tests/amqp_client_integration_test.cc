@@ -3,12 +3,22 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <set>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "shared/amqp/amqp_dialer.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/testing/manual_clock.h"
@@ -19,6 +29,110 @@ namespace outbox {
 namespace {
 
 using testing::PollUntil;
+
+// A loopback port that black-holes connects, like a host cut off by a
+// firewall that drops: a listener that never accepts, its accept queue
+// filled, so the kernel drops every further SYN.
+class BlackHole {
+ public:
+  BlackHole() {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(listener_, 0);
+    socklen_t len = sizeof(addr);
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    // Connect until one does not complete: the queue is full from there on.
+    for (int i = 0; i < 16; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+      fillers_.push_back(fd);
+      pollfd p{fd, POLLOUT, 0};
+      if (poll(&p, 1, 200) == 0) break;
+    }
+  }
+  ~BlackHole() {
+    for (int fd : fillers_) close(fd);
+    close(listener_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int listener_ = -1;
+  int port_ = 0;
+  std::vector<int> fillers_;
+};
+
+// A TCP relay between one client and the broker that can go silent: it then
+// stops passing bytes either way and keeps both sockets open, as a link
+// whose packets are dropped does.
+class SilentableLink {
+ public:
+  SilentableLink(const std::string& host, int broker_port) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(listener_, 4);
+    socklen_t len = sizeof(addr);
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this, host, broker_port] { Run(host, broker_port); });
+  }
+  ~SilentableLink() {
+    stop_ = true;
+    shutdown(listener_, SHUT_RDWR);
+    close(listener_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  void GoSilent() { silent_ = true; }
+
+ private:
+  void Run(const std::string& host, int broker_port) {
+    const int client = accept(listener_, nullptr, nullptr);
+    if (client < 0) return;
+    const int broker = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(broker_port));
+    inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+    if (connect(broker, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      close(client);
+      return;
+    }
+    char buf[65536];
+    while (!stop_) {
+      if (silent_) {  // nothing read, nothing written, nothing closed
+        absl::SleepFor(absl::Milliseconds(50));
+        continue;
+      }
+      pollfd fds[2] = {{client, POLLIN, 0}, {broker, POLLIN, 0}};
+      if (poll(fds, 2, 50) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        const ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+        if (n <= 0) {
+          stop_ = true;
+          break;
+        }
+        if (write(fds[1 - i].fd, buf, static_cast<size_t>(n)) != n) stop_ = true;
+      }
+    }
+    close(client);
+    close(broker);
+  }
+
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> silent_{false};
+  std::thread thread_;
+};
 
 class AmqpClientTest : public ::testing::Test {
  protected:
@@ -313,6 +427,55 @@ TEST_F(AmqpClientTest, BadCredentialsAndClosedPortAreUnavailable) {
   bad.port = 1;
   c = AmqpConnection::Connect(bad, "closed");
   EXPECT_TRUE(absl::IsUnavailable(c.status())) << c.status();
+}
+
+// A connect to a host that does not answer gives up after its own short
+// timeout (not after SYN retransmissions that double up to 31 s), so the
+// dialer can try again on a fresh socket soon after a cut ends.
+TEST_F(AmqpClientTest, AConnectToABlackHoledPortGivesUpWithinItsTimeout) {
+  BlackHole hole;
+  AmqpUrl unanswered = url_;
+  unanswered.host = "127.0.0.1";
+  unanswered.port = hole.port();
+  const absl::Time start = absl::Now();
+  auto c = AmqpConnection::Connect(unanswered, "black-holed");
+  const absl::Duration took = absl::Now() - start;
+  std::cout << "connect to a black-holed port: " << c.status() << " after "
+            << absl::FormatDuration(took) << "\n";
+  EXPECT_TRUE(absl::IsUnavailable(c.status())) << c.status();
+  // The timeout, not a refusal; bounded by it (the margin is for a busy machine).
+  EXPECT_GE(took, kAmqpConnectTimeout - absl::Milliseconds(100));
+  EXPECT_LT(took, kAmqpConnectTimeout + absl::Seconds(3));
+}
+
+// A link that goes silent both ways (packets dropped, nothing closed) is
+// noticed by a consumer waiting for deliveries: it hears not even the
+// broker's heartbeats, and after two heartbeat intervals the connection is
+// dead, whatever TCP would wait.
+TEST_F(AmqpClientTest, AConsumerNoticesASilentLinkWithinTwoHeartbeats) {
+  SilentableLink link(url_.host == "localhost" ? "127.0.0.1" : url_.host, url_.port);
+  AmqpUrl via = url_;
+  via.host = "127.0.0.1";
+  via.port = link.port();
+  auto sub = AmqpConnection::Connect(via, "silent-link");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  ASSERT_TRUE((*sub)->Consume(queue_, 10).ok());
+  auto first = (*sub)->NextDeliveries(10, absl::Milliseconds(200));
+  ASSERT_TRUE(first.ok()) << first.status();
+  link.GoSilent();
+  const absl::Time silent_since = absl::Now();
+  absl::Status dead;
+  while (dead.ok() && absl::Now() - silent_since < absl::Seconds(60)) {
+    auto next = (*sub)->NextDeliveries(10, absl::Milliseconds(200));
+    if (!next.ok()) dead = next.status();
+  }
+  const absl::Duration noticed = absl::Now() - silent_since;
+  std::cout << "a silent link noticed after " << absl::FormatDuration(noticed) << ": " << dead
+            << "\n";
+  EXPECT_FALSE(dead.ok()) << "a silent link was never noticed";
+  EXPECT_FALSE((*sub)->healthy());
+  // Two heartbeat intervals, with a margin a busy machine cannot use up.
+  EXPECT_LT(noticed, 2 * kAmqpHeartbeat + absl::Seconds(5));
 }
 
 }  // namespace

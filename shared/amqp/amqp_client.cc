@@ -3,7 +3,14 @@
 #include <amqp.h>
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include <iterator>
 #include <map>
@@ -24,7 +31,7 @@ constexpr amqp_channel_t kChannel = 1;
 // channel of one that finds no queue, and that must cost neither the main
 // channel (its confirms, its consumer) nor the connection.
 constexpr amqp_channel_t kInspectChannel = 2;
-constexpr int kHeartbeatSeconds = 10;
+const int kHeartbeatSeconds = static_cast<int>(absl::ToInt64Seconds(kAmqpHeartbeat));
 
 timeval AsTimeval(absl::Duration d) {
   if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
@@ -164,8 +171,10 @@ absl::StatusOr<std::unique_ptr<AmqpConnection>> AmqpConnection::Connect(
     if (!s.ok()) return s;
   }
   timeval tv = AsTimeval(timeout);
+  timeval open_tv =
+      AsTimeval(std::min(timeout, url.tls ? 2 * kAmqpConnectTimeout : kAmqpConnectTimeout));
   amqp_internal::ClearTlsFailure();
-  int rc = amqp_socket_open_noblock(socket, url.host.c_str(), url.port, &tv);
+  int rc = amqp_socket_open_noblock(socket, url.host.c_str(), url.port, &open_tv);
   if (rc != AMQP_STATUS_OK) {
     const std::string tls_failure = url.tls ? amqp_internal::DescribeTlsFailure(rc) : "";
     if (!tls_failure.empty()) {
@@ -174,6 +183,15 @@ absl::StatusOr<std::unique_ptr<AmqpConnection>> AmqpConnection::Connect(
     }
     return absl::UnavailableError(absl::StrCat("amqp: cannot connect to ", url.host, ":", url.port,
                                                ": ", amqp_error_string2(rc)));
+  }
+  // Sent data unacknowledged this long closes the socket (a one-way cut).
+  const int fd = amqp_socket_get_sockfd(socket);
+  const unsigned int user_timeout_ms =
+      static_cast<unsigned int>(absl::ToInt64Milliseconds(kAmqpUserTimeout));
+  if (fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+                            sizeof(user_timeout_ms)) != 0) {
+    return absl::InternalError(
+        absl::StrCat("amqp: setsockopt(TCP_USER_TIMEOUT): ", std::strerror(errno)));
   }
   amqp_set_handshake_timeout(conn, &tv);
   amqp_set_rpc_timeout(conn, &tv);

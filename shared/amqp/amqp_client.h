@@ -60,12 +60,32 @@ struct Topology {
   static std::string DeadLetterQueue(const std::string& queue) { return DeadLetterQueueOf(queue); }
 };
 
+// How soon a connection notices a dead link and a reconnect gives up, so
+// that a network cut heals within seconds of its end whichever way the link
+// failed (docs/design.md, "Noticing a dead link"):
+// - kAmqpHeartbeat, negotiated with the broker: a connection that receives
+//   nothing (not even the broker's heartbeats) for two of them is dead.
+// - kAmqpUserTimeout (TCP_USER_TIMEOUT): data sent and not acknowledged by
+//   the peer's TCP for that long closes the socket, so a link that swallows
+//   what we send (a one-way cut) fails the next send or read at once, rather
+//   than after TCP's own retransmissions (minutes).
+// - kAmqpConnectTimeout: a TCP connect (with the TLS handshake) to a host
+//   that does not answer gives up after it, and the dialer tries again (or
+//   the next node) after its backoff, on a fresh socket, instead of waiting
+//   on SYN retransmissions that double up to 31 s.
+inline constexpr absl::Duration kAmqpHeartbeat = absl::Seconds(3);
+inline constexpr absl::Duration kAmqpUserTimeout = absl::Seconds(5);
+inline constexpr absl::Duration kAmqpConnectTimeout = absl::Seconds(2);
+
 class AmqpConnection {
  public:
   // Dials url.host:url.port only (AmqpDialer does the failover).
   // Over TLS when url.tls, verifying the broker. UNAVAILABLE when the broker
   // cannot be reached, refuses the login or fails the TLS handshake (the
   // message says why, e.g. "certificate verify failed: ...").
+  // `timeout` bounds the AMQP handshake and every later RPC; the TCP connect
+  // (and TLS handshake) gives up after at most kAmqpConnectTimeout (TLS:
+  // twice that, a handshake on a busy host takes longer).
   static absl::StatusOr<std::unique_ptr<AmqpConnection>> Connect(
       const AmqpUrl& url, const std::string& connection_name,
       absl::Duration timeout = absl::Seconds(5));

@@ -11,8 +11,11 @@
 
 namespace outbox {
 namespace {
+// Between rounds of reconnect attempts: from 100 ms, doubling, up to 1 s, so
+// that once a cut ends the next attempt is at most a second away (each
+// attempt itself is bounded by kAmqpConnectTimeout).
 constexpr absl::Duration kMinBackoff = absl::Milliseconds(100);
-constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 constexpr absl::Duration kQueueWait = absl::Milliseconds(250);  // a queue not declared yet
 }  // namespace
 
