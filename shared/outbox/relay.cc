@@ -57,9 +57,18 @@ void Relay::Enqueue(std::vector<OutgoingMessage> messages, absl::Time written_at
 }
 
 void Relay::FailInFlight(const absl::Status& why) {
-  for (std::string& id : in_flight_.TakeAll()) failed_.push_back(std::move(id));
+  std::vector<Queued> back = in_flight_.TakeAll();  // in publishing order
+  for (const Queued& q : back) failed_.push_back(q.message.message_id);
+  Requeue(std::move(back));
   error_ = std::string(why.message());
   broker_.Reset(why);
+}
+
+void Relay::Requeue(std::vector<Queued> items) {
+  MutexLock lock(&mu_);
+  if (stopping_) return;  // the rows stay SENDING: recovery's, as at any stop
+  queue_.insert(queue_.begin(), std::make_move_iterator(items.begin()),
+                std::make_move_iterator(items.end()));
 }
 
 void Relay::ReportFailures() {
@@ -67,8 +76,9 @@ void Relay::ReportFailures() {
   failed_total_.Add(static_cast<int64_t>(failed_.size()));
   LogWarning("fast_publish_failed", {KV("messages", failed_.size()),
                                      KV("first_message_id", failed_.front()), KV("error", error_)});
-  // Not retried: the row stays SENDING either way, and recovery re-publishes
-  // it; only last_error (shown to operators) misses this failure.
+  // The row stays SENDING either way: a lost connection's messages are
+  // published again by the relay (FailInFlight), nacked or returned ones by
+  // recovery. Only last_error (shown to operators) would miss this failure.
   absl::Status s = outbox_.RecordPublishFailure(failed_, error_);
   if (!s.ok()) {
     note_failures_.Add();
@@ -117,34 +127,40 @@ bool Relay::BrokerAway(const absl::Status& why, bool stopping) {
 }
 
 size_t Relay::FillWindow() {
-  std::vector<OutgoingMessage> batch;
+  std::vector<Queued> batch;
   bool late = false;  // some waited past their first retry: recovery may have them
   const absl::Time now = clock_.Now();
   {
     MutexLock lock(&mu_);
     while (!queue_.empty() && in_flight_.size() + batch.size() < options_.window) {
       late = late || now - queue_.front().since >= options_.hand_over_after;
-      batch.push_back(std::move(queue_.front().message));
+      batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
   }
   const size_t taken = batch.size();
   if (late) LeaveTakenOver(batch);
   for (size_t i = 0; i < batch.size(); ++i) {
-    auto tag = broker_.Publish(batch[i]);
+    auto tag = broker_.Publish(batch[i].message);
     if (!tag.ok()) {
-      for (size_t k = i; k < batch.size(); ++k) failed_.push_back(batch[k].message_id);
+      // The unsent rest goes back first, then what was in flight before it.
+      std::vector<Queued> unsent;
+      for (size_t k = i; k < batch.size(); ++k) {
+        failed_.push_back(batch[k].message.message_id);
+        unsent.push_back(std::move(batch[k]));
+      }
+      Requeue(std::move(unsent));
       FailInFlight(tag.status());
       break;
     }
-    in_flight_.Add(*tag, batch[i].message_id, now);
+    in_flight_.Add(*tag, std::move(batch[i]), now);
   }
   return taken;
 }
 
-void Relay::LeaveTakenOver(std::vector<OutgoingMessage>& batch) {
+void Relay::LeaveTakenOver(std::vector<Queued>& batch) {
   std::vector<std::string> ids;
-  for (const OutgoingMessage& m : batch) ids.push_back(m.message_id);
+  for (const Queued& q : batch) ids.push_back(q.message.message_id);
   auto taken = outbox_.TakenOver(ids);
   if (!taken.ok()) {  // publish them all: a copy too many at worst
     LogWarning("taken_over_read_failed", {KV("error", taken.status().message())});
@@ -152,10 +168,9 @@ void Relay::LeaveTakenOver(std::vector<OutgoingMessage>& batch) {
   }
   if (taken->empty()) return;
   const std::set<std::string> skip(taken->begin(), taken->end());
-  batch.erase(
-      std::remove_if(batch.begin(), batch.end(),
-                     [&](const OutgoingMessage& m) { return skip.count(m.message_id) > 0; }),
-      batch.end());
+  batch.erase(std::remove_if(batch.begin(), batch.end(),
+                             [&](const Queued& q) { return skip.count(q.message.message_id) > 0; }),
+              batch.end());
   handed_over_.Add(static_cast<int64_t>(skip.size()));
   LogInfo("fast_publish_left_to_recovery",
           {KV("messages", skip.size()), KV("first_message_id", *skip.begin())});
@@ -173,12 +188,13 @@ void Relay::SettleConfirms() {
       broker_.ReadConfirms(more_waiting ? absl::ZeroDuration() : absl::Milliseconds(20), &settled);
   int64_t confirmed = 0;
   const absl::Time confirmed_at = clock_.Now();
-  for (auto& [message_id, c, sent] : in_flight_.Settle(settled)) {
+  for (auto& [queued, c, sent] : in_flight_.Settle(settled)) {
     if (c.ok) {
       ++confirmed;
       confirm_latency_.Observe(confirmed_at - sent);
     } else {
-      failed_.push_back(std::move(message_id));
+      // The broker has it and said no: recovery's to send again.
+      failed_.push_back(std::move(queued.message.message_id));
       error_ = c.unroutable ? "publish returned by broker: no queue for the routing key"
                             : "publish not confirmed by broker (nack)";
     }

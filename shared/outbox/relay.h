@@ -63,8 +63,8 @@ class Relay final : public RelayQueue {
   // Sleeps until there is work (or a second passes); false once stopping
   // with nothing queued or in flight.
   bool AwaitWork(bool* stopping);
-  // Connect() failed: fails what was in flight and waits a little; false
-  // when stopping.
+  // Connect() failed: gives back what was in flight and waits a little;
+  // false when stopping.
   bool BrokerAway(const absl::Status& why, bool stopping);
   // Publishes queued messages while the window has room; returns how many
   // it took from the queue.
@@ -72,11 +72,22 @@ class Relay final : public RelayQueue {
   // Reads the broker's confirms and fails what was nacked, returned or
   // left unconfirmed too long.
   void SettleConfirms();
+  // The connection failed: what was in flight may or may not have reached
+  // the broker. It goes back to the front of the queue (published again
+  // once the connection is back, unless recovery has taken it over by then)
+  // and its failure is noted on the rows.
   void FailInFlight(const absl::Status& why);
   void ReportFailures();
+  struct Queued {
+    OutgoingMessage message;
+    absl::Time since;  // the time its rows' first retry counts from
+  };
+  // Puts `items` back at the front of the queue, in order; when stopping
+  // they are left to recovery instead.
+  void Requeue(std::vector<Queued> items);
   // Drops from `batch` the messages recovery has re-published meanwhile (or
   // that are closed), counted and logged.
-  void LeaveTakenOver(std::vector<OutgoingMessage>& batch);
+  void LeaveTakenOver(std::vector<Queued>& batch);
 
   MessagePublisher& broker_;
   OutboxRepository& outbox_;
@@ -90,16 +101,12 @@ class Relay final : public RelayQueue {
   DurationHistogram& confirm_latency_;
 
   Mutex mu_;
-  struct Queued {
-    OutgoingMessage message;
-    absl::Time since;
-  };
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // Owned by the publishing thread.
-  ConfirmWindow<std::string> in_flight_;  // delivery tag -> message id
-  std::vector<std::string> failed_;       // not yet noted on their rows
+  ConfirmWindow<Queued> in_flight_;  // delivery tag -> message
+  std::vector<std::string> failed_;  // not yet noted on their rows
   std::string error_;
   WorkerThread thread_;
 };
