@@ -30,21 +30,31 @@ namespace {
 
 using testing::PollUntil;
 
+// A TCP listener on 127.0.0.1, on a port of its own (written to *port).
+int ListenOnLoopback(int backlog, int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  listen(fd, backlog);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
 // A loopback port that black-holes connects, like a host cut off by a
 // firewall that drops: a listener that never accepts, its accept queue
 // filled, so the kernel drops every further SYN.
 class BlackHole {
  public:
   BlackHole() {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    listener_ = ListenOnLoopback(0, &port_);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    listen(listener_, 0);
-    socklen_t len = sizeof(addr);
-    getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
     // Connect until one does not complete: the queue is full from there on.
     for (int i = 0; i < 16; ++i) {
       const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -72,15 +82,7 @@ class BlackHole {
 class SilentableLink {
  public:
   SilentableLink(const std::string& host, int broker_port) {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    listen(listener_, 4);
-    socklen_t len = sizeof(addr);
-    getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    listener_ = ListenOnLoopback(4, &port_);
     thread_ = std::thread([this, host, broker_port] { Run(host, broker_port); });
   }
   ~SilentableLink() {

@@ -53,6 +53,13 @@ CheckResult CheckPair(const ServiceSet& services, const std::string& dir) {
   return r;
 }
 
+// Recovery that retries and hands over quickly, with a budget no test spends.
+const Env kFastRecovery = {{"RECOVERY_BASE_DELAY", "500ms"},
+                           {"RECOVERY_MAX_DELAY", "2s"},
+                           {"RECOVERY_MAX_ATTEMPTS", "100"},
+                           {"RECOVERY_IDLE_SLEEP", "200ms"},
+                           {"RECOVERY_LEASE_TTL", "2s"}};
+
 void ReplaceDb(const std::string& from, const std::string& to) {
   for (const char* suffix : {"-wal", "-shm"}) fs::remove(to + suffix);
   fs::copy_file(from, to, fs::copy_options::overwrite_existing);
@@ -60,11 +67,7 @@ void ReplaceDb(const std::string& from, const std::string& to) {
 
 TEST(BackupTest, AnOnlineBackupPassesTheCheckerAndRestoresWithNothingBookedTwice) {
   constexpr int kPayments = 1500;
-  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"},
-                          {"RECOVERY_MAX_DELAY", "2s"},
-                          {"RECOVERY_MAX_ATTEMPTS", "100"},
-                          {"RECOVERY_IDLE_SLEEP", "200ms"},
-                          {"RECOVERY_LEASE_TTL", "2s"}});
+  ServiceSet services(kFastRecovery);
   services.StartAll();
   services.StartRecovery("r1");
   PaymentLoad load(services, "backup-", kPayments, 4, absl::Milliseconds(4));
@@ -190,11 +193,7 @@ std::string IntegrityCheck(const std::string& path) {
 // it reopened are booked once each.
 TEST(BackupTest, ReconcileUnderLoadLeavesBothFilesWhole) {
   constexpr int kPayments = 2000;
-  ServiceSet services(Env{{"RECOVERY_BASE_DELAY", "500ms"},
-                          {"RECOVERY_MAX_DELAY", "2s"},
-                          {"RECOVERY_MAX_ATTEMPTS", "100"},
-                          {"RECOVERY_IDLE_SLEEP", "200ms"},
-                          {"RECOVERY_LEASE_TTL", "2s"}});
+  ServiceSet services(kFastRecovery);
   services.StartAll();
   services.StartRecovery("r1");
   PaymentLoad load(services, "reconcile-", kPayments, 4, absl::Milliseconds(2));
