@@ -8,6 +8,7 @@
 #include "shared/observability/log.h"
 #include "shared/outbox/ack_listener.h"
 #include "shared/outbox/relay.h"
+#include "shared/runtime/failpoint.h"
 #include "shared/service/service_main.h"
 
 namespace outbox::payment {
@@ -34,6 +35,7 @@ AckListenerOptions AckListenerOptionsOf(const PaymentServiceOptions& options) {
   AckListenerOptions ack_options{options.service.acc_queue, options.prefetch};
   ack_options.keys = options.service.keys();
   ack_options.biz_key_label = "payment_id";
+  ack_options.record_failpoint = kFpPaymentReplyBeforeRecordAcks;
   return ack_options;
 }
 

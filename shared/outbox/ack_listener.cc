@@ -61,7 +61,7 @@ bool AckListener::Step() {
 
 absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   replies_.Add(static_cast<int64_t>(deliveries.size()));
-  const size_t max_rows = static_cast<size_t>(std::max(1, options_.max_rows_per_commit));
+  const size_t max_rows = MaxRowsPerCommit();
   std::vector<std::string> message_ids;
   uint64_t last_valid_tag = 0;  // settled (rejected) tags must not be acked again
   for (const Delivery& d : deliveries) {
@@ -99,9 +99,13 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   return RecordChunk(message_ids, last_valid_tag);
 }
 
+size_t AckListener::MaxRowsPerCommit() const {
+  return static_cast<size_t>(std::max(1, options_.max_rows_per_commit));
+}
+
 absl::Status AckListener::RecordChunk(const std::vector<std::string>& message_ids,
                                       uint64_t last_tag) {
-  const size_t max_rows = static_cast<size_t>(std::max(1, options_.max_rows_per_commit));
+  const size_t max_rows = MaxRowsPerCommit();
   AckTally total;
   for (size_t from = 0; from < message_ids.size(); from += max_rows) {
     // One reply longer than the bound is split across transactions; it is
@@ -109,7 +113,7 @@ absl::Status AckListener::RecordChunk(const std::vector<std::string>& message_id
     const size_t to = std::min(message_ids.size(), from + max_rows);
     const std::vector<std::string> part(message_ids.begin() + static_cast<ptrdiff_t>(from),
                                         message_ids.begin() + static_cast<ptrdiff_t>(to));
-    Failpoint(kFpPaymentReplyBeforeRecordAcks);
+    Failpoint(options_.record_failpoint);
     auto changed = outbox_.RecordAcks(part);
     if (!changed.ok()) {
       // This chunk not (wholly) marked: give its deliveries back and try

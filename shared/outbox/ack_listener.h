@@ -49,6 +49,9 @@ struct AckListenerOptions {
   // rows while creates and recovery's claims wait.
   int max_rows_per_commit = 4096;
   std::string biz_key_label = "biz_key";  // the log key of a reply's business key
+  // The crash point evaluated before each write of acknowledgements
+  // (shared/runtime/failpoint.h); empty: none.
+  std::string record_failpoint;
 };
 
 class AckListener {
@@ -78,6 +81,8 @@ class AckListener {
   // most max_rows_per_commit rows, then acks up to `last_tag`; on a write
   // failure requeues from there on instead.
   absl::Status RecordChunk(const std::vector<std::string>& message_ids, uint64_t last_tag);
+  // max_rows_per_commit, at least 1.
+  size_t MaxRowsPerCommit() const;
 
   MessageConsumer& acks_;
   OutboxRepository& outbox_;
