@@ -28,7 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "recovery_service/recovery_store.h"
+#include "shared/sqlite/recovery_store.h"
 #include "shared/base/status_macros.h"
 #include "shared/sqlite/payment_db_schema.h"
 #include "shared/sqlite/sqlite_file.h"
@@ -263,7 +263,7 @@ absl::StatusOr<Filled> Prepare(const Setup& s) {
 }
 
 // Prints the claim's query plan; true when it uses kIndex.
-bool PrintClaimPlan(recovery::RecoveryStore& store) {
+bool PrintClaimPlan(RecoveryStore& store) {
   const std::string plan = store.ExplainClaim();
   for (absl::string_view line : absl::StrSplit(plan, '\n', absl::SkipEmpty())) {
     std::printf("  %-30s %s\n", "claim query plan", std::string(line).c_str());
@@ -277,7 +277,7 @@ bool PrintClaimPlan(recovery::RecoveryStore& store) {
 
 // Times `s.repeats` claims of the due rows, re-armed before each, then one
 // with nothing due (the last claim pushed every row's next_retry_at).
-absl::Status TimeClaims(recovery::RecoveryStore& store, SQLite::Database& side,
+absl::Status TimeClaims(RecoveryStore& store, SQLite::Database& side,
                         const Filled& filled, const Setup& s) {
   // As the worker claims: under the lease, which the claim re-checks.
   RetryPolicy policy;
@@ -347,7 +347,7 @@ absl::Status Run() {
 
   DbOptions options;  // as recovery_service opens it: WAL, synchronous=FULL
   options.durability = Durability::kFull;
-  ASSIGN_OR_RETURN(auto store, recovery::RecoveryStore::Open(s.path, options));
+  ASSIGN_OR_RETURN(auto store, RecoveryStore::Open(s.path, options, PaymentProducerDb()));
   ASSIGN_OR_RETURN(auto side, OpenDatabase(s.path, options));  // re-arms rows between runs
 
   const bool uses_index = PrintClaimPlan(*store);

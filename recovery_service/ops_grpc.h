@@ -3,7 +3,7 @@
 // The operator API (ops.v1.OutboxOps) served by recovery_service.
 #include "ops/v1/ops.grpc.pb.h"
 #include "recovery_service/dead_letters.h"
-#include "recovery_service/recovery_store.h"
+#include "shared/sqlite/recovery_store.h"
 #include "shared/base/clock.h"
 #include "shared/grpc/server_security.h"
 #include "shared/observability/alerts.h"

@@ -3,7 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "recovery_service/dead_letters.h"
 #include "recovery_service/ops_grpc.h"
-#include "recovery_service/recovery_store.h"
+#include "shared/sqlite/payment_db_schema.h"
+#include "shared/sqlite/recovery_store.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/alerts.h"
@@ -28,7 +29,7 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> OpenStoreWhenCreated(
   const std::string& payment_db = service_options.payment_db;
   const absl::Duration payment_db_wait = service_options.payment_db_wait;
   return RecoveryStore::OpenWhenCreated(
-      payment_db, service_options.service.db, payment_db_wait, [&](const absl::Status& why) {
+      payment_db, service_options.service.db, PaymentProducerDb(), payment_db_wait, [&](const absl::Status& why) {
         LogInfo("waiting_for_payment_db",
                 {KV("path", payment_db), KV("wait", absl::FormatDuration(payment_db_wait)),
                  KV("reason", why.message())});

@@ -33,6 +33,16 @@ void CreateOutboxTable(SQLite::Database& db) {
       UNIQUE (biz_type, biz_key)
     );
     CREATE INDEX IF NOT EXISTS outbox_status_next_retry ON outbox (status, next_retry_at);
+    -- Retention walks SENT rows by age without touching the rest.
+    CREATE INDEX IF NOT EXISTS outbox_sent_at ON outbox (sent_at) WHERE status = 'SENT';
+    -- Archived SENT rows, same columns, moved here in small batches.
+    CREATE TABLE IF NOT EXISTS outbox_archive AS SELECT * FROM outbox WHERE 0;
+    -- Which recovery instance may claim rows, until when.
+    CREATE TABLE IF NOT EXISTS recovery_lease (
+      name       TEXT PRIMARY KEY,
+      holder     TEXT    NOT NULL,
+      expires_at INTEGER NOT NULL
+    );
   )sql");
 }
 

@@ -1,11 +1,11 @@
 #pragma once
 
 // The outbox table in SQLite: rows in and out, and the state machine's
-// transitions (shared/outbox/state_machine.h) applied to stored rows. Used by
-// payment_service (writes rows, closes acknowledged ones) and
-// recovery_service (claims due rows, re-drives), which share payment.db (its
-// schema: payment_db_schema.h). Everything throws SQLite::Exception and runs
-// inside the caller's transaction.
+// transitions (shared/outbox/state_machine.h) applied to stored rows. The
+// producer writes rows and closes acknowledged ones; recovery
+// (recovery_store.h) claims due rows and re-drives, on the same file.
+// Everything throws SQLite::Exception and runs inside the caller's
+// transaction.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,10 +19,11 @@
 
 namespace outbox {
 
-// Creates the outbox table with today's columns, and the index due rows are
-// found by, unless it is there: for the first schema version of another
-// producer's database. (payment.db's outbox grew by PaymentDbSchema's steps
-// to the same columns; schema_test holds the two together.)
+// Creates what the pattern keeps in the producer's database, unless it is
+// there: the outbox table with today's columns and the index due rows are
+// found by, outbox_archive and the index retention walks, and
+// recovery_lease. A producer calls it in a migration of its own schema
+// (schema.h), in the transaction that writes its business tables.
 void CreateOutboxTable(SQLite::Database& db);
 
 // Column list matching ReadOutboxMessage, for SELECTs (table alias "o").

@@ -4,6 +4,7 @@
 // archive, and recovery's lease. payment_service creates and upgrades the
 // file; recovery_service opens it only at the latest version and never
 // changes the schema (see RecoveryStore::Open).
+#include "shared/sqlite/recovery_store.h"
 #include "shared/sqlite/schema.h"
 
 namespace outbox {
@@ -13,5 +14,11 @@ namespace outbox {
 // 3  message_type and reply_to on outbox and outbox_archive
 // 4  traceparent on outbox and outbox_archive
 const DbSchema& PaymentDbSchema();
+
+// payment.db as recovery opens it: made and upgraded by payment_service,
+// named by PAYMENT_DB, its metrics labelled db="payment".
+inline ProducerDb PaymentProducerDb() {
+  return {&PaymentDbSchema(), "payment_service", "PAYMENT_DB", "payment"};
+}
 
 }  // namespace outbox

@@ -1,4 +1,4 @@
-#include "recovery_service/recovery_store.h"
+#include "shared/sqlite/recovery_store.h"
 
 #include <gtest/gtest.h>
 
@@ -6,15 +6,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/sqlite/outbox_table.h"
-#include "shared/sqlite/payment_db_schema.h"
+#include "shared/sqlite/schema.h"
 #include "shared/testing/manual_clock.h"
 
-namespace outbox::recovery {
+namespace outbox {
 namespace {
 
-// What payment_service does on start: create the file at the latest schema version.
-void CreatePaymentDb(const std::string& path) {
-  auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
+// A producer's schema: the outbox tables, then one change of its own.
+const DbSchema& ProducerSchema() {
+  static const DbSchema* const schema = new DbSchema{{
+      {"outbox tables", CreateOutboxTable},
+      {"orders", [](SQLite::Database& db) { db.exec("CREATE TABLE orders (id TEXT)"); }},
+  }};
+  return *schema;
+}
+
+const ProducerDb kProducer{&ProducerSchema(), "order_service", "ORDERS_DB", "orders"};
+
+// What the producer does on start: create the file at the latest schema version.
+void CreateProducerDb(const std::string& path) {
+  auto file = OpenSqliteFile(path, DbOptions{}, &ProducerSchema());
   ASSERT_TRUE(file.ok()) << file.status();
 }
 
@@ -23,11 +34,11 @@ class RecoveryStoreTest : public ::testing::Test {
   void SetUp() override {
     char tmpl[] = "/tmp/recovery_store_test.XXXXXX";
     dir_ = mkdtemp(tmpl);
-    CreatePaymentDb(dir_ + "/payment.db");
-    auto s = RecoveryStore::Open(dir_ + "/payment.db", DbOptions{});
+    CreateProducerDb(dir_ + "/orders.db");
+    auto s = RecoveryStore::Open(dir_ + "/orders.db", DbOptions{}, kProducer);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(s).value();
-    raw_ = std::make_unique<SQLite::Database>(dir_ + "/payment.db", SQLite::OPEN_READWRITE);
+    raw_ = std::make_unique<SQLite::Database>(dir_ + "/orders.db", SQLite::OPEN_READWRITE);
     policy_.base_delay = absl::Seconds(2);
     policy_.max_delay = absl::Seconds(5);
     policy_.max_attempts = 3;
@@ -41,11 +52,11 @@ class RecoveryStoreTest : public ::testing::Test {
               int64_t sent_at = 0, int64_t created_at = 1) {
     OutboxMessage r;
     r.message_id = id;
-    r.biz_type = "payment";
-    r.biz_key = "pay-" + id;
-    r.topic = "PAY_QUEUE";
-    r.message_type = "PaymentCreated";
-    r.reply_to = "ACC_QUEUE";
+    r.biz_type = "order";
+    r.biz_key = "order-" + id;
+    r.topic = "orders";
+    r.message_type = "OrderPlaced";
+    r.reply_to = "order-replies";
     r.payload = "p";
     r.status = status;
     r.attempts = attempts;
@@ -89,8 +100,8 @@ TEST_F(RecoveryStoreTest, ClaimsDueRowsWithLinearBackoffAndFailsExhaustedOnes) {
   EXPECT_TRUE(again->exhausted.empty());
   EXPECT_EQ(store_->Get("due1")->last_attempt_at, 10'000);
   // The stored row carries what a re-publish needs.
-  EXPECT_EQ(c->to_publish[0].message_type, "PaymentCreated");
-  EXPECT_EQ(c->to_publish[0].reply_to, "ACC_QUEUE");
+  EXPECT_EQ(c->to_publish[0].message_type, "OrderPlaced");
+  EXPECT_EQ(c->to_publish[0].reply_to, "order-replies");
 }
 
 TEST_F(RecoveryStoreTest, ABigScatteredClaimSavesEveryRowAndKeepsTheDueOrder) {
@@ -103,9 +114,9 @@ TEST_F(RecoveryStoreTest, ABigScatteredClaimSavesEveryRowAndKeepsTheDueOrder) {
     for (int j = 0; j < 3; ++j) {
       OutboxMessage sent;
       sent.message_id = absl::StrCat("sent-", i, "-", j);
-      sent.biz_type = "payment";
+      sent.biz_type = "order";
       sent.biz_key = sent.message_id;
-      sent.topic = "PAY_QUEUE";
+      sent.topic = "orders";
       sent.payload = std::string(1000, 's');
       sent.status = OutboxStatus::kSent;
       sent.attempts = 1;
@@ -115,9 +126,9 @@ TEST_F(RecoveryStoreTest, ABigScatteredClaimSavesEveryRowAndKeepsTheDueOrder) {
     }
     OutboxMessage due;
     due.message_id = absl::StrCat("due-", i);
-    due.biz_type = "payment";
+    due.biz_type = "order";
     due.biz_key = due.message_id;
-    due.topic = "PAY_QUEUE";
+    due.topic = "orders";
     due.payload = std::string(1000, 'd');
     due.status = OutboxStatus::kSending;
     due.attempts = i % 10 == 0 ? 3 : 1;  // every tenth has spent its budget
@@ -241,15 +252,15 @@ TEST_F(RecoveryStoreTest, ListsByStatusOldestFirstInPages) {
 }
 
 TEST_F(RecoveryStoreTest, NeverCreatesTheFileOrTheSchema) {
-  const std::string missing = dir_ + "/elsewhere/payment.db";
-  auto store = RecoveryStore::Open(missing, DbOptions{});
+  const std::string missing = dir_ + "/elsewhere/orders.db";
+  auto store = RecoveryStore::Open(missing, DbOptions{}, kProducer);
   EXPECT_TRUE(absl::IsNotFound(store.status())) << store.status();
   EXPECT_NE(store.status().message().find(missing), std::string::npos) << store.status();
   EXPECT_FALSE(std::filesystem::exists(missing));
 
   const std::string empty = dir_ + "/empty.db";
   { SQLite::Database db(empty, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE); }
-  store = RecoveryStore::Open(empty, DbOptions{});
+  store = RecoveryStore::Open(empty, DbOptions{}, kProducer);
   EXPECT_TRUE(absl::IsNotFound(store.status())) << store.status();
   EXPECT_NE(store.status().message().find("has schema version 0, not"), std::string::npos)
       << store.status();
@@ -258,16 +269,16 @@ TEST_F(RecoveryStoreTest, NeverCreatesTheFileOrTheSchema) {
   EXPECT_FALSE(db.tableExists("recovery_lease"));
 }
 
-// Recovery changes no schema: an older file waits for payment_service to
+// Recovery changes no schema: an older file waits for its producer to
 // upgrade it, a newer one is refused and left as it is.
 TEST_F(RecoveryStoreTest, WaitsForAnOlderSchemaAndRefusesANewerOne) {
-  const DbSchema& schema = PaymentDbSchema();
+  const DbSchema& schema = ProducerSchema();
   const std::string older = dir_ + "/older.db";
   {
     SQLite::Database db(older, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
     ASSERT_TRUE(UpgradeSchema(db, older, schema, schema.latest() - 1).ok());
   }
-  auto store = RecoveryStore::Open(older, DbOptions{});
+  auto store = RecoveryStore::Open(older, DbOptions{}, kProducer);
   EXPECT_TRUE(absl::IsNotFound(store.status())) << store.status();
   {
     SQLite::Database db(older, SQLite::OPEN_READONLY);
@@ -279,7 +290,7 @@ TEST_F(RecoveryStoreTest, WaitsForAnOlderSchemaAndRefusesANewerOne) {
     SQLite::Database db(newer, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
     db.exec(absl::StrCat("PRAGMA user_version = ", schema.latest() + 1));
   }
-  store = RecoveryStore::OpenWhenCreated(newer, DbOptions{}, absl::Seconds(30), nullptr);
+  store = RecoveryStore::OpenWhenCreated(newer, DbOptions{}, kProducer, absl::Seconds(30), nullptr);
   EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
   EXPECT_NE(store.status().message().find(
                 absl::StrCat(newer, " has schema version ", schema.latest() + 1, "; this ")),
@@ -293,7 +304,7 @@ TEST_F(RecoveryStoreTest, GivesUpWaitingWithTheFailedPreconditionNamingThePath) 
   const std::string missing = dir_ + "/missing.db";
   int waits = 0;
   auto store = RecoveryStore::OpenWhenCreated(
-      missing, DbOptions{}, absl::Milliseconds(300),
+      missing, DbOptions{}, kProducer, absl::Milliseconds(300),
       [&](const absl::Status& why) {
         ++waits;
         EXPECT_TRUE(absl::IsNotFound(why)) << why;
@@ -301,21 +312,21 @@ TEST_F(RecoveryStoreTest, GivesUpWaitingWithTheFailedPreconditionNamingThePath) 
       absl::Milliseconds(20));
   EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
   EXPECT_EQ(store.status().message(),
-            absl::StrCat("payment database ", missing,
-                         " does not exist after 300ms; is PAYMENT_DB right? payment_service "
+            absl::StrCat("database ", missing,
+                         " does not exist after 300ms; is ORDERS_DB right? order_service "
                          "creates it"));
   EXPECT_EQ(waits, 1);
   EXPECT_FALSE(std::filesystem::exists(missing));
 }
 
-TEST_F(RecoveryStoreTest, OpensOncePaymentCreatesTheSchema) {
+TEST_F(RecoveryStoreTest, OpensOnceTheProducerCreatesTheSchema) {
   const std::string path = dir_ + "/later.db";
   int waits = 0;
   auto store = RecoveryStore::OpenWhenCreated(
-      path, DbOptions{}, absl::Seconds(30),
+      path, DbOptions{}, kProducer, absl::Seconds(30),
       [&](const absl::Status&) {
         ++waits;
-        CreatePaymentDb(path);  // payment_service comes up meanwhile
+        CreateProducerDb(path);  // the producer comes up meanwhile
       },
       absl::Milliseconds(20));
   ASSERT_TRUE(store.ok()) << store.status();
@@ -344,4 +355,4 @@ TEST_F(RecoveryStoreTest, MetricsShowRowsByStatusAndTheOldestSendingAge) {
 }
 
 }  // namespace
-}  // namespace outbox::recovery
+}  // namespace outbox

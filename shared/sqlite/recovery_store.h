@@ -1,8 +1,8 @@
 #pragma once
 
-// recovery_service's view of payment.db: claim due SENDING rows under a
-// lease, fail exhausted ones, archive old SENT rows, and the operator's
-// queries and re-drives.
+// Recovery's view of a producer's SQLite database (its outbox table, made by
+// CreateOutboxTable): claim due SENDING rows under a lease, fail exhausted
+// ones, archive old SENT rows, and the operator's queries and re-drives.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -20,9 +20,10 @@
 #include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
 #include "shared/sqlite/outbox_table.h"
+#include "shared/sqlite/schema.h"
 #include "shared/sqlite/sqlite_file.h"
 
-namespace outbox::recovery {
+namespace outbox {
 
 struct OutboxCounts {
   int64_t sending = 0;
@@ -34,23 +35,35 @@ struct OutboxCounts {
 
 using MessagePage = Page<OutboxMessage>;
 
+// The database recovery works on, as its producer makes it. Recovery never
+// creates or upgrades it: it opens only the schema's latest version.
+struct ProducerDb {
+  const DbSchema* schema = nullptr;  // the producer's schema (required)
+  // Who creates and upgrades the file, and the setting that names it: in
+  // the errors of Open and OpenWhenCreated ("" = not mentioned).
+  std::string producer = "its producer";
+  std::string path_setting;
+  std::string metrics_label = "outbox";  // the `db` label of its SQLite metrics
+};
+
 class RecoveryStore final : public RecoveryRepository {
  public:
-  // Opens payment.db as payment_service made it; never creates the file, a
+  // Opens the database as its producer made it; never creates the file, a
   // table or a column (a wrong path must not become an empty database).
   // NOT_FOUND while the file is missing or older than the latest schema
-  // version (payment_service upgrades it), UNAVAILABLE while another process
+  // version (the producer upgrades it), UNAVAILABLE while another process
   // keeps it locked, FAILED_PRECONDITION, untouched, when it is newer.
   static absl::StatusOr<std::unique_ptr<RecoveryStore>> Open(const std::string& path,
-                                                             const DbOptions& options);
+                                                             const DbOptions& options,
+                                                             const ProducerDb& db);
 
-  // Open, tried again every `poll` for up to `wait` while payment_service has
+  // Open, tried again every `poll` for up to `wait` while the producer has
   // not created the file and its schema yet (both may start at once).
   // `on_first_wait` runs once, with the reason, before the first wait. When
   // `wait` runs out: FAILED_PRECONDITION naming the path.
   static absl::StatusOr<std::unique_ptr<RecoveryStore>> OpenWhenCreated(
-      const std::string& path, const DbOptions& options, absl::Duration wait,
-      const std::function<void(const absl::Status&)>& on_first_wait,
+      const std::string& path, const DbOptions& options, const ProducerDb& db,
+      absl::Duration wait, const std::function<void(const absl::Status&)>& on_first_wait,
       absl::Duration poll = absl::Milliseconds(200));
 
   // Claims through the (status, next_retry_at) index, applying OnDue to each
@@ -94,7 +107,8 @@ class RecoveryStore final : public RecoveryRepository {
   absl::StatusOr<AckProgress> ReadAckProgress() override;
 
  private:
-  explicit RecoveryStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}
+  RecoveryStore(std::unique_ptr<SqliteFile> db, std::string metrics_label)
+      : db_(std::move(db)), metrics_label_(std::move(metrics_label)) {}
   // A due row as `transition` left it; `changed` rows were saved.
   struct Transitioned {
     OutboxMessage row;
@@ -112,6 +126,7 @@ class RecoveryStore final : public RecoveryRepository {
   int64_t OldestSendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->read_mu);
 
   std::unique_ptr<SqliteFile> db_;
+  const std::string metrics_label_;
 };
 
-}  // namespace outbox::recovery
+}  // namespace outbox

@@ -1,4 +1,4 @@
-#include "recovery_service/recovery_store.h"
+#include "shared/sqlite/recovery_store.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,10 +8,9 @@
 #include "shared/base/status_macros.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/sqlite/outbox_table.h"
-#include "shared/sqlite/payment_db_schema.h"
 #include "shared/sqlite/sqlite_metrics.h"
 
-namespace outbox::recovery {
+namespace outbox {
 namespace {
 
 constexpr char kLeaseName[] = "recovery";
@@ -41,12 +40,14 @@ std::string SelectWhere(const std::string& where) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::string& path,
-                                                                   const DbOptions& options) {
+                                                                   const DbOptions& options,
+                                                                   const ProducerDb& producer) {
+  if (producer.schema == nullptr) return absl::InvalidArgumentError("ProducerDb.schema is null");
   std::error_code ignored;
   if (!std::filesystem::exists(path, ignored)) {
-    return absl::NotFoundError(absl::StrCat("payment database ", path, " does not exist"));
+    return absl::NotFoundError(absl::StrCat("database ", path, " does not exist"));
   }
-  const DbSchema& schema = PaymentDbSchema();
+  const DbSchema& schema = *producer.schema;
   // A newer file is refused before SQLite opens it, so nothing is created
   // beside it.
   if (const int peeked = PeekSchemaVersion(path); peeked > schema.latest()) {
@@ -55,7 +56,7 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
   int version = 0;
   RETURN_IF_ERROR(Guard(absl::StrCat("open ", path), [&] {
     // A plain connection: it only reads the version, and changes nothing in a
-    // file payment_service may be creating or upgrading right now.
+    // file its producer may be creating or upgrading right now.
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
     db.setBusyTimeout(options.busy_timeout_ms);
     version = SchemaVersion(db);
@@ -63,9 +64,9 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
   }));
   if (version > schema.latest()) return NewerSchemaError(path, version, schema);
   if (version < schema.latest()) {
-    return absl::NotFoundError(absl::StrCat("payment database ", path, " has schema version ",
-                                            version, ", not ", schema.latest(),
-                                            " yet (payment_service creates and upgrades it)"));
+    return absl::NotFoundError(absl::StrCat("database ", path, " has schema version ", version,
+                                            ", not ", schema.latest(), " yet (",
+                                            producer.producer, " creates and upgrades it)"));
   }
   // A claim dirties a page per scattered row; the checkpoint that copies
   // them runs after the claim's commit, never inside its transaction
@@ -80,23 +81,26 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
       return absl::OkStatus();
     }));
   }
-  return std::unique_ptr<RecoveryStore>(new RecoveryStore(std::move(db)));
+  return std::unique_ptr<RecoveryStore>(new RecoveryStore(std::move(db), producer.metrics_label));
 }
 
 absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::OpenWhenCreated(
-    const std::string& path, const DbOptions& options, absl::Duration wait,
-    const std::function<void(const absl::Status&)>& on_first_wait, absl::Duration poll) {
+    const std::string& path, const DbOptions& options, const ProducerDb& producer,
+    absl::Duration wait, const std::function<void(const absl::Status&)>& on_first_wait,
+    absl::Duration poll) {
   const absl::Time deadline = absl::Now() + wait;
   bool waited = false;
   while (true) {
-    auto store = Open(path, options);
+    auto store = Open(path, options, producer);
     const absl::Status& s = store.status();
     if (!absl::IsNotFound(s) && !absl::IsUnavailable(s)) return store;
     if (absl::Now() >= deadline) {
       if (!absl::IsNotFound(s)) return store;
-      return absl::FailedPreconditionError(
-          absl::StrCat(s.message(), " after ", absl::FormatDuration(wait),
-                       "; is PAYMENT_DB right? payment_service creates it"));
+      const std::string setting =
+          producer.path_setting.empty() ? "" : absl::StrCat("is ", producer.path_setting, " right? ");
+      return absl::FailedPreconditionError(absl::StrCat(s.message(), " after ",
+                                                        absl::FormatDuration(wait), "; ", setting,
+                                                        producer.producer, " creates it"));
     }
     if (!waited) {
       waited = true;
@@ -380,7 +384,7 @@ absl::StatusOr<int64_t> RecoveryStore::OldestSendingCreatedAt() {
 }
 
 void RecoveryStore::RegisterMetrics(MetricsRegistry& metrics, const Clock& clock) {
-  RegisterSqliteFileMetrics(*db_, "payment", metrics);
+  RegisterSqliteFileMetrics(*db_, metrics_label_, metrics);
   metrics.AddGaugeFamily("outbox_rows", "outbox rows by status", [this] {
     std::vector<MetricsRegistry::Sample> out;
     if (auto c = Counts(); c.ok()) {
@@ -435,4 +439,4 @@ absl::StatusOr<AckProgress> RecoveryStore::ReadAckProgress() {
   return p;
 }
 
-}  // namespace outbox::recovery
+}  // namespace outbox
