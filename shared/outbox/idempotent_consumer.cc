@@ -1,0 +1,298 @@
+#include "shared/outbox/idempotent_consumer.h"
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+#include "shared/observability/log.h"
+#include "shared/outbox/dead_letter.h"
+#include "shared/outbox/repository.h"
+#include "shared/runtime/failpoint.h"
+
+namespace outbox {
+
+IdempotentConsumer::IdempotentConsumer(MessageConsumer& deliveries, MessagePublisher& replies,
+                                       ConsumerHandler& handler, const Clock& clock,
+                                       MetricsRegistry& metrics, ConsumerOptions options)
+    : deliveries_(deliveries),
+      replies_(replies),
+      handler_(handler),
+      clock_(clock),
+      options_(std::move(options)),
+      booked_(metrics.AddCounter(options_.booked_metric, options_.booked_help)),
+      duplicates_(metrics.AddCounter(options_.duplicates_metric,
+                                     "messages seen before, replied to again")),
+      dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
+      unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)),
+      requeued_(metrics.AddCounter("outbox_requeued_total",
+                                   "deliveries returned to the queue after a failure")),
+      apply_failures_(StoreWriteFailures(metrics, "apply_batch")) {
+  RegisterLinkMetrics(metrics, deliveries_, "consumer");
+  RegisterLinkMetrics(metrics, replies_, "replies");
+}
+
+IdempotentConsumer::~IdempotentConsumer() {
+  Stop();
+}
+
+void IdempotentConsumer::Start() {
+  thread_.Start([this] { return Step(); });
+}
+
+void IdempotentConsumer::Stop() {
+  thread_.Stop();
+}
+
+bool IdempotentConsumer::Step() {
+  if (thread_.stopping()) {
+    // The batch in hand is booked and replied to: wait for its confirms and
+    // ack it, so a clean stop leaves nothing to redeliver.
+    while (!window_.empty() && replies_.connected() && deliveries_.connected()) {
+      if (!Settle(absl::Milliseconds(20)).ok()) break;
+    }
+    return false;
+  }
+  // Take deliveries only while replies can be sent.
+  absl::Status up = replies_.Connect();
+  if (up.ok()) up = deliveries_.Connect();
+  if (!up.ok()) {
+    thread_.Sleep(absl::Milliseconds(100));
+    return true;
+  }
+  // With replies in flight, take only what is already waiting: their
+  // confirms are read right after.
+  const bool in_flight = !window_.empty();
+  auto deliveries =
+      deliveries_.Next(options_.prefetch, in_flight ? absl::ZeroDuration() : absl::Milliseconds(200));
+  if (!deliveries.ok()) {
+    deliveries_.Reset(deliveries.status());
+    ForgetUnsettled();
+    return true;
+  }
+  absl::Status s;
+  if (!deliveries->empty()) {
+    s = HandleBatch(*deliveries);
+  } else if (in_flight) {
+    s = Settle(absl::Milliseconds(20));
+  } else {
+    s = replies_.Poll(absl::Milliseconds(1));  // notice a closed reply connection
+    if (!s.ok()) replies_.Reset(s);
+    return true;
+  }
+  if (!s.ok()) {
+    // Unacked deliveries return to the queue when the connection goes.
+    if (!deliveries_.connected()) {
+      deliveries_.Reset(s);
+      ForgetUnsettled();
+    }
+    if (!replies_.connected()) replies_.Reset(s);
+  }
+  return true;
+}
+
+absl::Status IdempotentConsumer::CheckReplyQueue(const std::string& queue) {
+  if (known_reply_queues_.count(queue)) return absl::OkStatus();
+  auto state = replies_.Inspect(queue);
+  if (state.ok()) {
+    known_reply_queues_.insert(queue);
+    return absl::OkStatus();
+  }
+  return state.status();  // NOT_FOUND leaves the connection usable
+}
+
+absl::Status IdempotentConsumer::HandleBatch(const std::vector<Delivery>& deliveries) {
+  Admitted batch;
+  handler_.Clear();
+  RETURN_IF_ERROR(Admit(deliveries, &batch));
+  if (batch.sources.empty()) return absl::OkStatus();
+  auto applied = handler_.Apply();
+  if (applied.ok() && applied->size() != batch.sources.size()) {
+    applied = absl::InternalError(absl::StrCat("the handler applied ", applied->size(),
+                                               " messages of ", batch.sources.size()));
+  }
+  if (!applied.ok()) {
+    apply_failures_.Add();
+    thread_.Sleep(absl::Milliseconds(200));
+    return RequeueBatch(batch, applied.status());
+  }
+  if (!options_.after_apply_failpoint.empty()) Failpoint(options_.after_apply_failpoint);
+  for (const Applied& a : *applied) a.duplicate ? duplicates_.Add() : booked_.Add();
+  // The batch is committed; each delivery is acked only once the reply
+  // that answers it is confirmed. Otherwise it is redelivered, found to be a
+  // duplicate, and replied to again.
+  RETURN_IF_ERROR(PublishReplies(batch, handler_.Answer(*applied, batch.reply_to)));
+  return Settle(absl::ZeroDuration());
+}
+
+absl::Status IdempotentConsumer::Admit(const std::vector<Delivery>& deliveries,
+                                       Admitted* batch) {
+  for (const Delivery& d : deliveries) {
+    // A forged message would make the store change for something that never happened.
+    if (absl::Status signature = CheckSignature(options_.keys, d); !signature.ok()) {
+      unauthenticated_.Add();
+      RETURN_IF_ERROR(DeadLetter(deliveries_, dead_lettered_, options_.queue, d,
+                                 std::string(signature.message())));
+      continue;
+    }
+    // Everything about the message is checked before anything is applied:
+    // a reply that can never be delivered makes it poison now, not after
+    // its change was committed.
+    const std::string& reply_to = d.reply_to.empty() ? options_.default_reply_to : d.reply_to;
+    if (absl::IsNotFound(CheckReplyQueue(reply_to))) {
+      RETURN_IF_ERROR(DeadLetter(deliveries_, dead_lettered_, options_.queue, d,
+                                 absl::StrCat("reply_to '", reply_to, "' is not a queue")));
+      continue;
+    }
+    if (absl::Status decoded = handler_.Add(d); !decoded.ok()) {
+      RETURN_IF_ERROR(DeadLetter(deliveries_, dead_lettered_, options_.queue, d,
+                                 std::string(decoded.message())));
+      continue;
+    }
+    batch->sources.push_back(&d);
+    batch->reply_to.push_back(reply_to);
+    batch->last_tag = d.delivery_tag;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IdempotentConsumer::RequeueBatch(const Admitted& batch, const absl::Status& why) {
+  // `multiple` also sends back the earlier deliveries still waiting for
+  // their replies' confirms: they are replied to again, as duplicates.
+  const size_t earlier = unsettled_.size();
+  window_.TakeAll();
+  unsettled_.clear();
+  requeued_.Add(static_cast<int64_t>(batch.sources.size() + earlier));
+  LogWarning("batch_requeued", {KV("queue", options_.queue),
+                                KV("messages", batch.sources.size() + earlier),
+                                KV("error", why.message())});
+  absl::Status s = deliveries_.Requeue(batch.last_tag, /*multiple=*/true);
+  return s.ok() ? why : s;
+}
+
+absl::Status IdempotentConsumer::PublishReplies(const Admitted& batch,
+                                                const std::vector<Reply>& replies) {
+  const absl::Time sent = clock_.Now();
+  for (size_t i = 0; i < replies.size(); ++i) {
+    auto tag = replies_.Publish(replies[i].message);
+    if (!tag.ok()) {
+      // The rest of this batch is not in the window yet: it goes back too.
+      for (size_t k = i; k < replies.size(); ++k) Track(batch, replies[k]);
+      return FailReplies(tag.status());
+    }
+    std::vector<uint64_t> answered;
+    for (size_t index : replies[i].answers) {
+      answered.push_back(batch.sources[index]->delivery_tag);
+    }
+    window_.Add(*tag, std::move(answered), sent);
+    Track(batch, replies[i]);
+  }
+  return absl::OkStatus();
+}
+
+void IdempotentConsumer::Track(const Admitted& batch, const Reply& reply) {
+  for (size_t index : reply.answers) {
+    const Delivery& d = *batch.sources[index];
+    unsettled_.emplace(d.delivery_tag, Unsettled{d, reply.message.topic});
+  }
+}
+
+absl::Status IdempotentConsumer::Settle(absl::Duration wait) {
+  if (window_.empty()) return SettleAnswered();
+  std::vector<Confirm> confirms;
+  absl::Status s = replies_.ReadConfirms(wait, &confirms);
+  if (!s.ok()) return FailReplies(s);
+  for (const auto& [delivery_tags, c, sent] : window_.Settle(confirms)) {
+    for (uint64_t delivery_tag : delivery_tags) {
+      auto it = unsettled_.find(delivery_tag);
+      if (it == unsettled_.end()) continue;
+      it->second.state = c.ok           ? Unsettled::State::kConfirmed
+                         : c.unroutable ? Unsettled::State::kUnroutable
+                                        : Unsettled::State::kNotConfirmed;
+    }
+  }
+  if (window_.Overdue(clock_.Now(), options_.confirm_timeout)) {
+    // Confirms this late: the channel is stuck. What is still waiting is
+    // not confirmed (requeued below, and the connection replaced).
+    for (const std::vector<uint64_t>& delivery_tags : window_.TakeAll()) {
+      for (uint64_t delivery_tag : delivery_tags) {
+        auto it = unsettled_.find(delivery_tag);
+        if (it != unsettled_.end()) it->second.state = Unsettled::State::kNotConfirmed;
+      }
+    }
+  }
+  return SettleAnswered();
+}
+
+absl::Status IdempotentConsumer::SettleAnswered() {
+  // The answered prefix, in delivery order: acking with `multiple` must not
+  // reach a delivery still waiting for its reply's confirm.
+  auto end = unsettled_.begin();
+  bool all_confirmed = true;
+  for (; end != unsettled_.end() && end->second.state != Unsettled::State::kWaiting; ++end) {
+    all_confirmed &= end->second.state == Unsettled::State::kConfirmed;
+  }
+  if (end == unsettled_.begin()) return absl::OkStatus();
+  if (!options_.before_ack_failpoint.empty()) Failpoint(options_.before_ack_failpoint);
+  std::vector<uint64_t> to_ack, to_requeue;
+  for (auto it = unsettled_.begin(); it != end; ++it) {
+    const Unsettled& u = it->second;
+    switch (u.state) {
+      case Unsettled::State::kConfirmed: to_ack.push_back(it->first); break;
+      case Unsettled::State::kUnroutable: {
+        // Its reply_to names no queue: redelivering it would fail the same
+        // way forever, so it is poison. Its change stands; the row stays
+        // SENDING until a reply reaches its producer (or it is FAILED and
+        // alerted).
+        absl::Status s = DeadLetter(deliveries_, dead_lettered_, options_.queue, u.delivery,
+                                    absl::StrCat("reply_to '", u.reply_queue, "' is not a queue"));
+        if (!s.ok()) return s;
+        break;
+      }
+      case Unsettled::State::kNotConfirmed: to_requeue.push_back(it->first); break;
+      case Unsettled::State::kWaiting: break;
+    }
+  }
+  unsettled_.erase(unsettled_.begin(), end);
+  if (all_confirmed || to_requeue.empty()) {
+    // Everything outstanding up to the last confirmed tag is settled (a
+    // dead-lettered one is rejected already).
+    return to_ack.empty() ? absl::OkStatus() : deliveries_.Ack(to_ack.back(), /*multiple=*/true);
+  }
+  // Rare: settle one by one so no requeued delivery is acked by `multiple`.
+  requeued_.Add(static_cast<int64_t>(to_requeue.size()));
+  LogWarning("replies_not_confirmed",
+             {KV("queue", options_.queue), KV("messages", to_requeue.size())});
+  for (uint64_t tag : to_ack) {
+    absl::Status s = deliveries_.Ack(tag, /*multiple=*/false);
+    if (!s.ok()) return s;
+  }
+  for (uint64_t tag : to_requeue) {
+    absl::Status s = deliveries_.Requeue(tag, /*multiple=*/false);
+    if (!s.ok()) return s;
+  }
+  // Replies go on over a new connection (the next node of a cluster): on
+  // RabbitMQ 3.10 a channel opened while a quorum queue elected its leader
+  // can keep nacking every publish to it until the old leader's node is back.
+  return FailReplies(absl::UnavailableError("replies not confirmed by broker"));
+}
+
+absl::Status IdempotentConsumer::FailReplies(const absl::Status& why) {
+  replies_.Reset(why);
+  window_.TakeAll();
+  if (unsettled_.empty()) return why;
+  // Their replies may or may not have reached the broker: the deliveries go
+  // back (confirmed-but-unacked ones too: `multiple`), replied to again.
+  const uint64_t last = unsettled_.rbegin()->first;
+  requeued_.Add(static_cast<int64_t>(unsettled_.size()));
+  LogWarning("batch_requeued", {KV("queue", options_.queue), KV("messages", unsettled_.size()),
+                                KV("error", why.message())});
+  unsettled_.clear();
+  absl::Status s = deliveries_.Requeue(last, /*multiple=*/true);
+  return s.ok() ? why : s;
+}
+
+void IdempotentConsumer::ForgetUnsettled() {
+  // Their confirms, if any come, find nothing to settle.
+  window_.TakeAll();
+  unsettled_.clear();
+}
+
+}  // namespace outbox

@@ -1,0 +1,217 @@
+#pragma once
+
+// The consumer half of the pattern: takes a queue's deliveries in batches,
+// checks each one's signature, has the adopter decode them and apply the
+// batch in ONE transaction of the adopter's store (the business change and
+// each message id in its inbox together), answers every message, new or
+// duplicate, on its reply_to through a confirm window, and acks each
+// delivery only once the reply that answers it is confirmed (`multiple` over
+// the settled prefix). The next batch is taken and applied while the last
+// one's confirms are on their way.
+//
+// What cannot ever be processed is dead-lettered at once: a missing or
+// wrong signature, a body the adopter cannot decode or will never accept,
+// a reply_to that names no queue. Anything else that fails (the store
+// refused the transaction, the reply connection went) sends the deliveries
+// back to the queue; they come again, are found in the inbox, and are
+// answered again as duplicates.
+//
+// The adopter implements MessageHandler<M> (decode, apply, answer) and
+// keeps processed ids as long as a copy can still arrive (inbox.h).
+#include <cstddef>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shared/base/clock.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/confirm_window.h"
+#include "shared/outbox/message.h"
+#include "shared/outbox/message_auth.h"
+#include "shared/outbox/transport.h"
+#include "shared/runtime/worker_thread.h"
+
+namespace outbox {
+
+// What the adopter's store did with one message of a batch.
+struct Applied {
+  // True: seen before (its id is in the inbox); nothing new was written and
+  // `reference` names what the first copy made.
+  bool duplicate = false;
+  std::string reference;  // the adopter's id of what it made (a voucher, a shipment)
+};
+
+// One reply and the messages of the batch it answers (their indexes).
+struct Reply {
+  OutgoingMessage message;  // its topic is the reply queue
+  std::vector<size_t> answers;
+};
+
+// The type-erased side the consumer drives; implement MessageHandler<M>.
+class ConsumerHandler {
+ public:
+  virtual ~ConsumerHandler() = default;
+  // A new batch: forget the last one's messages.
+  virtual void Clear() = 0;
+  // Decodes and checks one delivery (its signature is checked already) and
+  // keeps it as the batch's next message. An error keeps nothing: the
+  // delivery is dead-lettered with the error's message as the reason.
+  virtual absl::Status Add(const Delivery& delivery) = 0;
+  // Applies what Add kept, in one transaction: one Applied each, in order.
+  virtual absl::StatusOr<std::vector<Applied>> Apply() = 0;
+  // The replies to the applied batch; `reply_to[i]` is where message i's
+  // reply goes (its delivery's reply_to, or the consumer's default).
+  virtual std::vector<Reply> Answer(const std::vector<Applied>& applied,
+                                    const std::vector<std::string>& reply_to) = 0;
+};
+
+// One message of an applied batch, as Answer sees it.
+template <typename Message>
+struct Answered {
+  const Message& message;
+  const Delivery& delivery;
+  const Applied& applied;
+  const std::string& reply_to;
+};
+
+// What the adopter writes: three functions over its own message type.
+template <typename Message>
+class MessageHandler : public ConsumerHandler {
+ public:
+  // The message in `delivery`, checked; an error dead-letters it (say why).
+  virtual absl::StatusOr<Message> Decode(const Delivery& delivery) = 0;
+  // Applies `batch` in ONE transaction of the adopter's store, recording
+  // each message id in the inbox with the change it causes: a message id
+  // seen before changes nothing and is reported as a duplicate. An error
+  // means nothing was applied.
+  virtual absl::StatusOr<std::vector<Applied>> ApplyBatch(const std::vector<Message>& batch) = 0;
+  // The replies, each message answered by exactly one of them (one reply
+  // per message, or one listing several messages of the same reply queue).
+  virtual std::vector<Reply> Replies(const std::vector<Answered<Message>>& batch) = 0;
+
+ private:
+  void Clear() final {
+    messages_.clear();
+    deliveries_.clear();
+  }
+  absl::Status Add(const Delivery& delivery) final {
+    absl::StatusOr<Message> m = Decode(delivery);
+    if (!m.ok()) return m.status();
+    messages_.push_back(std::move(m).value());
+    deliveries_.push_back(&delivery);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Applied>> Apply() final { return ApplyBatch(messages_); }
+  std::vector<Reply> Answer(const std::vector<Applied>& applied,
+                            const std::vector<std::string>& reply_to) final {
+    std::vector<Answered<Message>> batch;
+    batch.reserve(messages_.size());
+    for (size_t i = 0; i < messages_.size(); ++i) {
+      batch.push_back({messages_[i], *deliveries_[i], applied[i], reply_to[i]});
+    }
+    return Replies(batch);
+  }
+
+  std::vector<Message> messages_;
+  std::vector<const Delivery*> deliveries_;
+};
+
+struct ConsumerOptions {
+  std::string queue;             // the queue consumed, for logs, metrics and dead letters
+  std::string default_reply_to;  // replies for messages without reply_to
+  int prefetch = 256;            // most deliveries in one batch
+  absl::Duration confirm_timeout = absl::Seconds(5);  // a reply unconfirmed this long: requeued
+  // Messages must be signed by one of these keys; null = unsigned accepted.
+  // (Replies are signed by the publisher given: a SigningPublisher.)
+  const MessageKeys* keys = nullptr;
+  // The counters of booked messages and of duplicates (name, help).
+  std::string booked_metric = "outbox_consumer_booked_total";
+  std::string booked_help = "messages applied";
+  std::string duplicates_metric = "outbox_duplicates_total";
+  // Crash points (shared/runtime/failpoint.h) for crash tests; empty: none.
+  std::string after_apply_failpoint;  // the batch is committed, no reply sent
+  std::string before_ack_failpoint;   // replies confirmed, deliveries not acked
+};
+
+class IdempotentConsumer {
+ public:
+  // `deliveries` reads options.queue; `replies` publishes the answers.
+  IdempotentConsumer(MessageConsumer& deliveries, MessagePublisher& replies,
+                     ConsumerHandler& handler, const Clock& clock, MetricsRegistry& metrics,
+                     ConsumerOptions options);
+  ~IdempotentConsumer();
+
+  void Start();  // a thread of its own runs Step()
+  void Stop();   // finishes the batch in hand and waits for its replies' confirms, then stops
+
+  // One turn: connect both sides if needed, take a batch and settle it.
+  // False once stopping. Tests call it directly.
+  bool Step();
+
+  int64_t booked() const { return booked_.value(); }
+  int64_t duplicates() const { return duplicates_.value(); }
+  int64_t dead_lettered() const { return dead_lettered_.value(); }
+  int64_t unauthenticated() const { return unauthenticated_.value(); }
+  int64_t requeued() const { return requeued_.value(); }
+
+ private:
+  // The deliveries of one batch that passed every check, in order.
+  struct Admitted {
+    std::vector<const Delivery*> sources;
+    std::vector<std::string> reply_to;
+    uint64_t last_tag = 0;  // the last admitted (dead-lettered tags are settled already)
+  };
+  // A delivery whose reply is published and not yet settled.
+  struct Unsettled {
+    Delivery delivery;
+    std::string reply_queue;
+    enum class State { kWaiting, kConfirmed, kUnroutable, kNotConfirmed } state = State::kWaiting;
+  };
+
+  absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
+  // Checks each delivery's signature, body and reply queue; what fails is
+  // dead-lettered, the rest admitted. An error only from the broker.
+  absl::Status Admit(const std::vector<Delivery>& deliveries, Admitted* batch);
+  // The batch could not be applied: it goes back to the queue, with the
+  // earlier deliveries still waiting for their replies' confirms.
+  absl::Status RequeueBatch(const Admitted& batch, const absl::Status& why);
+  // Publishes the replies into the confirm window; their deliveries wait.
+  absl::Status PublishReplies(const Admitted& batch, const std::vector<Reply>& replies);
+  void Track(const Admitted& batch, const Reply& reply);
+  // NOT_FOUND when `queue` (a reply_to) does not exist: the message is
+  // poison and is dead-lettered before anything is applied. Queues seen to
+  // exist are remembered; any other answer lets the message through (a
+  // reply that cannot be routed is still caught when it is published).
+  absl::Status CheckReplyQueue(const std::string& queue);
+  // Reads the confirms that came (waiting up to `wait`), then acks,
+  // requeues or dead-letters the deliveries whose replies are all answered.
+  absl::Status Settle(absl::Duration wait);
+  absl::Status SettleAnswered();
+  // The reply connection failed: every delivery still waiting goes back.
+  absl::Status FailReplies(const absl::Status& why);
+  // The delivery connection is gone: the broker requeues what was unacked.
+  void ForgetUnsettled();
+
+  MessageConsumer& deliveries_;
+  MessagePublisher& replies_;
+  ConsumerHandler& handler_;
+  const Clock& clock_;
+  const ConsumerOptions options_;
+  Counter& booked_;
+  Counter& duplicates_;  // messages seen before, answered again
+  Counter& dead_lettered_;
+  Counter& unauthenticated_;  // of those, missing or bad signatures
+  Counter& requeued_;
+  Counter& apply_failures_;  // batch transactions the store refused
+  std::set<std::string> known_reply_queues_;
+  // Owned by the consumer thread: by delivery tag, and reply tag -> the
+  // delivery tags it answers.
+  std::map<uint64_t, Unsettled> unsettled_;
+  ConfirmWindow<std::vector<uint64_t>> window_;
+  WorkerThread thread_;
+};
+
+}  // namespace outbox
