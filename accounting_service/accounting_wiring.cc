@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_grpc.h"
 #include "accounting_service/payment_consumer.h"
-#include "accounting_service/processed_pruner.h"
+#include "shared/outbox/inbox_pruner.h"
 #include "accounting_service/voucher_store.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"

@@ -1,4 +1,4 @@
-#include "accounting_service/processed_pruner.h"
+#include "shared/outbox/inbox_pruner.h"
 
 #include <gtest/gtest.h>
 

@@ -45,26 +45,19 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
   const int64_t now = clock_.NowMillis();
   RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
     outcomes.assign(events.size(), ApplyOutcome{});
-    SQLite::Statement by_message(db,
-                                 "SELECT voucher_id FROM processed_messages WHERE message_id = ?");
     SQLite::Statement by_payment(db, "SELECT voucher_id FROM vouchers WHERE payment_id = ?");
     SQLite::Statement insert_voucher(db, R"sql(
       INSERT INTO vouchers (voucher_id, payment_id, message_id, debit_account, credit_account,
                             amount_minor, currency, created_at, traceparent)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
-    SQLite::Statement insert_processed(db, R"sql(
-      INSERT INTO processed_messages (message_id, payment_id, voucher_id, processed_at)
-      VALUES (?, ?, ?, ?))sql");
     for (size_t i = 0; i < events.size(); ++i) {
       const PaymentEvent& e = events[i];
       ApplyOutcome& out = outcomes[i];
-      by_message.bind(1, e.message_id);
-      if (by_message.executeStep()) {
-        out.voucher_id = by_message.getColumn(0).getString();
+      if (std::optional<std::string> voucher = inbox_.Find(e.message_id)) {
+        out.voucher_id = std::move(*voucher);
         out.duplicate = true;
+        continue;
       }
-      by_message.reset();
-      if (out.duplicate) continue;
 
       by_payment.bind(1, e.payment_id);
       if (by_payment.executeStep()) {
@@ -88,12 +81,7 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
         insert_voucher.exec();
         insert_voucher.reset();
       }
-      insert_processed.bind(1, e.message_id);
-      insert_processed.bind(2, e.payment_id);
-      insert_processed.bind(3, out.voucher_id);
-      insert_processed.bind(4, static_cast<int64_t>(now));
-      insert_processed.exec();
-      insert_processed.reset();
+      inbox_.Record(e.message_id, e.payment_id, out.voucher_id, now);
     }
     return absl::OkStatus();
   }));
@@ -107,12 +95,7 @@ absl::StatusOr<int> VoucherStore::PruneProcessed(int64_t cutoff_ms, int limit) {
   {
     MutexLock lock(&db_->read_mu);
     RETURN_IF_ERROR(Guard("find processed ids to prune", [&] {
-      SQLite::Statement s(
-          *db_->reader,
-          "SELECT 1 FROM processed_messages INDEXED BY processed_messages_processed_at "
-          "WHERE processed_at < ? LIMIT 1");
-      s.bind(1, static_cast<int64_t>(cutoff_ms));
-      due = s.executeStep();
+      due = InboxHasOlderThan(*db_->reader, kInbox, cutoff_ms);
       return absl::OkStatus();
     }));
   }
@@ -120,15 +103,7 @@ absl::StatusOr<int> VoucherStore::PruneProcessed(int64_t cutoff_ms, int limit) {
   MutexLock lock(&db_->write_mu);
   int pruned = 0;
   RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
-    // A bounded batch per transaction, so the consumer's next batch waits
-    // for one short delete at most.
-    SQLite::Statement del(*db_->writer, R"sql(
-      DELETE FROM processed_messages WHERE message_id IN (
-        SELECT message_id FROM processed_messages INDEXED BY processed_messages_processed_at
-        WHERE processed_at < ?1 ORDER BY processed_at LIMIT ?2))sql");
-    del.bind(1, static_cast<int64_t>(cutoff_ms));
-    del.bind(2, limit);
-    pruned = del.exec();
+    pruned = PruneInbox(*db_->writer, kInbox, cutoff_ms, limit);
     return absl::OkStatus();
   }));
   return pruned;

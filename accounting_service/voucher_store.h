@@ -16,6 +16,8 @@
 #include "shared/base/mutex.h"
 #include "shared/base/page.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/inbox_pruner.h"
+#include "shared/sqlite/inbox.h"
 #include "shared/sqlite/sqlite_file.h"
 
 namespace outbox::accounting {
@@ -39,16 +41,8 @@ class VoucherLedger {
       const std::vector<PaymentEvent>& events) = 0;
 };
 
-// The processed message ids, as far as pruning them goes (the seam the
-// pruner's unit tests fake).
-class ProcessedLog {
- public:
-  virtual ~ProcessedLog() = default;
-  // Deletes up to `limit` ids processed before `cutoff_ms`, oldest first, in
-  // one transaction; returns how many. With none that old the write lock is
-  // not taken.
-  virtual absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) = 0;
-};
+// accounting.db's inbox: processed_messages, by payment and voucher.
+inline const InboxTable kInbox{"processed_messages", "payment_id", "voucher_id"};
 
 class VoucherStore final : public VoucherLedger, public ProcessedLog {
  public:
@@ -70,11 +64,12 @@ class VoucherStore final : public VoucherLedger, public ProcessedLog {
 
  private:
   VoucherStore(std::unique_ptr<SqliteFile> db, IdGenerator& ids, const Clock& clock)
-      : ids_(ids), clock_(clock), db_(std::move(db)) {}
+      : ids_(ids), clock_(clock), db_(std::move(db)), inbox_(*db_->writer, kInbox) {}
 
   IdGenerator& ids_;
   const Clock& clock_;
   std::unique_ptr<SqliteFile> db_;
+  Inbox inbox_ ABSL_GUARDED_BY(db_->write_mu);  // on the writer connection
 };
 
 }  // namespace outbox::accounting

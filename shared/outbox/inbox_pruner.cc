@@ -1,8 +1,8 @@
-#include "accounting_service/processed_pruner.h"
+#include "shared/outbox/inbox_pruner.h"
 
 #include "shared/observability/log.h"
 
-namespace outbox::accounting {
+namespace outbox {
 
 ProcessedPruner::ProcessedPruner(ProcessedLog& log, const Clock& clock, MetricsRegistry& metrics,
                                  PrunerOptions options)
@@ -10,7 +10,7 @@ ProcessedPruner::ProcessedPruner(ProcessedLog& log, const Clock& clock, MetricsR
       clock_(clock),
       options_(options),
       pruned_(metrics.AddCounter("outbox_processed_pruned_total",
-                                 "processed message ids deleted after --processed_retention")) {}
+                                 "processed message ids deleted after their retention")) {}
 
 ProcessedPruner::~ProcessedPruner() {
   Stop();
@@ -55,4 +55,4 @@ absl::StatusOr<int64_t> ProcessedPruner::Pass() {
   return total;
 }
 
-}  // namespace outbox::accounting
+}  // namespace outbox

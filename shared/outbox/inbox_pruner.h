@@ -1,20 +1,32 @@
 #pragma once
 
-// Keeps processed_messages bounded: deletes the ids processed longer than a
-// retention ago, a small batch per transaction, a few batches per pass, from
-// a thread of its own. A pruned id can never book a payment twice: its
-// voucher stays, and ApplyBatch finds a voucher for the payment a duplicate
-// as well (see VoucherLedger).
+// Keeps a consumer's inbox (the processed message ids) bounded: deletes the
+// ids processed longer than a retention ago, a small batch per transaction,
+// a few batches per pass, from a thread of its own. The retention must
+// outlast every copy that can still arrive (recovery's whole retry window,
+// plus re-drives): a copy that comes after its id was pruned is applied
+// again unless the adopter's store also finds it by its business key.
 #include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "accounting_service/voucher_store.h"
 #include "shared/base/clock.h"
 #include "shared/observability/metrics.h"
 #include "shared/runtime/worker_thread.h"
 
-namespace outbox::accounting {
+namespace outbox {
+
+// The processed message ids, as far as pruning them goes (inbox.h keeps
+// them in SQLite; the pruner's unit tests fake it).
+class ProcessedLog {
+ public:
+  virtual ~ProcessedLog() = default;
+  // Deletes up to `limit` ids processed before `cutoff_ms`, oldest first, in
+  // one transaction; returns how many. With none that old the write lock is
+  // not taken.
+  virtual absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) = 0;
+};
+
 
 struct PrunerOptions {
   absl::Duration retention = absl::Hours(720);  // zero: keep every id (do not Start)
@@ -54,4 +66,4 @@ class ProcessedPruner {
   WorkerThread thread_;
 };
 
-}  // namespace outbox::accounting
+}  // namespace outbox
