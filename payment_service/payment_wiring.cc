@@ -19,6 +19,7 @@ RelayOptions RelayOptionsOf(const PaymentServiceOptions& options) {
   RelayOptions publisher_options;
   publisher_options.window = options.publish_window;
   publisher_options.hand_over_after = options.service.retry.base_delay;  // the rows' first retry
+  publisher_options.after_publish_failpoint = kFpPaymentAfterPublishBeforeReply;
   return publisher_options;
 }
 

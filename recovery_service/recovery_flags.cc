@@ -90,8 +90,10 @@ absl::StatusOr<RecoveryServiceOptions> OptionsFromFlags() {
   options.backlog_threshold = absl::GetFlag(FLAGS_backlog_threshold);
   options.retention = absl::GetFlag(FLAGS_retention);
   options.housekeeping_every = absl::GetFlag(FLAGS_housekeeping_every);
-  options.pay_queue = config.pay_queue;
-  if (config.accounting_shards > 1) options.pay_queue_shards = config.payment_event_queues();
+  options.watched_queues = config.payment_event_queues();
+  options.watched_label = config.pay_queue;
+  options.biz_key_label = "payment_id";
+  options.consumer_name = "accounting";
   // Dead letters go back to the queue they came from: with accounting
   // shards, to their own shard by its name (docs/deployment.md, Accounting shards).
   options.dead_letter_sources = config.payment_event_queues();

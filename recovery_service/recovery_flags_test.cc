@@ -20,6 +20,7 @@ namespace {
 RecoveryServiceOptions Defaults() {
   RecoveryServiceOptions o;
   o.worker.instance_id = "host-1";
+  o.worker.watched_queues = {"PAY_QUEUE"};
   return o;
 }
 
@@ -148,8 +149,8 @@ TEST(RecoveryOptionsFromFlagsTest, ReadsEveryFlag) {
   EXPECT_EQ(w.alert_resend, absl::Seconds(14));
   EXPECT_EQ(w.retention, absl::Hours(15));
   // The queues come from the shared flags: two accounting shards.
-  EXPECT_EQ(w.pay_queue, "PAY_QUEUE");
-  EXPECT_EQ(w.pay_queue_shards, (std::vector<std::string>{"PAY_QUEUE-0", "PAY_QUEUE-1"}));
+  EXPECT_EQ(w.watched_label, "PAY_QUEUE");
+  EXPECT_EQ(w.watched_queues, (std::vector<std::string>{"PAY_QUEUE-0", "PAY_QUEUE-1"}));
   EXPECT_EQ(w.dead_letter_sources,
             (std::vector<std::string>{"PAY_QUEUE-0", "PAY_QUEUE-1", "ACC_QUEUE"}));
   EXPECT_EQ(w.retry.base_delay, o->service.retry.base_delay);

@@ -19,7 +19,7 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyD
       options_(std::move(options)),
       replies_(metrics.AddCounter("outbox_ack_messages_total",
                                   "reply messages received (each acknowledges one or more)")),
-      acknowledged_(metrics.AddCounter("outbox_acks_total", "acknowledgements from accounting",
+      acknowledged_(metrics.AddCounter("outbox_acks_total", "acknowledgements from the consumer",
                                        {{"result", "marked_sent"}})),
       late_(metrics.AddCounter("outbox_late_acks_total",
                                "acknowledgements that closed a FAILED row (delivered after all)")),

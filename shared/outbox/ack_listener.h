@@ -1,6 +1,6 @@
 #pragma once
 
-// Consumes the reply queue (ACC_QUEUE): each reply closes the outbox rows it
+// Consumes the reply queue: each reply closes the outbox rows it
 // acknowledges, one or many (SENT), FAILED ones too (the consumer booked
 // them after all: their alerts resolve). A batch of deliveries is marked in one transaction (the
 // writer's next group), then acked with `multiple`. Replies that are
@@ -38,8 +38,8 @@ using ReplyDecoder =
     std::function<absl::StatusOr<std::vector<Acknowledgement>>(const Delivery& reply)>;
 
 struct AckListenerOptions {
-  std::string queue = "ACC_QUEUE";  // for logs and metrics; the consumer reads it
-  int prefetch = 1024;              // most deliveries handled in one batch
+  std::string queue;  // the reply queue, for logs and metrics; the consumer reads it
+  int prefetch = 1024;  // most deliveries handled in one batch
   // Replies must be signed by one of these keys; null = unsigned accepted.
   const MessageKeys* keys = nullptr;
   // Most rows closed in one write transaction. A batch of cumulative

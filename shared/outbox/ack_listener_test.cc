@@ -44,7 +44,7 @@ class AckListenerTest : public ::testing::Test {
   void SetUp() override {
     for (const char* id : {"m1", "m2", "m3"}) {
       outbox_.Add(
-          NewOutboxMessage({id, "payment", id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+          NewOutboxMessage({id, "order", id, "EVENTS", "OrderPlaced", "REPLIES", ""},
                            clock_.NowMillis(), RetryPolicy{}));
     }
   }
@@ -53,7 +53,7 @@ class AckListenerTest : public ::testing::Test {
   FakeConsumer queue_;
   InMemoryOutbox outbox_{clock_};
   MetricsRegistry metrics_;
-  AckListener listener_{queue_, outbox_, DecodeReply, metrics_, {"ACC_QUEUE", 256}};
+  AckListener listener_{queue_, outbox_, DecodeReply, metrics_, {"REPLIES", 256}};
 };
 
 TEST_F(AckListenerTest, ABatchOfRepliesClosesItsRowsThenIsAcked) {
@@ -69,7 +69,7 @@ TEST_F(AckListenerTest, ABatchOfRepliesClosesItsRowsThenIsAcked) {
 
 TEST_F(AckListenerTest, ACumulativeReplyClosesEveryRowItListsLateOnesToo) {
   OutboxMessage failed =
-      NewOutboxMessage({"f1", "payment", "f1", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+      NewOutboxMessage({"f1", "order", "f1", "EVENTS", "OrderPlaced", "REPLIES", ""},
                        clock_.NowMillis(), RetryPolicy{});
   failed.status = OutboxStatus::kFailed;
   outbox_.Add(failed);
@@ -98,7 +98,7 @@ TEST_F(AckListenerTest, ACumulativeReplyWithABadEntryIsDeadLetteredWhole) {
 
 TEST_F(AckListenerTest, ALateReplyClosesAFailedRowAndIsCounted) {
   OutboxMessage failed =
-      NewOutboxMessage({"f1", "payment", "f1", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+      NewOutboxMessage({"f1", "order", "f1", "EVENTS", "OrderPlaced", "REPLIES", ""},
                        clock_.NowMillis(), RetryPolicy{});
   failed.status = OutboxStatus::kFailed;
   failed.last_error = "no acknowledgement";
@@ -134,7 +134,7 @@ TEST_F(AckListenerTest, PoisonIsDeadLetteredAndCountedWhileTheRestIsAcked) {
   EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{bad}));
   EXPECT_EQ(queue_.acked, (std::set<uint64_t>{good}));
   EXPECT_EQ(listener_.dead_lettered(), 1);
-  EXPECT_NE(metrics_.Render().find("outbox_dead_lettered_total{queue=\"ACC_QUEUE\"} 1"),
+  EXPECT_NE(metrics_.Render().find("outbox_dead_lettered_total{queue=\"REPLIES\"} 1"),
             std::string::npos);
   EXPECT_EQ(outbox_.Row("m2").status, OutboxStatus::kSent);
 }
@@ -144,7 +144,7 @@ TEST_F(AckListenerTest, WithKeysAForgedOrUnsignedReplyClosesNothingAndIsDeadLett
   ASSERT_TRUE(keys.ok());
   auto forger = MessageKeys::Parse("k1 not-the-secret-not-the-secret-not-the");
   ASSERT_TRUE(forger.ok());
-  AckListener listener(queue_, outbox_, DecodeReply, metrics_, {"ACC_QUEUE", 256, &*keys});
+  AckListener listener(queue_, outbox_, DecodeReply, metrics_, {"REPLIES", 256, &*keys});
   const uint64_t unsigned_tag = queue_.Push(Reply("m1"));
   const uint64_t forged_tag = queue_.Push(SignedBy(*forger, Reply("m3")));
   const uint64_t good = queue_.Push(SignedBy(*keys, Reply("m2")));
@@ -155,7 +155,7 @@ TEST_F(AckListenerTest, WithKeysAForgedOrUnsignedReplyClosesNothingAndIsDeadLett
   EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{unsigned_tag, forged_tag}));
   EXPECT_EQ(queue_.acked, (std::set<uint64_t>{good}));
   EXPECT_EQ(listener.unauthenticated(), 2);
-  EXPECT_NE(metrics_.Render().find("outbox_unauthenticated_messages_total{queue=\"ACC_QUEUE\"} 2"),
+  EXPECT_NE(metrics_.Render().find("outbox_unauthenticated_messages_total{queue=\"REPLIES\"} 2"),
             std::string::npos);
 }
 
@@ -222,7 +222,7 @@ TEST(AckListenerChunksTest, ABacklogOfFullRepliesIsRecordedInBoundedChunks) {
   InMemoryOutbox outbox{clock};
   CountingOutbox counting(outbox, queue);
   MetricsRegistry metrics;
-  AckListenerOptions options{"ACC_QUEUE", kReplies};
+  AckListenerOptions options{"REPLIES", kReplies};
   options.max_rows_per_commit = kMaxRows;
   AckListener listener(queue, counting, DecodeReply, metrics, options);
   for (int r = 0; r < kReplies; ++r) {
@@ -259,7 +259,7 @@ TEST(AckListenerChunksTest, OneReplyLongerThanTheBoundIsAckedAfterItsLastPart) {
   InMemoryOutbox outbox{clock};
   CountingOutbox counting(outbox, queue);
   MetricsRegistry metrics;
-  AckListenerOptions options{"ACC_QUEUE", 16};
+  AckListenerOptions options{"REPLIES", 16};
   options.max_rows_per_commit = 3;
   AckListener listener(queue, counting, DecodeReply, metrics, options);
   const uint64_t tag = queue.Push(Reply("a,b,c,d,e,f,g"));

@@ -16,7 +16,7 @@ class ArchiverTest : public ::testing::Test {
   // A row acknowledged now.
   void Sent(const std::string& id) {
     outbox_.Add(
-        NewOutboxMessage({id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+        NewOutboxMessage({id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", ""},
                          clock_.NowMillis(), RetryPolicy{}));
     ASSERT_TRUE(outbox_.RecordAcks({id}).ok());
   }

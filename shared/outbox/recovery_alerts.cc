@@ -11,17 +11,19 @@ namespace {
 constexpr int kMaxFailedAlerts = 1000;  // FAILED rows alerted one by one
 }  // namespace
 
-Alert FailedAlert(const OutboxMessage& row) {
+Alert FailedAlert(const OutboxMessage& row, const RecoveryOptions& options) {
   Alert alert;
   alert.name = "OutboxMessageFailed";
-  alert.labels = {
-      {"message_id", row.message_id}, {"payment_id", row.biz_key}, {"biz_type", row.biz_type}};
+  alert.labels = {{"message_id", row.message_id},
+                  {options.biz_key_label, row.biz_key},
+                  {"biz_type", row.biz_type}};
   alert.annotations = {
       {"summary", absl::StrCat("outbox message ", row.message_id, " for ", row.biz_type, " ",
                                row.biz_key, " failed after ", row.attempts, " attempts")},
       {"attempts", absl::StrCat(row.attempts)},
       {"last_error",
-       row.last_error.empty() ? "no acknowledgement from accounting" : row.last_error}};
+       row.last_error.empty() ? absl::StrCat("no acknowledgement from ", options.consumer_name)
+                              : row.last_error}};
   return alert;
 }
 
@@ -33,7 +35,7 @@ RecoveryAlerts::RecoveryAlerts(AlertSink& sink, const Clock& clock, RecoveryOpti
       dead_letters_(sink, clock, options_.alert_resend) {}
 
 void RecoveryAlerts::MessageFailed(const OutboxMessage& row) {
-  failed_.Add(FailedAlert(row));
+  failed_.Add(FailedAlert(row, options_));
 }
 
 void RecoveryAlerts::Refresh(RecoveryRepository& outbox, MessagePublisher& broker) {
@@ -70,7 +72,7 @@ void RecoveryAlerts::RefreshFailed(RecoveryRepository& outbox) {
   auto failed = outbox.ListFailed(kMaxFailedAlerts);
   if (!failed.ok()) return;
   std::vector<Alert> active;
-  for (const OutboxMessage& row : *failed) active.push_back(FailedAlert(row));
+  for (const OutboxMessage& row : *failed) active.push_back(FailedAlert(row, options_));
   // Past the cap some FAILED rows were not listed: resolve nothing then.
   failed_.Update(std::move(active), failed->size() < static_cast<size_t>(kMaxFailedAlerts));
 }

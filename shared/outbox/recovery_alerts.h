@@ -19,7 +19,7 @@
 namespace outbox {
 
 // What OutboxMessageFailed says of a FAILED row.
-Alert FailedAlert(const OutboxMessage& row);
+Alert FailedAlert(const OutboxMessage& row, const RecoveryOptions& options);
 
 class RecoveryAlerts {
  public:

@@ -17,7 +17,9 @@ RecoveryOptions AlertOptions() {
   RecoveryOptions options;
   options.backlog_threshold = 1;
   options.backlog_age = absl::Seconds(1);
-  options.dead_letter_sources = {"PAY_QUEUE"};
+  options.dead_letter_sources = {"EVENTS"};
+  options.biz_key_label = "order_id";
+  options.consumer_name = "shipping";
   return options;
 }
 
@@ -27,7 +29,7 @@ class RecoveryAlertsTest : public ::testing::Test {
 
   OutboxMessage NewRow(const std::string& id) {
     return NewOutboxMessage(
-        {id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", ""},
+        {id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", ""},
         clock_.NowMillis(), RetryPolicy{});
   }
   void Sending(const std::string& id) { outbox_.Add(NewRow(id)); }
@@ -48,18 +50,18 @@ class RecoveryAlertsTest : public ::testing::Test {
 TEST(FailedAlertTest, NamesTheRowAndWhyItFailed) {
   OutboxMessage row;
   row.message_id = "m1";
-  row.biz_type = "payment";
+  row.biz_type = "order";
   row.biz_key = "p1";
   row.attempts = 5;
-  Alert alert = FailedAlert(row);
+  Alert alert = FailedAlert(row, AlertOptions());
   EXPECT_EQ(alert.name, "OutboxMessageFailed");
   EXPECT_EQ(alert.labels.at("message_id"), "m1");
-  EXPECT_EQ(alert.labels.at("payment_id"), "p1");
+  EXPECT_EQ(alert.labels.at("order_id"), "p1");
   EXPECT_EQ(alert.annotations.at("summary"),
-            "outbox message m1 for payment p1 failed after 5 attempts");
-  EXPECT_EQ(alert.annotations.at("last_error"), "no acknowledgement from accounting");
+            "outbox message m1 for order p1 failed after 5 attempts");
+  EXPECT_EQ(alert.annotations.at("last_error"), "no acknowledgement from shipping");
   row.last_error = "publish returned";
-  EXPECT_EQ(FailedAlert(row).annotations.at("last_error"), "publish returned");
+  EXPECT_EQ(FailedAlert(row, AlertOptions()).annotations.at("last_error"), "publish returned");
 }
 
 TEST_F(RecoveryAlertsTest, AFailedRowAlertsUntilALateAckClosesIt) {
@@ -94,13 +96,13 @@ TEST_F(RecoveryAlertsTest, AnOldSendingBacklogAlertsOverItsThresholdUntilItClear
 }
 
 TEST_F(RecoveryAlertsTest, ADeadLetterQueueAlertsWhileNotEmptyAndStaysWhileUnseen) {
-  broker_.queues["PAY_QUEUE.DLQ"] = {3, 0};
+  broker_.queues["EVENTS.DLQ"] = {3, 0};
   alerts_.Refresh(outbox_, broker_);
   ASSERT_EQ(sink_.raised.size(), 1u);
   EXPECT_EQ(sink_.raised[0].name, "OutboxDeadLetters");
-  EXPECT_EQ(sink_.raised[0].labels.at("queue"), "PAY_QUEUE.DLQ");
+  EXPECT_EQ(sink_.raised[0].labels.at("queue"), "EVENTS.DLQ");
   EXPECT_EQ(sink_.raised[0].annotations.at("depth"), "3");
-  broker_.queues["PAY_QUEUE.DLQ"] = {0, 0};
+  broker_.queues["EVENTS.DLQ"] = {0, 0};
   broker_.Drop();  // cannot look: nothing is resolved on a guess
   alerts_.Refresh(outbox_, broker_);
   EXPECT_EQ(sink_.Active("OutboxDeadLetters"), 1);
@@ -110,7 +112,7 @@ TEST_F(RecoveryAlertsTest, ADeadLetterQueueAlertsWhileNotEmptyAndStaysWhileUnsee
 }
 
 TEST_F(RecoveryAlertsTest, ADeadLetterQueueNotDeclaredYetHoldsNothing) {
-  broker_.missing = {"PAY_QUEUE.DLQ"};
+  broker_.missing = {"EVENTS.DLQ"};
   alerts_.Refresh(outbox_, broker_);
   EXPECT_TRUE(sink_.raised.empty());
 }

@@ -83,12 +83,12 @@ bool RecoveryLoop::TakeLease(absl::Time now) {
 }
 
 int RecoveryLoop::Round() {
-  const std::vector<std::string> queues = options_.republish_queues();
+  const std::vector<std::string> queues = options_.watched_queues;
   auto queue = OnceMoreOnAFreshConnection(broker_, [&] { return InspectQueues(broker_, queues); });
   if (!queue.ok()) {
     ++consecutive_failures_;
     LogWarning("queue_inspect_failed",
-               {KV("queue", options_.pay_queue), KV("error", queue.status().message())});
+               {KV("queue", options_.watched_name()), KV("error", queue.status().message())});
     return 0;
   }
   auto acks = outbox_.ReadAckProgress();

@@ -1,6 +1,6 @@
 #pragma once
 
-// The recovery loop: hold the lease, look at PAY_QUEUE, then either claim due
+// The recovery loop: hold the lease, look at the watched queues, then either claim due
 // rows in batches and re-publish them with confirms (rate-limited), failing
 // exhausted rows with an alert, or — while nobody consumes the queue or it is
 // far behind — hold them without spending attempts (or writing them) and
@@ -56,7 +56,7 @@ class RecoveryLoop {
  private:
   // Takes or renews the lease; false (after waiting as told) when not held.
   bool TakeLease(absl::Time now);
-  // Looks at pay_queue, then holds or re-publishes; returns how many rows it
+  // Looks at the watched queues, then holds or re-publishes; returns how many rows it
   // re-published or failed (0: idle).
   int Round();
   // While acknowledgements are stalled: one probe row per first retry delay.

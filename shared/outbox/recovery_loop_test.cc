@@ -30,7 +30,7 @@ class RecoveryLoopTest : public ::testing::Test {
     RetryPolicy written = options_.retry;
     written.max_attempts = max_attempts;
     outbox_.Add(NewOutboxMessage(
-        {id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body-" + id},
+        {id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", "body-" + id},
         clock_.NowMillis(), written));
   }
 
@@ -47,7 +47,12 @@ class RecoveryLoopTest : public ::testing::Test {
   InMemoryOutbox outbox_{clock_};
   RecordingAlerts alerts_;
   MetricsRegistry metrics_;
-  RecoveryOptions options_;
+  RecoveryOptions options_ = [] {
+    RecoveryOptions o;
+    o.watched_queues = {"EVENTS"};
+    o.dead_letter_sources = {"EVENTS", "REPLIES"};
+    return o;
+  }();
   std::unique_ptr<RecoveryLoop> worker_;
 };
 
@@ -59,9 +64,9 @@ TEST_F(RecoveryLoopTest, RepublishesDueRowsAsStoredWithLinearBackoff) {
   clock_.Advance(absl::Seconds(1));
   Worker().Step();
   ASSERT_EQ(broker_.published.size(), 1u);
-  EXPECT_EQ(broker_.published[0].topic, "PAY_QUEUE");
-  EXPECT_EQ(broker_.published[0].reply_to, "ACC_QUEUE");
-  EXPECT_EQ(broker_.published[0].type, "PaymentCreated");
+  EXPECT_EQ(broker_.published[0].topic, "EVENTS");
+  EXPECT_EQ(broker_.published[0].reply_to, "REPLIES");
+  EXPECT_EQ(broker_.published[0].type, "OrderPlaced");
   EXPECT_EQ(broker_.published[0].body, "body-m1");
   EXPECT_EQ(outbox_.Row("m1").attempts, 2);
   EXPECT_EQ(outbox_.Row("m1").next_retry_at, clock_.NowMillis() + 2000);
@@ -82,7 +87,7 @@ TEST_F(RecoveryLoopTest, WhileNoAcknowledgementArrivesOneProbePerFirstRetryDelay
   EXPECT_TRUE(alerts_.raised.empty());
   // The probe's acknowledgement: the path works. With copies still queued
   // the other rows wait one more step (theirs may be among them), then go out.
-  broker_.queues["PAY_QUEUE"] = {2, 1};
+  broker_.queues["EVENTS"] = {2, 1};
   clock_.Advance(absl::Milliseconds(300));
   ASSERT_TRUE(outbox_.RecordAcks({broker_.published[0].message_id}).ok());
   clock_.Advance(absl::Milliseconds(300));
@@ -201,32 +206,33 @@ TEST_F(RecoveryLoopTest, OneBacklogAlertPerEpisode) {
   EXPECT_EQ(alerts_.Active("OutboxBacklog"), 0);
 }
 
-TEST_F(RecoveryLoopTest, WithAccountingShardsOneShardDownHoldsAndReadyAddsUp) {
-  options_.pay_queue_shards = {"PAY_QUEUE-0", "PAY_QUEUE-1"};
+TEST_F(RecoveryLoopTest, WithAShardedConsumerOneShardDownHoldsAndReadyAddsUp) {
+  options_.watched_queues = {"EVENTS-0", "EVENTS-1"};
+  options_.watched_label = "EVENTS";
   options_.hold_queue_depth = 100;
   Committed("m1");
-  broker_.queues["PAY_QUEUE-0"] = {0, 1};
-  broker_.queues["PAY_QUEUE-1"] = {3, 0};  // shard 1 is down
+  broker_.queues["EVENTS-0"] = {0, 1};
+  broker_.queues["EVENTS-1"] = {3, 0};  // shard 1 is down
   clock_.Advance(absl::Seconds(1));
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
   EXPECT_TRUE(broker_.published.empty());
   EXPECT_EQ(outbox_.Row("m1").attempts, 1);  // deferred, not spent
 
-  broker_.queues["PAY_QUEUE-1"] = {3, 1};   // back
-  broker_.queues["PAY_QUEUE-0"] = {98, 1};  // 98 + 3 ready over 100: a backlog together
+  broker_.queues["EVENTS-1"] = {3, 1};   // back
+  broker_.queues["EVENTS-0"] = {98, 1};  // 98 + 3 ready over 100: a backlog together
   clock_.Advance(absl::Seconds(5));
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kQueueBacklog);
 
-  broker_.queues["PAY_QUEUE-0"] = {0, 1};
+  broker_.queues["EVENTS-0"] = {0, 1};
   clock_.Advance(absl::Seconds(30));
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
   clock_.Advance(absl::Seconds(30));
   Worker().Step();
   ASSERT_EQ(broker_.published.size(), 1u);
-  EXPECT_EQ(broker_.published[0].topic, "PAY_QUEUE");  // the hash exchange picks the shard
+  EXPECT_EQ(broker_.published[0].topic, "EVENTS");  // the hash exchange picks the shard
   EXPECT_EQ(broker_.published[0].shard_key, "p-m1");   // the row's biz_key
 }
 
@@ -234,19 +240,19 @@ TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
   options_.hold_queue_depth = 100;
   Committed("m1");
   Committed("m2");
-  broker_.queues["PAY_QUEUE"] = {5000, 0};  // accounting down, copies queued
+  broker_.queues["EVENTS"] = {5000, 0};  // accounting down, copies queued
   for (int i = 0; i < 5; ++i) {
     clock_.Advance(absl::Seconds(1));
     Worker().Step();
   }
   // Back, and consuming: below the hold depth, but not yet down to a tenth.
-  broker_.queues["PAY_QUEUE"] = {60, 1};
+  broker_.queues["EVENTS"] = {60, 1};
   clock_.Advance(absl::Seconds(1));
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kQueueBacklog);
   EXPECT_TRUE(broker_.published.empty());
   ASSERT_TRUE(outbox_.RecordAcks({"m1"}).ok());  // its copy was delivered
-  broker_.queues["PAY_QUEUE"] = {3, 1};
+  broker_.queues["EVENTS"] = {3, 1};
   clock_.Advance(absl::Seconds(1));
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
@@ -264,7 +270,7 @@ TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
 TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlertsOnce) {
   Committed("m1", /*max_attempts=*/2);
   Committed("m2", /*max_attempts=*/2);
-  broker_.queues["PAY_QUEUE"] = {2, 0};  // the fast-path copies wait; accounting is down
+  broker_.queues["EVENTS"] = {2, 0};  // the fast-path copies wait; accounting is down
   for (int i = 0; i < 10; ++i) {         // far past the budget of two attempts
     clock_.Advance(absl::Seconds(1));
     Worker().Step();
@@ -278,13 +284,13 @@ TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlert
   EXPECT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
   ASSERT_EQ(alerts_.raised.size(), 1u);  // one alert for the incident, not one per row
   EXPECT_EQ(alerts_.raised[0].name, "OutboxConsumerDown");
-  EXPECT_EQ(alerts_.raised[0].labels.at("queue"), "PAY_QUEUE");
+  EXPECT_EQ(alerts_.raised[0].labels.at("queue"), "EVENTS");
   EXPECT_EQ(alerts_.raised[0].annotations.at("rows_waiting"), "2");
   EXPECT_EQ(alerts_.raised[0].annotations.at("consumers"), "0");
 
   // Accounting is back and takes the queued copies: the alert resolves, and
   // due rows get one more backoff step before any copy is re-published.
-  broker_.queues["PAY_QUEUE"] = {2, 1};
+  broker_.queues["EVENTS"] = {2, 1};
   clock_.Advance(absl::Seconds(5));
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
@@ -304,7 +310,7 @@ TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlert
 TEST_F(RecoveryLoopTest, AQueueFarBehindHoldsToo) {
   options_.hold_queue_depth = 100;
   Committed("m1");
-  broker_.queues["PAY_QUEUE"] = {5000, 1};
+  broker_.queues["EVENTS"] = {5000, 1};
   clock_.Advance(absl::Seconds(2));
   Worker().Step();
   EXPECT_TRUE(broker_.published.empty());
@@ -313,14 +319,14 @@ TEST_F(RecoveryLoopTest, AQueueFarBehindHoldsToo) {
   EXPECT_EQ(alerts_.raised[0].name, "OutboxQueueBacklog");
   EXPECT_EQ(alerts_.raised[0].annotations.at("depth"), "5000");
   // Consumers gone as well: the incident changes name, still one alert active.
-  broker_.queues["PAY_QUEUE"] = {5000, 0};
+  broker_.queues["EVENTS"] = {5000, 0};
   Worker().Step();
   EXPECT_EQ(alerts_.Active("OutboxQueueBacklog"), 0);
   EXPECT_EQ(alerts_.Active("OutboxConsumerDown"), 1);
 }
 
 TEST_F(RecoveryLoopTest, NothingWaitingMeansNoAlertWhileTheConsumerIsDown) {
-  broker_.queues["PAY_QUEUE"] = {0, 0};
+  broker_.queues["EVENTS"] = {0, 0};
   Worker().Step();
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
@@ -328,11 +334,11 @@ TEST_F(RecoveryLoopTest, NothingWaitingMeansNoAlertWhileTheConsumerIsDown) {
 }
 
 TEST_F(RecoveryLoopTest, AQueueNotDeclaredYetIsUnconsumedNotABrokerFailure) {
-  // payment_service declares PAY_QUEUE; recovery's broker user may not.
+  // The producer declares EVENTS; recovery's broker user may not.
   Committed("m1");
-  broker_.missing = {"PAY_QUEUE", "PAY_QUEUE.DLQ"};
+  broker_.missing = {"EVENTS", "EVENTS.DLQ"};
   options_.housekeeping_every = absl::ZeroDuration();
-  options_.dead_letter_sources = {"PAY_QUEUE"};
+  options_.dead_letter_sources = {"EVENTS"};
   for (int i = 0; i < 5; ++i) {
     clock_.Advance(absl::Seconds(1));
     Worker().Step();
@@ -349,7 +355,7 @@ TEST_F(RecoveryLoopTest, ConsumerPresentButMessagesLostIsRepublishedAndBudgeted)
   // The queue is short and consumed, yet no acknowledgement came: the broker
   // or a consumer lost the message. Re-publishing is what helps here.
   Committed("m1", /*max_attempts=*/2);
-  broker_.queues["PAY_QUEUE"] = {0, 1};
+  broker_.queues["EVENTS"] = {0, 1};
   clock_.Advance(absl::Seconds(1));
   Worker().Step();
   EXPECT_EQ(broker_.published.size(), 1u);
@@ -379,14 +385,14 @@ TEST_F(RecoveryLoopTest, AFailedAlertResolvesOnceALateAckClosesTheRow) {
 
 TEST_F(RecoveryLoopTest, DeadLetterQueueAlertsWhileNotEmpty) {
   options_.housekeeping_every = absl::ZeroDuration();
-  broker_.queues["PAY_QUEUE.DLQ"] = {3, 0};
+  broker_.queues["EVENTS.DLQ"] = {3, 0};
   Worker().Step();
   Worker().Step();
   ASSERT_EQ(alerts_.raised.size(), 1u);
   EXPECT_EQ(alerts_.raised[0].name, "OutboxDeadLetters");
-  EXPECT_EQ(alerts_.raised[0].labels.at("queue"), "PAY_QUEUE.DLQ");
+  EXPECT_EQ(alerts_.raised[0].labels.at("queue"), "EVENTS.DLQ");
   EXPECT_EQ(alerts_.raised[0].annotations.at("depth"), "3");
-  broker_.queues["PAY_QUEUE.DLQ"] = {0, 0};  // re-driven or purged
+  broker_.queues["EVENTS.DLQ"] = {0, 0};  // re-driven or purged
   Worker().Step();
   EXPECT_EQ(alerts_.Active("OutboxDeadLetters"), 0);
 }

@@ -9,6 +9,9 @@ absl::Status RecoveryOptions::Validate() const {
         "need recovery_batch >= 1, recovery_rate > 0, recovery_lease_ttl > 0, "
         "recovery_max_publish_failures >= 1 and a non-empty recovery_instance_id");
   }
+  if (watched_queues.empty()) {
+    return absl::InvalidArgumentError("recovery needs at least one watched queue");
+  }
   if (hold_queue_depth < 0) {
     return absl::InvalidArgumentError("recovery_hold_queue_depth must be >= 0");
   }

@@ -15,14 +15,21 @@ namespace outbox {
 struct RecoveryOptions {
   std::string instance_id;              // lease holder name
   RetryPolicy retry;                    // backoff of attempts 2..n (the budget is in each row)
-  std::string pay_queue = "PAY_QUEUE";  // looked at before each round
-  // With accounting shards, the queues of pay_queue's group instead: their
-  // ready messages add up, and one without a consumer holds every
-  // re-publish, since which shard a payment hashes to is the broker's call.
-  std::vector<std::string> pay_queue_shards;
+  // The queues re-published rows land in, looked at before each round:
+  // their ready messages add up, and one without a consumer holds every
+  // re-publish (with a sharded consumer, which shard a row hashes to is
+  // the broker's call). At least one.
+  std::vector<std::string> watched_queues;
+  // Their name in logs, metrics and alerts (a sharded group's name); "" =
+  // the first queue's.
+  std::string watched_label;
   // Queues whose dead-letter queues are watched (an alert while not empty).
-  std::vector<std::string> dead_letter_sources = {"PAY_QUEUE", "ACC_QUEUE"};
-  // More ready messages than this in pay_queue: re-publishing holds, until
+  std::vector<std::string> dead_letter_sources;
+  // The business key's name in logs and alert labels, and who acknowledges
+  // (in a FAILED alert's "no acknowledgement from ...").
+  std::string biz_key_label = "biz_key";
+  std::string consumer_name = "the consumer";
+  // More ready messages than this in the watched queues: re-publishing holds, until
   // the queue is down to a tenth of it (see HoldFor).
   int64_t hold_queue_depth = 10000;
   int batch = 200;
@@ -40,9 +47,11 @@ struct RecoveryOptions {
 
   absl::Status Validate() const;  // INVALID_ARGUMENT naming the bad setting
 
-  // The queues re-publishes go to: pay_queue, or its shards.
-  std::vector<std::string> republish_queues() const {
-    return pay_queue_shards.empty() ? std::vector<std::string>{pay_queue} : pay_queue_shards;
+  // The name the watched queues go by in logs, metrics and alerts.
+  const std::string& watched_name() const {
+    static const std::string none;
+    if (!watched_label.empty()) return watched_label;
+    return watched_queues.empty() ? none : watched_queues.front();
   }
 };
 

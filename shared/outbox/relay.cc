@@ -201,7 +201,9 @@ void Relay::SettleConfirms() {
   }
   confirmed_.Add(confirmed);
   // Published and confirmed; the callers' replies race with this point.
-  if (confirmed > 0) Failpoint(kFpPaymentAfterPublishBeforeReply);
+  if (confirmed > 0 && !options_.after_publish_failpoint.empty()) {
+    Failpoint(options_.after_publish_failpoint);
+  }
   if (!s.ok()) {
     FailInFlight(s);
   } else if (in_flight_.Overdue(clock_.Now(), options_.confirm_timeout)) {

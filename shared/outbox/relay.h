@@ -34,6 +34,9 @@ struct RelayOptions {
   // over, since a late copy of the others would only be a duplicate. The
   // service sets it to the first retry delay.
   absl::Duration hand_over_after = absl::InfiniteDuration();
+  // The crash point (shared/runtime/failpoint.h) evaluated once confirms
+  // came in, before the next turn; empty: none.
+  std::string after_publish_failpoint;
 };
 
 class Relay final : public RelayQueue {

@@ -22,7 +22,7 @@ class RelayTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) {
       OutboxMessage row =
           NewOutboxMessage({"m" + std::to_string(next_), "payment", "p" + std::to_string(next_),
-                            "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
+                            "EVENTS", "OrderPlaced", "REPLIES", "body"},
                            clock_.NowMillis(), RetryPolicy{});
       ++next_;
       outbox_.Add(row);
@@ -45,8 +45,8 @@ TEST_F(RelayTest, PublishesCommittedMessagesAndLeavesRowsSending) {
   ASSERT_TRUE(publisher_.Step());
   EXPECT_EQ(broker_.published.size(), 3u);
   EXPECT_EQ(publisher_.confirmed(), 3);
-  EXPECT_EQ(broker_.published[0].type, "PaymentCreated");
-  EXPECT_EQ(broker_.published[0].reply_to, "ACC_QUEUE");
+  EXPECT_EQ(broker_.published[0].type, "OrderPlaced");
+  EXPECT_EQ(broker_.published[0].reply_to, "REPLIES");
   // Confirmed by the broker is not acknowledged by accounting.
   EXPECT_EQ(outbox_.Row("m0").status, OutboxStatus::kSending);
   EXPECT_EQ(outbox_.Row("m0").last_error, "");
@@ -127,7 +127,7 @@ TEST_F(RelayTest, WhatRecoveryTookOverWhileQueuedIsNotPublishedLate) {
   for (const char* id : {"taken", "untouched", "fresh"}) {
     if (std::string(id) == "fresh") clock_.Advance(absl::Seconds(5));
     OutboxMessage row =
-        NewOutboxMessage({id, "payment", id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
+        NewOutboxMessage({id, "order", id, "EVENTS", "OrderPlaced", "REPLIES", "body"},
                          clock_.NowMillis(), RetryPolicy{});
     outbox_.Add(row);
     publisher.Enqueue({ToOutgoing(row)});
@@ -152,7 +152,7 @@ TEST_F(RelayTest, RowsOfASlowCommitAreJudgedFromTheirOwnTimeStamp) {
   Relay publisher(broker_, outbox_, clock_, metrics_,
                   {/*window=*/4, /*capacity=*/10, absl::Seconds(5), absl::Seconds(5)});
   OutboxMessage row =
-      NewOutboxMessage({"slow", "payment", "slow", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "b"},
+      NewOutboxMessage({"slow", "order", "slow", "EVENTS", "OrderPlaced", "REPLIES", "b"},
                        clock_.NowMillis(), RetryPolicy{});
   const absl::Time written_at = clock_.Now();
   outbox_.Add(row);

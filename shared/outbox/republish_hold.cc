@@ -73,7 +73,7 @@ RepublishHold::RepublishHold(RecoveryRepository& outbox, LeaseKeeper& lease, Ale
       "1 while re-publishing is held (nobody consumes the queue, it is far behind, or no "
       "acknowledgement arrives)",
       {}, [this] { return hold_.load() != 0 ? 1 : 0; });
-  const Labels queue = {{"queue", options_.pay_queue}};
+  const Labels queue = {{"queue", options_.watched_name()}};
   metrics.AddGauge("outbox_queue_ready", "messages ready in the queue, as last seen", queue,
                    [this] { return static_cast<double>(queue_ready_.load()); });
   metrics.AddGauge("outbox_queue_consumers", "consumers of the queue, as last seen", queue,
@@ -104,7 +104,7 @@ DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& a
   } else if (hold == DeliveryHold::kAcksStalled) {
     if (before != hold) {
       LogWarning("delivery_held",
-                 {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.pay_queue),
+                 {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.watched_name()),
                   KV("last_acked_at", acks.last_acked_at)});
     }
     hold_ = static_cast<int>(hold);
@@ -123,7 +123,7 @@ void RepublishHold::Resume(DeliveryHold before, const QueueState& queue) {
   const bool nothing_queued = before == DeliveryHold::kAcksStalled && queue.ready == 0;
   const int64_t deferred = nothing_queued ? 0 : DeferAllDue();
   LogInfo("delivery_resumed",
-          {KV("queue", options_.pay_queue), KV("was", DeliveryHoldName(before)),
+          {KV("queue", options_.watched_name()), KV("was", DeliveryHoldName(before)),
            KV("ready", queue.ready), KV("consumers", queue.consumers), KV("deferred", deferred)});
   hold_ = 0;
 }
@@ -156,7 +156,7 @@ void RepublishHold::Hold(DeliveryHold hold, DeliveryHold before, const QueueStat
   auto waiting = outbox_.CountSendingOlderThan(std::numeric_limits<int64_t>::max());
   if (before != hold) {
     LogWarning("delivery_held",
-               {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.pay_queue),
+               {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.watched_name()),
                 KV("ready", queue.ready), KV("consumers", queue.consumers),
                 KV("rows_waiting", waiting.ok() ? *waiting : -1)});
   }
@@ -174,12 +174,12 @@ Alert RepublishHold::HeldAlert(DeliveryHold hold, const QueueState& queue, int64
   const bool down = hold == DeliveryHold::kConsumerDown;
   alert.name = down ? "OutboxConsumerDown" : "OutboxQueueBacklog";
   alert.severity = down ? "critical" : "warning";
-  alert.labels = {{"queue", options_.pay_queue}};
+  alert.labels = {{"queue", options_.watched_name()}};
   alert.annotations = {
       {"summary",
-       down ? absl::StrCat("nobody consumes ", options_.pay_queue, ": ", waiting,
+       down ? absl::StrCat("nobody consumes ", options_.watched_name(), ": ", waiting,
                            " outbox rows wait; re-publishing is held (no attempts spent)")
-            : absl::StrCat(options_.pay_queue, " holds ", queue.ready, " ready messages (over ",
+            : absl::StrCat(options_.watched_name(), " holds ", queue.ready, " ready messages (over ",
                            options_.hold_queue_depth, "): ", waiting,
                            " outbox rows wait; re-publishing is held (no attempts spent)")},
       {"depth", absl::StrCat(queue.ready)},

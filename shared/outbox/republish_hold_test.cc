@@ -70,6 +70,7 @@ TEST(InspectQueuesTest, AQueueNotDeclaredYetHasNobodyConsumingIt) {
 RecoveryOptions HoldOptions() {
   RecoveryOptions options;
   options.instance_id = "r1";
+  options.watched_queues = {"EVENTS"};
   options.retry.base_delay = absl::Seconds(1);
   options.hold_queue_depth = 100;
   return options;
@@ -81,7 +82,7 @@ class RepublishHoldTest : public ::testing::Test {
 
   void Due(const std::string& id) {
     outbox_.Add(NewOutboxMessage(
-        {id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"},
+        {id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", "body"},
         clock_.NowMillis() - 5'000, options_.retry));
   }
 
@@ -110,7 +111,7 @@ TEST_F(RepublishHoldTest, HeldRowsAreLeftAsTheyAreUnderOneAlert) {
   EXPECT_EQ(hold_.active_alerts(), 1u);
   EXPECT_EQ(hold_.last_queue().ready, 7);
   EXPECT_NE(metrics_.Render().find("outbox_delivery_held 1"), std::string::npos);
-  EXPECT_NE(metrics_.Render().find("outbox_queue_ready{queue=\"PAY_QUEUE\"} 7"), std::string::npos);
+  EXPECT_NE(metrics_.Render().find("outbox_queue_ready{queue=\"EVENTS\"} 7"), std::string::npos);
 }
 
 TEST_F(RepublishHoldTest, ABacklogIsAWarningThatChangesNameWhenConsumersGo) {

@@ -52,7 +52,7 @@ absl::StatusOr<Claimed> Republisher::Claim(int limit, int64_t now_ms) {
 
 void Republisher::RaiseFailed(const OutboxMessage& row) {
   failed_.Add();
-  LogWarning("message_failed", {KV("payment_id", row.biz_key), KV("message_id", row.message_id),
+  LogWarning("message_failed", {KV(options_.biz_key_label, row.biz_key), KV("message_id", row.message_id),
                                 KV("trace_id", TraceIdOf(row.traceparent)),
                                 KV("attempts", row.attempts), KV("last_error", row.last_error)});
   alerts_.MessageFailed(row);
@@ -108,7 +108,7 @@ void Republisher::LogRows(const std::vector<OutboxMessage>& rows,
     const OutboxMessage& row = rows[i];
     Log(confirmed[i] ? LogLevel::kInfo : LogLevel::kWarning,
         confirmed[i] ? "message_republished" : "message_republish_failed",
-        {KV("payment_id", row.biz_key), KV("message_id", row.message_id),
+        {KV(options_.biz_key_label, row.biz_key), KV("message_id", row.message_id),
          KV("trace_id", TraceIdOf(row.traceparent)), KV("attempt", row.attempts)});
   }
   LogInfo("republished",

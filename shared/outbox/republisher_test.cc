@@ -28,7 +28,7 @@ class RepublisherTest : public ::testing::Test {
     RetryPolicy written = options_.retry;
     written.max_attempts = max_attempts;
     outbox_.Add(NewOutboxMessage(
-        {id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body-" + id},
+        {id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", "body-" + id},
         clock_.NowMillis() - 1'000, written));
   }
 

@@ -17,7 +17,7 @@ RetryPolicy Policy() {
 
 OutboxMessage Fresh() {
   return NewOutboxMessage(
-      {"m-1", "payment", "p-1", "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body"}, kNow,
+      {"m-1", "order", "p-1", "EVENTS", "OrderPlaced", "REPLIES", "body"}, kNow,
       Policy());
 }
 
@@ -58,13 +58,13 @@ TEST(NewOutboxMessageTest, CountsTheFastPathPublishAsAttemptOneAndStoresTheBudge
   EXPECT_EQ(row.next_retry_at, kNow + 2000);
   EXPECT_EQ(row.created_at, kNow);
   EXPECT_EQ(row.sent_at, 0);
-  EXPECT_EQ(row.message_type, "PaymentCreated");
+  EXPECT_EQ(row.message_type, "OrderPlaced");
   OutgoingMessage out = ToOutgoing(row);
-  EXPECT_EQ(out.topic, "PAY_QUEUE");
+  EXPECT_EQ(out.topic, "EVENTS");
   EXPECT_EQ(out.message_id, "m-1");
   EXPECT_EQ(out.body, "body");
-  EXPECT_EQ(out.reply_to, "ACC_QUEUE");
-  EXPECT_EQ(out.type, "PaymentCreated");
+  EXPECT_EQ(out.reply_to, "REPLIES");
+  EXPECT_EQ(out.type, "OrderPlaced");
 }
 
 TEST(OnDueTest, NotDueBeforeNextRetryOrOutsideSending) {

@@ -56,7 +56,7 @@ TEST(DeadLetterTest, CountsAndRejectsWithoutRequeue) {
   ASSERT_EQ(got->size(), 1u);
   MetricsRegistry metrics;
   Counter& counter = metrics.AddCounter("dead_total", "dead");
-  ASSERT_TRUE(DeadLetter(consumer, counter, "PAY_QUEUE", (*got)[0], "garbage").ok());
+  ASSERT_TRUE(DeadLetter(consumer, counter, "EVENTS", (*got)[0], "garbage").ok());
   EXPECT_EQ(consumer.rejected.count(tag), 1u);
   EXPECT_TRUE(consumer.requeued.empty());
   EXPECT_EQ(counter.value(), 1);
