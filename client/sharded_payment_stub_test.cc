@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "client/channel.h"
 #include "client/request.h"
 #include "shared/base/shard_of_payment.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::client {
 namespace {
@@ -115,7 +117,7 @@ TEST(PaymentShardsClientTest, EachCreateGoesToItsKeysShardEveryTime) {
       grpc::ClientContext ctx;
       CreatePaymentResponse resp;
       const CreatePaymentRequest req = PaymentRequest("shard-test-", i, "");
-      ASSERT_TRUE(t.stub->CreatePayment(&ctx, req, &resp).ok());
+      ASSERT_OK(FromGrpc(t.stub->CreatePayment(&ctx, req, &resp), "CreatePayment"));
       EXPECT_EQ(ShardOfPaymentId(resp.payment().payment_id()),
                 ShardOfKey(req.idempotency_key(), 2));
     }
@@ -133,7 +135,7 @@ TEST(PaymentShardsClientTest, GetGoesToTheShardTheIdNames) {
     Payment p;
     GetPaymentRequest req;
     req.set_payment_id(id);
-    ASSERT_TRUE(t.stub->GetPayment(&ctx, req, &p).ok()) << id;
+    ASSERT_OK(FromGrpc(t.stub->GetPayment(&ctx, req, &p), "GetPayment")) << id;
   }
   EXPECT_EQ(t.shard[0]->gets, (std::vector<std::string>{"s0-def", "plain-uuid", "s7-unknown"}));
   EXPECT_EQ(t.shard[1]->gets, (std::vector<std::string>{"s1-abc"}));
@@ -147,7 +149,7 @@ TEST(PaymentShardsClientTest, ListingWalksEveryShardBehindOneToken) {
   do {
     grpc::ClientContext ctx;
     ListPaymentsResponse resp;
-    ASSERT_TRUE(t.stub->ListPayments(&ctx, req, &resp).ok());
+    ASSERT_OK(FromGrpc(t.stub->ListPayments(&ctx, req, &resp), "ListPayments"));
     for (const Payment& p : resp.payments()) seen.push_back(p.payment_id());
     req.set_page_token(resp.next_page_token());
     ASSERT_LT(++pages, 10);
@@ -161,7 +163,7 @@ TEST(PaymentShardsClientTest, AnEmptyShardStillLeadsToTheNext) {
   TwoShards t = MakeTwoShards({}, {"s1-c"});
   grpc::ClientContext ctx;
   ListPaymentsResponse resp;
-  ASSERT_TRUE(t.stub->ListPayments(&ctx, {}, &resp).ok());
+  ASSERT_OK(FromGrpc(t.stub->ListPayments(&ctx, {}, &resp), "ListPayments"));
   EXPECT_EQ(resp.payments_size(), 0);
   EXPECT_EQ(resp.next_page_token(), "1/");
 }

@@ -10,6 +10,7 @@
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/message_fixtures.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::payment {
 namespace {
@@ -26,13 +27,13 @@ class PaymentAccountedFixturesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto keys = ReadFixtureKeys(kFixtures);
-    ASSERT_TRUE(keys.ok()) << keys.status();
+    ASSERT_OK(keys);
     keys_ = std::make_unique<MessageKeys>(std::move(keys).value());
   }
 
   Delivery Fixture(const std::string& name) {
     auto d = ReadMessageFixture(kFixtures, name);
-    EXPECT_TRUE(d.ok()) << d.status();
+    EXPECT_OK(d);
     return d.ok() ? *d : Delivery{};
   }
 
@@ -120,7 +121,7 @@ TEST_F(PaymentAccountedFixturesTest, FieldsThisProtoDoesNotDefineAreIgnored) {
   ASSERT_TRUE(reply.ParseFromString(d.body));
   EXPECT_EQ(reply.GetReflection()->GetUnknownFields(reply).field_count(), 1);
   auto ack = DecodePaymentAccounted(d.body);
-  ASSERT_TRUE(ack.ok()) << ack.status();
+  ASSERT_OK(ack);
   EXPECT_EQ(ack->message_id, d.message_id);
   EXPECT_FALSE(ack->duplicate);
   ExpectAcknowledged("payment_accounted.future", Receive(d, keys_.get()));
@@ -136,7 +137,7 @@ TEST(PaymentCreatedFixtureTest, TodaysCodecWritesEveryEarlierBodyAndAcceptsBatch
         "payment_created.149bbcf", "payment_created.0208c0e"}) {
     SCOPED_TRACE(name);
     auto d = ReadMessageFixture(kFixtures, name);
-    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_OK(d);
     events::v1::PaymentCreated event;
     ASSERT_TRUE(event.ParseFromString(d->body));
     PaymentInput input;
@@ -154,7 +155,7 @@ TEST(PaymentCreatedFixtureTest, TodaysCodecWritesEveryEarlierBodyAndAcceptsBatch
 
 TEST(PaymentCreatedFixtureTest, TodaysCodecWritesTheCurrentFixturesBytes) {
   auto d = ReadMessageFixture(kFixtures, "payment_created.5ca9c6c");
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   events::v1::PaymentCreated event;
   ASSERT_TRUE(event.ParseFromString(d->body));
   PaymentInput input;

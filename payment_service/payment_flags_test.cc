@@ -10,6 +10,7 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::payment {
 namespace {
@@ -25,7 +26,7 @@ constexpr char kWindowBatchPrefetch[] =
 constexpr char kUnsentHold[] = "--max_unsent must be >= 0; --max_hold_ms 0..1000";
 
 TEST(PaymentServiceOptionsTest, AcceptsTheDefaults) {
-  EXPECT_TRUE(PaymentServiceOptions{}.Validate().ok());
+  EXPECT_OK(PaymentServiceOptions{}.Validate());
 }
 
 TEST(PaymentServiceOptionsTest, AcceptsTheBounds) {
@@ -35,10 +36,10 @@ TEST(PaymentServiceOptionsTest, AcceptsTheBounds) {
   o.prefetch = 1;
   o.max_unsent = 0;  // backpressure off
   o.max_hold_ms = 0;
-  EXPECT_TRUE(o.Validate().ok());
+  EXPECT_OK(o.Validate());
   o.prefetch = 65535;
   o.max_hold_ms = 1000;
-  EXPECT_TRUE(o.Validate().ok());
+  EXPECT_OK(o.Validate());
 }
 
 TEST(PaymentServiceOptionsTest, RefusesAPublishWindowBelowOne) {
@@ -102,7 +103,7 @@ TEST(PaymentOptionsFromFlagsTest, ReadsEveryFlag) {
   flags.Set("payment_shards", "127.0.0.1:7001,127.0.0.1:7002");
   flags.Set("payment_shard_index", "1");
   absl::StatusOr<PaymentServiceOptions> o = OptionsFromFlags();
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_OK(o);
   EXPECT_EQ(o->listen, "127.0.0.1:0");
   EXPECT_EQ(o->db, "/tmp/p.db");
   EXPECT_EQ(o->metrics_listen, "127.0.0.1:9100");
@@ -115,7 +116,7 @@ TEST(PaymentOptionsFromFlagsTest, ReadsEveryFlag) {
   EXPECT_EQ(o->shard.count(), 2);
   EXPECT_FALSE(o->auth.enabled());
   EXPECT_EQ(o->service.pay_queue, "P1");
-  EXPECT_TRUE(o->Validate().ok());
+  EXPECT_OK(o->Validate());
 }
 
 TEST(PaymentOptionsFromFlagsTest, AShardFlagThatDoesNotParseIsRefused) {

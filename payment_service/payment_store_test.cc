@@ -7,9 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/outbox/state_machine.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::payment {
 namespace {
+
+using ::outbox::testing::StatusIs;
+using ::testing::HasSubstr;
 
 class PaymentStoreTest : public ::testing::Test {
  protected:
@@ -17,7 +21,7 @@ class PaymentStoreTest : public ::testing::Test {
     char tmpl[] = "/tmp/payment_store_test.XXXXXX";
     dir_ = mkdtemp(tmpl);
     auto store = PaymentStore::Open(dir_ + "/payment.db", DbOptions{});
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = std::move(store).value();
   }
   void TearDown() override {
@@ -45,10 +49,10 @@ class PaymentStoreTest : public ::testing::Test {
 TEST_F(PaymentStoreTest, WritesPaymentAndOutboxRowTogether) {
   auto out = store_->CreateBatch({Make("k1"), Make("k2")});
   ASSERT_EQ(out.size(), 2u);
-  ASSERT_TRUE(out[0].status.ok()) << out[0].status;
-  ASSERT_TRUE(out[1].status.ok()) << out[1].status;
+  ASSERT_OK(out[0].status);
+  ASSERT_OK(out[1].status);
   auto got = store_->Get(out[1].record.payment_id);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->input.idempotency_key, "k2");
   EXPECT_EQ(got->outbox.status, OutboxStatus::kSending);
   EXPECT_EQ(got->outbox.message_id, "msg-2");
@@ -63,7 +67,7 @@ TEST_F(PaymentStoreTest, WritesPaymentAndOutboxRowTogether) {
 
 TEST_F(PaymentStoreTest, ReplaysTheSameRequestAndRefusesADifferentOne) {
   auto first = store_->CreateBatch({Make("k1")});
-  ASSERT_TRUE(first[0].status.ok());
+  ASSERT_OK(first[0].status);
   // Same key twice in one group and once more later: one payment only.
   auto again = store_->CreateBatch({Make("k1"), Make("k1"), Make("k1", 999)});
   EXPECT_TRUE(again[0].replayed);
@@ -71,7 +75,7 @@ TEST_F(PaymentStoreTest, ReplaysTheSameRequestAndRefusesADifferentOne) {
   EXPECT_EQ(again[0].record.payment_id, first[0].record.payment_id);
   EXPECT_TRUE(absl::IsAlreadyExists(again[2].status)) << again[2].status;
   auto page = store_->List(std::nullopt, 0, 100);
-  ASSERT_TRUE(page.ok());
+  ASSERT_OK(page);
   EXPECT_EQ(page->items.size(), 1u);
 }
 
@@ -82,11 +86,12 @@ TEST_F(PaymentStoreTest, AFailingRequestFailsAlone) {
   NewPayment clash = Make("k4");
   clash.outbox.message_id = "dup";  // unique message_id violated by the second
   auto out = store_->CreateBatch({bad, clash, good});
-  EXPECT_TRUE(out[0].status.ok());
-  EXPECT_FALSE(out[1].status.ok());
-  EXPECT_TRUE(out[2].status.ok());
+  EXPECT_OK(out[0].status);
+  EXPECT_THAT(out[1].status,
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("outbox.message_id")));
+  EXPECT_OK(out[2].status);
   auto page = store_->List(std::nullopt, 0, 100);
-  ASSERT_TRUE(page.ok());
+  ASSERT_OK(page);
   ASSERT_EQ(page->items.size(), 2u);  // no payment row left without its outbox row
   EXPECT_EQ(page->items[0].input.idempotency_key, "k2");
   EXPECT_EQ(page->items[1].input.idempotency_key, "k3");
@@ -95,11 +100,11 @@ TEST_F(PaymentStoreTest, AFailingRequestFailsAlone) {
 TEST_F(PaymentStoreTest, MarkSentIsIdempotentAndIgnoresUnknownIds) {
   auto out = store_->CreateBatch({Make("k1"), Make("k2")});
   auto changed = store_->RecordAcks({"msg-1", "msg-1", "nope"}, 500);
-  ASSERT_TRUE(changed.ok());
+  ASSERT_OK(changed);
   EXPECT_EQ(changed->closed, 1);
   EXPECT_EQ(changed->late, 0);
   changed = store_->RecordAcks({"msg-1"}, 600);
-  ASSERT_TRUE(changed.ok());
+  ASSERT_OK(changed);
   EXPECT_EQ(changed->changed(), 0);
   auto got = store_->Get(out[0].record.payment_id);
   EXPECT_EQ(got->outbox.status, OutboxStatus::kSent);
@@ -114,7 +119,7 @@ TEST_F(PaymentStoreTest, ALateAcknowledgementClosesAFailedRow) {
     db.exec("UPDATE outbox SET status = 'FAILED', last_error = 'no acknowledgement'");
   }
   auto changed = store_->RecordAcks({"msg-1"}, 700);
-  ASSERT_TRUE(changed.ok()) << changed.status();
+  ASSERT_OK(changed);
   EXPECT_EQ(changed->closed, 0);
   EXPECT_EQ(changed->late, 1);
   auto got = store_->Get(out[0].record.payment_id);
@@ -127,9 +132,9 @@ TEST_F(PaymentStoreTest, ListsPagesAndFiltersByStatus) {
   std::vector<NewPayment> batch;
   for (int i = 0; i < 5; ++i) batch.push_back(Make(absl::StrCat("k", i)));
   store_->CreateBatch(batch);
-  ASSERT_TRUE(store_->RecordAcks({"msg-2", "msg-4"}, 5).ok());
+  ASSERT_OK(store_->RecordAcks({"msg-2", "msg-4"}, 5));
   auto p1 = store_->List(std::nullopt, 0, 2);
-  ASSERT_TRUE(p1.ok());
+  ASSERT_OK(p1);
   ASSERT_EQ(p1->items.size(), 2u);
   ASSERT_GT(p1->next_cursor, 0);
   auto p2 = store_->List(std::nullopt, p1->next_cursor, 2);

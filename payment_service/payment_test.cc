@@ -4,6 +4,7 @@
 
 #include "events/v1/events.pb.h"
 #include "payment_service/payment_codec.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::payment {
 namespace {
@@ -28,7 +29,7 @@ void ExpectInvalid(const PaymentInput& in, const std::string& field) {
 TEST(ValidatePaymentInputTest, AmountsAreBoundedByTheSetting) {
   PaymentInput in = Valid();
   in.amount_minor = kDefaultMaxAmountMinor;
-  EXPECT_TRUE(ValidatePaymentInput(in).ok());
+  EXPECT_OK(ValidatePaymentInput(in));
   in.amount_minor = kDefaultMaxAmountMinor + 1;
   ExpectInvalid(in, "amount_minor must be at most 1000000000000");
   in.amount_minor = 9'223'372'036'854'775'807;  // INT64_MAX: accepted before
@@ -38,7 +39,7 @@ TEST(ValidatePaymentInputTest, AmountsAreBoundedByTheSetting) {
 }
 
 TEST(ValidatePaymentInputTest, AcceptsAValidPayment) {
-  EXPECT_TRUE(ValidatePaymentInput(Valid()).ok());
+  EXPECT_OK(ValidatePaymentInput(Valid()));
 }
 
 TEST(ValidatePaymentInputTest, NamesTheBadField) {
@@ -90,7 +91,7 @@ TEST(PaymentCodecTest, AReplyAcknowledgesItsMessageWithThePaymentAsBusinessKey) 
   reply.set_payment_id("p1");
   reply.set_duplicate(true);
   auto ack = DecodePaymentAccounted(reply.SerializeAsString());
-  ASSERT_TRUE(ack.ok()) << ack.status();
+  ASSERT_OK(ack);
   EXPECT_EQ(ack->message_id, "m1");
   EXPECT_EQ(ack->biz_key, "p1");
   EXPECT_TRUE(ack->duplicate);
@@ -108,7 +109,7 @@ TEST(PaymentCodecTest, ABatchReplyAcknowledgesEveryMessageItListsInOrder) {
   reply.type = kPaymentsAccountedType;
   reply.body = batch.SerializeAsString();
   auto acks = DecodeAccountingReply(reply);
-  ASSERT_TRUE(acks.ok()) << acks.status();
+  ASSERT_OK(acks);
   ASSERT_EQ(acks->size(), 2u);
   EXPECT_EQ((*acks)[0].message_id, "m1");
   EXPECT_EQ((*acks)[1].biz_key, "pm2");
@@ -123,7 +124,7 @@ TEST(PaymentCodecTest, ASingleReplyOfAnyOtherTypeAcknowledgesOneMessage) {
     reply.type = type;
     reply.body = one.SerializeAsString();
     auto acks = DecodeAccountingReply(reply);
-    ASSERT_TRUE(acks.ok()) << acks.status();
+    ASSERT_OK(acks);
     ASSERT_EQ(acks->size(), 1u);
     EXPECT_EQ((*acks)[0].message_id, "m1");
   }

@@ -11,6 +11,7 @@
 #include "shared/base/mutex.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/sequential_ids.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::payment {
 namespace {
@@ -111,7 +112,7 @@ TEST_F(PaymentWriterTest, ReplayIsNotPublishedAgainAndConflictIsRefused) {
   in.amount_minor = 200;
   CreateOutcome c = writer.Create(in);
   writer.Stop();
-  ASSERT_TRUE(a.status.ok());
+  ASSERT_OK(a.status);
   EXPECT_FALSE(a.replayed);
   EXPECT_TRUE(b.replayed);
   EXPECT_EQ(a.record.payment_id, b.record.payment_id);
@@ -166,9 +167,9 @@ TEST_F(PaymentWriterTest, AcknowledgementsRideTheGroupCommit) {
   CreateOutcome b = writer.Create({"k2", "alice", "bob", 100, "USD", ""});
   clock_.Advance(absl::Seconds(1));
   auto marked = writer.RecordAcks({a.record.outbox.message_id, "unknown"});
-  ASSERT_TRUE(marked.ok()) << marked.status();
+  ASSERT_OK(marked);
   EXPECT_EQ(marked->closed, 1);
-  ASSERT_TRUE(writer.RecordPublishFailure({b.record.outbox.message_id}, "nack").ok());
+  ASSERT_OK(writer.RecordPublishFailure({b.record.outbox.message_id}, "nack"));
   writer.Stop();
   EXPECT_EQ(store_->Get(a.record.payment_id)->outbox.status, OutboxStatus::kSent);
   EXPECT_EQ(store_->Get(a.record.payment_id)->outbox.sent_at, 1'001'000);
@@ -183,10 +184,10 @@ TEST_F(PaymentWriterTest, EachRowTurnedSentIsTimedFromItsCreation) {
   CreateOutcome a = writer.Create({"k1", "alice", "bob", 100, "USD", ""});
   CreateOutcome b = writer.Create({"k2", "alice", "bob", 100, "USD", ""});
   clock_.Advance(absl::Milliseconds(1500));
-  ASSERT_TRUE(writer.RecordAcks({a.record.outbox.message_id}).ok());
+  ASSERT_OK(writer.RecordAcks({a.record.outbox.message_id}));
   clock_.Advance(absl::Seconds(20));
   // b after 21.5 s; a again changes nothing and is not timed twice.
-  ASSERT_TRUE(writer.RecordAcks({b.record.outbox.message_id, a.record.outbox.message_id}).ok());
+  ASSERT_OK(writer.RecordAcks({b.record.outbox.message_id, a.record.outbox.message_id}));
   writer.Stop();
   const std::string text = metrics_.Render();
   EXPECT_NE(text.find("# TYPE outbox_create_to_sent_seconds histogram\n"), std::string::npos)
@@ -211,11 +212,11 @@ TEST_F(PaymentWriterTest, WhileAccountingLagsNewPaymentsWaitForItsAcks) {
   std::vector<CreateOutcome> made;
   for (int i = 0; i < 3; ++i) {
     made.push_back(writer.Create({absl::StrCat("k", i), "alice", "bob", 100, "USD", ""}));
-    ASSERT_TRUE(made.back().status.ok()) << made.back().status;
+    ASSERT_OK(made.back().status);
   }
   EXPECT_EQ(writer.holds(), 0);  // no acks yet: nothing is held for them
   // Acks flow, and 2 payments are still SENDING: accounting lags.
-  ASSERT_TRUE(writer.RecordAcks({made[0].record.outbox.message_id}).ok());
+  ASSERT_OK(writer.RecordAcks({made[0].record.outbox.message_id}));
   Notification created;
   CreateOutcome late;
   writer.CreateAsync({"k3", "alice", "bob", 100, "USD", ""}, "", [&](CreateOutcome out) {
@@ -228,9 +229,9 @@ TEST_F(PaymentWriterTest, WhileAccountingLagsNewPaymentsWaitForItsAcks) {
   EXPECT_FALSE(created.HasBeenNotified());
   // The next ack is committed on its own; the backlog is under the bound
   // again, so the held payment goes into the next group.
-  ASSERT_TRUE(writer.RecordAcks({made[1].record.outbox.message_id}).ok());
+  ASSERT_OK(writer.RecordAcks({made[1].record.outbox.message_id}));
   ASSERT_TRUE(created.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  ASSERT_TRUE(late.status.ok()) << late.status;
+  ASSERT_OK(late.status);
   writer.Stop();
   EXPECT_EQ(relay.published().size(), 4u);
 }
@@ -244,7 +245,7 @@ TEST_F(PaymentWriterTest, WithoutAcksNothingIsHeld) {
   PaymentWriter writer(*store_, clock_, ids_, metrics_, options);
   writer.Start(relay);
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(writer.Create({absl::StrCat("k", i), "alice", "bob", 100, "USD", ""}).status.ok());
+    ASSERT_OK(writer.Create({absl::StrCat("k", i), "alice", "bob", 100, "USD", ""}).status);
   }
   writer.Stop();
   EXPECT_EQ(writer.holds(), 0);

@@ -4,14 +4,19 @@
 #include <gtest/gtest.h>
 
 #include "shared/base/shard_of_payment.h"
+#include "shared/grpc/grpc_status.h"
 #include "shared/testing/sequential_ids.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::payment {
 namespace {
 
+using ::outbox::testing::StatusIs;
+using ::testing::HasSubstr;
+
 ShardConfig TwoShards(int index) {
   auto config = ParseShardConfig("127.0.0.1:7001,127.0.0.1:7002", index);
-  EXPECT_TRUE(config.ok()) << config.status();
+  EXPECT_OK(config);
   return *config;
 }
 
@@ -25,7 +30,7 @@ std::string KeyOf(int shard) {
 
 TEST(ParseShardConfigTest, EmptyIsOneShard) {
   auto config = ParseShardConfig("", 0);
-  ASSERT_TRUE(config.ok());
+  ASSERT_OK(config);
   EXPECT_EQ(config->count(), 1);
   EXPECT_EQ(ParseShardConfig("", 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -39,25 +44,28 @@ TEST(ParseShardConfigTest, ListsAddressesByIndexAndRejectsBadOnes) {
   auto bad = ParseShardConfig("a:1,,b:2", 0);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("--payment_shards"), std::string::npos);
-  EXPECT_FALSE(ParseShardConfig("a:1,nohostport", 0).ok());
-  EXPECT_FALSE(ParseShardConfig("a:1", -1).ok());
+  EXPECT_THAT(ParseShardConfig("a:1,nohostport", 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--payment_shards")));
+  EXPECT_THAT(ParseShardConfig("a:1", -1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--payment_shard_index")));
 }
 
 TEST(ShardGuardTest, OneShardServesEverything) {
   ShardGuard guard;
   grpc::ServerContext ctx;
-  EXPECT_TRUE(guard.CheckKey(ctx, KeyOf(1)).ok());
-  EXPECT_TRUE(guard.CheckPaymentId(ctx, "s1-abc").ok());
+  EXPECT_OK(FromGrpcStatus(guard.CheckKey(ctx, KeyOf(1))));
+  EXPECT_OK(FromGrpcStatus(guard.CheckPaymentId(ctx, "s1-abc")));
   EXPECT_TRUE(grpc::testing::ServerContextTestSpouse(&ctx).GetTrailingMetadata().empty());
 }
 
 TEST(ShardGuardTest, ServesItsOwnKeysAndIds) {
   ShardGuard guard(TwoShards(0));
   grpc::ServerContext ctx;
-  EXPECT_TRUE(guard.CheckKey(ctx, KeyOf(0)).ok());
-  EXPECT_TRUE(guard.CheckKey(ctx, "").ok());  // validation answers it
-  EXPECT_TRUE(guard.CheckPaymentId(ctx, "s0-abc").ok());
-  EXPECT_TRUE(guard.CheckPaymentId(ctx, "6f1c0f8e-1d2a-4b3c").ok());  // from before sharding
+  EXPECT_OK(FromGrpcStatus(guard.CheckKey(ctx, KeyOf(0))));
+  EXPECT_OK(FromGrpcStatus(guard.CheckKey(ctx, "")));  // validation answers it
+  EXPECT_OK(FromGrpcStatus(guard.CheckPaymentId(ctx, "s0-abc")));
+  // An id from before sharding.
+  EXPECT_OK(FromGrpcStatus(guard.CheckPaymentId(ctx, "6f1c0f8e-1d2a-4b3c")));
   EXPECT_TRUE(grpc::testing::ServerContextTestSpouse(&ctx).GetTrailingMetadata().empty());
 }
 

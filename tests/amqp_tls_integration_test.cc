@@ -19,12 +19,15 @@
 #include "shared/amqp/amqp_client.h"
 #include "shared/amqp/amqp_dialer.h"
 #include "shared/testing/manual_clock.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/broker.h"
 #include "tests/support/process.h"
 
 namespace outbox {
 namespace {
 
+using ::outbox::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // A second, unrelated dev PKI (scripts/dev_certs.sh), made once per run.
@@ -61,7 +64,7 @@ class AmqpTlsTest : public ::testing::Test {
     auto url =
         AmqpUrl::Parse(absl::StrReplaceAll(broker_.amqps_url, {{"@127.0.0.1:", "@" + host + ":"}}),
                        std::move(files));
-    EXPECT_TRUE(url.ok()) << url.status();
+    EXPECT_OK(url);
     return url.ok() ? *url : AmqpUrl();
   }
   static std::string Other(const std::string& file) { return *other_pki_ + "/" + file; }
@@ -78,28 +81,28 @@ TEST_F(AmqpTlsTest, PublishAndConsumeOverAmqpsWithTheRightCa) {
   ASSERT_TRUE(url.tls);
   EXPECT_EQ(url.Redacted().rfind("amqps://", 0), 0u) << url.Redacted();
   auto pub = AmqpConnection::Connect(url, "tls-pub");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  ASSERT_TRUE((*pub)->DeclareQueue(queue_, "").ok());
-  ASSERT_TRUE((*pub)->EnableConfirms().ok());
+  ASSERT_OK(pub);
+  ASSERT_OK((*pub)->DeclareQueue(queue_, ""));
+  ASSERT_OK((*pub)->EnableConfirms());
   std::vector<OutgoingMessage> messages;
   for (int i = 0; i < 200; ++i) {
     messages.push_back({queue_, absl::StrCat("m", i), absl::StrCat("body-", i), "", "T"});
   }
   auto confirmed = (*pub)->PublishConfirmed(messages, absl::Seconds(10));
-  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  ASSERT_OK(confirmed);
   for (bool c : *confirmed) ASSERT_TRUE(c);
 
   auto sub = AmqpConnection::Connect(url, "tls-sub");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  ASSERT_TRUE((*sub)->Consume(queue_, 64).ok());
+  ASSERT_OK(sub);
+  ASSERT_OK((*sub)->Consume(queue_, 64));
   std::vector<Delivery> got;
   ASSERT_TRUE(testing::PollUntil(
       [&] {
         auto batch = (*sub)->NextDeliveries(64, absl::Milliseconds(200));
-        EXPECT_TRUE(batch.ok()) << batch.status();
+        EXPECT_OK(batch);
         if (!batch.ok()) return true;
         for (Delivery& d : *batch) {
-          EXPECT_TRUE((*sub)->Ack(d.delivery_tag, false).ok());
+          EXPECT_OK((*sub)->Ack(d.delivery_tag, false));
           got.push_back(std::move(d));
         }
         return got.size() >= messages.size();
@@ -111,16 +114,15 @@ TEST_F(AmqpTlsTest, PublishAndConsumeOverAmqpsWithTheRightCa) {
 
   // Names are verified as well as addresses: the certificate has DNS:localhost.
   auto by_name = AmqpConnection::Connect(Tls({ca_, "", ""}, "localhost"), "tls-by-name");
-  EXPECT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_OK(by_name);
 }
 
 TEST_F(AmqpTlsTest, ABrokerCertificateFromAnotherCaIsRefused) {
   auto c = AmqpConnection::Connect(Tls({Other("ca.pem"), "", ""}), "tls-wrong-ca");
-  ASSERT_FALSE(c.ok());
+  ASSERT_THAT(c,
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("TLS handshake"), HasSubstr("certificate verify failed"))));
   std::cout << "wrong CA: " << c.status() << "\n";
-  EXPECT_TRUE(absl::IsUnavailable(c.status())) << c.status();
-  EXPECT_THAT(std::string(c.status().message()), HasSubstr("TLS handshake"));
-  EXPECT_THAT(std::string(c.status().message()), HasSubstr("certificate verify failed"));
 }
 
 // What a CA rotation relies on: a bundle with another CA and the broker's.
@@ -131,18 +133,16 @@ TEST_F(AmqpTlsTest, ACaBundleWithTheBrokersCaAmongOthersWorks) {
     out << std::ifstream(Other("ca.pem")).rdbuf() << std::ifstream(ca_).rdbuf();
   }
   auto c = AmqpConnection::Connect(Tls({bundle, "", ""}), "tls-ca-bundle");
-  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_OK(c);
 }
 
 // 127.0.0.2 reaches the same TLS listener (rabbitmq_node.sh listens there
 // too), but the certificate names only 127.0.0.1 and localhost.
 TEST_F(AmqpTlsTest, AHostTheCertificateDoesNotNameIsRefused) {
   auto c = AmqpConnection::Connect(Tls({ca_, "", ""}, "127.0.0.2"), "tls-wrong-host");
-  ASSERT_FALSE(c.ok());
+  ASSERT_THAT(c, StatusIs(absl::StatusCode::kUnavailable,
+                          HasSubstr("certificate verify failed: IP address mismatch")));
   std::cout << "wrong host: " << c.status() << "\n";
-  EXPECT_TRUE(absl::IsUnavailable(c.status())) << c.status();
-  EXPECT_THAT(std::string(c.status().message()),
-              HasSubstr("certificate verify failed: IP address mismatch"));
 }
 
 TEST_F(AmqpTlsTest, PlaintextAndTlsDoNotMixUpPorts) {
@@ -151,17 +151,15 @@ TEST_F(AmqpTlsTest, PlaintextAndTlsDoNotMixUpPorts) {
   plain_on_tls_port.port = tls.port;
   const absl::Time start = absl::Now();
   auto c = AmqpConnection::Connect(plain_on_tls_port, "plain-on-tls", absl::Seconds(5));
-  ASSERT_FALSE(c.ok());
+  ASSERT_THAT(c, StatusIs(absl::StatusCode::kUnavailable));
   std::cout << "plaintext client on the TLS port: " << c.status() << "\n";
-  EXPECT_TRUE(absl::IsUnavailable(c.status())) << c.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 
   AmqpUrl tls_on_plain_port = tls;
   tls_on_plain_port.port = AmqpUrl::Parse(broker_.amqp_url)->port;
   c = AmqpConnection::Connect(tls_on_plain_port, "tls-on-plain", absl::Seconds(5));
-  ASSERT_FALSE(c.ok());
+  ASSERT_THAT(c, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("TLS handshake")));
   std::cout << "TLS client on the plaintext port: " << c.status() << "\n";
-  EXPECT_THAT(std::string(c.status().message()), HasSubstr("TLS handshake"));
 }
 
 // The node verifies a client certificate when one is presented. Under TLS
@@ -171,22 +169,20 @@ TEST_F(AmqpTlsTest, AClientCertificateIsPresentedAndChecked) {
   const std::string dir = broker_.tls_dir;
   auto mine = AmqpConnection::Connect(Tls({ca_, dir + "/client.pem", dir + "/client.key"}),
                                       "tls-client-cert");
-  EXPECT_TRUE(mine.ok()) << mine.status();
+  EXPECT_OK(mine);
 
   auto foreign = AmqpUrl::Parse(broker_.amqps_url, {ca_, Other("client.pem"), Other("client.key")});
-  ASSERT_TRUE(foreign.ok()) << foreign.status();
+  ASSERT_OK(foreign);
   auto refused = AmqpConnection::Connect(*foreign, "tls-foreign-client-cert");
-  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("SSL")));
   std::cout << "client certificate from another CA: " << refused.status() << "\n";
-  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("SSL"));
-  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
 
   // Loaded once up front: a certificate with another one's key stops the start.
   auto mismatched =
       AmqpUrl::Parse(broker_.amqps_url, {ca_, dir + "/client.pem", Other("client.key")});
-  EXPECT_TRUE(absl::IsInvalidArgument(mismatched.status())) << mismatched.status();
+  EXPECT_THAT(mismatched,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--amqp_tls_key_file")));
   std::cout << "mismatched key: " << mismatched.status() << "\n";
-  EXPECT_THAT(std::string(mismatched.status().message()), HasSubstr("--amqp_tls_key_file"));
 }
 
 // A dialer whose handshake fails logs it and waits out the backoff before
@@ -202,15 +198,14 @@ TEST_F(AmqpTlsTest, AFailingHandshakeGoesThroughTheReconnectBackoff) {
       },
       clock);
   auto first = dialer.Get();
-  ASSERT_FALSE(first.ok());
-  EXPECT_THAT(std::string(first.status().message()), HasSubstr("certificate verify failed"));
+  ASSERT_THAT(first,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("certificate verify failed")));
   auto again = dialer.Get();  // at once: not another handshake, the backoff
-  ASSERT_FALSE(again.ok());
-  EXPECT_THAT(std::string(again.status().message()), HasSubstr("waiting to reconnect"));
+  ASSERT_THAT(again, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("waiting to reconnect")));
   clock.Advance(absl::Seconds(1));
   auto later = dialer.Get();
-  ASSERT_FALSE(later.ok());
-  EXPECT_THAT(std::string(later.status().message()), HasSubstr("certificate verify failed"));
+  ASSERT_THAT(later,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("certificate verify failed")));
   EXPECT_EQ(setups, 0);
   EXPECT_FALSE(dialer.up());
 }

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
 #include "shared/amqp/amqp_client.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/load.h"
 
 namespace outbox::testing {
@@ -26,11 +28,11 @@ std::string Shard(const ServiceSet& services, int k) {
 
 std::unique_ptr<AmqpConnection> Admin(const ServiceSet& services) {
   auto url = AmqpUrl::Parse(services.broker().amqp_url);
-  EXPECT_TRUE(url.ok()) << url.status();
+  EXPECT_OK(url);
   auto c = AmqpConnection::Connect(*url, "shards-test-admin");
-  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_OK(c);
   if (!c.ok()) return nullptr;
-  EXPECT_TRUE((*c)->EnableConfirms().ok());
+  EXPECT_OK((*c)->EnableConfirms());
   return *std::move(c);
 }
 
@@ -39,10 +41,10 @@ std::vector<std::string> Drain(AmqpConnection& c, const std::string& queue) {
   std::vector<std::string> keys;
   for (;;) {
     auto d = c.Get(queue);
-    EXPECT_TRUE(d.ok()) << d.status();
+    EXPECT_OK(d);
     if (!d.ok() || d->delivery_tag == 0) return keys;
     keys.push_back(d->shard_key);
-    EXPECT_TRUE(c.Ack(d->delivery_tag, false).ok());
+    EXPECT_OK(c.Ack(d->delivery_tag, false));
   }
 }
 
@@ -100,7 +102,7 @@ TEST(AccountingShardsTest, EveryCopyOfAPaymentLandsOnOneShardAndDeadLettersGoBac
   }
   admin->PublishThrough(kPaymentsExchange);
   auto confirmed = admin->PublishConfirmed(copies, absl::Seconds(30));
-  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  ASSERT_OK(confirmed);
   for (bool ok : *confirmed) ASSERT_TRUE(ok);
 
   std::map<std::string, std::map<int, int>> seen;  // shard key -> shard -> copies
@@ -131,13 +133,13 @@ TEST(AccountingShardsTest, EveryCopyOfAPaymentLandsOnOneShardAndDeadLettersGoBac
   }
   admin->PublishThrough("");
   confirmed = admin->PublishConfirmed(dead, absl::Seconds(30));
-  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  ASSERT_OK(confirmed);
   grpc::ClientContext ctx;
   ::ops::v1::RedriveDeadLettersRequest req;
   req.set_queue(Shard(services, 1));
   ::ops::v1::RedriveDeadLettersResponse resp;
   const grpc::Status s = recovery.ops->RedriveDeadLetters(&ctx, req, &resp);
-  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_OK(client::FromGrpc(s, "RedriveDeadLetters"));
   EXPECT_EQ(resp.count(), kDead);
   const std::vector<std::string> back = Drain(*admin, Shard(services, 1));
   EXPECT_EQ(back.size(), static_cast<size_t>(kDead));

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -22,7 +24,7 @@ std::string CreateOne(ServiceSet& s, const std::string& key) {
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
   grpc::Status st = s.payments().CreatePayment(&ctx, r, &resp);
-  EXPECT_TRUE(st.ok()) << key << ": " << st.error_message();
+  EXPECT_OK(client::FromGrpc(st, key));
   return resp.payment().payment_id();
 }
 

@@ -10,7 +10,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
 #include "shared/amqp/amqp_client.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/load.h"
 #include "tests/support/services.h"
 
@@ -27,15 +29,15 @@ std::string ReadAll(const std::string& path) {
 // A connection as `user` (outbox-payment, ...), or as the admin user when empty.
 std::unique_ptr<AmqpConnection> ConnectAs(const Broker& broker, const std::string& user) {
   auto url = AmqpUrl::Parse(user.empty() ? broker.amqp_url : ServiceBrokerUser(broker, user).url);
-  EXPECT_TRUE(url.ok()) << url.status();
+  EXPECT_OK(url);
   if (!user.empty()) {
     url->password = ReadAll(ServiceBrokerUser(broker, user).password_file);
     absl::StripAsciiWhitespace(&url->password);
   }
   auto conn = AmqpConnection::Connect(*url, absl::StrCat("test-", user.empty() ? "admin" : user));
-  EXPECT_TRUE(conn.ok()) << conn.status();
+  EXPECT_OK(conn);
   if (!conn.ok()) return nullptr;
-  EXPECT_TRUE((*conn)->EnableConfirms().ok());
+  EXPECT_OK((*conn)->EnableConfirms());
   return std::move(conn).value();
 }
 
@@ -56,12 +58,15 @@ absl::Status PublishAs(const Broker& broker, const std::string& user, const std:
 uint32_t Ready(const Broker& broker, const std::string& queue) {
   auto conn = ConnectAs(broker, "");
   auto n = conn->MessageCount(queue);
-  EXPECT_TRUE(n.ok()) << n.status();
+  EXPECT_OK(n);
   return n.ok() ? *n : 0;
 }
 
+// Not one code: a channel the broker closes with 403 is PERMISSION_DENIED from
+// a publish's confirms, a declare, a bind or a delete, but UNAVAILABLE from
+// AmqpConnection::Get (basic.get does not map the broker's reply code).
 void ExpectRefused(const absl::Status& s, const std::string& what) {
-  EXPECT_FALSE(s.ok()) << what << " was allowed";
+  EXPECT_THAT(s, ::testing::Not(IsOk())) << what << " was allowed";
   EXPECT_TRUE(absl::StrContains(s.message(), "403 ACCESS_REFUSED")) << what << ": " << s;
 }
 
@@ -84,8 +89,8 @@ TEST(BrokerUsersTest, EachServiceOnItsOwnUserMovesPaymentsRepliesAndDeadLetters)
   // A poison message on each side is dead-lettered by its consumer, listed
   // and re-driven by recovery through the exchange that feeds the queue.
   const Broker& broker = services.broker();
-  ASSERT_TRUE(PublishAs(broker, "", "", services.pay_queue()).ok());
-  ASSERT_TRUE(PublishAs(broker, "", "", services.acc_queue()).ok());
+  ASSERT_OK(PublishAs(broker, "", "", services.pay_queue()));
+  ASSERT_OK(PublishAs(broker, "", "", services.acc_queue()));
   for (const std::string& queue : {services.pay_queue(), services.acc_queue()}) {
     const std::string dlq = Topology::DeadLetterQueue(queue);
     ASSERT_TRUE(PollUntil([&] { return Ready(broker, dlq) == 1; }, kWait)) << dlq;
@@ -93,14 +98,15 @@ TEST(BrokerUsersTest, EachServiceOnItsOwnUserMovesPaymentsRepliesAndDeadLetters)
     ::ops::v1::ListDeadLettersRequest list;
     list.set_queue(queue);
     ::ops::v1::ListDeadLettersResponse listed;
-    ASSERT_TRUE(recovery.ops->ListDeadLetters(&list_ctx, list, &listed).ok());
+    ASSERT_OK(client::FromGrpc(recovery.ops->ListDeadLetters(&list_ctx, list, &listed),
+                               "ListDeadLetters"));
     EXPECT_EQ(listed.total(), 1);
     grpc::ClientContext redrive_ctx;
     ::ops::v1::RedriveDeadLettersRequest redrive;
     redrive.set_queue(queue);
     ::ops::v1::RedriveDeadLettersResponse redriven;
     const grpc::Status s = recovery.ops->RedriveDeadLetters(&redrive_ctx, redrive, &redriven);
-    ASSERT_TRUE(s.ok()) << s.error_message();
+    ASSERT_OK(client::FromGrpc(s, "RedriveDeadLetters"));
     EXPECT_EQ(redriven.count(), 1);
     // Still poison: its consumer parks it again.
     ASSERT_TRUE(PollUntil([&] { return Ready(broker, dlq) == 1; }, kWait)) << dlq;
@@ -122,8 +128,8 @@ TEST(BrokerUsersTest, TheBrokerRefusesWritesOutsideAUsersRoleAndNothingArrives) 
   // delivers stays countable.
   auto payment = ConnectAs(broker, "outbox-payment");
   auto accounting = ConnectAs(broker, "outbox-accounting");
-  ASSERT_TRUE(payment->DeclareQueue(pay, "", kPaymentsExchange).ok());
-  ASSERT_TRUE(accounting->DeclareQueue(acc, "", kRepliesExchange).ok());
+  ASSERT_OK(payment->DeclareQueue(pay, "", kPaymentsExchange));
+  ASSERT_OK(accounting->DeclareQueue(acc, "", kRepliesExchange));
 
   // Payment events: only payment and recovery write them.
   ExpectRefused(PublishAs(broker, "outbox-accounting", kPaymentsExchange, pay),
@@ -158,17 +164,17 @@ TEST(BrokerUsersTest, TheBrokerRefusesWritesOutsideAUsersRoleAndNothingArrives) 
                 "accounting deleting PAY_QUEUE");
 
   // The same checks let the rightful writers through, so they can fail.
-  EXPECT_TRUE(PublishAs(broker, "outbox-payment", kPaymentsExchange, pay).ok());
-  EXPECT_TRUE(PublishAs(broker, "outbox-recovery", kPaymentsExchange, pay).ok());
-  EXPECT_TRUE(PublishAs(broker, "outbox-accounting", kRepliesExchange, acc).ok());
-  EXPECT_TRUE(PublishAs(broker, "outbox-recovery", kRepliesExchange, acc).ok());
+  EXPECT_OK(PublishAs(broker, "outbox-payment", kPaymentsExchange, pay));
+  EXPECT_OK(PublishAs(broker, "outbox-recovery", kPaymentsExchange, pay));
+  EXPECT_OK(PublishAs(broker, "outbox-accounting", kRepliesExchange, acc));
+  EXPECT_OK(PublishAs(broker, "outbox-recovery", kRepliesExchange, acc));
   EXPECT_EQ(Ready(broker, pay), 2u);
   EXPECT_EQ(Ready(broker, acc), 2u);
 
   auto admin = ConnectAs(broker, "");
   for (const std::string& q : {pay, acc}) {
-    EXPECT_TRUE(admin->DeleteQueue(q).ok());
-    EXPECT_TRUE(admin->DeleteQueue(Topology::DeadLetterQueue(q)).ok());
+    EXPECT_OK(admin->DeleteQueue(q));
+    EXPECT_OK(admin->DeleteQueue(Topology::DeadLetterQueue(q)));
   }
 }
 
@@ -185,8 +191,8 @@ TEST(BrokerUsersTest, AccountingShardsKeepTheRoles) {
   shards.hash_routing_key = pay;
   ExpectRefused(ConnectAs(broker, "outbox-accounting")->DeclareTopology(shards),
                 "accounting declaring the shards");
-  ASSERT_TRUE(ConnectAs(broker, "outbox-payment")->DeclareTopology(shards).ok());
-  ASSERT_TRUE(ConnectAs(broker, "outbox-accounting")->DeclareQueue(acc, "", kRepliesExchange).ok());
+  ASSERT_OK(ConnectAs(broker, "outbox-payment")->DeclareTopology(shards));
+  ASSERT_OK(ConnectAs(broker, "outbox-accounting")->DeclareQueue(acc, "", kRepliesExchange));
 
   ExpectRefused(PublishAs(broker, "outbox-accounting", hash, pay, "p-1"),
                 "accounting publishing to the hash exchange");
@@ -199,16 +205,16 @@ TEST(BrokerUsersTest, AccountingShardsKeepTheRoles) {
   for (const std::string& q : shards.queues) EXPECT_EQ(Ready(broker, q), 0u) << q;
 
   // The rightful ways in: both writers through outbox.payments, one shard each.
-  EXPECT_TRUE(PublishAs(broker, "outbox-payment", kPaymentsExchange, pay, "p-1").ok());
-  EXPECT_TRUE(PublishAs(broker, "outbox-recovery", kPaymentsExchange, pay, "p-1").ok());
+  EXPECT_OK(PublishAs(broker, "outbox-payment", kPaymentsExchange, pay, "p-1"));
+  EXPECT_OK(PublishAs(broker, "outbox-recovery", kPaymentsExchange, pay, "p-1"));
   const uint32_t first = Ready(broker, shards.queues[0]);
   EXPECT_EQ(first + Ready(broker, shards.queues[1]), 2u);
   EXPECT_TRUE(first == 0 || first == 2) << "two copies of one payment on two shards";
 
   auto admin = ConnectAs(broker, "");
   for (const std::string& q : {shards.queues[0], shards.queues[1], acc}) {
-    EXPECT_TRUE(admin->DeleteQueue(q).ok());
-    EXPECT_TRUE(admin->DeleteQueue(Topology::DeadLetterQueue(q)).ok());
+    EXPECT_OK(admin->DeleteQueue(q));
+    EXPECT_OK(admin->DeleteQueue(Topology::DeadLetterQueue(q)));
   }
 }
 

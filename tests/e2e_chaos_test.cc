@@ -9,8 +9,10 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
 #include "events/v1/events.pb.h"
 #include "shared/amqp/amqp_client.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/load.h"
 
@@ -74,8 +76,8 @@ class QueueTest : public ::testing::Test {
   std::unique_ptr<AmqpConnection> Connect(const ServiceSet& s) {
     auto url = AmqpUrl::Parse(s.broker().amqp_url);
     auto c = AmqpConnection::Connect(*url, "test-injector");
-    EXPECT_TRUE(c.ok()) << c.status();
-    EXPECT_TRUE((*c)->EnableConfirms().ok());
+    EXPECT_OK(c);
+    EXPECT_OK((*c)->EnableConfirms());
     return std::move(c).value();
   }
 };
@@ -103,7 +105,7 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   ::ops::v1::GetMessageRequest get;
   get.set_message_id(payments[0].outbox().message_id());
   ::ops::v1::OutboxMessage original;
-  ASSERT_TRUE(recovery.ops->GetMessage(&ctx, get, &original).ok());
+  ASSERT_OK(client::FromGrpc(recovery.ops->GetMessage(&ctx, get, &original), "GetMessage"));
 
   // A well-formed event for a new payment whose reply_to names no queue: its
   // reply could never be delivered, so it is dead-lettered BEFORE booking.
@@ -133,7 +135,7 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   // happens after the signature check (e2e.security covers forged messages).
   for (OutgoingMessage& m : inject) m = services.Signed(m);
   auto confirmed = conn->PublishConfirmed(inject, absl::Seconds(10));
-  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  ASSERT_OK(confirmed);
   std::cout
       << "injected: 2 undecodable messages, 2 duplicate deliveries, 1 replayed ack, "
          "1 duplicate with an unroutable reply_to, 1 new payment with an unroutable reply_to\n";
@@ -148,7 +150,7 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
     req.set_queue(queue);
     ::ops::v1::ListDeadLettersResponse resp;
     grpc::Status s = recovery.ops->ListDeadLetters(&c, req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_OK(client::FromGrpc(s, "ListDeadLetters"));
     std::string ids;
     for (const auto& m : resp.messages()) ids += m.message_id() + " ";
     return std::make_pair(resp.total(), ids);
@@ -192,14 +194,15 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   ::ops::v1::RedriveDeadLettersRequest rr;
   rr.set_queue(services.pay_queue());
   ::ops::v1::RedriveDeadLettersResponse rresp;
-  ASSERT_TRUE(recovery.ops->RedriveDeadLetters(&rc, rr, &rresp).ok());
+  ASSERT_OK(
+      client::FromGrpc(recovery.ops->RedriveDeadLetters(&rc, rr, &rresp), "RedriveDeadLetters"));
   EXPECT_EQ(rresp.count(), 3);
   ASSERT_TRUE(
       PollUntil([&] { return dlq_total(services.pay_queue()).first == 3; }, absl::Seconds(30)));
 
   // An operator purges what is left: both alerts resolve at Alertmanager.
-  ASSERT_TRUE(conn->Purge(services.pay_queue() + ".DLQ").ok());
-  ASSERT_TRUE(conn->Purge(services.acc_queue() + ".DLQ").ok());
+  ASSERT_OK(conn->Purge(services.pay_queue() + ".DLQ"));
+  ASSERT_OK(conn->Purge(services.acc_queue() + ".DLQ"));
   ASSERT_TRUE(PollUntil(
       [&] {
         alerts = alertmanager.Alerts();

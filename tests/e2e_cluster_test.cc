@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "shared/amqp/amqp_dialer.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/cluster.h"
 #include "tests/support/load.h"
 
@@ -142,14 +143,14 @@ TEST_F(ClusterTest, DialerFailsOverAndQuorumQueuesDeadLetter) {
   std::string list = cluster_.amqp_url();
   list.insert(list.find('@') + 1, absl::StrCat("127.0.0.1:", dead.port(), ","));
   auto url = AmqpUrl::Parse(list);
-  ASSERT_TRUE(url.ok()) << url.status();
+  ASSERT_OK(url);
   ASSERT_EQ(url->Nodes().size(), 4u);
   const std::string queue = UniqueName("QQ");
   const std::string dlq = Topology::DeadLetterQueue(queue);
   AmqpDialer dialer(*url, Topology{{queue}, "quorum"}, "cluster-itest",
                     [](AmqpConnection& c) { return c.EnableConfirms(); });
   auto conn = dialer.Get();
-  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_OK(conn);
   EXPECT_EQ(dialer.node(), absl::StrCat("127.0.0.1:", cluster_.Port(1)));
 
   const std::string queues = cluster_.Queues();
@@ -162,13 +163,13 @@ TEST_F(ClusterTest, DialerFailsOverAndQuorumQueuesDeadLetter) {
   std::vector<OutgoingMessage> messages;
   for (int i = 0; i < 3; ++i) messages.push_back({queue, absl::StrCat("qq-", i), "body", "", "T"});
   auto confirmed = (*conn)->PublishConfirmed(messages, absl::Seconds(10));
-  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  ASSERT_OK(confirmed);
   for (bool c : *confirmed) EXPECT_TRUE(c);
   auto first = (*conn)->Get(queue);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   ASSERT_NE(first->delivery_tag, 0u);
   EXPECT_EQ(first->message_id, "qq-0");
-  ASSERT_TRUE((*conn)->Reject(first->delivery_tag).ok());
+  ASSERT_OK((*conn)->Reject(first->delivery_tag));
   uint32_t parked = 0;
   EXPECT_TRUE(PollUntil(
       [&] {
@@ -179,19 +180,19 @@ TEST_F(ClusterTest, DialerFailsOverAndQuorumQueuesDeadLetter) {
       absl::Seconds(10)));
   EXPECT_EQ(parked, 1u) << "a rejected message reaches the quorum DLQ";
   auto state = (*conn)->Inspect(queue);
-  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_OK(state);
   EXPECT_EQ(state->ready, 2);
 
   // A dropped connection moves on to the next node.
   dialer.Reset(absl::UnavailableError("test"));
   conn = dialer.Get();
-  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_OK(conn);
   EXPECT_EQ(dialer.node(), absl::StrCat("127.0.0.1:", cluster_.Port(2)));
   auto again = (*conn)->Inspect(queue);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   EXPECT_EQ(again->ready, 2);  // the same queue, seen from another node
-  EXPECT_TRUE((*conn)->DeleteQueue(queue).ok());
-  EXPECT_TRUE((*conn)->DeleteQueue(dlq).ok());
+  EXPECT_OK((*conn)->DeleteQueue(queue));
+  EXPECT_OK((*conn)->DeleteQueue(dlq));
 }
 
 TEST_F(ClusterTest, KillingThePayQueueLeaderLosesNothing) {

@@ -10,11 +10,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "shared/observability/http_client.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/queue_sink.h"
 #include "tests/support/services.h"
@@ -123,13 +125,13 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
   ::accounting::v1::GetVoucherRequest gv;
   gv.set_payment_id(payments[0].payment_id());
   ::accounting::v1::Voucher v;
-  ASSERT_TRUE(services.accounting_api().GetVoucher(&ctx, gv, &v).ok());
+  ASSERT_OK(client::FromGrpc(services.accounting_api().GetVoucher(&ctx, gv, &v), "GetVoucher"));
   EXPECT_EQ(v.voucher_id(), by_payment[payments[0].payment_id()].voucher_id());
 
   // Prometheus metrics count what happened.
   auto payment_text =
       HttpGet(absl::StrCat("http://127.0.0.1:", payment_metrics, "/metrics"), absl::Seconds(5));
-  ASSERT_TRUE(payment_text.ok()) << payment_text.status();
+  ASSERT_OK(payment_text);
   EXPECT_NE(
       payment_text->body.find(absl::StrCat("outbox_payments_created_total ", kThreads * kEach)),
       std::string::npos)
@@ -140,7 +142,7 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
       << payment_text->body;
   auto accounting_text =
       HttpGet(absl::StrCat("http://127.0.0.1:", accounting_metrics, "/metrics"), absl::Seconds(5));
-  ASSERT_TRUE(accounting_text.ok());
+  ASSERT_OK(accounting_text);
   EXPECT_NE(
       accounting_text->body.find(absl::StrCat("outbox_vouchers_created_total ", kThreads * kEach)),
       std::string::npos)
@@ -186,11 +188,11 @@ TEST(EndToEndTest, ReplaysConflictsAndInvalidInputWriteNothingNew) {
   ServiceSet services;
   services.StartAll();
   CreatePaymentResponse first;
-  ASSERT_TRUE(Create(services, Request("same-key", 500), &first).ok());
+  ASSERT_OK(client::FromGrpc(Create(services, Request("same-key", 500), &first), "CreatePayment"));
   EXPECT_FALSE(first.replayed());
 
   CreatePaymentResponse again;
-  ASSERT_TRUE(Create(services, Request("same-key", 500), &again).ok());
+  ASSERT_OK(client::FromGrpc(Create(services, Request("same-key", 500), &again), "CreatePayment"));
   EXPECT_TRUE(again.replayed());
   EXPECT_EQ(again.payment().payment_id(), first.payment().payment_id());
 
@@ -252,13 +254,16 @@ TEST(EndToEndTest, OneTraceIdFollowsAPaymentThroughTheThreeServices) {
     QueueSink sink(services.broker().amqp_url, services.pay_queue(), QueueSink::Mode::kDrop);
     grpc::ClientContext ctx;
     ctx.AddMetadata("traceparent", "00-" + trace_id + "-00f067aa0ba902b7-01");
-    ASSERT_TRUE(services.payments().CreatePayment(&ctx, Request("trace-1", 4242), &traced).ok());
+    ASSERT_OK(
+        client::FromGrpc(services.payments().CreatePayment(&ctx, Request("trace-1", 4242), &traced),
+                         "CreatePayment"));
     const auto& md = ctx.GetServerInitialMetadata();
     auto back = md.find("traceparent");
     ASSERT_NE(back, md.end());
     EXPECT_EQ(std::string(back->second.data(), back->second.size()).substr(0, 36),
               "00-" + trace_id + "-");
-    ASSERT_TRUE(Create(services, Request("trace-2", 4343), &fresh).ok());  // no traceparent sent
+    ASSERT_OK(client::FromGrpc(Create(services, Request("trace-2", 4343), &fresh),
+                               "CreatePayment"));  // no traceparent sent
     ASSERT_TRUE(PollUntil(
         [&] {
           return recovery.process.Log().find("message_republished payment_id=" +
@@ -280,14 +285,15 @@ TEST(EndToEndTest, OneTraceIdFollowsAPaymentThroughTheThreeServices) {
   ::ops::v1::GetMessageRequest get;
   get.set_message_id(message_id);
   ::ops::v1::OutboxMessage row;
-  ASSERT_TRUE(recovery.ops->GetMessage(&get_ctx, get, &row).ok());
+  ASSERT_OK(client::FromGrpc(recovery.ops->GetMessage(&get_ctx, get, &row), "GetMessage"));
   EXPECT_EQ(row.trace_id(), trace_id);
   EXPECT_EQ(row.traceparent().substr(0, 36), "00-" + trace_id + "-");
   grpc::ClientContext v_ctx;
   ::accounting::v1::GetVoucherRequest vreq;
   vreq.set_payment_id(payment_id);
   ::accounting::v1::Voucher voucher;
-  ASSERT_TRUE(services.accounting_api().GetVoucher(&v_ctx, vreq, &voucher).ok());
+  ASSERT_OK(
+      client::FromGrpc(services.accounting_api().GetVoucher(&v_ctx, vreq, &voucher), "GetVoucher"));
   EXPECT_EQ(voucher.trace_id(), trace_id);
 
   // One grep over the three logs tells the story: created, re-published,
@@ -338,7 +344,7 @@ std::set<std::string> ListAndResolveServices(const std::shared_ptr<grpc::Channel
     }
   }
   stream->WritesDone();
-  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_OK(client::FromGrpc(stream->Finish(), "Finish"));
   return names;
 }
 
@@ -356,7 +362,7 @@ TEST(EndToEndTest, HealthAndReflectionAnswerOnEveryService) {
     grpc::ClientContext ctx;
     grpc::health::v1::HealthCheckRequest req;
     grpc::health::v1::HealthCheckResponse resp;
-    ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
+    ASSERT_OK(client::FromGrpc(health->Check(&ctx, req, &resp), "Check"));
     EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 
     namespace v1 = grpc::reflection::v1;

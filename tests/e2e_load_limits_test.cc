@@ -30,8 +30,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/channel.h"
 #include "client/request.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -115,7 +117,7 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   s.StartPayment();
   const pid_t pid = s.payment().pid();
   ASSERT_TRUE(Serving(s));
-  ASSERT_TRUE(Create(s, "load-limits-before").ok());
+  ASSERT_OK(client::FromGrpc(Create(s, "load-limits-before"), "CreatePayment"));
   const double rss_before = ProcStatusMiB(pid, "VmRSS");
 
   const absl::Time started = absl::Now();
@@ -189,7 +191,7 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   ASSERT_TRUE(s.payment().Running());
   EXPECT_TRUE(Serving(s));
   const grpc::Status during = Create(s, "load-limits-during");
-  EXPECT_TRUE(during.ok()) << during.error_message();
+  EXPECT_OK(client::FromGrpc(during, "CreatePayment"));
   const double rss_held = ProcStatusMiB(pid, "VmRSS");
 
   const double peak_held = ProcStatusMiB(pid, "VmHWM");
@@ -207,9 +209,10 @@ TEST(LoadLimitsTest, TenThousandHeldCallsNeitherCrashNorBloatPaymentService) {
   for (int i = 0; i < kHeldCalls; i += 2) {
     grpc::ByteBuffer request;
     bool own = false;
-    ASSERT_TRUE(grpc::SerializationTraits<::payment::v1::CreatePaymentRequest>::Serialize(
-                    client::PaymentRequest(prefix, i, "held"), &request, &own)
-                    .ok());
+    ASSERT_OK(
+        client::FromGrpc(grpc::SerializationTraits<::payment::v1::CreatePaymentRequest>::Serialize(
+                             client::PaymentRequest(prefix, i, "held"), &request, &own),
+                         "Serialize"));
     held[i]->call->Write(request, grpc::WriteOptions().set_last_message(), Tag(i, kWritten));
     ++sent;
   }

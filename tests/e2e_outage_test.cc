@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/amqp/amqp_client.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/load.h"
 #include "tests/support/queue_sink.h"
@@ -36,7 +37,7 @@ int Count(const std::string& text, const std::string& needle) {
 std::unique_ptr<AmqpConnection> Connect(const ServiceSet& s) {
   auto url = AmqpUrl::Parse(s.broker().amqp_url);
   auto c = AmqpConnection::Connect(*url, "test-observer");
-  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_OK(c);
   return std::move(c).value();
 }
 
@@ -58,7 +59,7 @@ TEST(OutageTest, AnAccountingOutageHealsWithoutAnOperator) {
   ::ops::v1::Stats during;
   while (absl::Now() - outage_start < absl::Seconds(15)) {
     auto depth = observer->MessageCount(services.pay_queue());
-    ASSERT_TRUE(depth.ok()) << depth.status();
+    ASSERT_OK(depth);
     max_depth = std::max<int64_t>(max_depth, *depth);
     during = OpsStats(recovery);
     absl::SleepFor(absl::Milliseconds(250));

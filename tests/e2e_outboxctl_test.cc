@@ -13,6 +13,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/queue_sink.h"
 #include "tests/support/services.h"
 
@@ -126,7 +128,8 @@ TEST(OutboxctlTest, AnOperatorFindsFailedRowsAndDeadLettersAndRedrivesThem) {
       r.set_currency("EUR");
       ::payment::v1::CreatePaymentResponse resp;
       grpc::ClientContext ctx;
-      ASSERT_TRUE(services.payments().CreatePayment(&ctx, r, &resp).ok());
+      ASSERT_OK(
+          client::FromGrpc(services.payments().CreatePayment(&ctx, r, &resp), "CreatePayment"));
       payment_ids.push_back(resp.payment().payment_id());
       message_ids.push_back(resp.payment().outbox().message_id());
     }

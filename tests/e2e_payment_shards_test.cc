@@ -12,10 +12,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
 #include "client/listing.h"
 #include "client/request.h"
 #include "client/sharded_payment_stub.h"
 #include "shared/base/shard_of_payment.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/load.h"
 
 namespace outbox::testing {
@@ -130,7 +132,7 @@ TEST_F(PaymentShardsTest, EachPaymentLandsOnItsKeysShardAndTheOtherAnswersWhereT
   {
     grpc::ClientContext ctx;
     CreatePaymentResponse resp;
-    ASSERT_TRUE(shard1->CreatePayment(&ctx, req, &resp).ok());
+    ASSERT_OK(client::FromGrpc(shard1->CreatePayment(&ctx, req, &resp), "CreatePayment"));
     created_id = resp.payment().payment_id();
     EXPECT_EQ(ShardOfPaymentId(created_id), 1) << created_id;
     EXPECT_FALSE(resp.replayed());
@@ -139,7 +141,7 @@ TEST_F(PaymentShardsTest, EachPaymentLandsOnItsKeysShardAndTheOtherAnswersWhereT
     auto routed = services_.PaymentShardsStub();
     grpc::ClientContext ctx;
     CreatePaymentResponse resp;
-    ASSERT_TRUE(routed->CreatePayment(&ctx, req, &resp).ok());
+    ASSERT_OK(client::FromGrpc(routed->CreatePayment(&ctx, req, &resp), "CreatePayment"));
     EXPECT_TRUE(resp.replayed());
     EXPECT_EQ(resp.payment().payment_id(), created_id);
   }
@@ -157,7 +159,7 @@ TEST_F(PaymentShardsTest, EachPaymentLandsOnItsKeysShardAndTheOtherAnswersWhereT
   {
     grpc::ClientContext ctx;
     ::payment::v1::Payment p;
-    ASSERT_TRUE(shard1->GetPayment(&ctx, get, &p).ok());
+    ASSERT_OK(client::FromGrpc(shard1->GetPayment(&ctx, get, &p), "GetPayment"));
     EXPECT_EQ(p.idempotency_key(), req.idempotency_key());
   }
 
@@ -165,14 +167,12 @@ TEST_F(PaymentShardsTest, EachPaymentLandsOnItsKeysShardAndTheOtherAnswersWhereT
   for (int k = 0; k < kShards; ++k) {
     auto stub = services_.PaymentShardStub(k);
     int listed = 0;
-    ASSERT_TRUE(client::ForEachPayment(*stub, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED,
-                                       absl::Seconds(10),
-                                       [&](const ::payment::v1::Payment& p) {
-                                         ++listed;
-                                         EXPECT_EQ(ShardOfPaymentId(p.payment_id()), k);
-                                         EXPECT_EQ(ShardOfKey(p.idempotency_key(), kShards), k);
-                                       })
-                    .ok());
+    ASSERT_OK(client::ForEachPayment(*stub, ::payment::v1::OUTBOX_STATUS_UNSPECIFIED,
+                                     absl::Seconds(10), [&](const ::payment::v1::Payment& p) {
+                                       ++listed;
+                                       EXPECT_EQ(ShardOfPaymentId(p.payment_id()), k);
+                                       EXPECT_EQ(ShardOfKey(p.idempotency_key(), kShards), k);
+                                     }));
     EXPECT_GT(listed, 0) << "shard " << k;
   }
 

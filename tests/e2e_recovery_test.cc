@@ -7,7 +7,9 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
 #include "google/protobuf/util/time_util.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/load.h"
 #include "tests/support/queue_sink.h"
@@ -111,7 +113,8 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   ::ops::v1::RedriveFailedRequest dry;
   dry.set_dry_run(true);
   ::ops::v1::RedriveFailedResponse dry_resp;
-  ASSERT_TRUE(recovery.ops->RedriveFailed(&dry_ctx, dry, &dry_resp).ok());
+  ASSERT_OK(
+      client::FromGrpc(recovery.ops->RedriveFailed(&dry_ctx, dry, &dry_resp), "RedriveFailed"));
   EXPECT_EQ(dry_resp.count(), kPayments);
   EXPECT_EQ(OpsStats(recovery).failed(), kPayments);  // dry run changed nothing
 
@@ -119,7 +122,8 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   ::ops::v1::RedriveMessageRequest one;
   one.set_message_id(ids[0]);
   ::ops::v1::OutboxMessage redriven;
-  ASSERT_TRUE(recovery.ops->RedriveMessage(&one_ctx, one, &redriven).ok());
+  ASSERT_OK(
+      client::FromGrpc(recovery.ops->RedriveMessage(&one_ctx, one, &redriven), "RedriveMessage"));
   EXPECT_EQ(redriven.status(), ::ops::v1::SENDING);
   EXPECT_EQ(redriven.attempts(), 0);
   grpc::ClientContext again_ctx;
@@ -128,7 +132,7 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
 
   grpc::ClientContext all_ctx;
   ::ops::v1::RedriveFailedResponse all;
-  ASSERT_TRUE(recovery.ops->RedriveFailed(&all_ctx, {}, &all).ok());
+  ASSERT_OK(client::FromGrpc(recovery.ops->RedriveFailed(&all_ctx, {}, &all), "RedriveFailed"));
   EXPECT_EQ(all.count(), kPayments - 1);
   ASSERT_TRUE(PollUntil([&] { return CountSent(services) == kPayments; }, absl::Seconds(60),
                         absl::Milliseconds(250)));
@@ -152,7 +156,8 @@ TEST(RecoveryTest, BackoffIsLinearUntilFailedThenAlertedAndRedriven) {
   ::ops::v1::RedriveDeadLettersRequest dl;
   dl.set_queue(services.pay_queue());
   ::ops::v1::RedriveDeadLettersResponse dl_resp;
-  ASSERT_TRUE(recovery.ops->RedriveDeadLetters(&dl_ctx, dl, &dl_resp).ok());
+  ASSERT_OK(client::FromGrpc(recovery.ops->RedriveDeadLetters(&dl_ctx, dl, &dl_resp),
+                             "RedriveDeadLetters"));
   EXPECT_GE(dl_resp.count(), kPayments * 4 - kPayments);  // the copies of attempts 2..4 at least
   ASSERT_TRUE(PollUntil(
       [&] {
@@ -202,7 +207,8 @@ TEST(RecoveryTest, ALateAcknowledgementClosesAFailedRowAndResolvesItsAlert) {
   ::ops::v1::RedriveDeadLettersRequest dl;
   dl.set_queue(services.pay_queue());
   ::ops::v1::RedriveDeadLettersResponse dl_resp;
-  ASSERT_TRUE(recovery.ops->RedriveDeadLetters(&dl_ctx, dl, &dl_resp).ok());
+  ASSERT_OK(client::FromGrpc(recovery.ops->RedriveDeadLetters(&dl_ctx, dl, &dl_resp),
+                             "RedriveDeadLetters"));
   ASSERT_TRUE(PollUntil([&] { return CountSent(services) == kPayments; }, absl::Seconds(20),
                         absl::Milliseconds(200)));
   ExpectOneVoucherEach(services, kPayments);

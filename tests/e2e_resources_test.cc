@@ -15,6 +15,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -107,7 +109,7 @@ TEST(ResourcesTest, DatabaseFilesArePrivate) {
   ServiceSet services;
   services.StartAll();
   CreatePaymentResponse resp;
-  ASSERT_TRUE(Create(services, "private-1", &resp).ok());
+  ASSERT_OK(client::FromGrpc(Create(services, "private-1", &resp), "CreatePayment"));
   ASSERT_TRUE(PollUntil([&] { return services.AllVouchers().size() == 1; }, absl::Seconds(60)));
   const Env env = services.ServiceEnv();
   for (const std::string& db : {env.at("PAYMENT_DB"), env.at("ACCOUNTING_DB")}) {
@@ -182,7 +184,7 @@ TEST(ResourcesTest, FullAccountingDbRequeuesThenBooksEverything) {
     for (int i = 0; i < 50; ++i) {
       CreatePaymentResponse resp;
       grpc::Status s = Create(services, absl::StrCat("acc-", created), &resp);
-      ASSERT_TRUE(s.ok()) << s.error_message();
+      ASSERT_OK(client::FromGrpc(s, "CreatePayment"));
       ++created;
     }
     // Slow is not stuck: stuck is behind and having said why.

@@ -15,7 +15,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
 #include "shared/sqlite/payment_db_schema.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/services.h"
 
 namespace outbox::testing {
@@ -136,7 +138,7 @@ TEST(SchemaUpgradeTest, PaymentServiceServesEveryEarlierPaymentDb) {
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
     grpc::Status s = services.payments().GetPayment(&ctx, req, &p);
-    ASSERT_TRUE(s.ok()) << s.error_message();
+    ASSERT_OK(client::FromGrpc(s, "GetPayment"));
     EXPECT_EQ(p.idempotency_key(), "key-fixture-2");
     EXPECT_EQ(p.payer_account(), "acct-carol");
     EXPECT_EQ(p.payee_account(), "acct-bob");
@@ -156,7 +158,7 @@ TEST(SchemaUpgradeTest, PaymentServiceServesEveryEarlierPaymentDb) {
     grpc::ClientContext failed_ctx;
     failed_ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
     s = services.payments().GetPayment(&failed_ctx, failed_req, &p);
-    ASSERT_TRUE(s.ok()) << s.error_message();
+    ASSERT_OK(client::FromGrpc(s, "GetPayment"));
     EXPECT_EQ(p.outbox().status(), ::payment::v1::FAILED);
     EXPECT_EQ(p.outbox().attempts(), 10);
 
@@ -171,7 +173,7 @@ TEST(SchemaUpgradeTest, PaymentServiceServesEveryEarlierPaymentDb) {
     grpc::ClientContext create_ctx;
     create_ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
     s = services.payments().CreatePayment(&create_ctx, create, &created);
-    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_OK(client::FromGrpc(s, "CreatePayment"));
     EXPECT_EQ(services.payment().Terminate(), 0) << services.payment().Log();
 
     SQLite::Database file(db, SQLite::OPEN_READONLY);

@@ -13,11 +13,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/channel.h"
 #include "events/v1/events.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "shared/amqp/amqp_client.h"
 #include "shared/grpc/channel_security.h"
 #include "shared/outbox/message_auth.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/load.h"
 #include "tests/support/services.h"
@@ -75,7 +77,7 @@ void MakeCerts(const std::string& dir) {
 std::shared_ptr<grpc::Channel> Channel(int port, const TlsClientFiles& tls,
                                        const std::string& token = "") {
   auto credentials = ChannelCredentialsFrom(tls);
-  EXPECT_TRUE(credentials.ok()) << credentials.status();
+  EXPECT_OK(credentials);
   return CreateChannelWithToken(absl::StrCat("127.0.0.1:", port), *credentials,
                                 grpc::ChannelArguments(), token);
 }
@@ -237,7 +239,7 @@ TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreD
   const ::payment::v1::Payment victim = CreatePayments(services, "victim-", 1).at(0);
   const std::string kid = services.message_keys().signing_key_id();
   auto forger = MessageKeys::Parse(kid + " a-secret-the-services-do-not-hold-0123456789");
-  ASSERT_TRUE(forger.ok());
+  ASSERT_OK(forger);
   auto publish = [&](const std::string& queue, const std::string& body, const std::string& reply_to,
                      const std::string& signature, const std::string& name) {
     const std::string body_file = absl::StrCat(services.dir(), "/", name, ".bin");
@@ -276,9 +278,9 @@ TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreD
           forged_signature(event_body, services.acc_queue()), "event_forged");
 
   auto url = AmqpUrl::Parse(services.broker().amqp_url);
-  ASSERT_TRUE(url.ok());
+  ASSERT_OK(url);
   auto conn = AmqpConnection::Connect(*url, "test-inspector");
-  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_OK(conn);
   auto dead_letters = [&](const std::string& queue) {
     auto n = (*conn)->MessageCount(DeadLetterQueueOf(queue));
     return n.ok() ? static_cast<int>(*n) : -1;
@@ -290,7 +292,7 @@ TEST(SecurityTest, HandPublishedMessagesWithoutAValidSignatureBookNothingAndAreD
     ::payment::v1::GetPaymentRequest get;
     get.set_payment_id(victim.payment_id());
     ::payment::v1::Payment now;
-    ASSERT_TRUE(services.payments().GetPayment(&ctx, get, &now).ok());
+    ASSERT_OK(client::FromGrpc(services.payments().GetPayment(&ctx, get, &now), "GetPayment"));
     EXPECT_EQ(now.outbox().status(), ::payment::v1::SENDING)
         << "a forged acknowledgement closed a row nothing booked";
   }

@@ -11,7 +11,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/services.h"
 
@@ -132,7 +134,7 @@ TEST(StartupTest, ASecondPaymentServiceOnAPortInUseExitsTwoAndTheFirstKeepsServi
   ::payment::v1::CreatePaymentResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
-  EXPECT_TRUE(services.payments().CreatePayment(&ctx, req, &resp).ok());
+  EXPECT_OK(client::FromGrpc(services.payments().CreatePayment(&ctx, req, &resp), "CreatePayment"));
 }
 
 TEST(StartupTest, RecoveryNeverCreatesAMissingPaymentDbAndGivesUpWithExitTwo) {

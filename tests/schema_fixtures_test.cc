@@ -17,6 +17,7 @@
 #include "shared/sqlite/payment_db_schema.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/sequential_ids.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -67,11 +68,11 @@ TEST_F(SchemaFixturesTest, EachPaymentDbUpgradesWithEveryRowIntact) {
     SCOPED_TRACE(absl::StrCat("payment-v", version, ".db"));
     const std::string path = Copy(absl::StrCat("payment-v", version, ".db"));
     auto store = payment::PaymentStore::Open(path, DbOptions{});
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
 
     // Through today's store: a payment with its outbox row.
     auto sending = (*store)->Get("pay-fixture-2");
-    ASSERT_TRUE(sending.ok()) << sending.status();
+    ASSERT_OK(sending);
     EXPECT_EQ(sending->input.idempotency_key, "key-fixture-2");
     EXPECT_EQ(sending->input.payer_account, "acct-carol");
     EXPECT_EQ(sending->input.amount_minor, 990);
@@ -91,13 +92,13 @@ TEST_F(SchemaFixturesTest, EachPaymentDbUpgradesWithEveryRowIntact) {
     EXPECT_EQ(sending->outbox.reply_to, version >= 3 ? "ACC_QUEUE" : "");
     EXPECT_EQ(sending->outbox.traceparent, version >= 4 ? kTraceparent : "");
     auto sent = (*store)->Get("pay-fixture-1");
-    ASSERT_TRUE(sent.ok()) << sent.status();
+    ASSERT_OK(sent);
     EXPECT_EQ(sent->outbox.status, OutboxStatus::kSent);
     EXPECT_EQ(sent->outbox.attempts, 1);
     EXPECT_EQ(sent->outbox.next_retry_at, 1700000061000);
     EXPECT_EQ(sent->outbox.sent_at, 1700000001400);
     auto failed = (*store)->Get("pay-fixture-3");
-    ASSERT_TRUE(failed.ok()) << failed.status();
+    ASSERT_OK(failed);
     EXPECT_EQ(failed->input.amount_minor, 50000);
     EXPECT_EQ(failed->outbox.status, OutboxStatus::kFailed);
     EXPECT_EQ(failed->outbox.attempts, 10);
@@ -142,9 +143,9 @@ TEST_F(SchemaFixturesTest, EachAccountingDbUpgradesWithEveryRowIntact) {
     testing::SequentialIds ids("vch-new-");
     testing::ManualClock clock(1'700'001'000'000);
     auto store = accounting::VoucherStore::Open(path, DbOptions{}, ids, clock);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     auto page = (*store)->List(0, 10);
-    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_OK(page);
     ASSERT_EQ(page->items.size(), 2u);
     const accounting::Voucher& first = page->items[0];
     EXPECT_EQ(first.voucher_id, "vch-fixture-1");
@@ -157,7 +158,7 @@ TEST_F(SchemaFixturesTest, EachAccountingDbUpgradesWithEveryRowIntact) {
     EXPECT_EQ(first.created_at, 1700000001200);
     EXPECT_EQ(first.traceparent, "");
     auto fourth = (*store)->GetByPayment("pay-fixture-4");
-    ASSERT_TRUE(fourth.ok()) << fourth.status();
+    ASSERT_OK(fourth);
     EXPECT_EQ(fourth->voucher_id, "vch-fixture-4");
     EXPECT_EQ(fourth->amount_minor, 75);
     EXPECT_EQ(fourth->currency, "USD");
@@ -166,7 +167,7 @@ TEST_F(SchemaFixturesTest, EachAccountingDbUpgradesWithEveryRowIntact) {
     auto again = (*store)->ApplyBatch(
         {{"msg-fixture-1-again", "pay-fixture-1", "acct-alice", "acct-bob", 1250, "EUR"},
          {"msg-fixture-4", "pay-fixture-4", "acct-alice", "acct-erin", 75, "USD"}});
-    ASSERT_TRUE(again.ok()) << again.status();
+    ASSERT_OK(again);
     EXPECT_TRUE((*again)[0].duplicate);
     EXPECT_EQ((*again)[0].voucher_id, "vch-fixture-1");
     EXPECT_TRUE((*again)[1].duplicate);
@@ -199,14 +200,14 @@ TEST_F(SchemaFixturesTest, TheUpgradedNewestPairIsConsistent) {
   const std::string accounting_db = Copy("accounting-v2.db");
   testing::SequentialIds ids("vch-new-");
   testing::ManualClock clock(1'700'001'000'000);
-  ASSERT_TRUE(payment::PaymentStore::Open(payment_db, DbOptions{}).ok());
-  ASSERT_TRUE(accounting::VoucherStore::Open(accounting_db, DbOptions{}, ids, clock).ok());
+  ASSERT_OK(payment::PaymentStore::Open(payment_db, DbOptions{}));
+  ASSERT_OK(accounting::VoucherStore::Open(accounting_db, DbOptions{}, ids, clock));
   checker::CheckConfig config;
   config.payment_db = payment_db;
   config.accounting_db = accounting_db;
   config.fail_on_stale = false;  // the SENDING row is years old
   auto report = checker::RunChecks(config, absl::FromUnixMillis(1'700'001'000'000));
-  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_OK(report);
   EXPECT_TRUE(report->ok());
   EXPECT_EQ(report->counts.payments, 4);
   EXPECT_EQ(report->counts.outbox_sent, 1);

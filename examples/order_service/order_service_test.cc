@@ -67,7 +67,8 @@ TEST_F(OrderServiceTest, OrderPlacedIsRelayedAndItsReplyClosesTheRow) {
 
   // ...and its reply (the message id) goes to reply_to, confirmed.
   outbox::AmqpPublisher replier(amqp_, outbox::Topology{{queues_.replies}}, "order-test-replier");
-  ASSERT_TRUE(replier.Connect().ok());
+  const absl::Status connected = replier.Connect();
+  ASSERT_TRUE(connected.ok()) << connected;
   outbox::OutgoingMessage reply;
   reply.topic = got[0].reply_to;
   reply.message_id = "reply-" + *message_id;
@@ -76,7 +77,8 @@ TEST_F(OrderServiceTest, OrderPlacedIsRelayedAndItsReplyClosesTheRow) {
       outbox::PublishAndConfirm(replier, {reply}, absl::Seconds(5), outbox::SystemClock::Get());
   ASSERT_TRUE(confirms.ok()) << confirms.status();
   ASSERT_TRUE((*confirms)[0].ok);
-  ASSERT_TRUE(consumer.Ack(got[0].delivery_tag, false).ok());
+  const absl::Status acked = consumer.Ack(got[0].delivery_tag, false);
+  ASSERT_TRUE(acked.ok()) << acked;
 
   // The ack listener closes the row.
   absl::StatusOr<outbox::OutboxStatus> status;

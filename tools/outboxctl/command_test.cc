@@ -4,8 +4,13 @@
 
 #include <map>
 
+#include "shared/testing/status_matchers.h"
+
 namespace outbox::ctl {
 namespace {
+
+using ::outbox::testing::StatusIs;
+using ::testing::HasSubstr;
 
 absl::StatusOr<Command> Parse(std::vector<std::string> args,
                               std::map<std::string, std::string> env = {}) {
@@ -26,7 +31,7 @@ std::string Error(std::vector<std::string> args) {
 
 TEST(CommandTest, AddressesAndTimeoutComeFromFlagsThenEnvironmentThenDefaults) {
   auto c = Parse({"stats"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kStats);
   EXPECT_EQ(c->recovery_addr, "127.0.0.1:50053");
   EXPECT_EQ(c->payment_addr, "127.0.0.1:50051");
@@ -35,67 +40,68 @@ TEST(CommandTest, AddressesAndTimeoutComeFromFlagsThenEnvironmentThenDefaults) {
   EXPECT_FALSE(c->json);
 
   c = Parse({"stats"}, {{"RECOVERY_ADDR", "10.0.0.1:1"}, {"OUTBOXCTL_TIMEOUT", "500ms"}});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->recovery_addr, "10.0.0.1:1");
   EXPECT_EQ(c->timeout, absl::Milliseconds(500));
 
   c = Parse({"--recovery_addr=h:2", "stats", "--timeout", "2s", "--json"},
             {{"RECOVERY_ADDR", "10.0.0.1:1"}});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->recovery_addr, "h:2");
   EXPECT_EQ(c->timeout, absl::Seconds(2));
   EXPECT_TRUE(c->json);
 
-  EXPECT_FALSE(Parse({"stats"}, {{"OUTBOXCTL_TIMEOUT", "soon"}}).ok());
+  EXPECT_THAT(Parse({"stats"}, {{"OUTBOXCTL_TIMEOUT", "soon"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("OUTBOXCTL_TIMEOUT")));
 }
 
 TEST(CommandTest, EveryCommand) {
   auto c = Parse({"list", "--status=failed", "--limit", "5", "--page-size=2"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kList);
   EXPECT_EQ(c->status, "FAILED");
   EXPECT_EQ(c->limit, 5);
   EXPECT_EQ(c->page_size, 2);
   c = Parse({"list", "--status", "SENT"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->limit, kDefaultListLimit);
   EXPECT_EQ(c->page_size, 100);
 
   c = Parse({"get", "m-1"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kGet);
   EXPECT_EQ(c->arg, "m-1");
 
   c = Parse({"redrive", "m-1"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kRedrive);
   EXPECT_EQ(c->arg, "m-1");
 
   c = Parse({"redrive", "--all-failed", "--dry-run"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kRedriveAllFailed);
   EXPECT_TRUE(c->dry_run);
   c = Parse({"redrive", "--all_failed"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_FALSE(c->dry_run);
 
   c = Parse({"dead-letters", "list", "--queue=PAY_QUEUE", "--limit=3"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kDeadLettersList);
   EXPECT_EQ(c->queue, "PAY_QUEUE");
   EXPECT_EQ(c->limit, 3);
   c = Parse({"dead-letters", "redrive", "--queue", "ACC_QUEUE"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kDeadLettersRedrive);
   EXPECT_EQ(c->limit, 0) << "0 = all";
 
   c = Parse({"payment", "get", "p-1"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kPaymentGet);
   EXPECT_EQ(c->arg, "p-1");
   c = Parse({"payment", "create", "--idempotency_key", "order-7", "--payer=alice", "--payee=bob",
              "--amount=1250", "--currency=EUR", "--description", "first"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kPaymentCreate);
   EXPECT_EQ(c->payment.idempotency_key, "order-7");
   EXPECT_EQ(c->payment.payer, "alice");
@@ -104,17 +110,17 @@ TEST(CommandTest, EveryCommand) {
   EXPECT_EQ(c->payment.currency, "EUR");
   EXPECT_EQ(c->payment.description, "first");
   c = Parse({"voucher", "get", "p-1"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kVoucherGet);
 
   c = Parse({"health", "127.0.0.1:1"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kHealth);
   EXPECT_EQ(c->arg, "127.0.0.1:1");
 
   // An id that starts with a dash, after "--".
   c = Parse({"get", "--", "-odd-id"});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->arg, "-odd-id");
 }
 
