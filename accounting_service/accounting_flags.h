@@ -9,8 +9,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "shared/grpc/server_security.h"
-#include "shared/service/service_flags.h"
+#include "service_kit/grpc/server_security.h"
+#include "service_kit/service_flags.h"
 
 namespace outbox::accounting {
 

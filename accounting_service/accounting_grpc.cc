@@ -5,8 +5,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
-#include "shared/grpc/grpc_status.h"
-#include "shared/grpc/paging.h"
+#include "service_kit/grpc/grpc_status.h"
+#include "service_kit/grpc/paging.h"
 #include "shared/observability/trace.h"
 
 namespace outbox::accounting {

@@ -3,7 +3,7 @@
 // gRPC edge of the accounting service (read side of the ledger).
 #include "accounting/v1/accounting.grpc.pb.h"
 #include "accounting_service/voucher_store.h"
-#include "shared/grpc/server_security.h"
+#include "service_kit/grpc/server_security.h"
 
 namespace outbox::accounting {
 

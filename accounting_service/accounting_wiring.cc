@@ -3,12 +3,12 @@
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_grpc.h"
 #include "accounting_service/payment_consumer.h"
-#include "shared/outbox/inbox_pruner.h"
 #include "accounting_service/voucher_store.h"
+#include "service_kit/service_main.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
-#include "shared/service/service_main.h"
+#include "shared/outbox/inbox_pruner.h"
 
 namespace outbox::accounting {
 

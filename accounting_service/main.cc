@@ -2,8 +2,8 @@
 // message id in one transaction) and replies on ACC_QUEUE, duplicates included.
 #include "accounting_service/accounting_flags.h"
 #include "accounting_service/accounting_wiring.h"
+#include "service_kit/service_main.h"
 #include "shared/base/status_macros.h"
-#include "shared/service/service_main.h"
 
 int main(int argc, char** argv) {
   return outbox::RunServiceMain(

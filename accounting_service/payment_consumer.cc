@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_codec.h"
+#include "service_kit/failpoints.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"

@@ -50,7 +50,7 @@ class PaymentConsumer {
                   const Clock& clock, MetricsRegistry& metrics, ConsumerOptions options);
 
   void Start() { consumer_.Start(); }
-  void Stop() { consumer_.Stop(); }  // finishes the batch in hand and its replies' confirms
+  void Stop() { consumer_.Stop(); }         // finishes the batch in hand and its replies' confirms
   bool Step() { return consumer_.Step(); }  // one turn; tests call it directly
 
   int64_t applied() const { return consumer_.booked(); }

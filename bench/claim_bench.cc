@@ -28,9 +28,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "shared/sqlite/recovery_store.h"
+#include "service_kit/payment_db_schema.h"
 #include "shared/base/status_macros.h"
-#include "shared/sqlite/payment_db_schema.h"
+#include "shared/sqlite/recovery_store.h"
 #include "shared/sqlite/sqlite_file.h"
 
 ABSL_FLAG(int64_t, rows, 5000000, "SENT rows in the outbox");
@@ -277,8 +277,8 @@ bool PrintClaimPlan(RecoveryStore& store) {
 
 // Times `s.repeats` claims of the due rows, re-armed before each, then one
 // with nothing due (the last claim pushed every row's next_retry_at).
-absl::Status TimeClaims(RecoveryStore& store, SQLite::Database& side,
-                        const Filled& filled, const Setup& s) {
+absl::Status TimeClaims(RecoveryStore& store, SQLite::Database& side, const Filled& filled,
+                        const Setup& s) {
   // As the worker claims: under the lease, which the claim re-checks.
   RetryPolicy policy;
   const std::string holder = "claim_bench";  // the same each run: a --reuse run renews it

@@ -14,7 +14,7 @@ namespace outbox::checker {
 inline constexpr size_t kMaxAccountingDbs = 10;  // SQLite attaches at most 10
 
 // The newest schema versions (PRAGMA user_version) whose tables the checks
-// know; the services' own lists are shared/sqlite/payment_db_schema.h and
+// know; the services' own lists are service_kit/payment_db_schema.h and
 // accounting_service/accounting_db_schema.h. A newer file is refused
 // (FAILED_PRECONDITION): its changes could make a check wrong in either
 // direction. Older ones, versioned or not, are checked as they are.

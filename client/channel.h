@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "shared/grpc/channel_security.h"
+#include "service_kit/grpc/channel_security.h"
 
 namespace outbox::client {
 

@@ -5,7 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "shared/base/shard_of_payment.h"
+#include "service_kit/shard_of_payment.h"
 
 namespace outbox::client {
 namespace {

@@ -22,7 +22,7 @@ using PaymentStubInterface = payment::v1::PaymentService::StubInterface;
 // "host:port,host:port" -> its addresses, in order (the shard indexes).
 std::vector<std::string> SplitAddresses(absl::string_view addresses);
 
-// Which shard of `shards` a request goes to (shared/base/shard_of_payment.h).
+// Which shard of `shards` a request goes to (service_kit/shard_of_payment.h).
 int ShardOfRequest(const payment::v1::CreatePaymentRequest& request, int shards);
 
 class ShardedPaymentStub final : public PaymentStubInterface {

@@ -9,7 +9,7 @@
 
 #include "client/channel.h"
 #include "client/request.h"
-#include "shared/base/shard_of_payment.h"
+#include "service_kit/shard_of_payment.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox::client {

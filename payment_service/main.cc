@@ -3,8 +3,8 @@
 // the row SENT when accounting's reply arrives on ACC_QUEUE.
 #include "payment_service/payment_flags.h"
 #include "payment_service/payment_wiring.h"
+#include "service_kit/service_main.h"
 #include "shared/base/status_macros.h"
-#include "shared/service/service_main.h"
 
 int main(int argc, char** argv) {
   return outbox::RunServiceMain(

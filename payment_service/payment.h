@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "shared/base/money.h"
+#include "service_kit/money.h"
 #include "shared/outbox/message.h"
 
 namespace outbox::payment {

@@ -9,7 +9,7 @@
 #include "payment_service/payment_store.h"
 #include "payment_service/payment_writer.h"
 #include "payment_service/shard_guard.h"
-#include "shared/grpc/server_security.h"
+#include "service_kit/grpc/server_security.h"
 
 namespace outbox::payment {
 

@@ -1,10 +1,11 @@
 #include "payment_service/payment_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "service_kit/failpoints.h"
+#include "service_kit/payment_db_schema.h"
 #include "shared/base/status_macros.h"
 #include "shared/runtime/failpoint.h"
 #include "shared/sqlite/outbox_table.h"
-#include "shared/sqlite/payment_db_schema.h"
 #include "shared/sqlite/sqlite_metrics.h"
 
 namespace outbox::payment {

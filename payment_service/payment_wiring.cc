@@ -3,13 +3,14 @@
 #include "payment_service/payment_codec.h"
 #include "payment_service/payment_grpc.h"
 #include "payment_service/payment_writer.h"
+#include "service_kit/failpoints.h"
+#include "service_kit/service_main.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/outbox/ack_listener.h"
 #include "shared/outbox/relay.h"
 #include "shared/runtime/failpoint.h"
-#include "shared/service/service_main.h"
 
 namespace outbox::payment {
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "payment_service/payment_codec.h"
+#include "service_kit/failpoints.h"
 #include "shared/base/mutex.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"

@@ -2,7 +2,7 @@
 
 // Payment shards (docs/deployment.md, Payment shards): each payment_service instance owns
 // the payments whose idempotency key hashes to its index
-// (shared/base/shard_of_payment.h) and names them "s<index>-...". A call that
+// (service_kit/shard_of_payment.h) and names them "s<index>-...". A call that
 // belongs to another shard is answered, never served: FAILED_PRECONDITION,
 // the message naming the shard and its address, and the same in trailing
 // metadata, so a client can go there. One shard (the default) checks nothing.

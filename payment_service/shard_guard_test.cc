@@ -3,8 +3,8 @@
 #include <grpcpp/test/server_context_test_spouse.h>
 #include <gtest/gtest.h>
 
-#include "shared/base/shard_of_payment.h"
-#include "shared/grpc/grpc_status.h"
+#include "service_kit/grpc/grpc_status.h"
+#include "service_kit/shard_of_payment.h"
 #include "shared/testing/sequential_ids.h"
 #include "shared/testing/status_matchers.h"
 

@@ -3,8 +3,8 @@
 // and serves the operator API (ops.v1.OutboxOps).
 #include "recovery_service/recovery_flags.h"
 #include "recovery_service/recovery_wiring.h"
+#include "service_kit/service_main.h"
 #include "shared/base/status_macros.h"
-#include "shared/service/service_main.h"
 
 int main(int argc, char** argv) {
   return outbox::RunServiceMain(

@@ -4,9 +4,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "shared/grpc/grpc_status.h"
-#include "shared/grpc/paging.h"
-#include "shared/grpc/proto_convert.h"
+#include "service_kit/grpc/grpc_status.h"
+#include "service_kit/grpc/paging.h"
+#include "service_kit/grpc/proto_convert.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
 

@@ -8,10 +8,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "shared/grpc/server_security.h"
+#include "service_kit/grpc/server_security.h"
+#include "service_kit/service_flags.h"
 #include "shared/observability/alerts.h"
 #include "shared/outbox/recovery_options.h"
-#include "shared/service/service_flags.h"
 
 namespace outbox::recovery {
 

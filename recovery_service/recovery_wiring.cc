@@ -3,14 +3,15 @@
 #include "absl/strings/str_cat.h"
 #include "recovery_service/dead_letters.h"
 #include "recovery_service/ops_grpc.h"
-#include "shared/sqlite/payment_db_schema.h"
-#include "shared/sqlite/recovery_store.h"
+#include "service_kit/payment_db_schema.h"
+#include "service_kit/service_main.h"
+#include "service_kit/topology.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/log.h"
 #include "shared/outbox/recovery_loop.h"
-#include "shared/service/service_main.h"
+#include "shared/sqlite/recovery_store.h"
 
 namespace outbox::recovery {
 
@@ -29,7 +30,8 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> OpenStoreWhenCreated(
   const std::string& payment_db = service_options.payment_db;
   const absl::Duration payment_db_wait = service_options.payment_db_wait;
   return RecoveryStore::OpenWhenCreated(
-      payment_db, service_options.service.db, PaymentProducerDb(), payment_db_wait, [&](const absl::Status& why) {
+      payment_db, service_options.service.db, PaymentProducerDb(), payment_db_wait,
+      [&](const absl::Status& why) {
         LogInfo("waiting_for_payment_db",
                 {KV("path", payment_db), KV("wait", absl::FormatDuration(payment_db_wait)),
                  KV("reason", why.message())});

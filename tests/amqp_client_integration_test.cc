@@ -1,4 +1,5 @@
 // shared/amqp_client against a real RabbitMQ node.
+#include "service_kit/topology.h"
 #include "shared/amqp/amqp_client.h"
 
 #include <gtest/gtest.h>

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "service_kit/failpoints.h"
 #include "shared/runtime/failpoint.h"
 #include "tests/support/load.h"
 #include "tests/support/queue_sink.h"

@@ -16,7 +16,7 @@
 #include "client/listing.h"
 #include "client/request.h"
 #include "client/sharded_payment_stub.h"
-#include "shared/base/shard_of_payment.h"
+#include "service_kit/shard_of_payment.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/load.h"
 

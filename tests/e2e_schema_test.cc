@@ -16,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/channel.h"
-#include "shared/sqlite/payment_db_schema.h"
+#include "service_kit/payment_db_schema.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/services.h"
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The outbox libraries as a package: BUILD is installed into a temp prefix,
-# examples/order_service is configured and built there on its own
-# (find_package(outbox) from that prefix only), and its test program runs
-# against the test run's RabbitMQ node (an OrderPlaced relayed, its reply
-# closing the row).
+# examples/order_service and examples/library_snippets (the code of
+# docs/library.md) are configured and built there on their own
+# (find_package(outbox) from that prefix only), and run against the test
+# run's RabbitMQ node: an OrderPlaced relayed, its reply closing the row;
+# the snippets' producer, consumer and recovery booking each order once.
 #   bash tests/example_package_test.sh BUILD   (through ctest: the broker fixture)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,11 +18,17 @@ cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$t
 # The build's compiler, flags (sanitizers), build type and launcher (ccache):
 # the example compiles as the libraries did.
 cache() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
-cmake -S "$root/examples/order_service" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
-  -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON -DCMAKE_CXX_COMPILER="$(cache CMAKE_CXX_COMPILER)" \
-  -DCMAKE_CXX_FLAGS="$(cache CMAKE_CXX_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS="$(cache CMAKE_EXE_LINKER_FLAGS)" \
-  -DCMAKE_BUILD_TYPE="$(cache CMAKE_BUILD_TYPE)" \
-  -DCMAKE_CXX_COMPILER_LAUNCHER="$(cache CMAKE_CXX_COMPILER_LAUNCHER)" >"$tmp/configure.log" \
-  || { cat "$tmp/configure.log" >&2; exit 1; }
-cmake --build "$tmp/build" -j2
+configure() {  # SOURCE BUILD
+  cmake -S "$1" -B "$2" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+    -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON -DCMAKE_CXX_COMPILER="$(cache CMAKE_CXX_COMPILER)" \
+    -DCMAKE_CXX_FLAGS="$(cache CMAKE_CXX_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS="$(cache CMAKE_EXE_LINKER_FLAGS)" \
+    -DCMAKE_BUILD_TYPE="$(cache CMAKE_BUILD_TYPE)" \
+    -DCMAKE_CXX_COMPILER_LAUNCHER="$(cache CMAKE_CXX_COMPILER_LAUNCHER)" >"$tmp/configure.log" \
+    || { cat "$tmp/configure.log" >&2; exit 1; }
+  cmake --build "$2" -j2
+}
+configure "$root/examples/order_service" "$tmp/build"
 ORDER_TEST_AMQP_URL=$url "$tmp/build/order_service_test"
+configure "$root/examples/library_snippets" "$tmp/snippets"
+mkdir "$tmp/run"
+"$tmp/snippets/library_snippets" "$url" "$tmp/run"

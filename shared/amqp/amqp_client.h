@@ -19,13 +19,11 @@
 
 namespace outbox {
 
-// Named exchanges, one per writer, so that broker permissions decide who may
-// feed which queue: a user that may write the default exchange reaches every
-// queue. Each queue is bound to its exchange by its own name, and its dead
-// letters go through DeadLetterExchangeOf(exchange) into "<queue>.DLQ"
-// (docs/security.md, broker users).
-inline constexpr char kPaymentsExchange[] = "outbox.payments";  // payment, recovery write
-inline constexpr char kRepliesExchange[] = "outbox.replies";    // accounting, recovery write
+// A queue declared through a named exchange (Topology::exchange) is bound
+// to it by its own name, and its dead letters go through
+// DeadLetterExchangeOf(exchange) into "<queue>.DLQ". One exchange per writer
+// lets broker permissions decide who may feed which queue: a user that may
+// write the default exchange reaches every queue.
 std::string DeadLetterExchangeOf(const std::string& exchange);
 
 // The status code for the reply code of a channel.close or connection.close
@@ -41,7 +39,7 @@ absl::StatusCode StatusCodeOfAmqpReply(int reply_code);
 // What a connection declares at connect and where it publishes. Only the
 // side that writes a queue declares it (with its DLQ) and binds it, since a
 // user that may bind a queue to an exchange it writes may feed that queue.
-// Which queues exist is the services' business (shared/service/service_flags.h).
+// Which queues exist is the services' business (service_kit/service_flags.h).
 struct Topology {
   std::vector<std::string> queues;  // declared durable and bound to `exchange`
   std::string queue_type;           // empty: broker default; "quorum" for clusters
@@ -53,7 +51,7 @@ struct Topology {
   // which sends each message to one shard by the hash of its kShardKeyHeader
   // header, so every copy of a message lands on the same shard. Each shard
   // stays bound to `exchange` by its own name as well: a dead letter is
-  // re-driven to the shard it came from (docs/deployment.md, Accounting shards).
+  // re-driven to the shard it came from (a sharded consumer).
   std::string hash_exchange;
   std::string hash_routing_key;
 

@@ -59,8 +59,8 @@ absl::StatusOr<AmqpConnection*> AmqpDialer::Get() {
   }
   if (!conn.ok()) {
     // The broker answered but the queue to consume is not there yet: its
-    // writer declares it (e.g. accounting declares ACC_QUEUE on its first
-    // start). Ask again soon rather than after a grown backoff, so the first
+    // writer declares it (e.g. a consumer declares its reply queue on its
+    // first start). Ask again soon rather than after a grown backoff, so the first
     // replies are not left waiting while their rows come due again.
     const bool queue_not_declared_yet = absl::IsNotFound(conn.status());
     backoff_ =

@@ -25,7 +25,7 @@ class UuidGenerator final : public IdGenerator {
 // below 2048 each millisecond), then 62 random bits. Each generator's ids
 // increase strictly, also as strings. For keys of rows the services insert:
 // a unique index on random ids takes each new id on a random leaf page, so
-// a group commit of 35 payments wrote ~35 pages per such index; ids that
+// a group commit of 35 rows wrote ~35 pages per such index; ids that
 // increase land on the last page or two.
 class TimeOrderedUuidGenerator final : public IdGenerator {
  public:

@@ -49,7 +49,7 @@ class DurationHistogram {
 };
 
 // Bucket bounds in seconds for the latency histograms: from a millisecond
-// (a confirm on a quiet local broker) to a minute (a payment that waited for
+// (a confirm on a quiet local broker) to a minute (a message that waited for
 // recovery's first re-publish).
 const std::vector<double>& LatencyBuckets();
 

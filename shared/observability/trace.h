@@ -2,8 +2,8 @@
 
 // W3C Trace Context (https://www.w3.org/TR/trace-context/): the
 // `traceparent` value "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"
-// travels in gRPC metadata and AMQP message headers, so one payment's trace
-// id can be followed through the three services' logs, and a collector that
+// travels in gRPC metadata and AMQP message headers, so one request's trace
+// id can be followed through every service's logs, and a collector that
 // speaks the standard can join them (no tracing library is needed for that).
 #include <optional>
 #include <string>

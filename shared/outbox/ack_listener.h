@@ -38,7 +38,7 @@ using ReplyDecoder =
     std::function<absl::StatusOr<std::vector<Acknowledgement>>(const Delivery& reply)>;
 
 struct AckListenerOptions {
-  std::string queue;  // the reply queue, for logs and metrics; the consumer reads it
+  std::string queue;    // the reply queue, for logs and metrics; the consumer reads it
   int prefetch = 1024;  // most deliveries handled in one batch
   // Replies must be signed by one of these keys; null = unsigned accepted.
   const MessageKeys* keys = nullptr;

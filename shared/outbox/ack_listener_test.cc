@@ -43,9 +43,8 @@ class AckListenerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const char* id : {"m1", "m2", "m3"}) {
-      outbox_.Add(
-          NewOutboxMessage({id, "order", id, "EVENTS", "OrderPlaced", "REPLIES", ""},
-                           clock_.NowMillis(), RetryPolicy{}));
+      outbox_.Add(NewOutboxMessage({id, "order", id, "EVENTS", "OrderPlaced", "REPLIES", ""},
+                                   clock_.NowMillis(), RetryPolicy{}));
     }
   }
 

@@ -15,9 +15,8 @@ class ArchiverTest : public ::testing::Test {
  protected:
   // A row acknowledged now.
   void Sent(const std::string& id) {
-    outbox_.Add(
-        NewOutboxMessage({id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", ""},
-                         clock_.NowMillis(), RetryPolicy{}));
+    outbox_.Add(NewOutboxMessage({id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", ""},
+                                 clock_.NowMillis(), RetryPolicy{}));
     ASSERT_TRUE(outbox_.RecordAcks({id}).ok());
   }
 

@@ -1,8 +1,8 @@
 #pragma once
 
 // The publishes awaiting their broker confirms, by delivery tag: what a
-// publisher with a sliding window of unconfirmed messages keeps (the payment
-// fast path, accounting's replies). Each entry carries what its owner needs
+// publisher with a sliding window of unconfirmed messages keeps (the
+// producer's relay, the consumer's replies). Each entry carries what its owner needs
 // once the confirm comes (a message id, the delivery to ack). Not
 // thread-safe: it belongs to the publishing thread.
 #include <cstdint>

@@ -18,8 +18,8 @@ IdempotentConsumer::IdempotentConsumer(MessageConsumer& deliveries, MessagePubli
       clock_(clock),
       options_(std::move(options)),
       booked_(metrics.AddCounter(options_.booked_metric, options_.booked_help)),
-      duplicates_(metrics.AddCounter(options_.duplicates_metric,
-                                     "messages seen before, replied to again")),
+      duplicates_(
+          metrics.AddCounter(options_.duplicates_metric, "messages seen before, replied to again")),
       dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
       unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)),
       requeued_(metrics.AddCounter("outbox_requeued_total",
@@ -60,8 +60,8 @@ bool IdempotentConsumer::Step() {
   // With replies in flight, take only what is already waiting: their
   // confirms are read right after.
   const bool in_flight = !window_.empty();
-  auto deliveries =
-      deliveries_.Next(options_.prefetch, in_flight ? absl::ZeroDuration() : absl::Milliseconds(200));
+  auto deliveries = deliveries_.Next(options_.prefetch,
+                                     in_flight ? absl::ZeroDuration() : absl::Milliseconds(200));
   if (!deliveries.ok()) {
     deliveries_.Reset(deliveries.status());
     ForgetUnsettled();
@@ -122,8 +122,7 @@ absl::Status IdempotentConsumer::HandleBatch(const std::vector<Delivery>& delive
   return Settle(absl::ZeroDuration());
 }
 
-absl::Status IdempotentConsumer::Admit(const std::vector<Delivery>& deliveries,
-                                       Admitted* batch) {
+absl::Status IdempotentConsumer::Admit(const std::vector<Delivery>& deliveries, Admitted* batch) {
   for (const Delivery& d : deliveries) {
     // A forged message would make the store change for something that never happened.
     if (absl::Status signature = CheckSignature(options_.keys, d); !signature.ok()) {
@@ -160,9 +159,9 @@ absl::Status IdempotentConsumer::RequeueBatch(const Admitted& batch, const absl:
   window_.TakeAll();
   unsettled_.clear();
   requeued_.Add(static_cast<int64_t>(batch.sources.size() + earlier));
-  LogWarning("batch_requeued", {KV("queue", options_.queue),
-                                KV("messages", batch.sources.size() + earlier),
-                                KV("error", why.message())});
+  LogWarning("batch_requeued",
+             {KV("queue", options_.queue), KV("messages", batch.sources.size() + earlier),
+              KV("error", why.message())});
   absl::Status s = deliveries_.Requeue(batch.last_tag, /*multiple=*/true);
   return s.ok() ? why : s;
 }

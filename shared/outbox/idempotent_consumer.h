@@ -41,7 +41,7 @@ struct Applied {
   // True: seen before (its id is in the inbox); nothing new was written and
   // `reference` names what the first copy made.
   bool duplicate = false;
-  std::string reference;  // the adopter's id of what it made (a voucher, a shipment)
+  std::string reference;  // the adopter's id of what it made (a shipment, an invoice)
 };
 
 // One reply and the messages of the batch it answers (their indexes).

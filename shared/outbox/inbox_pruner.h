@@ -27,7 +27,6 @@ class ProcessedLog {
   virtual absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) = 0;
 };
 
-
 struct PrunerOptions {
   absl::Duration retention = absl::Hours(720);  // zero: keep every id (do not Start)
   int batch = 1000;                             // ids deleted per transaction

@@ -29,7 +29,7 @@ struct OutboxMessage {
   std::string biz_type;  // biz_type + biz_key: the business idempotency key
   std::string biz_key;
   std::string topic;         // where it goes (the table's `topic` column)
-  std::string message_type;  // e.g. "PaymentCreated"
+  std::string message_type;  // e.g. "OrderPlaced"
   std::string reply_to;      // where the consumer's acknowledgement goes
   std::string traceparent;   // W3C trace context of the request that wrote it ("" if none)
   std::string payload;
@@ -53,13 +53,12 @@ struct OutgoingMessage {
   std::string type;
   std::string traceparent;  // sent as the AMQP header "traceparent" when set
   std::string signature;    // "<key id>:<hmac>" (message_auth.h); "" = unsigned
-  // The business key (a payment's id), sent as the AMQP header kShardKeyHeader
-  // when set: the consistent-hash exchange of accounting shards hashes on it.
+  // The business key, sent as the AMQP header kShardKeyHeader when set: the
+  // consistent-hash exchange of a sharded consumer hashes on it.
   std::string shard_key;
 };
 
-// The header the x-consistent-hash exchange of sharded payment events hashes
-// on (ServiceConfig::payment_events).
+// The header the x-consistent-hash exchange of a sharded queue hashes on.
 inline constexpr char kShardKeyHeader[] = "x-outbox-shard-key";
 
 // A message received from a queue. The tag identifies it to the transport

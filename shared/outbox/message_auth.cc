@@ -30,9 +30,9 @@ bool ValidKeyId(absl::string_view id) {
 
 // Each field with its length first, so no two different messages give the
 // same bytes (a body cannot borrow from the reply_to, and so on). The shard
-// key, when the message has one, comes last: it picks the accounting shard
+// key, when the message has one, comes last: it picks the consumer shard
 // (the consistent-hash exchange), so a replay with another key would reach a
-// shard without the payment's dedup record.
+// shard without the message's dedup record.
 std::string SignedBytes(absl::string_view message_id, absl::string_view type,
                         absl::string_view reply_to, absl::string_view body,
                         absl::string_view shard_key) {

@@ -1,10 +1,10 @@
 #pragma once
 
-// Authenticated messages. Anyone who can publish to the broker could forge a
-// PaymentCreated (a voucher for a payment that never happened) or an
+// Authenticated messages. Anyone who can publish to the broker could forge an
+// event (a change booked for something that never happened) or an
 // acknowledgement (a row marked SENT that was never booked). So every message
 // carries an HMAC-SHA256 over what its consumer acts on, keyed by a secret
-// the three services share and named by a key id so keys can rotate: the
+// the services share and named by a key id so keys can rotate: the
 // sender signs with its first key; a receiver accepts any key it holds.
 // Consumers check it before anything else and dead-letter what fails.
 #include <memory>

@@ -21,9 +21,9 @@ Alert FailedAlert(const OutboxMessage& row, const RecoveryOptions& options) {
       {"summary", absl::StrCat("outbox message ", row.message_id, " for ", row.biz_type, " ",
                                row.biz_key, " failed after ", row.attempts, " attempts")},
       {"attempts", absl::StrCat(row.attempts)},
-      {"last_error",
-       row.last_error.empty() ? absl::StrCat("no acknowledgement from ", options.consumer_name)
-                              : row.last_error}};
+      {"last_error", row.last_error.empty()
+                         ? absl::StrCat("no acknowledgement from ", options.consumer_name)
+                         : row.last_error}};
   return alert;
 }
 

@@ -28,9 +28,8 @@ class RecoveryAlertsTest : public ::testing::Test {
   RecoveryAlertsTest() { EXPECT_TRUE(broker_.Connect().ok()); }
 
   OutboxMessage NewRow(const std::string& id) {
-    return NewOutboxMessage(
-        {id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", ""},
-        clock_.NowMillis(), RetryPolicy{});
+    return NewOutboxMessage({id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", ""},
+                            clock_.NowMillis(), RetryPolicy{});
   }
   void Sending(const std::string& id) { outbox_.Add(NewRow(id)); }
   void Failed(const std::string& id) {

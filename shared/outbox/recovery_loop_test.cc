@@ -29,9 +29,9 @@ class RecoveryLoopTest : public ::testing::Test {
   void Committed(const std::string& id, int max_attempts = 3) {
     RetryPolicy written = options_.retry;
     written.max_attempts = max_attempts;
-    outbox_.Add(NewOutboxMessage(
-        {id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", "body-" + id},
-        clock_.NowMillis(), written));
+    outbox_.Add(
+        NewOutboxMessage({id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", "body-" + id},
+                         clock_.NowMillis(), written));
   }
 
   RecoveryLoop& Worker() {
@@ -232,8 +232,8 @@ TEST_F(RecoveryLoopTest, WithAShardedConsumerOneShardDownHoldsAndReadyAddsUp) {
   clock_.Advance(absl::Seconds(30));
   Worker().Step();
   ASSERT_EQ(broker_.published.size(), 1u);
-  EXPECT_EQ(broker_.published[0].topic, "EVENTS");  // the hash exchange picks the shard
-  EXPECT_EQ(broker_.published[0].shard_key, "p-m1");   // the row's biz_key
+  EXPECT_EQ(broker_.published[0].topic, "EVENTS");    // the hash exchange picks the shard
+  EXPECT_EQ(broker_.published[0].shard_key, "p-m1");  // the row's biz_key
 }
 
 TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
@@ -271,7 +271,7 @@ TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlert
   Committed("m1", /*max_attempts=*/2);
   Committed("m2", /*max_attempts=*/2);
   broker_.queues["EVENTS"] = {2, 0};  // the fast-path copies wait; accounting is down
-  for (int i = 0; i < 10; ++i) {         // far past the budget of two attempts
+  for (int i = 0; i < 10; ++i) {      // far past the budget of two attempts
     clock_.Advance(absl::Seconds(1));
     Worker().Step();
   }

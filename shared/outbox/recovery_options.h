@@ -13,8 +13,8 @@
 namespace outbox {
 
 struct RecoveryOptions {
-  std::string instance_id;              // lease holder name
-  RetryPolicy retry;                    // backoff of attempts 2..n (the budget is in each row)
+  std::string instance_id;  // lease holder name
+  RetryPolicy retry;        // backoff of attempts 2..n (the budget is in each row)
   // The queues re-published rows land in, looked at before each round:
   // their ready messages add up, and one without a consumer holds every
   // re-publish (with a sharded consumer, which shard a row hashes to is

@@ -1,8 +1,9 @@
 #pragma once
 
 // The storage seam: what the workers need from the outbox table. The SQLite
-// adapters are payment_service's PaymentWriter (group commit) and
-// recovery_service's RecoveryStore; shared/testing has an in-memory fake.
+// adapters are SqliteOutbox (sqlite_outbox.h) for the producer and
+// RecoveryStore (recovery_store.h) for recovery; shared/testing has an
+// in-memory fake.
 // Implementations apply the transitions of state_machine.h: Record<Event>
 // applies On<Event> (OnAck, OnPublishFailure) to each row it names, durably.
 #include <cstdint>

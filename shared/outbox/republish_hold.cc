@@ -46,7 +46,7 @@ absl::StatusOr<QueueState> InspectQueues(MessagePublisher& broker,
   QueueState total;
   for (size_t i = 0; i < queues.size(); ++i) {
     auto state = broker.Inspect(queues[i]);
-    // payment_service declares the queue (recovery's broker user may not):
+    // The producer declares the queue (recovery's broker user may not):
     // until it has, nobody consumes it.
     if (absl::IsNotFound(state.status())) return QueueState{0, 0};
     if (!state.ok()) return state;
@@ -151,7 +151,7 @@ int64_t RepublishHold::DeferAllDue() {
 void RepublishHold::Hold(DeliveryHold hold, DeliveryHold before, const QueueState& queue) {
   // Due rows are left as they are while held: nothing claims them, and
   // pushing each one a backoff step every few seconds would rewrite the whole
-  // backlog over and over, under the write lock payment_service's ack
+  // backlog over and over, under the write lock the producer's ack
   // listener needs to drain it. They get their step when the hold ends.
   auto waiting = outbox_.CountSendingOlderThan(std::numeric_limits<int64_t>::max());
   if (before != hold) {
@@ -179,8 +179,8 @@ Alert RepublishHold::HeldAlert(DeliveryHold hold, const QueueState& queue, int64
       {"summary",
        down ? absl::StrCat("nobody consumes ", options_.watched_name(), ": ", waiting,
                            " outbox rows wait; re-publishing is held (no attempts spent)")
-            : absl::StrCat(options_.watched_name(), " holds ", queue.ready, " ready messages (over ",
-                           options_.hold_queue_depth, "): ", waiting,
+            : absl::StrCat(options_.watched_name(), " holds ", queue.ready,
+                           " ready messages (over ", options_.hold_queue_depth, "): ", waiting,
                            " outbox rows wait; re-publishing is held (no attempts spent)")},
       {"depth", absl::StrCat(queue.ready)},
       {"consumers", absl::StrCat(queue.consumers)},

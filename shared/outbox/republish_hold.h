@@ -8,7 +8,8 @@
 //
 // The same goes while no acknowledgement arrives at all (acks_stalled): rows
 // falling due then are not lost copies but a cut acknowledgement path
-// (accounting or payment cut off from the broker, payment's listener gone),
+// (the consumer or the producer cut off from the broker, the producer's
+// ack listener gone),
 // and a copy of each would only queue up behind the first. Then the loop
 // re-publishes one probe row per first retry delay: if copies were lost after
 // all, the probe's acknowledgement ends the stall. No alert of its own: the

@@ -81,9 +81,9 @@ class RepublishHoldTest : public ::testing::Test {
   RepublishHoldTest() { EXPECT_TRUE(lease_.Hold(clock_.Now()).held); }
 
   void Due(const std::string& id) {
-    outbox_.Add(NewOutboxMessage(
-        {id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", "body"},
-        clock_.NowMillis() - 5'000, options_.retry));
+    outbox_.Add(
+        NewOutboxMessage({id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", "body"},
+                         clock_.NowMillis() - 5'000, options_.retry));
   }
 
   ManualClock clock_;

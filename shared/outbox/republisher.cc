@@ -52,9 +52,10 @@ absl::StatusOr<Claimed> Republisher::Claim(int limit, int64_t now_ms) {
 
 void Republisher::RaiseFailed(const OutboxMessage& row) {
   failed_.Add();
-  LogWarning("message_failed", {KV(options_.biz_key_label, row.biz_key), KV("message_id", row.message_id),
-                                KV("trace_id", TraceIdOf(row.traceparent)),
-                                KV("attempts", row.attempts), KV("last_error", row.last_error)});
+  LogWarning("message_failed",
+             {KV(options_.biz_key_label, row.biz_key), KV("message_id", row.message_id),
+              KV("trace_id", TraceIdOf(row.traceparent)), KV("attempts", row.attempts),
+              KV("last_error", row.last_error)});
   alerts_.MessageFailed(row);
 }
 

@@ -27,9 +27,9 @@ class RepublisherTest : public ::testing::Test {
   void Due(const std::string& id, int max_attempts = 3) {
     RetryPolicy written = options_.retry;
     written.max_attempts = max_attempts;
-    outbox_.Add(NewOutboxMessage(
-        {id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", "body-" + id},
-        clock_.NowMillis() - 1'000, written));
+    outbox_.Add(
+        NewOutboxMessage({id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", "body-" + id},
+                         clock_.NowMillis() - 1'000, written));
   }
 
   Republisher& Make() {

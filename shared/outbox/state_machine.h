@@ -59,7 +59,7 @@ enum class AckEffect {
 };
 // The consumer acknowledged the message: its effect is booked, so the row is
 // delivered whatever its state (a FAILED row too: saying otherwise would send
-// an operator after a payment that is fine).
+// an operator after a business change that is fine).
 AckEffect OnAck(OutboxMessage& row, int64_t now_ms);
 
 // A publish was not confirmed: note why on a SENDING row (true when noted).

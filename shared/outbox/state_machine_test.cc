@@ -16,9 +16,8 @@ RetryPolicy Policy() {
 }
 
 OutboxMessage Fresh() {
-  return NewOutboxMessage(
-      {"m-1", "order", "p-1", "EVENTS", "OrderPlaced", "REPLIES", "body"}, kNow,
-      Policy());
+  return NewOutboxMessage({"m-1", "order", "p-1", "EVENTS", "OrderPlaced", "REPLIES", "body"}, kNow,
+                          Policy());
 }
 
 OutboxMessage InStatus(OutboxStatus s) {

@@ -15,8 +15,8 @@ void CreateInboxTable(SQLite::Database& db, const InboxTable& t) {
   db.exec(absl::StrCat("CREATE TABLE IF NOT EXISTS ", t.table, " (message_id TEXT PRIMARY KEY, ",
                        t.key_column, " TEXT NOT NULL, ", t.reference_column,
                        " TEXT NOT NULL, processed_at INTEGER NOT NULL) WITHOUT ROWID"));
-  db.exec(absl::StrCat("CREATE INDEX IF NOT EXISTS ", IndexOf(t), " ON ", t.table,
-                       " (processed_at)"));
+  db.exec(
+      absl::StrCat("CREATE INDEX IF NOT EXISTS ", IndexOf(t), " ON ", t.table, " (processed_at)"));
 }
 
 Inbox::Inbox(SQLite::Database& db, const InboxTable& t)
@@ -55,10 +55,10 @@ bool InboxHasOlderThan(SQLite::Database& db, const InboxTable& t, int64_t cutoff
 int PruneInbox(SQLite::Database& db, const InboxTable& t, int64_t cutoff_ms, int limit) {
   // A bounded batch per transaction, so the consumer's next batch waits
   // for one short delete at most.
-  SQLite::Statement del(db, absl::StrCat("DELETE FROM ", t.table, " WHERE message_id IN (",
-                                         "SELECT message_id FROM ", t.table, " INDEXED BY ",
-                                         IndexOf(t), " WHERE processed_at < ?1 ",
-                                         "ORDER BY processed_at LIMIT ?2)"));
+  SQLite::Statement del(
+      db, absl::StrCat("DELETE FROM ", t.table, " WHERE message_id IN (", "SELECT message_id FROM ",
+                       t.table, " INDEXED BY ", IndexOf(t), " WHERE processed_at < ?1 ",
+                       "ORDER BY processed_at LIMIT ?2)"));
   del.bind(1, static_cast<int64_t>(cutoff_ms));
   del.bind(2, limit);
   return del.exec();

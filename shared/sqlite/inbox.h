@@ -20,7 +20,7 @@ namespace outbox {
 // Where the inbox lives: the table and the names of its two value columns.
 struct InboxTable {
   std::string table = "inbox";
-  std::string key_column = "biz_key";         // the business key the message was about
+  std::string key_column = "biz_key";          // the business key the message was about
   std::string reference_column = "reference";  // what applying it made
 };
 

@@ -65,8 +65,8 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
   if (version > schema.latest()) return NewerSchemaError(path, version, schema);
   if (version < schema.latest()) {
     return absl::NotFoundError(absl::StrCat("database ", path, " has schema version ", version,
-                                            ", not ", schema.latest(), " yet (",
-                                            producer.producer, " creates and upgrades it)"));
+                                            ", not ", schema.latest(), " yet (", producer.producer,
+                                            " creates and upgrades it)"));
   }
   // A claim dirties a page per scattered row; the checkpoint that copies
   // them runs after the claim's commit, never inside its transaction
@@ -96,8 +96,9 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::OpenWhenCreated(
     if (!absl::IsNotFound(s) && !absl::IsUnavailable(s)) return store;
     if (absl::Now() >= deadline) {
       if (!absl::IsNotFound(s)) return store;
-      const std::string setting =
-          producer.path_setting.empty() ? "" : absl::StrCat("is ", producer.path_setting, " right? ");
+      const std::string setting = producer.path_setting.empty()
+                                      ? ""
+                                      : absl::StrCat("is ", producer.path_setting, " right? ");
       return absl::FailedPreconditionError(absl::StrCat(s.message(), " after ",
                                                         absl::FormatDuration(wait), "; ", setting,
                                                         producer.producer, " creates it"));

@@ -62,8 +62,8 @@ class RecoveryStore final : public RecoveryRepository {
   // `on_first_wait` runs once, with the reason, before the first wait. When
   // `wait` runs out: FAILED_PRECONDITION naming the path.
   static absl::StatusOr<std::unique_ptr<RecoveryStore>> OpenWhenCreated(
-      const std::string& path, const DbOptions& options, const ProducerDb& db,
-      absl::Duration wait, const std::function<void(const absl::Status&)>& on_first_wait,
+      const std::string& path, const DbOptions& options, const ProducerDb& db, absl::Duration wait,
+      const std::function<void(const absl::Status&)>& on_first_wait,
       absl::Duration poll = absl::Milliseconds(200));
 
   // Claims through the (status, next_retry_at) index, applying OnDue to each

@@ -32,8 +32,8 @@ int PeekSchemaVersion(const std::string& path) {
 }
 
 absl::Status NewerSchemaError(const std::string& path, int version, const DbSchema& schema) {
-  // Named by the running binary, since payment_service, recovery_service and
-  // the tools all open payment.db: the one too old to open it is this one.
+  // Named by the running binary, since a producer, its recovery and the
+  // tools may all open one file: the one too old to open it is this one.
   return absl::FailedPreconditionError(
       absl::StrCat(path, " has schema version ", version, "; this ", program_invocation_short_name,
                    " knows up to ", schema.latest(), ": refusing to open a newer file"));

@@ -39,7 +39,7 @@ int SchemaVersion(SQLite::Database& db);
 // first look that can refuse early; SchemaVersion has the last word.
 int PeekSchemaVersion(const std::string& path);
 
-// FAILED_PRECONDITION: "<path> has schema version 7; this payment_service
+// FAILED_PRECONDITION: "<path> has schema version 7; this order_service
 // knows up to 4: refusing to open a newer file" (the program that opened it).
 absl::Status NewerSchemaError(const std::string& path, int version, const DbSchema& schema);
 

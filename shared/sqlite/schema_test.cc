@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
+#include "service_kit/payment_db_schema.h"
 #include "shared/sqlite/outbox_table.h"
-#include "shared/sqlite/payment_db_schema.h"
 #include "shared/sqlite/sqlite_file.h"
 
 namespace outbox {

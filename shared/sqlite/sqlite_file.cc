@@ -64,10 +64,9 @@ namespace {
 // PRAGMA journal_mode=WAL on a new file upgrades its read lock to a write
 // lock, and while another connection opening the same file holds a read lock
 // SQLite returns BUSY at once (in well under a millisecond, whatever the busy
-// timeout) instead of risking a deadlock. payment_service and
-// recovery_service started together on a new payment.db failed so 4 times in
-// 20. Opening is idempotent, so openers retry BUSY and LOCKED with a short
-// backoff, for at least the busy timeout.
+// timeout) instead of risking a deadlock. A producer and its recovery
+// started together on a new file failed so 4 times in 20. Opening is idempotent, so openers retry
+// BUSY and LOCKED with a short backoff, for at least the busy timeout.
 absl::Duration OpenRetryBudget(const DbOptions& options) {
   return std::max(absl::Milliseconds(options.busy_timeout_ms), absl::Seconds(2));
 }
@@ -109,7 +108,7 @@ absl::Status ApplyPragmas(SQLite::Database& db, const std::string& path, const D
   });
 }
 
-// The files hold payments and accounts: only the service's user may read
+// The files hold business records: only the service's user may read
 // them. SQLite gives -wal and -shm the mode of the database file, so creating
 // that one 0600 (before SQLite creates it with 0644 & ~umask) covers all
 // three. An existing file keeps whatever mode its owner chose.

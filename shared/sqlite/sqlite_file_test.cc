@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
-#include "shared/sqlite/payment_db_schema.h"
+#include "service_kit/payment_db_schema.h"
 #include "shared/testing/temp_dir.h"
 
 namespace outbox {

@@ -22,7 +22,9 @@ namespace outbox::testing {
 
 namespace internal {
 
-inline const absl::Status& GetStatus(const absl::Status& status) { return status; }
+inline const absl::Status& GetStatus(const absl::Status& status) {
+  return status;
+}
 
 template <typename T>
 const absl::Status& GetStatus(const absl::StatusOr<T>& status_or) {
@@ -61,8 +63,7 @@ class StatusIsMatcher {
     message_.DescribeTo(os);
   }
   void DescribeNegationTo(std::ostream* os) const {
-    *os << "has a code other than " << absl::StatusCodeToString(code_)
-        << " or a message that ";
+    *os << "has a code other than " << absl::StatusCodeToString(code_) << " or a message that ";
     message_.DescribeNegationTo(os);
   }
 
@@ -74,7 +75,9 @@ class StatusIsMatcher {
 }  // namespace internal
 
 // Matches an OK absl::Status, or an absl::StatusOr<T> that holds a value.
-inline internal::IsOkMatcher IsOk() { return {}; }
+inline internal::IsOkMatcher IsOk() {
+  return {};
+}
 
 // Matches a status (or a StatusOr's status) with this code and a message
 // that `message` matches (a string is an exact match; use HasSubstr for a part).

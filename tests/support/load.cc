@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "client/request.h"
-#include "shared/base/shard_of_payment.h"
+#include "service_kit/shard_of_payment.h"
 
 namespace outbox::testing {
 namespace {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "service_kit/topology.h"
 #include "shared/amqp/amqp_client.h"
 #include "tests/support/process.h"
 

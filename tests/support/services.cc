@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/listing.h"
 #include "client/sharded_payment_stub.h"
+#include "service_kit/shard_of_payment.h"
 #include "shared/base/ids.h"
-#include "shared/base/shard_of_payment.h"
 
 namespace outbox::testing {
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
-#include "shared/service/cli.h"
+#include "service_kit/cli.h"
 
 namespace outbox::ctl {
 namespace {

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "shared/grpc/channel_security.h"
-#include "shared/service/cli.h"
+#include "service_kit/cli.h"
+#include "service_kit/grpc/channel_security.h"
 #include "tools/outboxctl/calls.h"
 #include "tools/outboxctl/command.h"
 

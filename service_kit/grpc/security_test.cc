@@ -1,0 +1,134 @@
+// The security settings' rules without a network: the bearer-token check,
+// the constant-time compare, token files and TLS file validation.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "service_kit/grpc/channel_security.h"
+#include "service_kit/grpc/server_security.h"
+
+namespace outbox {
+namespace {
+
+using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
+
+class SecurityFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/security_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    for (const std::string& f : files_) std::remove(f.c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string Write(const std::string& name, const std::string& contents, mode_t mode = 0600) {
+    const std::string path = absl::StrCat(dir_, "/", name);
+    std::ofstream(path) << contents;
+    chmod(path.c_str(), mode);
+    files_.push_back(path);
+    return path;
+  }
+  std::string dir_;
+  std::vector<std::string> files_;
+};
+
+TEST(ConstantTimeEqualsTest, EqualOnlyWhenSameBytesAndLength) {
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+  EXPECT_TRUE(ConstantTimeEquals("s3cret-token", "s3cret-token"));
+  EXPECT_FALSE(ConstantTimeEquals("s3cret-token", "s3cret-tokeN"));
+  EXPECT_FALSE(ConstantTimeEquals("s3cret-token", "s3cret-token-longer"));
+  EXPECT_FALSE(ConstantTimeEquals("s3cret", ""));
+  EXPECT_FALSE(ConstantTimeEquals(std::string("a\0b", 3), "a"));
+}
+
+TEST(CheckBearerTokenTest, MissingIsUnauthenticatedWrongIsDeniedRightPasses) {
+  const std::string expected = "right-token";
+  Metadata none;
+  EXPECT_EQ(CheckBearerToken(none, expected).code(), absl::StatusCode::kUnauthenticated);
+
+  const std::string basic = "Basic dXNlcjpwdw==";
+  Metadata not_bearer{{"authorization", basic}};
+  EXPECT_EQ(CheckBearerToken(not_bearer, expected).code(), absl::StatusCode::kUnauthenticated);
+
+  const std::string wrong = "Bearer wrong-token";
+  Metadata wrong_md{{"authorization", wrong}};
+  absl::Status denied = CheckBearerToken(wrong_md, expected);
+  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(denied.message().find("wrong-token"), std::string::npos) << denied;
+  EXPECT_EQ(denied.message().find(expected), std::string::npos) << denied;
+
+  const std::string prefix = "Bearer right";
+  Metadata prefix_md{{"authorization", prefix}};
+  EXPECT_EQ(CheckBearerToken(prefix_md, expected).code(), absl::StatusCode::kPermissionDenied);
+
+  const std::string right = "Bearer right-token";
+  Metadata right_md{{"authorization", right}};
+  EXPECT_TRUE(CheckBearerToken(right_md, expected).ok());
+}
+
+TEST(BearerTokenCheckTest, WithoutATokenEveryCallPasses) {
+  grpc::ServerContext context;
+  EXPECT_TRUE(BearerTokenCheck().Check(context).ok());
+  EXPECT_EQ(BearerTokenCheck("t").Check(context).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(SecurityFilesTest, TokenFileIsTrimmedEmptyIsRefusedWorldReadableWarns) {
+  std::string warning;
+  auto token = ReadTokenFile(Write("token", "abc123\n"), "ops_token_file", &warning);
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(*token, "abc123");
+  EXPECT_TRUE(warning.empty()) << warning;
+
+  auto open = ReadTokenFile(Write("open", "abc123", 0644), "ops_token_file", &warning);
+  ASSERT_TRUE(open.ok());
+  EXPECT_NE(warning.find("readable by every user"), std::string::npos) << warning;
+  EXPECT_EQ(warning.find("abc123"), std::string::npos) << warning;
+
+  auto empty = ReadTokenFile(Write("empty", " \n"), "ops_token_file", nullptr);
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("--ops_token_file"), std::string::npos);
+
+  auto missing = ReadTokenFile(absl::StrCat(dir_, "/nope"), "api_token_file", nullptr);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SecurityFilesTest, ServerTlsNeedsCertAndKeyReadableAndPem) {
+  EXPECT_TRUE(ServerCredentialsFrom({}).ok());  // plaintext
+
+  const std::string pem = Write("cert.pem", "-----BEGIN CERTIFICATE-----\nx\n");
+  auto no_key = ServerCredentialsFrom({pem, "", ""});
+  EXPECT_EQ(no_key.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_key.status().message().find("--tls_key_file"), std::string::npos);
+
+  auto ca_only = ServerCredentialsFrom({"", "", pem});
+  EXPECT_EQ(ca_only.status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto unreadable = ServerCredentialsFrom({pem, absl::StrCat(dir_, "/missing.key"), ""});
+  EXPECT_EQ(unreadable.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unreadable.status().message().find("missing.key"), std::string::npos);
+
+  auto not_pem = ServerCredentialsFrom({pem, Write("key.pem", "garbage"), ""});
+  EXPECT_EQ(not_pem.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(not_pem.status().message().find("not PEM"), std::string::npos);
+}
+
+TEST_F(SecurityFilesTest, ClientTlsCertAndKeyGoTogether) {
+  EXPECT_TRUE(ChannelCredentialsFrom({}).ok());
+  const std::string pem = Write("ca.pem", "-----BEGIN CERTIFICATE-----\nx\n");
+  EXPECT_TRUE(ChannelCredentialsFrom({pem, "", ""}).ok());
+  EXPECT_EQ(ChannelCredentialsFrom({pem, pem, ""}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChannelCredentialsFrom({absl::StrCat(dir_, "/none"), "", ""}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace outbox

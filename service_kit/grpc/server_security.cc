@@ -1,0 +1,88 @@
+#include "service_kit/grpc/server_security.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "service_kit/grpc/channel_security.h"
+#include "service_kit/grpc/grpc_status.h"
+
+namespace outbox {
+namespace {
+
+constexpr absl::string_view kBearerPrefix = "Bearer ";
+
+absl::Status LooksLikePem(const std::string& contents, const std::string& flag,
+                          const std::string& path) {
+  if (!absl::StrContains(contents, "-----BEGIN ")) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", path, "' is not PEM"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFrom(
+    const TlsServerFiles& files) {
+  if (!files.enabled()) return grpc::InsecureServerCredentials();
+  if (files.cert_file.empty() || files.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both --tls_cert_file and --tls_key_file (TLS_CERT_FILE, TLS_KEY_FILE); "
+        "--tls_client_ca_file only adds client verification");
+  }
+  auto cert = ReadSmallFile(files.cert_file, "tls_cert_file");
+  if (!cert.ok()) return cert.status();
+  if (absl::Status s = LooksLikePem(*cert, "tls_cert_file", files.cert_file); !s.ok()) return s;
+  auto key = ReadSmallFile(files.key_file, "tls_key_file");
+  if (!key.ok()) return key.status();
+  if (absl::Status s = LooksLikePem(*key, "tls_key_file", files.key_file); !s.ok()) return s;
+  grpc::SslServerCredentialsOptions options(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  if (!files.client_ca_file.empty()) {
+    auto ca = ReadSmallFile(files.client_ca_file, "tls_client_ca_file");
+    if (!ca.ok()) return ca.status();
+    if (absl::Status s = LooksLikePem(*ca, "tls_client_ca_file", files.client_ca_file); !s.ok()) {
+      return s;
+    }
+    options.pem_root_certs = *std::move(ca);
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  options.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  return grpc::SslServerCredentials(options);
+}
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  // Walk the longer one whole, so the time depends on the lengths only.
+  const size_t n = a.size() > b.size() ? a.size() : b.size();
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  // volatile: keep the compiler from turning the loop into an early exit.
+  volatile unsigned char result = diff;
+  return result == 0;
+}
+
+absl::Status CheckBearerToken(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+                              absl::string_view expected) {
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError("missing 'authorization: Bearer <token>' metadata");
+  }
+  const absl::string_view value(it->second.data(), it->second.size());
+  if (!absl::StartsWithIgnoreCase(value, kBearerPrefix)) {
+    return absl::UnauthenticatedError("the authorization metadata is not 'Bearer <token>'");
+  }
+  if (!ConstantTimeEquals(value.substr(kBearerPrefix.size()), expected)) {
+    return absl::PermissionDeniedError("the bearer token is not valid");
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status BearerTokenCheck::Check(const grpc::ServerContextBase& context) const {
+  if (token_.empty()) return grpc::Status::OK;
+  return ToGrpcStatus(CheckBearerToken(context.client_metadata(), token_));
+}
+
+}  // namespace outbox

@@ -1,0 +1,204 @@
+#include "service_kit/service_flags.h"
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "service_kit/topology.h"
+#include "shared/base/status_macros.h"
+#include "shared/observability/log.h"
+#include "shared/runtime/env.h"
+
+using outbox::EnvOr;
+using outbox::EnvOrDuration;
+using outbox::EnvOrInt;
+
+ABSL_FLAG(std::string, amqp_url, EnvOr("AMQP_URL", ""),
+          "RabbitMQ URL amqp://user:pass@host:port/vhost, or amqps://... for TLS, required "
+          "[env AMQP_URL]");
+ABSL_FLAG(std::string, amqp_tls_ca_file, EnvOr("AMQP_TLS_CA_FILE", ""),
+          "PEM CA bundle the broker's certificate must chain to; required with amqps:// "
+          "[env AMQP_TLS_CA_FILE]");
+ABSL_FLAG(std::string, amqp_tls_cert_file, EnvOr("AMQP_TLS_CERT_FILE", ""),
+          "PEM client certificate for brokers that verify clients; with --amqp_tls_key_file "
+          "[env AMQP_TLS_CERT_FILE]");
+ABSL_FLAG(std::string, amqp_tls_key_file, EnvOr("AMQP_TLS_KEY_FILE", ""),
+          "PEM private key (unencrypted) of --amqp_tls_cert_file [env AMQP_TLS_KEY_FILE]");
+ABSL_FLAG(std::string, amqp_password_file, EnvOr("AMQP_PASSWORD_FILE", ""),
+          "file holding the password of the user in --amqp_url, read once at start; "
+          "replaces a password in the URL [env AMQP_PASSWORD_FILE]");
+ABSL_FLAG(std::string, pay_queue, EnvOr("PAY_QUEUE", "PAY_QUEUE"),
+          "queue of the payment events [env PAY_QUEUE]");
+ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
+          "queue of accounting's acknowledgements (reply_to of payment events) [env ACC_QUEUE]");
+ABSL_FLAG(int, accounting_shards, EnvOrInt("ACCOUNTING_SHARDS", 1),
+          "accounting instances M: with more than 1, payment events are hashed by payment id "
+          "over the queues <pay_queue>-0..M-1, one per accounting instance; the same M for "
+          "all services (docs/deployment.md, Accounting shards) [env ACCOUNTING_SHARDS]");
+ABSL_FLAG(std::string, queue_type, EnvOr("QUEUE_TYPE", ""),
+          "x-queue-type of declared queues, e.g. quorum; empty = classic [env QUEUE_TYPE]");
+ABSL_FLAG(std::string, sqlite_synchronous, EnvOr("SQLITE_SYNCHRONOUS", "full"),
+          "SQLite durability: full, normal or off [env SQLITE_SYNCHRONOUS]");
+ABSL_FLAG(std::string, alertmanager_url, EnvOr("ALERTMANAGER_URL", ""),
+          "Alertmanager base URL, e.g. http://127.0.0.1:9093; empty = alerts only logged "
+          "[env ALERTMANAGER_URL]");
+ABSL_FLAG(absl::Duration, retry_base_delay,
+          EnvOrDuration("RETRY_BASE_DELAY", EnvOrDuration("RECOVERY_BASE_DELAY", absl::Seconds(5))),
+          "linear backoff unit: a message is retried base*n after its attempt n "
+          "[env RETRY_BASE_DELAY, formerly RECOVERY_BASE_DELAY]");
+ABSL_FLAG(absl::Duration, retry_max_delay,
+          EnvOrDuration("RETRY_MAX_DELAY", EnvOrDuration("RECOVERY_MAX_DELAY", absl::Minutes(5))),
+          "cap of the backoff [env RETRY_MAX_DELAY, formerly RECOVERY_MAX_DELAY]");
+ABSL_FLAG(int, retry_max_attempts,
+          EnvOrInt("RETRY_MAX_ATTEMPTS", EnvOrInt("RECOVERY_MAX_ATTEMPTS", 10)),
+          "publishes before a message becomes FAILED; stored in each row when it is written "
+          "[env RETRY_MAX_ATTEMPTS, formerly RECOVERY_MAX_ATTEMPTS]");
+ABSL_FLAG(std::string, tls_cert_file, EnvOr("TLS_CERT_FILE", ""),
+          "PEM certificate chain of the gRPC server; with --tls_key_file turns TLS on, "
+          "empty = plaintext [env TLS_CERT_FILE]");
+ABSL_FLAG(std::string, tls_key_file, EnvOr("TLS_KEY_FILE", ""),
+          "PEM private key of --tls_cert_file [env TLS_KEY_FILE]");
+ABSL_FLAG(std::string, tls_client_ca_file, EnvOr("TLS_CLIENT_CA_FILE", ""),
+          "PEM CA bundle; when set, clients must present a certificate it signed (mTLS) "
+          "[env TLS_CLIENT_CA_FILE]");
+ABSL_FLAG(std::string, tls_ca_file, EnvOr("TLS_CA_FILE", ""),
+          "PEM CA bundle --health_check trusts for the server's certificate; "
+          "default --tls_client_ca_file [env TLS_CA_FILE]");
+
+ABSL_FLAG(int64_t, max_amount_minor, EnvOrInt("MAX_AMOUNT_MINOR", outbox::kDefaultMaxAmountMinor),
+          "largest payment amount in minor units: payment refuses larger requests "
+          "(INVALID_ARGUMENT), accounting dead-letters larger messages [env MAX_AMOUNT_MINOR]");
+
+ABSL_FLAG(std::string, message_keys_file, EnvOr("MESSAGE_KEYS_FILE", ""),
+          "file of '<key id> <secret>' lines shared by the three services: messages are "
+          "signed with the first key and accepted when signed by any; required unless "
+          "--allow_unsigned_messages [env MESSAGE_KEYS_FILE]");
+ABSL_FLAG(bool, allow_unsigned_messages, EnvOr("ALLOW_UNSIGNED_MESSAGES", "") == "true",
+          "run without --message_keys_file: messages are sent unsigned and accepted unsigned, so "
+          "anyone who can publish to the broker can forge payments and acknowledgements "
+          "[env ALLOW_UNSIGNED_MESSAGES=true]");
+
+namespace outbox {
+namespace {
+
+absl::StatusOr<std::optional<MessageKeys>> MessageKeysFromFlags() {
+  const std::string path = absl::GetFlag(FLAGS_message_keys_file);
+  if (path.empty()) {
+    if (!absl::GetFlag(FLAGS_allow_unsigned_messages)) {
+      return absl::InvalidArgumentError(
+          "--message_keys_file (or MESSAGE_KEYS_FILE) is required; --allow_unsigned_messages "
+          "only for a broker nobody else can publish to");
+    }
+    LogWarning(
+        "messages_unsigned",
+        {KV("warning", "--allow_unsigned_messages: messages are neither signed nor checked")});
+    return std::nullopt;
+  }
+  std::string warning;
+  ASSIGN_OR_RETURN(std::string text, ReadTokenFile(path, "message_keys_file", &warning));
+  if (!warning.empty()) LogWarning("message_keys_file_too_open", {KV("warning", warning)});
+  auto keys = MessageKeys::Parse(text);
+  if (!keys.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--message_keys_file: '", path, "' ", keys.status().message()));
+  }
+  return *std::move(keys);
+}
+
+}  // namespace
+
+absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
+  ServiceConfig c;
+  if (absl::GetFlag(FLAGS_amqp_url).empty()) {
+    return absl::InvalidArgumentError("--amqp_url (or AMQP_URL) is required");
+  }
+  ASSIGN_OR_RETURN(c.amqp, AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url),
+                                          {absl::GetFlag(FLAGS_amqp_tls_ca_file),
+                                           absl::GetFlag(FLAGS_amqp_tls_cert_file),
+                                           absl::GetFlag(FLAGS_amqp_tls_key_file)}));
+  if (const std::string path = absl::GetFlag(FLAGS_amqp_password_file); !path.empty()) {
+    std::string warning;
+    ASSIGN_OR_RETURN(c.amqp.password, ReadTokenFile(path, "amqp_password_file", &warning));
+    if (!warning.empty()) LogWarning("password_file_too_open", {KV("warning", warning)});
+  }
+  c.pay_queue = absl::GetFlag(FLAGS_pay_queue);
+  c.acc_queue = absl::GetFlag(FLAGS_acc_queue);
+  if (c.pay_queue.empty() || c.acc_queue.empty() || c.pay_queue == c.acc_queue) {
+    return absl::InvalidArgumentError("--pay_queue and --acc_queue must be two different names");
+  }
+  c.queue_type = absl::GetFlag(FLAGS_queue_type);
+  c.accounting_shards = absl::GetFlag(FLAGS_accounting_shards);
+  if (c.accounting_shards < 1 || c.accounting_shards > kMaxAccountingShards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--accounting_shards must be 1..", kMaxAccountingShards));
+  }
+  ASSIGN_OR_RETURN(c.db.durability, ParseDurability(absl::GetFlag(FLAGS_sqlite_synchronous)));
+  c.retry.base_delay = absl::GetFlag(FLAGS_retry_base_delay);
+  c.retry.max_delay = absl::GetFlag(FLAGS_retry_max_delay);
+  c.retry.max_attempts = absl::GetFlag(FLAGS_retry_max_attempts);
+  absl::Status s = c.retry.Validate();
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--retry_*: ", s.message()));
+  c.alertmanager_url = absl::GetFlag(FLAGS_alertmanager_url);
+  c.max_amount_minor = absl::GetFlag(FLAGS_max_amount_minor);
+  if (c.max_amount_minor < 1) return absl::InvalidArgumentError("--max_amount_minor must be >= 1");
+  c.tls = {absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
+           absl::GetFlag(FLAGS_tls_client_ca_file)};
+  RETURN_IF_ERROR(ServerCredentialsFrom(c.tls).status());
+  ASSIGN_OR_RETURN(c.message_keys, MessageKeysFromFlags());
+  return c;
+}
+
+std::string PaymentShardsExchange(const std::string& pay_queue) {
+  return absl::StrCat(pay_queue, ".hash");
+}
+
+std::string PaymentShardQueue(const std::string& pay_queue, int shard, int shards) {
+  return shards <= 1 ? pay_queue : absl::StrCat(pay_queue, "-", shard);
+}
+
+std::string ServiceConfig::payment_event_queue(int shard) const {
+  return PaymentShardQueue(pay_queue, shard, accounting_shards);
+}
+
+std::vector<std::string> ServiceConfig::payment_event_queues() const {
+  std::vector<std::string> queues;
+  for (int k = 0; k < accounting_shards; ++k) queues.push_back(payment_event_queue(k));
+  return queues;
+}
+
+Topology ServiceConfig::payment_events() const {
+  Topology t{payment_event_queues(), queue_type, kPaymentsExchange};
+  if (accounting_shards > 1) {
+    t.hash_exchange = PaymentShardsExchange(pay_queue);
+    t.hash_routing_key = pay_queue;  // what payment_writer and recovery publish with
+  }
+  return t;
+}
+
+std::string ServiceConfig::message_signing() const {
+  if (!message_keys) return "off";
+  return absl::StrCat("key ", message_keys->signing_key_id(), " (accepts ",
+                      absl::StrJoin(message_keys->key_ids(), ","), ")");
+}
+
+TlsClientFiles HealthProbeTlsFromFlags() {
+  TlsClientFiles probe;
+  if (absl::GetFlag(FLAGS_tls_cert_file).empty()) return probe;  // plaintext server
+  probe.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  if (probe.ca_file.empty()) probe.ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  if (!absl::GetFlag(FLAGS_tls_client_ca_file).empty()) {
+    probe.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+    probe.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  }
+  return probe;
+}
+
+absl::StatusOr<BearerTokenCheck> LoadBearerToken(const std::string& path, const std::string& flag) {
+  if (path.empty()) return BearerTokenCheck();
+  std::string warning;
+  ASSIGN_OR_RETURN(std::string token, ReadTokenFile(path, flag, &warning));
+  if (!warning.empty()) LogWarning("token_file_too_open", {KV("warning", warning)});
+  LogInfo("token_check_on", {KV("flag", flag), KV("file", path)});
+  return BearerTokenCheck(std::move(token));
+}
+
+}  // namespace outbox

@@ -1,0 +1,74 @@
+#include "shared/sqlite/sqlite_outbox.h"
+
+#include <optional>
+
+#include "shared/base/status_macros.h"
+#include "shared/sqlite/outbox_table.h"
+
+namespace outbox {
+
+SqliteOutbox::SqliteOutbox(SqliteFile& file, const Clock& clock, RetryPolicy retry)
+    : file_(file), clock_(clock), retry_(retry) {}
+
+absl::StatusOr<OutgoingMessage> SqliteOutbox::Write(
+    const MessageSpec& spec, const std::function<absl::Status(SQLite::Database&)>& business) {
+  OutboxMessage row = NewOutboxMessage(spec, clock_.NowMillis(), retry_);
+  MutexLock lock(&file_.write_mu);
+  SQLite::Database& db = *file_.writer;
+  RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
+    RETURN_IF_ERROR(business(db));
+    row.id = OutboxInserter(db).Insert(row);
+    return absl::OkStatus();
+  }));
+  return ToOutgoing(row);
+}
+
+absl::StatusOr<OutboxMessage> SqliteOutbox::Get(const std::string& message_id) {
+  MutexLock lock(&file_.read_mu);
+  std::optional<OutboxMessage> row;
+  RETURN_IF_ERROR(Guard("load outbox row", [&] {
+    row = OutboxStateTable(*file_.reader).Load(message_id);
+    return absl::OkStatus();
+  }));
+  if (!row) return absl::NotFoundError("no outbox row for message_id " + message_id);
+  return *std::move(row);
+}
+
+absl::StatusOr<AckTally> SqliteOutbox::RecordAcks(const std::vector<std::string>& message_ids) {
+  MutexLock lock(&file_.write_mu);
+  AckTally tally;
+  RETURN_IF_ERROR(WriteTransaction(*file_.writer, [&] {
+    tally = outbox::RecordAcks(*file_.writer, message_ids, clock_.NowMillis());
+    return absl::OkStatus();
+  }));
+  return tally;
+}
+
+absl::Status SqliteOutbox::RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                                const std::string& error) {
+  MutexLock lock(&file_.write_mu);
+  return WriteTransaction(*file_.writer, [&] {
+    outbox::RecordPublishFailure(*file_.writer, message_ids, error, clock_.NowMillis());
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<std::string>> SqliteOutbox::TakenOver(
+    const std::vector<std::string>& message_ids) {
+  MutexLock lock(&file_.read_mu);
+  std::vector<std::string> taken;
+  RETURN_IF_ERROR(Guard("read taken over", [&] {
+    SQLite::Statement stmt(*file_.reader,
+                           "SELECT status != 'SENDING' OR attempts > 1 FROM outbox "
+                           "WHERE message_id = ?");
+    for (const std::string& id : message_ids) {
+      stmt.reset();
+      stmt.bind(1, id);
+      if (stmt.executeStep() && stmt.getColumn(0).getInt() != 0) taken.push_back(id);
+    }
+    return absl::OkStatus();
+  }));
+  return taken;
+}
+
+}  // namespace outbox

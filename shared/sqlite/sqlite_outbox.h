@@ -1,0 +1,53 @@
+#pragma once
+
+// The producer's outbox repository on a SQLite file (OutboxRepository, for
+// the Relay and the AckListener): acknowledgements close rows, publish
+// failures are recorded, and rows recovery took over are told apart. The
+// adopter writes its business rows and the outbox row together with
+// Write(), in one transaction of the same file.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "absl/status/statusor.h"
+#include "shared/base/clock.h"
+#include "shared/outbox/message.h"
+#include "shared/outbox/repository.h"
+#include "shared/outbox/state_machine.h"
+#include "shared/sqlite/sqlite_file.h"
+
+namespace outbox {
+
+class SqliteOutbox final : public OutboxRepository {
+ public:
+  // `file` holds the outbox tables (CreateOutboxTable in its schema) and
+  // outlives this; `retry` is the budget stamped on each new row.
+  SqliteOutbox(SqliteFile& file, const Clock& clock, RetryPolicy retry = {});
+
+  // One write transaction: `business` writes the adopter's own rows (throw
+  // SQLite::Exception or return an error to roll everything back), then the
+  // outbox row for `spec` is inserted. Returns the message to hand to the
+  // Relay once this returns (the commit is durable then).
+  absl::StatusOr<OutgoingMessage> Write(
+      const MessageSpec& spec, const std::function<absl::Status(SQLite::Database&)>& business);
+
+  // The row's current state; NOT_FOUND for an unknown message id.
+  absl::StatusOr<OutboxMessage> Get(const std::string& message_id);
+
+  // OutboxRepository.
+  absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override;
+  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                    const std::string& error) override;
+  // Rows no longer SENDING, or re-published by recovery already.
+  absl::StatusOr<std::vector<std::string>> TakenOver(
+      const std::vector<std::string>& message_ids) override;
+
+ private:
+  SqliteFile& file_;
+  const Clock& clock_;
+  const RetryPolicy retry_;
+};
+
+}  // namespace outbox

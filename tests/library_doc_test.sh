@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# docs/library.md shows its code verbatim: each ```cpp block after a
+# "<!-- snippet: PATH -->" line must equal the file PATH (which
+# tests/example_package_test.sh builds against the installed package and
+# runs), and every file of examples/library_snippets is shown.
+#   bash tests/library_doc_test.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+doc="$root/docs/library.md"
+status=0 shown=()
+while IFS= read -r path; do
+  shown+=("$path")
+  block=$(awk -v p="<!-- snippet: $path -->" '
+    $0 == p { want = 1; next }
+    want == 1 && /^```cpp$/ { want = 2; next }
+    want == 2 && /^```$/ { exit }
+    want == 2 { print }' "$doc")
+  if [[ ! -f $root/$path ]]; then
+    echo "FAIL: docs/library.md shows $path, which does not exist"; status=1
+  elif [[ "$block" != "$(cat "$root/$path")" ]]; then
+    echo "FAIL: docs/library.md's block for $path differs from the file:"
+    diff <(printf '%s\n' "$block") "$root/$path" | head -20 || true
+    status=1
+  fi
+done < <(sed -n 's/^<!-- snippet: \(.*\) -->$/\1/p' "$doc")
+for f in "$root"/examples/library_snippets/*.cc "$root"/examples/library_snippets/*.h; do
+  rel=${f#"$root/"}
+  [[ $rel == */main.cc ]] && continue  # the harness that runs them, not shown
+  [[ " ${shown[*]} " == *" $rel "* ]] || { echo "FAIL: $rel is not shown in docs/library.md"; status=1; }
+done
+((status == 0)) && echo "docs/library.md shows ${#shown[@]} files, each as it is"
+exit $status
