@@ -89,24 +89,7 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
 }
 
 absl::StatusOr<int> VoucherStore::PruneProcessed(int64_t cutoff_ms, int limit) {
-  // Most passes find nothing due: ask the reader first, so they cost the
-  // consumer no wait for the write lock.
-  bool due = false;
-  {
-    MutexLock lock(&db_->read_mu);
-    RETURN_IF_ERROR(Guard("find processed ids to prune", [&] {
-      due = InboxHasOlderThan(*db_->reader, kInbox, cutoff_ms);
-      return absl::OkStatus();
-    }));
-  }
-  if (!due) return 0;
-  MutexLock lock(&db_->write_mu);
-  int pruned = 0;
-  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
-    pruned = PruneInbox(*db_->writer, kInbox, cutoff_ms, limit);
-    return absl::OkStatus();
-  }));
-  return pruned;
+  return SqliteProcessedLog(*db_, kInbox).PruneProcessed(cutoff_ms, limit);
 }
 
 absl::StatusOr<Voucher> VoucherStore::GetByPayment(const std::string& payment_id) {

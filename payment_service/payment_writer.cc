@@ -22,6 +22,11 @@ AckTally TakeShare(AckTally& left, int room) {
   mine.late = std::min(left.late, room - mine.closed);
   left.closed -= mine.closed;
   left.late -= mine.late;
+  // The latencies of the rows this batch turned SENT, in the same order.
+  const auto taken = left.create_to_sent_ms.begin() +
+                     std::min<size_t>(mine.changed(), left.create_to_sent_ms.size());
+  mine.create_to_sent_ms.assign(left.create_to_sent_ms.begin(), taken);
+  left.create_to_sent_ms.erase(left.create_to_sent_ms.begin(), taken);
   return mine;
 }
 

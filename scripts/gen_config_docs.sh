@@ -7,7 +7,7 @@
 #                                                 page differs from the binaries
 #
 # BIN_DIR defaults to build/bin. The help texts live beside the flags
-# (ABSL_FLAG in each <service>_flags.cc, shared/service/service_flags.cc and
+# (ABSL_FLAG in each <service>_flags.cc, service_kit/service_flags.cc and
 # the tools' main.cc): change
 # them there, then run this script.
 set -euo pipefail

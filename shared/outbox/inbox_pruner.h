@@ -12,20 +12,10 @@
 #include "absl/time/time.h"
 #include "shared/base/clock.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/repository.h"
 #include "shared/runtime/worker_thread.h"
 
 namespace outbox {
-
-// The processed message ids, as far as pruning them goes (inbox.h keeps
-// them in SQLite; the pruner's unit tests fake it).
-class ProcessedLog {
- public:
-  virtual ~ProcessedLog() = default;
-  // Deletes up to `limit` ids processed before `cutoff_ms`, oldest first, in
-  // one transaction; returns how many. With none that old the write lock is
-  // not taken.
-  virtual absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) = 0;
-};
 
 struct PrunerOptions {
   absl::Duration retention = absl::Hours(720);  // zero: keep every id (do not Start)

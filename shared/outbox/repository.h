@@ -112,6 +112,17 @@ class RecoveryRepository {
   virtual absl::StatusOr<AckProgress> ReadAckProgress() = 0;
 };
 
+// A consumer's processed message ids (its inbox), as far as pruning them
+// goes (ProcessedPruner, inbox_pruner.h).
+class ProcessedLog {
+ public:
+  virtual ~ProcessedLog() = default;
+  // Deletes up to `limit` ids processed before `cutoff_ms`, oldest first, in
+  // one transaction; returns how many. With none that old the write lock is
+  // not taken.
+  virtual absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) = 0;
+};
+
 // outbox_store_write_failures_total{write=...}: writes a worker could not
 // make and gave up on (each logged where it failed), for writes whose loss
 // costs nothing lasting: a failure note or a lease release. Registered here

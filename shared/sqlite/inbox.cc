@@ -1,6 +1,7 @@
 #include "shared/sqlite/inbox.h"
 
 #include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
 
 namespace outbox {
 namespace {
@@ -62,6 +63,25 @@ int PruneInbox(SQLite::Database& db, const InboxTable& t, int64_t cutoff_ms, int
   del.bind(1, static_cast<int64_t>(cutoff_ms));
   del.bind(2, limit);
   return del.exec();
+}
+
+absl::StatusOr<int> SqliteProcessedLog::PruneProcessed(int64_t cutoff_ms, int limit) {
+  bool due = false;
+  {
+    MutexLock lock(&file_.read_mu);
+    RETURN_IF_ERROR(Guard("find processed ids to prune", [&] {
+      due = InboxHasOlderThan(*file_.reader, table_, cutoff_ms);
+      return absl::OkStatus();
+    }));
+  }
+  if (!due) return 0;
+  MutexLock lock(&file_.write_mu);
+  int pruned = 0;
+  RETURN_IF_ERROR(WriteTransaction(*file_.writer, [&] {
+    pruned = PruneInbox(*file_.writer, table_, cutoff_ms, limit);
+    return absl::OkStatus();
+  }));
+  return pruned;
 }
 
 }  // namespace outbox

@@ -15,6 +15,10 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include "absl/status/statusor.h"
+#include "shared/outbox/repository.h"
+#include "shared/sqlite/sqlite_file.h"
+
 namespace outbox {
 
 // Where the inbox lives: the table and the names of its two value columns.
@@ -51,5 +55,18 @@ bool InboxHasOlderThan(SQLite::Database& db, const InboxTable& table, int64_t cu
 // Deletes up to `limit` ids processed before `cutoff_ms`, oldest first;
 // returns how many. Inside the caller's write transaction.
 int PruneInbox(SQLite::Database& db, const InboxTable& table, int64_t cutoff_ms, int limit);
+
+// The inbox as the pruner sees it, on a SqliteFile: the reader is asked
+// first, so a pass with nothing due never waits for the writer's lock.
+class SqliteProcessedLog final : public ProcessedLog {
+ public:
+  explicit SqliteProcessedLog(SqliteFile& file, InboxTable table = {})
+      : file_(file), table_(std::move(table)) {}
+  absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) override;
+
+ private:
+  SqliteFile& file_;
+  const InboxTable table_;
+};
 
 }  // namespace outbox

@@ -203,12 +203,14 @@ absl::StatusOr<int> InMemoryOutbox::DeferDue(int64_t now_ms, int limit,
 
 absl::StatusOr<std::vector<OutboxMessage>> InMemoryOutbox::ListFailed(int limit) {
   if (!fail_with.ok()) return fail_with;
+  // Oldest first: in the order the rows were written, as the stores list them.
   std::vector<OutboxMessage> out;
   for (const auto& [id, row] : rows_) {
-    if (row.status == OutboxStatus::kFailed && static_cast<int>(out.size()) < limit) {
-      out.push_back(row);
-    }
+    if (row.status == OutboxStatus::kFailed) out.push_back(row);
   }
+  std::sort(out.begin(), out.end(),
+            [](const OutboxMessage& a, const OutboxMessage& b) { return a.id < b.id; });
+  if (static_cast<int>(out.size()) > limit) out.resize(limit);
   return out;
 }
 

@@ -159,6 +159,25 @@ class RecordingAlerts final : public AlertSink {
 };
 
 // The outbox table in memory, for both seams, applying the real transitions.
+// A consumer's inbox in memory: processed ids by processed_at.
+class InMemoryProcessedLog final : public ProcessedLog {
+ public:
+  std::multimap<int64_t, std::string> rows;  // processed_at -> message id
+  std::vector<int> limits;                   // each call's limit
+  absl::Status fail_with;                    // when not OK every call returns it
+
+  absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) override {
+    limits.push_back(limit);
+    if (!fail_with.ok()) return fail_with;
+    int n = 0;
+    while (n < limit && !rows.empty() && rows.begin()->first < cutoff_ms) {
+      rows.erase(rows.begin());
+      ++n;
+    }
+    return n;
+  }
+};
+
 class InMemoryOutbox final : public OutboxRepository, public RecoveryRepository {
  public:
   explicit InMemoryOutbox(const Clock& clock) : clock_(clock) {}
