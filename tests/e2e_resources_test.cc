@@ -193,7 +193,7 @@ TEST(ResourcesTest, FullAccountingDbRequeuesThenBooksEverything) {
   }
   ASSERT_TRUE(stuck) << "accounting.db never filled " << kFileLimit << " bytes";
   const std::string log = services.accounting().Log();
-  EXPECT_NE(log.find("payment_batch_requeued"), std::string::npos) << log;
+  EXPECT_NE(log.find("batch_requeued"), std::string::npos) << log;
   EXPECT_NE(log.find("disk full"), std::string::npos) << log;
   EXPECT_TRUE(services.accounting().Running());
   std::cout << "accounting.db full after " << created << " payments, "
