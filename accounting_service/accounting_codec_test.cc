@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "events/v1/events.pb.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::accounting {
 namespace {
@@ -20,7 +21,7 @@ std::string Body(const std::string& message_id, int64_t amount, const std::strin
 
 TEST(DecodePaymentCreatedTest, AcceptsAGoodMessage) {
   auto e = DecodePaymentCreated(Body("m1", 10, "EUR"), "m1");
-  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_OK(e);
   EXPECT_EQ(e->payment_id, "p1");
   EXPECT_EQ(e->amount_minor, 10);
 }
@@ -32,7 +33,7 @@ TEST(DecodePaymentCreatedTest, RejectsWhatMustBeDeadLettered) {
   // Larger than any payment may be: never booked.
   EXPECT_TRUE(absl::IsInvalidArgument(
       DecodePaymentCreated(Body("m1", kDefaultMaxAmountMinor + 1, "EUR"), "m1").status()));
-  EXPECT_TRUE(DecodePaymentCreated(Body("m1", 100, "EUR"), "m1", 100).ok());
+  EXPECT_OK(DecodePaymentCreated(Body("m1", 100, "EUR"), "m1", 100));
   EXPECT_TRUE(
       absl::IsInvalidArgument(DecodePaymentCreated(Body("m1", 101, "EUR"), "m1", 100).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(DecodePaymentCreated(Body("m1", 5, "eu"), "m1").status()));

@@ -15,6 +15,7 @@
 #include "accounting_service/voucher_store.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/sequential_ids.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::accounting {
 namespace {
@@ -68,7 +69,7 @@ void FillAccountingDb(SQLite::Database& db, int version) {
 
 TEST_F(AccountingDbSchemaTest, ANewFileGetsTheLatestVersion) {
   const std::string path = Path("accounting.db");
-  ASSERT_TRUE(Open(path).ok());
+  ASSERT_OK(Open(path));
   SQLite::Database db(path, SQLite::OPEN_READONLY);
   EXPECT_EQ(SchemaVersion(db), 3);
   EXPECT_EQ(AccountingDbSchema().latest(), 3);
@@ -90,14 +91,14 @@ TEST_F(AccountingDbSchemaTest, EachEarlierVersionUpgradesWithRowsIntact) {
       const std::string path = Path(absl::StrCat("v", version, versioned ? "" : "-0", ".db"));
       {
         SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-        ASSERT_TRUE(UpgradeSchema(db, path, schema, version).ok());
+        ASSERT_OK(UpgradeSchema(db, path, schema, version));
         FillAccountingDb(db, version);
         if (!versioned) db.exec("PRAGMA user_version = 0");
       }
       auto store = Open(path);
-      ASSERT_TRUE(store.ok()) << store.status();
+      ASSERT_OK(store);
       auto page = (*store)->List(0, 10);
-      ASSERT_TRUE(page.ok()) << page.status();
+      ASSERT_OK(page);
       ASSERT_EQ(page->items.size(), 2u);
       EXPECT_EQ(page->items[0].voucher_id, "v-1");
       EXPECT_EQ(page->items[0].payment_id, "p-1");
@@ -114,7 +115,7 @@ TEST_F(AccountingDbSchemaTest, EachEarlierVersionUpgradesWithRowsIntact) {
                                          {"m-1b", "p-1", "acct-alice", "acct-bob", 100, "EUR"},
                                          {"m-2c", "p-2", "acct-carol", "acct-bob", 250, "JPY"},
                                          {"m-3", "p-3", "acct-dave", "acct-bob", 75, "EUR"}});
-      ASSERT_TRUE(again.ok()) << again.status();
+      ASSERT_OK(again);
       EXPECT_TRUE((*again)[0].duplicate);
       EXPECT_EQ((*again)[0].voucher_id, "v-1");
       EXPECT_TRUE((*again)[1].duplicate);
@@ -130,12 +131,12 @@ TEST_F(AccountingDbSchemaTest, EachEarlierVersionUpgradesWithRowsIntact) {
       EXPECT_EQ(IndexCount(db, "processed_messages_processed_at"), 1);
       // The upgraded file prunes by age, and a pruned id still books nothing.
       store = Open(path);
-      ASSERT_TRUE(store.ok()) << store.status();
+      ASSERT_OK(store);
       auto pruned = (*store)->PruneProcessed(/*cutoff_ms=*/3003, /*limit=*/10);
-      ASSERT_TRUE(pruned.ok()) << pruned.status();
+      ASSERT_OK(pruned);
       EXPECT_EQ(*pruned, 2);  // m-1 and m-2; m-1b (3003) and the new ones stay
       auto replay = (*store)->ApplyBatch({{"m-1", "p-1", "acct-alice", "acct-bob", 100, "EUR"}});
-      ASSERT_TRUE(replay.ok()) << replay.status();
+      ASSERT_OK(replay);
       EXPECT_TRUE((*replay)[0].duplicate);
       EXPECT_EQ((*replay)[0].voucher_id, "v-1");
     }
@@ -171,7 +172,7 @@ TEST_F(AccountingDbSchemaTest, ConcurrentOpenersUpgradeAnOldFileOnce) {
     const std::string path = Path(absl::StrCat("old", round, ".db"));
     {
       SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-      ASSERT_TRUE(UpgradeSchema(db, path, schema, 1).ok());
+      ASSERT_OK(UpgradeSchema(db, path, schema, 1));
       FillAccountingDb(db, 1);
       db.exec("PRAGMA user_version = 0");
     }
@@ -186,7 +187,7 @@ TEST_F(AccountingDbSchemaTest, ConcurrentOpenersUpgradeAnOldFileOnce) {
       });
     }
     for (std::thread& t : threads) t.join();
-    for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+    for (const absl::Status& s : results) EXPECT_OK(s);
     SQLite::Database db(path, SQLite::OPEN_READONLY);
     EXPECT_EQ(SchemaVersion(db), schema.latest());
     EXPECT_EQ(db.execAndGet("SELECT count(*) FROM vouchers").getInt64(), 2);

@@ -10,6 +10,7 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::accounting {
 namespace {
@@ -21,7 +22,7 @@ void ExpectRefused(const AccountingServiceOptions& options, const std::string& m
 }
 
 TEST(AccountingServiceOptionsTest, AcceptsTheDefaults) {
-  EXPECT_TRUE(AccountingServiceOptions{}.Validate().ok());
+  EXPECT_OK(AccountingServiceOptions{}.Validate());
 }
 
 TEST(AccountingServiceOptionsTest, AcceptsTheBounds) {
@@ -30,10 +31,10 @@ TEST(AccountingServiceOptionsTest, AcceptsTheBounds) {
   o.shard = 3;
   o.prefetch = 1;
   o.processed_retention = absl::ZeroDuration();  // keeps every id
-  EXPECT_TRUE(o.Validate().ok());
+  EXPECT_OK(o.Validate());
   o.shard = 0;
   o.prefetch = 65535;
-  EXPECT_TRUE(o.Validate().ok());
+  EXPECT_OK(o.Validate());
 }
 
 TEST(AccountingServiceOptionsTest, RefusesAShardOutsideTheShards) {
@@ -84,7 +85,7 @@ TEST(AccountingOptionsFromFlagsTest, ReadsEveryFlag) {
   flags.Set("processed_retention", "1h");
   flags.Set("reply_queues", "ACC_QUEUE.s0,,ACC_QUEUE.s1");
   absl::StatusOr<AccountingServiceOptions> o = OptionsFromFlags();
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_OK(o);
   EXPECT_EQ(o->listen, "127.0.0.1:0");
   EXPECT_EQ(o->db, "/tmp/a.db");
   EXPECT_EQ(o->metrics_listen, "127.0.0.1:9101");
@@ -94,7 +95,7 @@ TEST(AccountingOptionsFromFlagsTest, ReadsEveryFlag) {
   EXPECT_EQ(o->reply_queues, (std::vector<std::string>{"ACC_QUEUE.s0", "ACC_QUEUE.s1"}));
   EXPECT_EQ(o->service.accounting_shards, 2);
   EXPECT_FALSE(o->auth.enabled());
-  EXPECT_TRUE(o->Validate().ok());
+  EXPECT_OK(o->Validate());
 }
 
 }  // namespace

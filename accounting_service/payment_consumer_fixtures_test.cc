@@ -12,6 +12,7 @@
 #include "shared/testing/fakes.h"
 #include "shared/testing/message_fixtures.h"
 #include "shared/testing/sequential_ids.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::accounting {
 namespace {
@@ -30,10 +31,10 @@ class PaymentCreatedFixturesTest : public ::testing::Test {
     char tmpl[] = "/tmp/payment_consumer_fixtures_test.XXXXXX";
     dir_ = mkdtemp(tmpl);
     auto store = VoucherStore::Open(dir_ + "/accounting.db", DbOptions{}, ids_, clock_);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = std::move(store).value();
     auto keys = ReadFixtureKeys(kFixtures);
-    ASSERT_TRUE(keys.ok()) << keys.status();
+    ASSERT_OK(keys);
     keys_ = std::make_unique<MessageKeys>(std::move(keys).value());
   }
   void TearDown() override {
@@ -43,7 +44,7 @@ class PaymentCreatedFixturesTest : public ::testing::Test {
 
   Delivery Fixture(const std::string& name) {
     auto d = ReadMessageFixture(kFixtures, name);
-    EXPECT_TRUE(d.ok()) << d.status();
+    EXPECT_OK(d);
     return d.ok() ? *d : Delivery{};
   }
 
@@ -70,7 +71,7 @@ class PaymentCreatedFixturesTest : public ::testing::Test {
     events::v1::PaymentCreated event;
     ASSERT_TRUE(event.ParseFromString(d.body));
     auto voucher = store_->GetByPayment(event.payment_id());
-    ASSERT_TRUE(voucher.ok()) << voucher.status();
+    ASSERT_OK(voucher);
     EXPECT_EQ(voucher->message_id, d.message_id);
     EXPECT_EQ(voucher->debit_account, "alice");
     EXPECT_EQ(voucher->credit_account, "bob");
@@ -151,7 +152,7 @@ TEST_F(PaymentCreatedFixturesTest, AShardKeyOutsideTheSignatureIsRefused) {
   ASSERT_FALSE(d.shard_key.empty());
   EXPECT_TRUE(absl::IsUnauthenticated(keys_->Verify(d)));
   d.shard_key.clear();  // the bytes 149bbcf signed
-  EXPECT_TRUE(keys_->Verify(d).ok());
+  EXPECT_OK(keys_->Verify(d));
 
   ExpectDeadLettered("payment_created.149bbcf", Consume("payment_created.149bbcf", keys_.get()));
   EXPECT_NE(metrics_.Render().find("outbox_unauthenticated_messages_total{queue=\"PAY_QUEUE\"} 1"),
@@ -185,10 +186,10 @@ TEST_F(PaymentCreatedFixturesTest, FieldsThisProtoDoesNotDefineAreIgnored) {
   ASSERT_EQ(unknown.field_count(), 2);
   EXPECT_EQ(unknown.field(0).number(), 9);
   EXPECT_EQ(unknown.field(1).number(), 1000);
-  EXPECT_TRUE(keys_->Verify(d).ok());
+  EXPECT_OK(keys_->Verify(d));
 
   auto decoded = DecodePaymentCreated(d.body, d.message_id);
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_OK(decoded);
   EXPECT_EQ(decoded->payment_id, event.payment_id());
   EXPECT_EQ(decoded->amount_minor, 12345);
 
@@ -207,7 +208,7 @@ TEST_F(PaymentCreatedFixturesTest, AnAppendedUnknownFieldIsBooked) {
 // The reply fixture signed as today is what today's codec writes.
 TEST(PaymentAccountedFixtureTest, TodaysCodecWritesTheFixturesBytes) {
   auto d = ReadMessageFixture(kFixtures, "payment_accounted.0021044");
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(EncodePaymentAccounted(d->message_id, "00210440-0000-4000-8000-000000000103",
                                    "00210440-0000-4000-8000-000000000203",
                                    /*duplicate=*/false, 1795312800250),

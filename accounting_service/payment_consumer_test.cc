@@ -6,6 +6,7 @@
 
 #include "events/v1/events.pb.h"
 #include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::accounting {
 namespace {
@@ -201,9 +202,9 @@ TEST_F(PaymentConsumerTest, PoisonIsDeadLetteredOnceAndNeverRequeued) {
 
 TEST_F(PaymentConsumerTest, WithKeysAForgedOrUnsignedEventBooksNothingAndIsDeadLettered) {
   auto keys = MessageKeys::Parse("k1 0123456789abcdef0123456789abcdef");
-  ASSERT_TRUE(keys.ok());
+  ASSERT_OK(keys);
   auto forger = MessageKeys::Parse("k1 not-the-secret-not-the-secret-not-the");
-  ASSERT_TRUE(forger.ok());
+  ASSERT_OK(forger);
   ConsumerOptions options;
   options.keys = &*keys;
   PaymentConsumer consumer(queue_, replies_, ledger_, clock_, metrics_, options);
@@ -319,7 +320,7 @@ TEST_F(PaymentConsumerTest, NoDeliveriesAreTakenWhileRepliesCannotBeSent) {
 
 TEST_F(PaymentConsumerTest, ALostReplyConnectionRequeuesAndReconnects) {
   queue_.Push(Payment("m1", "p1"));
-  ASSERT_TRUE(replies_.Connect().ok());
+  ASSERT_OK(replies_.Connect());
   replies_.Drop();
   ASSERT_TRUE(consumer_.Step());  // booked, but the replies could not be published
   EXPECT_EQ(queue_.requeued.size(), 1u);

@@ -9,6 +9,7 @@
 #include "events/v1/events.pb.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/sequential_ids.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::accounting {
 namespace {
@@ -51,13 +52,13 @@ TEST_F(ProcessedPrunerTest, IdsOlderThanTheRetentionGoInBoundedBatchesYoungerOne
   ProcessedPruner pruner(log_, clock_, metrics_, {absl::Hours(1), 5, 2});
 
   auto first = pruner.Pass();  // two full batches: stops with more due
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   EXPECT_EQ(*first, 10);
   EXPECT_TRUE(pruner.behind());
   EXPECT_EQ(log_.limits, (std::vector<int>{5, 5}));
 
   auto second = pruner.Pass();  // a short batch ends the pass
-  ASSERT_TRUE(second.ok());
+  ASSERT_OK(second);
   EXPECT_EQ(*second, 2);
   EXPECT_FALSE(pruner.behind());
   EXPECT_EQ(log_.limits, (std::vector<int>{5, 5, 5}));
@@ -72,7 +73,7 @@ TEST_F(ProcessedPrunerTest, ZeroRetentionKeepsEveryId) {
   log_.rows.emplace(0, "ancient");
   ProcessedPruner pruner(log_, clock_, metrics_, {absl::ZeroDuration(), 5, 2});
   auto pruned = pruner.Pass();
-  ASSERT_TRUE(pruned.ok());
+  ASSERT_OK(pruned);
   EXPECT_EQ(*pruned, 0);
   EXPECT_TRUE(log_.limits.empty());
   EXPECT_EQ(log_.rows.size(), 1u);
@@ -86,7 +87,7 @@ TEST_F(ProcessedPrunerTest, AFailedBatchEndsThePass) {
   EXPECT_EQ(log_.limits.size(), 1u);
   log_.fail_with = absl::OkStatus();
   auto pruned = pruner.Pass();
-  ASSERT_TRUE(pruned.ok());
+  ASSERT_OK(pruned);
   EXPECT_EQ(*pruned, 1);
 }
 
@@ -98,7 +99,7 @@ TEST(ProcessedPruningTest, APrunedMessageDeliveredAgainBooksNothingAndIsAnswered
   ManualClock clock;
   testing::SequentialIds ids("v-");
   auto store = VoucherStore::Open(dir + "/accounting.db", DbOptions{}, ids, clock);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_OK(store);
   FakeConsumer queue;
   FakePublisher replies;
   MetricsRegistry metrics;
@@ -125,11 +126,11 @@ TEST(ProcessedPruningTest, APrunedMessageDeliveredAgainBooksNothingAndIsAnswered
 
   clock.Advance(absl::Hours(719));
   auto pruned = pruner.Pass();
-  ASSERT_TRUE(pruned.ok());
+  ASSERT_OK(pruned);
   EXPECT_EQ(*pruned, 0);  // not old enough yet
   clock.Advance(absl::Hours(2));
   pruned = pruner.Pass();
-  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  ASSERT_OK(pruned);
   EXPECT_EQ(*pruned, 1);
 
   d.redelivered = true;
@@ -143,7 +144,7 @@ TEST(ProcessedPruningTest, APrunedMessageDeliveredAgainBooksNothingAndIsAnswered
   EXPECT_EQ(consumer.applied(), 1);
   EXPECT_EQ(consumer.duplicates(), 1);
   auto page = (*store)->List(0, 10);
-  ASSERT_TRUE(page.ok());
+  ASSERT_OK(page);
   EXPECT_EQ(page->items.size(), 1u);
   EXPECT_EQ(queue.acked.size(), 2u);
 

@@ -6,6 +6,7 @@
 
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/sequential_ids.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::accounting {
 namespace {
@@ -16,7 +17,7 @@ class VoucherStoreTest : public ::testing::Test {
     char tmpl[] = "/tmp/voucher_store_test.XXXXXX";
     dir_ = mkdtemp(tmpl);
     auto s = VoucherStore::Open(dir_ + "/accounting.db", DbOptions{}, ids_, clock_);
-    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_OK(s);
     store_ = std::move(s).value();
   }
   void TearDown() override {
@@ -35,55 +36,55 @@ class VoucherStoreTest : public ::testing::Test {
 
 TEST_F(VoucherStoreTest, AppliesOnceAndReportsDuplicates) {
   auto first = store_->ApplyBatch({Event("m1", "p1"), Event("m2", "p2"), Event("m1", "p1")});
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   EXPECT_FALSE((*first)[0].duplicate);
   EXPECT_FALSE((*first)[1].duplicate);
   EXPECT_TRUE((*first)[2].duplicate);  // same message twice in one batch
   EXPECT_EQ((*first)[2].voucher_id, (*first)[0].voucher_id);
 
   auto again = store_->ApplyBatch({Event("m1", "p1"), Event("m9", "p2")});
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_TRUE((*again)[0].duplicate);
   EXPECT_TRUE((*again)[1].duplicate);  // another message for a booked payment
   EXPECT_EQ((*again)[1].voucher_id, (*first)[1].voucher_id);
 
   auto page = store_->List(0, 100);
-  ASSERT_TRUE(page.ok());
+  ASSERT_OK(page);
   ASSERT_EQ(page->items.size(), 2u);
   EXPECT_EQ(page->items[0].debit_account, "alice");
   EXPECT_EQ(page->items[0].credit_account, "bob");
   EXPECT_EQ(page->items[0].amount_minor, 700);
   auto v = store_->GetByPayment("p2");
-  ASSERT_TRUE(v.ok());
+  ASSERT_OK(v);
   EXPECT_EQ(v->message_id, "m2");
   EXPECT_TRUE(absl::IsNotFound(store_->GetByPayment("nope").status()));
 }
 
 TEST_F(VoucherStoreTest, DedupSurvivesReopening) {
-  ASSERT_TRUE(store_->ApplyBatch({Event("m1", "p1")}).ok());
+  ASSERT_OK(store_->ApplyBatch({Event("m1", "p1")}));
   store_.reset();
   store_ =
       std::move(VoucherStore::Open(dir_ + "/accounting.db", DbOptions{}, ids_, clock_)).value();
   auto again = store_->ApplyBatch({Event("m1", "p1")});
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_TRUE((*again)[0].duplicate);
 }
 
 TEST_F(VoucherStoreTest, PruningTakesOnlyIdsOlderThanTheCutoffOldestFirstAtMostTheLimit) {
-  ASSERT_TRUE(store_->ApplyBatch({Event("m1", "p1"), Event("m2", "p2"), Event("m3", "p3")}).ok());
+  ASSERT_OK(store_->ApplyBatch({Event("m1", "p1"), Event("m2", "p2"), Event("m3", "p3")}));
   clock_.Advance(absl::Minutes(1));
-  ASSERT_TRUE(store_->ApplyBatch({Event("m4", "p4"), Event("m5", "p5")}).ok());
+  ASSERT_OK(store_->ApplyBatch({Event("m4", "p4"), Event("m5", "p5")}));
   const int64_t cutoff = clock_.NowMillis();  // m4 and m5 are not older
   clock_.Advance(absl::Minutes(1));
-  ASSERT_TRUE(store_->ApplyBatch({Event("m6", "p6")}).ok());
+  ASSERT_OK(store_->ApplyBatch({Event("m6", "p6")}));
   auto first = store_->PruneProcessed(cutoff, 2);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   EXPECT_EQ(*first, 2);
   auto second = store_->PruneProcessed(cutoff, 2);
-  ASSERT_TRUE(second.ok());
+  ASSERT_OK(second);
   EXPECT_EQ(*second, 1);
   auto none = store_->PruneProcessed(cutoff, 2);
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
   EXPECT_EQ(*none, 0);
   SQLite::Database db(dir_ + "/accounting.db", SQLite::OPEN_READONLY);
   std::vector<std::string> left;
@@ -97,17 +98,17 @@ TEST_F(VoucherStoreTest, PruningTakesOnlyIdsOlderThanTheCutoffOldestFirstAtMostT
 // id was pruned books nothing and reports the voucher booked the first time.
 TEST_F(VoucherStoreTest, AMessageWhoseIdWasPrunedIsStillADuplicate) {
   auto first = store_->ApplyBatch({Event("m1", "p1")});
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   clock_.Advance(absl::Hours(1));
   auto pruned = store_->PruneProcessed(clock_.NowMillis(), 10);
-  ASSERT_TRUE(pruned.ok());
+  ASSERT_OK(pruned);
   ASSERT_EQ(*pruned, 1);
   auto again = store_->ApplyBatch({Event("m1", "p1")});
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   EXPECT_TRUE((*again)[0].duplicate);
   EXPECT_EQ((*again)[0].voucher_id, (*first)[0].voucher_id);
   auto page = store_->List(0, 10);
-  ASSERT_TRUE(page.ok());
+  ASSERT_OK(page);
   EXPECT_EQ(page->items.size(), 1u);
 }
 

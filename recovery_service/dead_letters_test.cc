@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::recovery {
 namespace {
@@ -37,7 +38,7 @@ class DeadLettersTest : public ::testing::Test {
 TEST_F(DeadLettersTest, PeekShowsParkedMessagesAndLeavesThemInOrder) {
   Park("PAY_QUEUE", {"m1", "m2", "m3"});
   auto peek = dead_letters_.Peek("PAY_QUEUE", 2);
-  ASSERT_TRUE(peek.ok()) << peek.status();
+  ASSERT_OK(peek);
   EXPECT_EQ(peek->total, 3);
   ASSERT_EQ(peek->messages.size(), 2u);
   EXPECT_EQ(peek->messages[0].message_id, "m1");
@@ -60,7 +61,7 @@ TEST_F(DeadLettersTest, OnlyTheConfiguredQueuesAndTheirDeclaredDeadLetterQueues)
 TEST_F(DeadLettersTest, RedriveSendsEachMessageAsItCameThroughItsExchangeThenAcksIt) {
   Park("ACC_QUEUE", {"a1", "a2"});
   auto moved = dead_letters_.Redrive("ACC_QUEUE", 0);
-  ASSERT_TRUE(moved.ok()) << moved.status();
+  ASSERT_OK(moved);
   EXPECT_EQ(*moved, 2);
   ASSERT_EQ(broker_.published.size(), 2u);
   EXPECT_EQ(broker_.published[0].first, "outbox.replies");
@@ -96,10 +97,10 @@ TEST_F(DeadLettersTest, AnUnconfirmedRedriveFailsAndLeavesTheMessageParked) {
 
 TEST_F(DeadLettersTest, AConnectionClosedWhileIdleIsReplacedOnce) {
   Park("PAY_QUEUE", {"m1"});
-  ASSERT_TRUE(dead_letters_.Peek("PAY_QUEUE", 1).ok());
+  ASSERT_OK(dead_letters_.Peek("PAY_QUEUE", 1));
   broker_.Drop();  // the broker closed it between two operator calls
   auto peek = dead_letters_.Peek("PAY_QUEUE", 1);
-  ASSERT_TRUE(peek.ok()) << peek.status();
+  ASSERT_OK(peek);
   EXPECT_EQ(peek->total, 1);
   EXPECT_EQ(broker_.resets.size(), 1u);
   EXPECT_EQ(broker_.connects, 2);
@@ -116,7 +117,7 @@ TEST_F(DeadLettersTest, TheConnectionIsCountedAsDeadLetters) {
   dead_letters_.RegisterMetrics(metrics);
   EXPECT_NE(metrics.Render().find("outbox_amqp_connected{connection=\"dead_letters\"} 0"),
             std::string::npos);
-  ASSERT_TRUE(dead_letters_.Peek("PAY_QUEUE", 1).ok());
+  ASSERT_OK(dead_letters_.Peek("PAY_QUEUE", 1));
   EXPECT_NE(metrics.Render().find("outbox_amqp_connected{connection=\"dead_letters\"} 1"),
             std::string::npos);
 }

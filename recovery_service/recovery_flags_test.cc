@@ -11,6 +11,7 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::recovery {
 namespace {
@@ -35,7 +36,7 @@ constexpr char kWorker[] =
     "recovery_max_publish_failures >= 1 and a non-empty recovery_instance_id";
 
 TEST(RecoveryServiceOptionsTest, AcceptsTheDefaults) {
-  EXPECT_TRUE(Defaults().Validate().ok());
+  EXPECT_OK(Defaults().Validate());
 }
 
 TEST(RecoveryServiceOptionsTest, AcceptsTheBounds) {
@@ -44,7 +45,7 @@ TEST(RecoveryServiceOptionsTest, AcceptsTheBounds) {
   o.worker.max_publish_failures = 1;
   o.worker.hold_queue_depth = 0;
   o.payment_db_wait = absl::ZeroDuration();  // no wait: the file is there or it is an error
-  EXPECT_TRUE(o.Validate().ok());
+  EXPECT_OK(o.Validate());
 }
 
 TEST(RecoveryServiceOptionsTest, RefusesEachBadWorkerSetting) {
@@ -101,9 +102,9 @@ TEST(RecoveryOptionsFromFlagsTest, NamesTheInstanceWhenNoIdIsGiven) {
   flags.Set("allow_unsigned_messages", "true");
   flags.Set("recovery_instance_id", "");
   absl::StatusOr<RecoveryServiceOptions> o = OptionsFromFlags();
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_OK(o);
   EXPECT_FALSE(o->worker.instance_id.empty());
-  EXPECT_TRUE(o->Validate().ok());
+  EXPECT_OK(o->Validate());
 }
 
 TEST(RecoveryOptionsFromFlagsTest, ReadsEveryFlag) {
@@ -129,7 +130,7 @@ TEST(RecoveryOptionsFromFlagsTest, ReadsEveryFlag) {
   flags.Set("alert_resend", "14s");
   flags.Set("retention", "15h");
   absl::StatusOr<RecoveryServiceOptions> o = OptionsFromFlags();
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_OK(o);
   EXPECT_EQ(o->listen, "127.0.0.1:0");
   EXPECT_EQ(o->payment_db, "/tmp/p.db");
   EXPECT_EQ(o->payment_db_wait, absl::Seconds(5));
@@ -155,7 +156,7 @@ TEST(RecoveryOptionsFromFlagsTest, ReadsEveryFlag) {
             (std::vector<std::string>{"PAY_QUEUE-0", "PAY_QUEUE-1", "ACC_QUEUE"}));
   EXPECT_EQ(w.retry.base_delay, o->service.retry.base_delay);
   EXPECT_FALSE(o->auth.enabled());
-  EXPECT_TRUE(o->Validate().ok());
+  EXPECT_OK(o->Validate());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service_kit/service_main.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -54,8 +55,8 @@ TEST(CliTest, RedactsThePasswordOfAUrl) {
 }
 
 TEST(ListenAddressTest, RefusesWhatCannotBeListenedOn) {
-  EXPECT_TRUE(ValidateListenAddress("127.0.0.1:0", "x_listen").ok());
-  EXPECT_TRUE(ValidateListenAddress("localhost:0", "x_listen").ok());
+  EXPECT_OK(ValidateListenAddress("127.0.0.1:0", "x_listen"));
+  EXPECT_OK(ValidateListenAddress("localhost:0", "x_listen"));
   for (const char* bad : {"garbage", ":5", "127.0.0.1:99999", "127.0.0.1:x",
                           "no-such-host.invalid:5", "10.255.255.1:5"}) {
     absl::Status s = ValidateListenAddress(bad, "x_listen");

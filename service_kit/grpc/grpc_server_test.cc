@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 TEST(GrpcServerTest, APortInUseIsRefusedNotShared) {
   int port = 0;
   auto first = StartGrpcServer("127.0.0.1:0", {}, &port);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   ASSERT_NE(port, 0);
 
   const std::string taken = absl::StrCat("127.0.0.1:", port);
@@ -31,7 +32,7 @@ TEST(GrpcServerTest, APortInUseIsRefusedNotShared) {
 TEST(GrpcServerTest, ARequestAboveTheLimitIsResourceExhausted) {
   int port = 0;
   auto server = StartGrpcServer("127.0.0.1:0", {}, &port);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   auto stub = grpc::health::v1::Health::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   auto check = [&](size_t bytes) {

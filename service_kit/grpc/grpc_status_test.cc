@@ -16,7 +16,7 @@ TEST(GrpcStatusTest, MapsStorageErrorsToTheirCodes) {
   EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("busy")).error_code(),
             grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(ToGrpcStatus(absl::ResourceExhaustedError("disk full")).error_message(), "disk full");
-  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+  EXPECT_EQ(ToGrpcStatus(absl::OkStatus()).error_code(), grpc::StatusCode::OK);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "service_kit/grpc/grpc_server.h"
+#include "service_kit/grpc/grpc_status.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -18,7 +20,7 @@ class ReflectionV1Test : public ::testing::Test {
  protected:
   void SetUp() override {
     auto server = StartGrpcServer("127.0.0.1:0", {}, &port_);
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = std::move(*server);
     channel_ =
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials());
@@ -41,7 +43,7 @@ class ReflectionV1Test : public ::testing::Test {
       out.push_back(resp);
     }
     stream->WritesDone();
-    EXPECT_TRUE(stream->Finish().ok());
+    EXPECT_OK(FromGrpcStatus(stream->Finish()));
     return out;
   }
 
@@ -133,7 +135,7 @@ TEST_F(ReflectionV1Test, HealthIsServing) {
   auto health = grpc::health::v1::Health::NewStub(channel_);
   grpc::ClientContext ctx;
   grpc::health::v1::HealthCheckResponse resp;
-  ASSERT_TRUE(health->Check(&ctx, {}, &resp).ok());
+  ASSERT_OK(FromGrpcStatus(health->Check(&ctx, {}, &resp)));
   EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 

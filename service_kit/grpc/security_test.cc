@@ -11,7 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "service_kit/grpc/channel_security.h"
+#include "service_kit/grpc/grpc_status.h"
 #include "service_kit/grpc/server_security.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -71,24 +73,24 @@ TEST(CheckBearerTokenTest, MissingIsUnauthenticatedWrongIsDeniedRightPasses) {
 
   const std::string right = "Bearer right-token";
   Metadata right_md{{"authorization", right}};
-  EXPECT_TRUE(CheckBearerToken(right_md, expected).ok());
+  EXPECT_OK(CheckBearerToken(right_md, expected));
 }
 
 TEST(BearerTokenCheckTest, WithoutATokenEveryCallPasses) {
   grpc::ServerContext context;
-  EXPECT_TRUE(BearerTokenCheck().Check(context).ok());
+  EXPECT_OK(FromGrpcStatus(BearerTokenCheck().Check(context)));
   EXPECT_EQ(BearerTokenCheck("t").Check(context).error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
 TEST_F(SecurityFilesTest, TokenFileIsTrimmedEmptyIsRefusedWorldReadableWarns) {
   std::string warning;
   auto token = ReadTokenFile(Write("token", "abc123\n"), "ops_token_file", &warning);
-  ASSERT_TRUE(token.ok()) << token.status();
+  ASSERT_OK(token);
   EXPECT_EQ(*token, "abc123");
   EXPECT_TRUE(warning.empty()) << warning;
 
   auto open = ReadTokenFile(Write("open", "abc123", 0644), "ops_token_file", &warning);
-  ASSERT_TRUE(open.ok());
+  ASSERT_OK(open);
   EXPECT_NE(warning.find("readable by every user"), std::string::npos) << warning;
   EXPECT_EQ(warning.find("abc123"), std::string::npos) << warning;
 
@@ -101,7 +103,7 @@ TEST_F(SecurityFilesTest, TokenFileIsTrimmedEmptyIsRefusedWorldReadableWarns) {
 }
 
 TEST_F(SecurityFilesTest, ServerTlsNeedsCertAndKeyReadableAndPem) {
-  EXPECT_TRUE(ServerCredentialsFrom({}).ok());  // plaintext
+  EXPECT_OK(ServerCredentialsFrom({}));  // plaintext
 
   const std::string pem = Write("cert.pem", "-----BEGIN CERTIFICATE-----\nx\n");
   auto no_key = ServerCredentialsFrom({pem, "", ""});
@@ -121,9 +123,9 @@ TEST_F(SecurityFilesTest, ServerTlsNeedsCertAndKeyReadableAndPem) {
 }
 
 TEST_F(SecurityFilesTest, ClientTlsCertAndKeyGoTogether) {
-  EXPECT_TRUE(ChannelCredentialsFrom({}).ok());
+  EXPECT_OK(ChannelCredentialsFrom({}));
   const std::string pem = Write("ca.pem", "-----BEGIN CERTIFICATE-----\nx\n");
-  EXPECT_TRUE(ChannelCredentialsFrom({pem, "", ""}).ok());
+  EXPECT_OK(ChannelCredentialsFrom({pem, "", ""}));
   EXPECT_EQ(ChannelCredentialsFrom({pem, pem, ""}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ChannelCredentialsFrom({absl::StrCat(dir_, "/none"), "", ""}).status().code(),

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/testing/manual_clock.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -42,7 +43,7 @@ TEST(AmqpDialerTest, ARoundTriesEveryNodeOnceThenBacksOff) {
   const std::string list =
       absl::StrCat("127.0.0.1:", a.port(), ",127.0.0.1:", b.port(), ",127.0.0.1:", c.port());
   auto url = AmqpUrl::Parse(absl::StrCat("amqp://u:p@", list, "/%2F"));
-  ASSERT_TRUE(url.ok()) << url.status();
+  ASSERT_OK(url);
   testing::ManualClock clock;
   AmqpDialer dialer(*url, Topology{}, "test", nullptr, clock);
 
@@ -78,7 +79,7 @@ TEST(AmqpDialerTest, ARoundTriesEveryNodeOnceThenBacksOff) {
 TEST(AmqpDialerTest, ASingleNodeErrorIsNotPrefixed) {
   ClosedPort a;
   auto url = AmqpUrl::Parse(absl::StrCat("amqp://u:p@127.0.0.1:", a.port(), "/%2F"));
-  ASSERT_TRUE(url.ok());
+  ASSERT_OK(url);
   testing::ManualClock clock;
   AmqpDialer dialer(*url, Topology{}, "test", nullptr, clock);
   auto r = dialer.Get();

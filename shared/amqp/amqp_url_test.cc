@@ -6,20 +6,21 @@
 #include <string>
 
 #include "shared/amqp/amqp_url.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
 
 TEST(AmqpUrlTest, ParsesTheAmqpUriSpec) {
   auto u = AmqpUrl::Parse("amqp://user:p%40ss@127.0.0.1:5673/%2F");
-  ASSERT_TRUE(u.ok()) << u.status();
+  ASSERT_OK(u);
   EXPECT_EQ(u->user, "user");
   EXPECT_EQ(u->password, "p@ss");
   EXPECT_EQ(u->port, 5673);
   EXPECT_EQ(u->vhost, "/");
   EXPECT_EQ(u->Redacted().find("p@ss"), std::string::npos);
   auto v = AmqpUrl::Parse("amqp://u:p@host/orders");
-  ASSERT_TRUE(v.ok());
+  ASSERT_OK(v);
   EXPECT_EQ(v->vhost, "orders");
   EXPECT_EQ(v->port, 5672);
   EXPECT_FALSE(v->tls);
@@ -28,13 +29,13 @@ TEST(AmqpUrlTest, ParsesTheAmqpUriSpec) {
 
 TEST(AmqpUrlTest, AmqpsIsTlsOnPort5671ByDefault) {
   auto u = AmqpUrl::Parse("amqps://u:secret@broker.example/%2F");
-  ASSERT_TRUE(u.ok()) << u.status();
+  ASSERT_OK(u);
   EXPECT_TRUE(u->tls);
   EXPECT_EQ(u->port, 5671);
   EXPECT_EQ(u->host, "broker.example");
   EXPECT_EQ(u->Redacted(), "amqps://u:***@broker.example:5671/%2F");
   auto v = AmqpUrl::Parse("amqps://u:p@127.0.0.1:15671/x");
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_EQ(v->port, 15671);
 }
 
@@ -46,7 +47,7 @@ TEST(AmqpUrlTest, TlsFilesAreCheckedAgainstTheScheme) {
   auto message = [](const absl::StatusOr<AmqpUrl>& u) { return std::string(u.status().message()); };
 
   auto plain = AmqpUrl::Parse("amqp://u:p@h/", {});
-  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_OK(plain);
   EXPECT_FALSE(plain->tls);
 
   auto files_without_tls = AmqpUrl::Parse("amqp://u:p@h/", {not_pem, "", ""});
@@ -80,7 +81,7 @@ TEST(AmqpUrlTest, TlsFilesAreCheckedAgainstTheScheme) {
 
 TEST(AmqpUrlTest, ACommaSeparatedNodeListIsOneClusterUrl) {
   auto u = AmqpUrl::Parse("amqp://u:p%2Cq@127.0.0.1:5672,127.0.0.1:5673,broker3/%2F");
-  ASSERT_TRUE(u.ok()) << u.status();
+  ASSERT_OK(u);
   ASSERT_EQ(u->Nodes().size(), 3u);
   EXPECT_EQ(u->HostPort(), "127.0.0.1:5672");  // Connect dials the first
   EXPECT_EQ(u->Nodes()[1].port, 5673);
@@ -98,7 +99,7 @@ TEST(AmqpUrlTest, ACommaSeparatedNodeListIsOneClusterUrl) {
 
   // A comma in the password does not split nodes; amqps keeps its default port.
   auto s = AmqpUrl::Parse("amqps://u:a,b@h1,h2:15671/vh");
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_OK(s);
   EXPECT_EQ(s->password, "a,b");
   ASSERT_EQ(s->Nodes().size(), 2u);
   EXPECT_EQ(s->Nodes()[0].port, 5671);
@@ -108,14 +109,14 @@ TEST(AmqpUrlTest, ACommaSeparatedNodeListIsOneClusterUrl) {
 
   // IPv6 literals keep their brackets in the URL.
   auto v6 = AmqpUrl::Parse("amqp://u:p@[::1]:5674,127.0.0.1/%2F");
-  ASSERT_TRUE(v6.ok()) << v6.status();
+  ASSERT_OK(v6);
   EXPECT_EQ(v6->Nodes()[0].host, "::1");
   EXPECT_EQ(v6->Nodes()[0].port, 5674);
   EXPECT_EQ(v6->Nodes()[1].port, 5672);
 
   // A single node has one address.
   auto one = AmqpUrl::Parse("amqp://u:p@h:1/%2F");
-  ASSERT_TRUE(one.ok());
+  ASSERT_OK(one);
   ASSERT_EQ(one->Nodes().size(), 1u);
   EXPECT_EQ(one->Redacted(), "amqp://u:***@h:1/%2F");
 }

@@ -13,6 +13,7 @@
 #include "shared/observability/trace.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/manual_clock.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -48,14 +49,14 @@ TEST(HttpClientTest, GetsAndPostsAndReportsTransportErrorsAsUnavailable) {
   MetricsRegistry metrics;
   metrics.AddCounter("x_total", "things").Add();
   auto server = MetricsServer::Start("127.0.0.1:0", metrics);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const std::string base = absl::StrCat("http://127.0.0.1:", (*server)->port());
   auto got = HttpGet(base + "/metrics", absl::Seconds(5));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->status, 200);
   EXPECT_NE(got->body.find("\nx_total 1\n"), std::string::npos) << got->body;
   auto posted = HttpPost(base + "/metrics", "application/json", "{}", absl::Seconds(5));
-  ASSERT_TRUE(posted.ok()) << posted.status();
+  ASSERT_OK(posted);
   EXPECT_EQ(posted->status, 405);  // an HTTP status is an answer, not an error
 
   // Nobody listens: UNAVAILABLE naming the URL.
@@ -242,7 +243,7 @@ TEST(MetricsTest, ADurationHistogramCountsSecondsInItsBuckets) {
 TEST(MetricsServerTest, APortInUseIsAFailedPreconditionNamingIt) {
   MetricsRegistry metrics;
   auto first = MetricsServer::Start("127.0.0.1:0", metrics);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   const std::string taken = absl::StrCat("127.0.0.1:", (*first)->port());
   auto second = MetricsServer::Start(taken, metrics);
   EXPECT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
@@ -254,7 +255,7 @@ TEST(MetricsServerTest, APortInUseIsAFailedPreconditionNamingIt) {
 TEST(MetricsServerTest, StoppingDoesNotWaitOutCivetwebsPollSlice) {
   MetricsRegistry metrics;
   auto server = MetricsServer::Start("127.0.0.1:0", metrics);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const absl::Time start = absl::Now();
   server->reset();
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));  // up to 2 s unaided
@@ -289,7 +290,7 @@ std::string ResponseTo(int port, const std::string& request) {
 TEST(MetricsServerTest, OnlyGetMetricsAnswers200) {
   MetricsRegistry metrics;
   auto server = MetricsServer::Start("127.0.0.1:0", metrics);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const int port = (*server)->port();
   auto response = [&](const std::string& line) {
     return ResponseTo(port, line + "\r\nHost: x\r\n\r\n");
@@ -320,11 +321,12 @@ TEST(MetricsServerTest, ServesTheRegistryTheScrapedSeriesAndItsOwn) {
   metrics.AddGauge("level", "a level", {}, [&reads] { return ++reads; });
   metrics.AddDurationHistogram("x_seconds", "how long").Observe(absl::Milliseconds(3));
   auto server = MetricsServer::Start("localhost:0", metrics);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const std::string url = absl::StrCat("http://127.0.0.1:", (*server)->port(), "/metrics");
   auto first = HttpGet(url, absl::Seconds(5));
   auto second = HttpGet(url, absl::Seconds(5));
-  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_OK(first);
+  ASSERT_OK(second);
   EXPECT_NE(first->body.find("\nx_total{result=\"ok\"} 2\n"), std::string::npos) << first->body;
   EXPECT_NE(first->body.find("\nx_seconds_bucket{le=\"0.005\"} 1\n"), std::string::npos)
       << first->body;

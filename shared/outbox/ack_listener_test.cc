@@ -7,6 +7,7 @@
 #include "absl/strings/strip.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -140,9 +141,9 @@ TEST_F(AckListenerTest, PoisonIsDeadLetteredAndCountedWhileTheRestIsAcked) {
 
 TEST_F(AckListenerTest, WithKeysAForgedOrUnsignedReplyClosesNothingAndIsDeadLettered) {
   auto keys = MessageKeys::Parse("k1 0123456789abcdef0123456789abcdef");
-  ASSERT_TRUE(keys.ok());
+  ASSERT_OK(keys);
   auto forger = MessageKeys::Parse("k1 not-the-secret-not-the-secret-not-the");
-  ASSERT_TRUE(forger.ok());
+  ASSERT_OK(forger);
   AckListener listener(queue_, outbox_, DecodeReply, metrics_, {"REPLIES", 256, &*keys});
   const uint64_t unsigned_tag = queue_.Push(Reply("m1"));
   const uint64_t forged_tag = queue_.Push(SignedBy(*forger, Reply("m3")));

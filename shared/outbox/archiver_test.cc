@@ -4,6 +4,7 @@
 
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -17,7 +18,7 @@ class ArchiverTest : public ::testing::Test {
   void Sent(const std::string& id) {
     outbox_.Add(NewOutboxMessage({id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", ""},
                                  clock_.NowMillis(), RetryPolicy{}));
-    ASSERT_TRUE(outbox_.RecordAcks({id}).ok());
+    ASSERT_OK(outbox_.RecordAcks({id}));
   }
 
   ManualClock clock_;

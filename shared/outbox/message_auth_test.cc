@@ -3,16 +3,21 @@
 #include <gtest/gtest.h>
 
 #include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
+
+using ::outbox::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 const char kOld[] = "old 0123456789abcdef0123456789abcdef";
 const char kNew[] = "new fedcba9876543210fedcba9876543210";
 
 MessageKeys Keys(const std::string& text) {
   auto keys = MessageKeys::Parse(text);
-  EXPECT_TRUE(keys.ok()) << keys.status();
+  EXPECT_OK(keys);
   return *std::move(keys);
 }
 
@@ -47,9 +52,9 @@ TEST(MessageKeysTest, RejectsBadFilesNamingTheLineButNeverTheSecret) {
         std::string("bad/id 0123456789abcdef0123456789abcdef\n"),
         std::string(kOld) + "\n" + kOld + "\n"}) {
     auto keys = MessageKeys::Parse(text);
-    ASSERT_FALSE(keys.ok()) << text;
-    EXPECT_EQ(keys.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(keys.status().message().find("0123456789abcdef"), std::string::npos) << keys.status();
+    EXPECT_THAT(keys,
+                StatusIs(absl::StatusCode::kInvalidArgument, Not(HasSubstr("0123456789abcdef"))))
+        << text;
   }
 }
 
@@ -58,7 +63,7 @@ TEST(MessageKeysTest, ASignedMessageVerifies) {
   const Delivery d = Received(Event(), &keys);
   EXPECT_EQ(d.signature.substr(0, 4), "old:");
   EXPECT_EQ(d.signature.size(), 4u + 64u);
-  EXPECT_TRUE(keys.Verify(d).ok());
+  EXPECT_OK(keys.Verify(d));
 }
 
 TEST(MessageKeysTest, AnyChangeToWhatTheConsumerActsOnBreaksTheSignature) {
@@ -88,7 +93,7 @@ TEST(MessageKeysTest, AShardKeyAddedToAMessageSignedWithoutOneBreaksTheSignature
   OutgoingMessage m = Event();
   m.shard_key.clear();
   Delivery d = Received(m, &keys);
-  EXPECT_TRUE(keys.Verify(d).ok());
+  EXPECT_OK(keys.Verify(d));
   d.shard_key = "pay-1";
   EXPECT_EQ(keys.Verify(d).code(), absl::StatusCode::kUnauthenticated);
 }
@@ -119,26 +124,30 @@ TEST(MessageKeysTest, DuringARotationBothKeysAreAcceptedAndTheNewOneSigns) {
   const Delivery by_new = Received(Event(), &switched);
   EXPECT_EQ(by_new.signature.substr(0, 4), "new:");
   for (const MessageKeys* k : {&accepting, &switched}) {
-    EXPECT_TRUE(k->Verify(by_old).ok());
-    EXPECT_TRUE(k->Verify(by_new).ok());
+    EXPECT_OK(k->Verify(by_old));
+    EXPECT_OK(k->Verify(by_new));
   }
-  EXPECT_FALSE(before.Verify(by_new).ok());  // why step 1 comes first everywhere
-  EXPECT_FALSE(after.Verify(by_old).ok());   // why old messages drain before step 3
+  // Why step 1 comes first everywhere:
+  EXPECT_THAT(before.Verify(by_new),
+              StatusIs(absl::StatusCode::kUnauthenticated, "unknown key id 'new'"));
+  // Why old messages drain before step 3:
+  EXPECT_THAT(after.Verify(by_old),
+              StatusIs(absl::StatusCode::kUnauthenticated, "unknown key id 'old'"));
 }
 
 TEST(SigningPublisherTest, SignsWithKeysAndPassesThroughWithout) {
   MessageKeys keys = Keys(kOld);
   testing::FakePublisher broker;
-  ASSERT_TRUE(broker.Connect().ok());
+  ASSERT_OK(broker.Connect());
   SigningPublisher signing(broker, &keys);
-  ASSERT_TRUE(signing.Publish(Event()).ok());
+  ASSERT_OK(signing.Publish(Event()));
   SigningPublisher plain(broker, nullptr);
-  ASSERT_TRUE(plain.Publish(Event()).ok());
+  ASSERT_OK(plain.Publish(Event()));
   ASSERT_EQ(broker.published.size(), 2u);
   EXPECT_EQ(broker.published[0].signature, keys.Sign(Event()));
   EXPECT_EQ(broker.published[1].signature, "");
-  EXPECT_TRUE(CheckSignature(&keys, Received(broker.published[0], &keys)).ok());
-  EXPECT_TRUE(CheckSignature(nullptr, Received(broker.published[1], nullptr)).ok());
+  EXPECT_OK(CheckSignature(&keys, Received(broker.published[0], &keys)));
+  EXPECT_OK(CheckSignature(nullptr, Received(broker.published[1], nullptr)));
 }
 
 TEST(ForwardTest, ARedrivenMessageKeepsItsOwnSignatureAndHeaders) {

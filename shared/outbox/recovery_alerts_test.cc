@@ -4,6 +4,7 @@
 
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -25,7 +26,7 @@ RecoveryOptions AlertOptions() {
 
 class RecoveryAlertsTest : public ::testing::Test {
  protected:
-  RecoveryAlertsTest() { EXPECT_TRUE(broker_.Connect().ok()); }
+  RecoveryAlertsTest() { EXPECT_OK(broker_.Connect()); }
 
   OutboxMessage NewRow(const std::string& id) {
     return NewOutboxMessage({id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", ""},
@@ -89,7 +90,7 @@ TEST_F(RecoveryAlertsTest, AnOldSendingBacklogAlertsOverItsThresholdUntilItClear
   EXPECT_EQ(sink_.raised[0].name, "OutboxBacklog");
   EXPECT_EQ(sink_.raised[0].annotations.at("count"), "2");
   EXPECT_EQ(sink_.raised[0].annotations.at("threshold"), "1");
-  ASSERT_TRUE(outbox_.RecordAcks({"m1", "m2"}).ok());
+  ASSERT_OK(outbox_.RecordAcks({"m1", "m2"}));
   alerts_.Refresh(outbox_, broker_);
   EXPECT_EQ(sink_.Active("OutboxBacklog"), 0);
 }
@@ -105,7 +106,7 @@ TEST_F(RecoveryAlertsTest, ADeadLetterQueueAlertsWhileNotEmptyAndStaysWhileUnsee
   broker_.Drop();  // cannot look: nothing is resolved on a guess
   alerts_.Refresh(outbox_, broker_);
   EXPECT_EQ(sink_.Active("OutboxDeadLetters"), 1);
-  ASSERT_TRUE(broker_.Connect().ok());
+  ASSERT_OK(broker_.Connect());
   alerts_.Refresh(outbox_, broker_);
   EXPECT_EQ(sink_.Active("OutboxDeadLetters"), 0);
 }
@@ -120,7 +121,7 @@ TEST_F(RecoveryAlertsTest, AFamilyWhoseSourceCannotBeReadIsLeftAsItIs) {
   Failed("m1");
   alerts_.Refresh(outbox_, broker_);
   ASSERT_EQ(sink_.Active("OutboxMessageFailed"), 1);
-  ASSERT_TRUE(outbox_.RecordAcks({"m1"}).ok());
+  ASSERT_OK(outbox_.RecordAcks({"m1"}));
   outbox_.fail_with = absl::UnavailableError("database is locked");
   alerts_.Refresh(outbox_, broker_);
   EXPECT_EQ(sink_.Active("OutboxMessageFailed"), 1);

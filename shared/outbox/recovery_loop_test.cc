@@ -4,6 +4,7 @@
 
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -75,7 +76,7 @@ TEST_F(RecoveryLoopTest, RepublishesDueRowsAsStoredWithLinearBackoff) {
 
 TEST_F(RecoveryLoopTest, WhileNoAcknowledgementArrivesOneProbePerFirstRetryDelay) {
   Committed("a1");
-  ASSERT_TRUE(outbox_.RecordAcks({"a1"}).ok());  // acknowledgements did flow
+  ASSERT_OK(outbox_.RecordAcks({"a1"}));  // acknowledgements did flow
   clock_.Advance(absl::Seconds(1));
   for (const char* id : {"m1", "m2", "m3"}) Committed(id);
   clock_.Advance(absl::Seconds(1));  // all due; nothing acknowledged since they were written
@@ -89,7 +90,7 @@ TEST_F(RecoveryLoopTest, WhileNoAcknowledgementArrivesOneProbePerFirstRetryDelay
   // the other rows wait one more step (theirs may be among them), then go out.
   broker_.queues["EVENTS"] = {2, 1};
   clock_.Advance(absl::Milliseconds(300));
-  ASSERT_TRUE(outbox_.RecordAcks({broker_.published[0].message_id}).ok());
+  ASSERT_OK(outbox_.RecordAcks({broker_.published[0].message_id}));
   clock_.Advance(absl::Milliseconds(300));
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
@@ -201,7 +202,7 @@ TEST_F(RecoveryLoopTest, OneBacklogAlertPerEpisode) {
   Worker().Step();
   EXPECT_EQ(alerts_.raised.size(), 1u);
   EXPECT_EQ(alerts_.raised[0].name, "OutboxBacklog");
-  ASSERT_TRUE(outbox_.RecordAcks({"m1", "m2"}).ok());
+  ASSERT_OK(outbox_.RecordAcks({"m1", "m2"}));
   Worker().Step();  // the backlog cleared: its alert resolves
   EXPECT_EQ(alerts_.Active("OutboxBacklog"), 0);
 }
@@ -251,7 +252,7 @@ TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kQueueBacklog);
   EXPECT_TRUE(broker_.published.empty());
-  ASSERT_TRUE(outbox_.RecordAcks({"m1"}).ok());  // its copy was delivered
+  ASSERT_OK(outbox_.RecordAcks({"m1"}));  // its copy was delivered
   broker_.queues["EVENTS"] = {3, 1};
   clock_.Advance(absl::Seconds(1));
   Worker().Step();
@@ -299,7 +300,7 @@ TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlert
   EXPECT_TRUE(broker_.published.empty());
   EXPECT_EQ(Worker().deferred(), 2);
   EXPECT_GT(outbox_.Row("m1").next_retry_at, clock_.NowMillis());
-  ASSERT_TRUE(outbox_.RecordAcks({"m1", "m2"}).ok());
+  ASSERT_OK(outbox_.RecordAcks({"m1", "m2"}));
   clock_.Advance(absl::Seconds(5));
   Worker().Step();
   EXPECT_TRUE(broker_.published.empty());

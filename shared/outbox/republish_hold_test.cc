@@ -4,6 +4,7 @@
 
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -47,22 +48,22 @@ TEST(AcksStalledTest, DueRowsAndNoAcknowledgementForAFirstRetryDelay) {
 
 TEST(InspectQueuesTest, AGroupAddsUpReadyAndCountsItsLeastConsumedQueue) {
   FakePublisher broker;
-  ASSERT_TRUE(broker.Connect().ok());
+  ASSERT_OK(broker.Connect());
   broker.queues["Q-0"] = {4, 2};
   broker.queues["Q-1"] = {3, 1};
   auto state = InspectQueues(broker, {"Q-0", "Q-1"});
-  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_OK(state);
   EXPECT_EQ(state->ready, 7);
   EXPECT_EQ(state->consumers, 1);
 }
 
 TEST(InspectQueuesTest, AQueueNotDeclaredYetHasNobodyConsumingIt) {
   FakePublisher broker;
-  ASSERT_TRUE(broker.Connect().ok());
+  ASSERT_OK(broker.Connect());
   broker.queues["Q-0"] = {4, 2};
   broker.missing = {"Q-1"};
   auto state = InspectQueues(broker, {"Q-0", "Q-1"});
-  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_OK(state);
   EXPECT_EQ(state->ready, 0);
   EXPECT_EQ(state->consumers, 0);
 }

@@ -4,6 +4,7 @@
 
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -19,7 +20,7 @@ class RepublisherTest : public ::testing::Test {
     broker_.clock = &clock_;
     options_.instance_id = "r1";
     options_.retry.base_delay = absl::Seconds(1);
-    EXPECT_TRUE(broker_.Connect().ok());
+    EXPECT_OK(broker_.Connect());
     EXPECT_TRUE(lease_.Hold(clock_.Now()).held);
   }
 

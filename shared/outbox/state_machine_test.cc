@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "shared/testing/status_matchers.h"
+
 namespace outbox {
 namespace {
 
@@ -36,7 +38,7 @@ TEST(RetryPolicyTest, LinearUpToTheCap) {
 }
 
 TEST(RetryPolicyTest, ValidateNamesTheBadSetting) {
-  EXPECT_TRUE(Policy().Validate().ok());
+  EXPECT_OK(Policy().Validate());
   RetryPolicy p = Policy();
   p.base_delay = absl::ZeroDuration();
   EXPECT_TRUE(absl::IsInvalidArgument(p.Validate()));
@@ -181,7 +183,7 @@ TEST(OnRedriveTest, OnlyFailedRowsGetAFreshBudgetDueNow) {
   OutboxMessage row = InStatus(OutboxStatus::kFailed);
   row.attempts = 3;
   row.last_error = "no ack";
-  ASSERT_TRUE(OnRedrive(row, kNow + 9).ok());
+  ASSERT_OK(OnRedrive(row, kNow + 9));
   EXPECT_EQ(row.status, OutboxStatus::kSending);
   EXPECT_EQ(row.attempts, 0);
   EXPECT_EQ(row.next_retry_at, kNow + 9);

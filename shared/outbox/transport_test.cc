@@ -5,6 +5,7 @@
 #include "shared/observability/metrics.h"
 #include "shared/outbox/dead_letter.h"
 #include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -23,7 +24,7 @@ TEST(PublishAndConfirmTest, ReportsEachMessagesAnswer) {
   ManualClock clock;
   FakePublisher pub;
   pub.clock = &clock;
-  ASSERT_TRUE(pub.Connect().ok());
+  ASSERT_OK(pub.Connect());
   pub.answer = [](const OutgoingMessage& m) {
     if (m.message_id == "m1") return FakePublisher::Answer::kNack;
     if (m.message_id == "m2") return FakePublisher::Answer::kReturn;
@@ -31,7 +32,7 @@ TEST(PublishAndConfirmTest, ReportsEachMessagesAnswer) {
     return FakePublisher::Answer::kAck;
   };
   auto confirms = PublishAndConfirm(pub, Messages(4), absl::Seconds(5), clock);
-  ASSERT_TRUE(confirms.ok()) << confirms.status();
+  ASSERT_OK(confirms);
   EXPECT_TRUE((*confirms)[0].ok);
   EXPECT_FALSE((*confirms)[1].ok);
   EXPECT_FALSE((*confirms)[1].unroutable);
@@ -48,7 +49,7 @@ TEST(PublishAndConfirmTest, ALostConnectionConfirmsNothing) {
 
 TEST(DeadLetterTest, CountsAndRejectsWithoutRequeue) {
   FakeConsumer consumer;
-  ASSERT_TRUE(consumer.Connect().ok());
+  ASSERT_OK(consumer.Connect());
   Delivery d;
   d.message_id = "bad-1";
   const uint64_t tag = consumer.Push(d);
@@ -56,7 +57,7 @@ TEST(DeadLetterTest, CountsAndRejectsWithoutRequeue) {
   ASSERT_EQ(got->size(), 1u);
   MetricsRegistry metrics;
   Counter& counter = metrics.AddCounter("dead_total", "dead");
-  ASSERT_TRUE(DeadLetter(consumer, counter, "EVENTS", (*got)[0], "garbage").ok());
+  ASSERT_OK(DeadLetter(consumer, counter, "EVENTS", (*got)[0], "garbage"));
   EXPECT_EQ(consumer.rejected.count(tag), 1u);
   EXPECT_TRUE(consumer.requeued.empty());
   EXPECT_EQ(counter.value(), 1);

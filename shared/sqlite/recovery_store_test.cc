@@ -8,6 +8,7 @@
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/schema.h"
 #include "shared/testing/manual_clock.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
@@ -26,7 +27,7 @@ const ProducerDb kProducer{&ProducerSchema(), "order_service", "ORDERS_DB", "ord
 // What the producer does on start: create the file at the latest schema version.
 void CreateProducerDb(const std::string& path) {
   auto file = OpenSqliteFile(path, DbOptions{}, &ProducerSchema());
-  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_OK(file);
 }
 
 class RecoveryStoreTest : public ::testing::Test {
@@ -36,7 +37,7 @@ class RecoveryStoreTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
     CreateProducerDb(dir_ + "/orders.db");
     auto s = RecoveryStore::Open(dir_ + "/orders.db", DbOptions{}, kProducer);
-    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_OK(s);
     store_ = std::move(s).value();
     raw_ = std::make_unique<SQLite::Database>(dir_ + "/orders.db", SQLite::OPEN_READWRITE);
     policy_.base_delay = absl::Seconds(2);
@@ -82,7 +83,7 @@ TEST_F(RecoveryStoreTest, ClaimsDueRowsWithLinearBackoffAndFailsExhaustedOnes) {
   Insert("spent", OutboxStatus::kSending, 3, 500);
 
   auto c = store_->ClaimDue(10'000, 10, "", policy_);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   ASSERT_EQ(c->to_publish.size(), 2u);
   EXPECT_EQ(c->to_publish[0].message_id, "due2");  // oldest due first
   EXPECT_EQ(c->to_publish[0].attempts, 3);
@@ -95,7 +96,7 @@ TEST_F(RecoveryStoreTest, ClaimsDueRowsWithLinearBackoffAndFailsExhaustedOnes) {
 
   // Claimed rows are not due again until their new next_retry_at.
   auto again = store_->ClaimDue(10'001, 10, "", policy_);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_TRUE(again->to_publish.empty());
   EXPECT_TRUE(again->exhausted.empty());
   EXPECT_EQ(store_->Get("due1")->last_attempt_at, 10'000);
@@ -140,7 +141,7 @@ TEST_F(RecoveryStoreTest, ABigScatteredClaimSavesEveryRowAndKeepsTheDueOrder) {
   raw_->exec("COMMIT");
 
   auto c = store_->ClaimDue(10'000, kDue, "", policy_);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   ASSERT_EQ(c->to_publish.size(), static_cast<size_t>(kDue - kDue / 10));
   ASSERT_EQ(c->exhausted.size(), static_cast<size_t>(kDue / 10));
   EXPECT_EQ(c->to_publish.front().message_id, "due-1199");  // oldest due first
@@ -156,7 +157,7 @@ TEST_F(RecoveryStoreTest, ABigScatteredClaimSavesEveryRowAndKeepsTheDueOrder) {
   EXPECT_EQ(saved.getColumn(0).getInt(), kDue - kDue / 10);
   EXPECT_EQ(saved.getColumn(1).getInt(), kDue / 10);
   auto again = store_->ClaimDue(10'001, kDue, "", policy_);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_TRUE(again->to_publish.empty());
 }
 
@@ -167,7 +168,7 @@ TEST_F(RecoveryStoreTest, DeferPushesDueRowsWithoutSpendingAttempts) {
   Insert("done", OutboxStatus::kSent, 1, 0, 5);
 
   auto n = store_->DeferDue(10'000, 10, "", policy_);
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 2);
   EXPECT_EQ(store_->Get("due1")->attempts, 1);
   EXPECT_EQ(store_->Get("due1")->next_retry_at, 10'000 + 2'000);  // one step of attempt 1
@@ -175,7 +176,7 @@ TEST_F(RecoveryStoreTest, DeferPushesDueRowsWithoutSpendingAttempts) {
   EXPECT_EQ(store_->Get("due2")->next_retry_at, 10'000 + 4'000);
   EXPECT_EQ(store_->Get("later")->next_retry_at, 99'999);
   EXPECT_EQ(*store_->DeferDue(10'001, 10, "", policy_), 0);
-  ASSERT_TRUE(store_->TryAcquireLease("a", 10'000, 5'000).ok());
+  ASSERT_OK(store_->TryAcquireLease("a", 10'000, 5'000));
   EXPECT_TRUE(absl::IsFailedPrecondition(store_->DeferDue(20'000, 10, "b", policy_).status()));
 }
 
@@ -194,10 +195,10 @@ TEST_F(RecoveryStoreTest, OnlyTheLeaseHolderClaims) {
   EXPECT_TRUE(*store_->TryAcquireLease("b", 8000, 5000));
   EXPECT_TRUE(absl::IsFailedPrecondition(store_->ClaimDue(8001, 10, "a", policy_).status()));
   auto c = store_->ClaimDue(8001, 10, "b", policy_);
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   EXPECT_EQ(c->to_publish.size(), 1u);
   // Giving the lease up lets another take it at once.
-  ASSERT_TRUE(store_->ReleaseLease("b", 9000).ok());
+  ASSERT_OK(store_->ReleaseLease("b", 9000));
   EXPECT_TRUE(*store_->TryAcquireLease("a", 9000, 5000));
   EXPECT_EQ(store_->Lease()->holder, "a");
 }
@@ -209,7 +210,7 @@ TEST_F(RecoveryStoreTest, RedriveOnlyTakesFailedRows) {
   EXPECT_TRUE(absl::IsFailedPrecondition(store_->Redrive("s", 5).status()));
   EXPECT_TRUE(absl::IsNotFound(store_->Redrive("nope", 5).status()));
   auto r = store_->Redrive("f1", 5);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, OutboxStatus::kSending);
   EXPECT_EQ(r->attempts, 0);
   EXPECT_EQ(r->next_retry_at, 5);
@@ -239,7 +240,7 @@ TEST_F(RecoveryStoreTest, ListsByStatusOldestFirstInPages) {
   for (int i = 0; i < 5; ++i) Insert(absl::StrCat("sent", i), OutboxStatus::kSent, 1, 0, 10 + i);
   Insert("sending", OutboxStatus::kSending, 1, 0);
   auto p1 = store_->List(OutboxStatus::kSent, 0, 3);
-  ASSERT_TRUE(p1.ok()) << p1.status();
+  ASSERT_OK(p1);
   ASSERT_EQ(p1->items.size(), 3u);
   EXPECT_EQ(p1->items[0].message_id, "sent0");
   auto p2 = store_->List(OutboxStatus::kSent, p1->next_cursor, 3);
@@ -276,7 +277,7 @@ TEST_F(RecoveryStoreTest, WaitsForAnOlderSchemaAndRefusesANewerOne) {
   const std::string older = dir_ + "/older.db";
   {
     SQLite::Database db(older, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    ASSERT_TRUE(UpgradeSchema(db, older, schema, schema.latest() - 1).ok());
+    ASSERT_OK(UpgradeSchema(db, older, schema, schema.latest() - 1));
   }
   auto store = RecoveryStore::Open(older, DbOptions{}, kProducer);
   EXPECT_TRUE(absl::IsNotFound(store.status())) << store.status();
@@ -329,10 +330,10 @@ TEST_F(RecoveryStoreTest, OpensOnceTheProducerCreatesTheSchema) {
         CreateProducerDb(path);  // the producer comes up meanwhile
       },
       absl::Milliseconds(20));
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_OK(store);
   EXPECT_EQ(waits, 1);
   auto counts = (*store)->Counts();
-  ASSERT_TRUE(counts.ok()) << counts.status();
+  ASSERT_OK(counts);
   EXPECT_EQ(counts->sending, 0);
 }
 

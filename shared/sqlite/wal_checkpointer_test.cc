@@ -10,6 +10,7 @@
 #include <string>
 
 #include "shared/sqlite/sqlite_file.h"
+#include "shared/testing/status_matchers.h"
 #include "shared/testing/temp_dir.h"
 
 namespace outbox {
@@ -160,7 +161,7 @@ class WalResetRaceTest : public ::testing::Test {
     DbOptions options;
     options.busy_timeout_ms = 50;  // the trap's write must not wait out the checkpoint
     auto writer = OpenDatabase(path_, options);
-    ASSERT_TRUE(writer.ok()) << writer.status();
+    ASSERT_OK(writer);
     writer_ = std::move(writer).value();
     writer_->exec("CREATE TABLE t1 (a INTEGER PRIMARY KEY, b BLOB)");
     writer_->exec(
@@ -225,16 +226,16 @@ TEST_F(WalResetRaceTest, APlainCheckpointCorruptsTheFileOnThisSqlite) {
 
 TEST_F(WalResetRaceTest, TheCheckpointerHoldsTheWriteLockSoTheLogCannotStartOverMeanwhile) {
   auto checkpointer = WalCheckpointer::Open(path_, DbOptions{}, kCheckpointFrames, kTrapVfs);
-  ASSERT_TRUE(checkpointer.ok()) << checkpointer.status();
+  ASSERT_OK(checkpointer);
   FillAndCopyTheLog();
   ArmTrap();
   auto done = (*checkpointer)->CheckpointNow();
-  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_OK(done);
   EXPECT_FALSE(g_trap) << "the trap never ran";
   EXPECT_EQ(trap_rc_, SQLITE_BUSY) << "the writer committed during the checkpoint";
   GrowAndCopy([&] {
     auto again = (*checkpointer)->CheckpointNow();
-    ASSERT_TRUE(again.ok()) << again.status();
+    ASSERT_OK(again);
     EXPECT_GT(again->log_frames, 0);
     EXPECT_EQ(again->copied_frames, again->log_frames);  // nobody reads: all of it
   });
@@ -246,18 +247,18 @@ TEST(WalCheckpointerTest, AWriteLockHeldElsewhereSkipsTheCheckpointAndCountsIt) 
   TempDir dir("wal_checkpointer_test");
   const std::string path = dir.path() + "/busy.db";
   auto writer = OpenDatabase(path, DbOptions{});
-  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_OK(writer);
   (*writer)->exec("CREATE TABLE t (b BLOB)");
   (*writer)->exec("INSERT INTO t VALUES (randomblob(9000))");
   auto checkpointer = WalCheckpointer::Open(path, DbOptions{});
-  ASSERT_TRUE(checkpointer.ok()) << checkpointer.status();
+  ASSERT_OK(checkpointer);
   (*writer)->exec("BEGIN IMMEDIATE");
   auto busy = (*checkpointer)->CheckpointNow();
   EXPECT_TRUE(absl::IsUnavailable(busy.status())) << busy.status();
   EXPECT_EQ((*checkpointer)->skipped(), 1);
   (*writer)->exec("ROLLBACK");
   auto done = (*checkpointer)->CheckpointNow();
-  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_OK(done);
   EXPECT_EQ(done->copied_frames, done->log_frames);
   EXPECT_GT(done->log_frames, 0);
 }
@@ -265,7 +266,7 @@ TEST(WalCheckpointerTest, AWriteLockHeldElsewhereSkipsTheCheckpointAndCountsIt) 
 TEST(WalCheckpointerTest, NoConnectionCheckpointsByItself) {
   TempDir dir("wal_checkpointer_test");
   auto db = OpenDatabase(dir.path() + "/auto.db", DbOptions{});
-  ASSERT_TRUE(db.ok()) << db.status();
+  ASSERT_OK(db);
   EXPECT_EQ((*db)->execAndGet("PRAGMA wal_autocheckpoint").getInt(), 0);
 }
 
@@ -275,17 +276,17 @@ TEST(WalCheckpointerTest, TheAttachedWritersCommitsKeepTheLogSmall) {
   TempDir dir("wal_checkpointer_test");
   const std::string path = dir.path() + "/steady.db";
   auto writer = OpenDatabase(path, DbOptions{Durability::kOff});
-  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_OK(writer);
   (*writer)->exec("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB NOT NULL)");
   auto checkpointer = WalCheckpointer::Open(path, DbOptions{Durability::kOff}, 256);
-  ASSERT_TRUE(checkpointer.ok()) << checkpointer.status();
+  ASSERT_OK(checkpointer);
   (*checkpointer)->Attach(**writer);
   for (int i = 0; i < 3000; ++i) {  // ~2 pages each: ~24 MiB of log without checkpoints
     absl::Status s = WriteTransaction(**writer, [&] {
       (*writer)->exec("INSERT INTO t (b) VALUES (randomblob(3000))");
       return absl::OkStatus();
     });
-    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_OK(s);
   }
   // 256 pages are 1 MiB; the log starts over right after each checkpoint.
   EXPECT_LT(std::filesystem::file_size(path + "-wal"), 2u << 20);
@@ -302,11 +303,11 @@ TEST(WalCheckpointerTest, AReaderPinningASnapshotKeepsTheLogLongUntilItEnds) {
   TempDir dir("wal_checkpointer_test");
   const std::string path = dir.path() + "/pinned.db";
   auto writer = OpenDatabase(path, DbOptions{Durability::kOff});
-  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_OK(writer);
   (*writer)->exec("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB NOT NULL)");
   constexpr int kFrames = 64;
   auto checkpointer = WalCheckpointer::Open(path, DbOptions{Durability::kOff}, kFrames);
-  ASSERT_TRUE(checkpointer.ok()) << checkpointer.status();
+  ASSERT_OK(checkpointer);
   (*checkpointer)->Attach(**writer);
   auto commit_some = [&](int n) {
     for (int i = 0; i < n; ++i) {
@@ -314,12 +315,12 @@ TEST(WalCheckpointerTest, AReaderPinningASnapshotKeepsTheLogLongUntilItEnds) {
         (*writer)->exec("INSERT INTO t (b) VALUES (randomblob(3000))");
         return absl::OkStatus();
       });
-      ASSERT_TRUE(s.ok()) << s;
+      ASSERT_OK(s);
     }
   };
   commit_some(10);
   auto reader = OpenDatabase(path, DbOptions{});
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_OK(reader);
   (*reader)->exec("BEGIN");
   ASSERT_GT((*reader)->execAndGet("SELECT count(*) FROM t").getInt(), 0);  // the snapshot starts
 
@@ -327,12 +328,12 @@ TEST(WalCheckpointerTest, AReaderPinningASnapshotKeepsTheLogLongUntilItEnds) {
   const int pinned = (*checkpointer)->log_frames();
   EXPECT_GT(pinned, 8 * kFrames) << "the log could not start over while the snapshot was held";
   auto partial = (*checkpointer)->CheckpointNow();
-  ASSERT_TRUE(partial.ok()) << partial.status();
+  ASSERT_OK(partial);
   EXPECT_LT(partial->copied_frames, partial->log_frames);
 
   (*reader)->exec("COMMIT");  // the snapshot ends
   auto whole = (*checkpointer)->CheckpointNow();
-  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_OK(whole);
   EXPECT_EQ(whole->copied_frames, whole->log_frames);
   commit_some(1);  // starts the log over
   EXPECT_LT((*checkpointer)->log_frames(), kFrames);
