@@ -39,7 +39,11 @@ absl::Status PlaceOrders(const Setup& setup, int orders) {
   outbox::AmqpPublisher publisher(setup.amqp, outbox::Topology{{kOrders}}, "shop-relay");
   outbox::AmqpConsumer replies(setup.amqp, outbox::Topology{{kReplies}}, "shop-acks", kReplies,
                                /*prefetch=*/256);
-  outbox::Relay relay(publisher, outbox, clock, metrics, outbox::RelayOptions{});
+  outbox::RelayOptions relay_options;
+  // A message the relay held this long (the broker away) may have been
+  // re-published by recovery meanwhile: it asks the table before sending.
+  relay_options.hand_over_after = Retry().base_delay;
+  outbox::Relay relay(publisher, outbox, clock, metrics, relay_options);
   outbox::AckListenerOptions ack_options;
   ack_options.queue = kReplies;
   outbox::AckListener acks(replies, outbox, DecodeReply, metrics, ack_options);
