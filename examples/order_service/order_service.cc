@@ -21,8 +21,9 @@ OrderService::OrderService(OrderStore& store, const outbox::AmqpUrl& amqp,
       publisher_(amqp, outbox::Topology{{queues.orders}}, "order-relay"),
       replies_(amqp, outbox::Topology{{queues.replies}}, "order-ack-listener", queues.replies,
                /*prefetch=*/64),
-      relay_(publisher_, store, outbox::SystemClock::Get(), metrics_, outbox::RelayOptions{}),
-      acks_(replies_, store, DecodeReply, metrics_,
+      relay_(publisher_, store.outbox(), outbox::SystemClock::Get(), metrics_,
+             outbox::RelayOptions{}),
+      acks_(replies_, store.outbox(), DecodeReply, metrics_,
             outbox::AckListenerOptions{queues.replies, 64}) {}
 
 void OrderService::Start() {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "shared/testing/status_matchers.h"
 
 namespace order {
 namespace {
@@ -23,7 +24,7 @@ class OrderServiceTest : public ::testing::Test {
     const char* url = std::getenv("ORDER_TEST_AMQP_URL");
     ASSERT_NE(url, nullptr) << "ORDER_TEST_AMQP_URL is not set";
     auto parsed = outbox::AmqpUrl::Parse(url);
-    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    ASSERT_OK(parsed);
     amqp_ = *parsed;
     char tmpl[] = "/tmp/order_service_test.XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -41,12 +42,12 @@ class OrderServiceTest : public ::testing::Test {
 
 TEST_F(OrderServiceTest, OrderPlacedIsRelayedAndItsReplyClosesTheRow) {
   auto store = OrderStore::Open(dir_ + "/orders.db", queues_, outbox::SystemClock::Get());
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_OK(store);
   OrderService service(**store, amqp_, queues_);
   service.Start();
   const Order order{"o-1", "alice", 1250};
   auto message_id = service.Place(order);
-  ASSERT_TRUE(message_id.ok()) << message_id.status();
+  ASSERT_OK(message_id);
   EXPECT_EQ(service.Place(order).status().code(), absl::StatusCode::kAlreadyExists);
 
   // The consumer's side: OrderPlaced arrives on the orders queue...
@@ -68,17 +69,17 @@ TEST_F(OrderServiceTest, OrderPlacedIsRelayedAndItsReplyClosesTheRow) {
   // ...and its reply (the message id) goes to reply_to, confirmed.
   outbox::AmqpPublisher replier(amqp_, outbox::Topology{{queues_.replies}}, "order-test-replier");
   const absl::Status connected = replier.Connect();
-  ASSERT_TRUE(connected.ok()) << connected;
+  ASSERT_OK(connected);
   outbox::OutgoingMessage reply;
   reply.topic = got[0].reply_to;
   reply.message_id = "reply-" + *message_id;
   reply.body = *message_id;
   auto confirms =
       outbox::PublishAndConfirm(replier, {reply}, absl::Seconds(5), outbox::SystemClock::Get());
-  ASSERT_TRUE(confirms.ok()) << confirms.status();
+  ASSERT_OK(confirms);
   ASSERT_TRUE((*confirms)[0].ok);
   const absl::Status acked = consumer.Ack(got[0].delivery_tag, false);
-  ASSERT_TRUE(acked.ok()) << acked;
+  ASSERT_OK(acked);
 
   // The ack listener closes the row.
   absl::StatusOr<outbox::OutboxStatus> status;
@@ -87,7 +88,7 @@ TEST_F(OrderServiceTest, OrderPlacedIsRelayedAndItsReplyClosesTheRow) {
     if (!status.ok() || *status != outbox::OutboxStatus::kSending) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
-  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_OK(status);
   EXPECT_EQ(*status, outbox::OutboxStatus::kSent);
   service.Stop();
 }

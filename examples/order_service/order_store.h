@@ -1,8 +1,9 @@
 #pragma once
 
 // Orders on a SQLite file. Each order and its OrderPlaced outbox row are
-// written in one transaction; the store is also the outbox repository the
-// relay and the ack listener update, through the library's SQLite adapters.
+// written in one transaction; the outbox repository the relay and the ack
+// listener update is the library's SqliteOutbox on the same file (the one
+// the library's contract suite holds to the seam).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "shared/base/clock.h"
 #include "shared/outbox/repository.h"
 #include "shared/sqlite/sqlite_file.h"
+#include "shared/sqlite/sqlite_outbox.h"
 
 namespace order {
 
@@ -29,7 +31,7 @@ struct OrderQueues {
 // The OrderPlaced body: "order_id=o-1 customer=alice amount_minor=1250".
 std::string OrderPlacedBody(const Order& order);
 
-class OrderStore final : public outbox::OutboxRepository {
+class OrderStore {
  public:
   static absl::StatusOr<std::unique_ptr<OrderStore>> Open(const std::string& path,
                                                           OrderQueues queues,
@@ -41,23 +43,18 @@ class OrderStore final : public outbox::OutboxRepository {
   // The outbox row's status; NOT_FOUND for an unknown message.
   absl::StatusOr<outbox::OutboxStatus> MessageStatus(const std::string& message_id);
 
-  absl::StatusOr<outbox::AckTally> RecordAcks(const std::vector<std::string>& message_ids) override;
-  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
-                                    const std::string& error) override;
-  absl::StatusOr<std::vector<std::string>> TakenOver(
-      const std::vector<std::string>& message_ids) override;
+  // What the relay and the ack listener update.
+  outbox::OutboxRepository& outbox() { return outbox_; }
 
  private:
   OrderStore(std::unique_ptr<outbox::SqliteFile> file, OrderQueues queues,
              const outbox::Clock& clock)
-      : file_(std::move(file)), queues_(std::move(queues)), clock_(clock) {}
+      : file_(std::move(file)), queues_(std::move(queues)), clock_(clock), outbox_(*file_, clock) {}
 
-  // Every statement runs on the writer connection: the relay, the ack
-  // listener and Place take turns on its mutex.
   std::unique_ptr<outbox::SqliteFile> file_;
   const OrderQueues queues_;
   const outbox::Clock& clock_;
-  const outbox::RetryPolicy retry_;
+  outbox::SqliteOutbox outbox_;
 };
 
 }  // namespace order

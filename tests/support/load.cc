@@ -5,8 +5,10 @@
 #include <memory>
 #include <utility>
 
+#include "client/channel.h"
 #include "client/request.h"
 #include "service_kit/shard_of_payment.h"
+#include "shared/testing/status_matchers.h"
 
 namespace outbox::testing {
 namespace {
@@ -102,7 +104,7 @@ std::vector<::payment::v1::Payment> CreatePayments(ServiceSet& services, const s
     grpc::ClientContext ctx;
     grpc::Status st =
         services.payments().CreatePayment(&ctx, client::PaymentRequest(prefix, i, "e2e"), &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_OK(client::FromGrpc(st, "CreatePayment"));
     created.push_back(resp.payment());
   }
   return created;
@@ -112,7 +114,7 @@ std::vector<::payment::v1::Payment> CreatePayments(ServiceSet& services, const s
   grpc::ClientContext ctx;
   ::ops::v1::Stats stats;
   grpc::Status s = recovery.ops->GetStats(&ctx, {}, &stats);
-  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_OK(client::FromGrpc(s, "GetStats"));
   return stats;
 }
 
