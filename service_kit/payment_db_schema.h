@@ -18,7 +18,7 @@ const DbSchema& PaymentDbSchema();
 // payment.db as recovery opens it: made and upgraded by payment_service,
 // named by PAYMENT_DB, its metrics labelled db="payment".
 inline ProducerDb PaymentProducerDb() {
-  return {&PaymentDbSchema(), "payment_service", "PAYMENT_DB", "payment"};
+  return {&PaymentDbSchema(), "payment_service", "PAYMENT_DB", "payment", "payment database"};
 }
 
 }  // namespace outbox

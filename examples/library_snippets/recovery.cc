@@ -14,7 +14,7 @@ absl::Status RunRecovery(const Setup& setup, absl::Duration how_long) {
   const outbox::Clock& clock = outbox::SystemClock::Get();
   outbox::MetricsRegistry metrics;
   // The shop's database as the shop made it: recovery never creates it.
-  const outbox::ProducerDb shop_db{&ShopSchema(), "the shop", "SHOP_DB", "shop"};
+  const outbox::ProducerDb shop_db{&ShopSchema(), "the shop", "SHOP_DB", "shop", "shop database"};
   ASSIGN_OR_RETURN(auto store, outbox::RecoveryStore::OpenWhenCreated(setup.shop_db, {}, shop_db,
                                                                       absl::Minutes(1), nullptr));
 

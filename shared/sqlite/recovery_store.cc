@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
   if (producer.schema == nullptr) return absl::InvalidArgumentError("ProducerDb.schema is null");
   std::error_code ignored;
   if (!std::filesystem::exists(path, ignored)) {
-    return absl::NotFoundError(absl::StrCat("database ", path, " does not exist"));
+    return absl::NotFoundError(absl::StrCat(producer.name, " ", path, " does not exist"));
   }
   const DbSchema& schema = *producer.schema;
   // A newer file is refused before SQLite opens it, so nothing is created
@@ -64,9 +64,9 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
   }));
   if (version > schema.latest()) return NewerSchemaError(path, version, schema);
   if (version < schema.latest()) {
-    return absl::NotFoundError(absl::StrCat("database ", path, " has schema version ", version,
-                                            ", not ", schema.latest(), " yet (", producer.producer,
-                                            " creates and upgrades it)"));
+    return absl::NotFoundError(absl::StrCat(producer.name, " ", path, " has schema version ",
+                                            version, ", not ", schema.latest(), " yet (",
+                                            producer.producer, " creates and upgrades it)"));
   }
   // A claim dirties a page per scattered row; the checkpoint that copies
   // them runs after the claim's commit, never inside its transaction

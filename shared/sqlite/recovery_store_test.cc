@@ -22,7 +22,8 @@ const DbSchema& ProducerSchema() {
   return *schema;
 }
 
-const ProducerDb kProducer{&ProducerSchema(), "order_service", "ORDERS_DB", "orders"};
+const ProducerDb kProducer{&ProducerSchema(), "order_service", "ORDERS_DB", "orders",
+                           "orders database"};
 
 // What the producer does on start: create the file at the latest schema version.
 void CreateProducerDb(const std::string& path) {
@@ -313,7 +314,7 @@ TEST_F(RecoveryStoreTest, GivesUpWaitingWithTheFailedPreconditionNamingThePath) 
       absl::Milliseconds(20));
   EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
   EXPECT_EQ(store.status().message(),
-            absl::StrCat("database ", missing,
+            absl::StrCat("orders database ", missing,
                          " does not exist after 300ms; is ORDERS_DB right? order_service "
                          "creates it"));
   EXPECT_EQ(waits, 1);
