@@ -16,31 +16,13 @@ namespace {
 
 using ::outbox::testing::FakeConsumer;
 using ::outbox::testing::FakePublisher;
+using ::outbox::testing::InMemoryProcessedLog;
 using ::outbox::testing::ManualClock;
-
-// Processed ids by processed_at, pruned as the store prunes them.
-class FakeProcessedLog final : public ProcessedLog {
- public:
-  std::multimap<int64_t, std::string> rows;  // processed_at -> message id
-  std::vector<int> limits;                   // each call's limit
-  absl::Status fail_with;
-
-  absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) override {
-    limits.push_back(limit);
-    if (!fail_with.ok()) return fail_with;
-    int n = 0;
-    while (n < limit && !rows.empty() && rows.begin()->first < cutoff_ms) {
-      rows.erase(rows.begin());
-      ++n;
-    }
-    return n;
-  }
-};
 
 class ProcessedPrunerTest : public ::testing::Test {
  protected:
   ManualClock clock_;
-  FakeProcessedLog log_;
+  InMemoryProcessedLog log_;
   MetricsRegistry metrics_;
 };
 

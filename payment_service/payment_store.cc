@@ -195,14 +195,7 @@ absl::StatusOr<std::vector<std::string>> PaymentStore::TakenOver(
   MutexLock lock(&db_->read_mu);
   std::vector<std::string> taken;
   RETURN_IF_ERROR(Guard("read taken over", [&] {
-    SQLite::Statement stmt(
-        *db_->reader,
-        "SELECT status != 'SENDING' OR attempts > 1 FROM outbox WHERE message_id = ?");
-    for (const std::string& id : message_ids) {
-      stmt.reset();
-      stmt.bind(1, id);
-      if (stmt.executeStep() && stmt.getColumn(0).getInt() != 0) taken.push_back(id);
-    }
+    taken = outbox::TakenOver(*db_->reader, message_ids);
     return absl::OkStatus();
   }));
   return taken;

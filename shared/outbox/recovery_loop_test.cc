@@ -241,7 +241,7 @@ TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
   options_.hold_queue_depth = 100;
   Committed("m1");
   Committed("m2");
-  broker_.queues["EVENTS"] = {5000, 0};  // accounting down, copies queued
+  broker_.queues["EVENTS"] = {5000, 0};  // the consumer down, copies queued
   for (int i = 0; i < 5; ++i) {
     clock_.Advance(absl::Seconds(1));
     Worker().Step();
@@ -271,7 +271,7 @@ TEST_F(RecoveryLoopTest, ADrainingBacklogIsNotRepublishedUntilItIsNearlyGone) {
 TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlertsOnce) {
   Committed("m1", /*max_attempts=*/2);
   Committed("m2", /*max_attempts=*/2);
-  broker_.queues["EVENTS"] = {2, 0};  // the fast-path copies wait; accounting is down
+  broker_.queues["EVENTS"] = {2, 0};  // the fast-path copies wait; the consumer is down
   for (int i = 0; i < 10; ++i) {      // far past the budget of two attempts
     clock_.Advance(absl::Seconds(1));
     Worker().Step();

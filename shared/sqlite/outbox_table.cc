@@ -161,4 +161,17 @@ void RecordPublishFailure(SQLite::Database& db, const std::vector<std::string>& 
   }
 }
 
+std::vector<std::string> TakenOver(SQLite::Database& db,
+                                   const std::vector<std::string>& message_ids) {
+  SQLite::Statement stmt(
+      db, "SELECT status != 'SENDING' OR attempts > 1 FROM outbox WHERE message_id = ?");
+  std::vector<std::string> taken;
+  for (const std::string& id : message_ids) {
+    stmt.reset();
+    stmt.bind(1, id);
+    if (stmt.executeStep() && stmt.getColumn(0).getInt() != 0) taken.push_back(id);
+  }
+  return taken;
+}
+
 }  // namespace outbox

@@ -62,6 +62,11 @@ class OutboxStateTable {
 AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& message_ids,
                     int64_t now_ms);
 
+// Of `message_ids`, those no longer SENDING or re-published by recovery
+// already (OutboxRepository::TakenOver), read on `db`.
+std::vector<std::string> TakenOver(SQLite::Database& db,
+                                   const std::vector<std::string>& message_ids);
+
 // OnPublishFailure for each id.
 void RecordPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
                           const std::string& error, int64_t now_ms);

@@ -44,7 +44,7 @@ struct ProducerDb {
   std::string producer = "its producer";
   std::string path_setting;
   std::string metrics_label = "outbox";  // the `db` label of its SQLite metrics
-  std::string name = "database";         // what the file is called in errors ("payment database")
+  std::string name = "database";         // what the file is called in errors ("orders database")
 };
 
 class RecoveryStore final : public RecoveryRepository {
