@@ -1,5 +1,7 @@
 #include "service_kit/payment_db_schema.h"
 
+#include "shared/sqlite/outbox_table.h"
+
 namespace outbox {
 namespace {
 
@@ -76,6 +78,10 @@ void AddTraceparent(SQLite::Database& db) {
   AddRowColumn(db, "traceparent");
 }
 
+// 5: what the operator's tools keep (failure kinds and groups, message
+// history, the audit trail).
+void AddOperatorTables(SQLite::Database& db) { CreateOutboxOperatorTables(db); }
+
 }  // namespace
 
 const DbSchema& PaymentDbSchema() {
@@ -84,6 +90,7 @@ const DbSchema& PaymentDbSchema() {
       {"outbox_archive and outbox_sent_at", CreateArchive},
       {"message_type and reply_to on outbox and outbox_archive", AddMessageTypeAndReplyTo},
       {"traceparent on outbox and outbox_archive", AddTraceparent},
+      {"failure kinds and groups, outbox_history and outbox_audit", AddOperatorTables},
   }};
   return *schema;
 }

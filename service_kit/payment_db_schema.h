@@ -13,6 +13,7 @@ namespace outbox {
 // 2  outbox_archive, and the index on SENT rows' sent_at that retention walks
 // 3  message_type and reply_to on outbox and outbox_archive
 // 4  traceparent on outbox and outbox_archive
+// 5  failure_kind, failure_group, acknowledged_by; outbox_history, outbox_audit
 const DbSchema& PaymentDbSchema();
 
 // payment.db as recovery opens it: made and upgraded by payment_service,

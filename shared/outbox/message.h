@@ -42,6 +42,14 @@ struct OutboxMessage {
   int64_t created_at = 0;
   int64_t updated_at = 0;
   int64_t sent_at = 0;  // 0 = not acknowledged
+  // Why a FAILED row failed (failure.h): kFailureExhausted, kFailureRejected
+  // or kFailureExpired; "" while it has not failed.
+  std::string failure_kind;
+  // The failure group of a FAILED row (FailureGroupOf), "" otherwise.
+  std::string failure_group;
+  // Who acknowledged the FAILED row ("seen, leave it FAILED"): its alert
+  // stops; "" = nobody.
+  std::string acknowledged_by;
 };
 
 // What goes on the wire, whatever the broker.

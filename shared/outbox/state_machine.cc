@@ -4,10 +4,30 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shared/outbox/failure.h"
 
 namespace outbox {
 
-OutboxMessage NewOutboxMessage(MessageSpec spec, int64_t now_ms, const RetryPolicy& policy) {
+namespace {
+
+void Fail(OutboxMessage& row, const char* kind, int64_t now_ms) {
+  row.status = OutboxStatus::kFailed;
+  row.failure_kind = kind;
+  row.failure_group = FailureGroupOf(row.topic, kind, row.last_error);
+  row.acknowledged_by.clear();
+  row.updated_at = now_ms;
+}
+
+void ClearFailure(OutboxMessage& row) {
+  row.failure_kind.clear();
+  row.failure_group.clear();
+  row.acknowledged_by.clear();
+}
+
+}  // namespace
+
+OutboxMessage NewOutboxMessage(MessageSpec spec, int64_t now_ms, const RetryPolicy& defaults) {
+  const RetryPolicy policy = defaults.ForTopic(spec.topic);
   OutboxMessage row;
   row.message_id = std::move(spec.message_id);
   row.biz_type = std::move(spec.biz_type);
@@ -27,14 +47,23 @@ OutboxMessage NewOutboxMessage(MessageSpec spec, int64_t now_ms, const RetryPoli
   return row;
 }
 
-DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy) {
+DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& defaults) {
   if (row.status != OutboxStatus::kSending || row.next_retry_at > now_ms) return DueAction::kNotDue;
+  const RetryPolicy policy = defaults.ForTopic(row.topic);
+  if (defaults.HasTopic(row.topic)) row.max_attempts = policy.max_attempts;
   row.updated_at = now_ms;
+  if (policy.max_age > absl::ZeroDuration() &&
+      now_ms - row.created_at > absl::ToInt64Milliseconds(policy.max_age)) {
+    row.last_error = absl::StrCat("older than the max age of ", absl::FormatDuration(policy.max_age),
+                                  " after ", row.attempts, " attempts");
+    Fail(row, kFailureExpired, now_ms);
+    return DueAction::kExhausted;
+  }
   if (row.attempts >= row.max_attempts) {
-    row.status = OutboxStatus::kFailed;
     if (row.last_error.empty()) {  // every publish was confirmed: nobody answered
       row.last_error = absl::StrCat("no acknowledgement after ", row.attempts, " attempts");
     }
+    Fail(row, kFailureExhausted, now_ms);
     return DueAction::kExhausted;
   }
   row.attempts += 1;
@@ -43,8 +72,9 @@ DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy) {
   return DueAction::kRepublish;
 }
 
-bool OnHold(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy) {
+bool OnHold(OutboxMessage& row, int64_t now_ms, const RetryPolicy& defaults) {
   if (row.status != OutboxStatus::kSending || row.next_retry_at > now_ms) return false;
+  const RetryPolicy policy = defaults.ForTopic(row.topic);
   row.next_retry_at =
       now_ms + absl::ToInt64Milliseconds(policy.DelayAfter(std::max(row.attempts, 1)));
   row.updated_at = now_ms;
@@ -57,6 +87,7 @@ AckEffect OnAck(OutboxMessage& row, int64_t now_ms) {
   row.status = OutboxStatus::kSent;
   row.sent_at = now_ms;
   row.updated_at = now_ms;
+  ClearFailure(row);
   if (late) return AckEffect::kLateClosed;  // last_error tells why it had failed
   row.last_error.clear();
   return AckEffect::kClosed;
@@ -67,6 +98,28 @@ bool OnPublishFailure(OutboxMessage& row, const std::string& error, int64_t now_
   row.last_error = error;
   row.updated_at = now_ms;
   return true;
+}
+
+bool OnReject(OutboxMessage& row, const std::string& reason, int64_t now_ms) {
+  if (row.status == OutboxStatus::kSent) return false;
+  if (row.status == OutboxStatus::kFailed && row.failure_kind == kFailureRejected &&
+      row.last_error == reason) {
+    return false;  // the same answer again (a copy's reply)
+  }
+  row.last_error = reason;
+  Fail(row, kFailureRejected, now_ms);
+  return true;
+}
+
+absl::Status OnAcknowledgeFailure(OutboxMessage& row, const std::string& by, int64_t now_ms) {
+  if (row.status != OutboxStatus::kFailed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "message '", row.message_id, "' is ", StatusName(row.status),
+        "; only FAILED messages can be acknowledged"));
+  }
+  row.acknowledged_by = by.empty() ? "operator" : by;
+  row.updated_at = now_ms;
+  return absl::OkStatus();
 }
 
 absl::Status OnRedrive(OutboxMessage& row, int64_t now_ms) {
@@ -80,6 +133,7 @@ absl::Status OnRedrive(OutboxMessage& row, int64_t now_ms) {
   row.next_retry_at = now_ms;
   row.updated_at = now_ms;
   row.last_error.clear();
+  ClearFailure(row);
   return absl::OkStatus();
 }
 

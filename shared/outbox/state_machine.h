@@ -6,11 +6,14 @@
 //
 //   (commit)  --> SENDING, attempt 1 counted (the fast-path publish)
 //   SENDING   --due, budget left-->  SENDING, attempts+1, next_retry_at pushed
-//   SENDING   --due, budget spent--> FAILED (alert)
+//   SENDING   --due, budget spent--> FAILED, kind exhausted (alert)
+//   SENDING   --due, too old-------> FAILED, kind expired (alert)
+//   SENDING   --rejected-->          FAILED, kind rejected (one alert per group)
 //   SENDING   --due, consumer down-->SENDING, next_retry_at pushed, attempts kept (hold)
 //   SENDING   --ack-->               SENT
 //   FAILED    --late ack-->          SENT (last_error kept; its alert resolves)
 //   FAILED    --re-drive-->          SENDING, attempts 0, due now
+//   FAILED    --acknowledge-->       FAILED, acknowledged_by set (its alert stops)
 //   any       --publish failed-->    same status, last_error noted (SENDING only)
 #include <cstdint>
 #include <string>
@@ -41,10 +44,13 @@ OutboxMessage NewOutboxMessage(MessageSpec spec, int64_t now_ms, const RetryPoli
 enum class DueAction {
   kNotDue,     // not SENDING, or next_retry_at still ahead: unchanged
   kRepublish,  // attempts+1, last_attempt_at now, next_retry_at now + backoff
-  kExhausted,  // the row already had max_attempts publishes: now FAILED (last_error
-               // says why: the last publish error, or that nobody acknowledged)
+  kExhausted,  // the row already had max_attempts publishes, or is older than the
+               // policy's max age: now FAILED (last_error says why: the last
+               // publish error, that nobody acknowledged, or its age)
 };
-// Recovery found the row due at `now_ms`.
+// Recovery found the row due at `now_ms`. The row's topic's policy applies
+// (RetryPolicy::ForTopic); a topic with a policy of its own also replaces
+// the budget stored in the row.
 DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy);
 
 // Recovery found the row due while re-publishing is pointless (nobody
@@ -66,8 +72,18 @@ AckEffect OnAck(OutboxMessage& row, int64_t now_ms);
 // The attempt was already counted when the publish started.
 bool OnPublishFailure(OutboxMessage& row, const std::string& error, int64_t now_ms);
 
+// The consumer answered that it will never process the message (a
+// business reject): a SENDING or FAILED row becomes FAILED with the reason
+// and kind "rejected", at once, with no further publish. True when the row
+// changed; a SENT row stays SENT (it was booked before).
+bool OnReject(OutboxMessage& row, const std::string& reason, int64_t now_ms);
+
 // An operator re-drives a FAILED row: SENDING, a fresh budget, due now.
 // FAILED_PRECONDITION for any other status.
 absl::Status OnRedrive(OutboxMessage& row, int64_t now_ms);
+
+// An operator has seen a FAILED row and leaves it FAILED: its alert stops.
+// FAILED_PRECONDITION for any other status.
+absl::Status OnAcknowledgeFailure(OutboxMessage& row, const std::string& by, int64_t now_ms);
 
 }  // namespace outbox

@@ -1,13 +1,15 @@
 #include "shared/sqlite/outbox_table.h"
 
 #include "absl/strings/str_cat.h"
+#include "shared/sqlite/schema.h"
 
 namespace outbox {
 
 const char* const kOutboxColumns =
     "o.id, o.message_id, o.biz_type, o.biz_key, o.topic, o.message_type, o.reply_to, o.payload, "
     "o.status, o.attempts, o.max_attempts, o.next_retry_at, o.last_attempt_at, o.last_error, "
-    "o.created_at, o.updated_at, o.sent_at, o.traceparent";
+    "o.created_at, o.updated_at, o.sent_at, o.traceparent, o.failure_kind, o.failure_group, "
+    "o.acknowledged_by";
 
 void CreateOutboxTable(SQLite::Database& db) {
   db.exec(R"sql(
@@ -42,6 +44,45 @@ void CreateOutboxTable(SQLite::Database& db) {
       name       TEXT PRIMARY KEY,
       holder     TEXT    NOT NULL,
       expires_at INTEGER NOT NULL
+    );
+  )sql");
+  CreateOutboxOperatorTables(db);
+}
+
+void CreateOutboxOperatorTables(SQLite::Database& db) {
+  // Added to outbox and outbox_archive alike, in the same order, so the
+  // archive's `INSERT ... SELECT *` copy keeps lining up.
+  for (const char* table : {"outbox", "outbox_archive"}) {
+    for (const char* column : {"failure_kind", "failure_group", "acknowledged_by"}) {
+      AddColumnIfMissing(db, table, column, "TEXT NOT NULL DEFAULT ''");
+    }
+  }
+  db.exec(R"sql(
+    -- Failure groups: FAILED rows counted and walked by group.
+    CREATE INDEX IF NOT EXISTS outbox_failure_group ON outbox (failure_group, id)
+      WHERE status = 'FAILED';
+    -- What happened to a message beyond "published once, acknowledged":
+    -- retries, failures, rejects, operator actions. Bounded per message;
+    -- deleted with the row when it is archived.
+    CREATE TABLE IF NOT EXISTS outbox_history (
+      id         INTEGER PRIMARY KEY,
+      message_id TEXT    NOT NULL,
+      at         INTEGER NOT NULL,
+      instance   TEXT    NOT NULL,
+      event      TEXT    NOT NULL,
+      detail     TEXT    NOT NULL DEFAULT ''
+    );
+    CREATE INDEX IF NOT EXISTS outbox_history_message ON outbox_history (message_id, id);
+    -- Every operator action that changed rows (or tried to), kept for good.
+    CREATE TABLE IF NOT EXISTS outbox_audit (
+      id      INTEGER PRIMARY KEY,
+      at      INTEGER NOT NULL,
+      actor   TEXT    NOT NULL,
+      action  TEXT    NOT NULL,
+      target  TEXT    NOT NULL,
+      dry_run INTEGER NOT NULL,
+      rows    INTEGER NOT NULL,
+      outcome TEXT    NOT NULL
     );
   )sql");
 }
@@ -103,6 +144,9 @@ OutboxMessage ReadOutboxMessage(SQLite::Statement& stmt, int first) {
   r.updated_at = stmt.getColumn(c++).getInt64();
   r.sent_at = stmt.getColumn(c++).getInt64();
   r.traceparent = stmt.getColumn(c++).getString();
+  r.failure_kind = stmt.getColumn(c++).getString();
+  r.failure_group = stmt.getColumn(c++).getString();
+  r.acknowledged_by = stmt.getColumn(c++).getString();
   return r;
 }
 
@@ -110,7 +154,8 @@ OutboxStateTable::OutboxStateTable(SQLite::Database& db)
     : load_(db, absl::StrCat("SELECT ", kOutboxColumns, " FROM outbox o WHERE o.message_id = ?")),
       save_(db, R"sql(
         UPDATE outbox SET status = ?2, attempts = ?3, next_retry_at = ?4, last_attempt_at = ?5,
-                          last_error = ?6, updated_at = ?7, sent_at = ?8
+                          last_error = ?6, updated_at = ?7, sent_at = ?8, failure_kind = ?9,
+                          failure_group = ?10, acknowledged_by = ?11
         WHERE id = ?1)sql") {}
 
 std::optional<OutboxMessage> OutboxStateTable::Load(const std::string& message_id) {
@@ -131,6 +176,9 @@ void OutboxStateTable::Save(const OutboxMessage& row) {
   save_.bind(6, row.last_error);
   save_.bind(7, static_cast<int64_t>(row.updated_at));
   save_.bind(8, static_cast<int64_t>(row.sent_at));
+  save_.bind(9, row.failure_kind);
+  save_.bind(10, row.failure_group);
+  save_.bind(11, row.acknowledged_by);
   save_.exec();
 }
 

@@ -22,9 +22,17 @@ namespace outbox {
 // Creates what the pattern keeps in the producer's database, unless it is
 // there: the outbox table with today's columns and the index due rows are
 // found by, outbox_archive and the index retention walks, and
-// recovery_lease. A producer calls it in a migration of its own schema
-// (schema.h), in the transaction that writes its business tables.
+// recovery_lease, and what CreateOutboxOperatorTables makes. A producer
+// calls it in a migration of its own schema (schema.h), in the transaction
+// that writes its business tables.
 void CreateOutboxTable(SQLite::Database& db);
+
+// What the operator's tools keep, added to an outbox made before them
+// (unless there): the failure_kind, failure_group and acknowledged_by
+// columns, the failure-group index, outbox_history and outbox_audit. A
+// producer whose file predates them calls it in a new migration of its
+// schema; CreateOutboxTable calls it too.
+void CreateOutboxOperatorTables(SQLite::Database& db);
 
 // Column list matching ReadOutboxMessage, for SELECTs (table alias "o").
 extern const char* const kOutboxColumns;

@@ -186,13 +186,15 @@ TEST_F(SchemaTest, ANewPaymentDbGetsTheLatestVersion) {
   auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
   ASSERT_OK(file);
   SQLite::Database db(path, SQLite::OPEN_READONLY);
-  EXPECT_EQ(SchemaVersion(db), 4);
-  EXPECT_EQ(PaymentDbSchema().latest(), 4);
-  for (const char* table : {"payments", "outbox", "outbox_archive", "recovery_lease"}) {
+  EXPECT_EQ(SchemaVersion(db), 5);
+  EXPECT_EQ(PaymentDbSchema().latest(), 5);
+  for (const char* table : {"payments", "outbox", "outbox_archive", "recovery_lease",
+                            "outbox_history", "outbox_audit"}) {
     EXPECT_TRUE(db.tableExists(table)) << table;
   }
   EXPECT_TRUE(HasIndex(db, "outbox_status_next_retry"));
   EXPECT_TRUE(HasIndex(db, "outbox_sent_at"));
+  EXPECT_TRUE(HasIndex(db, "outbox_failure_group"));
   for (const char* table : {"outbox", "outbox_archive"}) {
     for (const char* column : {"message_type", "reply_to", "traceparent"}) {
       EXPECT_TRUE(HasColumn(db, table, column)) << table << "." << column;

@@ -1,0 +1,61 @@
+#pragma once
+
+// Each message's history: what happened to it beyond "published once,
+// acknowledged" (the row itself says that much). Retries, their failures,
+// rejects, expiry and operator actions are appended, with the time and the
+// instance or operator, in the transaction that changes the row; the happy
+// path writes nothing. Kept for the newest kHistoryPerMessage events of a
+// message, deleted with the row when it is archived. Everything throws
+// SQLite::Exception and runs inside the caller's transaction.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+namespace outbox {
+
+inline constexpr int kHistoryPerMessage = 64;
+
+// The events, as stored in outbox_history.event.
+inline constexpr char kEventRepublished[] = "republished";       // recovery: attempt N
+inline constexpr char kEventPublishFailed[] = "publish_failed";  // returned, nacked, timed out
+inline constexpr char kEventFailed[] = "failed";                 // attempts spent, or too old
+inline constexpr char kEventRejected[] = "rejected";             // the consumer said no
+inline constexpr char kEventAcknowledged[] = "acknowledged";     // the consumer's reply, after retries
+inline constexpr char kEventRedriven[] = "redriven";             // an operator: FAILED -> SENDING
+inline constexpr char kEventFailureSeen[] = "failure_acknowledged";  // an operator: leave FAILED
+inline constexpr char kEventRepaired[] = "repaired";             // the checker's repair
+
+struct HistoryEvent {
+  int64_t id = 0;
+  std::string message_id;
+  int64_t at = 0;  // unix ms
+  std::string instance;  // the process or operator that did it
+  std::string event;
+  std::string detail;
+};
+
+// Appends events with statements prepared once (the transaction's owner
+// keeps one per transaction or longer).
+class HistoryLog {
+ public:
+  explicit HistoryLog(SQLite::Database& db);
+  void Append(const std::string& message_id, int64_t at_ms, const std::string& instance,
+              const std::string& event, const std::string& detail = "");
+
+ private:
+  SQLite::Statement insert_;
+  SQLite::Statement trim_;
+};
+
+// A message's events, oldest first.
+std::vector<HistoryEvent> ReadHistory(SQLite::Database& db, const std::string& message_id);
+
+// Deletes the events of these messages (their rows are being archived).
+void DeleteHistory(SQLite::Database& db, const std::vector<std::string>& message_ids);
+
+// Rows in outbox_history (the happy path's bench checks it stays 0).
+int64_t CountHistory(SQLite::Database& db);
+
+}  // namespace outbox
