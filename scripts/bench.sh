@@ -9,7 +9,11 @@
 #   3. outbox_bench open loop at the same rate with recovery_service running,
 #      while accounting_service is killed for BENCH_OUTAGE and started again
 #      (backlog at its return, and the rate at which it drains to SENT);
-#   4. claim_bench: recovery's claim of 1,000 due rows in a 5,000,000-row outbox.
+#   4. claim_bench: recovery's claim of 1,000 due rows in a 5,000,000-row outbox;
+#   5. the load curve (only when BENCH_RUNS names it): open loops at
+#      CURVE_RATES and saturation, each on fresh services: CPU, context
+#      switches, fsyncs and broker messages per payment, and p50/p99
+#      latencies, as a table, a CSV and a PNG (scripts/lib/bench_curve.sh).
 # outbox_bench prints CPU time per payment for every process over each whole
 # run (warm-up, window and drain to SENT): the figure to judge by, since
 # throughput on a shared machine measures the neighbours too.
@@ -18,6 +22,9 @@
 #
 # Environment knobs (defaults in brackets):
 #   BENCH_RUNS [throughput,latency,drain,claim]  which of the runs above to do
+#                            (curve: add it, or BENCH_RUNS=curve alone)
+#   CURVE_RATES, CURVE_DURATION, CURVE_ROUNDS, CURVE_BUILDS, CURVE_FSYNC, CURVE_PLOT,
+#   BENCH_OUT                the curve's knobs (scripts/lib/bench_curve.sh)
 #   BENCH_DURATION [20s]     measured drive phase of each outbox_bench run
 #   BENCH_WARMUP [3s]        warm-up before it
 #   BENCH_CONCURRENCY [64]   calls in flight in the closed-loop run
@@ -130,6 +137,17 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---------------------------------------------------------------- services
+# shellcheck source=SCRIPTDIR/lib/bench_curve.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench_curve.sh"  # curve_setup, curve_run
+
+# wanted RUN: whether BENCH_RUNS names RUN.
+wanted() {
+  [[ ,${BENCH_RUNS:-throughput,latency,drain,claim}, == *,$1,* ]]
+}
+
+# The curve's knobs, checked before the broker's start-up.
+if wanted curve; then curve_setup; fi
+
 say "starting a private RabbitMQ node (takes ~15 s)"
 # In the foreground: interrupted half-way, the node could be left running.
 "$ROOT/scripts/rabbitmq_node.sh" start "$BROKER_DIR" >/dev/null
@@ -310,11 +328,6 @@ wal_sizes() {
   printf '  %-45s%s\n' "WAL files at the end of the run" "${line:-none}"
 }
 
-# wanted RUN: whether BENCH_RUNS names RUN.
-wanted() {
-  [[ ,${BENCH_RUNS:-throughput,latency,drain,claim}, == *,$1,* ]]
-}
-
 # 1. Throughput: closed loop, baselines measured first in the same process.
 if wanted throughput; then
   start_services throughput
@@ -389,6 +402,11 @@ elif [[ -x $BIN/claim_bench ]]; then
   run "$BIN/claim_bench" --rows="$CLAIM_ROWS" --dir="$WORK/claim"
 else
   echo "claim_bench: $BIN/claim_bench was not built (it needs recovery_lib): skipped"
+fi
+
+# 5. The load curve: a point per offered rate, each on fresh services.
+if wanted curve; then
+  curve_run
 fi
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

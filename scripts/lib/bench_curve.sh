@@ -1,0 +1,240 @@
+# shellcheck shell=bash
+# The load curve, BENCH_RUNS=curve of scripts/bench.sh, which sources this
+# file after its own helpers (start_services, stop_services, run_outbox_bench,
+# PIDS, WORK, BIN, BROKER_DIR, say, die) and calls curve_run.
+#
+# One outbox_bench run per point of CURVE_RATES: an open loop at each rate,
+# and "sat", a closed loop at BENCH_CONCURRENCY. Every point gets fresh
+# services and databases; the broker node is the run's. While it runs,
+# `perf stat` counts the fsync and fdatasync calls of payment_service,
+# accounting_service and the broker (in-kernel tracepoint counters: no
+# ptrace stop per system call, as strace would add). Each point prints one
+# row; the rows go to $BENCH_OUT/curve.csv, the plot to $BENCH_OUT/curve.png
+# (scripts/plot_curve.py), and each point's whole report to $BENCH_OUT/reports/.
+#
+# Knobs:
+#   CURVE_RATES [100,200,500,1000,2000,sat]  offered payments/s; sat = closed loop
+#   CURVE_DURATION [20s]    measured phase of each point (BENCH_WARMUP before it)
+#   CURVE_ROUNDS [1]        how many times each point is run (per build)
+#   CURVE_BUILDS            LABEL=BIN_DIR,LABEL=BIN_DIR...: the services of several
+#                           builds, interleaved point by point (A, B, A, B...);
+#                           ratios are to the first. Default: BENCH_BUILD_DIR's bin/
+#   CURVE_FSYNC [1]         0: no fsync counting (no perf needed)
+#   CURVE_PLOT [1]          0: no PNG (no matplotlib needed)
+#   BENCH_OUT [a new /tmp/outbox_curve.* dir]   where the CSV, PNG and reports go
+
+# The CSV's columns, in order. Per payment: everything from cpu_us_* to
+# broker_msgs. Times are ms.
+CURVE_COLUMNS=(build point round offered_per_s concurrency achieved_per_s sent_per_s payments
+  cpu_us_payment cpu_us_accounting cpu_us_broker cpu_us_system cpu_us_client
+  switches_payment switches_accounting switches_broker
+  fsyncs_payment fsyncs_accounting fsyncs_broker broker_msgs
+  create_p50_ms create_p99_ms to_sent_p50_ms to_sent_p99_ms skipped failed load1)
+
+# The CSV's figures that outbox_bench's JSON line gives, in the CSV's order;
+# curve_point fills in the rest (the point, payments, fsyncs, load).
+CURVE_JSON_FRONT='.create_per_s, .sustained_sent_per_s'
+CURVE_JSON_CPU='.cpu_us_per_payment_payment, .cpu_us_per_payment_accounting,
+  .cpu_us_per_payment_broker, .cpu_us_per_payment_system, .cpu_us_per_payment_client,
+  .switches_per_payment_payment, .switches_per_payment_accounting, .switches_per_payment_broker'
+CURVE_JSON_BACK='.broker_messages_per_payment, .create_p50_ms, .create_p99_ms,
+  .to_sent_p50_ms, .to_sent_p99_ms, .create_skipped, .create_failed'
+
+# Figures as CSV fields: null (not measured) is an empty field.
+CURVE_JQ_CSV='map(if . == null then "" else tostring end) | join(",")'
+
+# curve_fsync_start DIR: a `perf stat` per process, counting its fsync and
+# fdatasync calls into DIR/fsync.<key>, until curve_fsync_stop.
+FSYNC_PIDS=()
+curve_fsync_start() {
+  local dir=$1 key pid
+  FSYNC_PIDS=()
+  [[ $CURVE_FSYNC == 1 ]] || return 0
+  for key in payment accounting broker; do
+    case $key in
+      payment) pid=$PAYMENT_PID ;;
+      accounting) pid=$ACCOUNTING_PID ;;
+      broker) pid=$(cat "$BROKER_DIR/rabbitmq.pid") ;;
+    esac
+    perf stat -x, -e syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync -p "$pid" \
+      -o "$dir/fsync.$key" >/dev/null 2>&1 &
+    FSYNC_PIDS+=($!)
+    PIDS+=($!)  # stopped on exit like a service
+  done
+}
+
+# curve_fsync_stop DIR: stops the counters; sets FSYNCS[key] (empty if unknown).
+declare -A FSYNCS
+curve_fsync_stop() {
+  local dir=$1 pid key left=()
+  FSYNCS=([payment]='' [accounting]='' [broker]='')
+  [[ $CURVE_FSYNC == 1 ]] || return 0
+  for pid in "${FSYNC_PIDS[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+  for pid in "${FSYNC_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do [[ " ${FSYNC_PIDS[*]} " == *" $pid "* ]] || left+=("$pid"); done
+  PIDS=("${left[@]}")
+  FSYNC_PIDS=()
+  for key in payment accounting broker; do
+    # "count,,event,...": both events counted, or nothing.
+    FSYNCS[$key]=$(awk -F, '$3 ~ /^syscalls:sys_enter_f(data)?sync$/ {
+        if ($1 ~ /^[0-9]+$/) { n += $1; seen++ } }
+      END { if (seen == 2) print n }' "$dir/fsync.$key" 2>/dev/null)
+  done
+}
+
+# curve_row CSV_LINE: prints it as a row of the table.
+curve_row() {
+  awk -F, -v w="$CURVE_WIDTH" '
+    function f(v, fmt) { return v == "" ? "n/a" : sprintf(fmt, v) }
+    {
+      offered = $2 == "sat" ? "sat(" $5 ")" : $4
+      printf "%-8s %-" w "s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s\n",
+        offered, $1, f($6, "%.0f"), f($8, "%.0f"),
+        f($9, "%.0f"), f($10, "%.0f"), f($11, "%.0f"), f($12, "%.0f"),
+        f($14, "%.2f"), f($15, "%.2f"), f($16, "%.2f"),
+        f($17, "%.3f"), f($18, "%.3f"), f($19, "%.3f"), f($20, "%.2f"),
+        f($21, "%.1f"), f($22, "%.1f"), f($23, "%.1f"), f($24, "%.1f")
+    }' <<<"$1"
+}
+
+curve_header() {
+  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%-28s|%-20s |%-20s |%5s |%-15s |%-15s\n" \
+    offered build achieved payments " CPU µs per payment" " switches/payment" \
+    " fsyncs/payment" msgs " create ms" " create->SENT ms"
+  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s\n" \
+    "per s" "" "per s" "" pay acc broker sum pay acc broker pay acc broker "/pay" \
+    p50 p99 p50 p99
+}
+
+# curve_point LABEL BIN_DIR POINT ROUND: one point on fresh services of the
+# build in BIN_DIR; appends its row to the CSV and prints it.
+curve_point() {
+  local label=$1 bin=$2 point=$3 round=$4 run saved json payments load1 line
+  run=curve-$label-$point-r$round
+  load1=$(cut -d' ' -f1 /proc/loadavg)
+  saved=$BIN
+  BIN=$bin  # the services of this build; outbox_bench stays BENCH_BUILD_DIR's
+  start_services "$run"
+  BIN=$saved
+  local load=(--rate="$point")
+  [[ $point == sat ]] && load=(--concurrency="$CONCURRENCY")
+  curve_fsync_start "$WORK/$run"
+  run_outbox_bench --label="$run" "${load[@]}" --duration="$CURVE_DURATION" --json=true \
+    >"$CURVE_OUT/reports/$run.txt" || die "outbox_bench ($run) failed: $CURVE_OUT/reports/$run.txt"
+  curve_fsync_stop "$WORK/$run"
+  stop_services
+  json=$(grep '^{' "$CURVE_OUT/reports/$run.txt" | tail -n 1)
+  [[ -n $json ]] || die "$run: no JSON line in $CURVE_OUT/reports/$run.txt"
+  # Payments made over the whole run (warm-up included), as the per-payment
+  # figures divide by: from the whole run's heading.
+  payments=$(sed -nE 's/^CPU per payment, whole run .* ([0-9]+) payments\)$/\1/p' \
+    "$CURVE_OUT/reports/$run.txt")
+  local per=() key
+  for key in payment accounting broker; do
+    per+=("$(awk -v n="${FSYNCS[$key]}" -v p="$payments" \
+      'BEGIN { if (n != "" && p > 0) printf "%.4f", n / p }')")
+  done
+  if [[ $point == sat ]]; then
+    line="$label,$point,$round,,$CONCURRENCY,"
+  else
+    line="$label,$point,$round,$point,,"
+  fi
+  line+=$(jq -r "[$CURVE_JSON_FRONT] | $CURVE_JQ_CSV" <<<"$json")
+  line+=",$payments,"
+  line+=$(jq -r "[$CURVE_JSON_CPU] | $CURVE_JQ_CSV" <<<"$json")
+  line+=",${per[0]},${per[1]},${per[2]},"
+  line+=$(jq -r "[$CURVE_JSON_BACK] | $CURVE_JQ_CSV" <<<"$json")
+  line+=",$load1"
+  echo "$line" >>"$CURVE_CSV"
+  curve_row "$line"
+}
+
+# curve_ratio POINT: with several builds, each one's median system CPU per
+# payment at POINT over the first build's.
+curve_ratio() {
+  awk -F, -v point="$1" -v builds="${CURVE_LABELS[*]}" '
+    function median(s,   a, n, i, j, t) {
+      n = split(s, a, " ")
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+      return n == 0 ? "" : (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2)
+    }
+    NR > 1 && $2 == point && $12 != "" { v[$1] = v[$1] " " $12 }
+    END {
+      n = split(builds, b, " ")
+      base = median(v[b[1]])
+      for (i = 2; i <= n; i++) {
+        m = median(v[b[i]])
+        if (base > 0 && m != "") out = out sprintf("  %s/%s %.2fx", b[i], b[1], m / base)
+      }
+      if (out != "") printf "%-8s system CPU per payment (median):%s\n", "", out
+    }' "$CURVE_CSV"
+}
+
+# curve_setup: checks the knobs, gets perf and matplotlib if they are
+# needed and missing, makes BENCH_OUT.
+curve_setup() {
+  CURVE_RATES=${CURVE_RATES:-100,200,500,1000,2000,sat}
+  CURVE_DURATION=${CURVE_DURATION:-20s}
+  CURVE_ROUNDS=${CURVE_ROUNDS:-1}
+  CURVE_FSYNC=${CURVE_FSYNC:-1}
+  local builds=() p b label dir
+  IFS=, read -r -a CURVE_POINTS <<<"$CURVE_RATES"
+  for p in "${CURVE_POINTS[@]}"; do
+    [[ $p == sat || $p =~ ^[1-9][0-9]*$ ]] || die "CURVE_RATES: payments/s or sat, not '$p'"
+  done
+  [[ $CURVE_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "CURVE_ROUNDS must be a positive number"
+  ((SHARDS == 1 && ACC_SHARDS == 1)) || die "the curve runs without shards"
+  IFS=, read -r -a builds <<<"${CURVE_BUILDS:-$(basename "$BUILD_DIR")=$BIN}"
+  CURVE_LABELS=() CURVE_DIRS=() CURVE_WIDTH=5  # the table's build column
+  for b in "${builds[@]}"; do
+    label=${b%%=*} dir=${b#*=}
+    [[ $b == *=* && $label =~ ^[A-Za-z0-9_-]+$ ]] || die "CURVE_BUILDS: LABEL=BIN_DIR, LABEL of [A-Za-z0-9_-], not '$b'"
+    for p in payment_service accounting_service; do
+      [[ -x $dir/$p ]] || die "CURVE_BUILDS: $dir/$p is missing"
+    done
+    CURVE_LABELS+=("$label") CURVE_DIRS+=("$(cd "$dir" && pwd)")
+    ((${#label} <= CURVE_WIDTH)) || CURVE_WIDTH=${#label}
+  done
+  if [[ $CURVE_FSYNC == 1 ]]; then
+    command -v perf >/dev/null || apt-get install -y -q linux-perf >/dev/null ||
+      die "fsync counting needs perf (linux-perf); CURVE_FSYNC=0 goes without"
+    perf stat -e syscalls:sys_enter_fdatasync -- true >/dev/null 2>&1 ||
+      die "perf cannot count syscalls:sys_enter_fdatasync (tracefs mounted? root?); CURVE_FSYNC=0 goes without"
+  fi
+  if [[ ${CURVE_PLOT:-1} == 1 ]] && ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    apt-get install -y -q --no-install-recommends python3-matplotlib >/dev/null ||
+      die "the plot needs python3-matplotlib; CURVE_PLOT=0 goes without"
+  fi
+  CURVE_OUT=${BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/outbox_curve.XXXXXX")}
+  mkdir -p "$CURVE_OUT/reports"
+  CURVE_OUT=$(cd "$CURVE_OUT" && pwd)
+  CURVE_CSV=$CURVE_OUT/curve.csv
+  (IFS=,; echo "${CURVE_COLUMNS[*]}") >"$CURVE_CSV"
+}
+
+# curve_run: the whole curve, then the CSV's path and the plot.
+curve_run() {
+  local p b round
+  echo
+  echo "load curve: $CURVE_RATES payments/s (sat: $CONCURRENCY in flight), ${CURVE_DURATION} each" \
+    "after ${WARMUP} warm-up, $CURVE_ROUNDS round(s), builds: ${CURVE_LABELS[*]}"
+  echo "per payment over the whole run (warm-up, window, drain to SENT); fsyncs: fsync + fdatasync"
+  echo "rows also go to $CURVE_CSV"
+  curve_header
+  for p in "${CURVE_POINTS[@]}"; do
+    for ((round = 1; round <= CURVE_ROUNDS; round++)); do
+      for ((b = 0; b < ${#CURVE_LABELS[@]}; b++)); do
+        say "curve: point $p, ${CURVE_LABELS[b]}, round $round/$CURVE_ROUNDS"
+        curve_point "${CURVE_LABELS[b]}" "${CURVE_DIRS[b]}" "$p" "$round"
+      done
+    done
+    ((${#CURVE_LABELS[@]} == 1)) || curve_ratio "$p"
+  done
+  echo "CSV: $CURVE_CSV"
+  echo "reports: $CURVE_OUT/reports/"
+  [[ ${CURVE_PLOT:-1} == 1 ]] || return 0
+  /usr/bin/python3 "$ROOT/scripts/plot_curve.py" "$CURVE_CSV" "$CURVE_OUT/curve.png" \
+    --title "outbox load curve: $(hostname), $(nproc) cores, ${CURVE_DURATION} per point, $(date -u +%Y-%m-%d)" ||
+    die "plot failed (the CSV is written)"
+  echo "plot: $CURVE_OUT/curve.png"
+}
