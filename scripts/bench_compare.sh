@@ -11,7 +11,13 @@
 #   accounting_service, recovery_service; NEW_BIN also outbox_bench).
 #        scripts/bench_compare.sh --summary FIGURES.jsonl
 #   prints the table again from a kept run's figures.
-# Env: as scripts/bench.sh (BENCH_DURATION, BENCH_CONCURRENCY, BENCH_RATE...);
+#        BENCH_RUNS=curve scripts/bench_compare.sh OLD_BIN NEW_BIN [ROUNDS (3)]
+#   the load curve instead (scripts/lib/bench_curve.sh): one bench.sh run,
+#   one broker, each point ROUNDS times old, new, old, new... on fresh
+#   services; both rows per point, then new/old of the system CPU per
+#   payment (medians); the CSV and a PNG with both builds in BENCH_OUT.
+# Env: as scripts/bench.sh (BENCH_DURATION, BENCH_CONCURRENCY, BENCH_RATE,
+#   CURVE_RATES, CURVE_DURATION...);
 #   BENCH_COMPARE_KEEP=1 keeps the temp dir with every run's report.
 set -euo pipefail
 
@@ -49,13 +55,18 @@ if [[ ${1:-} == --summary ]]; then
   exit
 fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-(($# >= 2)) || { sed -n '2,16p' "$0" >&2; exit 2; }
+(($# >= 2)) || { sed -n '2,22p' "$0" >&2; exit 2; }
 OLD=$(cd "$1" && pwd) NEW=$(cd "$2" && pwd) ROUNDS=${3:-3}
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "bench_compare: ROUNDS must be a positive number" >&2; exit 2; }
 for b in payment_service accounting_service recovery_service; do
   [[ -x $OLD/$b && -x $NEW/$b ]] || { echo "bench_compare: $b missing in $OLD or $NEW" >&2; exit 2; }
 done
 [[ -x $NEW/outbox_bench ]] || { echo "bench_compare: $NEW/outbox_bench is missing" >&2; exit 2; }
+RUNS=${BENCH_RUNS:-throughput,latency}
+if [[ ,$RUNS, == *,curve,* && $RUNS != curve ]]; then
+  echo "bench_compare: the curve is compared alone (BENCH_RUNS=curve)" >&2
+  exit 2
+fi
 command -v jq >/dev/null || bash "$ROOT/scripts/install_deps.sh"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench_compare.XXXXXX")
@@ -71,12 +82,21 @@ for side in old new; do
   ln -s "$NEW/outbox_bench" "$WORK/$side/bin/outbox_bench"
 done
 
+if [[ $RUNS == curve ]]; then
+  # Interleaved point by point inside one bench.sh run (CURVE_BUILDS).
+  echo "old: $OLD"
+  echo "new: $NEW"
+  BENCH_SKIP_BUILD=1 BENCH_BUILD_DIR="$WORK/new" BENCH_RUNS=curve CURVE_ROUNDS="$ROUNDS" \
+    CURVE_BUILDS="old=$WORK/old/bin,new=$WORK/new/bin" "$ROOT/scripts/bench.sh"
+  exit
+fi
+
 : >"$WORK/figures.jsonl"
 for ((round = 1; round <= ROUNDS; round++)); do
   for side in old new; do
     echo "bench_compare: round $round/$ROUNDS, $side" >&2
     BENCH_SKIP_BUILD=1 BENCH_BUILD_DIR="$WORK/$side" BENCH_JSON=1 \
-      BENCH_RUNS="${BENCH_RUNS:-throughput,latency}" \
+      BENCH_RUNS="$RUNS" \
       "$ROOT/scripts/bench.sh" >"$WORK/$side.$round.txt"
     grep '^{' "$WORK/$side.$round.txt" | jq -c --arg side "$side" '. + {side: $side}' \
       >>"$WORK/figures.jsonl"
