@@ -20,6 +20,7 @@ absl::StatusOr<PaymentEvent> DecodePaymentCreated(const std::string& body,
   e.amount_minor = msg.amount_minor();
   e.currency = msg.currency();
   e.batch_replies_accepted = msg.batch_replies_accepted();
+  e.rejects_accepted = msg.rejects_accepted();
   absl::Status s = ValidatePaymentEvent(e, max_amount_minor);
   if (!s.ok()) return s;
   if (!amqp_message_id.empty() && amqp_message_id != e.message_id) {
@@ -38,6 +39,7 @@ void Fill(const Accounted& a, int64_t accounted_at_ms, events::v1::PaymentAccoun
   msg->set_duplicate(a.duplicate);
   msg->set_accounted_at_unix_ms(accounted_at_ms);
   msg->set_traceparent(a.traceparent);
+  msg->set_rejected_reason(a.rejected_reason);
 }
 
 }  // namespace
@@ -45,8 +47,12 @@ void Fill(const Accounted& a, int64_t accounted_at_ms, events::v1::PaymentAccoun
 std::string EncodePaymentAccounted(const std::string& message_id, const std::string& payment_id,
                                    const std::string& voucher_id, bool duplicate,
                                    int64_t accounted_at_ms) {
+  return EncodePaymentAccounted({message_id, payment_id, voucher_id, duplicate}, accounted_at_ms);
+}
+
+std::string EncodePaymentAccounted(const Accounted& accounted, int64_t accounted_at_ms) {
   events::v1::PaymentAccounted msg;
-  Fill({message_id, payment_id, voucher_id, duplicate}, accounted_at_ms, &msg);
+  Fill(accounted, accounted_at_ms, &msg);
   return msg.SerializeAsString();
 }
 

@@ -27,13 +27,15 @@ struct Accounted {
   std::string message_id;  // the PaymentCreated message answered
   std::string payment_id;
   std::string voucher_id;
-  bool duplicate = false;   // booked before: this is its voucher
-  std::string traceparent;  // accounting's span of the message's trace ("" if none)
+  bool duplicate = false;       // booked before: this is its voucher
+  std::string traceparent;      // accounting's span of the message's trace ("" if none)
+  std::string rejected_reason;  // not empty: a business reject (no voucher)
 };
 
 std::string EncodePaymentAccounted(const std::string& message_id, const std::string& payment_id,
                                    const std::string& voucher_id, bool duplicate,
                                    int64_t accounted_at_ms);
+std::string EncodePaymentAccounted(const Accounted& accounted, int64_t accounted_at_ms);
 std::string EncodePaymentsAccounted(const std::vector<Accounted>& accounted,
                                     int64_t accounted_at_ms);
 

@@ -36,6 +36,11 @@ ABSL_FLAG(std::string, reply_queues, EnvOr("REPLY_QUEUES", ""),
           "shard's (e.g. ACC_QUEUE.s0,ACC_QUEUE.s1); replies go to each message's reply_to "
           "[env REPLY_QUEUES]");
 
+ABSL_FLAG(std::string, accepted_currencies, EnvOr("ACCEPTED_CURRENCIES", ""),
+          "currencies accounting keeps, comma-separated ISO 4217 codes (e.g. EUR,USD); a payment "
+          "in another is answered with a business reject (the payment's row turns FAILED, kind "
+          "rejected). Empty: any [env ACCEPTED_CURRENCIES]");
+
 namespace outbox::accounting {
 
 absl::StatusOr<AccountingServiceOptions> OptionsFromFlags() {
@@ -49,6 +54,7 @@ absl::StatusOr<AccountingServiceOptions> OptionsFromFlags() {
   o.shard = absl::GetFlag(FLAGS_accounting_shard);
   o.processed_retention = absl::GetFlag(FLAGS_processed_retention);
   o.reply_queues = absl::StrSplit(absl::GetFlag(FLAGS_reply_queues), ',', absl::SkipEmpty());
+  o.currencies = absl::StrSplit(absl::GetFlag(FLAGS_accepted_currencies), ',', absl::SkipEmpty());
   return o;
 }
 
@@ -63,6 +69,14 @@ absl::Status AccountingServiceOptions::Validate() const {
   }
   if (processed_retention < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--processed_retention must be >= 0 (0 keeps every id)");
+  }
+  for (const std::string& c : currencies) {
+    bool iso = c.size() == 3;
+    for (char ch : c) iso = iso && ch >= 'A' && ch <= 'Z';
+    if (!iso) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--accepted_currencies: '", c, "' is not an ISO 4217 code (e.g. EUR)"));
+    }
   }
   return absl::OkStatus();
 }

@@ -23,6 +23,7 @@ struct AccountingServiceOptions {
   int shard = 0;                                          // --accounting_shard
   absl::Duration processed_retention = absl::Hours(720);  // zero keeps every id
   std::vector<std::string> reply_queues;  // --reply_queues, split, empty names dropped
+  std::vector<std::string> currencies;    // --accepted_currencies, split; empty = any
   ServiceConfig service;                  // the flags every service shares
   BearerTokenCheck auth;                  // from --api_token_file
 

@@ -18,7 +18,8 @@ absl::Status RunAccountingService(const AccountingServiceOptions& options) {
   const int shard = options.shard;
   ConsumerOptions consumer_options{config.payment_event_queue(shard), config.acc_queue,
                                    options.prefetch};
-  consumer_options.max_amount_minor = config.max_amount_minor;
+  consumer_options.rules.max_amount_minor = config.max_amount_minor;
+  consumer_options.rules.currencies = options.currencies;
   consumer_options.keys = config.keys();
   PrunerOptions pruning;
   pruning.retention = options.processed_retention;

@@ -30,10 +30,21 @@ outbox::ConsumerOptions Generic(const ConsumerOptions& o) {
 }  // namespace
 
 absl::StatusOr<PaymentEvent> VoucherHandler::Decode(const Delivery& delivery) {
+  // The booking rules are applied here, not by the codec: a publisher that
+  // understands rejects gets one (Rejects), an older one a dead letter.
   ASSIGN_OR_RETURN(PaymentEvent event,
-                   DecodePaymentCreated(delivery.body, delivery.message_id, max_amount_minor_));
+                   DecodePaymentCreated(delivery.body, delivery.message_id, INT64_MAX));
+  if (!event.rejects_accepted) {
+    if (std::string reason = RejectReason(event, rules_); !reason.empty()) {
+      return absl::InvalidArgumentError(reason);
+    }
+  }
   event.traceparent = delivery.traceparent;
   return event;
+}
+
+std::string VoucherHandler::Rejects(const PaymentEvent& event) {
+  return event.rejects_accepted ? RejectReason(event, rules_) : "";
 }
 
 absl::StatusOr<std::vector<Applied>> VoucherHandler::ApplyBatch(
@@ -55,7 +66,11 @@ std::vector<Reply> VoucherHandler::Replies(const std::vector<Answered<PaymentEve
   for (size_t i = 0; i < batch.size(); ++i) {
     const PaymentEvent& e = batch[i].message;
     const Applied& o = batch[i].applied;
-    if (LogEnabled(LogLevel::kDebug)) {
+    if (!o.rejected_reason.empty()) {
+      LogWarning("payment_rejected",
+                 {KV("payment_id", e.payment_id), KV("message_id", e.message_id),
+                  KV("reason", o.rejected_reason)});
+    } else if (LogEnabled(LogLevel::kDebug)) {
       LogDebug(o.duplicate ? "payment_duplicate" : "voucher_booked",
                {KV("payment_id", e.payment_id), KV("message_id", e.message_id),
                 KV("trace_id", TraceIdOf(e.traceparent)), KV("voucher_id", o.reference),
@@ -68,8 +83,9 @@ std::vector<Reply> VoucherHandler::Replies(const std::vector<Answered<PaymentEve
     if (!e.batch_replies_accepted) {  // an older publisher: a reply of its own
       replies.push_back(
           {{batch[i].reply_to, e.message_id,
-            EncodePaymentAccounted(e.message_id, e.payment_id, o.reference, o.duplicate, now), "",
-            kPaymentAccountedType, traceparent},
+            EncodePaymentAccounted(
+                {e.message_id, e.payment_id, o.reference, o.duplicate, "", o.rejected_reason}, now),
+            "", kPaymentAccountedType, traceparent},
            {i}});
       continue;
     }
@@ -79,7 +95,7 @@ std::vector<Reply> VoucherHandler::Replies(const std::vector<Answered<PaymentEve
     }
     replies[it->second].answers.push_back(i);
     batch_lists[it->second].push_back(
-        {e.message_id, e.payment_id, o.reference, o.duplicate, traceparent});
+        {e.message_id, e.payment_id, o.reference, o.duplicate, traceparent, o.rejected_reason});
   }
   for (const auto& [index, list] : batch_lists) {
     // Its id names the first message it answers and how many it does.
@@ -92,7 +108,7 @@ std::vector<Reply> VoucherHandler::Replies(const std::vector<Answered<PaymentEve
 PaymentConsumer::PaymentConsumer(MessageConsumer& payments, MessagePublisher& replies,
                                  VoucherLedger& ledger, const Clock& clock,
                                  MetricsRegistry& metrics, ConsumerOptions options)
-    : handler_(ledger, clock, options.max_amount_minor),
+    : handler_(ledger, clock, options.rules),
       consumer_(payments, replies, handler_, clock, metrics, Generic(options)) {}
 
 }  // namespace outbox::accounting

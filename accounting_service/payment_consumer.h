@@ -22,7 +22,7 @@ struct ConsumerOptions {
   std::string acc_queue = "ACC_QUEUE";  // replies for messages without reply_to
   int prefetch = 256;
   absl::Duration confirm_timeout = absl::Seconds(5);
-  int64_t max_amount_minor = kDefaultMaxAmountMinor;  // larger amounts are dead-lettered
+  BookingRules rules;  // what is booked; the rest is rejected (or dead-lettered)
   // Events must be signed by one of these keys; null = unsigned accepted.
   // (Replies are signed by the publisher given, a SigningPublisher.)
   const MessageKeys* keys = nullptr;
@@ -31,17 +31,19 @@ struct ConsumerOptions {
 // Accounting's side of the consumer: decode, book, answer.
 class VoucherHandler final : public MessageHandler<PaymentEvent> {
  public:
-  VoucherHandler(VoucherLedger& ledger, const Clock& clock, int64_t max_amount_minor)
-      : ledger_(ledger), clock_(clock), max_amount_minor_(max_amount_minor) {}
+  VoucherHandler(VoucherLedger& ledger, const Clock& clock, BookingRules rules)
+      : ledger_(ledger), clock_(clock), rules_(std::move(rules)) {}
 
   absl::StatusOr<PaymentEvent> Decode(const Delivery& delivery) override;
+  // RejectReason under the rules, for publishers that understand rejects.
+  std::string Rejects(const PaymentEvent& event) override;
   absl::StatusOr<std::vector<Applied>> ApplyBatch(const std::vector<PaymentEvent>& batch) override;
   std::vector<Reply> Replies(const std::vector<Answered<PaymentEvent>>& batch) override;
 
  private:
   VoucherLedger& ledger_;
   const Clock& clock_;
-  const int64_t max_amount_minor_;
+  const BookingRules rules_;
 };
 
 class PaymentConsumer {

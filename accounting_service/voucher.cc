@@ -1,5 +1,9 @@
 #include "accounting_service/voucher.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
+
 #include "absl/strings/str_cat.h"
 
 namespace outbox::accounting {
@@ -24,6 +28,19 @@ absl::Status ValidatePaymentEvent(const PaymentEvent& e, int64_t max_amount_mino
     return absl::InvalidArgumentError(
         absl::StrCat("currency '", e.currency, "' is not an ISO 4217 code"));
   return absl::OkStatus();
+}
+
+std::string RejectReason(const PaymentEvent& e, const BookingRules& rules) {
+  if (e.amount_minor > rules.max_amount_minor) {
+    return absl::StrCat("amount_minor ", e.amount_minor, " is over accounting's limit of ",
+                        rules.max_amount_minor);
+  }
+  if (!rules.currencies.empty() && std::find(rules.currencies.begin(), rules.currencies.end(),
+                                             e.currency) == rules.currencies.end()) {
+    return absl::StrCat("currency '", e.currency, "' is not kept by accounting (it keeps ",
+                        absl::StrJoin(rules.currencies, ", "), ")");
+  }
+  return "";
 }
 
 }  // namespace outbox::accounting

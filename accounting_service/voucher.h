@@ -3,6 +3,7 @@
 // Domain types of the accounting service, free of protobuf.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "service_kit/money.h"
@@ -21,7 +22,20 @@ struct PaymentEvent {
   // The publisher understands a PaymentsAccounted: it may be answered in
   // one reply with the rest of its batch.
   bool batch_replies_accepted = false;
+  // The publisher understands business rejects (BookingRules).
+  bool rejects_accepted = false;
 };
+
+// What accounting books: a well-formed payment outside these is rejected
+// (answered "rejected, because ..."), or dead-lettered when its publisher
+// does not understand rejects.
+struct BookingRules {
+  int64_t max_amount_minor = kDefaultMaxAmountMinor;
+  std::vector<std::string> currencies;  // kept currencies; empty = any ISO 4217 code
+};
+
+// Why `event` will never be booked under `rules`; "" when it may be.
+std::string RejectReason(const PaymentEvent& event, const BookingRules& rules);
 
 // INVALID_ARGUMENT naming the bad field: such a message is dead-lettered.
 absl::Status ValidatePaymentEvent(const PaymentEvent& event,

@@ -68,6 +68,9 @@ class TimedRepository final : public OutboxRepository {
     ++transactions_;
     return tally;
   }
+  absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects) override {
+    return inner_.RecordRejects(rejects);
+  }
   absl::Status RecordPublishFailure(const std::vector<std::string>& ids,
                                     const std::string& error) override {
     return inner_.RecordPublishFailure(ids, error);

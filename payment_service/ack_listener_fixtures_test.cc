@@ -128,9 +128,10 @@ TEST_F(PaymentAccountedFixturesTest, FieldsThisProtoDoesNotDefineAreIgnored) {
 }
 
 // Every earlier PaymentCreated fixture, encoded from its own commit's proto,
-// is what today's codec writes for the same event but for the one field
-// added since: batch_replies_accepted, which older publishers leave unset
-// (so accounting answers them one reply per message).
+// is what today's codec writes for the same event but for the fields added
+// since: batch_replies_accepted and rejects_accepted, which older publishers
+// leave unset (so accounting answers them one reply per message, and
+// dead-letters what it will not book instead of rejecting it).
 TEST(PaymentCreatedFixtureTest, TodaysCodecWritesEveryEarlierBodyAndAcceptsBatchReplies) {
   for (const std::string name :
        {"payment_created.b5a0d70", "payment_created.51a1460", "payment_created.0021044",
@@ -147,24 +148,33 @@ TEST(PaymentCreatedFixtureTest, TodaysCodecWritesEveryEarlierBodyAndAcceptsBatch
     input.currency = "EUR";
     input.description = "fixture";
     EXPECT_FALSE(event.batch_replies_accepted());
+    EXPECT_FALSE(event.rejects_accepted());
     event.set_batch_replies_accepted(true);
+    event.set_rejects_accepted(true);
     EXPECT_EQ(EncodePaymentCreated(d->message_id, event.payment_id(), input, 1795312800000),
               event.SerializeAsString());
   }
 }
 
-TEST(PaymentCreatedFixtureTest, TodaysCodecWritesTheCurrentFixturesBytes) {
+// The newest fixture's bytes are today's but for rejects_accepted (field
+// 11), which builds since write as well.
+TEST(PaymentCreatedFixtureTest, TodaysCodecWritesTheNewestFixturesBytesPlusRejectsAccepted) {
   auto d = ReadMessageFixture(kFixtures, "payment_created.5ca9c6c");
   ASSERT_OK(d);
   events::v1::PaymentCreated event;
   ASSERT_TRUE(event.ParseFromString(d->body));
+  EXPECT_TRUE(event.batch_replies_accepted());
+  EXPECT_FALSE(event.rejects_accepted());
+  event.set_rejects_accepted(true);
   PaymentInput input;
   input.payer_account = "alice";
   input.payee_account = "bob";
   input.amount_minor = 12345;
   input.currency = "EUR";
   input.description = "fixture";
-  EXPECT_EQ(EncodePaymentCreated(d->message_id, event.payment_id(), input, 1795312800000), d->body);
+  EXPECT_EQ(EncodePaymentCreated(d->message_id, event.payment_id(), input, 1795312800000),
+            event.SerializeAsString());
+  EXPECT_EQ(event.SerializeAsString(), d->body + std::string("X\x01"));  // field 11, varint 1
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ std::string EncodePaymentCreated(const std::string& message_id, const std::strin
   event.set_description(input.description);
   event.set_created_at_unix_ms(created_at_ms);
   event.set_batch_replies_accepted(true);
+  event.set_rejects_accepted(true);
   return event.SerializeAsString();
 }
 
@@ -31,6 +32,7 @@ absl::StatusOr<Acknowledgement> ToAcknowledgement(const events::v1::PaymentAccou
   ack.biz_key = event.payment_id();
   ack.duplicate = event.duplicate();
   ack.traceparent = event.traceparent();
+  ack.rejected_reason = event.rejected_reason();
   return ack;
 }
 

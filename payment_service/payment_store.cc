@@ -171,9 +171,20 @@ absl::Status PaymentStore::RecordPublishFailure(const std::vector<std::string>& 
                                                 const std::string& error, int64_t now_ms) {
   MutexLock lock(&db_->write_mu);
   return WriteTransaction(*db_->writer, [&] {
-    outbox::RecordPublishFailure(*db_->writer, message_ids, error, now_ms);
+    outbox::RecordPublishFailure(*db_->writer, message_ids, error, now_ms, "payment_service");
     return absl::OkStatus();
   });
+}
+
+absl::StatusOr<int> PaymentStore::RecordRejects(const std::vector<Rejection>& rejects,
+                                                int64_t now_ms) {
+  MutexLock lock(&db_->write_mu);
+  int changed = 0;
+  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
+    changed = outbox::RecordRejects(*db_->writer, rejects, now_ms);
+    return absl::OkStatus();
+  }));
+  return changed;
 }
 
 absl::StatusOr<int64_t> PaymentStore::CountSending(int64_t limit) {

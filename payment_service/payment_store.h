@@ -62,6 +62,10 @@ class PaymentStore final {
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error, int64_t now_ms);
 
+  // Closes rejected rows FAILED (OnReject), in a transaction of its own:
+  // rejects are rare and need not wait for a group.
+  absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects, int64_t now_ms);
+
   // SENDING rows (published or not, awaiting accounting's reply), counted
   // up to `limit` (the count stops there, so it stays cheap in an outage).
   absl::StatusOr<int64_t> CountSending(int64_t limit);

@@ -65,6 +65,10 @@ class PaymentWriter final : public OutboxRepository {
   CreateOutcome Create(const PaymentInput& input, const std::string& traceparent = "");
   // Blocks until the rows are marked SENT in a group.
   absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override;
+  // Closes rejected rows FAILED (its own short transaction).
+  absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects) override {
+    return store_.RecordRejects(rejects, clock_.NowMillis());
+  }
   // Notes a failed publish on the rows (its own short transaction).
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error) override;

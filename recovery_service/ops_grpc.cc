@@ -9,6 +9,7 @@
 #include "service_kit/grpc/proto_convert.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
+#include "shared/outbox/failure.h"
 
 namespace outbox::recovery {
 namespace {
@@ -33,6 +34,25 @@ void ToProto(const OutboxMessage& r, ::ops::v1::OutboxMessage* out) {
   out->set_trace_id(TraceIdOf(r.traceparent));
   out->set_message_type(r.message_type);
   out->set_reply_to(r.reply_to);
+  out->set_failure_kind(r.failure_kind);
+  out->set_failure_group(r.failure_group);
+  out->set_acknowledged_by(r.acknowledged_by);
+}
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  const int64_t ns = absl::ToInt64Nanoseconds(d);
+  out->set_seconds(ns / 1000000000);
+  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
+}
+
+// A group id as FailureGroupOf makes them: 12 lower-case hex digits.
+absl::Status CheckGroupId(const std::string& group) {
+  bool ok = group.size() == 12;
+  for (char c : group) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("group '", group,
+                                                 "' is not a failure group id (12 hex digits, as "
+                                                 "ListFailureGroups shows them)"));
 }
 
 }  // namespace
@@ -72,9 +92,10 @@ grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext* context,
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->message_id().empty())
     return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
-  auto row = store_.Redrive(req->message_id(), clock_.NowMillis());
+  const std::string actor = auth_.Actor(*context);
+  auto row = store_.Redrive(req->message_id(), clock_.NowMillis(), actor);
   if (!row.ok()) return ToGrpcStatus(row.status());
-  LogInfo("message_redriven", {KV("message_id", req->message_id())});
+  LogInfo("message_redriven", {KV("message_id", req->message_id()), KV("actor", actor)});
   ToProto(*row, resp);
   return grpc::Status::OK;
 }
@@ -83,11 +104,145 @@ grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext* context,
                                           const ::ops::v1::RedriveFailedRequest* req,
                                           ::ops::v1::RedriveFailedResponse* resp) {
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
-  auto n = store_.RedriveAllFailed(req->dry_run(), clock_.NowMillis());
+  if (!req->group().empty()) {
+    if (absl::Status s = CheckGroupId(req->group()); !s.ok()) return ToGrpcStatus(s);
+  }
+  const std::string actor = auth_.Actor(*context);
+  auto n = store_.RedriveFailed(req->group(), req->dry_run(), clock_.NowMillis(), actor);
   if (!n.ok()) return ToGrpcStatus(n.status());
-  if (!req->dry_run()) LogInfo("failed_messages_redriven", {KV("messages", *n)});
+  if (!req->dry_run()) {
+    LogInfo("failed_messages_redriven",
+            {KV("messages", *n), KV("group", req->group()), KV("actor", actor)});
+  }
   resp->set_count(*n);
   resp->set_dry_run(req->dry_run());
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::ListFailureGroups(grpc::ServerContext* context,
+                                              const ::ops::v1::ListFailureGroupsRequest* req,
+                                              ::ops::v1::ListFailureGroupsResponse* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
+  if (req->limit() < 0)
+    return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
+  const std::string& kind = req->kind();
+  if (!kind.empty() && kind != kFailureExhausted && kind != kFailureRejected &&
+      kind != kFailureExpired) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("kind '", kind, "' is not exhausted, rejected or expired")));
+  }
+  auto groups = store_.FailureGroups(
+      req->limit() == 0 ? kDefaultPageSize : std::min(req->limit(), kMaxPageSize), kind);
+  if (!groups.ok()) return ToGrpcStatus(groups.status());
+  for (const FailureGroup& g : *groups) {
+    auto* out = resp->add_groups();
+    out->set_group(g.group);
+    out->set_topic(g.topic);
+    out->set_kind(g.kind);
+    out->set_pattern(g.pattern);
+    out->set_count(g.count);
+    out->set_acknowledged(g.acknowledged);
+    SetTimestamp(g.first_seen, out->mutable_first_seen());
+    SetTimestamp(g.last_seen, out->mutable_last_seen());
+    out->set_example_message_id(g.example_message_id);
+    out->set_example_error(g.example_error);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::AcknowledgeFailure(grpc::ServerContext* context,
+                                               const ::ops::v1::AcknowledgeFailureRequest* req,
+                                               ::ops::v1::AcknowledgeFailureResponse* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
+  if (req->message_id().empty() == req->group().empty()) {
+    return ToGrpcStatus(absl::InvalidArgumentError("give exactly one of message_id and group"));
+  }
+  const std::string actor = auth_.Actor(*context);
+  const int64_t now = clock_.NowMillis();
+  if (!req->message_id().empty()) {
+    if (req->dry_run()) {
+      return ToGrpcStatus(absl::InvalidArgumentError("dry_run is for a group only"));
+    }
+    auto row = store_.AcknowledgeFailure(req->message_id(), now, actor);
+    if (!row.ok()) return ToGrpcStatus(row.status());
+    resp->set_count(1);
+  } else {
+    if (absl::Status s = CheckGroupId(req->group()); !s.ok()) return ToGrpcStatus(s);
+    auto n = store_.AcknowledgeGroup(req->group(), req->dry_run(), now, actor);
+    if (!n.ok()) return ToGrpcStatus(n.status());
+    resp->set_count(*n);
+  }
+  resp->set_dry_run(req->dry_run());
+  if (!req->dry_run()) {
+    LogInfo("failures_acknowledged",
+            {KV("message_id", req->message_id()), KV("group", req->group()),
+             KV("rows", resp->count()), KV("actor", actor)});
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::GetHistory(grpc::ServerContext* context,
+                                       const ::ops::v1::GetHistoryRequest* req,
+                                       ::ops::v1::History* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
+  if (req->id().empty()) {
+    return ToGrpcStatus(
+        absl::InvalidArgumentError("id is required (a message id or business key)"));
+  }
+  OutboxMessage row;
+  auto events = store_.History(req->id(), &row);
+  if (!events.ok()) return ToGrpcStatus(events.status());
+  ToProto(row, resp->mutable_message());
+  for (const HistoryEvent& e : *events) {
+    auto* out = resp->add_events();
+    SetTimestamp(e.at, out->mutable_at());
+    out->set_instance(e.instance);
+    out->set_event(e.event);
+    out->set_detail(e.detail);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::ListAudit(grpc::ServerContext* context,
+                                      const ::ops::v1::ListAuditRequest* req,
+                                      ::ops::v1::ListAuditResponse* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
+  // Newest first: the token is the last record's id, the next page is below it.
+  auto paging = ParsePageRequest(req->page_size(), req->page_token());
+  if (!paging.ok()) return ToGrpcStatus(paging.status());
+  auto records = store_.Audit(paging->after_id, paging->limit + 1);
+  if (!records.ok()) return ToGrpcStatus(records.status());
+  const bool more = static_cast<int>(records->size()) > paging->limit;
+  if (more) records->pop_back();
+  for (const AuditRecord& r : *records) {
+    auto* out = resp->add_records();
+    out->set_id(r.id);
+    SetTimestamp(r.at, out->mutable_at());
+    out->set_actor(r.actor);
+    out->set_action(r.action);
+    out->set_target(r.target);
+    out->set_dry_run(r.dry_run);
+    out->set_rows(r.rows);
+    out->set_outcome(r.outcome);
+  }
+  if (more && !records->empty()) resp->set_next_page_token(NextPageToken(records->back().id));
+  return grpc::Status::OK;
+}
+
+grpc::Status OutboxOpsImpl::GetRetryPolicy(grpc::ServerContext* context,
+                                           const ::ops::v1::GetRetryPolicyRequest*,
+                                           ::ops::v1::RetryPolicy* resp) {
+  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
+  auto add = [&](const std::string& topic, const RetryPolicy& p) {
+    auto* out = resp->add_policies();
+    out->set_topic(topic);
+    SetDuration(p.base_delay, out->mutable_base_delay());
+    SetDuration(p.max_delay, out->mutable_max_delay());
+    out->set_max_attempts(p.max_attempts);
+    SetDuration(p.max_age, out->mutable_max_age());
+  };
+  add("", retry_);
+  for (const auto& [topic, unused] : retry_.topics) add(topic, retry_.ForTopic(topic));
   return grpc::Status::OK;
 }
 

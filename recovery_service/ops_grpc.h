@@ -14,13 +14,15 @@ namespace outbox::recovery {
 class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
  public:
   OutboxOpsImpl(RecoveryStore& store, const RecoveryLoop& worker, const Alerter& alerter,
-                DeadLetters& dead_letters, const Clock& clock, BearerTokenCheck auth = {})
+                DeadLetters& dead_letters, const Clock& clock, BearerTokenCheck auth = {},
+                RetryPolicy retry = {})
       : store_(store),
         worker_(worker),
         alerter_(alerter),
         dead_letters_(dead_letters),
         clock_(clock),
-        auth_(std::move(auth)) {}
+        auth_(std::move(auth)),
+        retry_(std::move(retry)) {}
 
   grpc::Status ListMessages(grpc::ServerContext*, const ::ops::v1::ListMessagesRequest*,
                             ::ops::v1::ListMessagesResponse*) override;
@@ -30,6 +32,16 @@ class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
                               ::ops::v1::OutboxMessage*) override;
   grpc::Status RedriveFailed(grpc::ServerContext*, const ::ops::v1::RedriveFailedRequest*,
                              ::ops::v1::RedriveFailedResponse*) override;
+  grpc::Status ListFailureGroups(grpc::ServerContext*, const ::ops::v1::ListFailureGroupsRequest*,
+                                 ::ops::v1::ListFailureGroupsResponse*) override;
+  grpc::Status AcknowledgeFailure(grpc::ServerContext*, const ::ops::v1::AcknowledgeFailureRequest*,
+                                  ::ops::v1::AcknowledgeFailureResponse*) override;
+  grpc::Status GetHistory(grpc::ServerContext*, const ::ops::v1::GetHistoryRequest*,
+                          ::ops::v1::History*) override;
+  grpc::Status ListAudit(grpc::ServerContext*, const ::ops::v1::ListAuditRequest*,
+                         ::ops::v1::ListAuditResponse*) override;
+  grpc::Status GetRetryPolicy(grpc::ServerContext*, const ::ops::v1::GetRetryPolicyRequest*,
+                              ::ops::v1::RetryPolicy*) override;
   grpc::Status GetStats(grpc::ServerContext*, const ::ops::v1::GetStatsRequest*,
                         ::ops::v1::Stats*) override;
   grpc::Status ListDeadLetters(grpc::ServerContext*, const ::ops::v1::ListDeadLettersRequest*,
@@ -43,7 +55,8 @@ class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
   const Alerter& alerter_;
   DeadLetters& dead_letters_;
   const Clock& clock_;
-  const BearerTokenCheck auth_;  // the ops token (OPS_TOKEN_FILE), when set
+  const BearerTokenCheck auth_;  // the ops tokens (OPS_TOKEN_FILE), when set
+  const RetryPolicy retry_;
 };
 
 }  // namespace outbox::recovery

@@ -87,6 +87,7 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   MetricsRegistry metrics;
   Alerter alerter(AlerterOptionsOf(service_options));
   ASSIGN_OR_RETURN(auto store, OpenStoreWhenCreated(service_options));
+  store->set_instance(options.instance_id);
   AmqpPublisher amqp(config.amqp, Topology{{}, "", kPaymentsExchange},
                      absl::StrCat("recovery-", options.instance_id));
   SigningPublisher broker(amqp, config.keys());
@@ -94,7 +95,8 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   std::vector<DeadLetters::Source> dead_letter_sources = DeadLetterSources(config);
   AmqpQueueBrowser dead_letter_broker(config.amqp, "recovery-dead-letters");
   DeadLetters dead_letters(dead_letter_broker, std::move(dead_letter_sources));
-  OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, service_options.auth);
+  OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, service_options.auth,
+                    options.retry);
   store->RegisterMetrics(metrics, clock);
   alerter.RegisterMetrics(metrics);
   dead_letters.RegisterMetrics(metrics);

@@ -80,7 +80,9 @@ void AddTraceparent(SQLite::Database& db) {
 
 // 5: what the operator's tools keep (failure kinds and groups, message
 // history, the audit trail).
-void AddOperatorTables(SQLite::Database& db) { CreateOutboxOperatorTables(db); }
+void AddOperatorTables(SQLite::Database& db) {
+  CreateOutboxOperatorTables(db);
+}
 
 }  // namespace
 

@@ -52,6 +52,14 @@ ABSL_FLAG(int, retry_max_attempts,
           EnvOrInt("RETRY_MAX_ATTEMPTS", EnvOrInt("RECOVERY_MAX_ATTEMPTS", 10)),
           "publishes before a message becomes FAILED; stored in each row when it is written "
           "[env RETRY_MAX_ATTEMPTS, formerly RECOVERY_MAX_ATTEMPTS]");
+ABSL_FLAG(absl::Duration, retry_max_age, EnvOrDuration("RETRY_MAX_AGE", absl::ZeroDuration()),
+          "a SENDING message older than this turns FAILED (kind expired) at its next retry "
+          "instead of being re-published; 0 = no limit [env RETRY_MAX_AGE]");
+ABSL_FLAG(std::string, topic_retry, EnvOr("TOPIC_RETRY", ""),
+          "retry policies by topic, 'TOPIC:KEY=VALUE,...;TOPIC:...' with keys base_delay, "
+          "max_attempts and max_age (e.g. 'PAY_QUEUE:base_delay=2s,max_attempts=20'); a key not "
+          "given takes the --retry_* value. Recovery applies a row's topic's policy at each "
+          "retry, its max_attempts in place of the budget stored in the row [env TOPIC_RETRY]");
 ABSL_FLAG(std::string, tls_cert_file, EnvOr("TLS_CERT_FILE", ""),
           "PEM certificate chain of the gRPC server; with --tls_key_file turns TLS on, "
           "empty = plaintext [env TLS_CERT_FILE]");
@@ -135,6 +143,14 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
   c.retry.base_delay = absl::GetFlag(FLAGS_retry_base_delay);
   c.retry.max_delay = absl::GetFlag(FLAGS_retry_max_delay);
   c.retry.max_attempts = absl::GetFlag(FLAGS_retry_max_attempts);
+  c.retry.max_age = absl::GetFlag(FLAGS_retry_max_age);
+  {
+    auto topics = ParseTopicRetry(absl::GetFlag(FLAGS_topic_retry), c.retry);
+    if (!topics.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--topic_retry: ", topics.status().message()));
+    }
+    c.retry.topics = *std::move(topics);
+  }
   absl::Status s = c.retry.Validate();
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--retry_*: ", s.message()));
   c.alertmanager_url = absl::GetFlag(FLAGS_alertmanager_url);
@@ -195,10 +211,15 @@ TlsClientFiles HealthProbeTlsFromFlags() {
 absl::StatusOr<BearerTokenCheck> LoadBearerToken(const std::string& path, const std::string& flag) {
   if (path.empty()) return BearerTokenCheck();
   std::string warning;
-  ASSIGN_OR_RETURN(std::string token, ReadTokenFile(path, flag, &warning));
+  ASSIGN_OR_RETURN(std::string contents, ReadTokenFile(path, flag, &warning));
   if (!warning.empty()) LogWarning("token_file_too_open", {KV("warning", warning)});
-  LogInfo("token_check_on", {KV("flag", flag), KV("file", path)});
-  return BearerTokenCheck(std::move(token));
+  auto tokens = ParseTokenList(contents);
+  if (!tokens.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": '", path, "': ", tokens.status().message()));
+  }
+  LogInfo("token_check_on", {KV("flag", flag), KV("file", path), KV("tokens", tokens->size())});
+  return BearerTokenCheck(*std::move(tokens));
 }
 
 }  // namespace outbox

@@ -4,6 +4,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "service_kit/grpc/channel_security.h"
 #include "service_kit/grpc/grpc_status.h"
 
@@ -80,9 +82,60 @@ absl::Status CheckBearerToken(const std::multimap<grpc::string_ref, grpc::string
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<NamedToken>> ParseTokenList(absl::string_view contents) {
+  std::vector<NamedToken> tokens;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(contents, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || absl::StartsWith(line, "#")) continue;
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (words.size() == 1) {
+      tokens.push_back({"operator", std::string(words[0])});
+    } else if (words.size() == 2) {
+      tokens.push_back({std::string(words[0]), std::string(words[1])});
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token file line ", line_no, ": want 'NAME TOKEN' or one bare token"));
+    }
+  }
+  if (tokens.empty()) return absl::InvalidArgumentError("the token file holds no token");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    for (size_t j = i + 1; j < tokens.size(); ++j) {
+      if (tokens[i].name == tokens[j].name || tokens[i].token == tokens[j].token) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token file: '", tokens[j].name,
+                         "' repeats a name or a token (a bare token counts as 'operator')"));
+      }
+    }
+  }
+  return tokens;
+}
+
 grpc::Status BearerTokenCheck::Check(const grpc::ServerContextBase& context) const {
-  if (token_.empty()) return grpc::Status::OK;
-  return ToGrpcStatus(CheckBearerToken(context.client_metadata(), token_));
+  if (tokens_.empty()) return grpc::Status::OK;
+  absl::Status last;
+  for (const NamedToken& t : tokens_) {
+    last = CheckBearerToken(context.client_metadata(), t.token);
+    if (last.ok() || !absl::IsPermissionDenied(last)) return ToGrpcStatus(last);
+  }
+  return ToGrpcStatus(last);
+}
+
+std::string BearerTokenCheck::Actor(const grpc::ServerContextBase& context) const {
+  for (const NamedToken& t : tokens_) {
+    if (CheckBearerToken(context.client_metadata(), t.token).ok()) return t.name;
+  }
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth != nullptr) {
+    for (const char* property : {"x509_common_name", "x509_subject"}) {
+      std::vector<grpc::string_ref> values = auth->FindPropertyValues(property);
+      if (!values.empty()) {
+        return absl::StrCat("x509:", absl::string_view(values[0].data(), values[0].size()));
+      }
+    }
+  }
+  return "anonymous";
 }
 
 }  // namespace outbox

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -44,19 +45,37 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 absl::Status CheckBearerToken(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
                               absl::string_view expected);
 
+// One accepted token and the name it goes by in audit records and logs.
+struct NamedToken {
+  std::string name;
+  std::string token;
+};
+
+// A token file's contents: one bare token (named "operator"), or one
+// "NAME TOKEN" per line (blank lines and lines starting with # skipped).
+// INVALID_ARGUMENT naming the line (never the token) for anything else,
+// a name or token given twice, or no token at all.
+absl::StatusOr<std::vector<NamedToken>> ParseTokenList(absl::string_view contents);
+
 // What each handler of a protected service asks first. Without a token
 // (the default) every call passes.
 class BearerTokenCheck {
  public:
   BearerTokenCheck() = default;
-  explicit BearerTokenCheck(std::string token) : token_(std::move(token)) {}
+  explicit BearerTokenCheck(std::string token) : tokens_{{"operator", std::move(token)}} {}
+  explicit BearerTokenCheck(std::vector<NamedToken> tokens) : tokens_(std::move(tokens)) {}
 
-  bool enabled() const { return !token_.empty(); }
+  bool enabled() const { return !tokens_.empty(); }
   // OK, or the gRPC status to return at once.
   grpc::Status Check(const grpc::ServerContextBase& context) const;  // sync or callback handlers
+  // Who made the call, for the audit trail: the name of the bearer token it
+  // carries; without a token check, the client certificate's subject
+  // ("x509:<common name>") when the call came over mutual TLS; else
+  // "anonymous".
+  std::string Actor(const grpc::ServerContextBase& context) const;
 
  private:
-  std::string token_;
+  std::vector<NamedToken> tokens_;
 };
 
 }  // namespace outbox

@@ -24,6 +24,7 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyD
       late_(metrics.AddCounter("outbox_late_acks_total",
                                "acknowledgements that closed a FAILED row (delivered after all)")),
       harmless_(metrics.AddCounter("outbox_acks_total", "", {{"result", "harmless"}})),
+      rejected_(metrics.AddCounter("outbox_acks_total", "", {{"result", "rejected"}})),
       dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
       unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)) {
   RegisterLinkMetrics(metrics, acks_, "ack_listener");
@@ -63,6 +64,7 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   replies_.Add(static_cast<int64_t>(deliveries.size()));
   const size_t max_rows = MaxRowsPerCommit();
   std::vector<std::string> message_ids;
+  std::vector<Rejection> rejects;
   uint64_t last_valid_tag = 0;  // settled (rejected) tags must not be acked again
   for (const Delivery& d : deliveries) {
     // A forged acknowledgement would mark a row SENT that was never booked.
@@ -78,13 +80,22 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
     }
     // Whole replies per chunk: this one would overflow it, so the chunk
     // so far is recorded and acked first.
-    if (!message_ids.empty() && message_ids.size() + acks->size() > max_rows) {
-      absl::Status s = RecordChunk(message_ids, last_valid_tag);
+    if (message_ids.size() + rejects.size() > 0 &&
+        message_ids.size() + rejects.size() + acks->size() > max_rows) {
+      absl::Status s = RecordChunk(message_ids, rejects, last_valid_tag);
       if (!s.ok()) return s;
       message_ids.clear();
+      rejects.clear();
     }
     last_valid_tag = d.delivery_tag;
     for (const Acknowledgement& ack : *acks) {
+      if (!ack.rejected_reason.empty()) {
+        rejects.push_back({ack.message_id, ack.rejected_reason});
+        LogWarning("message_rejected",
+                   {KV(options_.biz_key_label, ack.biz_key), KV("message_id", ack.message_id),
+                    KV("reason", ack.rejected_reason)});
+        continue;
+      }
       message_ids.push_back(ack.message_id);
       if (LogEnabled(LogLevel::kDebug)) {
         LogDebug(
@@ -95,8 +106,8 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
       }
     }
   }
-  if (message_ids.empty()) return absl::OkStatus();
-  return RecordChunk(message_ids, last_valid_tag);
+  if (message_ids.empty() && rejects.empty()) return absl::OkStatus();
+  return RecordChunk(message_ids, rejects, last_valid_tag);
 }
 
 size_t AckListener::MaxRowsPerCommit() const {
@@ -104,8 +115,21 @@ size_t AckListener::MaxRowsPerCommit() const {
 }
 
 absl::Status AckListener::RecordChunk(const std::vector<std::string>& message_ids,
-                                      uint64_t last_tag) {
+                                      const std::vector<Rejection>& rejects, uint64_t last_tag) {
   const size_t max_rows = MaxRowsPerCommit();
+  if (!rejects.empty()) {
+    Failpoint(options_.record_failpoint);
+    auto closed = outbox_.RecordRejects(rejects);
+    if (!closed.ok()) {
+      LogError("mark_rejected_failed",
+               {KV("messages", rejects.size()), KV("error", closed.status().message())});
+      absl::Status s = acks_.Requeue(last_tag, /*multiple=*/true);
+      thread_.Sleep(absl::Milliseconds(200));
+      return s;
+    }
+    rejected_.Add(*closed);
+    harmless_.Add(static_cast<int64_t>(rejects.size()) - *closed);
+  }
   AckTally total;
   for (size_t from = 0; from < message_ids.size(); from += max_rows) {
     // One reply longer than the bound is split across transactions; it is

@@ -2,7 +2,8 @@
 
 // Consumes the reply queue: each reply closes the outbox rows it
 // acknowledges, one or many (SENT), FAILED ones too (the consumer booked
-// them after all: their alerts resolve). A batch of deliveries is marked in one transaction (the
+// them after all: their alerts resolve), and the rows it rejects (FAILED at
+// once, with the consumer's reason). A batch of deliveries is marked in one transaction (the
 // writer's next group), then acked with `multiple`. Replies that are
 // unsigned or undecodable are dead-lettered at once; if the rows cannot be
 // marked, the deliveries go back to the queue. What a reply means is the
@@ -29,6 +30,10 @@ struct Acknowledgement {
   // The trace it continues, when the reply carries one per message (a
   // cumulative acknowledgement); "" = the reply's own traceparent header.
   std::string traceparent;
+  // Not empty: a business reject. The consumer will never process the
+  // message, and says why; the row is closed FAILED (kind "rejected") at
+  // once and never re-published.
+  std::string rejected_reason;
 };
 
 // Reads a reply (its type and body): what it acknowledges, one message or a
@@ -71,6 +76,7 @@ class AckListener {
   int64_t replies() const { return replies_.value(); }
   int64_t late() const { return late_.value(); }
   int64_t harmless() const { return harmless_.value(); }
+  int64_t rejected() const { return rejected_.value(); }
   int64_t dead_lettered() const { return dead_lettered_.value(); }
   int64_t unauthenticated() const { return unauthenticated_.value(); }
 
@@ -80,7 +86,8 @@ class AckListener {
   // Closes the rows of one chunk of valid replies, in transactions of at
   // most max_rows_per_commit rows, then acks up to `last_tag`; on a write
   // failure requeues from there on instead.
-  absl::Status RecordChunk(const std::vector<std::string>& message_ids, uint64_t last_tag);
+  absl::Status RecordChunk(const std::vector<std::string>& message_ids,
+                           const std::vector<Rejection>& rejects, uint64_t last_tag);
   // max_rows_per_commit, at least 1.
   size_t MaxRowsPerCommit() const;
 
@@ -92,6 +99,7 @@ class AckListener {
   Counter& acknowledged_;  // rows turned SENT
   Counter& late_;          // of which FAILED before: delivered after all
   Counter& harmless_;      // replies for unknown or already closed rows
+  Counter& rejected_;      // rows closed FAILED by a business reject
   Counter& dead_lettered_;
   Counter& unauthenticated_;  // of those, missing or bad signatures
   WorkerThread thread_;

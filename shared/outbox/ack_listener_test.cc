@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "shared/outbox/failure.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
@@ -18,8 +19,9 @@ using ::outbox::testing::ManualClock;
 using ::outbox::testing::SignedBy;
 
 // A reply's body in these tests: "ack <message id>[,<message id>...]", one
-// or many (a cumulative acknowledgement). A service's codec (payment_codec.h)
-// reads its own protobuf instead.
+// or many (a cumulative acknowledgement); "<message id>!<reason>" is a
+// business reject. A service's codec (payment_codec.h) reads its own
+// protobuf instead.
 Delivery Reply(const std::string& message_id) {
   Delivery d;
   d.message_id = message_id;
@@ -35,7 +37,10 @@ absl::StatusOr<std::vector<Acknowledgement>> DecodeReply(const Delivery& reply) 
   std::vector<Acknowledgement> acks;
   for (absl::string_view id : absl::StrSplit(ids, ',')) {
     if (id.empty()) return absl::InvalidArgumentError("an empty message id");
-    acks.push_back({std::string(id), "p-" + std::string(id), false});
+    std::vector<std::string> parts = absl::StrSplit(id, absl::MaxSplits('!', 1));
+    Acknowledgement ack{parts[0], "p-" + parts[0], false};
+    if (parts.size() == 2) ack.rejected_reason = parts[1];
+    acks.push_back(std::move(ack));
   }
   return acks;
 }
@@ -85,6 +90,25 @@ TEST_F(AckListenerTest, ACumulativeReplyClosesEveryRowItListsLateOnesToo) {
   EXPECT_EQ(listener_.late(), 1);
   EXPECT_EQ(listener_.harmless(), 1);
   EXPECT_NE(metrics_.Render().find("outbox_ack_messages_total 2"), std::string::npos);
+}
+
+// A business reject closes its row FAILED at once, with the reason, next
+// to acknowledgements in the same reply; a copy of the reject is harmless.
+TEST_F(AckListenerTest, ARejectClosesItsRowFailedAtOnce) {
+  const uint64_t tag = queue_.Push(Reply("m1,m2!amount 5 over 4"));
+  const uint64_t again = queue_.Push(Reply("m2!amount 5 over 4"));
+  ASSERT_TRUE(listener_.Step());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSent);
+  const OutboxMessage& rejected = outbox_.Row("m2");
+  EXPECT_EQ(rejected.status, OutboxStatus::kFailed);
+  EXPECT_EQ(rejected.failure_kind, kFailureRejected);
+  EXPECT_EQ(rejected.last_error, "amount 5 over 4");
+  EXPECT_EQ(rejected.attempts, 1);
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{tag, again}));
+  EXPECT_EQ(listener_.rejected(), 1);
+  EXPECT_EQ(listener_.acknowledged(), 1);
+  EXPECT_EQ(listener_.harmless(), 1);
+  EXPECT_NE(metrics_.Render().find("outbox_acks_total{result=\"rejected\"} 1"), std::string::npos);
 }
 
 TEST_F(AckListenerTest, ACumulativeReplyWithABadEntryIsDeadLetteredWhole) {
@@ -193,6 +217,9 @@ class CountingOutbox : public OutboxRepository {
   absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override {
     calls.push_back({message_ids.size(), queue_.acked.size()});
     return inner_.RecordAcks(message_ids);
+  }
+  absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects) override {
+    return inner_.RecordRejects(rejects);
   }
   absl::Status RecordPublishFailure(const std::vector<std::string>& ids,
                                     const std::string& error) override {

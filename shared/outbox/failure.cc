@@ -8,8 +8,12 @@
 namespace outbox {
 namespace {
 
-bool IsHexOrDash(char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == '-'; }
-bool IsWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool IsHexOrDash(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) || c == '-';
+}
+bool IsWordChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 }  // namespace
 
@@ -28,7 +32,8 @@ std::string FailurePattern(absl::string_view error) {
       }
     }
     const bool word_start = i == 0 || !IsWordChar(error[i - 1]);
-    if (word_start && IsHexOrDash(c)) {  // an id-like word: 8+ hex digits/dashes, digits and letters
+    if (word_start &&
+        IsHexOrDash(c)) {  // an id-like word: 8+ hex digits/dashes, digits and letters
       size_t j = i;
       bool digit = false;
       bool letter = false;

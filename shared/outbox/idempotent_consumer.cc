@@ -20,6 +20,8 @@ IdempotentConsumer::IdempotentConsumer(MessageConsumer& deliveries, MessagePubli
       booked_(metrics.AddCounter(options_.booked_metric, options_.booked_help)),
       duplicates_(
           metrics.AddCounter(options_.duplicates_metric, "messages seen before, replied to again")),
+      rejected_(
+          metrics.AddCounter(options_.rejected_metric, "messages answered with a business reject")),
       dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
       unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)),
       requeued_(metrics.AddCounter("outbox_requeued_total",
@@ -114,7 +116,13 @@ absl::Status IdempotentConsumer::HandleBatch(const std::vector<Delivery>& delive
     return RequeueBatch(batch, applied.status());
   }
   if (!options_.after_apply_failpoint.empty()) Failpoint(options_.after_apply_failpoint);
-  for (const Applied& a : *applied) a.duplicate ? duplicates_.Add() : booked_.Add();
+  for (const Applied& a : *applied) {
+    if (!a.rejected_reason.empty()) {
+      rejected_.Add();
+    } else {
+      a.duplicate ? duplicates_.Add() : booked_.Add();
+    }
+  }
   // The batch is committed; each delivery is acked only once the reply
   // that answers it is confirmed. Otherwise it is redelivered, found to be a
   // duplicate, and replied to again.

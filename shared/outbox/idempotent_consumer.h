@@ -10,11 +10,12 @@
 // one's confirms are on their way.
 //
 // What cannot ever be processed is dead-lettered at once: a missing or
-// wrong signature, a body the adopter cannot decode or will never accept,
-// a reply_to that names no queue. Anything else that fails (the store
-// refused the transaction, the reply connection went) sends the deliveries
-// back to the queue; they come again, are found in the inbox, and are
-// answered again as duplicates.
+// wrong signature, a body the adopter cannot decode, a reply_to that names
+// no queue. A message that is well formed but that the adopter's business
+// rules will never accept (Rejects) is answered with a business reject
+// instead: its publisher closes the row FAILED at once, with the reason. Anything else that fails
+// (the store refused the transaction, the reply connection went) sends the deliveries back to the
+// queue; they come again, are found in the inbox, and are answered again as duplicates.
 //
 // The adopter implements MessageHandler<M> (decode, apply, answer) and
 // keeps processed ids as long as a copy can still arrive (inbox.h).
@@ -42,6 +43,9 @@ struct Applied {
   // `reference` names what the first copy made.
   bool duplicate = false;
   std::string reference;  // the adopter's id of what it made (a shipment, an invoice)
+  // Not empty: a business reject (MessageHandler::Rejects); nothing was
+  // written for the message. Its reply must say so, with this reason.
+  std::string rejected_reason;
 };
 
 // One reply and the messages of the batch it answers (their indexes).
@@ -83,6 +87,15 @@ class MessageHandler : public ConsumerHandler {
  public:
   // The message in `delivery`, checked; an error dead-letters it (say why).
   virtual absl::StatusOr<Message> Decode(const Delivery& delivery) = 0;
+  // Why the business will never accept this well-formed message ("" = it
+  // may): it is not applied and is answered with a business reject. A reject
+  // is not kept in the inbox: a copy is judged again. Only answer rejects to
+  // publishers that understand them (docs/library.md, "Business rejects");
+  // for the others, fail Decode instead (a dead letter).
+  virtual std::string Rejects(const Message& message) {
+    (void)message;
+    return "";
+  }
   // Applies `batch` in ONE transaction of the adopter's store, recording
   // each message id in the inbox with the change it causes: a message id
   // seen before changes nothing and is reported as a duplicate. An error
@@ -96,15 +109,38 @@ class MessageHandler : public ConsumerHandler {
   void Clear() final {
     messages_.clear();
     deliveries_.clear();
+    rejects_.clear();
   }
   absl::Status Add(const Delivery& delivery) final {
     absl::StatusOr<Message> m = Decode(delivery);
     if (!m.ok()) return m.status();
+    rejects_.push_back(Rejects(*m));
     messages_.push_back(std::move(m).value());
     deliveries_.push_back(&delivery);
     return absl::OkStatus();
   }
-  absl::StatusOr<std::vector<Applied>> Apply() final { return ApplyBatch(messages_); }
+  absl::StatusOr<std::vector<Applied>> Apply() final {
+    std::vector<Message> accepted;
+    for (size_t i = 0; i < messages_.size(); ++i) {
+      if (rejects_[i].empty()) accepted.push_back(messages_[i]);
+    }
+    if (accepted.size() == messages_.size()) return ApplyBatch(messages_);
+    std::vector<Applied> applied_accepted;
+    if (!accepted.empty()) {
+      absl::StatusOr<std::vector<Applied>> a = ApplyBatch(accepted);
+      if (!a.ok()) return a.status();
+      applied_accepted = std::move(a).value();
+    }
+    std::vector<Applied> applied(messages_.size());
+    for (size_t i = 0, next = 0; i < messages_.size(); ++i) {
+      if (rejects_[i].empty()) {
+        applied[i] = std::move(applied_accepted.at(next++));
+      } else {
+        applied[i].rejected_reason = rejects_[i];
+      }
+    }
+    return applied;
+  }
   std::vector<Reply> Answer(const std::vector<Applied>& applied,
                             const std::vector<std::string>& reply_to) final {
     std::vector<Answered<Message>> batch;
@@ -117,6 +153,7 @@ class MessageHandler : public ConsumerHandler {
 
   std::vector<Message> messages_;
   std::vector<const Delivery*> deliveries_;
+  std::vector<std::string> rejects_;  // per message: "" or the reject's reason
 };
 
 struct ConsumerOptions {
@@ -131,6 +168,7 @@ struct ConsumerOptions {
   std::string booked_metric = "outbox_consumer_booked_total";
   std::string booked_help = "messages applied";
   std::string duplicates_metric = "outbox_duplicates_total";
+  std::string rejected_metric = "outbox_consumer_rejected_total";
   // Crash points (shared/runtime/failpoint.h) for crash tests; empty: none.
   std::string after_apply_failpoint;  // the batch is committed, no reply sent
   std::string before_ack_failpoint;   // replies confirmed, deliveries not acked
@@ -153,6 +191,7 @@ class IdempotentConsumer {
 
   int64_t booked() const { return booked_.value(); }
   int64_t duplicates() const { return duplicates_.value(); }
+  int64_t rejected() const { return rejected_.value(); }
   int64_t dead_lettered() const { return dead_lettered_.value(); }
   int64_t unauthenticated() const { return unauthenticated_.value(); }
   int64_t requeued() const { return requeued_.value(); }
@@ -202,6 +241,7 @@ class IdempotentConsumer {
   const ConsumerOptions options_;
   Counter& booked_;
   Counter& duplicates_;  // messages seen before, answered again
+  Counter& rejected_;    // answered with a business reject
   Counter& dead_lettered_;
   Counter& unauthenticated_;  // of those, missing or bad signatures
   Counter& requeued_;

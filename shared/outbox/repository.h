@@ -30,6 +30,12 @@ struct AckTally {
   std::vector<int64_t> create_to_sent_ms;
 };
 
+// A consumer's business reject: it will never process the message.
+struct Rejection {
+  std::string message_id;
+  std::string reason;
+};
+
 // The delivery side: the relay notes failed publishes, the acknowledgement
 // listener closes rows. Both stamp the time themselves.
 class OutboxRepository {
@@ -38,6 +44,9 @@ class OutboxRepository {
   // Applies OnAck to each message durably. Unknown ids change nothing (a
   // reply for another shard or a replay).
   virtual absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) = 0;
+  // Applies OnReject to each message durably (FAILED, kind "rejected", at
+  // once); returns how many rows changed. Unknown ids change nothing.
+  virtual absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects) = 0;
   // Applies OnPublishFailure to each message.
   virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                             const std::string& error) = 0;
@@ -75,6 +84,20 @@ struct AckProgress {
   int64_t first_due_published_at = 0;  // that row's last_attempt_at: its last publish
 };
 
+// FAILED rows that fail the same way (failure.h).
+struct FailureGroup {
+  std::string group;  // FailureGroupOf(topic, kind, error)
+  std::string topic;
+  std::string kind;
+  std::string pattern;  // FailurePattern of the example's error
+  int64_t count = 0;
+  int64_t acknowledged = 0;  // of those, acknowledged by an operator
+  int64_t first_seen = 0;    // unix ms: the oldest row's failure (its updated_at)
+  int64_t last_seen = 0;
+  std::string example_message_id;  // the newest row's
+  std::string example_error;
+};
+
 struct LeaseState {
   std::string holder;
   int64_t expires_at = 0;  // unix ms
@@ -95,9 +118,15 @@ class RecoveryRepository {
   // Returns how many were pushed back.
   virtual absl::StatusOr<int> DeferDue(int64_t now_ms, int limit, const std::string& lease_holder,
                                        const RetryPolicy& policy) = 0;
-  // FAILED rows, oldest first, at most `limit` (their alerts are kept in
-  // step with this list).
+  // FAILED rows that alert one by one, oldest first, at most `limit`: not
+  // rejected (those alert by failure group) and not acknowledged by an
+  // operator. Their alerts are kept in step with this list.
   virtual absl::StatusOr<std::vector<OutboxMessage>> ListFailed(int limit) = 0;
+  // Groups of FAILED rows (failure.h), largest first, at most `limit`;
+  // `kind` not empty: only rows of that failure kind. Acknowledged rows are
+  // counted in `acknowledged` as well.
+  virtual absl::StatusOr<std::vector<FailureGroup>> FailureGroups(int limit,
+                                                                  const std::string& kind) = 0;
   virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                             const std::string& error, int64_t now_ms) = 0;
   // Takes or renews the lease when it is free, expired or already ours.

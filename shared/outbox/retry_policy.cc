@@ -62,8 +62,8 @@ absl::StatusOr<std::map<std::string, TopicRetry, std::less<>>> ParseTopicRetry(
     std::vector<absl::string_view> head = absl::StrSplit(entry, absl::MaxSplits(':', 1));
     const std::string topic(absl::StripAsciiWhitespace(head[0]));
     if (head.size() != 2 || topic.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "topic retry policy '", entry, "': want TOPIC:KEY=VALUE[,KEY=VALUE...]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("topic retry policy '", entry, "': want TOPIC:KEY=VALUE[,KEY=VALUE...]"));
     }
     if (topics.count(topic) > 0) {
       return absl::InvalidArgumentError(absl::StrCat("topic '", topic, "' given twice"));
@@ -81,9 +81,8 @@ absl::StatusOr<std::map<std::string, TopicRetry, std::less<>>> ParseTopicRetry(
       } else if (key == "max_attempts") {
         ok = ok && absl::SimpleAtoi(value, &t.max_attempts);
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "topic '", topic, "': unknown key '", key,
-            "' (base_delay, max_attempts or max_age)"));
+        return absl::InvalidArgumentError(absl::StrCat("topic '", topic, "': unknown key '", key,
+                                                       "' (base_delay, max_attempts or max_age)"));
       }
       if (!ok) {
         return absl::InvalidArgumentError(

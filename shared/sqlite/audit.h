@@ -18,11 +18,11 @@ namespace outbox {
 
 struct AuditRecord {
   int64_t id = 0;
-  int64_t at = 0;       // unix ms
-  std::string actor;    // the bearer token's name, the client certificate's subject, ...
-  std::string action;   // "redrive_message", "redrive_group", "redrive_all",
-                        // "acknowledge_message", "acknowledge_group", "repair"
-  std::string target;   // a message id, a failure group, "FAILED", ...
+  int64_t at = 0;      // unix ms
+  std::string actor;   // the bearer token's name, the client certificate's subject, ...
+  std::string action;  // "redrive_message", "redrive_group", "redrive_all",
+                       // "acknowledge_message", "acknowledge_group", "repair"
+  std::string target;  // a message id, a failure group, "FAILED", ...
   bool dry_run = false;
   int64_t rows = 0;     // rows changed (or that would be, dry run)
   std::string outcome;  // "ok", "in progress" (a paged change not finished) or the error

@@ -22,15 +22,15 @@ inline constexpr char kEventRepublished[] = "republished";       // recovery: at
 inline constexpr char kEventPublishFailed[] = "publish_failed";  // returned, nacked, timed out
 inline constexpr char kEventFailed[] = "failed";                 // attempts spent, or too old
 inline constexpr char kEventRejected[] = "rejected";             // the consumer said no
-inline constexpr char kEventAcknowledged[] = "acknowledged";     // the consumer's reply, after retries
-inline constexpr char kEventRedriven[] = "redriven";             // an operator: FAILED -> SENDING
+inline constexpr char kEventAcknowledged[] = "acknowledged";  // the consumer's reply, after retries
+inline constexpr char kEventRedriven[] = "redriven";          // an operator: FAILED -> SENDING
 inline constexpr char kEventFailureSeen[] = "failure_acknowledged";  // an operator: leave FAILED
-inline constexpr char kEventRepaired[] = "repaired";             // the checker's repair
+inline constexpr char kEventRepaired[] = "repaired";                 // the checker's repair
 
 struct HistoryEvent {
   int64_t id = 0;
   std::string message_id;
-  int64_t at = 0;  // unix ms
+  int64_t at = 0;        // unix ms
   std::string instance;  // the process or operator that did it
   std::string event;
   std::string detail;

@@ -1,6 +1,8 @@
 #include "shared/sqlite/outbox_table.h"
 
 #include "absl/strings/str_cat.h"
+#include "shared/outbox/failure.h"
+#include "shared/sqlite/history.h"
 #include "shared/sqlite/schema.h"
 
 namespace outbox {
@@ -185,10 +187,14 @@ void OutboxStateTable::Save(const OutboxMessage& row) {
 AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& message_ids,
                     int64_t now_ms) {
   OutboxStateTable table(db);
+  std::optional<HistoryLog> history;  // prepared only off the happy path
   AckTally tally;
   for (const std::string& id : message_ids) {
     std::optional<OutboxMessage> row = table.Load(id);
     if (!row.has_value()) continue;
+    const bool retried = row->attempts > 1;
+    const bool was_failed = row->status == OutboxStatus::kFailed;
+    const std::string failed_with = row->last_error;
     switch (OnAck(*row, now_ms)) {
       case AckEffect::kClosed: ++tally.closed; break;
       case AckEffect::kLateClosed: ++tally.late; break;
@@ -196,16 +202,43 @@ AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& messag
     }
     tally.create_to_sent_ms.push_back(now_ms - row->created_at);
     table.Save(*row);
+    if (retried || was_failed) {  // published once and acknowledged: the row says it all
+      if (!history) history.emplace(db);
+      history->Append(id, now_ms, "consumer", kEventAcknowledged,
+                      was_failed ? absl::StrCat("after ", row->attempts,
+                                                " attempts, while FAILED (", failed_with, ")")
+                                 : absl::StrCat("after ", row->attempts, " attempts"));
+    }
   }
   return tally;
 }
 
-void RecordPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                          const std::string& error, int64_t now_ms) {
+int RecordRejects(SQLite::Database& db, const std::vector<Rejection>& rejects, int64_t now_ms) {
   OutboxStateTable table(db);
+  std::optional<HistoryLog> history;
+  int changed = 0;
+  for (const Rejection& r : rejects) {
+    std::optional<OutboxMessage> row = table.Load(r.message_id);
+    if (!row.has_value() || !OnReject(*row, r.reason, now_ms)) continue;
+    table.Save(*row);
+    if (!history) history.emplace(db);
+    history->Append(r.message_id, now_ms, "consumer", kEventRejected, r.reason);
+    ++changed;
+  }
+  return changed;
+}
+
+void RecordPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
+                          const std::string& error, int64_t now_ms, const std::string& instance) {
+  OutboxStateTable table(db);
+  std::optional<HistoryLog> history;
   for (const std::string& id : message_ids) {
     std::optional<OutboxMessage> row = table.Load(id);
-    if (row.has_value() && OnPublishFailure(*row, error, now_ms)) table.Save(*row);
+    if (!row.has_value() || !OnPublishFailure(*row, error, now_ms)) continue;
+    table.Save(*row);
+    if (!history) history.emplace(db);
+    history->Append(id, now_ms, instance, kEventPublishFailed,
+                    absl::StrCat("attempt ", row->attempts, ": ", error));
   }
 }
 

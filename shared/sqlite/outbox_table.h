@@ -66,17 +66,24 @@ class OutboxStateTable {
   SQLite::Statement save_;
 };
 
-// OnAck for each id. Unknown ids are skipped.
+// OnAck for each id. Unknown ids are skipped. A row that was published
+// more than once, or was FAILED, gets an "acknowledged" history event; the
+// happy path writes no history.
 AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& message_ids,
                     int64_t now_ms);
+
+// OnReject for each rejection, with a "rejected" history event for each
+// row it changed; returns how many. Unknown ids are skipped.
+int RecordRejects(SQLite::Database& db, const std::vector<Rejection>& rejects, int64_t now_ms);
 
 // Of `message_ids`, those no longer SENDING or re-published by recovery
 // already (OutboxRepository::TakenOver), read on `db`.
 std::vector<std::string> TakenOver(SQLite::Database& db,
                                    const std::vector<std::string>& message_ids);
 
-// OnPublishFailure for each id.
+// OnPublishFailure for each id, with a "publish_failed" history event by
+// `instance` for each row noted.
 void RecordPublishFailure(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                          const std::string& error, int64_t now_ms);
+                          const std::string& error, int64_t now_ms, const std::string& instance);
 
 }  // namespace outbox

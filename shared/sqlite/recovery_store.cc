@@ -113,7 +113,7 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::OpenWhenCreated(
 
 absl::StatusOr<std::vector<RecoveryStore::Transitioned>> RecoveryStore::TransitionDueRows(
     int64_t now_ms, int limit, const std::string& lease_holder,
-    const std::function<bool(OutboxMessage&)>& transition) {
+    const std::function<bool(OutboxMessage&)>& transition, bool note_history) {
   MutexLock lock(&db_->write_mu);
   SQLite::Database& db = *db_->writer;
   std::vector<Transitioned> due;
@@ -142,6 +142,19 @@ absl::StatusOr<std::vector<RecoveryStore::Transitioned>> RecoveryStore::Transiti
               [](const OutboxMessage* a, const OutboxMessage* b) { return a->id < b->id; });
     OutboxStateTable table(db);
     for (const OutboxMessage* row : changed) table.Save(*row);
+    if (note_history && !changed.empty()) {
+      HistoryLog history(db);
+      const std::string& who = lease_holder.empty() ? instance_ : lease_holder;
+      for (const OutboxMessage* row : changed) {
+        if (row->status == OutboxStatus::kFailed) {
+          history.Append(row->message_id, now_ms, who, kEventFailed,
+                         absl::StrCat(row->failure_kind, ": ", row->last_error));
+        } else {
+          history.Append(row->message_id, now_ms, who, kEventRepublished,
+                         absl::StrCat("attempt ", row->attempts));
+        }
+      }
+    }
     return absl::OkStatus();
   }));
   return due;
@@ -150,10 +163,12 @@ absl::StatusOr<std::vector<RecoveryStore::Transitioned>> RecoveryStore::Transiti
 absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
                                                 const std::string& lease_holder,
                                                 const RetryPolicy& policy) {
-  ASSIGN_OR_RETURN(std::vector<Transitioned> due,
-                   TransitionDueRows(now_ms, limit, lease_holder, [&](OutboxMessage& row) {
-                     return OnDue(row, now_ms, policy) != DueAction::kNotDue;
-                   }));
+  ASSIGN_OR_RETURN(
+      std::vector<Transitioned> due,
+      TransitionDueRows(
+          now_ms, limit, lease_holder,
+          [&](OutboxMessage& row) { return OnDue(row, now_ms, policy) != DueAction::kNotDue; },
+          /*note_history=*/true));
   Claimed claimed;
   for (Transitioned& d : due) {
     if (!d.changed) continue;
@@ -167,17 +182,27 @@ absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
 absl::StatusOr<int> RecoveryStore::DeferDue(int64_t now_ms, int limit,
                                             const std::string& lease_holder,
                                             const RetryPolicy& policy) {
-  ASSIGN_OR_RETURN(std::vector<Transitioned> due,
-                   TransitionDueRows(now_ms, limit, lease_holder, [&](OutboxMessage& row) {
-                     return OnHold(row, now_ms, policy);
-                   }));
+  ASSIGN_OR_RETURN(
+      std::vector<Transitioned> due,
+      TransitionDueRows(
+          now_ms, limit, lease_holder,
+          [&](OutboxMessage& row) { return OnHold(row, now_ms, policy); }, /*note_history=*/false));
   return static_cast<int>(
       std::count_if(due.begin(), due.end(), [](const Transitioned& d) { return d.changed; }));
 }
 
 absl::StatusOr<std::vector<OutboxMessage>> RecoveryStore::ListFailed(int limit) {
-  ASSIGN_OR_RETURN(MessagePage page, List(OutboxStatus::kFailed, 0, limit));
-  return std::move(page.items);
+  MutexLock lock(&db_->read_mu);
+  std::vector<OutboxMessage> rows;
+  RETURN_IF_ERROR(Guard("list failed", [&] {
+    SQLite::Statement stmt(*db_->reader,
+                           SelectWhere("WHERE o.status = 'FAILED' AND o.failure_kind != 'rejected' "
+                                       "AND o.acknowledged_by = '' ORDER BY o.id LIMIT ?1"));
+    stmt.bind(1, limit);
+    while (stmt.executeStep()) rows.push_back(ReadOutboxMessage(stmt));
+    return absl::OkStatus();
+  }));
+  return rows;
 }
 
 std::string RecoveryStore::ExplainClaim() {
@@ -197,7 +222,7 @@ absl::Status RecoveryStore::RecordPublishFailure(const std::vector<std::string>&
                                                  const std::string& error, int64_t now_ms) {
   MutexLock lock(&db_->write_mu);
   return WriteTransaction(*db_->writer, [&] {
-    outbox::RecordPublishFailure(*db_->writer, message_ids, error, now_ms);
+    outbox::RecordPublishFailure(*db_->writer, message_ids, error, now_ms, instance_);
     return absl::OkStatus();
   });
 }
@@ -264,6 +289,15 @@ absl::StatusOr<int> RecoveryStore::ArchiveSent(int64_t cutoff_ms, int batch) {
     copy.bind(1, static_cast<int64_t>(cutoff_ms));
     copy.bind(2, batch);
     copy.exec();
+    // Their history goes with them (history.h).
+    SQLite::Statement history(
+        *db_->writer,
+        absl::StrCat("DELETE FROM outbox_history WHERE message_id IN (SELECT message_id FROM "
+                     "outbox WHERE id IN (",
+                     pick, "))"));
+    history.bind(1, static_cast<int64_t>(cutoff_ms));
+    history.bind(2, batch);
+    history.exec();
     SQLite::Statement del(*db_->writer,
                           absl::StrCat("DELETE FROM outbox WHERE id IN (", pick, ")"));
     del.bind(1, static_cast<int64_t>(cutoff_ms));
@@ -308,42 +342,9 @@ absl::StatusOr<OutboxMessage> RecoveryStore::Get(const std::string& message_id) 
   return *row;
 }
 
-absl::StatusOr<OutboxMessage> RecoveryStore::Redrive(const std::string& message_id,
-                                                     int64_t now_ms) {
-  MutexLock lock(&db_->write_mu);
-  OutboxMessage redriven;
-  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&]() -> absl::Status {
-    OutboxStateTable table(*db_->writer);
-    std::optional<OutboxMessage> row = table.Load(message_id);
-    if (!row.has_value()) {
-      return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
-    }
-    RETURN_IF_ERROR(OnRedrive(*row, now_ms));
-    table.Save(*row);
-    redriven = *std::move(row);
-    return absl::OkStatus();
-  }));
-  return redriven;
-}
-
-absl::StatusOr<int64_t> RecoveryStore::RedriveAllFailed(bool dry_run, int64_t now_ms) {
-  MutexLock lock(&db_->write_mu);
-  int64_t count = 0;
-  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&]() -> absl::Status {
-    count = 0;
-    // FAILED rows are few and found through the status index.
-    SQLite::Statement failed(*db_->writer, SelectWhere("WHERE o.status = 'FAILED'"));
-    std::vector<OutboxMessage> rows;
-    while (failed.executeStep()) rows.push_back(ReadOutboxMessage(failed));
-    OutboxStateTable table(*db_->writer);
-    for (OutboxMessage& row : rows) {
-      if (!OnRedrive(row, now_ms).ok()) continue;
-      if (!dry_run) table.Save(row);
-      ++count;
-    }
-    return absl::OkStatus();
-  }));
-  return count;
+std::string RecoveryStore::SelectWhereFailed(const std::string& condition) {
+  return absl::StrCat("SELECT ", kOutboxColumns, " FROM outbox o WHERE o.status = 'FAILED' AND ",
+                      condition);
 }
 
 absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {

@@ -19,6 +19,8 @@
 #include "shared/base/page.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
+#include "shared/sqlite/audit.h"
+#include "shared/sqlite/history.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/schema.h"
 #include "shared/sqlite/sqlite_file.h"
@@ -94,9 +96,34 @@ class RecoveryStore final : public RecoveryRepository {
   // Operator API.
   absl::StatusOr<MessagePage> List(OutboxStatus status, int64_t after_id, int limit);
   absl::StatusOr<OutboxMessage> Get(const std::string& message_id);
+  // Operator actions (recovery_store_ops.cc). Each records itself in
+  // outbox_audit under `actor`, in the transaction of its change (a paged
+  // one updates its record in each page's), and each changed row gets a
+  // history event; an action that fails is recorded with its error.
   // OnRedrive: FAILED -> SENDING, attempts 0, due now. FAILED_PRECONDITION otherwise.
-  absl::StatusOr<OutboxMessage> Redrive(const std::string& message_id, int64_t now_ms);
-  absl::StatusOr<int64_t> RedriveAllFailed(bool dry_run, int64_t now_ms);
+  absl::StatusOr<OutboxMessage> Redrive(const std::string& message_id, int64_t now_ms,
+                                        const std::string& actor);
+  // Every FAILED row (`group` empty) or those of one failure group, in
+  // transactions of `page` rows; dry_run only counts them (and is audited).
+  absl::StatusOr<int64_t> RedriveFailed(const std::string& group, bool dry_run, int64_t now_ms,
+                                        const std::string& actor, int page = 1000);
+  // OnAcknowledgeFailure: the row stays FAILED and stops alerting.
+  absl::StatusOr<OutboxMessage> AcknowledgeFailure(const std::string& message_id, int64_t now_ms,
+                                                   const std::string& actor);
+  // The same for every not yet acknowledged row of a group, paged.
+  absl::StatusOr<int64_t> AcknowledgeGroup(const std::string& group, bool dry_run, int64_t now_ms,
+                                           const std::string& actor, int page = 1000);
+  absl::StatusOr<std::vector<FailureGroup>> FailureGroups(int limit,
+                                                          const std::string& kind) override;
+  // The message's history (history.h), oldest first: by message id, or by
+  // business key when no message has that id. NOT_FOUND when neither is
+  // known. `row` gets the message's row (outbox, else outbox_archive).
+  absl::StatusOr<std::vector<HistoryEvent>> History(const std::string& message_id_or_biz_key,
+                                                    OutboxMessage* row);
+  // The audit trail, newest first, below `before_id` (0: from the newest).
+  absl::StatusOr<std::vector<AuditRecord>> Audit(int64_t before_id, int limit);
+  // Who the history names for recovery's own events (its instance id).
+  void set_instance(std::string instance) { instance_ = std::move(instance); }
   absl::StatusOr<OutboxCounts> Counts();
   // created_at of the oldest SENDING row, 0 when there is none (through the
   // status index: cheaper than Counts()).
@@ -121,13 +148,30 @@ class RecoveryStore final : public RecoveryRepository {
   // order loaded.
   absl::StatusOr<std::vector<Transitioned>> TransitionDueRows(
       int64_t now_ms, int limit, const std::string& lease_holder,
-      const std::function<bool(OutboxMessage&)>& transition);
+      const std::function<bool(OutboxMessage&)>& transition, bool note_history);
+  // Applies `change` (true: changed) to FAILED rows of `group` ("" = all),
+  // `page` rows per transaction, with the audit record kept in step.
+  absl::StatusOr<int64_t> ChangeFailedRows(const std::string& group, bool dry_run, int64_t now_ms,
+                                           const AuditRecord& audit, int page,
+                                           const std::function<bool(OutboxMessage&)>& change,
+                                           const char* event, const std::string& detail);
+  // One row's operator change, audited.
+  absl::StatusOr<OutboxMessage> ChangeOneRow(
+      const std::string& message_id, int64_t now_ms, const AuditRecord& audit,
+      const std::function<absl::Status(OutboxMessage&)>& change, const char* event,
+      const std::string& detail);
+  // Records an action that failed, in a transaction of its own.
+  void AuditFailure(AuditRecord audit, const absl::Status& why);
 
+  // SELECT kOutboxColumns of FAILED rows through the failure-group index,
+  // WHERE ... AND `condition`.
+  static std::string SelectWhereFailed(const std::string& condition);
   // The query behind OldestSendingCreatedAt(), shared with Counts(); throws.
   int64_t OldestSendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->read_mu);
 
   std::unique_ptr<SqliteFile> db_;
   const std::string metrics_label_;
+  std::string instance_ = "recovery";
 };
 
 }  // namespace outbox

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "shared/outbox/failure.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/schema.h"
 #include "shared/testing/manual_clock.h"
@@ -12,6 +13,8 @@
 
 namespace outbox {
 namespace {
+
+using ::outbox::testing::StatusIs;
 
 // A producer's schema: the outbox tables, then one change of its own.
 const DbSchema& ProducerSchema() {
@@ -208,19 +211,145 @@ TEST_F(RecoveryStoreTest, RedriveOnlyTakesFailedRows) {
   Insert("f1", OutboxStatus::kFailed, 3, 0);
   Insert("f2", OutboxStatus::kFailed, 3, 0);
   Insert("s", OutboxStatus::kSending, 1, 0);
-  EXPECT_TRUE(absl::IsFailedPrecondition(store_->Redrive("s", 5).status()));
-  EXPECT_TRUE(absl::IsNotFound(store_->Redrive("nope", 5).status()));
-  auto r = store_->Redrive("f1", 5);
+  EXPECT_THAT(store_->Redrive("s", 5, "ops").status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_->Redrive("nope", 5, "ops").status(), StatusIs(absl::StatusCode::kNotFound));
+  auto r = store_->Redrive("f1", 5, "ops");
   ASSERT_OK(r);
   EXPECT_EQ(r->status, OutboxStatus::kSending);
   EXPECT_EQ(r->attempts, 0);
   EXPECT_EQ(r->next_retry_at, 5);
-  EXPECT_EQ(*store_->RedriveAllFailed(/*dry_run=*/true, 6), 1);
+  EXPECT_EQ(*store_->RedriveFailed("", /*dry_run=*/true, 6, "ops"), 1);
   EXPECT_EQ(store_->Get("f2")->status, OutboxStatus::kFailed);
-  EXPECT_EQ(*store_->RedriveAllFailed(/*dry_run=*/false, 6), 1);
+  EXPECT_EQ(*store_->RedriveFailed("", /*dry_run=*/false, 6, "ops"), 1);
   auto counts = store_->Counts();
   EXPECT_EQ(counts->sending, 3);
   EXPECT_EQ(counts->failed, 0);
+}
+
+// Every action is in the audit trail, newest first, the failed ones with
+// their error; each changed row has a history event naming the operator.
+TEST_F(RecoveryStoreTest, OperatorActionsAreAuditedAndInTheRowsHistory) {
+  Insert("f1", OutboxStatus::kFailed, 3, 0);
+  Insert("s", OutboxStatus::kSending, 1, 0);
+  ASSERT_OK(store_->Redrive("f1", 5, "alice"));
+  EXPECT_FALSE(store_->Redrive("s", 6, "bob").ok());
+  auto audit = store_->Audit(0, 10);
+  ASSERT_OK(audit);
+  ASSERT_EQ(audit->size(), 2u);
+  EXPECT_EQ((*audit)[0].actor, "bob");
+  EXPECT_EQ((*audit)[0].action, "redrive_message");
+  EXPECT_EQ((*audit)[0].target, "s");
+  EXPECT_EQ((*audit)[0].rows, 0);
+  EXPECT_THAT((*audit)[0].outcome, ::testing::HasSubstr("only FAILED messages"));
+  EXPECT_EQ((*audit)[1].actor, "alice");
+  EXPECT_EQ((*audit)[1].rows, 1);
+  EXPECT_EQ((*audit)[1].outcome, "ok");
+  // Paging: below the newest record's id.
+  auto older = store_->Audit((*audit)[0].id, 10);
+  ASSERT_EQ(older->size(), 1u);
+  EXPECT_EQ((*older)[0].actor, "alice");
+  OutboxMessage row;
+  auto history = store_->History("order-f1", &row);  // by business key
+  ASSERT_OK(history);
+  EXPECT_EQ(row.message_id, "f1");
+  ASSERT_EQ(history->size(), 1u);
+  EXPECT_EQ((*history)[0].event, kEventRedriven);
+  EXPECT_EQ((*history)[0].instance, "alice");
+  EXPECT_THAT(store_->History("nothing", &row).status(), StatusIs(absl::StatusCode::kNotFound));
+}
+
+// Claims write history only off the happy path: a re-publish and the
+// exhaustion, by the lease holder; the archive takes a row's history along.
+TEST_F(RecoveryStoreTest, ClaimsWriteHistoryAndTheArchiveRemovesIt) {
+  Insert("retry", OutboxStatus::kSending, 1, 1000);
+  Insert("spent", OutboxStatus::kSending, 3, 1000);
+  ASSERT_OK(store_->TryAcquireLease("rec-1", 1500, 10000));
+  ASSERT_OK(store_->ClaimDue(1500, 10, "rec-1", policy_));
+  OutboxMessage row;
+  auto retry = store_->History("retry", &row);
+  ASSERT_EQ(retry->size(), 1u);
+  EXPECT_EQ((*retry)[0].event, kEventRepublished);
+  EXPECT_EQ((*retry)[0].detail, "attempt 2");
+  EXPECT_EQ((*retry)[0].instance, "rec-1");
+  auto spent = store_->History("spent", &row);
+  ASSERT_EQ(spent->size(), 1u);
+  EXPECT_EQ((*spent)[0].event, kEventFailed);
+  EXPECT_EQ(row.failure_kind, kFailureExhausted);
+  EXPECT_THAT((*spent)[0].detail, ::testing::HasSubstr("exhausted: no acknowledgement after 3"));
+  // The acknowledgement of a retried row is noted too; then it is archived.
+  {
+    SQLite::Transaction tx(*raw_);
+    RecordAcks(*raw_, {"retry"}, 2000);
+    tx.commit();
+  }
+  EXPECT_EQ(store_->History("retry", &row)->size(), 2u);
+  EXPECT_EQ(*store_->ArchiveSent(3000, 10), 1);
+  EXPECT_EQ(CountHistory(*raw_), 1);  // "spent"'s only
+}
+
+// A message's history keeps its newest kHistoryPerMessage events.
+TEST_F(RecoveryStoreTest, HistoryIsBoundedPerMessage) {
+  Insert("m", OutboxStatus::kSending, 1, 0);
+  for (int i = 0; i < kHistoryPerMessage + 10; ++i) {
+    HistoryLog(*raw_).Append("m", i, "test", kEventPublishFailed, absl::StrCat("n", i));
+  }
+  OutboxMessage row;
+  auto events = store_->History("m", &row);
+  ASSERT_EQ(events->size(), static_cast<size_t>(kHistoryPerMessage));
+  EXPECT_EQ(events->back().detail, absl::StrCat("n", kHistoryPerMessage + 9));
+  EXPECT_EQ(events->front().detail, "n10");
+}
+
+// FAILED rows group by topic, kind and error shape; a group is re-driven
+// and acknowledged in pages, audited once with the rows it changed.
+TEST_F(RecoveryStoreTest, FailureGroupsAreListedRedrivenAndAcknowledgedInPages) {
+  for (int i = 0; i < 7; ++i) Insert(absl::StrCat("a", i), OutboxStatus::kSending, 1, 0);
+  for (int i = 0; i < 3; ++i) Insert(absl::StrCat("b", i), OutboxStatus::kSending, 1, 0);
+  {
+    SQLite::Transaction tx(*raw_);
+    std::vector<Rejection> rejects;
+    for (int i = 0; i < 7; ++i) {
+      rejects.push_back({absl::StrCat("a", i), absl::StrCat("amount ", 100 + i, " over 50")});
+    }
+    RecordRejects(*raw_, rejects, 10);
+    tx.commit();
+  }
+  ASSERT_OK(store_->ClaimDue(100, 10, "", policy_));  // b*: attempts 1 -> 2 (not failed yet)
+  raw_->exec("UPDATE outbox SET attempts = 3, next_retry_at = 0 WHERE message_id LIKE 'b%'");
+  ASSERT_OK(store_->ClaimDue(200, 10, "", policy_));  // b*: exhausted
+  auto groups = store_->FailureGroups(10, "");
+  ASSERT_OK(groups);
+  ASSERT_EQ(groups->size(), 2u);
+  const FailureGroup& rejected = (*groups)[0];
+  EXPECT_EQ(rejected.count, 7);
+  EXPECT_EQ(rejected.kind, kFailureRejected);
+  EXPECT_EQ(rejected.pattern, "amount # over #");
+  EXPECT_EQ(rejected.group, FailureGroupOf("orders", kFailureRejected, "amount 1 over 2"));
+  EXPECT_EQ((*groups)[1].count, 3);
+  EXPECT_EQ((*groups)[1].kind, kFailureExhausted);
+  EXPECT_EQ(store_->FailureGroups(10, kFailureExhausted)->size(), 1u);
+  // Rejected and acknowledged rows alert by group, not one by one.
+  EXPECT_EQ(store_->ListFailed(100)->size(), 3u);
+
+  EXPECT_EQ(*store_->AcknowledgeGroup((*groups)[1].group, false, 300, "carol", 2), 3);
+  EXPECT_EQ(store_->ListFailed(100)->size(), 0u);
+  EXPECT_EQ(store_->FailureGroups(10, "")->at(1).acknowledged, 3);
+
+  EXPECT_EQ(*store_->RedriveFailed(rejected.group, /*dry_run=*/true, 400, "dave", 3), 7);
+  EXPECT_EQ(store_->Counts()->failed, 10);
+  EXPECT_EQ(*store_->RedriveFailed(rejected.group, /*dry_run=*/false, 500, "dave", 3), 7);
+  EXPECT_EQ(store_->Counts()->failed, 3);
+  EXPECT_EQ(store_->Get("a0")->failure_group, "");
+  auto audit = store_->Audit(0, 10);
+  ASSERT_EQ(audit->size(), 3u);
+  EXPECT_EQ((*audit)[0].action, "redrive_group");
+  EXPECT_EQ((*audit)[0].rows, 7);
+  EXPECT_EQ((*audit)[0].outcome, "ok");
+  EXPECT_FALSE((*audit)[0].dry_run);
+  EXPECT_TRUE((*audit)[1].dry_run);
+  EXPECT_EQ((*audit)[2].action, "acknowledge_group");
+  EXPECT_EQ((*audit)[2].actor, "carol");
 }
 
 TEST_F(RecoveryStoreTest, ArchivesOldSentRowsInBoundedBatches) {

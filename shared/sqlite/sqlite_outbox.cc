@@ -48,9 +48,19 @@ absl::Status SqliteOutbox::RecordPublishFailure(const std::vector<std::string>& 
                                                 const std::string& error) {
   MutexLock lock(&file_.write_mu);
   return WriteTransaction(*file_.writer, [&] {
-    outbox::RecordPublishFailure(*file_.writer, message_ids, error, clock_.NowMillis());
+    outbox::RecordPublishFailure(*file_.writer, message_ids, error, clock_.NowMillis(), "relay");
     return absl::OkStatus();
   });
+}
+
+absl::StatusOr<int> SqliteOutbox::RecordRejects(const std::vector<Rejection>& rejects) {
+  MutexLock lock(&file_.write_mu);
+  int changed = 0;
+  RETURN_IF_ERROR(WriteTransaction(*file_.writer, [&] {
+    changed = outbox::RecordRejects(*file_.writer, rejects, clock_.NowMillis());
+    return absl::OkStatus();
+  }));
+  return changed;
 }
 
 absl::StatusOr<std::vector<std::string>> SqliteOutbox::TakenOver(

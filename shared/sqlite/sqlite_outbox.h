@@ -38,6 +38,7 @@ class SqliteOutbox final : public OutboxRepository {
 
   // OutboxRepository.
   absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override;
+  absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects) override;
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error) override;
   // Rows no longer SENDING, or re-published by recovery already.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "shared/outbox/failure.h"
 #include "shared/outbox/state_machine.h"
 
 namespace outbox::testing {
@@ -206,12 +207,57 @@ absl::StatusOr<std::vector<OutboxMessage>> InMemoryOutbox::ListFailed(int limit)
   // Oldest first: in the order the rows were written, as the stores list them.
   std::vector<OutboxMessage> out;
   for (const auto& [id, row] : rows_) {
-    if (row.status == OutboxStatus::kFailed) out.push_back(row);
+    if (row.status == OutboxStatus::kFailed && row.failure_kind != kFailureRejected &&
+        row.acknowledged_by.empty()) {
+      out.push_back(row);
+    }
   }
   std::sort(out.begin(), out.end(),
             [](const OutboxMessage& a, const OutboxMessage& b) { return a.id < b.id; });
   if (static_cast<int>(out.size()) > limit) out.resize(limit);
   return out;
+}
+
+absl::StatusOr<std::vector<FailureGroup>> InMemoryOutbox::FailureGroups(int limit,
+                                                                        const std::string& kind) {
+  if (!fail_with.ok()) return fail_with;
+  std::map<std::string, FailureGroup> groups;
+  std::map<std::string, int64_t> newest_id;
+  for (const auto& [id, row] : rows_) {
+    if (row.status != OutboxStatus::kFailed) continue;
+    if (!kind.empty() && row.failure_kind != kind) continue;
+    FailureGroup& g = groups[row.failure_group];
+    if (g.count == 0 || row.updated_at < g.first_seen) g.first_seen = row.updated_at;
+    g.last_seen = std::max(g.last_seen, row.updated_at);
+    ++g.count;
+    if (!row.acknowledged_by.empty()) ++g.acknowledged;
+    if (row.id >= newest_id[row.failure_group]) {
+      newest_id[row.failure_group] = row.id;
+      g.group = row.failure_group;
+      g.topic = row.topic;
+      g.kind = row.failure_kind;
+      g.pattern = FailurePattern(row.last_error);
+      g.example_message_id = row.message_id;
+      g.example_error = row.last_error;
+    }
+  }
+  std::vector<FailureGroup> out;
+  for (auto& [key, g] : groups) out.push_back(std::move(g));
+  std::stable_sort(out.begin(), out.end(), [](const FailureGroup& a, const FailureGroup& b) {
+    return a.count != b.count ? a.count > b.count : a.group < b.group;
+  });
+  if (static_cast<int>(out.size()) > limit) out.resize(limit);
+  return out;
+}
+
+absl::StatusOr<int> InMemoryOutbox::RecordRejects(const std::vector<Rejection>& rejects) {
+  if (!fail_with.ok()) return fail_with;
+  int changed = 0;
+  for (const Rejection& r : rejects) {
+    auto it = rows_.find(r.message_id);
+    if (it != rows_.end() && OnReject(it->second, r.reason, clock_.NowMillis())) ++changed;
+  }
+  return changed;
 }
 
 absl::StatusOr<Claimed> InMemoryOutbox::ClaimDue(int64_t now_ms, int limit,

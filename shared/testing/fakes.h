@@ -195,6 +195,9 @@ class InMemoryOutbox final : public OutboxRepository, public RecoveryRepository 
   absl::StatusOr<int> DeferDue(int64_t now_ms, int limit, const std::string& lease_holder,
                                const RetryPolicy& policy) override;
   absl::StatusOr<std::vector<OutboxMessage>> ListFailed(int limit) override;
+  absl::StatusOr<std::vector<FailureGroup>> FailureGroups(int limit,
+                                                          const std::string& kind) override;
+  absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects) override;
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error, int64_t now_ms) override;
   absl::StatusOr<bool> TryAcquireLease(const std::string& holder, int64_t now_ms,

@@ -1,0 +1,254 @@
+// RecoveryStore's operator actions: re-drive and acknowledge, one row or a
+// failure group, each audited in the transaction of its change; failure
+// groups, a message's history and the audit trail.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+#include "shared/outbox/failure.h"
+#include "shared/outbox/state_machine.h"
+#include "shared/sqlite/recovery_store.h"
+
+namespace outbox {
+
+void RecoveryStore::AuditFailure(AuditRecord audit, const absl::Status& why) {
+  audit.outcome = std::string(why.message());
+  audit.rows = 0;
+  MutexLock lock(&db_->write_mu);
+  absl::Status s = WriteTransaction(*db_->writer, [&] {
+    AppendAudit(*db_->writer, audit);
+    return absl::OkStatus();
+  });
+  (void)s;  // the action's own error is what the caller reports
+}
+
+absl::StatusOr<OutboxMessage> RecoveryStore::ChangeOneRow(
+    const std::string& message_id, int64_t now_ms, const AuditRecord& audit,
+    const std::function<absl::Status(OutboxMessage&)>& change, const char* event,
+    const std::string& detail) {
+  OutboxMessage changed;
+  absl::Status s;
+  {
+    MutexLock lock(&db_->write_mu);
+    s = WriteTransaction(*db_->writer, [&]() -> absl::Status {
+      SQLite::Database& db = *db_->writer;
+      OutboxStateTable table(db);
+      std::optional<OutboxMessage> row = table.Load(message_id);
+      if (!row.has_value()) {
+        return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
+      }
+      RETURN_IF_ERROR(change(*row));
+      table.Save(*row);
+      HistoryLog(db).Append(message_id, now_ms, audit.actor, event, detail);
+      AuditRecord done = audit;
+      done.rows = 1;
+      done.outcome = "ok";
+      AppendAudit(db, done);
+      changed = *std::move(row);
+      return absl::OkStatus();
+    });
+  }
+  if (!s.ok()) {
+    AuditFailure(audit, s);
+    return s;
+  }
+  return changed;
+}
+
+absl::StatusOr<OutboxMessage> RecoveryStore::Redrive(const std::string& message_id, int64_t now_ms,
+                                                     const std::string& actor) {
+  return ChangeOneRow(
+      message_id, now_ms, {0, now_ms, actor, "redrive_message", message_id, false, 0, ""},
+      [&](OutboxMessage& row) { return OnRedrive(row, now_ms); }, kEventRedriven,
+      absl::StrCat("by ", actor));
+}
+
+absl::StatusOr<OutboxMessage> RecoveryStore::AcknowledgeFailure(const std::string& message_id,
+                                                                int64_t now_ms,
+                                                                const std::string& actor) {
+  return ChangeOneRow(
+      message_id, now_ms, {0, now_ms, actor, "acknowledge_message", message_id, false, 0, ""},
+      [&](OutboxMessage& row) { return OnAcknowledgeFailure(row, actor, now_ms); },
+      kEventFailureSeen, absl::StrCat("by ", actor));
+}
+
+absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
+    const std::string& group, bool dry_run, int64_t now_ms, const AuditRecord& audit, int page,
+    const std::function<bool(OutboxMessage&)>& change, const char* event,
+    const std::string& detail) {
+  if (page < 1) return absl::InvalidArgumentError("page must be at least 1");
+  int64_t total = 0;
+  int64_t audit_id = 0;
+  int64_t after_id = 0;  // rows are walked by id: a changed row leaves the set or stays behind
+  while (true) {
+    int64_t in_page = 0;
+    bool last = false;
+    absl::Status s;
+    {
+      MutexLock lock(&db_->write_mu);
+      s = WriteTransaction(*db_->writer, [&]() -> absl::Status {
+        SQLite::Database& db = *db_->writer;
+        in_page = 0;
+        SQLite::Statement select(
+            db, SelectWhereFailed(group.empty() ? "o.id > ?1 ORDER BY o.id LIMIT ?2"
+                                                : "o.failure_group = ?3 AND o.id > ?1 "
+                                                  "ORDER BY o.id LIMIT ?2"));
+        select.bind(1, static_cast<int64_t>(after_id));
+        select.bind(2, page);
+        if (!group.empty()) select.bind(3, group);
+        std::vector<OutboxMessage> rows;
+        while (select.executeStep()) rows.push_back(ReadOutboxMessage(select));
+        last = static_cast<int>(rows.size()) < page;
+        OutboxStateTable table(db);
+        std::optional<HistoryLog> history;
+        for (OutboxMessage& row : rows) {
+          after_id = row.id;
+          if (!change(row)) continue;
+          ++in_page;
+          if (dry_run) continue;
+          table.Save(row);
+          if (!history) history.emplace(db);
+          history->Append(row.message_id, now_ms, audit.actor, event, detail);
+        }
+        const std::string outcome = last ? "ok" : "in progress";
+        if (audit_id == 0) {
+          AuditRecord first = audit;
+          first.rows = total + in_page;
+          first.outcome = outcome;
+          audit_id = AppendAudit(db, first);
+        } else {
+          UpdateAudit(db, audit_id, total + in_page, outcome);
+        }
+        return absl::OkStatus();
+      });
+    }
+    if (!s.ok()) {
+      if (audit_id == 0) {
+        AuditFailure(audit, s);
+      } else {
+        MutexLock lock(&db_->write_mu);
+        (void)WriteTransaction(*db_->writer, [&] {
+          UpdateAudit(*db_->writer, audit_id, total,
+                      absl::StrCat("stopped after ", total, " rows: ", s.message()));
+          return absl::OkStatus();
+        });
+      }
+      return s;
+    }
+    total += in_page;
+    if (last) return total;
+  }
+}
+
+absl::StatusOr<int64_t> RecoveryStore::RedriveFailed(const std::string& group, bool dry_run,
+                                                     int64_t now_ms, const std::string& actor,
+                                                     int page) {
+  const AuditRecord audit{0,
+                          now_ms,
+                          actor,
+                          group.empty() ? "redrive_all" : "redrive_group",
+                          group.empty() ? "FAILED" : group,
+                          dry_run,
+                          0,
+                          ""};
+  return ChangeFailedRows(
+      group, dry_run, now_ms, audit, page,
+      [&](OutboxMessage& row) { return OnRedrive(row, now_ms).ok(); }, kEventRedriven,
+      absl::StrCat("by ", actor, group.empty() ? " (all FAILED)" : " (group " + group + ")"));
+}
+
+absl::StatusOr<int64_t> RecoveryStore::AcknowledgeGroup(const std::string& group, bool dry_run,
+                                                        int64_t now_ms, const std::string& actor,
+                                                        int page) {
+  if (group.empty()) return absl::InvalidArgumentError("a failure group is required");
+  const AuditRecord audit{0, now_ms, actor, "acknowledge_group", group, dry_run, 0, ""};
+  return ChangeFailedRows(
+      group, dry_run, now_ms, audit, page,
+      [&](OutboxMessage& row) {
+        return row.acknowledged_by.empty() && OnAcknowledgeFailure(row, actor, now_ms).ok();
+      },
+      kEventFailureSeen, absl::StrCat("by ", actor, " (group ", group, ")"));
+}
+
+absl::StatusOr<std::vector<FailureGroup>> RecoveryStore::FailureGroups(int limit,
+                                                                       const std::string& kind) {
+  MutexLock lock(&db_->read_mu);
+  std::vector<FailureGroup> groups;
+  RETURN_IF_ERROR(Guard("list failure groups", [&] {
+    SQLite::Statement stmt(*db_->reader, R"sql(
+      SELECT failure_group, count(*), sum(acknowledged_by != ''), min(updated_at),
+             max(updated_at), max(id)
+      FROM outbox INDEXED BY outbox_failure_group
+      WHERE status = 'FAILED' AND (?1 = '' OR failure_kind = ?1)
+      GROUP BY failure_group ORDER BY count(*) DESC, failure_group LIMIT ?2)sql");
+    stmt.bind(1, kind);
+    stmt.bind(2, limit);
+    std::vector<int64_t> examples;
+    while (stmt.executeStep()) {
+      FailureGroup g;
+      g.group = stmt.getColumn(0).getString();
+      g.count = stmt.getColumn(1).getInt64();
+      g.acknowledged = stmt.getColumn(2).getInt64();
+      g.first_seen = stmt.getColumn(3).getInt64();
+      g.last_seen = stmt.getColumn(4).getInt64();
+      examples.push_back(stmt.getColumn(5).getInt64());
+      groups.push_back(std::move(g));
+    }
+    SQLite::Statement example(*db_->reader,
+                              "SELECT message_id, topic, failure_kind, last_error FROM outbox "
+                              "WHERE id = ?");
+    for (size_t i = 0; i < groups.size(); ++i) {
+      example.reset();
+      example.bind(1, static_cast<int64_t>(examples[i]));
+      if (!example.executeStep()) continue;
+      groups[i].example_message_id = example.getColumn(0).getString();
+      groups[i].topic = example.getColumn(1).getString();
+      groups[i].kind = example.getColumn(2).getString();
+      groups[i].example_error = example.getColumn(3).getString();
+      groups[i].pattern = FailurePattern(groups[i].example_error);
+    }
+    return absl::OkStatus();
+  }));
+  return groups;
+}
+
+absl::StatusOr<std::vector<HistoryEvent>> RecoveryStore::History(
+    const std::string& message_id_or_biz_key, OutboxMessage* row) {
+  MutexLock lock(&db_->read_mu);
+  std::vector<HistoryEvent> events;
+  bool found = false;
+  RETURN_IF_ERROR(Guard("read history", [&] {
+    for (const char* table : {"outbox", "outbox_archive"}) {
+      SQLite::Statement stmt(
+          *db_->reader,
+          absl::StrCat("SELECT ", kOutboxColumns, " FROM ", table,
+                       " o WHERE o.message_id = ?1 UNION ALL SELECT ", kOutboxColumns, " FROM ",
+                       table, " o WHERE o.biz_key = ?1 AND o.message_id != ?1 LIMIT 1"));
+      stmt.bind(1, message_id_or_biz_key);
+      if (stmt.executeStep()) {
+        *row = ReadOutboxMessage(stmt);
+        found = true;
+        break;
+      }
+    }
+    if (found) events = ReadHistory(*db_->reader, row->message_id);
+    return absl::OkStatus();
+  }));
+  if (!found) {
+    return absl::NotFoundError(
+        absl::StrCat("no message with id or business key '", message_id_or_biz_key, "'"));
+  }
+  return events;
+}
+
+absl::StatusOr<std::vector<AuditRecord>> RecoveryStore::Audit(int64_t before_id, int limit) {
+  MutexLock lock(&db_->read_mu);
+  std::vector<AuditRecord> records;
+  RETURN_IF_ERROR(Guard("read audit", [&] {
+    records = ListAudit(*db_->reader, before_id, limit);
+    return absl::OkStatus();
+  }));
+  return records;
+}
+
+}  // namespace outbox
