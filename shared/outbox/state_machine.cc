@@ -54,8 +54,9 @@ DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& defaults)
   row.updated_at = now_ms;
   if (policy.max_age > absl::ZeroDuration() &&
       now_ms - row.created_at > absl::ToInt64Milliseconds(policy.max_age)) {
-    row.last_error = absl::StrCat("older than the max age of ", absl::FormatDuration(policy.max_age),
-                                  " after ", row.attempts, " attempts");
+    row.last_error =
+        absl::StrCat("older than the max age of ", absl::FormatDuration(policy.max_age), " after ",
+                     row.attempts, " attempts");
     Fail(row, kFailureExpired, now_ms);
     return DueAction::kExhausted;
   }
@@ -113,9 +114,9 @@ bool OnReject(OutboxMessage& row, const std::string& reason, int64_t now_ms) {
 
 absl::Status OnAcknowledgeFailure(OutboxMessage& row, const std::string& by, int64_t now_ms) {
   if (row.status != OutboxStatus::kFailed) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "message '", row.message_id, "' is ", StatusName(row.status),
-        "; only FAILED messages can be acknowledged"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("message '", row.message_id, "' is ", StatusName(row.status),
+                     "; only FAILED messages can be acknowledged"));
   }
   row.acknowledged_by = by.empty() ? "operator" : by;
   row.updated_at = now_ms;
@@ -133,6 +134,22 @@ absl::Status OnRedrive(OutboxMessage& row, int64_t now_ms) {
   row.next_retry_at = now_ms;
   row.updated_at = now_ms;
   row.last_error.clear();
+  ClearFailure(row);
+  return absl::OkStatus();
+}
+
+absl::Status OnResend(OutboxMessage& row, const std::string& reason, int64_t now_ms) {
+  if (row.status != OutboxStatus::kSent) {
+    return absl::FailedPreconditionError(absl::StrCat("message '", row.message_id, "' is ",
+                                                      StatusName(row.status),
+                                                      "; only SENT messages can be sent again"));
+  }
+  row.status = OutboxStatus::kSending;
+  row.attempts = 0;
+  row.next_retry_at = now_ms;
+  row.updated_at = now_ms;
+  row.sent_at = 0;
+  row.last_error = reason;
   ClearFailure(row);
   return absl::OkStatus();
 }
