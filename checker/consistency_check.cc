@@ -5,6 +5,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <system_error>
@@ -303,7 +304,14 @@ const CheckResult* Report::Find(const std::string& name) const& {
   return nullptr;
 }
 
-absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
+namespace {
+
+// Opens payment.db read-only with every accounting.db attached, refuses
+// newer schema versions, and runs `body` on the connection. `step` names
+// what `body` is doing, for an error.
+absl::Status WithDatabases(
+    const CheckConfig& config,
+    const std::function<void(SQLite::Database&, const AccountingTables&, std::string*)>& body) {
   absl::Status prefix = ValidatePaymentIdPrefix(config.payment_id_prefix);
   if (!prefix.ok()) return prefix;
   absl::StatusOr<std::string> payment_uri = ReadOnlyUri(config.payment_db, "payment db");
@@ -313,10 +321,6 @@ absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
   absl::StatusOr<std::vector<std::string>> accounting_uris = AccountingUris(accounting_dbs);
   if (!accounting_uris.ok()) return accounting_uris.status();
 
-  Report report;
-  report.payment_db = config.payment_db;
-  report.accounting_db = config.accounting_db;
-  report.now = now;
   const AccountingTables acc(accounting_uris->size());
   std::string step = absl::StrCat("open ", config.payment_db);
   try {
@@ -328,19 +332,95 @@ absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
     step = "read the schema versions";
     absl::Status versions = CheckSchemaVersions(db, config.payment_db, accounting_dbs);
     if (!versions.ok()) return versions;
-    // Each read transaction sees one WAL snapshot per database, taken when it
-    // first reads that database. The services commit payment -> voucher ->
-    // SENT in that order, so a voucher is only judged against a payment
-    // snapshot taken after it (else a payment committed in between looks
-    // missing), and a SENT row against a voucher snapshot taken after it.
-    // With shards, the first statement reads every accounting.db.
-    step = "check (accounting snapshot first)";
-    CheckAccountingFirst(db, config, acc, report);
-    step = "check (payment snapshot first)";
-    CheckPaymentFirst(db, config, acc, now, report);
+    body(db, acc, &step);
   } catch (const SQLite::Exception& e) {
     return FromSqlite(e, step);
   }
+  return absl::OkStatus();
+}
+
+// Rows of (message_id, payment_id, archive rowid, processed, live row).
+std::vector<RepairCandidate> Candidates(SQLite::Database& db, const AccountingTables& acc,
+                                        const std::string& sql) {
+  std::vector<RepairCandidate> rows;
+  SQLite::Statement stmt(db, acc(sql));
+  while (stmt.executeStep()) {
+    RepairCandidate c;
+    c.message_id = stmt.getColumn(0).getString();
+    c.payment_id = stmt.getColumn(1).getString();
+    c.archive_rowid = stmt.getColumn(2).getInt64();
+    c.processed = stmt.getColumn(3).getInt() != 0;
+    c.live_row = stmt.getColumn(4).getInt() != 0;
+    rows.push_back(std::move(c));
+  }
+  return rows;
+}
+
+}  // namespace
+
+absl::StatusOr<RepairCandidates> FindRepairCandidates(const CheckConfig& config) {
+  RepairCandidates found;
+  absl::Status s = WithDatabases(
+      config, [&](SQLite::Database& db, const AccountingTables& acc, std::string* step) {
+        *step = "find the rows to repair";
+        // As in CheckPaymentFirst: payment.db's snapshot is taken first (by the
+        // first statement), so a SENT row is judged against vouchers committed
+        // before it was read.
+        SQLite::Transaction tx(db, SQLite::TransactionBehavior::DEFERRED);
+        const bool archive = Scalar(db,
+                                    "SELECT count(*) FROM main.sqlite_master "
+                                    "WHERE type = 'table' AND name = 'outbox_archive'") > 0;
+        found.sent_without_voucher = Candidates(db, acc, R"sql(
+      SELECT o.message_id, o.biz_key, 0,
+             EXISTS (SELECT 1 FROM acc.processed_messages m WHERE m.message_id = o.message_id), 0
+      FROM main.outbox o
+      WHERE o.status = 'SENT' AND o.biz_type = 'payment'
+        AND NOT EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = o.biz_key)
+      ORDER BY o.id)sql");
+        if (archive) {
+          for (RepairCandidate& c : Candidates(db, acc, R"sql(
+        SELECT a.message_id, a.biz_key, a.rowid,
+               EXISTS (SELECT 1 FROM acc.processed_messages m WHERE m.message_id = a.message_id),
+               EXISTS (SELECT 1 FROM main.outbox o
+                       WHERE o.message_id = a.message_id
+                          OR (o.biz_type = a.biz_type AND o.biz_key = a.biz_key))
+        FROM main.outbox_archive a
+        WHERE a.biz_type = 'payment'
+          AND NOT EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = a.biz_key)
+        ORDER BY a.rowid)sql")) {
+            found.sent_without_voucher.push_back(std::move(c));
+          }
+        }
+        found.failed_with_voucher = Candidates(db, acc, R"sql(
+      SELECT o.message_id, o.biz_key, 0, 0, 0 FROM main.outbox o
+      WHERE o.status = 'FAILED' AND o.biz_type = 'payment'
+        AND EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = o.biz_key)
+      ORDER BY o.id)sql");
+        tx.commit();
+      });
+  if (!s.ok()) return s;
+  return found;
+}
+
+absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
+  Report report;
+  report.payment_db = config.payment_db;
+  report.accounting_db = config.accounting_db;
+  report.now = now;
+  absl::Status s = WithDatabases(
+      config, [&](SQLite::Database& db, const AccountingTables& acc, std::string* step) {
+        // Each read transaction sees one WAL snapshot per database, taken when it
+        // first reads that database. The services commit payment -> voucher ->
+        // SENT in that order, so a voucher is only judged against a payment
+        // snapshot taken after it (else a payment committed in between looks
+        // missing), and a SENT row against a voucher snapshot taken after it.
+        // With shards, the first statement reads every accounting.db.
+        *step = "check (accounting snapshot first)";
+        CheckAccountingFirst(db, config, acc, report);
+        *step = "check (payment snapshot first)";
+        CheckPaymentFirst(db, config, acc, now, report);
+      });
+  if (!s.ok()) return s;
   return report;
 }
 

@@ -18,7 +18,7 @@ inline constexpr size_t kMaxAccountingDbs = 10;  // SQLite attaches at most 10
 // accounting_service/accounting_db_schema.h. A newer file is refused
 // (FAILED_PRECONDITION): its changes could make a check wrong in either
 // direction. Older ones, versioned or not, are checked as they are.
-inline constexpr int kPaymentDbSchemaVersion = 4;
+inline constexpr int kPaymentDbSchemaVersion = 5;
 inline constexpr int kAccountingDbSchemaVersion = 3;
 
 struct CheckConfig {
@@ -74,6 +74,28 @@ struct Report {
   const CheckResult* Find(const std::string& name) const&;
   const CheckResult* Find(const std::string& name) const&& = delete;
 };
+
+// A row behind sent_without_voucher or failed_with_voucher, for the repair
+// (repair.h), read like the checks: read-only, payment.db's snapshot first.
+struct RepairCandidate {
+  std::string message_id;
+  std::string payment_id;
+  // The row's rowid in outbox_archive (an archived row); 0 for a row in outbox.
+  int64_t archive_rowid = 0;
+  // accounting has recorded the message id as processed: delivered again, the
+  // message would be answered as a duplicate and book nothing.
+  bool processed = false;
+  // Archived rows only: outbox holds a row for the same payment or message id.
+  bool live_row = false;
+};
+
+struct RepairCandidates {
+  std::vector<RepairCandidate> sent_without_voucher;  // outbox rows first, then archived ones
+  std::vector<RepairCandidate> failed_with_voucher;
+};
+
+// Every row of the two checks (not capped like the examples). Errors as RunChecks.
+absl::StatusOr<RepairCandidates> FindRepairCandidates(const CheckConfig& config);
 
 // `now` is injected so the stale-row check is deterministic in tests.
 // NotFound for a missing file, FailedPrecondition for a file that is not one

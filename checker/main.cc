@@ -1,5 +1,10 @@
 // outbox_check: audits payment.db and accounting.db (read-only) for broken
 // outbox guarantees. Exit 0 = consistent, 1 = violations, 2 = usage/IO error.
+// With --repair it also fixes what is safe to fix in payment.db (a dry run
+// unless --apply; checker/repair.h): exit 0 = nothing left for an operator.
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -13,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "checker/repair.h"
 #include "checker/report.h"
 
 namespace {
@@ -35,6 +41,14 @@ ABSL_FLAG(absl::Duration, stale_after, absl::Minutes(10),
           "a SENDING row older than this (now - created_at) is stale");
 ABSL_FLAG(bool, fail_on_stale, true,
           "count stale SENDING rows as a violation (else report them only)");
+ABSL_FLAG(bool, repair, false,
+          "also repair what is safe in payment.db (SENT or archived rows without a voucher go "
+          "back to SENDING, FAILED rows with one are closed SENT) and list what needs an "
+          "operator; a dry run unless --apply");
+ABSL_FLAG(bool, apply, false, "with --repair: change payment.db (default: a dry run)");
+ABSL_FLAG(std::string, actor, "",
+          "with --repair: who repairs, for outbox_audit and outbox_history (default: the OS "
+          "user name)");
 
 namespace {
 // absl::ParseCommandLine exits with 1 on a bad flag and after --help, but 1
@@ -46,6 +60,17 @@ void OverrideParseExitCode() {
   std::cout.flush();  // _Exit skips the flush that would print --help to a pipe
   std::fflush(nullptr);
   std::_Exit(g_exit_code_while_parsing);
+}
+// The name of the effective user, or "uid <n>" without a passwd entry.
+std::string OsUserName() {
+  const uid_t uid = geteuid();
+  std::string buffer(16384, '\0');
+  passwd entry;
+  passwd* found = nullptr;
+  if (getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) {
+    return found->pw_name;
+  }
+  return "uid " + std::to_string(uid);
 }
 bool IsHelpRequest(absl::string_view arg) {
   return absl::StartsWith(arg, "--help") || absl::StartsWith(arg, "-help") ||
@@ -61,10 +86,13 @@ int main(int argc, char** argv) {
   usage_config.contains_helpshort_flags = in_main;
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
-      "Checks payment.db and accounting.db (opened read-only) for broken outbox guarantees.\n"
+      "Checks payment.db and accounting.db (opened read-only) for broken outbox guarantees; "
+      "--repair fixes in payment.db what is safe to fix.\n"
       "Usage: outbox_check --payment_db=payment.db --accounting_db=accounting.db[,shard2.db...] "
-      "[--json]\n"
-      "Exit status: 0 consistent, 1 violations found, 2 usage or I/O error.");
+      "[--json] [--repair [--apply] [--actor=NAME]]\n"
+      "Exit status: 0 consistent, 1 violations found, 2 usage or I/O error; with --repair: 0 "
+      "nothing left for an operator (every violation repaired, or would be), 1 violations that "
+      "need an operator.");
 
   bool help = false;
   for (int i = 1; i < argc; ++i) help = help || IsHelpRequest(argv[i]);
@@ -91,6 +119,18 @@ int main(int argc, char** argv) {
   if (config.stale_after <= absl::ZeroDuration()) {
     std::cerr << "outbox_check: --stale_after must be positive\n";
     return outbox::checker::kExitError;
+  }
+  if (absl::GetFlag(FLAGS_apply) && !absl::GetFlag(FLAGS_repair)) {
+    std::cerr << "outbox_check: --apply needs --repair\n";
+    return outbox::checker::kExitError;
+  }
+  if (absl::GetFlag(FLAGS_repair)) {
+    outbox::checker::RepairOptions repair;
+    repair.apply = absl::GetFlag(FLAGS_apply);
+    repair.actor = absl::GetFlag(FLAGS_actor);
+    if (repair.actor.empty()) repair.actor = OsUserName();
+    return outbox::checker::RunRepairAndPrint(config, repair, absl::Now(),
+                                              absl::GetFlag(FLAGS_json), std::cout, std::cerr);
   }
   return outbox::checker::RunAndPrint(config, absl::Now(), absl::GetFlag(FLAGS_json), std::cout,
                                       std::cerr);

@@ -5,7 +5,6 @@
 #include "absl/strings/str_join.h"
 
 namespace outbox::checker {
-namespace {
 
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
@@ -26,6 +25,8 @@ std::string JsonString(const std::string& s) {
   }
   return out + "\"";
 }
+
+namespace {
 
 const char* Verdict(const CheckResult& c) {
   if (c.count == 0) return "ok";

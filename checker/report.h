@@ -12,6 +12,9 @@ constexpr int kExitOk = 0;
 constexpr int kExitViolation = 1;
 constexpr int kExitError = 2;  // usage or I/O: the databases were not checked
 
+// `s` as a JSON string literal, quotes included.
+std::string JsonString(const std::string& s);
+
 std::string FormatText(const Report& report);
 // One JSON object: {"payment_db", "accounting_db", "now_ms", "counts",
 // "pending", "checks": [{name, description, count, examples, violation}], "ok"}.

@@ -138,4 +138,20 @@ absl::Status OnRedrive(OutboxMessage& row, int64_t now_ms) {
   return absl::OkStatus();
 }
 
+absl::Status OnResend(OutboxMessage& row, const std::string& reason, int64_t now_ms) {
+  if (row.status != OutboxStatus::kSent) {
+    return absl::FailedPreconditionError(absl::StrCat("message '", row.message_id, "' is ",
+                                                      StatusName(row.status),
+                                                      "; only SENT messages can be sent again"));
+  }
+  row.status = OutboxStatus::kSending;
+  row.attempts = 0;
+  row.next_retry_at = now_ms;
+  row.updated_at = now_ms;
+  row.sent_at = 0;
+  row.last_error = reason;
+  ClearFailure(row);
+  return absl::OkStatus();
+}
+
 }  // namespace outbox

@@ -14,6 +14,7 @@
 //   FAILED    --late ack-->          SENT (last_error kept; its alert resolves)
 //   FAILED    --re-drive-->          SENDING, attempts 0, due now
 //   FAILED    --acknowledge-->       FAILED, acknowledged_by set (its alert stops)
+//   SENT      --resend-->            SENDING, attempts 0, due now (the consumer lost its effect)
 //   any       --publish failed-->    same status, last_error noted (SENDING only)
 #include <cstdint>
 #include <string>
@@ -85,5 +86,12 @@ absl::Status OnRedrive(OutboxMessage& row, int64_t now_ms);
 // An operator has seen a FAILED row and leaves it FAILED: its alert stops.
 // FAILED_PRECONDITION for any other status.
 absl::Status OnAcknowledgeFailure(OutboxMessage& row, const std::string& by, int64_t now_ms);
+
+// An operator's tool found that the consumer holds no effect of a SENT row
+// (its record was lost after the acknowledgement, e.g. a restore of an older
+// consumer database): SENDING, a fresh budget, due now, `reason` in
+// last_error, so recovery delivers it again and the consumer applies it once.
+// FAILED_PRECONDITION for any other status.
+absl::Status OnResend(OutboxMessage& row, const std::string& reason, int64_t now_ms);
 
 }  // namespace outbox

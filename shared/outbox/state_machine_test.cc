@@ -197,6 +197,27 @@ TEST(OnRedriveTest, OnlyFailedRowsGetAFreshBudgetDueNow) {
   }
 }
 
+TEST(OnResendTest, OnlySentRowsGoBackToSendingWithAFreshBudgetDueNow) {
+  OutboxMessage row = InStatus(OutboxStatus::kSent);
+  row.attempts = 2;
+  row.sent_at = kNow - 5;
+  ASSERT_OK(OnResend(row, "repaired: SENT without a voucher", kNow + 9));
+  EXPECT_EQ(row.status, OutboxStatus::kSending);
+  EXPECT_EQ(row.attempts, 0);
+  EXPECT_EQ(row.next_retry_at, kNow + 9);
+  EXPECT_EQ(row.sent_at, 0);
+  EXPECT_EQ(row.last_error, "repaired: SENT without a voucher");
+  EXPECT_EQ(row.failure_kind, "");
+  EXPECT_EQ(OnDue(row, kNow + 9, Policy()), DueAction::kRepublish);
+  EXPECT_EQ(OnAck(row, kNow + 10), AckEffect::kClosed);
+  for (OutboxStatus s : {OutboxStatus::kSending, OutboxStatus::kFailed}) {
+    OutboxMessage other = InStatus(s);
+    absl::Status st = OnResend(other, "again", kNow);
+    EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+    EXPECT_NE(st.message().find(StatusName(s)), absl::string_view::npos);
+  }
+}
+
 TEST(StatusNameTest, RoundTripsAndRejectsUnknown) {
   for (OutboxStatus s : kAllStatuses) EXPECT_EQ(*ParseStatus(StatusName(s)), s);
   EXPECT_TRUE(absl::IsInvalidArgument(ParseStatus("LOST").status()));
