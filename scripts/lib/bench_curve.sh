@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The load curve, BENCH_RUNS=curve of scripts/bench.sh, which sources this
-# file after its own helpers (start_services, stop_services, run_outbox_bench,
-# PIDS, WORK, BIN, BROKER_DIR, say, die) and calls curve_run.
+# file, calls curve_setup before it starts the broker and curve_run after its
+# other runs. Both use bench.sh's helpers and state (start_services,
+# stop_services, run_outbox_bench, PIDS, WORK, BIN, BROKER_DIR, say, die).
 #
 # One outbox_bench run per point of CURVE_RATES: an open loop at each rate,
 # and "sat", a closed loop at BENCH_CONCURRENCY. Every point gets fresh
