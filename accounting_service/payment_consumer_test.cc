@@ -48,15 +48,17 @@ class InMemoryLedger final : public VoucherLedger {
 // A PaymentCreated as a publisher that does not accept batch replies sends
 // it (every payment_service before batch replies).
 Delivery Payment(const std::string& message_id, const std::string& payment_id,
-                 const std::string& reply_to = "ACC_QUEUE", bool batch_replies_accepted = false) {
+                 const std::string& reply_to = "ACC_QUEUE", bool batch_replies_accepted = false,
+                 int64_t amount_minor = 100, bool rejects_accepted = false) {
   events::v1::PaymentCreated e;
   e.set_message_id(message_id);
   e.set_payment_id(payment_id);
   e.set_payer_account("alice");
   e.set_payee_account("bob");
-  e.set_amount_minor(100);
+  e.set_amount_minor(amount_minor);
   e.set_currency("EUR");
   e.set_batch_replies_accepted(batch_replies_accepted);
+  e.set_rejects_accepted(rejects_accepted);
   Delivery d;
   d.message_id = message_id;
   d.reply_to = reply_to;
@@ -168,6 +170,30 @@ TEST_F(PaymentConsumerTest, ABatchReplyNotConfirmedSendsBackEveryDeliveryItAnswe
   EXPECT_EQ(consumer_.duplicates(), 2);
   EXPECT_EQ(BatchReply(replies_.published.back()).accounted_size(), 2);
   EXPECT_EQ(queue_.ready(), 0u);
+}
+
+// Over the limit: a publisher that understands rejects gets one, inside
+// its batch reply, and nothing is booked; an older publisher's message is
+// dead-lettered, as before rejects existed.
+TEST_F(PaymentConsumerTest, WhatIsNeverBookedIsRejectedOrForOlderPublishersDeadLettered) {
+  const int64_t over = kDefaultMaxAmountMinor + 1;
+  queue_.Push(Payment("m1", "p1", "ACC_QUEUE", true, 100, true));
+  queue_.Push(Payment("m2", "p2", "ACC_QUEUE", true, over, true));
+  const uint64_t old = queue_.Push(Payment("old", "q1", "ACC_QUEUE", false, over, false));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(ledger_.voucher_by_payment.size(), 1u);
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{old}));
+  ASSERT_EQ(replies_.published.size(), 1u);
+  events::v1::PaymentsAccounted batch = BatchReply(replies_.published[0]);
+  ASSERT_EQ(batch.accounted_size(), 2);
+  EXPECT_EQ(batch.accounted(0).rejected_reason(), "");
+  EXPECT_NE(batch.accounted(0).voucher_id(), "");
+  EXPECT_EQ(batch.accounted(1).message_id(), "m2");
+  EXPECT_EQ(batch.accounted(1).voucher_id(), "");
+  EXPECT_EQ(batch.accounted(1).rejected_reason(),
+            absl::StrCat("amount_minor ", over, " is over accounting's limit of ",
+                         kDefaultMaxAmountMinor));
+  EXPECT_NE(metrics_.Render().find("outbox_consumer_rejected_total 1"), std::string::npos);
 }
 
 TEST_F(PaymentConsumerTest, ADuplicateBooksNothingButIsRepliedToAgain) {

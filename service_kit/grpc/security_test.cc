@@ -82,6 +82,31 @@ TEST(BearerTokenCheckTest, WithoutATokenEveryCallPasses) {
   EXPECT_EQ(BearerTokenCheck("t").Check(context).error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
+TEST(TokenListTest, OneBareTokenOrNamedOnesNeverRepeated) {
+  auto bare = ParseTokenList("abc123");
+  ASSERT_OK(bare);
+  ASSERT_EQ(bare->size(), 1u);
+  EXPECT_EQ((*bare)[0].name, "operator");
+  auto named = ParseTokenList("# ops team\nalice aaa\n\nbob   bbb\n");
+  ASSERT_OK(named);
+  ASSERT_EQ(named->size(), 2u);
+  EXPECT_EQ((*named)[1].name, "bob");
+  EXPECT_EQ((*named)[1].token, "bbb");
+  for (const char* bad : {"alice aaa\nalice ccc", "alice aaa\nbob aaa", "a b c", "# none\n"}) {
+    auto s = ParseTokenList(bad);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(s.status().message().find("aaa"), std::string::npos) << "never the token";
+  }
+}
+
+TEST(BearerTokenCheckTest, TheActorIsTheNameOfTheTokenPresented) {
+  BearerTokenCheck check(std::vector<NamedToken>{{"alice", "aaa"}, {"bob", "bbb"}});
+  grpc::ServerContext none;
+  EXPECT_EQ(check.Check(none).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(check.Actor(none), "anonymous");
+  EXPECT_EQ(BearerTokenCheck().Actor(none), "anonymous");
+}
+
 TEST_F(SecurityFilesTest, TokenFileIsTrimmedEmptyIsRefusedWorldReadableWarns) {
   std::string warning;
   auto token = ReadTokenFile(Write("token", "abc123\n"), "ops_token_file", &warning);

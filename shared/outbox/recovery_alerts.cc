@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "shared/outbox/failure.h"
 
 namespace outbox {
 namespace {
 constexpr int kMaxFailedAlerts = 1000;  // FAILED rows alerted one by one
+constexpr int kMaxRejectAlerts = 100;   // reject groups alerted
 }  // namespace
 
 Alert FailedAlert(const OutboxMessage& row, const RecoveryOptions& options) {
@@ -32,7 +34,8 @@ RecoveryAlerts::RecoveryAlerts(AlertSink& sink, const Clock& clock, RecoveryOpti
       options_(std::move(options)),
       failed_(sink, clock, options_.alert_resend),
       backlog_(sink, clock, options_.alert_resend),
-      dead_letters_(sink, clock, options_.alert_resend) {}
+      dead_letters_(sink, clock, options_.alert_resend),
+      rejected_(sink, clock, options_.alert_resend) {}
 
 void RecoveryAlerts::MessageFailed(const OutboxMessage& row) {
   failed_.Add(FailedAlert(row, options_));
@@ -41,11 +44,36 @@ void RecoveryAlerts::MessageFailed(const OutboxMessage& row) {
 void RecoveryAlerts::Refresh(RecoveryRepository& outbox, MessagePublisher& broker) {
   RefreshBacklog(outbox);
   RefreshFailed(outbox);
+  RefreshRejected(outbox);
   RefreshDeadLetters(broker);
 }
 
 size_t RecoveryAlerts::active() const {
-  return failed_.active() + backlog_.active() + dead_letters_.active();
+  return failed_.active() + backlog_.active() + dead_letters_.active() + rejected_.active();
+}
+
+Alert RejectedAlert(const FailureGroup& group) {
+  Alert alert;
+  alert.name = "OutboxMessagesRejected";
+  alert.severity = "warning";
+  alert.labels = {{"failure_group", group.group}, {"topic", group.topic}};
+  const int64_t open = group.count - group.acknowledged;
+  alert.annotations = {{"summary", absl::StrCat(open, " message(s) to ", group.topic,
+                                                " rejected by their consumer: ", group.pattern)},
+                       {"count", absl::StrCat(open)},
+                       {"example_message_id", group.example_message_id},
+                       {"reason", group.example_error}};
+  return alert;
+}
+
+void RecoveryAlerts::RefreshRejected(RecoveryRepository& outbox) {
+  auto groups = outbox.FailureGroups(kMaxRejectAlerts, kFailureRejected);
+  if (!groups.ok()) return;
+  std::vector<Alert> active;
+  for (const FailureGroup& g : *groups) {
+    if (g.count > g.acknowledged) active.push_back(RejectedAlert(g));
+  }
+  rejected_.Update(std::move(active), groups->size() < static_cast<size_t>(kMaxRejectAlerts));
 }
 
 void RecoveryAlerts::RefreshBacklog(RecoveryRepository& outbox) {

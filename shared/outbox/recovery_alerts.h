@@ -20,6 +20,9 @@ namespace outbox {
 
 // What OutboxMessageFailed says of a FAILED row.
 Alert FailedAlert(const OutboxMessage& row, const RecoveryOptions& options);
+// What OutboxMessagesRejected says of a failure group of rejected rows: one
+// alert per reject reason, however many rows share it.
+Alert RejectedAlert(const FailureGroup& group);
 
 class RecoveryAlerts {
  public:
@@ -37,6 +40,7 @@ class RecoveryAlerts {
  private:
   void RefreshBacklog(RecoveryRepository& outbox);
   void RefreshFailed(RecoveryRepository& outbox);
+  void RefreshRejected(RecoveryRepository& outbox);
   void RefreshDeadLetters(MessagePublisher& broker);
 
   const Clock& clock_;
@@ -44,6 +48,7 @@ class RecoveryAlerts {
   AlertGroup failed_;        // OutboxMessageFailed, one per FAILED row
   AlertGroup backlog_;       // OutboxBacklog
   AlertGroup dead_letters_;  // OutboxDeadLetters, one per non-empty DLQ
+  AlertGroup rejected_;      // OutboxMessagesRejected, one per reject group
 };
 
 }  // namespace outbox

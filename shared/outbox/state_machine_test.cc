@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "shared/outbox/failure.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox {
@@ -114,6 +115,115 @@ TEST(OnDueTest, TheRowsBudgetWinsOverTheRetriersPolicy) {
   generous.max_attempts = 100;
   row.attempts = 3;
   EXPECT_EQ(OnDue(row, row.next_retry_at, generous), DueAction::kExhausted);
+}
+
+// A topic's own policy applies at each claim, its max_attempts in place of
+// the budget stored in the row; other topics keep theirs.
+TEST(OnDueTest, ATopicsPolicyReplacesTheStoredBudgetAtTheNextClaim) {
+  RetryPolicy policy = Policy();
+  policy.topics["EVENTS"] = {absl::Seconds(10), 5, absl::ZeroDuration()};
+  OutboxMessage row = Fresh();  // written with max_attempts 3
+  row.attempts = 3;
+  EXPECT_EQ(OnDue(row, row.next_retry_at, policy), DueAction::kRepublish);
+  EXPECT_EQ(row.max_attempts, 5);
+  // 10 s * attempt 4, capped at the max delay (5 s, raised to the topic's 10 s base).
+  EXPECT_EQ(row.next_retry_at - row.last_attempt_at, 10'000);
+  OutboxMessage other = Fresh();
+  other.topic = "OTHER";
+  other.attempts = 3;
+  EXPECT_EQ(OnDue(other, other.next_retry_at, policy), DueAction::kExhausted);
+  // New rows of the topic are written with its budget and first delay.
+  OutboxMessage fresh = NewOutboxMessage(
+      {"m-2", "order", "p-2", "EVENTS", "OrderPlaced", "REPLIES", ""}, kNow, policy);
+  EXPECT_EQ(fresh.max_attempts, 5);
+  EXPECT_EQ(fresh.next_retry_at, kNow + 10'000);
+}
+
+TEST(OnDueTest, ARowOlderThanTheMaxAgeExpiresInsteadOfARepublish) {
+  RetryPolicy policy = Policy();
+  policy.max_age = absl::Minutes(1);
+  OutboxMessage row = Fresh();
+  EXPECT_EQ(OnDue(row, kNow + 60'000, policy), DueAction::kRepublish);  // exactly 1 min: not yet
+  row.next_retry_at = kNow;
+  EXPECT_EQ(OnDue(row, kNow + 60'001, policy), DueAction::kExhausted);
+  EXPECT_EQ(row.status, OutboxStatus::kFailed);
+  EXPECT_EQ(row.failure_kind, kFailureExpired);
+  EXPECT_EQ(row.last_error, "older than the max age of 1m after 2 attempts");
+  EXPECT_EQ(row.failure_group, FailureGroupOf("EVENTS", kFailureExpired, row.last_error));
+}
+
+TEST(OnRejectTest, FailsSendingAndFailedRowsAtOnceNeverSentOnes) {
+  OutboxMessage row = Fresh();
+  EXPECT_TRUE(OnReject(row, "amount 5 over 4", kNow + 1));
+  EXPECT_EQ(row.status, OutboxStatus::kFailed);
+  EXPECT_EQ(row.failure_kind, kFailureRejected);
+  EXPECT_EQ(row.last_error, "amount 5 over 4");
+  EXPECT_EQ(row.attempts, 1);
+  EXPECT_FALSE(OnReject(row, "amount 5 over 4", kNow + 2));  // a copy's reply: unchanged
+  OutboxMessage exhausted = InStatus(OutboxStatus::kFailed);
+  exhausted.failure_kind = kFailureExhausted;
+  EXPECT_TRUE(OnReject(exhausted, "no", kNow));
+  EXPECT_EQ(exhausted.failure_kind, kFailureRejected);
+  OutboxMessage sent = InStatus(OutboxStatus::kSent);
+  EXPECT_FALSE(OnReject(sent, "no", kNow));
+  EXPECT_EQ(sent.status, OutboxStatus::kSent);
+}
+
+TEST(OnAcknowledgeFailureTest, MarksFailedRowsOnlyAndARedriveClearsIt) {
+  OutboxMessage row = Fresh();
+  EXPECT_THAT(OnAcknowledgeFailure(row, "alice", kNow),
+              testing::StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_TRUE(OnReject(row, "no", kNow));
+  ASSERT_OK(OnAcknowledgeFailure(row, "alice", kNow + 1));
+  EXPECT_EQ(row.acknowledged_by, "alice");
+  EXPECT_EQ(row.status, OutboxStatus::kFailed);
+  ASSERT_OK(OnRedrive(row, kNow + 2));
+  EXPECT_EQ(row.acknowledged_by, "");
+  EXPECT_EQ(row.failure_kind, "");
+  EXPECT_EQ(row.failure_group, "");
+}
+
+TEST(FailurePatternTest, TakesOutIdsNumbersAndQuotedValues) {
+  EXPECT_EQ(FailurePattern("amount_minor 2000033 is over accounting's limit of 1000000"),
+            "amount_minor # is over accounting's limit of #");
+  EXPECT_EQ(FailurePattern("currency 'GBP' is not kept"), "currency '*' is not kept");
+  EXPECT_EQ(FailurePattern("message 01a21bc4-86eb-7469-83ad-38fc3b81e315 returned: NO_ROUTE"),
+            "message * returned: NO_ROUTE");
+  EXPECT_EQ(FailurePattern("no acknowledgement after 10 attempts"),
+            "no acknowledgement after # attempts");
+  EXPECT_EQ(FailurePattern("at 2026-11-27"), "at #-#-#");
+  // Same shape, same group; another topic or kind, another group.
+  EXPECT_EQ(FailureGroupOf("T", "rejected", "over 5"), FailureGroupOf("T", "rejected", "over 77"));
+  EXPECT_NE(FailureGroupOf("T", "rejected", "over 5"), FailureGroupOf("U", "rejected", "over 5"));
+  EXPECT_NE(FailureGroupOf("T", "rejected", "over 5"), FailureGroupOf("T", "exhausted", "over 5"));
+  EXPECT_EQ(FailureGroupOf("T", "rejected", "x").size(), 12u);
+}
+
+TEST(TopicRetryTest, ParsesFormatsAndNamesWhatIsWrong) {
+  RetryPolicy defaults = Policy();
+  auto topics =
+      ParseTopicRetry("invoices:base_delay=30s,max_attempts=20; orders:max_age=1h", defaults);
+  ASSERT_OK(topics);
+  ASSERT_EQ(topics->size(), 2u);
+  EXPECT_EQ(topics->at("invoices").base_delay, absl::Seconds(30));
+  EXPECT_EQ(topics->at("invoices").max_attempts, 20);
+  EXPECT_EQ(topics->at("orders").base_delay, absl::Seconds(2));  // the default's
+  EXPECT_EQ(topics->at("orders").max_age, absl::Hours(1));
+  EXPECT_EQ(FormatTopicRetry(*topics),
+            "invoices:base_delay=30s,max_attempts=20,max_age=0;"
+            "orders:base_delay=2s,max_attempts=3,max_age=1h");
+  EXPECT_OK(ParseTopicRetry("", defaults));
+  EXPECT_THAT(ParseTopicRetry("orders", defaults).status(),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("TOPIC:KEY=VALUE")));
+  EXPECT_THAT(ParseTopicRetry("orders:speed=2", defaults).status(),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("unknown key 'speed'")));
+  EXPECT_THAT(
+      ParseTopicRetry("orders:max_attempts=0", defaults).status(),
+      testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("orders")));
+  EXPECT_THAT(ParseTopicRetry("a:max_age=1s;a:max_age=2s", defaults).status(),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("twice")));
 }
 
 TEST(OnAckTest, ClosesSendingAndIgnoresDuplicates) {

@@ -196,6 +196,36 @@ TEST_P(OutboxContractTest, AClaimedRowOverItsBudgetIsFailedWithTheReason) {
   EXPECT_EQ((*failed)[0].message_id, "spent");
 }
 
+// A business reject closes the row FAILED at once (kind rejected, the
+// consumer's reason), once; the row then alerts by failure group, not by
+// itself, and one group holds every reject of the same shape.
+TEST_P(OutboxContractTest, ARejectFailsTheRowAtOnceAndGroupsItByItsShape) {
+  OUTBOX_CONTRACT_NEEDS(Outbox);
+  for (const char* id : {"r1", "r2", "ok"}) Add(Row(id));
+  auto changed = outbox().RecordRejects(
+      {{"r1", "amount 501 over 500"}, {"r2", "amount 7000 over 500"}, {"unknown", "no"}});
+  ASSERT_OK(changed);
+  EXPECT_EQ(*changed, 2);
+  EXPECT_EQ(*outbox().RecordRejects({{"r1", "amount 501 over 500"}}), 0);  // a copy's reply
+  OutboxMessage r1 = Get("r1");
+  EXPECT_EQ(r1.status, OutboxStatus::kFailed);
+  EXPECT_EQ(r1.failure_kind, "rejected");
+  EXPECT_EQ(r1.last_error, "amount 501 over 500");
+  EXPECT_EQ(r1.attempts, 1);
+  EXPECT_EQ(Get("ok").status, OutboxStatus::kSending);
+  if (!HasRecovery()) return;
+  EXPECT_EQ(recovery().ListFailed(10)->size(), 0u);
+  auto groups = recovery().FailureGroups(10, "");
+  ASSERT_OK(groups);
+  ASSERT_EQ(groups->size(), 1u);
+  EXPECT_EQ((*groups)[0].count, 2);
+  EXPECT_EQ((*groups)[0].kind, "rejected");
+  EXPECT_EQ((*groups)[0].topic, "EVENTS");
+  EXPECT_EQ((*groups)[0].pattern, "amount # over #");
+  EXPECT_EQ((*groups)[0].group, r1.failure_group);
+  EXPECT_EQ(recovery().FailureGroups(10, "exhausted")->size(), 0u);
+}
+
 TEST_P(OutboxContractTest, FailedRowsAreListedOldestFirst) {
   OUTBOX_CONTRACT_NEEDS(Recovery);
   for (const char* id : {"zz", "aa", "mm"}) {  // written in this order

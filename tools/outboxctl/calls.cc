@@ -72,11 +72,56 @@ absl::StatusOr<::ops::v1::OutboxMessage> RedriveMessage(OpsStub& ops, const std:
 }
 
 absl::StatusOr<::ops::v1::RedriveFailedResponse> RedriveFailed(OpsStub& ops, bool dry_run,
+                                                               const std::string& group,
                                                                absl::Duration timeout) {
   ::ops::v1::RedriveFailedRequest request;
   request.set_dry_run(dry_run);
+  request.set_group(group);
   return Call<OpsStub, ::ops::v1::RedriveFailedRequest, ::ops::v1::RedriveFailedResponse>(
       ops, &OpsStub::RedriveFailed, request, timeout);
+}
+
+absl::StatusOr<::ops::v1::ListFailureGroupsResponse> ListFailureGroups(OpsStub& ops,
+                                                                       const std::string& kind,
+                                                                       int limit,
+                                                                       absl::Duration timeout) {
+  ::ops::v1::ListFailureGroupsRequest request;
+  request.set_kind(kind);
+  request.set_limit(limit);
+  return Call<OpsStub, ::ops::v1::ListFailureGroupsRequest, ::ops::v1::ListFailureGroupsResponse>(
+      ops, &OpsStub::ListFailureGroups, request, timeout);
+}
+
+absl::StatusOr<::ops::v1::AcknowledgeFailureResponse> AcknowledgeFailure(
+    OpsStub& ops, const std::string& message_id, const std::string& group, bool dry_run,
+    absl::Duration timeout) {
+  ::ops::v1::AcknowledgeFailureRequest request;
+  request.set_message_id(message_id);
+  request.set_group(group);
+  request.set_dry_run(dry_run);
+  return Call<OpsStub, ::ops::v1::AcknowledgeFailureRequest, ::ops::v1::AcknowledgeFailureResponse>(
+      ops, &OpsStub::AcknowledgeFailure, request, timeout);
+}
+
+absl::StatusOr<::ops::v1::History> GetHistory(OpsStub& ops, const std::string& id,
+                                              absl::Duration timeout) {
+  ::ops::v1::GetHistoryRequest request;
+  request.set_id(id);
+  return Call<OpsStub, ::ops::v1::GetHistoryRequest, ::ops::v1::History>(ops, &OpsStub::GetHistory,
+                                                                         request, timeout);
+}
+
+absl::StatusOr<::ops::v1::ListAuditResponse> ListAudit(OpsStub& ops, int limit,
+                                                       absl::Duration timeout) {
+  ::ops::v1::ListAuditRequest request;
+  request.set_page_size(limit);
+  return Call<OpsStub, ::ops::v1::ListAuditRequest, ::ops::v1::ListAuditResponse>(
+      ops, &OpsStub::ListAudit, request, timeout);
+}
+
+absl::StatusOr<::ops::v1::RetryPolicy> GetRetryPolicy(OpsStub& ops, absl::Duration timeout) {
+  return Call<OpsStub, ::ops::v1::GetRetryPolicyRequest, ::ops::v1::RetryPolicy>(
+      ops, &OpsStub::GetRetryPolicy, {}, timeout);
 }
 
 absl::StatusOr<::ops::v1::ListDeadLettersResponse> ListDeadLetters(OpsStub& ops,

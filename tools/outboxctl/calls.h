@@ -34,8 +34,23 @@ absl::StatusOr<::ops::v1::OutboxMessage> GetMessage(OpsStub& ops, const std::str
                                                     absl::Duration timeout);
 absl::StatusOr<::ops::v1::OutboxMessage> RedriveMessage(OpsStub& ops, const std::string& message_id,
                                                         absl::Duration timeout);
+// Every FAILED row (`group` empty) or those of one failure group.
 absl::StatusOr<::ops::v1::RedriveFailedResponse> RedriveFailed(OpsStub& ops, bool dry_run,
+                                                               const std::string& group,
                                                                absl::Duration timeout);
+absl::StatusOr<::ops::v1::ListFailureGroupsResponse> ListFailureGroups(OpsStub& ops,
+                                                                       const std::string& kind,
+                                                                       int limit,
+                                                                       absl::Duration timeout);
+// One message (`message_id`) or a group.
+absl::StatusOr<::ops::v1::AcknowledgeFailureResponse> AcknowledgeFailure(
+    OpsStub& ops, const std::string& message_id, const std::string& group, bool dry_run,
+    absl::Duration timeout);
+absl::StatusOr<::ops::v1::History> GetHistory(OpsStub& ops, const std::string& id,
+                                              absl::Duration timeout);
+absl::StatusOr<::ops::v1::ListAuditResponse> ListAudit(OpsStub& ops, int limit,
+                                                       absl::Duration timeout);
+absl::StatusOr<::ops::v1::RetryPolicy> GetRetryPolicy(OpsStub& ops, absl::Duration timeout);
 absl::StatusOr<::ops::v1::ListDeadLettersResponse> ListDeadLetters(OpsStub& ops,
                                                                    const std::string& queue,
                                                                    int limit,

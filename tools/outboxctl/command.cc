@@ -29,6 +29,7 @@ constexpr FlagSpec kFlags[] = {
     {"tls_cert_file", true, true},    {"tls_key_file", true, true}, {"token_file", true, true},
     {"idempotency_key", true, false}, {"payer", true, false},       {"payee", true, false},
     {"amount", true, false},          {"currency", true, false},    {"description", true, false},
+    {"group", true, false},           {"kind", true, false},
 };
 
 const FlagSpec* FindFlag(absl::string_view name) {
@@ -73,6 +74,9 @@ const std::set<std::string>& LocalFlagsOf(Verb verb) {
   static const auto* none = new std::set<std::string>();
   static const auto* list = new std::set<std::string>{"status", "limit", "page_size"};
   static const auto* redrive_all = new std::set<std::string>{"all_failed", "dry_run"};
+  static const auto* by_group = new std::set<std::string>{"group", "dry_run"};
+  static const auto* failures = new std::set<std::string>{"kind", "limit"};
+  static const auto* audit = new std::set<std::string>{"limit"};
   static const auto* dead_letters = new std::set<std::string>{"queue", "limit"};
   static const auto* create = new std::set<std::string>{
       "idempotency_key", "payer", "payee", "amount", "currency", "description"};
@@ -80,6 +84,10 @@ const std::set<std::string>& LocalFlagsOf(Verb verb) {
     case Verb::kPaymentCreate: return *create;
     case Verb::kList: return *list;
     case Verb::kRedriveAllFailed: return *redrive_all;
+    case Verb::kRedriveGroup:
+    case Verb::kAcknowledgeGroup: return *by_group;
+    case Verb::kFailures: return *failures;
+    case Verb::kAudit: return *audit;
     case Verb::kDeadLettersList:
     case Verb::kDeadLettersRedrive: return *dead_letters;
     default: return *none;
@@ -87,7 +95,7 @@ const std::set<std::string>& LocalFlagsOf(Verb verb) {
 }
 
 // The command named by the words, and how many words after its name it takes.
-absl::StatusOr<Verb> VerbOf(const std::vector<std::string>& words, bool all_failed,
+absl::StatusOr<Verb> VerbOf(const std::vector<std::string>& words, bool all_failed, bool group,
                             size_t* name_words, size_t* args) {
   const std::string& w = words[0];
   *name_words = 1;
@@ -101,9 +109,23 @@ absl::StatusOr<Verb> VerbOf(const std::vector<std::string>& words, bool all_fail
     return Verb::kGet;
   }
   if (w == "redrive") {
+    if (all_failed && group) return Bad("redrive takes --all-failed or --group, not both");
     if (all_failed) return Verb::kRedriveAllFailed;
+    if (group) return Verb::kRedriveGroup;
     *args = 1;
     return Verb::kRedrive;
+  }
+  if (w == "acknowledge") {
+    if (group) return Verb::kAcknowledgeGroup;
+    *args = 1;
+    return Verb::kAcknowledge;
+  }
+  if (w == "failures") return Verb::kFailures;
+  if (w == "audit") return Verb::kAudit;
+  if (w == "policy") return Verb::kPolicy;
+  if (w == "history") {
+    *args = 1;
+    return Verb::kHistory;
   }
   if (w == "health") {
     *args = 1;
@@ -137,7 +159,9 @@ absl::StatusOr<Verb> VerbOf(const std::vector<std::string>& words, bool all_fail
 const char* ArgName(Verb verb) {
   switch (verb) {
     case Verb::kGet:
-    case Verb::kRedrive: return "MESSAGE_ID";
+    case Verb::kRedrive:
+    case Verb::kAcknowledge: return "MESSAGE_ID";
+    case Verb::kHistory: return "MESSAGE_ID|BUSINESS_KEY";
     case Verb::kPaymentGet:
     case Verb::kVoucherGet: return "PAYMENT_ID";
     case Verb::kHealth: return "ADDR";
@@ -282,13 +306,18 @@ absl::Status SetVerb(const std::vector<std::string>& words, const LocalFlags& lo
                      std::string* command) {
   if (words.empty()) return Bad("missing command");
   size_t name_words = 0, wanted = 0;
-  auto verb = VerbOf(words, IsTrue(local, "all_failed"), &name_words, &wanted);
+  auto verb =
+      VerbOf(words, IsTrue(local, "all_failed"), local.count("group") > 0, &name_words, &wanted);
   if (!verb.ok()) return verb.status();
   c.verb = *verb;
   *command = absl::StrJoin(words.begin(), words.begin() + name_words, " ");
   const size_t given = words.size() - name_words;
-  if (c.verb == Verb::kRedriveAllFailed && given > 0) {
-    return Bad("redrive takes a MESSAGE_ID or --all-failed, not both");
+  if ((c.verb == Verb::kRedriveAllFailed || c.verb == Verb::kRedriveGroup ||
+       c.verb == Verb::kAcknowledgeGroup) &&
+      given > 0) {
+    return Bad(absl::StrCat(*command, " takes a MESSAGE_ID or ",
+                            c.verb == Verb::kRedriveAllFailed ? "--all-failed" : "--group",
+                            ", not both"));
   }
   if (given < wanted) {
     return Bad(absl::StrCat("'", *command, "' needs ", ArgName(c.verb),
@@ -305,8 +334,9 @@ absl::Status SetVerb(const std::vector<std::string>& words, const LocalFlags& lo
 
 // Every flag given is one the command takes.
 absl::Status CheckLocalFlags(const LocalFlags& local, Verb verb, const std::string& command) {
-  if (local.count("dry_run") && verb != Verb::kRedriveAllFailed) {
-    return Bad("--dry-run goes with redrive --all-failed");
+  if (local.count("dry_run") && verb != Verb::kRedriveAllFailed && verb != Verb::kRedriveGroup &&
+      verb != Verb::kAcknowledgeGroup) {
+    return Bad("--dry-run goes with redrive --all-failed, redrive --group or acknowledge --group");
   }
   for (const auto& [name, value] : local) {
     if (LocalFlagsOf(verb).count(name) == 0) {
@@ -376,6 +406,25 @@ absl::Status SetLocalFlags(const LocalFlags& local, const std::string& command, 
   switch (c.verb) {
     case Verb::kList: return SetListFlags(local, c);
     case Verb::kRedriveAllFailed: c.dry_run = IsTrue(local, "dry_run"); break;
+    case Verb::kRedriveGroup:
+    case Verb::kAcknowledgeGroup:
+      c.dry_run = IsTrue(local, "dry_run");
+      c.group = local.at("group");
+      break;
+    case Verb::kFailures:
+      c.kind = local.count("kind") ? local.at("kind") : "";
+      if (!c.kind.empty() && c.kind != "exhausted" && c.kind != "rejected" && c.kind != "expired") {
+        return Bad(
+            absl::StrCat("--kind must be exhausted, rejected or expired, not '", c.kind, "'"));
+      }
+      [[fallthrough]];
+    case Verb::kAudit:
+      if (local.count("limit")) {
+        auto n = PositiveInt("limit", local.at("limit"), kMaxPageSize);
+        if (!n.ok()) return n.status();
+        c.limit = *n;
+      }
+      break;
     case Verb::kDeadLettersList:
     case Verb::kDeadLettersRedrive: return SetDeadLetterFlags(local, command, c);
     case Verb::kPaymentCreate: return SetPaymentFlags(local, c.payment);
@@ -414,6 +463,15 @@ std::string HelpText() {
       "  get MESSAGE_ID                    one outbox row with every field\n"
       "  redrive MESSAGE_ID                a FAILED row back to SENDING, attempts reset\n"
       "  redrive --all-failed [--dry-run]  every FAILED row back to SENDING; --dry-run counts\n"
+      "  redrive --group=G [--dry-run]     the FAILED rows of failure group G, in pages\n"
+      "  failures [--kind K] [--limit N]   FAILED rows grouped by how they failed (topic, kind,\n"
+      "                                    error shape), largest first; K: exhausted, rejected,\n"
+      "                                    expired\n"
+      "  acknowledge MESSAGE_ID            seen, leave it FAILED: its alert stops\n"
+      "  acknowledge --group=G [--dry-run] the same for every row of group G\n"
+      "  history MESSAGE_ID|BUSINESS_KEY   what happened to one message, as a timeline\n"
+      "  audit [--limit N]                 operator actions, newest first (default 100)\n"
+      "  policy                            the retry policy recovery applies, per topic\n"
       "  dead-letters list --queue=Q [--limit N]\n"
       "                                    messages parked in Q.DLQ (default 100, at most 1000)\n"
       "  dead-letters redrive --queue=Q [--limit N]\n"

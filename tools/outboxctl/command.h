@@ -24,6 +24,13 @@ enum class Verb {
   kGet,                 // get MESSAGE_ID
   kRedrive,             // redrive MESSAGE_ID
   kRedriveAllFailed,    // redrive --all-failed [--dry-run]
+  kRedriveGroup,        // redrive --group=G [--dry-run]
+  kFailures,            // failures [--kind K] [--limit N]
+  kAcknowledge,         // acknowledge MESSAGE_ID
+  kAcknowledgeGroup,    // acknowledge --group=G [--dry-run]
+  kHistory,             // history MESSAGE_ID|BIZ_KEY
+  kAudit,               // audit [--limit N]
+  kPolicy,              // policy
   kDeadLettersList,     // dead-letters list --queue=Q [--limit N]
   kDeadLettersRedrive,  // dead-letters redrive --queue=Q [--limit N]
   kPaymentGet,          // payment get PAYMENT_ID
@@ -53,7 +60,9 @@ struct Command {
   std::string status;           // list: SENDING, SENT or FAILED
   int limit = 0;                // list: rows wanted (100); dead letters: 0 = the default
   int page_size = 100;          // list: rows per call (at most 1000)
-  bool dry_run = false;         // redrive --all-failed
+  bool dry_run = false;         // redrive --all-failed or --group, acknowledge --group
+  std::string group;            // redrive, acknowledge: a failure group's id
+  std::string kind;             // failures: exhausted, rejected or expired
   std::string queue;            // dead-letters: PAY_QUEUE or ACC_QUEUE (the service's names)
   std::string tls_ca_file;      // --tls_ca_file, OUTBOXCTL_TLS_CA_FILE: set = TLS
   std::string tls_cert_file;    // --tls_cert_file, OUTBOXCTL_TLS_CERT_FILE: client cert (mTLS)

@@ -118,6 +118,45 @@ TEST(CommandTest, EveryCommand) {
   EXPECT_EQ(c->verb, Verb::kHealth);
   EXPECT_EQ(c->arg, "127.0.0.1:1");
 
+  c = Parse({"redrive", "--group=0123456789ab", "--dry-run"});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->verb, Verb::kRedriveGroup);
+  EXPECT_EQ(c->group, "0123456789ab");
+  EXPECT_TRUE(c->dry_run);
+  c = Parse({"failures", "--kind=rejected", "--limit", "7"});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->verb, Verb::kFailures);
+  EXPECT_EQ(c->kind, "rejected");
+  EXPECT_EQ(c->limit, 7);
+  c = Parse({"acknowledge", "m-1"});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->verb, Verb::kAcknowledge);
+  EXPECT_EQ(c->arg, "m-1");
+  c = Parse({"acknowledge", "--group", "0123456789ab"});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->verb, Verb::kAcknowledgeGroup);
+  EXPECT_FALSE(c->dry_run);
+  c = Parse({"history", "p-1"});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->verb, Verb::kHistory);
+  EXPECT_EQ(c->arg, "p-1");
+  c = Parse({"audit", "--limit=3"});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->verb, Verb::kAudit);
+  EXPECT_EQ(c->limit, 3);
+  c = Parse({"policy"});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->verb, Verb::kPolicy);
+  EXPECT_THAT(
+      Parse({"failures", "--kind=odd"}).status(),
+      testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("--kind")));
+  EXPECT_THAT(
+      Parse({"redrive", "m-1", "--group=0123456789ab"}).status(),
+      testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("not both")));
+  EXPECT_THAT(
+      Parse({"acknowledge", "m-1", "--dry-run"}).status(),
+      testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("--dry-run")));
+
   // An id that starts with a dash, after "--".
   c = Parse({"get", "--", "-odd-id"});
   ASSERT_OK(c);
@@ -143,7 +182,8 @@ TEST(CommandTest, UsageErrorsSayWhatIsWrong) {
   EXPECT_EQ(Error({"redrive"}), "'redrive' needs MESSAGE_ID (or --all-failed)");
   EXPECT_EQ(Error({"redrive", "m", "--all-failed"}),
             "redrive takes a MESSAGE_ID or --all-failed, not both");
-  EXPECT_EQ(Error({"redrive", "m", "--dry-run"}), "--dry-run goes with redrive --all-failed");
+  EXPECT_EQ(Error({"redrive", "m", "--dry-run"}),
+            "--dry-run goes with redrive --all-failed, redrive --group or acknowledge --group");
   EXPECT_EQ(Error({"list"}), "'list' needs --status=FAILED, SENDING or SENT");
   EXPECT_EQ(Error({"list", "--status=LOST"}),
             "--status must be FAILED, SENDING or SENT, not 'LOST'");

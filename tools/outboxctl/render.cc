@@ -148,6 +148,75 @@ std::string RenderRedriveFailed(const ::ops::v1::RedriveFailedResponse& r) {
   return absl::StrCat(r.count(), " FAILED row(s) re-driven to SENDING\n");
 }
 
+std::string RenderFailureGroups(const ::ops::v1::ListFailureGroupsResponse& r) {
+  if (r.groups().empty()) return "no FAILED rows\n";
+  std::vector<Row> table;
+  for (const auto& g : r.groups()) {
+    table.push_back({g.group(), g.topic(), g.kind(), absl::StrCat(g.count()),
+                     absl::StrCat(g.acknowledged()), TimeText(g.first_seen(), g.has_first_seen()),
+                     TimeText(g.last_seen(), g.has_last_seen()), Shorten(g.pattern(), kErrorWidth),
+                     g.example_message_id()});
+  }
+  return Table({"GROUP", "TOPIC", "KIND", "ROWS", "ACKNOWLEDGED", "FIRST_SEEN", "LAST_SEEN",
+                "ERROR", "EXAMPLE"},
+               table);
+}
+
+std::string RenderAcknowledged(const ::ops::v1::AcknowledgeFailureResponse& r) {
+  if (r.dry_run())
+    return absl::StrCat(r.count(), " FAILED row(s) would be acknowledged (dry run)\n");
+  return absl::StrCat(r.count(),
+                      " FAILED row(s) acknowledged: they stay FAILED, their alerts stop\n");
+}
+
+std::string RenderHistory(const ::ops::v1::History& h) {
+  const auto& m = h.message();
+  std::vector<Row> table;
+  table.push_back({TimeText(m.created_at(), m.has_created_at()), "-", "created",
+                   absl::StrCat(m.biz_type(), " ", m.biz_key(), " -> ", m.topic(),
+                                " (attempt 1 published with the commit)")});
+  for (const auto& e : h.events()) {
+    table.push_back({TimeText(e.at(), e.has_at()), e.instance(), e.event(), e.detail()});
+  }
+  const std::string status = ::ops::v1::MessageStatus_Name(m.status());
+  std::string now = absl::StrCat(status, ", attempts ", Attempts(m.attempts(), m.max_attempts()));
+  if (!m.failure_kind().empty()) absl::StrAppend(&now, ", ", m.failure_kind());
+  if (!m.last_error().empty()) absl::StrAppend(&now, ": ", m.last_error());
+  if (!m.acknowledged_by().empty())
+    absl::StrAppend(&now, " (acknowledged by ", m.acknowledged_by(), ")");
+  if (m.has_sent_at()) {
+    table.push_back({TimeText(m.sent_at(), true), "-", "sent",
+                     h.events().empty() ? "acknowledged by the consumer" : "the row is SENT"});
+  }
+  return absl::StrCat("message ", m.message_id(), "\n",
+                      Table({"AT", "BY", "EVENT", "DETAIL"}, table), "now: ", now, "\n");
+}
+
+std::string RenderAudit(const ::ops::v1::ListAuditResponse& r) {
+  if (r.records().empty()) return "no operator actions recorded\n";
+  std::vector<Row> table;
+  for (const auto& a : r.records()) {
+    table.push_back({absl::StrCat(a.id()), TimeText(a.at(), a.has_at()), a.actor(), a.action(),
+                     a.target(), a.dry_run() ? "yes" : "no", absl::StrCat(a.rows()),
+                     Shorten(a.outcome(), kErrorWidth)});
+  }
+  return Table({"ID", "AT", "ACTOR", "ACTION", "TARGET", "DRY_RUN", "ROWS", "OUTCOME"}, table);
+}
+
+std::string RenderRetryPolicy(const ::ops::v1::RetryPolicy& p) {
+  auto seconds = [](const google::protobuf::Duration& d) {
+    return absl::FormatDuration(absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos()));
+  };
+  std::vector<Row> table;
+  for (const auto& t : p.policies()) {
+    const bool no_age = t.max_age().seconds() == 0 && t.max_age().nanos() == 0;
+    table.push_back({t.topic().empty() ? "(default)" : t.topic(), seconds(t.base_delay()),
+                     seconds(t.max_delay()), absl::StrCat(t.max_attempts()),
+                     no_age ? "none" : seconds(t.max_age())});
+  }
+  return Table({"TOPIC", "BASE_DELAY", "MAX_DELAY", "MAX_ATTEMPTS", "MAX_AGE"}, table);
+}
+
 std::string RenderDeadLetters(const std::string& queue,
                               const ::ops::v1::ListDeadLettersResponse& r) {
   std::vector<Row> table;

@@ -32,6 +32,12 @@ std::string RenderMessages(const std::string& status,
                            bool more);
 std::string RenderMessage(const ::ops::v1::OutboxMessage& m);
 std::string RenderRedriveFailed(const ::ops::v1::RedriveFailedResponse& r);
+std::string RenderFailureGroups(const ::ops::v1::ListFailureGroupsResponse& r);
+std::string RenderAcknowledged(const ::ops::v1::AcknowledgeFailureResponse& r);
+// The message's timeline: created (attempt 1), each event, and where it is now.
+std::string RenderHistory(const ::ops::v1::History& h);
+std::string RenderAudit(const ::ops::v1::ListAuditResponse& r);
+std::string RenderRetryPolicy(const ::ops::v1::RetryPolicy& p);
 std::string RenderDeadLetters(const std::string& queue,
                               const ::ops::v1::ListDeadLettersResponse& r);
 std::string RenderDeadLettersRedriven(const std::string& queue,

@@ -51,8 +51,26 @@ int ExecuteOps(const Command& c, Connections& connections, std::ostream& out, st
       return Print(c, RedriveMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery,
                    ops_addr, out, err, RenderMessage);
     case Verb::kRedriveAllFailed:
-      return Print(c, RedriveFailed(*connections.Ops(ops_addr), c.dry_run, c.timeout), kRecovery,
-                   ops_addr, out, err, RenderRedriveFailed);
+    case Verb::kRedriveGroup:
+      return Print(c, RedriveFailed(*connections.Ops(ops_addr), c.dry_run, c.group, c.timeout),
+                   kRecovery, ops_addr, out, err, RenderRedriveFailed);
+    case Verb::kFailures:
+      return Print(c, ListFailureGroups(*connections.Ops(ops_addr), c.kind, c.limit, c.timeout),
+                   kRecovery, ops_addr, out, err, RenderFailureGroups);
+    case Verb::kAcknowledge:
+    case Verb::kAcknowledgeGroup:
+      return Print(
+          c, AcknowledgeFailure(*connections.Ops(ops_addr), c.arg, c.group, c.dry_run, c.timeout),
+          kRecovery, ops_addr, out, err, RenderAcknowledged);
+    case Verb::kHistory:
+      return Print(c, GetHistory(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery, ops_addr,
+                   out, err, RenderHistory);
+    case Verb::kAudit:
+      return Print(c, ListAudit(*connections.Ops(ops_addr), c.limit, c.timeout), kRecovery,
+                   ops_addr, out, err, RenderAudit);
+    case Verb::kPolicy:
+      return Print(c, GetRetryPolicy(*connections.Ops(ops_addr), c.timeout), kRecovery, ops_addr,
+                   out, err, RenderRetryPolicy);
     case Verb::kDeadLettersList:
       return Print(c, ListDeadLetters(*connections.Ops(ops_addr), c.queue, c.limit, c.timeout),
                    kRecovery, ops_addr, out, err, [&](const ::ops::v1::ListDeadLettersResponse& r) {
@@ -137,6 +155,13 @@ int Execute(const Command& c, Connections& connections, std::ostream& out, std::
     case Verb::kGet:
     case Verb::kRedrive:
     case Verb::kRedriveAllFailed:
+    case Verb::kRedriveGroup:
+    case Verb::kFailures:
+    case Verb::kAcknowledge:
+    case Verb::kAcknowledgeGroup:
+    case Verb::kHistory:
+    case Verb::kAudit:
+    case Verb::kPolicy:
     case Verb::kDeadLettersList:
     case Verb::kDeadLettersRedrive: return ExecuteOps(c, connections, out, err);
     case Verb::kPaymentGet:
