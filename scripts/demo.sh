@@ -19,6 +19,12 @@
 #               the queue depth per payment during the outage, rows FAILED, alerts
 #               raised and still active, the drain time, one voucher each, and
 #               outbox_check's verdict on both databases.
+#   3. reject   one payment in GBP, a currency accounting does not keep here
+#               (ACCEPTED_CURRENCIES=EUR,USD): accounting answers with a business
+#               reject, and payment_service closes its row FAILED at once (one
+#               publish, no retry). outboxctl shows its history and failure
+#               group, the operator acknowledges the group, and the audit
+#               trail shows who did it.
 #
 #   scripts/demo.sh                 DEMO_PAYMENTS=1000 DEMO_OUTAGE=20s scripts/demo.sh
 #
@@ -31,7 +37,7 @@
 # gRPC runs with TLS and bearer tokens (certificates from scripts/dev_certs.sh
 # and random API/ops tokens in the temp dir's certs/); DEMO_PLAINTEXT=1 turns
 # both off.
-# Exit status 0 only if both phases and outbox_check are OK, PAY_QUEUE held at
+# Exit status 0 only if the three phases and outbox_check are OK, PAY_QUEUE held at
 # most 1.1 messages per payment during the outage, no row FAILED, at most 2
 # alerts were raised and none is active at the end, every row was SENT within
 # 10 s of accounting's return, and no service died on its own.
@@ -106,13 +112,17 @@ start_broker
 free_port recovery_metrics_port
 service_envs
 client_security=()
+pay_security=() ops_security=()
 if [[ ${DEMO_PLAINTEXT:-0} != 1 ]]; then
   grpc_security "$WORK/certs"
   echo "demo: gRPC with TLS and tokens (CA, certificates and tokens in $WORK/certs)"
+  pay_security=(--tls_ca_file="$WORK/certs/ca.pem" --token_file="$WORK/certs/api.token")
+  ops_security=(--tls_ca_file="$WORK/certs/ca.pem" --token_file="$WORK/certs/ops.token")
 fi
 # debug: one line per payment per step, each with its trace id (the story below).
 export OUTBOX_LOG_LEVEL=${OUTBOX_LOG_LEVEL:-debug}
 payment_service_env+=(RECOVERY_BASE_DELAY="$BASE_DELAY" RECOVERY_MAX_ATTEMPTS="$MAX_ATTEMPTS")
+accounting_service_env+=(ACCEPTED_CURRENCIES="${ACCEPTED_CURRENCIES:-EUR,USD}")
 recovery_service_env+=(RECOVERY_BASE_DELAY="$BASE_DELAY" RECOVERY_MAX_ATTEMPTS="$MAX_ATTEMPTS"
   RECOVERY_HOUSEKEEPING_EVERY=1s RECOVERY_METRICS_LISTEN="127.0.0.1:$recovery_metrics_port"
   ALERTMANAGER_URL="$alertmanager_url")
@@ -200,6 +210,30 @@ if [[ -n $story_trace ]]; then
     "$WORK"/recovery_service.log | sort | cut -c1-220
 fi
 
+echo
+echo "=== phase 3: a payment accounting will never book (a business reject) ==="
+ctl_pay() { "$BIN/outboxctl" --payment_addr="127.0.0.1:$payment_port" "${pay_security[@]}" "$@"; }
+ctl_ops() { "$BIN/outboxctl" --recovery_addr="127.0.0.1:$recovery_port" "${ops_security[@]}" "$@"; }
+phase3=1
+reject_id=$(ctl_pay --json payment create --idempotency_key="demo-reject-$$" --payer=alice \
+  --payee=bob --amount=4200 --currency=GBP | grep -o '"payment_id": *"[^"]*"' | head -n 1 |
+  sed 's/.*"\([^"]*\)"$/\1/') || true
+echo "demo: created payment ${reject_id:-?} in GBP; accounting keeps EUR and USD"
+for _ in $(seq 50); do
+  [[ -n $reject_id ]] || break
+  if ctl_pay payment get "$reject_id" | grep -q 'outbox.status *FAILED'; then phase3=0; break; fi
+  sleep 0.2
+done
+if ((phase3 == 0)); then
+  ctl_ops history "$reject_id" | tee "$WORK/reject.history"
+  grep -q '^now: FAILED, attempts 1 of .*, rejected: ' "$WORK/reject.history" || phase3=1
+  ctl_ops failures --kind rejected
+  group=$(ctl_ops --json failures --kind rejected | grep -o '"group": *"[0-9a-f]*"' | head -n 1 |
+    sed 's/.*"\([0-9a-f]*\)"$/\1/')
+  ctl_ops acknowledge --group="$group" || phase3=1
+  ctl_ops audit --limit 1
+fi
+
 died=()
 for name in "${!pid_of[@]}"; do alive "${pid_of[$name]}" || died+=("$name"); done
 
@@ -212,7 +246,8 @@ p2_dups=$(field "$WORK/phase2.report" "duplicates")
 p2_lost=$(field "$WORK/phase2.report" "lost")
 verdict() { if [[ $1 == 0 ]]; then echo OK; else echo "FAILED (exit $1)"; fi; }
 ok=1
-[[ $phase1 == 0 && $phase2_create == 0 && $phase2 == 0 && $check == 0 && ${#died[@]} == 0 ]] || ok=0
+[[ $phase1 == 0 && $phase2_create == 0 && $phase2 == 0 && $check == 0 && $phase3 == 0 &&
+  ${#died[@]} == 0 ]] || ok=0
 # The figures an operator would hold the system to.
 ((max_depth * 10 <= p2_total * 11)) || ok=0
 ((outage_failed == 0 && ${p2_failed:-1} == 0)) || ok=0
@@ -241,6 +276,7 @@ else
 fi
 printf '%-34s %s\n' "  drained" "$drained"
 printf '%-34s %s\n' "phase 2 (accounting outage)" "$(verdict "$phase2")"
+printf '%-34s %s\n' "phase 3 (business reject)" "$(verdict "$phase3")$( ((phase3 == 0)) && echo ": FAILED (rejected) after 1 publish, no retry; its group acknowledged")"
 printf '%-34s %s\n' "outbox_check" "$(verdict "$check") ($(grep '^result:' "$WORK/outbox_check.txt" || echo 'no result'))"
 if ((${#died[@]} > 0)); then printf '%-34s %s\n' "services died" "${died[*]}"; fi
 if ((ok)); then result=0; fi
