@@ -29,6 +29,17 @@ Voucher ReadVoucher(SQLite::Statement& s) {
 
 }  // namespace
 
+VoucherStore::VoucherStore(std::unique_ptr<SqliteFile> db, IdGenerator& ids, const Clock& clock)
+    : ids_(ids),
+      clock_(clock),
+      db_(std::move(db)),
+      inbox_(*db_->writer, kInbox),
+      by_payment_(*db_->writer, "SELECT voucher_id FROM vouchers WHERE payment_id = ?"),
+      insert_voucher_(*db_->writer, R"sql(
+        INSERT INTO vouchers (voucher_id, payment_id, message_id, debit_account, credit_account,
+                              amount_minor, currency, created_at, traceparent)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql") {}
+
 absl::StatusOr<std::unique_ptr<VoucherStore>> VoucherStore::Open(const std::string& path,
                                                                  const DbOptions& options,
                                                                  IdGenerator& ids,
@@ -45,11 +56,10 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
   const int64_t now = clock_.NowMillis();
   RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
     outcomes.assign(events.size(), ApplyOutcome{});
-    SQLite::Statement by_payment(db, "SELECT voucher_id FROM vouchers WHERE payment_id = ?");
-    SQLite::Statement insert_voucher(db, R"sql(
-      INSERT INTO vouchers (voucher_id, payment_id, message_id, debit_account, credit_account,
-                            amount_minor, currency, created_at, traceparent)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
+    SQLite::Statement& by_payment = by_payment_;
+    SQLite::Statement& insert_voucher = insert_voucher_;
+    by_payment.tryReset();  // an earlier batch's error must not rethrow here
+    insert_voucher.tryReset();
     for (size_t i = 0; i < events.size(); ++i) {
       const PaymentEvent& e = events[i];
       ApplyOutcome& out = outcomes[i];

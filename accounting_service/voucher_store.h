@@ -63,13 +63,15 @@ class VoucherStore final : public VoucherLedger, public ProcessedLog {
   void RegisterMetrics(MetricsRegistry& metrics) const;
 
  private:
-  VoucherStore(std::unique_ptr<SqliteFile> db, IdGenerator& ids, const Clock& clock)
-      : ids_(ids), clock_(clock), db_(std::move(db)), inbox_(*db_->writer, kInbox) {}
+  VoucherStore(std::unique_ptr<SqliteFile> db, IdGenerator& ids, const Clock& clock);
 
   IdGenerator& ids_;
   const Clock& clock_;
   std::unique_ptr<SqliteFile> db_;
-  Inbox inbox_ ABSL_GUARDED_BY(db_->write_mu);  // on the writer connection
+  // On the writer connection, prepared once: no SQL text parsed per batch.
+  Inbox inbox_ ABSL_GUARDED_BY(db_->write_mu);
+  SQLite::Statement by_payment_ ABSL_GUARDED_BY(db_->write_mu);
+  SQLite::Statement insert_voucher_ ABSL_GUARDED_BY(db_->write_mu);
 };
 
 }  // namespace outbox::accounting

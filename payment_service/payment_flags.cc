@@ -24,6 +24,10 @@ ABSL_FLAG(int64_t, max_unsent, EnvOrInt("MAX_UNSENT", 512),
           "(up to --max_hold_ms) for its acks; 0 = never [env MAX_UNSENT]");
 ABSL_FLAG(int, max_hold_ms, EnvOrInt("MAX_HOLD_MS", 20),
           "longest a new payment waits for accounting's backlog [env MAX_HOLD_MS]");
+ABSL_FLAG(int, ack_linger_ms, EnvOrInt("ACK_LINGER_MS", 5),
+          "accounting's acknowledgements wait up to this long for new payments to share their "
+          "commit (one fsync for both) when no payment is queued; 0 = commit them at once. Adds "
+          "at most this much to create->SENT [env ACK_LINGER_MS]");
 ABSL_FLAG(std::string, api_token_file, EnvOr("API_TOKEN_FILE", ""),
           "file holding the client token; when set every PaymentService call needs "
           "'authorization: Bearer <token>' (health and reflection stay open) [env API_TOKEN_FILE]");
@@ -49,6 +53,7 @@ absl::StatusOr<PaymentServiceOptions> OptionsFromFlags() {
   o.group_commit_max = absl::GetFlag(FLAGS_group_commit_max);
   o.max_unsent = absl::GetFlag(FLAGS_max_unsent);
   o.max_hold_ms = absl::GetFlag(FLAGS_max_hold_ms);
+  o.ack_linger_ms = absl::GetFlag(FLAGS_ack_linger_ms);
   return o;
 }
 
@@ -57,8 +62,10 @@ absl::Status PaymentServiceOptions::Validate() const {
     return absl::InvalidArgumentError(
         "--publish_window and --group_commit_max must be positive; --prefetch 1..65535");
   }
-  if (max_unsent < 0 || max_hold_ms < 0 || max_hold_ms > 1000) {
-    return absl::InvalidArgumentError("--max_unsent must be >= 0; --max_hold_ms 0..1000");
+  if (max_unsent < 0 || max_hold_ms < 0 || max_hold_ms > 1000 || ack_linger_ms < 0 ||
+      ack_linger_ms > 1000) {
+    return absl::InvalidArgumentError(
+        "--max_unsent must be >= 0; --max_hold_ms and --ack_linger_ms 0..1000");
   }
   return absl::OkStatus();
 }

@@ -24,6 +24,7 @@ struct PaymentServiceOptions {
   int group_commit_max = 512;
   int64_t max_unsent = 512;
   int max_hold_ms = 20;
+  int ack_linger_ms = 5;
   ServiceConfig service;  // the flags every service shares
   BearerTokenCheck auth;  // from --api_token_file
   ShardConfig shard;      // --payment_shards and --payment_shard_index

@@ -23,7 +23,8 @@ void ExpectRefused(const PaymentServiceOptions& options, const std::string& mess
 
 constexpr char kWindowBatchPrefetch[] =
     "--publish_window and --group_commit_max must be positive; --prefetch 1..65535";
-constexpr char kUnsentHold[] = "--max_unsent must be >= 0; --max_hold_ms 0..1000";
+constexpr char kUnsentHold[] =
+    "--max_unsent must be >= 0; --max_hold_ms and --ack_linger_ms 0..1000";
 
 TEST(PaymentServiceOptionsTest, AcceptsTheDefaults) {
   EXPECT_OK(PaymentServiceOptions{}.Validate());
@@ -76,6 +77,14 @@ TEST(PaymentServiceOptionsTest, RefusesAMaxHoldOutside0To1000) {
   for (int hold_ms : {-1, 1001}) {
     PaymentServiceOptions o;
     o.max_hold_ms = hold_ms;
+    ExpectRefused(o, kUnsentHold);
+  }
+}
+
+TEST(PaymentServiceOptionsTest, RefusesAnAckLingerOutside0To1000) {
+  for (int linger_ms : {-1, 1001}) {
+    PaymentServiceOptions o;
+    o.ack_linger_ms = linger_ms;
     ExpectRefused(o, kUnsentHold);
   }
 }

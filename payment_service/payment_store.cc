@@ -45,7 +45,10 @@ std::string SelectSql(const std::string& where, const char* join = kJoin) {
   return absl::StrCat("SELECT ", kPaymentColumns, ", ", kOutboxColumns, join, where);
 }
 
-// The statements of one group commit, prepared once per transaction.
+}  // namespace
+
+// The statements of the group commit, prepared once on the writer
+// connection and reused by every group.
 struct GroupStatements {
   explicit GroupStatements(SQLite::Database& database)
       : db(database),
@@ -57,7 +60,16 @@ struct GroupStatements {
         outbox(db),
         savepoint(db, "SAVEPOINT one_payment"),
         release(db, "RELEASE one_payment"),
-        rollback_to(db, "ROLLBACK TO one_payment") {}
+        rollback_to(db, "ROLLBACK TO one_payment"),
+        acks(db) {}
+
+  // A statement an exception left mid-step is reset before it is used again.
+  void Reset() {
+    for (SQLite::Statement* s : {&find, &insert, &savepoint, &release, &rollback_to}) {
+      s->tryReset();
+      s->clearBindings();
+    }
+  }
 
   SQLite::Database& db;
   SQLite::Statement find;
@@ -66,7 +78,10 @@ struct GroupStatements {
   SQLite::Statement savepoint;
   SQLite::Statement release;
   SQLite::Statement rollback_to;
+  OutboxStateTable acks;
 };
+
+namespace {
 
 void Run(SQLite::Statement& s) {
   s.exec();
@@ -127,6 +142,9 @@ void InsertOne(GroupStatements& s, const NewPayment& item, CreateOutcome& out) {
 
 }  // namespace
 
+PaymentStore::PaymentStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}
+PaymentStore::~PaymentStore() = default;  // group_ (its statements) before db_
+
 absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::string& path,
                                                                  const DbOptions& options) {
   ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, &PaymentDbSchema()));
@@ -143,13 +161,15 @@ std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPaymen
   AckTally tally;
   absl::Status tx_status = WriteTransaction(db, [&]() -> absl::Status {
     outcomes.assign(batch.size(), CreateOutcome{});  // a retried body starts over
-    GroupStatements statements(db);
+    if (group_ == nullptr) group_ = std::make_unique<GroupStatements>(db);
+    GroupStatements& statements = *group_;
+    statements.Reset();
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!FoundEarlier(statements.find, batch[i], outcomes[i])) {
         InsertOne(statements, batch[i], outcomes[i]);
       }
     }
-    tally = acks.empty() ? AckTally{} : outbox::RecordAcks(db, acks, now_ms);
+    tally = acks.empty() ? AckTally{} : outbox::RecordAcks(statements.acks, db, acks, now_ms);
     Failpoint(kFpPaymentBeforeCommit);
     return absl::OkStatus();
   });

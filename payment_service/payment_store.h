@@ -35,8 +35,11 @@ struct NewPayment {
 
 using PaymentPage = Page<PaymentRecord>;
 
+struct GroupStatements;  // payment_store.cc
+
 class PaymentStore final {
  public:
+  ~PaymentStore();
   // Creates payment.db or upgrades it to the latest schema version
   // (PaymentDbSchema); FAILED_PRECONDITION, untouched, for a newer file.
   static absl::StatusOr<std::unique_ptr<PaymentStore>> Open(const std::string& path,
@@ -79,9 +82,12 @@ class PaymentStore final {
   void RegisterMetrics(MetricsRegistry& metrics) const;
 
  private:
-  explicit PaymentStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}
+  explicit PaymentStore(std::unique_ptr<SqliteFile> db);
 
   std::unique_ptr<SqliteFile> db_;
+  // The group commit's statements on the writer connection, prepared once
+  // (under db_->write_mu): no SQL text is parsed per group.
+  std::unique_ptr<GroupStatements> group_;
 };
 
 }  // namespace outbox::payment

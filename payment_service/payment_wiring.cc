@@ -30,6 +30,7 @@ WriterOptions WriterOptionsOf(const PaymentServiceOptions& options) {
                                static_cast<size_t>(options.group_commit_max)};
   writer_options.max_unsent = options.max_unsent;
   writer_options.max_hold = absl::Milliseconds(options.max_hold_ms);
+  writer_options.ack_linger = absl::Milliseconds(options.ack_linger_ms);
   return writer_options;
 }
 

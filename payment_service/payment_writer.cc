@@ -42,6 +42,10 @@ PaymentWriter::PaymentWriter(PaymentStore& store, const Clock& clock, IdGenerato
       created_(metrics.AddCounter("outbox_payments_created_total", "payments committed")),
       holds_(metrics.AddCounter("outbox_writer_holds_total",
                                 "groups of new payments held back while accounting lagged")),
+      ack_lingers_(metrics.AddCounter(
+          "outbox_writer_ack_lingers_total",
+          "acknowledgements that waited (up to --ack_linger_ms) for a payment to share their "
+          "commit")),
       commit_failures_(StoreWriteFailures(metrics, "commit_group")),
       create_to_sent_(metrics.AddDurationHistogram(
           "outbox_create_to_sent_seconds",
@@ -114,6 +118,14 @@ void PaymentWriter::Run() {
       };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty() && acks_.empty()) return;  // stopping and drained
+      if (queue_.empty() && !stopping_ && options_.ack_linger > absl::ZeroDuration()) {
+        // Only acknowledgements: give new payments a moment to share the commit.
+        auto payment_or_stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return !queue_.empty() || stopping_;
+        };
+        ack_lingers_.Add();
+        mu_.AwaitWithTimeout(absl::Condition(&payment_or_stop), options_.ack_linger);
+      }
       bool hold = acks_.empty() && !stopping_ && clock_.Now() < hold_until;
       if (hold) {
         // Accounting lags: acks go first (each lowers the backlog); new

@@ -177,6 +177,36 @@ TEST_F(PaymentWriterTest, AcknowledgementsRideTheGroupCommit) {
   EXPECT_TRUE(absl::IsUnavailable(writer.RecordAcks({"x"}).status()));
 }
 
+// With a linger, acknowledgements that find no payment queued wait for the
+// next one and share its commit: one transaction (one fsync) for both.
+TEST_F(PaymentWriterTest, AcknowledgementsLingerForTheNextPaymentsCommit) {
+  RecordingRelay relay;
+  WriterOptions options;
+  options.ack_linger = absl::Seconds(30);  // the payment below ends it, not the time
+  PaymentWriter writer(*store_, clock_, ids_, metrics_, options);
+  writer.Start(relay);
+  CreateOutcome a = writer.Create({"k1", "alice", "bob", 100, "USD", ""});
+  const int64_t groups = writer.groups_committed();
+  absl::StatusOr<AckTally> marked;
+  std::thread acks([&] { marked = writer.RecordAcks({a.record.outbox.message_id}); });
+  // Once the writer lingers with the acknowledgement, a payment arrives.
+  while (writer.ack_lingers() == 0) absl::SleepFor(absl::Milliseconds(1));
+  CreateOutcome b = writer.Create({"k2", "alice", "bob", 100, "USD", ""});
+  ASSERT_OK(b.status);
+  acks.join();
+  ASSERT_OK(marked);
+  EXPECT_EQ(marked->closed, 1);
+  EXPECT_EQ(writer.groups_committed(), groups + 1) << "the ack and the payment in one commit";
+  // Stopping ends a linger at once: the acknowledgement is committed alone.
+  CreateOutcome c = writer.Create({"k3", "alice", "bob", 100, "USD", ""});
+  std::thread last([&] { marked = writer.RecordAcks({c.record.outbox.message_id}); });
+  while (writer.ack_lingers() == 1) absl::SleepFor(absl::Milliseconds(1));
+  writer.Stop();
+  last.join();
+  ASSERT_OK(marked);
+  EXPECT_EQ(store_->Get(c.record.payment_id)->outbox.status, OutboxStatus::kSent);
+}
+
 TEST_F(PaymentWriterTest, EachRowTurnedSentIsTimedFromItsCreation) {
   RecordingRelay relay;
   PaymentWriter writer(*store_, clock_, ids_, metrics_, WriterOptions{});

@@ -161,7 +161,7 @@ OutboxStateTable::OutboxStateTable(SQLite::Database& db)
         WHERE id = ?1)sql") {}
 
 std::optional<OutboxMessage> OutboxStateTable::Load(const std::string& message_id) {
-  load_.reset();
+  load_.tryReset();  // reused across transactions: an earlier error must not rethrow
   load_.bind(1, message_id);
   std::optional<OutboxMessage> row;
   if (load_.executeStep()) row = ReadOutboxMessage(load_);
@@ -169,7 +169,7 @@ std::optional<OutboxMessage> OutboxStateTable::Load(const std::string& message_i
 }
 
 void OutboxStateTable::Save(const OutboxMessage& row) {
-  save_.reset();
+  save_.tryReset();
   save_.bind(1, static_cast<int64_t>(row.id));
   save_.bind(2, std::string(StatusName(row.status)));
   save_.bind(3, row.attempts);
@@ -187,6 +187,11 @@ void OutboxStateTable::Save(const OutboxMessage& row) {
 AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& message_ids,
                     int64_t now_ms) {
   OutboxStateTable table(db);
+  return RecordAcks(table, db, message_ids, now_ms);
+}
+
+AckTally RecordAcks(OutboxStateTable& table, SQLite::Database& db,
+                    const std::vector<std::string>& message_ids, int64_t now_ms) {
   std::optional<HistoryLog> history;  // prepared only off the happy path
   AckTally tally;
   for (const std::string& id : message_ids) {

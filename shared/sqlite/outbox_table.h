@@ -71,6 +71,9 @@ class OutboxStateTable {
 // happy path writes no history.
 AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& message_ids,
                     int64_t now_ms);
+// The same through `table`, statements its owner keeps prepared on `db`.
+AckTally RecordAcks(OutboxStateTable& table, SQLite::Database& db,
+                    const std::vector<std::string>& message_ids, int64_t now_ms);
 
 // OnReject for each rejection, with a "rejected" history event for each
 // row it changed; returns how many. Unknown ids are skipped.
