@@ -54,7 +54,7 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
   SQLite::Database& db = *db_->writer;
   std::vector<ApplyOutcome> outcomes;
   const int64_t now = clock_.NowMillis();
-  RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
+  absl::Status applied = WriteTransaction(db, [&]() -> absl::Status {
     outcomes.assign(events.size(), ApplyOutcome{});
     SQLite::Statement& by_payment = by_payment_;
     SQLite::Statement& insert_voucher = insert_voucher_;
@@ -94,7 +94,12 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
       inbox_.Record(e.message_id, e.payment_id, out.voucher_id, now);
     }
     return absl::OkStatus();
-  }));
+  });
+  // Nothing left mid-step past the transaction (a stale read snapshot would
+  // refuse every later write).
+  by_payment_.tryReset();
+  insert_voucher_.tryReset();
+  RETURN_IF_ERROR(applied);
   return outcomes;
 }
 

@@ -173,6 +173,9 @@ std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPaymen
     Failpoint(kFpPaymentBeforeCommit);
     return absl::OkStatus();
   });
+  // No statement may stay mid-step past the transaction: it would hold the
+  // writer's read snapshot, which goes stale once another process commits.
+  if (group_ != nullptr) group_->Reset();
   if (acked != nullptr) {
     *acked = tx_status.ok() ? absl::StatusOr<AckTally>(tally) : tx_status;
   }

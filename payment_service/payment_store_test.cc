@@ -111,6 +111,22 @@ TEST_F(PaymentStoreTest, MarkSentIsIdempotentAndIgnoresUnknownIds) {
   EXPECT_EQ(got->outbox.sent_at, 500);
 }
 
+// The group commit's statements are kept across groups; none may hold the
+// writer's read snapshot past its transaction, or a commit by another
+// process (recovery's claim) would leave every later write SQLITE_BUSY.
+TEST_F(PaymentStoreTest, KeptStatementsSurviveAnotherProcesssCommitBetweenGroups) {
+  ASSERT_OK(store_->CreateBatch({Make("k1"), Make("k2")})[0].status);
+  ASSERT_OK(store_->RecordAcks({"unknown", "msg-1"}, 500));  // the last load finds its row
+  {
+    SQLite::Database other(dir_ + "/payment.db", SQLite::OPEN_READWRITE);
+    other.exec("UPDATE outbox SET attempts = 2 WHERE message_id = 'msg-2'");
+  }
+  auto out = store_->CommitGroup({Make("k3")}, {"msg-2"}, 700, nullptr);
+  ASSERT_OK(out[0].status);
+  ASSERT_OK(store_->RecordAcks({"msg-3"}, 800));
+  EXPECT_EQ(store_->Get(out[0].record.payment_id)->outbox.status, OutboxStatus::kSent);
+}
+
 TEST_F(PaymentStoreTest, ALateAcknowledgementClosesAFailedRow) {
   auto out = store_->CreateBatch({Make("k1")});
   {

@@ -165,6 +165,10 @@ std::optional<OutboxMessage> OutboxStateTable::Load(const std::string& message_i
   load_.bind(1, message_id);
   std::optional<OutboxMessage> row;
   if (load_.executeStep()) row = ReadOutboxMessage(load_);
+  // A statement left mid-step keeps its connection's read snapshot open past
+  // the commit: kept across transactions, that snapshot would go stale and
+  // every later BEGIN IMMEDIATE would fail with SQLITE_BUSY.
+  load_.tryReset();
   return row;
 }
 

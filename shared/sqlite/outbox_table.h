@@ -53,7 +53,8 @@ class OutboxInserter {
 OutboxMessage ReadOutboxMessage(SQLite::Statement& stmt, int first = 0);
 
 // Loads rows by message id and stores the state columns of changed ones,
-// with statements prepared once.
+// with statements prepared once; each call leaves its statement reset, so
+// an owner may keep one across transactions.
 class OutboxStateTable {
  public:
   explicit OutboxStateTable(SQLite::Database& db);
