@@ -20,7 +20,7 @@ using ::outbox::testing::SignedBy;
 
 // A reply's body in these tests: "ack <message id>[,<message id>...]", one
 // or many (a cumulative acknowledgement); "<message id>!<reason>" is a
-// business reject. A service's codec (payment_codec.h) reads its own
+// business reject. A service's codec reads its own
 // protobuf instead.
 Delivery Reply(const std::string& message_id) {
   Delivery d;

@@ -289,7 +289,7 @@ TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlert
   EXPECT_EQ(alerts_.raised[0].annotations.at("rows_waiting"), "2");
   EXPECT_EQ(alerts_.raised[0].annotations.at("consumers"), "0");
 
-  // Accounting is back and takes the queued copies: the alert resolves, and
+  // The consumer is back and takes the queued copies: the alert resolves, and
   // due rows get one more backoff step before any copy is re-published.
   broker_.queues["EVENTS"] = {2, 1};
   clock_.Advance(absl::Seconds(5));
@@ -376,7 +376,7 @@ TEST_F(RecoveryLoopTest, AFailedAlertResolvesOnceALateAckClosesTheRow) {
   EXPECT_EQ(alerts_.Active("OutboxMessageFailed"), 2);
   Worker().Step();  // housekeeping sees both still FAILED: nothing new
   EXPECT_EQ(alerts_.raised.size(), 2u);
-  ASSERT_EQ(outbox_.RecordAcks({"m1"})->late, 1);  // the voucher was booked after all
+  ASSERT_EQ(outbox_.RecordAcks({"m1"})->late, 1);  // the consumer processed it after all
   Worker().Step();
   EXPECT_EQ(alerts_.Active("OutboxMessageFailed"), 1);
   ASSERT_EQ(alerts_.resolved.size(), 1u);

@@ -184,8 +184,8 @@ TEST(OnAcknowledgeFailureTest, MarksFailedRowsOnlyAndARedriveClearsIt) {
 }
 
 TEST(FailurePatternTest, TakesOutIdsNumbersAndQuotedValues) {
-  EXPECT_EQ(FailurePattern("amount_minor 2000033 is over accounting's limit of 1000000"),
-            "amount_minor # is over accounting's limit of #");
+  EXPECT_EQ(FailurePattern("quantity 2000033 is over the shop's limit of 1000000"),
+            "quantity # is over the shop's limit of #");
   EXPECT_EQ(FailurePattern("currency 'GBP' is not kept"), "currency '*' is not kept");
   EXPECT_EQ(FailurePattern("message 01a21bc4-86eb-7469-83ad-38fc3b81e315 returned: NO_ROUTE"),
             "message * returned: NO_ROUTE");
@@ -311,12 +311,12 @@ TEST(OnResendTest, OnlySentRowsGoBackToSendingWithAFreshBudgetDueNow) {
   OutboxMessage row = InStatus(OutboxStatus::kSent);
   row.attempts = 2;
   row.sent_at = kNow - 5;
-  ASSERT_OK(OnResend(row, "repaired: SENT without a voucher", kNow + 9));
+  ASSERT_OK(OnResend(row, "repaired: SENT without its booking", kNow + 9));
   EXPECT_EQ(row.status, OutboxStatus::kSending);
   EXPECT_EQ(row.attempts, 0);
   EXPECT_EQ(row.next_retry_at, kNow + 9);
   EXPECT_EQ(row.sent_at, 0);
-  EXPECT_EQ(row.last_error, "repaired: SENT without a voucher");
+  EXPECT_EQ(row.last_error, "repaired: SENT without its booking");
   EXPECT_EQ(row.failure_kind, "");
   EXPECT_EQ(OnDue(row, kNow + 9, Policy()), DueAction::kRepublish);
   EXPECT_EQ(OnAck(row, kNow + 10), AckEffect::kClosed);
