@@ -24,6 +24,24 @@ void ClearFailure(OutboxMessage& row) {
   row.acknowledged_by.clear();
 }
 
+// FAILED_PRECONDITION unless the row is in `status`: "message 'm' is SENT;
+// only FAILED messages can <what>".
+absl::Status Require(const OutboxMessage& row, OutboxStatus status, absl::string_view what) {
+  if (row.status == status) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("message '", row.message_id, "' is ",
+                                                    StatusName(row.status), "; only ",
+                                                    StatusName(status), " messages can ", what));
+}
+
+// SENDING again with a fresh budget, due now.
+void Restart(OutboxMessage& row, int64_t now_ms) {
+  row.status = OutboxStatus::kSending;
+  row.attempts = 0;
+  row.next_retry_at = now_ms;
+  row.updated_at = now_ms;
+  ClearFailure(row);
+}
+
 }  // namespace
 
 OutboxMessage NewOutboxMessage(MessageSpec spec, int64_t now_ms, const RetryPolicy& defaults) {
@@ -113,44 +131,24 @@ bool OnReject(OutboxMessage& row, const std::string& reason, int64_t now_ms) {
 }
 
 absl::Status OnAcknowledgeFailure(OutboxMessage& row, const std::string& by, int64_t now_ms) {
-  if (row.status != OutboxStatus::kFailed) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("message '", row.message_id, "' is ", StatusName(row.status),
-                     "; only FAILED messages can be acknowledged"));
-  }
+  if (absl::Status s = Require(row, OutboxStatus::kFailed, "be acknowledged"); !s.ok()) return s;
   row.acknowledged_by = by.empty() ? "operator" : by;
   row.updated_at = now_ms;
   return absl::OkStatus();
 }
 
 absl::Status OnRedrive(OutboxMessage& row, int64_t now_ms) {
-  if (row.status != OutboxStatus::kFailed) {
-    return absl::FailedPreconditionError(absl::StrCat("message '", row.message_id, "' is ",
-                                                      StatusName(row.status),
-                                                      "; only FAILED messages can be re-driven"));
-  }
-  row.status = OutboxStatus::kSending;
-  row.attempts = 0;
-  row.next_retry_at = now_ms;
-  row.updated_at = now_ms;
+  if (absl::Status s = Require(row, OutboxStatus::kFailed, "be re-driven"); !s.ok()) return s;
+  Restart(row, now_ms);
   row.last_error.clear();
-  ClearFailure(row);
   return absl::OkStatus();
 }
 
 absl::Status OnResend(OutboxMessage& row, const std::string& reason, int64_t now_ms) {
-  if (row.status != OutboxStatus::kSent) {
-    return absl::FailedPreconditionError(absl::StrCat("message '", row.message_id, "' is ",
-                                                      StatusName(row.status),
-                                                      "; only SENT messages can be sent again"));
-  }
-  row.status = OutboxStatus::kSending;
-  row.attempts = 0;
-  row.next_retry_at = now_ms;
-  row.updated_at = now_ms;
+  if (absl::Status s = Require(row, OutboxStatus::kSent, "be sent again"); !s.ok()) return s;
+  Restart(row, now_ms);
   row.sent_at = 0;
   row.last_error = reason;
-  ClearFailure(row);
   return absl::OkStatus();
 }
 
