@@ -17,78 +17,9 @@
 #   bash tests/e2e_operator_test.sh BUILD   (through ctest: the broker fixture)
 #   bash tests/e2e_repair_test.sh BUILD   (through ctest: the broker fixture)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:?usage: e2e_operator_test.sh BUILD}" && pwd)
-bin=$build/bin
-[[ -n ${OUTBOX_TEST_BROKER_DIR:-} ]] || { echo "FAIL: OUTBOX_TEST_BROKER_DIR is not set (run through ctest)" >&2; exit 1; }
-url=$(cat "$OUTBOX_TEST_BROKER_DIR/amqp_url")
-scale=${OUTBOX_TEST_TIME_SCALE:-1}  # sanitizer builds: longer deadlines (tests/CMakeLists.txt)
-# shellcheck source=SCRIPTDIR/../scripts/lib/sqlite.sh
-source "$root/scripts/lib/sqlite.sh"
-
-tmp=$(mktemp -d)
-pay_db=$tmp/payment.db
-acc_db=$tmp/accounting.db
-tag=operator.$$.$RANDOM  # this run's own queues
-declare -A pid_of=() port_of=()
-
-cleanup() {
-  local rc=$? name _
-  for name in "${!pid_of[@]}"; do kill -TERM "${pid_of[$name]}" 2>/dev/null || true; done
-  for name in "${!pid_of[@]}"; do
-    for _ in $(seq 100); do kill -0 "${pid_of[$name]}" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "${pid_of[$name]}" 2>/dev/null || true
-  done
-  if ((rc != 0)); then
-    for log in "$tmp"/*.log "$tmp"/*.out; do
-      [[ -f $log ]] || continue
-      echo "--- last lines of $(basename "$log")" >&2
-      tail -n 25 "$log" >&2
-    done
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_eq() {  # WHAT GOT WANT
-  [[ $2 == "$3" ]] || fail "$1: got '$2', want '$3'"
-  echo "ok: $1"
-}
-
-(umask 077 && echo "e2e$RANDOM $(openssl rand -hex 32)" >"$tmp/message.keys")
-common=(AMQP_URL="$url" PAY_QUEUE="PAY.$tag" ACC_QUEUE="ACC.$tag" PAYMENT_DB="$pay_db"
-        ACCOUNTING_DB="$acc_db" MESSAGE_KEYS_FILE="$tmp/message.keys" RETRY_BASE_DELAY=1s)
-
-start() {  # NAME LISTEN_VAR [VAR=VALUE...]: starts $bin/NAME, waits for its next NAME_started line
-  local name=$1 listen=$2 before _ line
-  shift 2
-  before=$(grep -c "${name}_started" "$tmp/$name.log" 2>/dev/null || true)
-  env "${common[@]}" "$@" "$listen=127.0.0.1:${port_of[$name]:-0}" "$bin/$name" >>"$tmp/$name.log" 2>&1 &
-  pid_of[$name]=$!
-  for _ in $(seq $((300 * scale))); do
-    if (($(grep -c "${name}_started" "$tmp/$name.log" || true) > before)); then
-      line=$(grep "${name}_started" "$tmp/$name.log" | tail -n 1)
-      port_of[$name]=$(sed -n 's/.* port=\([0-9]*\).*/\1/p' <<<"$line")
-      return 0
-    fi
-    kill -0 "${pid_of[$name]}" 2>/dev/null || fail "$name exited at start"
-    sleep 0.1
-  done
-  fail "$name did not start within $((30 * scale)) s"
-}
-sql() { sqlite_read "$pay_db" "$1"; }
-wait_for() {  # WHAT SQL-ON-PAYMENT-DB WANT: polls until the query answers WANT
-  local deadline=$((SECONDS + 60 * scale)) got
-  while :; do
-    got=$(sql "$2")
-    [[ $got == "$3" ]] && { echo "ok: $1"; return 0; }
-    ((SECONDS < deadline)) || fail "$1: got '$got' after $((60 * scale)) s, want '$3'"
-    sleep 0.2
-  done
-}
+E2E_TAG=operator
+# shellcheck source=SCRIPTDIR/lib/e2e_services.sh
+source "$(dirname "$0")/lib/e2e_services.sh"
 
 # Two operators' tokens; the stranger uses alice's.
 alice=$(openssl rand -hex 16)
