@@ -19,6 +19,14 @@ ABSL_FLAG(std::string, metrics_listen, EnvOr("ACCOUNTING_METRICS_LISTEN", ""),
 ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 256),
           "PAY_QUEUE prefetch, also the largest batch applied in one transaction "
           "[env AMQP_PREFETCH]");
+ABSL_FLAG(int, consume_linger_ms, EnvOrInt("CONSUME_LINGER_MS", 20),
+          "a batch waits until it holds --consume_linger_batch messages or this long has passed "
+          "since its first, so that messages arriving close together share one transaction, "
+          "fsync and reply; adds at most this much to create->SENT. 0: no wait "
+          "[env CONSUME_LINGER_MS]");
+ABSL_FLAG(int, consume_linger_batch, EnvOrInt("CONSUME_LINGER_BATCH", 4),
+          "the batch size that ends a linger at once (see --consume_linger_ms) "
+          "[env CONSUME_LINGER_BATCH]");
 ABSL_FLAG(int, accounting_shard, EnvOrInt("ACCOUNTING_SHARD", 0),
           "which of the --accounting_shards this instance is, 0..M-1: it consumes "
           "<pay_queue>-<shard> (pay_queue itself when M is 1) into its own --accounting_db "
@@ -51,6 +59,8 @@ absl::StatusOr<AccountingServiceOptions> OptionsFromFlags() {
   o.db = absl::GetFlag(FLAGS_accounting_db);
   o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
+  o.consume_linger_ms = absl::GetFlag(FLAGS_consume_linger_ms);
+  o.consume_linger_batch = absl::GetFlag(FLAGS_consume_linger_batch);
   o.shard = absl::GetFlag(FLAGS_accounting_shard);
   o.processed_retention = absl::GetFlag(FLAGS_processed_retention);
   o.reply_queues = absl::StrSplit(absl::GetFlag(FLAGS_reply_queues), ',', absl::SkipEmpty());
@@ -66,6 +76,12 @@ absl::Status AccountingServiceOptions::Validate() const {
   }
   if (prefetch < 1 || prefetch > 65535) {
     return absl::InvalidArgumentError("--prefetch must be 1..65535");
+  }
+  if (consume_linger_ms < 0 || consume_linger_ms > 1000) {
+    return absl::InvalidArgumentError("--consume_linger_ms must be 0..1000");
+  }
+  if (consume_linger_batch < 1) {
+    return absl::InvalidArgumentError("--consume_linger_batch must be at least 1");
   }
   if (processed_retention < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--processed_retention must be >= 0 (0 keeps every id)");

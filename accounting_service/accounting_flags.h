@@ -20,6 +20,8 @@ struct AccountingServiceOptions {
   std::string db = "accounting.db";        // --accounting_db
   std::string metrics_listen;              // empty = no /metrics
   int prefetch = 256;
+  int consume_linger_ms = 20;                             // --consume_linger_ms
+  int consume_linger_batch = 4;                           // --consume_linger_batch
   int shard = 0;                                          // --accounting_shard
   absl::Duration processed_retention = absl::Hours(720);  // zero keeps every id
   std::vector<std::string> reply_queues;  // --reply_queues, split, empty names dropped

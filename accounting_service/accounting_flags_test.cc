@@ -56,6 +56,21 @@ TEST(AccountingServiceOptionsTest, RefusesAPrefetchOutside1To65535) {
   }
 }
 
+TEST(AccountingServiceOptionsTest, RefusesAConsumeLingerOutside0To1000) {
+  for (int linger_ms : {-1, 1001}) {
+    AccountingServiceOptions o;
+    o.consume_linger_ms = linger_ms;
+    ExpectRefused(o, "--consume_linger_ms must be 0..1000");
+  }
+  AccountingServiceOptions o;
+  for (int linger_ms : {0, 1000}) {
+    o.consume_linger_ms = linger_ms;
+    EXPECT_OK(o.Validate());
+  }
+  o.consume_linger_batch = 0;
+  ExpectRefused(o, "--consume_linger_batch must be at least 1");
+}
+
 TEST(AccountingServiceOptionsTest, RefusesANegativeProcessedRetention) {
   AccountingServiceOptions o;
   o.processed_retention = absl::Seconds(-1);
@@ -81,6 +96,8 @@ TEST(AccountingOptionsFromFlagsTest, ReadsEveryFlag) {
   flags.Set("accounting_db", "/tmp/a.db");
   flags.Set("metrics_listen", "127.0.0.1:9101");
   flags.Set("prefetch", "7");
+  flags.Set("consume_linger_ms", "9");
+  flags.Set("consume_linger_batch", "3");
   flags.Set("accounting_shard", "1");
   flags.Set("processed_retention", "1h");
   flags.Set("reply_queues", "ACC_QUEUE.s0,,ACC_QUEUE.s1");
@@ -90,6 +107,8 @@ TEST(AccountingOptionsFromFlagsTest, ReadsEveryFlag) {
   EXPECT_EQ(o->db, "/tmp/a.db");
   EXPECT_EQ(o->metrics_listen, "127.0.0.1:9101");
   EXPECT_EQ(o->prefetch, 7);
+  EXPECT_EQ(o->consume_linger_ms, 9);
+  EXPECT_EQ(o->consume_linger_batch, 3);
   EXPECT_EQ(o->shard, 1);
   EXPECT_EQ(o->processed_retention, absl::Hours(1));
   EXPECT_EQ(o->reply_queues, (std::vector<std::string>{"ACC_QUEUE.s0", "ACC_QUEUE.s1"}));

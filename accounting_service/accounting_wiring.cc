@@ -18,6 +18,8 @@ absl::Status RunAccountingService(const AccountingServiceOptions& options) {
   const int shard = options.shard;
   ConsumerOptions consumer_options{config.payment_event_queue(shard), config.acc_queue,
                                    options.prefetch};
+  consumer_options.linger = absl::Milliseconds(options.consume_linger_ms);
+  consumer_options.linger_batch = options.consume_linger_batch;
   consumer_options.rules.max_amount_minor = config.max_amount_minor;
   consumer_options.rules.currencies = options.currencies;
   consumer_options.keys = config.keys();

@@ -18,6 +18,8 @@ outbox::ConsumerOptions Generic(const ConsumerOptions& o) {
   g.queue = o.pay_queue;
   g.default_reply_to = o.acc_queue;
   g.prefetch = o.prefetch;
+  g.linger = o.linger;
+  g.linger_batch = o.linger_batch;
   g.confirm_timeout = o.confirm_timeout;
   g.keys = o.keys;
   g.booked_metric = "outbox_vouchers_created_total";

@@ -21,6 +21,8 @@ struct ConsumerOptions {
   std::string pay_queue = "PAY_QUEUE";  // for logs and metrics; `payments` reads it
   std::string acc_queue = "ACC_QUEUE";  // replies for messages without reply_to
   int prefetch = 256;
+  absl::Duration linger = absl::ZeroDuration();  // outbox::ConsumerOptions::linger
+  int linger_batch = 4;                          // and linger_batch
   absl::Duration confirm_timeout = absl::Seconds(5);
   BookingRules rules;  // what is booked; the rest is rejected (or dead-lettered)
   // Events must be signed by one of these keys; null = unsigned accepted.
@@ -56,6 +58,7 @@ class PaymentConsumer {
   bool Step() { return consumer_.Step(); }  // one turn; tests call it directly
 
   int64_t applied() const { return consumer_.booked(); }
+  int64_t lingers() const { return consumer_.lingers(); }
   int64_t duplicates() const { return consumer_.duplicates(); }
   int64_t dead_lettered() const { return consumer_.dead_lettered(); }
   int64_t unauthenticated() const { return consumer_.unauthenticated(); }

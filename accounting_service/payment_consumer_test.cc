@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "absl/strings/str_cat.h"
+
 #include "events/v1/events.pb.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
@@ -224,6 +226,73 @@ TEST_F(PaymentConsumerTest, PoisonIsDeadLetteredOnceAndNeverRequeued) {
   EXPECT_NE(metrics_.Render().find("outbox_dead_lettered_total{queue=\"PAY_QUEUE\"} 1"),
             std::string::npos);
   EXPECT_EQ(ledger_.voucher_by_payment.size(), 1u);
+}
+
+// With a linger, a small batch waits for what arrives meanwhile: one
+// transaction and one cumulative reply for both.
+TEST_F(PaymentConsumerTest, ASmallBatchLingersForWhatArrivesMeanwhile) {
+  ConsumerOptions options;
+  options.linger = absl::Seconds(30);  // ended by the full batch or an empty wait, not by time
+  options.prefetch = 2;
+  PaymentConsumer consumer(queue_, replies_, ledger_, clock_, metrics_, options);
+  queue_.Push(BatchingPayment("m1", "p1"));
+  queue_.on_next = [&](int n) {
+    if (n == 2) queue_.Push(BatchingPayment("m2", "p2"));
+  };
+  ASSERT_TRUE(consumer.Step());
+  EXPECT_EQ(queue_.nexts, 2);  // the second take filled the batch (prefetch 2)
+  EXPECT_EQ(ledger_.voucher_by_payment.size(), 2u);
+  ASSERT_EQ(replies_.published.size(), 1u);
+  EXPECT_EQ(replies_.published[0].message_id, "m1+2");
+  EXPECT_EQ(queue_.acked.size(), 2u);
+  EXPECT_EQ(consumer.lingers(), 1);
+}
+
+// Once it holds linger_batch, it stops waiting and takes what else is
+// already there, up to the prefetch.
+TEST_F(PaymentConsumerTest, ALingerEndsAtItsBatchSizeWithWhatElseIsWaiting) {
+  ConsumerOptions options;
+  options.linger = absl::Seconds(30);
+  options.linger_batch = 4;
+  PaymentConsumer consumer(queue_, replies_, ledger_, clock_, metrics_, options);
+  queue_.Push(BatchingPayment("m1", "p1"));
+  queue_.on_next = [&](int n) {
+    if (n != 2) return;
+    for (int i = 2; i <= 6; ++i) {
+      queue_.Push(BatchingPayment(absl::StrCat("m", i), absl::StrCat("p", i)));
+    }
+  };
+  ASSERT_TRUE(consumer.Step());
+  EXPECT_EQ(queue_.nexts, 3);  // the first, the linger's (to 4), the rest (5 and 6)
+  EXPECT_EQ(ledger_.voucher_by_payment.size(), 6u);
+  ASSERT_EQ(replies_.published.size(), 1u);
+  EXPECT_EQ(replies_.published[0].message_id, "m1+6");
+}
+
+// Without one (the default), the batch is what was waiting; and a batch
+// that starts with linger_batch (4) or more is taken at once even with a linger.
+TEST_F(PaymentConsumerTest, NoLingerOrABigBatchIsTakenAtOnce) {
+  queue_.Push(BatchingPayment("m1", "p1"));
+  queue_.on_next = [&](int n) {
+    if (n == 2) queue_.Push(BatchingPayment("m2", "p2"));
+  };
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.nexts, 1);
+  EXPECT_EQ(ledger_.voucher_by_payment.size(), 1u);
+  EXPECT_EQ(consumer_.lingers(), 0);
+
+  ConsumerOptions options;
+  options.linger = absl::Seconds(30);
+  PaymentConsumer lingering(queue_, replies_, ledger_, clock_, metrics_, options);
+  for (int i = 0; i < 4; ++i) {
+    queue_.Push(BatchingPayment(absl::StrCat("b", i), absl::StrCat("pb", i)));
+  }
+  queue_.nexts = 0;
+  queue_.on_next = nullptr;
+  ASSERT_TRUE(lingering.Step());
+  EXPECT_EQ(queue_.nexts, 1);
+  EXPECT_EQ(ledger_.voucher_by_payment.size(), 5u);  // p1 and the 4
+  EXPECT_EQ(lingering.lingers(), 0);
 }
 
 TEST_F(PaymentConsumerTest, WithKeysAForgedOrUnsignedEventBooksNothingAndIsDeadLettered) {

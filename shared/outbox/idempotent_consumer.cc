@@ -24,6 +24,9 @@ IdempotentConsumer::IdempotentConsumer(MessageConsumer& deliveries, MessagePubli
           metrics.AddCounter(options_.rejected_metric, "messages answered with a business reject")),
       dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
       unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)),
+      lingers_(
+          metrics.AddCounter("outbox_consumer_lingers_total",
+                             "small batches that waited (up to the linger) for more messages")),
       requeued_(metrics.AddCounter("outbox_requeued_total",
                                    "deliveries returned to the queue after a failure")),
       apply_failures_(StoreWriteFailures(metrics, "apply_batch")) {
@@ -64,6 +67,7 @@ bool IdempotentConsumer::Step() {
   const bool in_flight = !window_.empty();
   auto deliveries = deliveries_.Next(options_.prefetch,
                                      in_flight ? absl::ZeroDuration() : absl::Milliseconds(200));
+  if (deliveries.ok() && !in_flight) deliveries = Linger(*std::move(deliveries));
   if (!deliveries.ok()) {
     deliveries_.Reset(deliveries.status());
     ForgetUnsettled();
@@ -88,6 +92,29 @@ bool IdempotentConsumer::Step() {
     if (!replies_.connected()) replies_.Reset(s);
   }
   return true;
+}
+
+absl::StatusOr<std::vector<Delivery>> IdempotentConsumer::Linger(std::vector<Delivery> batch) {
+  const size_t max = static_cast<size_t>(std::min(options_.linger_batch, options_.prefetch));
+  if (batch.empty() || batch.size() >= max || options_.linger <= absl::ZeroDuration()) {
+    return batch;
+  }
+  // A real wait on the connection, so real time (not the injected clock).
+  const absl::Time until = absl::Now() + options_.linger;
+  lingers_.Add();
+  for (absl::Time now = absl::Now(); batch.size() < max && now < until; now = absl::Now()) {
+    ASSIGN_OR_RETURN(std::vector<Delivery> more, deliveries_.Next(max - batch.size(), until - now));
+    if (more.empty()) return batch;  // the wait ran out
+    for (Delivery& d : more) batch.push_back(std::move(d));
+  }
+  // Enough of them: with what else is already waiting, up to the prefetch.
+  const size_t prefetch = static_cast<size_t>(options_.prefetch);
+  if (batch.size() < prefetch) {
+    ASSIGN_OR_RETURN(std::vector<Delivery> rest,
+                     deliveries_.Next(prefetch - batch.size(), absl::ZeroDuration()));
+    for (Delivery& d : rest) batch.push_back(std::move(d));
+  }
+  return batch;
 }
 
 absl::Status IdempotentConsumer::CheckReplyQueue(const std::string& queue) {

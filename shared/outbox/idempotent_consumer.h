@@ -160,6 +160,13 @@ struct ConsumerOptions {
   std::string queue;             // the queue consumed, for logs, metrics and dead letters
   std::string default_reply_to;  // replies for messages without reply_to
   int prefetch = 256;            // most deliveries in one batch
+  // At low rates each message would be its own transaction, reply and
+  // fsync. A batch waits until it holds `linger_batch` deliveries or
+  // `linger` has passed since its first, so that messages arriving close
+  // together share them; a batch that starts that big (a backlog, a
+  // saturated queue) is taken at once. Zero: no wait.
+  absl::Duration linger = absl::ZeroDuration();
+  int linger_batch = 4;
   absl::Duration confirm_timeout = absl::Seconds(5);  // a reply unconfirmed this long: requeued
   // Messages must be signed by one of these keys; null = unsigned accepted.
   // (Replies are signed by the publisher given: a SigningPublisher.)
@@ -195,6 +202,7 @@ class IdempotentConsumer {
   int64_t dead_lettered() const { return dead_lettered_.value(); }
   int64_t unauthenticated() const { return unauthenticated_.value(); }
   int64_t requeued() const { return requeued_.value(); }
+  int64_t lingers() const { return lingers_.value(); }
 
  private:
   // The deliveries of one batch that passed every check, in order.
@@ -224,6 +232,8 @@ class IdempotentConsumer {
   // poison and is dead-lettered before anything is applied. Queues seen to
   // exist are remembered; any other answer lets the message through (a
   // reply that cannot be routed is still caught when it is published).
+  // Small batches wait up to options_.linger for more (see ConsumerOptions).
+  absl::StatusOr<std::vector<Delivery>> Linger(std::vector<Delivery> batch);
   absl::Status CheckReplyQueue(const std::string& queue);
   // Reads the confirms that came (waiting up to `wait`), then acks,
   // requeues or dead-letters the deliveries whose replies are all answered.
@@ -244,6 +254,7 @@ class IdempotentConsumer {
   Counter& rejected_;    // answered with a business reject
   Counter& dead_lettered_;
   Counter& unauthenticated_;  // of those, missing or bad signatures
+  Counter& lingers_;          // small batches that waited for more
   Counter& requeued_;
   Counter& apply_failures_;  // batch transactions the store refused
   std::set<std::string> known_reply_queues_;

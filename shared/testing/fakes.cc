@@ -89,6 +89,8 @@ uint64_t FakeConsumer::Push(Delivery d) {
 }
 
 absl::StatusOr<std::vector<Delivery>> FakeConsumer::Next(size_t max, absl::Duration) {
+  ++nexts;
+  if (on_next) on_next(nexts);
   if (absl::Status s = Check(); !s.ok()) return s;
   std::vector<Delivery> out;
   while (!ready_.empty() && out.size() < max) {

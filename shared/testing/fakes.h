@@ -91,6 +91,10 @@ class FakeConsumer final : public MessageConsumer, public FakeLink {
   uint64_t Push(Delivery d);
 
   std::set<uint64_t> acked, rejected, requeued;  // settled tags
+  int nexts = 0;                                 // calls of Next
+  // Called at the start of each Next with its number (1, 2, ...): a test
+  // pushes what "arrives" while a consumer waits.
+  std::function<void(int)> on_next;
 
   absl::Status Connect() override { return DoConnect(); }
   bool connected() const override { return connected_; }
