@@ -412,8 +412,11 @@ judge() {
 run_fault() {
   local name=$1 length victim t_fault t_heal heal bench_out ledger rec1_from rec2_from delivered0
   local acked lost dups attempts copies failed_rows stale both failed skipped codes quorum alerts check_rc verdict
-  bench_out=$WORK/$name.bench.txt
-  ledger=$WORK/$name.ledger.csv
+  local stem=$name n=2
+  # A fault named twice in one run (flapping is random) keeps each run's files.
+  while [[ -e $WORK/$stem.ledger.csv ]]; do stem=$name.$n n=$((n + 1)); done
+  bench_out=$WORK/$stem.bench.txt
+  ledger=$WORK/$stem.ledger.csv
   length=$(fault_length "$name")
   rec1_from=$(wc -l <"$WORK/rec1.log")
   rec2_from=$(wc -l <"$WORK/rec2.log")
@@ -444,12 +447,12 @@ run_fault() {
   failed=$(json_figure "$bench_out" create_failed)
   skipped=$(json_figure "$bench_out" create_skipped)
   codes=$(error_codes "$bench_out")
-  read -r acked lost dups attempts copies failed_rows stale both < <(judge "$name" "$ledger" \
+  read -r acked lost dups attempts copies failed_rows stale both < <(judge "$stem" "$ledger" \
     "$(($(deliveries) - delivered0))" "$rec1_from" "$rec2_from")
   check_rc=0
   "$BIN/outbox_check" --payment_db="$WORK/payment.db" --accounting_db="$WORK/accounting.db" \
-    >"$WORK/$name.check.txt" 2>&1 || check_rc=$?
-  integrity=$(files_integrity "$WORK/$name.integrity.txt")
+    >"$WORK/$stem.check.txt" 2>&1 || check_rc=$?
+  integrity=$(files_integrity "$WORK/$stem.integrity.txt")
   verdict=OK
   if [[ $check_rc != 0 || $integrity != ok || $lost != 0 || $dups != 0 || $failed_rows != 0 || $stale != 0 ||
     $heal == timeout || $quorum != 3/3 || $alerts != 0 || ${acked:-0} == 0 ]]; then
