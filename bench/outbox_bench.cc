@@ -36,6 +36,7 @@
 #include "bench/process_stats.h"
 #include "bench/report.h"
 #include "bench/sent.h"
+#include "bench/trivial_server.h"
 #include "client/channel.h"
 #include "client/percentiles.h"
 #include "client/request.h"
