@@ -51,12 +51,7 @@ struct GrpcBaseline {
 // CreatePayment calls/s through the bench's driver, with the system run's
 // concurrency and channels, against a trivial payment.v1.PaymentService
 // (gRPC's sync server, as the services use) in a child process of its own,
-// so its CPU can be read apart from the client's.
+// so its CPU can be read apart from the client's (bench/trivial_server.h).
 absl::StatusOr<GrpcBaseline> MeasureGrpc(int concurrency, int channels, absl::Duration time);
-
-// The child's side of MeasureGrpc (outbox_bench --serve_trivial_payments):
-// serves on a loopback port, prints the port on stdout, and stops when its
-// stdin closes. Returns the process's exit code.
-int ServeTrivialPayments();
 
 }  // namespace outbox::bench

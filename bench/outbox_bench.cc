@@ -8,6 +8,10 @@
 // run, what the parts underneath can do on their own and what one unit of
 // their work costs in CPU (bench/baselines.h); the system's figures are also
 // printed as ratios to those.
+//
+// With --floor_rate=R it drives no services: it measures each part alone,
+// paced at R per second, and the CPU floor of a payment they compose at that
+// rate (bench/floor.h).
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -33,9 +37,11 @@
 #include "bench/baselines.h"
 #include "bench/broker_traffic.h"
 #include "bench/create_driver.h"
+#include "bench/floor.h"
 #include "bench/process_stats.h"
 #include "bench/report.h"
 #include "bench/sent.h"
+#include "bench/trivial_server.h"
 #include "client/channel.h"
 #include "client/percentiles.h"
 #include "client/request.h"
@@ -78,19 +84,26 @@ ABSL_FLAG(std::string, payment_metrics, "",
 ABSL_FLAG(bool, baselines, false,
           "first measure raw SQLite, raw broker and naive-outbox rates in this run");
 ABSL_FLAG(std::string, amqp_url, "",
-          "broker for the baselines, amqp://user:pass@host:port/vhost or amqps://...");
+          "broker for the baselines and the floor, amqp://user:pass@host:port/vhost or "
+          "amqps://...");
 ABSL_FLAG(std::string, amqp_tls_ca_file, "", "with amqps://: the CA the broker must chain to");
 ABSL_FLAG(std::string, amqp_tls_cert_file, "", "with amqps://: a client certificate (optional)");
 ABSL_FLAG(std::string, amqp_tls_key_file, "", "with amqps://: the key of --amqp_tls_cert_file");
 ABSL_FLAG(std::string, scratch_dir, "",
-          "directory for the SQLite baseline files (default $TMPDIR or /tmp); put it on the "
-          "services' filesystem");
+          "directory for the SQLite baseline and floor files (default $TMPDIR or /tmp); put it "
+          "on the services' filesystem");
 ABSL_FLAG(absl::Duration, sqlite_baseline_time, absl::Seconds(3), "time per SQLite baseline");
 ABSL_FLAG(absl::Duration, broker_baseline_time, absl::Seconds(5), "time of the broker baseline");
 ABSL_FLAG(absl::Duration, grpc_baseline_time, absl::Seconds(3),
           "time of the gRPC baseline (the same client against a trivial server process)");
 ABSL_FLAG(absl::Duration, naive_baseline_time, absl::Seconds(3),
           "time of the naive-outbox baseline");
+ABSL_FLAG(double, floor_rate, 0,
+          "> 0: drive no services; measure each part alone paced at this many per second (gRPC "
+          "call to a trivial server, broker message persistent and transient, 2-row SQLite "
+          "transaction) and the CPU floor per payment they compose; needs --amqp_url, and "
+          "--broker_pid for the broker's CPU");
+ABSL_FLAG(absl::Duration, floor_time, absl::Seconds(10), "with --floor_rate: time of each part");
 ABSL_FLAG(std::string, label, "", "name of this run, printed in the report");
 ABSL_FLAG(std::string, tls_ca_file, outbox::EnvOr("TLS_CA_FILE", ""),
           "PEM CA the services' certificates chain to; set = TLS [env TLS_CA_FILE]");
@@ -144,6 +157,22 @@ struct Setup {
   std::string scratch;  // for the SQLite baseline files
 };
 
+// --scratch_dir, else $TMPDIR, else /tmp.
+std::string ScratchDir() {
+  std::string dir = absl::GetFlag(FLAGS_scratch_dir);
+  if (dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    dir = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
+  }
+  return dir;
+}
+
+absl::StatusOr<AmqpUrl> BrokerUrl() {
+  return AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url), {absl::GetFlag(FLAGS_amqp_tls_ca_file),
+                                                        absl::GetFlag(FLAGS_amqp_tls_cert_file),
+                                                        absl::GetFlag(FLAGS_amqp_tls_key_file)});
+}
+
 absl::StatusOr<Setup> ReadSetup() {
   Setup s;
   s.payment_addr = absl::GetFlag(FLAGS_payment_addr);
@@ -169,11 +198,7 @@ absl::StatusOr<Setup> ReadSetup() {
                        {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
                         absl::GetFlag(FLAGS_tls_key_file)},
                        absl::GetFlag(FLAGS_token_file)));
-  s.scratch = absl::GetFlag(FLAGS_scratch_dir);
-  if (s.scratch.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    s.scratch = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
-  }
+  s.scratch = ScratchDir();
   return s;
 }
 
@@ -206,10 +231,7 @@ struct Baselines {
 
 // The parts on their own, while the services sit idle.
 absl::StatusOr<Baselines> MeasureBaselines(const Setup& setup, Report& report) {
-  ASSIGN_OR_RETURN(AmqpUrl url, AmqpUrl::Parse(absl::GetFlag(FLAGS_amqp_url),
-                                               {absl::GetFlag(FLAGS_amqp_tls_ca_file),
-                                                absl::GetFlag(FLAGS_amqp_tls_cert_file),
-                                                absl::GetFlag(FLAGS_amqp_tls_key_file)}));
+  ASSIGN_OR_RETURN(AmqpUrl url, BrokerUrl());
   Baselines b;
   report.Section("baselines (this machine, this run; services idle)");
   std::fflush(stdout);
@@ -618,7 +640,94 @@ absl::StatusOr<Measured> DriveToSent(const Setup& setup) {
   return m;
 }
 
+// "0.53", or "n/a" when it could not be measured.
+std::string PerUnit(double v) {
+  return std::isfinite(v) ? absl::StrFormat("%.2f", v) : "n/a";
+}
+
+// The floor's figures for the JSON line.
+void FloorFigures(const FloorParts& parts, Report& report) {
+  report.Figure("floor_us_grpc_server", parts.grpc.server_us_per_call);
+  report.Figure("floor_us_grpc_client", parts.grpc.client_us_per_call);
+  report.Figure("floor_grpc_calls_per_s", parts.grpc.calls_per_s);
+  report.Figure("floor_us_broker_per_message", parts.broker.us_per_message);
+  report.Figure("floor_broker_fsyncs_per_message", parts.broker.fsyncs_per_message);
+  report.Figure("floor_broker_msgs_per_s", parts.broker.messages_per_s);
+  report.Figure("floor_us_broker_per_message_transient", parts.broker_transient.us_per_message);
+  report.Figure("floor_broker_fsyncs_per_message_transient",
+                parts.broker_transient.fsyncs_per_message);
+  report.Figure("floor_us_sqlite_tx", parts.sqlite.us_per_tx);
+  report.Figure("floor_sqlite_fsyncs_per_tx", parts.sqlite.fsyncs_per_tx);
+  report.Figure("floor_sqlite_tx_per_s", parts.sqlite.tx_per_s);
+  report.Figure("floor_us_per_payment", FloorPerPayment(parts));
+}
+
+// --floor_rate: each part alone at that rate, one after the other, and the
+// floor they compose; no services are driven.
+absl::Status RunFloor() {
+  const double rate = absl::GetFlag(FLAGS_floor_rate);
+  const absl::Duration time = absl::GetFlag(FLAGS_floor_time);
+  const int channels = absl::GetFlag(FLAGS_channels);
+  const int broker_pid = absl::GetFlag(FLAGS_broker_pid);
+  if (rate < 0 || time <= absl::ZeroDuration() || channels < 1) {
+    return absl::InvalidArgumentError("--floor_rate, --floor_time and --channels must be positive");
+  }
+  if (absl::GetFlag(FLAGS_amqp_url).empty()) {
+    return absl::InvalidArgumentError("--floor_rate needs --amqp_url");
+  }
+  ASSIGN_OR_RETURN(AmqpUrl url, BrokerUrl());
+  Report report;
+  const std::string label = absl::GetFlag(FLAGS_label);
+  std::printf("== outbox_bench%s: the parts alone, each paced at %.0f/s for %s ==\n",
+              label.empty() ? "" : absl::StrCat(" [", label, "]").c_str(), rate,
+              absl::FormatDuration(time).c_str());
+  report.Text("label", label);
+  report.Text("mode", "floor");
+  report.Figure("floor_rate_per_s", rate);
+  report.Figure("floor_time_s", absl::ToDoubleSeconds(time));
+  report.Section(
+      absl::StrFormat("floor at %.0f/s (CPU per unit of work, idle between ticks included)", rate));
+  std::fflush(stdout);
+  FloorParts parts;
+  ASSIGN_OR_RETURN(parts.grpc, MeasureGrpcFloor(rate, channels, time));
+  report.Line(
+      absl::StrFormat("gRPC call, trivial server (%d channels)", channels),
+      absl::StrFormat("server %s per call  (client %s; %s)", Micros(parts.grpc.server_us_per_call),
+                      Micros(parts.grpc.client_us_per_call),
+                      PerSec(parts.grpc.calls_per_s, "calls/s")));
+  std::fflush(stdout);
+  const char* const broker_cpu = broker_pid > 0 ? "" : " (no --broker_pid)";
+  auto broker_line = [&](const char* what, const BrokerFloor& b) {
+    report.Line(what,
+                absl::StrFormat("%s per message%s  (%s fsyncs per message; %s)",
+                                Micros(b.us_per_message), broker_cpu, PerUnit(b.fsyncs_per_message),
+                                PerSec(b.messages_per_s, "msg/s")));
+    std::fflush(stdout);
+  };
+  ASSIGN_OR_RETURN(parts.broker, MeasureBrokerFloor(url, rate, time, broker_pid, true));
+  broker_line("broker msg, persistent: confirm, consume+ack", parts.broker);
+  ASSIGN_OR_RETURN(parts.broker_transient, MeasureBrokerFloor(url, rate, time, broker_pid, false));
+  broker_line("broker msg, transient: confirm, consume+ack", parts.broker_transient);
+  ASSIGN_OR_RETURN(parts.sqlite, MeasureSqliteFloor(ScratchDir(), rate, time));
+  report.Line("sqlite 2-row tx, WAL, synchronous=FULL",
+              absl::StrFormat("%s per transaction  (thread CPU; %s fsyncs per tx; %s)",
+                              Micros(parts.sqlite.us_per_tx), PerUnit(parts.sqlite.fsyncs_per_tx),
+                              PerSec(parts.sqlite.tx_per_s, "tx/s")));
+  report.Line("floor per payment",
+              absl::StrCat(Micros(FloorPerPayment(parts)), "  = ", FloorComposition(parts)));
+  report.Line(
+      "persistence's share of the floor",
+      absl::StrFormat("%s  (2 x (persistent - transient) broker CPU per message)",
+                      Micros(kFloorMessagesPerPayment * (parts.broker.us_per_message -
+                                                         parts.broker_transient.us_per_message))));
+  FloorFigures(parts, report);
+  if (absl::GetFlag(FLAGS_json)) std::printf("%s\n", report.Json().c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 absl::Status Run() {
+  if (absl::GetFlag(FLAGS_floor_rate) != 0) return RunFloor();
   ASSIGN_OR_RETURN(const Setup setup, ReadSetup());
   Report report;
   ReportHeader(setup, report);
@@ -666,8 +775,11 @@ int main(int argc, char** argv) {
       "outbox_bench --payment_addr=HOST:PORT [--concurrency=N | --rate=R] [--duration=20s]\n"
       "  [--baselines --amqp_url=URL] [--payment_pid=P --accounting_pid=A --broker_pid=B]\n"
       "  [--payment_metrics=HOST:PORT]\n"
+      "outbox_bench --floor_rate=R [--floor_time=10s] --amqp_url=URL [--broker_pid=B]\n"
+      "  [--scratch_dir=DIR]\n"
       "Drives CreatePayment and reports throughput, latency to SENT, CPU per payment and\n"
-      "same-run baselines.");
+      "same-run baselines; with --floor_rate, drives no services and reports the CPU per\n"
+      "unit of work of each part alone at that rate and the floor per payment they compose.");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_serve_trivial_payments)) return outbox::bench::ServeTrivialPayments();
   absl::Status s = outbox::bench::Run();

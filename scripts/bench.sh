@@ -13,7 +13,8 @@
 #   5. the load curve (only when BENCH_RUNS names it): open loops at
 #      CURVE_RATES and saturation, each on fresh services: CPU, context
 #      switches, fsyncs and broker messages per payment, and p50/p99
-#      latencies, as a table, a CSV and a PNG (scripts/lib/bench_curve.sh).
+#      latencies, and at each rate the CPU floor of the parts alone, as a
+#      table, a CSV and a PNG (scripts/lib/bench_curve.sh).
 # outbox_bench prints CPU time per payment for every process over each whole
 # run (warm-up, window and drain to SENT): the figure to judge by, since
 # throughput on a shared machine measures the neighbours too.
@@ -24,6 +25,7 @@
 #   BENCH_RUNS [throughput,latency,drain,claim]  which of the runs above to do
 #                            (curve: add it, or BENCH_RUNS=curve alone)
 #   CURVE_RATES, CURVE_DURATION, CURVE_ROUNDS, CURVE_BUILDS, CURVE_FSYNC, CURVE_PLOT,
+#   CURVE_FLOOR, CURVE_FLOOR_TIME,
 #   BENCH_OUT                the curve's knobs (scripts/lib/bench_curve.sh)
 #   BENCH_DURATION [20s]     measured drive phase of each outbox_bench run
 #   BENCH_WARMUP [3s]        warm-up before it

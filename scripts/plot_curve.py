@@ -5,12 +5,15 @@ Usage: /usr/bin/python3 scripts/plot_curve.py CURVE.csv OUT.png [--title TEXT]
 
 Two panels against the offered load (one position per point, in the CSV's
 order; "sat" is the closed loop): system CPU per payment, per process and
-their sum; and p99 latencies, create and create->SENT. Each build in the CSV
-has its own line style; a point run more than once is drawn at its median.
+their sum, with the CPU floor per payment of the parts alone at that rate
+(bench/floor.h; none at "sat"); and p99 latencies, create and create->SENT.
+Each build in the CSV has its own line style; a point run more than once is
+drawn at its median.
 Needs Debian's python3-matplotlib.
 """
 import argparse
 import csv
+import math
 import statistics
 
 import matplotlib
@@ -24,6 +27,7 @@ PROCESSES = [  # column, label, colour
     ("cpu_us_accounting", "accounting_service", "tab:green"),
     ("cpu_us_broker", "RabbitMQ", "tab:orange"),
     ("cpu_us_system", "sum", "black"),
+    ("floor_us_payment", "floor (parts alone)", "tab:gray"),
 ]
 LATENCIES = [
     ("create_p99_ms", "create p99", "tab:purple"),
@@ -73,6 +77,8 @@ def panel(ax, builds, points, series, ylabel):
     for style, (build, by_point) in zip(STYLES * 4, builds.items()):
         for column, label, colour in series:
             y = [median(by_point.get(p, []), column) for p in points]
+            if all(math.isnan(v) for v in y):
+                continue  # not measured (e.g. a CSV from before the floor)
             name = label if len(builds) == 1 else f"{label} ({build})"
             ax.plot(x, y, linestyle=style, marker="o", color=colour, label=name,
                     linewidth=2.5 if column == "cpu_us_system" else 1.5)

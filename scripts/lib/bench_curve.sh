@@ -13,6 +13,12 @@
 # row; the rows go to $BENCH_OUT/curve.csv, the plot to $BENCH_OUT/curve.png
 # (scripts/plot_curve.py), and each point's whole report to $BENCH_OUT/reports/.
 #
+# Before each round of a numeric point, with the services stopped, the
+# floor: `outbox_bench --floor_rate=POINT` measures each part alone paced at
+# that rate (a gRPC call to a trivial server, a broker message on the run's
+# node, a 2-row SQLite transaction) and the CPU floor per payment they
+# compose (bench/floor.h); its figures go in the point's row(s).
+#
 # Knobs:
 #   CURVE_RATES [100,200,500,1000,2000,sat]  offered payments/s; sat = closed loop
 #   CURVE_DURATION [20s]    measured phase of each point (BENCH_WARMUP before it)
@@ -21,6 +27,8 @@
 #                           builds, interleaved point by point (A, B, A, B...);
 #                           ratios are to the first. Default: BENCH_BUILD_DIR's bin/
 #   CURVE_FSYNC [1]         0: no fsync counting (no perf needed)
+#   CURVE_FLOOR [1]         0: no floor runs (their columns stay empty)
+#   CURVE_FLOOR_TIME [10s]  time of each part of a floor run (four parts)
 #   CURVE_PLOT [1]          0: no PNG (no matplotlib needed)
 #   BENCH_OUT [a new /tmp/outbox_curve.* dir]   where the CSV, PNG and reports go
 
@@ -30,16 +38,24 @@ CURVE_COLUMNS=(build point round offered_per_s concurrency achieved_per_s sent_p
   cpu_us_payment cpu_us_accounting cpu_us_broker cpu_us_system cpu_us_client
   switches_payment switches_accounting switches_broker
   fsyncs_payment fsyncs_accounting fsyncs_broker broker_msgs
-  create_p50_ms create_p99_ms to_sent_p50_ms to_sent_p99_ms skipped failed load1)
+  create_p50_ms create_p99_ms to_sent_p50_ms to_sent_p99_ms skipped failed load1
+  floor_us_grpc floor_us_broker_msg floor_us_sqlite_tx floor_us_payment)
 
 # The CSV's figures that outbox_bench's JSON line gives, in the CSV's order;
-# curve_point fills in the rest (the point, payments, fsyncs, load).
+# curve_point fills in the rest (the point, payments, fsyncs, load, the floor).
 CURVE_JSON_FRONT='.create_per_s, .sustained_sent_per_s'
 CURVE_JSON_CPU='.cpu_us_per_payment_payment, .cpu_us_per_payment_accounting,
   .cpu_us_per_payment_broker, .cpu_us_per_payment_system, .cpu_us_per_payment_client,
   .switches_per_payment_payment, .switches_per_payment_accounting, .switches_per_payment_broker'
 CURVE_JSON_BACK='.broker_messages_per_payment, .create_p50_ms, .create_p99_ms,
   .to_sent_p50_ms, .to_sent_p99_ms, .create_skipped, .create_failed'
+
+# The floor's figures (outbox_bench --floor_rate), in the CSV's order: the
+# trivial gRPC server per call, the broker per persistent message, SQLite per
+# transaction, and the floor per payment they compose.
+CURVE_JSON_FLOOR='.floor_us_grpc_server, .floor_us_broker_per_message, .floor_us_sqlite_tx,
+  .floor_us_per_payment'
+CURVE_FLOOR_NONE=,,,  # the floor's fields when it was not run (sat, CURVE_FLOOR=0)
 
 # Figures as CSV fields: null (not measured) is an empty field.
 CURVE_JQ_CSV='map(if . == null then "" else tostring end) | join(",")'
@@ -89,26 +105,43 @@ curve_row() {
     function f(v, fmt) { return v == "" ? "n/a" : sprintf(fmt, v) }
     {
       offered = $2 == "sat" ? "sat(" $5 ")" : $4
-      printf "%-8s %-" w "s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s\n",
+      printf "%-8s %-" w "s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s |%6s %6s %6s %6s\n",
         offered, $1, f($6, "%.0f"), f($8, "%.0f"),
         f($9, "%.0f"), f($10, "%.0f"), f($11, "%.0f"), f($12, "%.0f"),
         f($14, "%.2f"), f($15, "%.2f"), f($16, "%.2f"),
         f($17, "%.3f"), f($18, "%.3f"), f($19, "%.3f"), f($20, "%.2f"),
-        f($21, "%.1f"), f($22, "%.1f"), f($23, "%.1f"), f($24, "%.1f")
+        f($21, "%.1f"), f($22, "%.1f"), f($23, "%.1f"), f($24, "%.1f"),
+        f($28, "%.0f"), f($29, "%.0f"), f($30, "%.0f"), f($31, "%.0f")
     }' <<<"$1"
 }
 
 curve_header() {
-  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%-28s|%-20s |%-20s |%5s |%-15s |%-15s\n" \
+  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%-28s|%-20s |%-20s |%5s |%-15s |%-15s |%-s\n" \
     offered build achieved payments " CPU µs per payment" " switches/payment" \
-    " fsyncs/payment" msgs " create ms" " create->SENT ms"
-  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s\n" \
+    " fsyncs/payment" msgs " create ms" " create->SENT ms" " floor µs (parts alone)"
+  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s |%6s %6s %6s %6s\n" \
     "per s" "" "per s" "" pay acc broker sum pay acc broker pay acc broker "/pay" \
-    p50 p99 p50 p99
+    p50 p99 p50 p99 grpc brk/m sql/tx pay
+}
+
+# curve_floor POINT ROUND: outbox_bench --floor_rate=POINT while no services
+# run, on the run's broker; sets CURVE_FLOOR_FIELDS, its CSV fields.
+curve_floor() {
+  local point=$1 round=$2 run json
+  run=floor-$point-r$round
+  mkdir -p "$WORK/$run"
+  run "$BIN/outbox_bench" --label="$run" --floor_rate="$point" --floor_time="$CURVE_FLOOR_TIME" \
+    --amqp_url="$AMQP_URL" --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid")" \
+    --scratch_dir="$WORK/$run" --json=true >"$CURVE_OUT/reports/$run.txt" ||
+    die "outbox_bench ($run) failed: $CURVE_OUT/reports/$run.txt"
+  json=$(grep '^{' "$CURVE_OUT/reports/$run.txt" | tail -n 1)
+  [[ -n $json ]] || die "$run: no JSON line in $CURVE_OUT/reports/$run.txt"
+  CURVE_FLOOR_FIELDS=$(jq -r "[$CURVE_JSON_FLOOR] | $CURVE_JQ_CSV" <<<"$json")
 }
 
 # curve_point LABEL BIN_DIR POINT ROUND: one point on fresh services of the
-# build in BIN_DIR; appends its row to the CSV and prints it.
+# build in BIN_DIR; appends its row, with CURVE_FLOOR_FIELDS, to the CSV and
+# prints it.
 curve_point() {
   local label=$1 bin=$2 point=$3 round=$4 run saved json payments load1 line
   run=curve-$label-$point-r$round
@@ -145,7 +178,7 @@ curve_point() {
   line+=$(jq -r "[$CURVE_JSON_CPU] | $CURVE_JQ_CSV" <<<"$json")
   line+=",${per[0]},${per[1]},${per[2]},"
   line+=$(jq -r "[$CURVE_JSON_BACK] | $CURVE_JQ_CSV" <<<"$json")
-  line+=",$load1"
+  line+=",$load1,$CURVE_FLOOR_FIELDS"
   echo "$line" >>"$CURVE_CSV"
   curve_row "$line"
 }
@@ -178,12 +211,17 @@ curve_setup() {
   CURVE_DURATION=${CURVE_DURATION:-20s}
   CURVE_ROUNDS=${CURVE_ROUNDS:-1}
   CURVE_FSYNC=${CURVE_FSYNC:-1}
+  CURVE_FLOOR=${CURVE_FLOOR:-1}
+  CURVE_FLOOR_TIME=${CURVE_FLOOR_TIME:-10s}
   local builds=() p b label dir
   IFS=, read -r -a CURVE_POINTS <<<"$CURVE_RATES"
   for p in "${CURVE_POINTS[@]}"; do
     [[ $p == sat || $p =~ ^[1-9][0-9]*$ ]] || die "CURVE_RATES: payments/s or sat, not '$p'"
   done
   [[ $CURVE_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "CURVE_ROUNDS must be a positive number"
+  [[ $CURVE_FLOOR == [01] ]] || die "CURVE_FLOOR: 1 or 0, not '$CURVE_FLOOR'"
+  [[ $CURVE_FLOOR_TIME =~ ^[1-9][0-9]*(ms|s|m)$ ]] ||
+    die "CURVE_FLOOR_TIME: a duration such as 10s, not '$CURVE_FLOOR_TIME'"
   ((SHARDS == 1 && ACC_SHARDS == 1)) || die "the curve runs without shards"
   IFS=, read -r -a builds <<<"${CURVE_BUILDS:-$(basename "$BUILD_DIR")=$BIN}"
   CURVE_LABELS=() CURVE_DIRS=() CURVE_WIDTH=5  # the table's build column
@@ -220,10 +258,20 @@ curve_run() {
   echo "load curve: $CURVE_RATES payments/s (sat: $CONCURRENCY in flight), ${CURVE_DURATION} each" \
     "after ${WARMUP} warm-up, $CURVE_ROUNDS round(s), builds: ${CURVE_LABELS[*]}"
   echo "per payment over the whole run (warm-up, window, drain to SENT); fsyncs: fsync + fdatasync"
+  if [[ $CURVE_FLOOR == 1 ]]; then
+    echo "floor: each part alone at the point's rate, ${CURVE_FLOOR_TIME} each, services stopped:" \
+      "trivial gRPC server per call, broker per persistent message, SQLite per 2-row tx;" \
+      "pay = grpc + 2 x brk/m + 2 x sql/tx"
+  fi
   echo "rows also go to $CURVE_CSV"
   curve_header
   for p in "${CURVE_POINTS[@]}"; do
     for ((round = 1; round <= CURVE_ROUNDS; round++)); do
+      CURVE_FLOOR_FIELDS=$CURVE_FLOOR_NONE
+      if [[ $CURVE_FLOOR == 1 && $p != sat ]]; then
+        say "curve: floor at $p/s, round $round/$CURVE_ROUNDS"
+        curve_floor "$p" "$round"
+      fi
       for ((b = 0; b < ${#CURVE_LABELS[@]}; b++)); do
         say "curve: point $p, ${CURVE_LABELS[b]}, round $round/$CURVE_ROUNDS"
         curve_point "${CURVE_LABELS[b]}" "${CURVE_DIRS[b]}" "$p" "$round"

@@ -350,7 +350,7 @@ absl::StatusOr<uint64_t> AmqpConnection::Publish(const OutgoingMessage& m) {
   amqp_basic_properties_t props;
   props._flags =
       AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
-  props.delivery_mode = 2;  // persistent
+  props.delivery_mode = persistent_ ? 2 : 1;  // 2 = persistent, 1 = transient
   props.message_id = Bytes(m.message_id);
   props.content_type = Bytes(kContentType);
   if (!m.reply_to.empty()) {

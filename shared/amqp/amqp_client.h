@@ -108,6 +108,11 @@ class AmqpConnection {
   // Puts the channel in publisher-confirm mode.
   absl::Status EnableConfirms();
 
+  // Publish() sends persistent messages (delivery mode 2) unless told
+  // otherwise here; the services never do, the bench measures what
+  // persistence costs the broker.
+  void PublishPersistent(bool persistent) { persistent_ = persistent; }
+
   // A sliding window of publisher confirms: Publish sends one message
   // (persistent, mandatory) and returns its delivery tag at once;
   // ReadConfirms waits up to `wait` for the broker to settle some, then also
@@ -175,6 +180,7 @@ class AmqpConnection {
   bool healthy_ = true;
   uint64_t next_publish_tag_ = 1;
   bool confirms_ = false;
+  bool persistent_ = true;
   std::string exchange_;
   bool inspect_channel_open_ = false;
 };
