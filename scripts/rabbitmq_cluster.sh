@@ -18,9 +18,10 @@
 # (node 1's user: the others took it over when they joined; their own
 # broker.env URLs are stale). DIR/nodes: one line per node, "I NODENAME
 # PIDFILE AMQP_PORT", for tests that kill, stop or SIGSTOP one node.
-# The nodes tick every 10 s (net_ticktime) and handle partitions by
-# themselves: a node that can reach neither other pauses until it can, and a
-# partition seen while all run is healed by autoheal (scripts/lib/rabbitmq_partitions.sh).
+# The nodes tick every 10 s (net_ticktime) and heal partitions by themselves
+# (cluster_partition_handling = autoheal: the side with fewer clients
+# restarts). pause_minority would not do: a node paused (SIGSTOP) past the
+# tick time is back before it notices it was alone, and the partition stays.
 # SC2034: DIR is read by the node script's functions (load_env).
 # shellcheck disable=SC1090,SC1091,SC2034  # sources the node script and per-node env files
 set -euo pipefail
@@ -28,7 +29,6 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NODE_SCRIPT=$HERE/rabbitmq_node.sh
 source "$NODE_SCRIPT"  # pick_port, ensure_hostname_resolves, load_env, node_pid, RMQ_BIN
-source "$HERE/lib/rabbitmq_partitions.sh"  # partition_handling
 NODES=(1 2 3)
 
 die() { echo "rabbitmq_cluster: $*" >&2; exit 1; }
@@ -51,11 +51,9 @@ all_nodes() {
       if [[ -f $CLUSTER/cluster.env ]]; then
         source "$CLUSTER/cluster.env"
         export NODE_COOKIE
-        AMQP_PORT=$(eval "echo \$AMQP_PORT_$i") DIST_PORT=$(eval "echo \$DIST_PORT_$i")
-        NODE_EXTRA_CONF="net_ticktime = 10"$'\n'$(partition_handling "outbox$AMQP_PORT@localhost" \
-          "outbox$AMQP_PORT_1@localhost" "outbox$AMQP_PORT_2@localhost" "outbox$AMQP_PORT_3@localhost")
-        export AMQP_PORT DIST_PORT NODE_EXTRA_CONF
-        exec bash "$NODE_SCRIPT" "$verb" "$CLUSTER/node$i"
+        AMQP_PORT=$(eval "echo \$AMQP_PORT_$i") DIST_PORT=$(eval "echo \$DIST_PORT_$i") \
+          NODE_EXTRA_CONF=$'net_ticktime = 10\ncluster_partition_handling = autoheal' \
+          exec bash "$NODE_SCRIPT" "$verb" "$CLUSTER/node$i"
       fi
       exec bash "$NODE_SCRIPT" "$verb" "$CLUSTER/node$i"
     ) >"$CLUSTER/node$i.$verb.log" 2>&1 &

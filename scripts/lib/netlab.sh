@@ -16,8 +16,6 @@
 
 # shellcheck source=SCRIPTDIR/broker_users.sh
 source "$(dirname "${BASH_SOURCE[0]}")/broker_users.sh"  # BROKER_USERS, broker_permissions
-# shellcheck source=SCRIPTDIR/rabbitmq_partitions.sh
-source "$(dirname "${BASH_SOURCE[0]}")/rabbitmq_partitions.sh"  # partition_handling
 
 LAB_NET=10.213.0                     # the private /24 used only inside the namespaces
 LAB_PREFIX=oblab-$$                  # owner pid in every namespace name
@@ -288,8 +286,8 @@ rmq() {
 }
 
 # write_broker_config B COOKIE: node B's data dir, cookie and rabbitmq.conf
-# (listens on its own address; ticks every 10 s; partition_handling, as
-# scripts/rabbitmq_cluster.sh's nodes do).
+# (listens on its own address; ticks every 10 s; heals partitions by autoheal,
+# as scripts/rabbitmq_cluster.sh's nodes do).
 write_broker_config() {
   local b=$1 d=$WORK/$1
   mkdir -p "$d/home" "$d/mnesia" "$d/log"
@@ -308,7 +306,7 @@ default_user_tags.administrator = true
 log.console = false
 log.file.level = info
 net_ticktime = 10
-$(partition_handling "rabbit@$b" rabbit@b1 rabbit@b2 rabbit@b3)
+cluster_partition_handling = autoheal
 EOF
   )
 }
