@@ -30,6 +30,9 @@
 #   CURVE_FLOOR [1]         0: no floor runs (their columns stay empty)
 #   CURVE_FLOOR_TIME [10s]  time of each part of a floor run (four parts)
 #   CURVE_PLOT [1]          0: no PNG (no matplotlib needed)
+#   CURVE_IDLE [10]         seconds of the idle point (each build, each round,
+#                           before the loads: the three services with no load);
+#                           0 skips it. Rows to $BENCH_OUT/idle.csv
 #   BENCH_OUT [a new /tmp/outbox_curve.* dir]   where the CSV, PNG and reports go
 
 # The CSV's columns, in order. Per payment: everything from cpu_us_* to
@@ -183,6 +186,43 @@ curve_point() {
   curve_row "$line"
 }
 
+# cpu_ticks PID: utime + stime of PID so far, in clock ticks.
+cpu_ticks() {
+  awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+}
+
+# curve_idle LABEL BIN_DIR ROUND: the build's three services started on
+# fresh databases with no load, settled for 3 s, then their CPU and the
+# broker's over CURVE_IDLE seconds, as % of one core; a row of idle.csv.
+curve_idle() {
+  local label=$1 bin=$2 round=$3 run saved broker pids=()
+  local before=() i hz line=$label,$round sum=0 pct
+  run=idle-$label-r$round
+  saved=$BIN
+  BIN=$bin
+  start_services "$run"
+  start_recovery "$run"
+  pids=("$PAYMENT_PID" "$ACCOUNTING_PID" "$PID")
+  BIN=$saved
+  broker=$(cat "$BROKER_DIR/rabbitmq.pid")
+  pids+=("$broker")
+  sleep 3
+  for i in "${!pids[@]}"; do before[i]=$(cpu_ticks "${pids[i]}"); done
+  sleep "$CURVE_IDLE"
+  hz=$(getconf CLK_TCK)
+  for i in "${!pids[@]}"; do
+    pct=$(awk -v a="${before[i]}" -v b="$(cpu_ticks "${pids[i]}")" -v hz="$hz" -v s="$CURVE_IDLE" \
+      'BEGIN { printf "%.2f", 100 * (b - a) / hz / s }')
+    line+=",$pct"
+    ((i < 3)) && sum=$(awk -v a="$sum" -v b="$pct" 'BEGIN { printf "%.2f", a + b }')
+  done
+  stop_services
+  line+=",$sum"
+  echo "$line" >>"$CURVE_OUT/idle.csv"
+  awk -F, '{ printf "idle     %-12s round %s: %% of a core: payment %s, accounting %s, recovery %s (services %s), broker %s\n",
+    $1, $2, $3, $4, $5, $7, $6 }' <<<"$line"
+}
+
 # curve_ratio POINT: with several builds, each one's median system CPU per
 # payment at POINT over the first build's.
 curve_ratio() {
@@ -211,6 +251,8 @@ curve_setup() {
   CURVE_DURATION=${CURVE_DURATION:-20s}
   CURVE_ROUNDS=${CURVE_ROUNDS:-1}
   CURVE_FSYNC=${CURVE_FSYNC:-1}
+  CURVE_IDLE=${CURVE_IDLE:-10}
+  [[ $CURVE_IDLE =~ ^[0-9]+$ ]] || die "CURVE_IDLE: whole seconds, not '$CURVE_IDLE'"
   CURVE_FLOOR=${CURVE_FLOOR:-1}
   CURVE_FLOOR_TIME=${CURVE_FLOOR_TIME:-10s}
   local builds=() p b label dir
@@ -264,6 +306,15 @@ curve_run() {
       "pay = grpc + 2 x brk/m + 2 x sql/tx"
   fi
   echo "rows also go to $CURVE_CSV"
+  if ((CURVE_IDLE > 0)); then
+    echo "build,round,payment_pct,accounting_pct,recovery_pct,broker_pct,services_pct" >"$CURVE_OUT/idle.csv"
+    for ((round = 1; round <= CURVE_ROUNDS; round++)); do
+      for ((b = 0; b < ${#CURVE_LABELS[@]}; b++)); do
+        say "curve: idle, ${CURVE_LABELS[b]}, round $round/$CURVE_ROUNDS"
+        curve_idle "${CURVE_LABELS[b]}" "${CURVE_DIRS[b]}" "$round"
+      done
+    done
+  fi
   curve_header
   for p in "${CURVE_POINTS[@]}"; do
     for ((round = 1; round <= CURVE_ROUNDS; round++)); do
