@@ -11,6 +11,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "bench/create_driver.h"
 #include "bench/process_stats.h"
@@ -25,11 +26,6 @@ namespace outbox::bench {
 namespace {
 
 constexpr int kPayloadBytes = 200;
-
-// Keys like UUIDs: random, so index inserts land where the service's would.
-std::string RandomKey(absl::BitGen& gen) {
-  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
-}
 
 std::vector<OutgoingMessage> MakeBatch(const std::string& queue, const std::string& prefix,
                                        int64_t first, int n) {
@@ -47,58 +43,66 @@ std::vector<OutgoingMessage> MakeBatch(const std::string& queue, const std::stri
 
 }  // namespace
 
-absl::StatusOr<SqliteBaseline> MeasureSqlite(const std::string& dir, absl::Duration each) {
-  const std::string path = absl::StrCat(dir, "/sqlite_baseline_", getpid(), ".db");
+std::string RandomKey(absl::BitGen& gen) {
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+absl::Status WithScratchWriter(const std::string& dir, const std::string& label,
+                               const std::function<absl::Status(SQLite::Database& db)>& body) {
+  const std::string path =
+      absl::StrCat(dir, "/", absl::StrReplaceAll(label, {{" ", "_"}}), "_", getpid(), ".db");
   auto remove_files = [&] {
     for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
   };
   remove_files();
   DbOptions options;  // the services' default: WAL, synchronous=FULL
   options.durability = Durability::kFull;
-  // The writer as the services open it, its checkpoints following its commits.
-  ASSIGN_OR_RETURN(auto file, OpenSqliteFile(path, options, nullptr));
+  absl::Status s;
+  {
+    ASSIGN_OR_RETURN(auto file, OpenSqliteFile(path, options, nullptr));
+    MutexLock lock(&file->write_mu);
+    SQLite::Database* db = file->writer.get();
+    s = Guard(label, [&] { return body(*db); });
+  }
+  remove_files();
+  return s;
+}
+
+absl::StatusOr<SqliteBaseline> MeasureSqlite(const std::string& dir, absl::Duration each) {
   SqliteBaseline out;
   absl::BitGen gen;
   const std::string payload(kPayloadBytes, 'p');
-  absl::Status s;
-  {
-    MutexLock lock(&file->write_mu);
-    SQLite::Database* db = file->writer.get();
-    s = Guard("sqlite baseline", [&]() -> absl::Status {
-      db->exec(
-          "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
-      SQLite::Statement insert(*db, "INSERT INTO t (k, payload) VALUES (?, ?)");
-      auto run = [&](int rows_per_tx) {
-        int64_t txs = 0;
-        const absl::Time start = absl::Now();
-        const absl::Time end = start + each;
-        absl::Time now = start;
-        while (now < end) {
-          db->exec("BEGIN IMMEDIATE");
-          for (int i = 0; i < rows_per_tx; ++i) {
-            insert.bind(1, RandomKey(gen));
-            insert.bind(2, payload.data(), static_cast<int>(payload.size()));
-            insert.exec();
-            insert.reset();
-          }
-          db->exec("COMMIT");
-          ++txs;
-          now = absl::Now();
+  RETURN_IF_ERROR(WithScratchWriter(dir, "sqlite baseline", [&](SQLite::Database& db) {
+    db.exec(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
+    SQLite::Statement insert(db, "INSERT INTO t (k, payload) VALUES (?, ?)");
+    auto run = [&](int rows_per_tx) {
+      int64_t txs = 0;
+      const absl::Time start = absl::Now();
+      const absl::Time end = start + each;
+      absl::Time now = start;
+      while (now < end) {
+        db.exec("BEGIN IMMEDIATE");
+        for (int i = 0; i < rows_per_tx; ++i) {
+          insert.bind(1, RandomKey(gen));
+          insert.bind(2, payload.data(), static_cast<int>(payload.size()));
+          insert.exec();
+          insert.reset();
         }
-        return static_cast<double>(txs) / absl::ToDoubleSeconds(now - start);
-      };
-      out.tx2_per_s = run(2);
-      const double cpu_before = ThreadCpuSeconds();
-      const absl::Time before = absl::Now();
-      out.rows_per_s_tx100 = run(100) * 100;
-      const double rows = out.rows_per_s_tx100 * absl::ToDoubleSeconds(absl::Now() - before);
-      out.cpu_us_per_row = 1e6 * (ThreadCpuSeconds() - cpu_before) / rows;
-      return absl::OkStatus();
-    });
-  }
-  file.reset();
-  remove_files();
-  RETURN_IF_ERROR(s);
+        db.exec("COMMIT");
+        ++txs;
+        now = absl::Now();
+      }
+      return static_cast<double>(txs) / absl::ToDoubleSeconds(now - start);
+    };
+    out.tx2_per_s = run(2);
+    const double cpu_before = ThreadCpuSeconds();
+    const absl::Time before = absl::Now();
+    out.rows_per_s_tx100 = run(100) * 100;
+    const double rows = out.rows_per_s_tx100 * absl::ToDoubleSeconds(absl::Now() - before);
+    out.cpu_us_per_row = 1e6 * (ThreadCpuSeconds() - cpu_before) / rows;
+    return absl::OkStatus();
+  }));
   return out;
 }
 
@@ -185,67 +189,51 @@ absl::StatusOr<BrokerBaseline> MeasureBroker(const AmqpUrl& url, absl::Duration 
 
 absl::StatusOr<double> MeasureNaive(const std::string& dir, const AmqpUrl& url,
                                     absl::Duration time) {
-  const std::string path = absl::StrCat(dir, "/naive_baseline_", getpid(), ".db");
-  auto remove_files = [&] {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
-  };
-  remove_files();
   const std::string queue = absl::StrCat("bench.naive.", getpid());
   ASSIGN_OR_RETURN(auto conn, AmqpConnection::Connect(url, "outbox-bench-naive"));
   RETURN_IF_ERROR(conn->DeclareQueue(queue, ""));
   RETURN_IF_ERROR(conn->EnableConfirms());
-  DbOptions options;
-  options.durability = Durability::kFull;
-  // The writer as the services open it, its checkpoints following its commits.
-  ASSIGN_OR_RETURN(auto file, OpenSqliteFile(path, options, nullptr));
   absl::BitGen gen;
   const std::string payload(kPayloadBytes, 'p');
   int64_t items = 0;
   const absl::Time start = absl::Now();
   absl::Time now = start;
-  absl::Status s;
-  {
-    MutexLock lock(&file->write_mu);
-    SQLite::Database* db = file->writer.get();
-    s = Guard("naive baseline", [&]() -> absl::Status {
-      db->exec(
-          "CREATE TABLE payment (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT "
-          "NULL);"
-          "CREATE TABLE msg (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL,"
-          "                  sent INTEGER NOT NULL DEFAULT 0)");
-      SQLite::Statement pay(*db, "INSERT INTO payment (k, payload) VALUES (?, ?)");
-      SQLite::Statement msg(*db, "INSERT INTO msg (k, payload) VALUES (?, ?)");
-      SQLite::Statement mark(*db, "UPDATE msg SET sent = 1 WHERE k = ?");
-      while (now - start < time) {
-        const std::string key = RandomKey(gen);
-        RETURN_IF_ERROR(WriteTransaction(*db, [&] {
-          pay.bind(1, key);
-          pay.bind(2, payload.data(), static_cast<int>(payload.size()));
-          pay.exec();
-          pay.reset();
-          msg.bind(1, key);
-          msg.bind(2, payload.data(), static_cast<int>(payload.size()));
-          msg.exec();
-          msg.reset();
-          return absl::OkStatus();
-        }));
-        std::vector<OutgoingMessage> one = MakeBatch(queue, "naive-", items, 1);
-        ASSIGN_OR_RETURN(std::vector<bool> ok, conn->PublishConfirmed(one, absl::Seconds(10)));
-        if (!ok[0]) return absl::UnavailableError("naive baseline: publish not confirmed");
-        RETURN_IF_ERROR(WriteTransaction(*db, [&] {
-          mark.bind(1, key);
-          mark.exec();
-          mark.reset();
-          return absl::OkStatus();
-        }));
-        ++items;
-        now = absl::Now();
-      }
-      return absl::OkStatus();
-    });
-  }
-  file.reset();
-  remove_files();
+  absl::Status s = WithScratchWriter(dir, "naive baseline", [&](SQLite::Database& db) {
+    db.exec(
+        "CREATE TABLE payment (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT "
+        "NULL);"
+        "CREATE TABLE msg (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL,"
+        "                  sent INTEGER NOT NULL DEFAULT 0)");
+    SQLite::Statement pay(db, "INSERT INTO payment (k, payload) VALUES (?, ?)");
+    SQLite::Statement msg(db, "INSERT INTO msg (k, payload) VALUES (?, ?)");
+    SQLite::Statement mark(db, "UPDATE msg SET sent = 1 WHERE k = ?");
+    while (now - start < time) {
+      const std::string key = RandomKey(gen);
+      RETURN_IF_ERROR(WriteTransaction(db, [&] {
+        pay.bind(1, key);
+        pay.bind(2, payload.data(), static_cast<int>(payload.size()));
+        pay.exec();
+        pay.reset();
+        msg.bind(1, key);
+        msg.bind(2, payload.data(), static_cast<int>(payload.size()));
+        msg.exec();
+        msg.reset();
+        return absl::OkStatus();
+      }));
+      std::vector<OutgoingMessage> one = MakeBatch(queue, "naive-", items, 1);
+      ASSIGN_OR_RETURN(std::vector<bool> ok, conn->PublishConfirmed(one, absl::Seconds(10)));
+      if (!ok[0]) return absl::UnavailableError("naive baseline: publish not confirmed");
+      RETURN_IF_ERROR(WriteTransaction(db, [&] {
+        mark.bind(1, key);
+        mark.exec();
+        mark.reset();
+        return absl::OkStatus();
+      }));
+      ++items;
+      now = absl::Now();
+    }
+    return absl::OkStatus();
+  });
   (void)conn->DeleteQueue(queue);
   (void)conn->DeleteQueue(Topology::DeadLetterQueue(queue));
   RETURN_IF_ERROR(s);

@@ -6,11 +6,17 @@
 // outbox. Each also says what one unit of its work costs in CPU, so that the
 // design's CPU floor per payment can be composed from them.
 #include <cmath>
+#include <functional>
 #include <string>
 
+#include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "shared/amqp/amqp_client.h"
+
+namespace SQLite {
+class Database;
+}
 
 namespace outbox::bench {
 
@@ -53,5 +59,17 @@ struct GrpcBaseline {
 // (gRPC's sync server, as the services use) in a child process of its own,
 // so its CPU can be read apart from the client's (bench/trivial_server.h).
 absl::StatusOr<GrpcBaseline> MeasureGrpc(int concurrency, int channels, absl::Duration time);
+
+// A random key like a UUID (32 hex digits), so that index inserts land where
+// the services' would.
+std::string RandomKey(absl::BitGen& gen);
+
+// A scratch SQLite file, `<dir>/<label with '_' for ' '>_<pid>.db`, opened
+// as the services open their writer (WAL, synchronous=FULL, its checkpoints
+// following its commits): runs `body` on it under the write lock (SQLite's
+// exceptions become a status naming `label`), then closes it and removes
+// its files, whatever `body` returned.
+absl::Status WithScratchWriter(const std::string& dir, const std::string& label,
+                               const std::function<absl::Status(SQLite::Database& db)>& body);
 
 }  // namespace outbox::bench

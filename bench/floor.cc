@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/baselines.h"
 #include "bench/create_driver.h"
 #include "bench/fsync_counter.h"
 #include "bench/process_stats.h"
@@ -189,54 +190,35 @@ absl::StatusOr<BrokerFloor> MeasureBrokerFloor(const AmqpUrl& url, double rate, 
 
 absl::StatusOr<SqliteFloor> MeasureSqliteFloor(const std::string& dir, double rate,
                                                absl::Duration time) {
-  const std::string path = absl::StrCat(dir, "/sqlite_floor_", getpid(), ".db");
-  auto remove_files = [&] {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
-  };
-  remove_files();
-  DbOptions options;  // the services' default: WAL, synchronous=FULL
-  options.durability = Durability::kFull;
-  // The writer as the services open it, its checkpoints following its commits.
-  ASSIGN_OR_RETURN(auto file, OpenSqliteFile(path, options, nullptr));
   SqliteFloor out;
   absl::BitGen gen;
   const std::string payload(kPayloadBytes, 'p');
-  absl::Status s;
-  {
-    MutexLock lock(&file->write_mu);
-    SQLite::Database* db = file->writer.get();
-    s = Guard("sqlite floor", [&]() -> absl::Status {
-      db->exec(
-          "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
-      SQLite::Statement insert(*db, "INSERT INTO t (k, payload) VALUES (?, ?)");
-      const FsyncCounter fsyncs(0);  // this thread's: it commits and checkpoints
-      const double cpu_before = ThreadCpuSeconds();
-      const absl::Time start = absl::Now();
-      Ticks ticks(rate, start);
-      while (ticks.due() < start + time) {
-        absl::SleepFor(ticks.due() - absl::Now());
-        db->exec("BEGIN IMMEDIATE");
-        for (int i = 0; i < 2; ++i) {
-          // Keys like UUIDs: random, so index inserts land where the service's would.
-          insert.bind(1, absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
-                                         absl::Uniform<uint64_t>(gen)));
-          insert.bind(2, payload.data(), static_cast<int>(payload.size()));
-          insert.exec();
-          insert.reset();
-        }
-        db->exec("COMMIT");
-        ticks.Take();
+  RETURN_IF_ERROR(WithScratchWriter(dir, "sqlite floor", [&](SQLite::Database& db) {
+    db.exec(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
+    SQLite::Statement insert(db, "INSERT INTO t (k, payload) VALUES (?, ?)");
+    const FsyncCounter fsyncs(0);  // this thread's: it commits and checkpoints
+    const double cpu_before = ThreadCpuSeconds();
+    const absl::Time start = absl::Now();
+    Ticks ticks(rate, start);
+    while (ticks.due() < start + time) {
+      absl::SleepFor(ticks.due() - absl::Now());
+      db.exec("BEGIN IMMEDIATE");
+      for (int i = 0; i < 2; ++i) {
+        insert.bind(1, RandomKey(gen));
+        insert.bind(2, payload.data(), static_cast<int>(payload.size()));
+        insert.exec();
+        insert.reset();
       }
-      const double txs = static_cast<double>(ticks.taken());
-      out.us_per_tx = Div(1e6 * (ThreadCpuSeconds() - cpu_before), txs);
-      out.fsyncs_per_tx = Div(fsyncs.Count(), txs);
-      out.tx_per_s = txs / absl::ToDoubleSeconds(absl::Now() - start);
-      return absl::OkStatus();
-    });
-  }
-  file.reset();
-  remove_files();
-  RETURN_IF_ERROR(s);
+      db.exec("COMMIT");
+      ticks.Take();
+    }
+    const double txs = static_cast<double>(ticks.taken());
+    out.us_per_tx = Div(1e6 * (ThreadCpuSeconds() - cpu_before), txs);
+    out.fsyncs_per_tx = Div(fsyncs.Count(), txs);
+    out.tx_per_s = txs / absl::ToDoubleSeconds(absl::Now() - start);
+    return absl::OkStatus();
+  }));
   return out;
 }
 
