@@ -146,13 +146,11 @@ curve_floor() {
 # build in BIN_DIR; appends its row, with CURVE_FLOOR_FIELDS, to the CSV and
 # prints it.
 curve_point() {
-  local label=$1 bin=$2 point=$3 round=$4 run saved json payments load1 line
+  local label=$1 bin=$2 point=$3 round=$4 run json payments load1 line
   run=curve-$label-$point-r$round
   load1=$(cut -d' ' -f1 /proc/loadavg)
-  saved=$BIN
-  BIN=$bin  # the services of this build; outbox_bench stays BENCH_BUILD_DIR's
-  start_services "$run"
-  BIN=$saved
+  # The services of this build (BIN only for the call); outbox_bench stays BENCH_BUILD_DIR's.
+  BIN=$bin start_services "$run"
   local load=(--rate="$point")
   [[ $point == sat ]] && load=(--concurrency="$CONCURRENCY")
   curve_fsync_start "$WORK/$run"
@@ -195,17 +193,12 @@ cpu_ticks() {
 # fresh databases with no load, settled for 3 s, then their CPU and the
 # broker's over CURVE_IDLE seconds, as % of one core; a row of idle.csv.
 curve_idle() {
-  local label=$1 bin=$2 round=$3 run saved broker pids=()
+  local label=$1 bin=$2 round=$3 run pids=()
   local before=() i hz line=$label,$round sum=0 pct
   run=idle-$label-r$round
-  saved=$BIN
-  BIN=$bin
-  start_services "$run"
-  start_recovery "$run"
-  pids=("$PAYMENT_PID" "$ACCOUNTING_PID" "$PID")
-  BIN=$saved
-  broker=$(cat "$BROKER_DIR/rabbitmq.pid")
-  pids+=("$broker")
+  BIN=$bin start_services "$run"
+  BIN=$bin start_recovery "$run"
+  pids=("$PAYMENT_PID" "$ACCOUNTING_PID" "$PID" "$(cat "$BROKER_DIR/rabbitmq.pid")")
   sleep 3
   for i in "${!pids[@]}"; do before[i]=$(cpu_ticks "${pids[i]}"); done
   sleep "$CURVE_IDLE"

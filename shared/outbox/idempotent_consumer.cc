@@ -1,5 +1,8 @@
 #include "shared/outbox/idempotent_consumer.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
@@ -105,14 +108,16 @@ absl::StatusOr<std::vector<Delivery>> IdempotentConsumer::Linger(std::vector<Del
   for (absl::Time now = absl::Now(); batch.size() < max && now < until; now = absl::Now()) {
     ASSIGN_OR_RETURN(std::vector<Delivery> more, deliveries_.Next(max - batch.size(), until - now));
     if (more.empty()) return batch;  // the wait ran out
-    for (Delivery& d : more) batch.push_back(std::move(d));
+    batch.insert(batch.end(), std::make_move_iterator(more.begin()),
+                 std::make_move_iterator(more.end()));
   }
   // Enough of them: with what else is already waiting, up to the prefetch.
   const size_t prefetch = static_cast<size_t>(options_.prefetch);
   if (batch.size() < prefetch) {
     ASSIGN_OR_RETURN(std::vector<Delivery> rest,
                      deliveries_.Next(prefetch - batch.size(), absl::ZeroDuration()));
-    for (Delivery& d : rest) batch.push_back(std::move(d));
+    batch.insert(batch.end(), std::make_move_iterator(rest.begin()),
+                 std::make_move_iterator(rest.end()));
   }
   return batch;
 }

@@ -222,6 +222,8 @@ class IdempotentConsumer {
   // Checks each delivery's signature, body and reply queue; what fails is
   // dead-lettered, the rest admitted. An error only from the broker.
   absl::Status Admit(const std::vector<Delivery>& deliveries, Admitted* batch);
+  // Small batches wait up to options_.linger for more (see ConsumerOptions).
+  absl::StatusOr<std::vector<Delivery>> Linger(std::vector<Delivery> batch);
   // The batch could not be applied: it goes back to the queue, with the
   // earlier deliveries still waiting for their replies' confirms.
   absl::Status RequeueBatch(const Admitted& batch, const absl::Status& why);
@@ -232,8 +234,6 @@ class IdempotentConsumer {
   // poison and is dead-lettered before anything is applied. Queues seen to
   // exist are remembered; any other answer lets the message through (a
   // reply that cannot be routed is still caught when it is published).
-  // Small batches wait up to options_.linger for more (see ConsumerOptions).
-  absl::StatusOr<std::vector<Delivery>> Linger(std::vector<Delivery> batch);
   absl::Status CheckReplyQueue(const std::string& queue);
   // Reads the confirms that came (waiting up to `wait`), then acks,
   // requeues or dead-letters the deliveries whose replies are all answered.
