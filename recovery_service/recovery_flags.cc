@@ -98,6 +98,7 @@ absl::StatusOr<RecoveryServiceOptions> OptionsFromFlags() {
   // shards, to their own shard by its name (docs/deployment.md, Accounting shards).
   options.dead_letter_sources = config.payment_event_queues();
   options.dead_letter_sources.push_back(config.acc_queue);
+  options.reply_queues = {config.acc_queue};  // payment's: with it away, recovery sends
   options.hold_queue_depth = absl::GetFlag(FLAGS_recovery_hold_queue_depth);
   options.alert_resend = absl::GetFlag(FLAGS_alert_resend);
   o.payment_db = absl::GetFlag(FLAGS_payment_db);

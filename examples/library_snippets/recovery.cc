@@ -25,6 +25,7 @@ absl::Status RunRecovery(const Setup& setup, absl::Duration how_long) {
   options.retry = Retry();                  // the same policy the producer stamps on rows
   options.watched_queues = {kOrders};
   options.dead_letter_sources = {kOrders, kReplies};
+  options.reply_queues = {kReplies};  // the producer's: while it is away, recovery sends
   options.biz_key_label = "order_id";
   options.consumer_name = "shipping";
   RETURN_IF_ERROR(options.Validate());

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   options.retry = shop::Retry();  // the policy shop_orders stamps on rows
   options.watched_queues = {queue};
   options.dead_letter_sources = {queue, shop::ReplyQueue(queue)};
+  options.reply_queues = {shop::ReplyQueue(queue)};
   options.biz_key_label = "order_id";
   options.consumer_name = "shop_shipping";
   if (absl::Status valid = options.Validate(); !valid.ok()) return shop::Usage(valid, kUsage);

@@ -93,7 +93,8 @@ int RecoveryLoop::Round() {
   }
   auto acks = outbox_.ReadAckProgress();
   if (!acks.ok()) LogWarning("ack_progress_failed", {KV("error", acks.status().message())});
-  const DeliveryHold hold = hold_.Update(*queue, acks.ok() ? *acks : AckProgress{});
+  const DeliveryHold hold =
+      hold_.Update(*queue, acks.ok() ? *acks : AckProgress{}, [this] { return ProducerAway(); });
   CountAlerts();
   if (hold == DeliveryHold::kAcksStalled && lease_.held()) return Probe();
   if (hold != DeliveryHold::kNone || !lease_.held()) return 0;
@@ -103,6 +104,19 @@ int RecoveryLoop::Round() {
   if (round.publish == Republisher::Round::Publish::kConfirmed) consecutive_failures_ = 0;
   if (round.publish == Republisher::Round::Publish::kFailed) ++consecutive_failures_;
   return round.handled;
+}
+
+bool RecoveryLoop::ProducerAway() {
+  if (options_.reply_queues.empty()) return false;
+  auto replies = InspectQueues(broker_, options_.reply_queues);
+  // Not known (the broker did not answer, or no reply queue is declared
+  // yet): the stall holds, as without reply queues.
+  if (!replies.ok()) {
+    LogWarning("queue_inspect_failed", {KV("queue", options_.reply_queues.front()),
+                                        KV("error", replies.status().message())});
+    return false;
+  }
+  return replies->consumers == 0;
 }
 
 int RecoveryLoop::Probe() {

@@ -61,6 +61,9 @@ class RecoveryLoop {
   int Round();
   // While acknowledgements are stalled: one probe row per first retry delay.
   int Probe();
+  // Whether a reply queue has no consumer: the producer is away from the
+  // broker (RecoveryOptions::reply_queues).
+  bool ProducerAway();
   void Housekeeping();
   // Waits, polling the broker connection: rabbitmq-c only sends heartbeats
   // when the connection is used, and the broker drops a silent one.

@@ -100,6 +100,41 @@ TEST_F(RecoveryLoopTest, WhileNoAcknowledgementArrivesOneProbePerFirstRetryDelay
   EXPECT_EQ(broker_.published.size(), 3u);
 }
 
+TEST_F(RecoveryLoopTest, WithTheProducerAwayAStallRepublishesEveryDueRow) {
+  options_.reply_queues = {"REPLIES"};
+  broker_.queues["REPLIES"] = {0, 0};  // nobody listens: the producer is away
+  Committed("a1");
+  ASSERT_OK(outbox_.RecordAcks({"a1"}));  // acknowledgements did flow
+  clock_.Advance(absl::Seconds(1));
+  for (const char* id : {"m1", "m2", "m3"}) Committed(id);
+  clock_.Advance(absl::Seconds(1));  // all due; nothing acknowledged since
+  Worker().Step();
+  // Its fast path is cut with its listener: every due row goes, not a probe.
+  EXPECT_EQ(broker_.published.size(), 3u);
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
+  // The producer listens again and still nothing is acknowledged: a stall
+  // like any other, held with one probe.
+  broker_.queues["REPLIES"] = {0, 1};
+  clock_.Advance(absl::Seconds(2));  // the second attempts are due
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kAcksStalled);
+  EXPECT_EQ(broker_.published.size(), 4u);
+  EXPECT_TRUE(alerts_.raised.empty());
+}
+
+TEST_F(RecoveryLoopTest, AStallWithTheProducerListeningHoldsWithOneProbe) {
+  options_.reply_queues = {"REPLIES"};
+  broker_.queues["REPLIES"] = {40, 1};  // its listener is there
+  Committed("a1");
+  ASSERT_OK(outbox_.RecordAcks({"a1"}));
+  clock_.Advance(absl::Seconds(1));
+  for (const char* id : {"m1", "m2", "m3"}) Committed(id);
+  clock_.Advance(absl::Seconds(1));
+  Worker().Step();
+  EXPECT_EQ(broker_.published.size(), 1u);  // the probe
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kAcksStalled);
+}
+
 TEST_F(RecoveryLoopTest, AnExhaustedRowTurnsFailedWithOneAlert) {
   Committed("m1", /*max_attempts=*/2);
   clock_.Advance(absl::Seconds(1));

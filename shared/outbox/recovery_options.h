@@ -23,6 +23,14 @@ struct RecoveryOptions {
   // Their name in logs, metrics and alerts (a sharded group's name); "" =
   // the first queue's.
   std::string watched_label;
+  // The queues the producer hears acknowledgements on (its reply queues).
+  // Looked at only while acknowledgements are stalled: when one of them has
+  // no consumer, the producer itself is away from the broker, so its fast
+  // path is not publishing either and the due rows were never sent. Then
+  // re-publishing goes on instead of holding, and the acknowledgements wait
+  // in the reply queue until the producer is back. Empty: a stall always
+  // holds (one probe row per first retry delay).
+  std::vector<std::string> reply_queues;
   // Queues whose dead-letter queues are watched (an alert while not empty).
   std::vector<std::string> dead_letter_sources;
   // The business key's name in logs and alert labels, and who acknowledges

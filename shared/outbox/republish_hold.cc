@@ -80,7 +80,8 @@ RepublishHold::RepublishHold(RecoveryRepository& outbox, LeaseKeeper& lease, Ale
                    [this] { return static_cast<double>(queue_consumers_.load()); });
 }
 
-DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& acks) {
+DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& acks,
+                                   const std::function<bool()>& producer_away) {
   queue_ready_ = queue.ready;
   queue_consumers_ = queue.consumers;
   const DeliveryHold before = current();
@@ -94,10 +95,19 @@ DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& a
   const bool queue_hold_ends =
       hold == DeliveryHold::kNone &&
       (before == DeliveryHold::kConsumerDown || before == DeliveryHold::kQueueBacklog);
-  if (hold == DeliveryHold::kNone && !queue_hold_ends &&
-      AcksStalled(acks, clock_.NowMillis(), options_.retry.base_delay)) {
-    hold = DeliveryHold::kAcksStalled;
+  const bool stalled = hold == DeliveryHold::kNone && !queue_hold_ends &&
+                       AcksStalled(acks, clock_.NowMillis(), options_.retry.base_delay);
+  // The producer away from the broker: its fast path is cut too, so the due
+  // rows never left it and no copy of them waits anywhere. Re-publishing
+  // them is what gets them through; their acknowledgements wait in its
+  // reply queue until it is back.
+  const bool away = stalled && producer_away && producer_away();
+  if (away != producer_away_) {
+    LogInfo(away ? "producer_away" : "producer_back",
+            {KV("queue", options_.watched_name()), KV("last_acked_at", acks.last_acked_at)});
+    producer_away_ = away;
   }
+  if (stalled && !away) hold = DeliveryHold::kAcksStalled;
   if (hold == DeliveryHold::kNone) {
     if (before != DeliveryHold::kNone) Resume(before, queue);
     alert_.Clear();

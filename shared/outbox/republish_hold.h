@@ -14,6 +14,9 @@
 // re-publishes one probe row per first retry delay: if copies were lost after
 // all, the probe's acknowledgement ends the stall. No alert of its own: the
 // causes have theirs (OutboxConsumerDown, OutboxBacklog, OutboxServiceDown).
+// Unless the producer is away (RecoveryOptions::reply_queues): its fast path
+// is cut with its listener, the due rows never left it, and re-publishing
+// them is what gets them through while it is gone.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -67,8 +70,11 @@ class RepublishHold {
 
   // Sets the hold from what the queue and the acknowledgements look like now
   // and keeps its alert (OutboxConsumerDown / OutboxQueueBacklog) in step;
-  // returns it.
-  DeliveryHold Update(const QueueState& queue, const AckProgress& acks = {});
+  // returns it. `producer_away`, asked only while acknowledgements are
+  // stalled, says whether the producer has no connection to hear them on:
+  // then the stall does not hold.
+  DeliveryHold Update(const QueueState& queue, const AckProgress& acks = {},
+                      const std::function<bool()>& producer_away = {});
 
   // Readable from any thread (the ops API).
   DeliveryHold current() const { return static_cast<DeliveryHold>(hold_.load()); }
@@ -93,6 +99,7 @@ class RepublishHold {
   Counter& deferred_;
   AlertGroup alert_;
   std::atomic<int> hold_{0};
+  bool producer_away_ = false;  // the last stall seen found the producer away
   std::atomic<int64_t> queue_ready_{0};
   std::atomic<int> queue_consumers_{0};
 };
