@@ -10,6 +10,14 @@
 namespace outbox {
 namespace {
 constexpr absl::Duration kIdlePollSlice = absl::Milliseconds(250);
+
+// `retry` with every delay the longest: a row re-published while its
+// producer is away waits for the producer's return, not for a retry.
+RetryPolicy AwayRetry(RetryPolicy retry) {
+  retry.base_delay = retry.max_delay;
+  for (auto& [topic, policy] : retry.topics) policy.base_delay = retry.max_delay;
+  return retry;
+}
 }  // namespace
 
 RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker, AlertSink& alerts,
@@ -18,6 +26,7 @@ RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker,
       outbox_(outbox),
       clock_(clock),
       options_(std::move(options)),
+      away_retry_(AwayRetry(options_.retry)),
       lease_(outbox, metrics, options_.instance_id, options_.lease_ttl),
       alerts_(alerts, clock, options_),
       hold_(outbox, lease_, alerts, clock, metrics, options_,
@@ -98,7 +107,8 @@ int RecoveryLoop::Round() {
   CountAlerts();
   if (hold == DeliveryHold::kAcksStalled && lease_.held()) return Probe();
   if (hold != DeliveryHold::kNone || !lease_.held()) return 0;
-  const Republisher::Round round = republisher_.Run();
+  const Republisher::Round round =
+      republisher_.Run(0, hold_.producer_away() ? &away_retry_ : nullptr);
   CountAlerts();
   if (round.throttled > absl::ZeroDuration()) thread_.Sleep(round.throttled);
   if (round.publish == Republisher::Round::Publish::kConfirmed) consecutive_failures_ = 0;

@@ -74,6 +74,9 @@ class RecoveryLoop {
   RecoveryRepository& outbox_;
   const Clock& clock_;
   const RecoveryOptions options_;
+  // The policy of rows re-published while the producer is away: the
+  // longest delay before the next (see RepublishHold).
+  const RetryPolicy away_retry_;
   LeaseKeeper lease_;
   RecoveryAlerts alerts_;
   RepublishHold hold_;

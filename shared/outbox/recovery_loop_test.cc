@@ -100,7 +100,7 @@ TEST_F(RecoveryLoopTest, WhileNoAcknowledgementArrivesOneProbePerFirstRetryDelay
   EXPECT_EQ(broker_.published.size(), 3u);
 }
 
-TEST_F(RecoveryLoopTest, WithTheProducerAwayAStallRepublishesEveryDueRow) {
+TEST_F(RecoveryLoopTest, WithTheProducerAwayAStallRepublishesEachDueRowOnce) {
   options_.reply_queues = {"REPLIES"};
   broker_.queues["REPLIES"] = {0, 0};  // nobody listens: the producer is away
   Committed("a1");
@@ -109,17 +109,31 @@ TEST_F(RecoveryLoopTest, WithTheProducerAwayAStallRepublishesEveryDueRow) {
   for (const char* id : {"m1", "m2", "m3"}) Committed(id);
   clock_.Advance(absl::Seconds(1));  // all due; nothing acknowledged since
   Worker().Step();
-  // Its fast path is cut with its listener: every due row goes, not a probe.
+  // Its fast path is cut with its listener: every due row goes, not a probe,
+  // and waits the longest delay for its acknowledgement before the next.
   EXPECT_EQ(broker_.published.size(), 3u);
   EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
-  // The producer listens again and still nothing is acknowledged: a stall
-  // like any other, held with one probe.
-  broker_.queues["REPLIES"] = {0, 1};
-  clock_.Advance(absl::Seconds(2));  // the second attempts are due
+  EXPECT_EQ(outbox_.Row("m1").next_retry_at,
+            clock_.NowMillis() + absl::ToInt64Milliseconds(options_.retry.max_delay));
+  Committed("m4");
+  clock_.Advance(absl::Seconds(1));
+  Worker().Step();  // rows coming due meanwhile go too; the others not again
+  ASSERT_EQ(broker_.published.size(), 4u);
+  EXPECT_EQ(broker_.published[3].message_id, outbox_.Row("m4").message_id);
+  // Still away when those come due again: their copies are confirmed and
+  // their acknowledgements wait for the producer, so the stall holds.
+  clock_.Advance(options_.retry.max_delay);
   Worker().Step();
   EXPECT_EQ(Worker().hold(), DeliveryHold::kAcksStalled);
-  EXPECT_EQ(broker_.published.size(), 4u);
+  EXPECT_EQ(broker_.published.size(), 5u);  // one probe
   EXPECT_TRUE(alerts_.raised.empty());
+  // Back: it reads the acknowledgements that waited.
+  broker_.queues["REPLIES"] = {0, 1};
+  ASSERT_OK(outbox_.RecordAcks({outbox_.Row("m1").message_id, outbox_.Row("m2").message_id,
+                                outbox_.Row("m3").message_id, outbox_.Row("m4").message_id}));
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
+  EXPECT_EQ(broker_.published.size(), 5u);
 }
 
 TEST_F(RecoveryLoopTest, AStallWithTheProducerListeningHoldsWithOneProbe) {

@@ -101,13 +101,16 @@ DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& a
   // rows never left it and no copy of them waits anywhere. Re-publishing
   // them is what gets them through; their acknowledgements wait in its
   // reply queue until it is back.
-  const bool away = stalled && producer_away && producer_away();
-  if (away != producer_away_) {
-    LogInfo(away ? "producer_away" : "producer_back",
-            {KV("queue", options_.watched_name()), KV("last_acked_at", acks.last_acked_at)});
-    producer_away_ = away;
+  if (stalled && producer_away) {
+    NoteProducer(producer_away(), acks);
+  } else if (producer_away_ && acks.last_acked_at >= away_since_) {
+    NoteProducer(false, acks);  // acknowledgements arrive again
   }
-  if (stalled && !away) hold = DeliveryHold::kAcksStalled;
+  // Each row once per absence: when the first due was sent while it lasts,
+  // its acknowledgement waits for the producer like the others'.
+  const bool away = stalled && producer_away_;
+  const bool sent_while_away = away && acks.first_due_published_at >= away_since_;
+  if (stalled && (!away || sent_while_away)) hold = DeliveryHold::kAcksStalled;
   if (hold == DeliveryHold::kNone) {
     if (before != DeliveryHold::kNone) Resume(before, queue);
     alert_.Clear();
@@ -123,6 +126,14 @@ DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& a
     Hold(hold, before, queue);
   }
   return hold;
+}
+
+void RepublishHold::NoteProducer(bool away, const AckProgress& acks) {
+  if (away == producer_away_) return;
+  LogInfo(away ? "producer_away" : "producer_back",
+          {KV("queue", options_.watched_name()), KV("last_acked_at", acks.last_acked_at)});
+  producer_away_ = away;
+  if (away) away_since_ = clock_.NowMillis();
 }
 
 void RepublishHold::Resume(DeliveryHold before, const QueueState& queue) {

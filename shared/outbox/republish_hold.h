@@ -16,7 +16,11 @@
 // causes have theirs (OutboxConsumerDown, OutboxBacklog, OutboxServiceDown).
 // Unless the producer is away (RecoveryOptions::reply_queues): its fast path
 // is cut with its listener, the due rows never left it, and re-publishing
-// them is what gets them through while it is gone.
+// them is what gets them through while it is gone. Once each: a row sent
+// while the producer is away has its copy confirmed and its acknowledgement
+// waiting in the reply queue, so when such a row is the first due, the stall
+// holds as any other (the recovery loop spaces those rows by the longest
+// delay, so that this comes only after a long absence).
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -78,11 +82,15 @@ class RepublishHold {
 
   // Readable from any thread (the ops API).
   DeliveryHold current() const { return static_cast<DeliveryHold>(hold_.load()); }
+  // Whether the last stall seen found the producer away (the loop thread's).
+  bool producer_away() const { return producer_away_; }
   QueueState last_queue() const { return {queue_ready_.load(), queue_consumers_.load()}; }
   int64_t deferred() const { return deferred_.value(); }
   size_t active_alerts() const { return alert_.active(); }
 
  private:
+  // The producer found away or back: logged once per change.
+  void NoteProducer(bool away, const AckProgress& acks);
   // The hold ends: every due row one more backoff step.
   void Resume(DeliveryHold before, const QueueState& queue);
   // Pushes every due row one backoff step; returns how many.
@@ -100,6 +108,7 @@ class RepublishHold {
   AlertGroup alert_;
   std::atomic<int> hold_{0};
   bool producer_away_ = false;  // the last stall seen found the producer away
+  int64_t away_since_ = 0;      // unix ms: when it was first found away
   std::atomic<int64_t> queue_ready_{0};
   std::atomic<int> queue_consumers_{0};
 };

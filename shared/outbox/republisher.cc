@@ -24,11 +24,11 @@ Republisher::Republisher(RecoveryRepository& outbox, MessagePublisher& broker, L
       failed_(metrics.AddCounter("outbox_failed_total", "rows this instance turned FAILED")),
       note_failures_(StoreWriteFailures(metrics, "record_publish_failure")) {}
 
-Republisher::Round Republisher::Run(int max_rows) {
+Republisher::Round Republisher::Run(int max_rows, const RetryPolicy* retry) {
   const int allowed = limiter_.Take(max_rows > 0 ? max_rows : options_.batch);
   if (allowed == 0) return {1, limiter_.UntilNext()};
   const int64_t now = clock_.NowMillis();
-  auto claimed = Claim(allowed, now);
+  auto claimed = Claim(allowed, now, retry != nullptr ? *retry : options_.retry);
   if (!claimed.ok()) return {};
   if (!claimed->to_publish.empty()) Failpoint(kFpRecoveryAfterClaimBeforePublish);
   for (const OutboxMessage& row : claimed->exhausted) RaiseFailed(row);
@@ -40,8 +40,8 @@ Republisher::Round Republisher::Run(int max_rows) {
   return round;
 }
 
-absl::StatusOr<Claimed> Republisher::Claim(int limit, int64_t now_ms) {
-  auto claimed = outbox_.ClaimDue(now_ms, limit, lease_.instance_id(), options_.retry);
+absl::StatusOr<Claimed> Republisher::Claim(int limit, int64_t now_ms, const RetryPolicy& retry) {
+  auto claimed = outbox_.ClaimDue(now_ms, limit, lease_.instance_id(), retry);
   if (absl::IsFailedPrecondition(claimed.status())) {
     lease_.Lost();
   } else if (!claimed.ok()) {

@@ -34,8 +34,9 @@ class Republisher {
     // Whether the broker confirmed the batch (kNone: nothing was published).
     enum class Publish { kNone, kConfirmed, kFailed } publish = Publish::kNone;
   };
-  // Claims at most `max_rows` (0: a whole batch, --recovery_batch).
-  Round Run(int max_rows = 0);
+  // Claims at most `max_rows` (0: a whole batch, --recovery_batch), with
+  // `retry` in place of the options' policy when given.
+  Round Run(int max_rows = 0, const RetryPolicy* retry = nullptr);
 
   int64_t republished() const { return republished_.value(); }
   int64_t publish_failures() const { return publish_failures_.value(); }
@@ -43,7 +44,7 @@ class Republisher {
 
  private:
   // Claims up to `limit` due rows; an error is logged (a lost lease noted).
-  absl::StatusOr<Claimed> Claim(int limit, int64_t now_ms);
+  absl::StatusOr<Claimed> Claim(int limit, int64_t now_ms, const RetryPolicy& retry);
   void RaiseFailed(const OutboxMessage& row);
   // Publishes the claimed rows with confirms; returns the ids the broker
   // did not confirm (noted on their rows).
