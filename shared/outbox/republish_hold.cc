@@ -106,11 +106,15 @@ DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& a
   } else if (producer_away_ && acks.last_acked_at >= away_since_) {
     NoteProducer(false, acks);  // acknowledgements arrive again
   }
-  // Each row once per absence: when the first due was sent while it lasts,
-  // its acknowledgement waits for the producer like the others'.
+  // Each row once per absence: rows sent while it lasts wait the longest
+  // delay, so after that long the first due may be one of them, its copy
+  // confirmed and its acknowledgement waiting for the producer like the
+  // others'. From then on the stall holds as any other. (Measured on this
+  // instance's clock alone: the rows' time stamps may come from others'.)
   const bool away = stalled && producer_away_;
-  const bool sent_while_away = away && acks.first_due_published_at >= away_since_;
-  if (stalled && (!away || sent_while_away)) hold = DeliveryHold::kAcksStalled;
+  const bool long_absence = away && clock_.NowMillis() - away_since_ >=
+                                        absl::ToInt64Milliseconds(options_.retry.max_delay);
+  if (stalled && (!away || long_absence)) hold = DeliveryHold::kAcksStalled;
   if (hold == DeliveryHold::kNone) {
     if (before != DeliveryHold::kNone) Resume(before, queue);
     alert_.Clear();

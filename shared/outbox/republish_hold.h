@@ -18,9 +18,9 @@
 // is cut with its listener, the due rows never left it, and re-publishing
 // them is what gets them through while it is gone. Once each: a row sent
 // while the producer is away has its copy confirmed and its acknowledgement
-// waiting in the reply queue, so when such a row is the first due, the stall
-// holds as any other (the recovery loop spaces those rows by the longest
-// delay, so that this comes only after a long absence).
+// waiting in the reply queue, so the recovery loop gives it the longest
+// delay (RetryPolicy::max_delay) before its next attempt, and once the
+// absence has lasted that long the stall holds as any other.
 #include <atomic>
 #include <cstdint>
 #include <functional>
