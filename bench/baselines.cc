@@ -25,8 +25,6 @@
 namespace outbox::bench {
 namespace {
 
-constexpr int kPayloadBytes = 200;
-
 std::vector<OutgoingMessage> MakeBatch(const std::string& queue, const std::string& prefix,
                                        int64_t first, int n) {
   std::vector<OutgoingMessage> batch;
@@ -45,6 +43,25 @@ std::vector<OutgoingMessage> MakeBatch(const std::string& queue, const std::stri
 
 std::string RandomKey(absl::BitGen& gen) {
   return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+ScratchTable::ScratchTable(SQLite::Database& db) : db_(db), payload_(kPayloadBytes, 'p') {
+  db_.exec(
+      "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
+  insert_ = std::make_unique<SQLite::Statement>(db_, "INSERT INTO t (k, payload) VALUES (?, ?)");
+}
+
+ScratchTable::~ScratchTable() = default;
+
+void ScratchTable::Commit(int rows) {
+  db_.exec("BEGIN IMMEDIATE");
+  for (int i = 0; i < rows; ++i) {
+    insert_->bind(1, RandomKey(gen_));
+    insert_->bind(2, payload_.data(), static_cast<int>(payload_.size()));
+    insert_->exec();
+    insert_->reset();
+  }
+  db_.exec("COMMIT");
 }
 
 absl::Status WithScratchWriter(const std::string& dir, const std::string& label,
@@ -70,26 +87,15 @@ absl::Status WithScratchWriter(const std::string& dir, const std::string& label,
 
 absl::StatusOr<SqliteBaseline> MeasureSqlite(const std::string& dir, absl::Duration each) {
   SqliteBaseline out;
-  absl::BitGen gen;
-  const std::string payload(kPayloadBytes, 'p');
   RETURN_IF_ERROR(WithScratchWriter(dir, "sqlite baseline", [&](SQLite::Database& db) {
-    db.exec(
-        "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
-    SQLite::Statement insert(db, "INSERT INTO t (k, payload) VALUES (?, ?)");
+    ScratchTable table(db);
     auto run = [&](int rows_per_tx) {
       int64_t txs = 0;
       const absl::Time start = absl::Now();
       const absl::Time end = start + each;
       absl::Time now = start;
       while (now < end) {
-        db.exec("BEGIN IMMEDIATE");
-        for (int i = 0; i < rows_per_tx; ++i) {
-          insert.bind(1, RandomKey(gen));
-          insert.bind(2, payload.data(), static_cast<int>(payload.size()));
-          insert.exec();
-          insert.reset();
-        }
-        db.exec("COMMIT");
+        table.Commit(rows_per_tx);
         ++txs;
         now = absl::Now();
       }

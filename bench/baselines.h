@@ -7,6 +7,7 @@
 // design's CPU floor per payment can be composed from them.
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/random/random.h"
@@ -16,9 +17,13 @@
 
 namespace SQLite {
 class Database;
-}
+class Statement;
+}  // namespace SQLite
 
 namespace outbox::bench {
+
+// Bytes of every payload and message body the baselines and floors write.
+inline constexpr int kPayloadBytes = 200;
 
 struct SqliteBaseline {
   double tx2_per_s = NAN;         // 2-row transactions per second
@@ -63,6 +68,23 @@ absl::StatusOr<GrpcBaseline> MeasureGrpc(int concurrency, int channels, absl::Du
 // A random key like a UUID (32 hex digits), so that index inserts land where
 // the services' would.
 std::string RandomKey(absl::BitGen& gen);
+
+// The table the SQLite baseline and floor write, created on `db`: a key
+// like the services' (RandomKey) under a unique index and a kPayloadBytes
+// payload per row.
+class ScratchTable {
+ public:
+  explicit ScratchTable(SQLite::Database& db);
+  ~ScratchTable();
+  // One write transaction (BEGIN IMMEDIATE ... COMMIT) of `rows` inserts.
+  void Commit(int rows);
+
+ private:
+  SQLite::Database& db_;
+  std::unique_ptr<SQLite::Statement> insert_;
+  absl::BitGen gen_;
+  const std::string payload_;
+};
 
 // A scratch SQLite file, `<dir>/<label with '_' for ' '>_<pid>.db`, opened
 // as the services open their writer (WAL, synchronous=FULL, its checkpoints

@@ -9,7 +9,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -28,7 +27,6 @@
 namespace outbox::bench {
 namespace {
 
-constexpr int kPayloadBytes = 200;
 constexpr int kPublishWindow = 256;    // payment_service's --publish_window
 constexpr int kConsumePrefetch = 256;  // accounting_service's --prefetch
 constexpr int kMaxInFlightCalls = 20000;
@@ -191,26 +189,15 @@ absl::StatusOr<BrokerFloor> MeasureBrokerFloor(const AmqpUrl& url, double rate, 
 absl::StatusOr<SqliteFloor> MeasureSqliteFloor(const std::string& dir, double rate,
                                                absl::Duration time) {
   SqliteFloor out;
-  absl::BitGen gen;
-  const std::string payload(kPayloadBytes, 'p');
   RETURN_IF_ERROR(WithScratchWriter(dir, "sqlite floor", [&](SQLite::Database& db) {
-    db.exec(
-        "CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, payload BLOB NOT NULL)");
-    SQLite::Statement insert(db, "INSERT INTO t (k, payload) VALUES (?, ?)");
+    ScratchTable table(db);
     const FsyncCounter fsyncs(0);  // this thread's: it commits and checkpoints
     const double cpu_before = ThreadCpuSeconds();
     const absl::Time start = absl::Now();
     Ticks ticks(rate, start);
     while (ticks.due() < start + time) {
       absl::SleepFor(ticks.due() - absl::Now());
-      db.exec("BEGIN IMMEDIATE");
-      for (int i = 0; i < 2; ++i) {
-        insert.bind(1, RandomKey(gen));
-        insert.bind(2, payload.data(), static_cast<int>(payload.size()));
-        insert.exec();
-        insert.reset();
-      }
-      db.exec("COMMIT");
+      table.Commit(2);
       ticks.Take();
     }
     const double txs = static_cast<double>(ticks.taken());
