@@ -119,8 +119,9 @@ int RecoveryLoop::Round() {
 bool RecoveryLoop::ProducerAway() {
   if (options_.reply_queues.empty()) return false;
   auto replies = InspectQueues(broker_, options_.reply_queues);
-  // Not known (the broker did not answer, or no reply queue is declared
-  // yet): the stall holds, as without reply queues.
+  // Not known (the broker did not answer): the stall holds, as without
+  // reply queues. A reply queue that does not exist (InspectQueues: no
+  // consumer) has nobody listening on it: the producer is away.
   if (!replies.ok()) {
     LogWarning("queue_inspect_failed", {KV("queue", options_.reply_queues.front()),
                                         KV("error", replies.status().message())});
