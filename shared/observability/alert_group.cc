@@ -41,6 +41,12 @@ void AlertGroup::Add(Alert alert) {
   active_.emplace(key, Entry{std::move(alert), now});
 }
 
+size_t AlertGroup::Forget() {
+  const size_t dropped = active_.size();
+  active_.clear();
+  return dropped;
+}
+
 void AlertGroup::Update(std::vector<Alert> current, bool complete) {
   std::set<std::string> keep;
   for (Alert& alert : current) {

@@ -28,6 +28,11 @@ class AlertGroup {
   void Add(Alert alert);
   // Resolves every active alert of the family.
   void Clear() { Update({}); }
+  // Drops every active alert without resolving it: another instance owns
+  // the condition now and raises the same alert (same name and labels), so
+  // a resolve from here would end its alert too. Ours runs out at ends_at
+  // unless refreshed. Returns how many were dropped.
+  size_t Forget();
 
   size_t active() const { return active_.size(); }
 

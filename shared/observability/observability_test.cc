@@ -170,6 +170,20 @@ TEST(AlertGroupTest, RaisesOnceRefreshesWhileActiveResolvesWhenGone) {
   EXPECT_EQ(sink.raised.size(), 3u);
 }
 
+TEST(AlertGroupTest, ForgetDropsTheActiveAlertsWithoutResolvingThem) {
+  testing::ManualClock clock;
+  testing::RecordingAlerts sink;
+  AlertGroup group(sink, clock, absl::Seconds(60));
+  group.Update({Named("F", "a"), Named("F", "b")});
+  EXPECT_EQ(group.Forget(), 2u);  // another instance owns them now
+  EXPECT_EQ(group.active(), 0u);
+  EXPECT_TRUE(sink.resolved.empty());
+  group.Clear();  // nothing left to resolve either
+  EXPECT_TRUE(sink.resolved.empty());
+  group.Add(Named("F", "a"));  // raised again when it is ours again
+  EXPECT_EQ(sink.raised.size(), 3u);
+}
+
 TEST(MetricsTest, OneHelpPerFamilyFromItsFirstSeriesAndOneSeriesPerLabelSet) {
   MetricsRegistry m;
   Counter& ok = m.AddCounter("x_total", "things", {{"result", "ok"}});

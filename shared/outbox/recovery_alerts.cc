@@ -52,6 +52,10 @@ size_t RecoveryAlerts::active() const {
   return failed_.active() + backlog_.active() + dead_letters_.active() + rejected_.active();
 }
 
+size_t RecoveryAlerts::Forget() {
+  return failed_.Forget() + backlog_.Forget() + dead_letters_.Forget() + rejected_.Forget();
+}
+
 Alert RejectedAlert(const FailureGroup& group) {
   Alert alert;
   alert.name = "OutboxMessagesRejected";

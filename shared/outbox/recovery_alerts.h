@@ -36,6 +36,9 @@ class RecoveryAlerts {
   void Refresh(RecoveryRepository& outbox, MessagePublisher& broker);
 
   size_t active() const;
+  // Another instance holds the lease and owns these alerts now: dropped
+  // without a resolve (AlertGroup::Forget); returns how many.
+  size_t Forget();
 
  private:
   void RefreshBacklog(RecoveryRepository& outbox);

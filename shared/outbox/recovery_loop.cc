@@ -86,6 +86,8 @@ bool RecoveryLoop::Step() {
 bool RecoveryLoop::TakeLease(absl::Time now) {
   const LeaseKeeper::Turn turn = lease_.Hold(now);
   if (turn.held) return true;
+  // Another instance holds it (a store failure says nothing of who does).
+  if (turn.retry == absl::ZeroDuration()) StandDown();
   if (turn.standby > absl::ZeroDuration()) IdleWait(turn.standby);
   if (turn.retry > absl::ZeroDuration()) thread_.Sleep(turn.retry);
   return false;
@@ -141,6 +143,15 @@ int RecoveryLoop::Probe() {
   CountAlerts();
   if (round.publish == Republisher::Round::Publish::kFailed) ++consecutive_failures_;
   return 0;  // idle until the next round either way
+}
+
+void RecoveryLoop::StandDown() {
+  // The holder owns the incident and raises the same alerts (same names
+  // and labels, no instance among them): a resolve from here would end
+  // theirs. Ours are dropped and run out at their ends_at unrefreshed.
+  const size_t dropped = hold_.StandDown() + alerts_.Forget();
+  CountAlerts();
+  if (dropped > 0) LogInfo("alerts_handed_over", {KV("alerts", static_cast<int64_t>(dropped))});
 }
 
 void RecoveryLoop::Housekeeping() {

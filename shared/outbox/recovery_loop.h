@@ -56,6 +56,9 @@ class RecoveryLoop {
  private:
   // Takes or renews the lease; false (after waiting as told) when not held.
   bool TakeLease(absl::Time now);
+  // Another instance holds the lease: the hold and the alerts raised while
+  // this one held it are theirs now.
+  void StandDown();
   // Looks at the watched queues, then holds or re-publishes; returns how many rows it
   // re-published or failed (0: idle).
   int Round();

@@ -239,6 +239,49 @@ TEST_F(RecoveryLoopTest, ALostLeaseStopsTheClaimAtTheFence) {
   EXPECT_TRUE(broker_.published.empty());
 }
 
+TEST_F(RecoveryLoopTest, ALeaseHandedOverLeavesItsAlertsToTheNewHolder) {
+  options_.lease_ttl = absl::Seconds(3);
+  options_.housekeeping_every = absl::ZeroDuration();
+  Committed("m1", /*max_attempts=*/1);
+  Committed("m2");
+  clock_.Advance(absl::Seconds(1));
+  Worker().Step();  // m1 exhausted: FAILED, with its alert
+  broker_.queues["EVENTS"] = {1, 0};
+  clock_.Advance(absl::Seconds(1));
+  Worker().Step();  // nobody consumes EVENTS: held, with its alert
+  ASSERT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
+  ASSERT_EQ(alerts_.Active("OutboxConsumerDown"), 1);
+  ASSERT_EQ(alerts_.Active("OutboxMessageFailed"), 1);
+  ASSERT_EQ(Worker().active_alerts(), 2);
+
+  // Another instance takes the lease over; the incident and its alerts
+  // (same names and labels) are its now. This one drops its own without a
+  // resolve, which would end the new holder's alerts too.
+  outbox_.lease = {"other", clock_.NowMillis() + 1'000'000};
+  clock_.Advance(absl::Seconds(2));  // the renewal is due: refused
+  Worker().Step();
+  EXPECT_FALSE(Worker().lease_held());
+  EXPECT_EQ(Worker().active_alerts(), 0);
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
+  EXPECT_TRUE(alerts_.resolved.empty());
+  const size_t raised = alerts_.raised.size();
+  for (int i = 0; i < 3; ++i) {  // a standby neither refreshes nor raises them
+    clock_.Advance(absl::Minutes(2));
+    outbox_.lease.expires_at = clock_.NowMillis() + 1'000'000;
+    Worker().Step();
+  }
+  EXPECT_EQ(alerts_.raised.size(), raised);
+  EXPECT_TRUE(alerts_.refreshed.empty());
+  EXPECT_TRUE(alerts_.resolved.empty());
+
+  // The lease back: the alerts are raised again from what is true now.
+  outbox_.lease.expires_at = clock_.NowMillis();
+  Worker().Step();
+  ASSERT_TRUE(Worker().lease_held());
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(Worker().active_alerts(), 2);
+}
+
 TEST_F(RecoveryLoopTest, OneBacklogAlertPerEpisode) {
   options_.backlog_threshold = 1;
   options_.backlog_age = absl::Seconds(1);

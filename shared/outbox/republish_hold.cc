@@ -132,6 +132,13 @@ DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& a
   return hold;
 }
 
+size_t RepublishHold::StandDown() {
+  hold_ = 0;
+  producer_away_ = false;
+  away_since_ = 0;
+  return alert_.Forget();
+}
+
 void RepublishHold::NoteProducer(bool away, const AckProgress& acks) {
   if (away == producer_away_) return;
   LogInfo(away ? "producer_away" : "producer_back",

@@ -80,6 +80,12 @@ class RepublishHold {
   DeliveryHold Update(const QueueState& queue, const AckProgress& acks = {},
                       const std::function<bool()>& producer_away = {});
 
+  // Another instance holds the lease now, and with it the incident: the
+  // hold is theirs to decide and their alert stands for it (same name and
+  // labels), so ours is dropped without a resolve (AlertGroup::Forget).
+  // Returns how many alerts were dropped.
+  size_t StandDown();
+
   // Readable from any thread (the ops API).
   DeliveryHold current() const { return static_cast<DeliveryHold>(hold_.load()); }
   // Whether the last stall seen found the producer away (the loop thread's).
