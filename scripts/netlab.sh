@@ -51,6 +51,7 @@
 # Settings (environment): RATE (300), FAULT_SECS (30), PRE (10 s of load
 # before the fault), POST (10 s after), LEASE_TTL (10), SKEW_SECS (30),
 # FLAP_SECS (60), SLOW_RATE (1mbit), HEAL_TIMEOUT (300), BUILD_DIR (build),
+# PARTITION_HANDLING (the brokers' cluster_partition_handling, autoheal),
 # KEEP=1 keeps the work dir (logs, databases).
 # Needs root. Exit status: 0 every fault passed, 1 otherwise or on error.
 set -Eeuo pipefail
@@ -66,6 +67,7 @@ LEASE_TTL=${LEASE_TTL:-10}
 HEAL_TIMEOUT=${HEAL_TIMEOUT:-300}
 SKEW_SECS=${SKEW_SECS:-30}
 FLAP_SECS=${FLAP_SECS:-60}
+PARTITION_HANDLING=${PARTITION_HANDLING:-autoheal}
 FLAP_MIN=5
 FLAP_MAX=10
 FLAP_HOSTS=(b1 b2 b3 pay acc rec1 rec2)

@@ -286,8 +286,8 @@ rmq() {
 }
 
 # write_broker_config B COOKIE: node B's data dir, cookie and rabbitmq.conf
-# (listens on its own address; ticks every 10 s; heals partitions by autoheal,
-# as scripts/rabbitmq_cluster.sh's nodes do).
+# (listens on its own address; ticks every 10 s; partitions handled as
+# PARTITION_HANDLING says).
 write_broker_config() {
   local b=$1 d=$WORK/$1
   mkdir -p "$d/home" "$d/mnesia" "$d/log"
@@ -306,7 +306,7 @@ default_user_tags.administrator = true
 log.console = false
 log.file.level = info
 net_ticktime = 10
-cluster_partition_handling = autoheal
+cluster_partition_handling = $PARTITION_HANDLING
 EOF
   )
 }

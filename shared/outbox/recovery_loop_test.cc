@@ -400,6 +400,27 @@ TEST_F(RecoveryLoopTest, NobodyConsumingHoldsRowsWithoutSpendingAttemptsAndAlert
   EXPECT_EQ(alerts_.raised.size(), 1u);
 }
 
+TEST_F(RecoveryLoopTest, WhenAHoldEndsARowWhosePublishFailedGoesAtOnce) {
+  Committed("m1");
+  Committed("m2");
+  // m1's publish failed (its confirm timed out, a connection dropped): no
+  // copy of it is queued. m2's copy waits in the queue.
+  ASSERT_OK(outbox_.RecordPublishFailure({"m1"}, "publish confirm timed out", clock_.NowMillis()));
+  broker_.queues["EVENTS"] = {1, 0};
+  clock_.Advance(absl::Seconds(2));
+  Worker().Step();
+  ASSERT_EQ(Worker().hold(), DeliveryHold::kConsumerDown);
+  broker_.queues["EVENTS"] = {1, 1};  // the consumer is back
+  Worker().Step();
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
+  EXPECT_EQ(Worker().deferred(), 1);  // m2 only
+  ASSERT_EQ(broker_.published.size(), 1u);
+  EXPECT_EQ(broker_.published[0].message_id, "m1");
+  EXPECT_EQ(outbox_.Row("m1").attempts, 2);
+  EXPECT_EQ(outbox_.Row("m2").attempts, 1);
+  EXPECT_GT(outbox_.Row("m2").next_retry_at, clock_.NowMillis());
+}
+
 TEST_F(RecoveryLoopTest, AQueueFarBehindHoldsToo) {
   options_.hold_queue_depth = 100;
   Committed("m1");

@@ -114,8 +114,9 @@ class RecoveryRepository {
                                            const std::string& lease_holder,
                                            const RetryPolicy& policy) = 0;
   // Applies OnHold to up to `limit` due SENDING rows (same fence as
-  // ClaimDue): they wait another backoff step and keep their attempts.
-  // Returns how many were pushed back.
+  // ClaimDue): they wait another backoff step and keep their attempts;
+  // those whose last publish failed stay due. Returns how many were pushed
+  // back.
   virtual absl::StatusOr<int> DeferDue(int64_t now_ms, int limit, const std::string& lease_holder,
                                        const RetryPolicy& policy) = 0;
   // FAILED rows that alert one by one, oldest first, at most `limit`: not

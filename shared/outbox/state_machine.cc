@@ -87,12 +87,16 @@ DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& defaults)
   }
   row.attempts += 1;
   row.last_attempt_at = now_ms;
+  row.last_error.clear();  // the last publish's error only: this one's, if it fails
   row.next_retry_at = now_ms + absl::ToInt64Milliseconds(policy.DelayAfter(row.attempts));
   return DueAction::kRepublish;
 }
 
 bool OnHold(OutboxMessage& row, int64_t now_ms, const RetryPolicy& defaults) {
   if (row.status != OutboxStatus::kSending || row.next_retry_at > now_ms) return false;
+  // Its last publish failed: no copy of it waits in the queue for the
+  // consumers to take, so pushing it back would only delay its delivery.
+  if (!row.last_error.empty()) return false;
   const RetryPolicy policy = defaults.ForTopic(row.topic);
   row.next_retry_at =
       now_ms + absl::ToInt64Milliseconds(policy.DelayAfter(std::max(row.attempts, 1)));

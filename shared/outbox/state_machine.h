@@ -5,11 +5,12 @@
 // SQL or brokers, so every transition is unit-tested on its own.
 //
 //   (commit)  --> SENDING, attempt 1 counted (the fast-path publish)
-//   SENDING   --due, budget left-->  SENDING, attempts+1, next_retry_at pushed
+//   SENDING   --due, budget left-->  SENDING, attempts+1, next_retry_at pushed, last_error cleared
 //   SENDING   --due, budget spent--> FAILED, kind exhausted (alert)
 //   SENDING   --due, too old-------> FAILED, kind expired (alert)
 //   SENDING   --rejected-->          FAILED, kind rejected (one alert per group)
-//   SENDING   --due, consumer down-->SENDING, next_retry_at pushed, attempts kept (hold)
+//   SENDING   --hold ends, due-->    SENDING, next_retry_at pushed, attempts kept (unless its
+//                                    last publish failed: no copy of it is queued)
 //   SENDING   --ack-->               SENT
 //   FAILED    --late ack-->          SENT (last_error kept; its alert resolves)
 //   FAILED    --re-drive-->          SENDING, attempts 0, due now
@@ -44,7 +45,8 @@ OutboxMessage NewOutboxMessage(MessageSpec spec, int64_t now_ms, const RetryPoli
 
 enum class DueAction {
   kNotDue,     // not SENDING, or next_retry_at still ahead: unchanged
-  kRepublish,  // attempts+1, last_attempt_at now, next_retry_at now + backoff
+  kRepublish,  // attempts+1, last_attempt_at now, next_retry_at now + backoff,
+               // last_error cleared (it is the last publish's error)
   kExhausted,  // the row already had max_attempts publishes, or is older than the
                // policy's max age: now FAILED (last_error says why: the last
                // publish error, that nobody acknowledged, or its age)
@@ -54,9 +56,11 @@ enum class DueAction {
 // the budget stored in the row.
 DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy);
 
-// Recovery found the row due while re-publishing is pointless (nobody
-// consumes the queue, or it is far behind): the row waits another backoff
-// step without spending an attempt. True when the row changed.
+// A hold ends (the queue had nobody consuming it, or was far behind) and
+// the row is due: its copy is queued and being delivered now, so the row
+// waits another backoff step without spending an attempt. Not a row whose
+// last publish failed (last_error set): no copy of it is queued, so it goes
+// now. True when the row changed.
 bool OnHold(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy);
 
 enum class AckEffect {

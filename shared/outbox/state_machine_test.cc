@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "shared/outbox/failure.h"
 #include "shared/testing/status_matchers.h"
 
@@ -274,6 +275,29 @@ TEST(OnHoldTest, PushesADueRowWithoutSpendingAnAttempt) {
     OutboxMessage other = InStatus(s);
     EXPECT_FALSE(OnHold(other, other.next_retry_at + 1000, Policy()));
   }
+}
+
+TEST(OnHoldTest, ARowWhoseLastPublishFailedStaysDue) {
+  OutboxMessage row = Fresh();
+  const int64_t due = row.next_retry_at;
+  ASSERT_TRUE(OnPublishFailure(row, "publish confirm timed out", kNow + 5));
+  EXPECT_FALSE(OnHold(row, due + 5, Policy()));  // no copy of it is queued
+  EXPECT_EQ(row.next_retry_at, due);
+  // Claimed again and published: the error was that of an earlier publish,
+  // and this copy may be queued, so it waits like any other.
+  ASSERT_EQ(OnDue(row, due + 5, Policy()), DueAction::kRepublish);
+  EXPECT_EQ(row.last_error, "");
+  EXPECT_TRUE(OnHold(row, row.next_retry_at, Policy()));
+}
+
+TEST(OnDueTest, AnExhaustedRowWhoseLastPublishWasConfirmedWasNotAcknowledged) {
+  OutboxMessage row = Fresh();
+  ASSERT_TRUE(OnPublishFailure(row, "nack", kNow + 5));                       // the first publish
+  ASSERT_EQ(OnDue(row, row.next_retry_at, Policy()), DueAction::kRepublish);  // confirmed
+  row.attempts = row.max_attempts;
+  ASSERT_EQ(OnDue(row, row.next_retry_at, Policy()), DueAction::kExhausted);
+  EXPECT_EQ(row.last_error,
+            absl::StrCat("no acknowledgement after ", row.max_attempts, " attempts"));
 }
 
 TEST(OnPublishFailureTest, NotesTheErrorOnSendingRowsOnly) {

@@ -277,6 +277,9 @@ TEST_P(OutboxContractTest, AnExpiredLeaseIsTakenOver) {
 TEST_P(OutboxContractTest, DeferringPushesDueRowsBackWithoutSpendingAnAttempt) {
   OUTBOX_CONTRACT_NEEDS(Recovery);
   Add(Row("m1"));
+  Add(Row("m2"));
+  // m2's publish failed: no copy of it is queued, so it stays due.
+  ASSERT_OK(recovery().RecordPublishFailure({"m2"}, "publish confirm timed out", kT0 + 100));
   auto deferred = recovery().DeferDue(kT0 + 3000, 10, "", policy_);
   ASSERT_OK(deferred);
   EXPECT_EQ(*deferred, 1);
@@ -284,6 +287,7 @@ TEST_P(OutboxContractTest, DeferringPushesDueRowsBackWithoutSpendingAnAttempt) {
   EXPECT_EQ(row.attempts, 1);
   EXPECT_GT(row.next_retry_at, kT0 + 3000);
   EXPECT_EQ(row.status, OutboxStatus::kSending);
+  EXPECT_LE(Get("m2").next_retry_at, kT0 + 3000);
 }
 
 TEST_P(OutboxContractTest, ArchivingMovesOnlySentRowsAckedBeforeTheCutoff) {
