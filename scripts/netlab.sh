@@ -353,11 +353,13 @@ claim_log() {
   done
 }
 
-# await_quorum_whole: waits up to 120 s for the cluster to be whole and every
-# quorum queue to have its 3 members online; prints "3/3" or the worst "n/3".
+# await_quorum_whole: waits up to 120 s for the cluster to be whole, then up
+# to 120 s more for every quorum queue to have its 3 members online; prints
+# "3/3" or the worst "n/3".
 await_quorum_whole() {
-  local deadline=$((SECONDS + 120)) worst=0 b n
-  cluster_whole b1 120 || true
+  local deadline worst=0 b n
+  cluster_whole b1 120 || log "$name: the cluster is not whole after 120 s (b1's view)"
+  deadline=$((SECONDS + 120))
   while ((SECONDS < deadline)); do
     # Any node's answer will do: after autoheal has restarted nodes, one
     # node's list_queues has been seen to hang on a queue for minutes while
