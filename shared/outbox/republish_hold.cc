@@ -150,7 +150,8 @@ void RepublishHold::NoteProducer(bool away, const AckProgress& acks) {
 void RepublishHold::Resume(DeliveryHold before, const QueueState& queue) {
   // Consumers are back: the copies waiting in the queue are being delivered
   // now. Give every due row one more backoff step before re-publishing, or
-  // each would be sent a second time for nothing. After a stall with the
+  // each would be sent a second time for nothing (OnHold leaves due the rows
+  // whose last publish failed: no copy of them waits). After a stall with the
   // queue empty no copy is waiting there (they died with a link): go on now.
   const bool nothing_queued = before == DeliveryHold::kAcksStalled && queue.ready == 0;
   const int64_t deferred = nothing_queued ? 0 : DeferAllDue();

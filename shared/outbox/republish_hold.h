@@ -4,7 +4,8 @@
 // go to, or it is far behind, another copy would only wait there too. Held,
 // due rows are neither claimed nor rewritten (no attempts spent) and one
 // alert stands for the incident; when the hold ends every due row gets one
-// more backoff step, since the copies still queued are being delivered now.
+// more backoff step, since the copies still queued are being delivered now
+// (not a row whose last publish failed: no copy of it is queued; OnHold).
 //
 // The same goes while no acknowledgement arrives at all (acks_stalled): rows
 // falling due then are not lost copies but a cut acknowledgement path
