@@ -52,6 +52,9 @@
 # before the fault), POST (10 s after), LEASE_TTL (10), SKEW_SECS (30),
 # FLAP_SECS (60), SLOW_RATE (1mbit), HEAL_TIMEOUT (300), BUILD_DIR (build),
 # PARTITION_HANDLING (the brokers' cluster_partition_handling, autoheal),
+# REPAIR_PARTITIONS (1: when a node still reports a partition 120 s after a
+# fault, restart RabbitMQ on it, as an operator would, and say so; 0: leave
+# the cluster so and fail the fault on its quorum),
 # KEEP=1 keeps the work dir (logs, databases).
 # Needs root. Exit status: 0 every fault passed, 1 otherwise or on error.
 set -Eeuo pipefail
@@ -68,6 +71,7 @@ HEAL_TIMEOUT=${HEAL_TIMEOUT:-300}
 SKEW_SECS=${SKEW_SECS:-30}
 FLAP_SECS=${FLAP_SECS:-60}
 PARTITION_HANDLING=${PARTITION_HANDLING:-autoheal}
+REPAIR_PARTITIONS=${REPAIR_PARTITIONS:-1}
 FLAP_MIN=5
 FLAP_MAX=10
 FLAP_HOSTS=(b1 b2 b3 pay acc rec1 rec2)
@@ -84,6 +88,7 @@ fault_victim=
 last_error=
 any_failed=0
 declare -a table_rows=()
+declare -a repairs=()
 
 # shellcheck source=scripts/lib/netlab.sh
 source scripts/lib/netlab.sh
@@ -353,12 +358,50 @@ claim_log() {
   done
 }
 
-# await_quorum_whole: waits up to 120 s for the cluster to be whole, then up
-# to 120 s more for every quorum queue to have its 3 members online; prints
-# "3/3" or the worst "n/3".
+# partitioned_node: the node that sees the fewest running nodes among those
+# whose view still lists a partition, or nothing when no node's does.
+partitioned_node() {
+  local b out running worst='' fewest=4
+  for b in "${BROKERS[@]}"; do
+    out=$(rmq "$b" 15 eval '{length(rabbit_nodes:all_running()), rabbit_node_monitor:partitions()}.' 2>/dev/null) || continue
+    [[ $out =~ ^\{([0-9]+),\[(.+)\]\}$ ]] || continue
+    running=${BASH_REMATCH[1]}
+    ((running < fewest)) && { fewest=$running; worst=$b; }
+  done
+  echo "$worst"
+}
+
+# repair_partition: what an operator does when RabbitMQ leaves a node
+# partitioned after the network has healed (docs/deployment.md#clustering):
+# restarts the node whose view still lists a partition (the whole node: a
+# stop_app/start_app was seen to hang in Erlang's `global` after a
+# partition), at most twice, until the cluster is whole. Sets `repaired` to
+# the nodes restarted. REPAIR_PARTITIONS=0 leaves the cluster as it is.
+repair_partition() {
+  local b
+  ((REPAIR_PARTITIONS)) || return 0
+  for _ in 1 2; do
+    b=$(partitioned_node)
+    [[ -n $b ]] || return 0
+    log "$name: $b still reports a partition; restarting it"
+    (restart_broker "$b") || log "$name: $b did not restart (logs in $WORK/$b/log)"
+    repaired+=("$b")
+    cluster_whole b1 60 && return 0
+  done
+}
+
+# await_cluster_whole: waits up to 120 s for the cluster to be whole, then
+# repairs it (repair_partition).
+await_cluster_whole() {
+  cluster_whole b1 120 && return 0
+  log "$name: the cluster is not whole after 120 s (b1's view)"
+  repair_partition
+}
+
+# await_quorum_whole: waits up to 120 s for every quorum queue to have its 3
+# members online; prints "3/3" or the worst "n/3".
 await_quorum_whole() {
   local deadline worst=0 b n
-  cluster_whole b1 120 || log "$name: the cluster is not whole after 120 s (b1's view)"
   deadline=$((SECONDS + 120))
   while ((SECONDS < deadline)); do
     # Any node's answer will do: after autoheal has restarted nodes, one
@@ -423,6 +466,7 @@ judge() {
 run_fault() {
   local name=$1 length victim t_fault t_heal heal bench_out ledger rec1_from rec2_from delivered0
   local acked lost dups attempts copies failed_rows stale both failed skipped codes quorum alerts check_rc verdict
+  local repaired=() restarted=
   local stem=$name n=2
   # A fault named twice in one run (flapping is random) keeps each run's files.
   while [[ -e $WORK/$stem.ledger.csv ]]; do stem=$name.$n n=$((n + 1)); done
@@ -452,6 +496,7 @@ run_fault() {
   wait "$bench_pid" || log "$name: outbox_bench exited non-zero (see $bench_out)"
   bench_pid=
   await_all_sent || log "$name: rows still SENDING after $HEAL_TIMEOUT s"
+  await_cluster_whole
   quorum=$(await_quorum_whole)
   alerts=$(await_no_alerts)
   log "$name: quorum members $quorum, alerts left $alerts"
@@ -469,10 +514,14 @@ run_fault() {
     $heal == timeout || $quorum != 3/3 || $alerts != 0 || ${acked:-0} == 0 ]]; then
     verdict=FAILED
   fi
+  if ((${#repaired[@]})); then
+    restarted=", restarted ${repaired[*]}"
+    repairs+=("$name: ${repaired[*]}")
+  fi
   table_rows+=("$(table_row "$name" "${length}s" "$acked" "$lost" "$dups" "$heal" \
     "$failed_rows" "$attempts" "$copies" "${failed:-?}/${skipped:-?} $codes" "$stale" "$both" \
-    "$quorum" "$alerts" "$verdict (check $check_rc, files $integrity)")")
-  log "$name: acked=$acked lost=$lost dups=$dups heal=$heal attempts=$attempts copies=$copies FAILED=$failed_rows errors=$failed/$skipped $codes stale_claims=$stale both=$both quorum=$quorum alerts=$alerts check=$check_rc files=$integrity"
+    "$quorum" "$alerts" "$verdict (check $check_rc, files $integrity$restarted)")")
+  log "$name: acked=$acked lost=$lost dups=$dups heal=$heal attempts=$attempts copies=$copies FAILED=$failed_rows errors=$failed/$skipped $codes stale_claims=$stale both=$both quorum=$quorum alerts=$alerts check=$check_rc files=$integrity${repaired[*]:+ restarted=${repaired[*]}}"
   if [[ $verdict != OK ]]; then any_failed=1; fi
 }
 
@@ -501,6 +550,11 @@ print_table() {
   echo
   table_row fault secs acked lost dups "heal(s)" FAILED attempts copies "errors" stale both quorum alerts check
   printf '%s\n' "${table_rows[@]}"
+  if ((${#repairs[@]})); then
+    echo
+    echo "RabbitMQ left a node partitioned after the network healed; the lab restarted it (fault: nodes):"
+    printf '  %s\n' "${repairs[@]}"
+  fi
 }
 
 # ---------------------------------------------------------------- commands

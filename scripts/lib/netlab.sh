@@ -328,6 +328,21 @@ start_broker() {
   rmq "$b" 180 await_startup >/dev/null 2>&1 || die "broker $b did not finish booting"
 }
 
+# restart_broker B: stops node B's Erlang VM (rabbitmqctl stop, else SIGKILL
+# to its pid after 60 s) and starts it again with its data; it rejoins the
+# cluster by itself. Dies (in a subshell: returns 1) if it does not boot.
+restart_broker() {
+  local b=$1 d=$WORK/$1 pid deadline
+  pid=$(cat "$d/rabbitmq.pid" 2>/dev/null) || pid=
+  rmq "$b" 60 stop >/dev/null 2>&1 || { [[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null; } || true
+  deadline=$((SECONDS + 30))
+  while [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; do
+    ((SECONDS < deadline)) || die "broker $b (pid $pid) did not stop"
+    sleep 0.5
+  done
+  start_broker "$b"
+}
+
 # join_broker B: node B drops its own data and joins rabbit@b1.
 join_broker() {
   local b=$1
