@@ -27,7 +27,7 @@
 namespace outbox::bench {
 namespace {
 
-constexpr int kPublishWindow = 256;    // payment_service's --publish_window
+constexpr int kPublishWindow = 256;    // the raw broker baseline's confirm window
 constexpr int kConsumePrefetch = 256;  // accounting_service's --prefetch
 constexpr int kMaxInFlightCalls = 20000;
 

@@ -13,7 +13,7 @@ ABSL_FLAG(std::string, payment_db, EnvOr("PAYMENT_DB", "payment.db"),
           "SQLite file holding payments and the outbox [env PAYMENT_DB]");
 ABSL_FLAG(std::string, metrics_listen, EnvOr("PAYMENT_METRICS_LISTEN", ""),
           "Prometheus /metrics on host:port; empty = off [env PAYMENT_METRICS_LISTEN]");
-ABSL_FLAG(int, publish_window, EnvOrInt("PUBLISH_WINDOW", 256),
+ABSL_FLAG(int, publish_window, EnvOrInt("PUBLISH_WINDOW", 1024),
           "unconfirmed messages in flight on the fast path [env PUBLISH_WINDOW]");
 ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 1024),
           "ACC_QUEUE prefetch, also the ack batch size [env AMQP_PREFETCH]");

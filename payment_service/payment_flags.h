@@ -19,7 +19,7 @@ struct PaymentServiceOptions {
   std::string listen = "127.0.0.1:50051";  // --payment_listen
   std::string db = "payment.db";           // --payment_db
   std::string metrics_listen;              // empty = no /metrics
-  int publish_window = 256;
+  int publish_window = 1024;
   int prefetch = 1024;
   int group_commit_max = 512;
   int64_t max_unsent = 512;

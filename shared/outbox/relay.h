@@ -25,7 +25,7 @@
 namespace outbox {
 
 struct RelayOptions {
-  size_t window = 256;       // unconfirmed messages in flight
+  size_t window = 1024;      // unconfirmed messages in flight
   size_t capacity = 50'000;  // queued while the broker is away; beyond, left to recovery
   absl::Duration confirm_timeout = absl::Seconds(5);
   // A message queued this long (the broker away or the link slow) may have
