@@ -52,9 +52,10 @@
 # before the fault), POST (10 s after), LEASE_TTL (10), SKEW_SECS (30),
 # FLAP_SECS (60), SLOW_RATE (1mbit), HEAL_TIMEOUT (300), BUILD_DIR (build),
 # PARTITION_HANDLING (the brokers' cluster_partition_handling, autoheal),
-# REPAIR_PARTITIONS (1: when a node still reports a partition 120 s after a
-# fault, restart RabbitMQ on it, as an operator would, and say so; 0: leave
-# the cluster so and fail the fault on its quorum),
+# REPAIR_BROKERS (1: when a node still reports a partition 120 s after a
+# fault, or holds quorum queue members that stay offline, restart it, as an
+# operator would, and say so; 0: leave the cluster so and fail the fault on
+# its quorum),
 # KEEP=1 keeps the work dir (logs, databases).
 # Needs root. Exit status: 0 every fault passed, 1 otherwise or on error.
 set -Eeuo pipefail
@@ -71,7 +72,7 @@ HEAL_TIMEOUT=${HEAL_TIMEOUT:-300}
 SKEW_SECS=${SKEW_SECS:-30}
 FLAP_SECS=${FLAP_SECS:-60}
 PARTITION_HANDLING=${PARTITION_HANDLING:-autoheal}
-REPAIR_PARTITIONS=${REPAIR_PARTITIONS:-1}
+REPAIR_BROKERS=${REPAIR_BROKERS:-1}
 FLAP_MIN=5
 FLAP_MAX=10
 FLAP_HOSTS=(b1 b2 b3 pay acc rec1 rec2)
@@ -376,10 +377,10 @@ partitioned_node() {
 # restarts the node whose view still lists a partition (the whole node: a
 # stop_app/start_app was seen to hang in Erlang's `global` after a
 # partition), at most twice, until the cluster is whole. Sets `repaired` to
-# the nodes restarted. REPAIR_PARTITIONS=0 leaves the cluster as it is.
+# the nodes restarted. REPAIR_BROKERS=0 leaves the cluster as it is.
 repair_partition() {
   local b
-  ((REPAIR_PARTITIONS)) || return 0
+  ((REPAIR_BROKERS)) || return 0
   for _ in 1 2; do
     b=$(partitioned_node)
     [[ -n $b ]] || return 0
@@ -390,12 +391,39 @@ repair_partition() {
   done
 }
 
-# await_cluster_whole: waits up to 120 s for the cluster to be whole, then
-# repairs it (repair_partition).
-await_cluster_whole() {
-  cluster_whole b1 120 && return 0
-  log "$name: the cluster is not whole after 120 s (b1's view)"
-  repair_partition
+# offline_member_node: the node holding the most quorum queue members that
+# are not online, asked of the first node that answers; nothing when every
+# member is online.
+offline_member_node() {
+  local b out
+  for b in "${BROKERS[@]}"; do
+    out=$(rmq "$b" 20 list_queues name type members online --formatter json 2>/dev/null) || continue
+    jq -r '[.[] | select(.type == "quorum") | (.members - .online)[]] | group_by(.) |
+      max_by(length) | .[0] // empty | ltrimstr("rabbit@")' <<<"$out" 2>/dev/null
+    return 0
+  done
+}
+
+# settle_cluster: waits up to 120 s for the cluster to be whole (else
+# repair_partition), then up to 120 s for every quorum queue member to be
+# online; if one stays offline (its node's start hung in Erlang's `global`
+# after autoheal restarted it), restarts that node and waits again. Sets
+# `quorum` (await_quorum_whole's answer) and adds to `repaired`.
+settle_cluster() {
+  local b
+  if ! cluster_whole b1 120; then
+    log "$name: the cluster is not whole after 120 s (b1's view)"
+    repair_partition
+  fi
+  quorum=$(await_quorum_whole)
+  [[ $quorum != 3/3 ]] && ((REPAIR_BROKERS)) || return 0
+  b=$(offline_member_node)
+  [[ -n $b ]] || return 0
+  log "$name: quorum queue members on $b stay offline; restarting it"
+  (restart_broker "$b") || log "$name: $b did not restart (logs in $WORK/$b/log)"
+  repaired+=("$b")
+  cluster_whole b1 60 || log "$name: the cluster is not whole 60 s after restarting $b (b1's view)"
+  quorum=$(await_quorum_whole)
 }
 
 # await_quorum_whole: waits up to 120 s for every quorum queue to have its 3
@@ -496,8 +524,7 @@ run_fault() {
   wait "$bench_pid" || log "$name: outbox_bench exited non-zero (see $bench_out)"
   bench_pid=
   await_all_sent || log "$name: rows still SENDING after $HEAL_TIMEOUT s"
-  await_cluster_whole
-  quorum=$(await_quorum_whole)
+  settle_cluster
   alerts=$(await_no_alerts)
   log "$name: quorum members $quorum, alerts left $alerts"
   failed=$(json_figure "$bench_out" create_failed)
@@ -552,7 +579,7 @@ print_table() {
   printf '%s\n' "${table_rows[@]}"
   if ((${#repairs[@]})); then
     echo
-    echo "RabbitMQ left a node partitioned after the network healed; the lab restarted it (fault: nodes):"
+    echo "RabbitMQ left a node partitioned or its queue members offline after the network healed; the lab restarted it (fault: nodes):"
     printf '  %s\n' "${repairs[@]}"
   fi
 }
