@@ -391,6 +391,16 @@ repair_partition() {
   done
 }
 
+# stuck_node: a node whose Erlang VM answers but whose RabbitMQ is not
+# running (its start hung), or nothing.
+stuck_node() {
+  local b
+  for b in "${BROKERS[@]}"; do
+    [[ $(rmq "$b" 15 eval 'rabbit:is_running().' 2>/dev/null) == false ]] && { echo "$b"; return 0; }
+  done
+  return 0
+}
+
 # offline_member_node: the node holding the most quorum queue members that
 # are not online, asked of the first node that answers; nothing when every
 # member is online.
@@ -406,16 +416,29 @@ offline_member_node() {
 
 # settle_cluster: waits up to 120 s for the cluster to be whole (else
 # repair_partition), then up to 120 s for every quorum queue member to be
-# online; if one stays offline (its node's start hung in Erlang's `global`
-# after autoheal restarted it), restarts that node and waits again. Sets
-# `quorum` (await_quorum_whole's answer) and adds to `repaired`.
+# online (10 s when the cluster is still not whole and no node lists a
+# partition: a node is down or stuck starting, and a node whose RabbitMQ is
+# not running is restarted first); if one stays offline (its
+# node's start hung in Erlang's `global` after autoheal restarted it),
+# restarts that node and waits again. Sets `quorum` (await_quorum_whole's
+# answer) and adds to `repaired`.
 settle_cluster() {
-  local b
+  local b wait=120
   if ! cluster_whole b1 120; then
     log "$name: the cluster is not whole after 120 s (b1's view)"
     repair_partition
+    if ! cluster_whole b1 5; then
+      wait=10
+      b=$(stuck_node)
+      if [[ -n $b ]] && ((REPAIR_BROKERS)); then
+        log "$name: RabbitMQ on $b is not running (its start hung); restarting it"
+        (restart_broker "$b") || log "$name: $b did not restart (logs in $WORK/$b/log)"
+        repaired+=("$b")
+        cluster_whole b1 60 && wait=120
+      fi
+    fi
   fi
-  quorum=$(await_quorum_whole)
+  quorum=$(await_quorum_whole "$wait")
   [[ $quorum != 3/3 ]] && ((REPAIR_BROKERS)) || return 0
   b=$(offline_member_node)
   [[ -n $b ]] || return 0
@@ -426,11 +449,11 @@ settle_cluster() {
   quorum=$(await_quorum_whole)
 }
 
-# await_quorum_whole: waits up to 120 s for every quorum queue to have its 3
-# members online; prints "3/3" or the worst "n/3".
+# await_quorum_whole [SECONDS]: waits up to SECONDS (120) for every quorum
+# queue to have its 3 members online; prints "3/3" or the worst "n/3".
 await_quorum_whole() {
   local deadline worst=0 b n
-  deadline=$((SECONDS + 120))
+  deadline=$((SECONDS + ${1:-120}))
   while ((SECONDS < deadline)); do
     # Any node's answer will do: after autoheal has restarted nodes, one
     # node's list_queues has been seen to hang on a queue for minutes while
