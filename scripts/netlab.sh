@@ -53,9 +53,9 @@
 # FLAP_SECS (60), SLOW_RATE (1mbit), HEAL_TIMEOUT (300), BUILD_DIR (build),
 # PARTITION_HANDLING (the brokers' cluster_partition_handling, autoheal),
 # REPAIR_BROKERS (1: when a node still reports a partition 120 s after a
-# fault, or holds quorum queue members that stay offline, restart it, as an
-# operator would, and say so; 0: leave the cluster so and fail the fault on
-# its quorum),
+# fault, its RabbitMQ is not running, or it holds quorum queue members that
+# stay offline, restart it, as an operator would, and say so; 0: leave the
+# cluster so and fail the fault on its quorum),
 # KEEP=1 keeps the work dir (logs, databases).
 # Needs root. Exit status: 0 every fault passed, 1 otherwise or on error.
 set -Eeuo pipefail
@@ -364,7 +364,7 @@ claim_log() {
 partitioned_node() {
   local b out running worst='' fewest=4
   for b in "${BROKERS[@]}"; do
-    out=$(rmq "$b" 15 eval '{length(rabbit_nodes:all_running()), rabbit_node_monitor:partitions()}.' 2>/dev/null) || continue
+    out=$(node_view "$b")
     [[ $out =~ ^\{([0-9]+),\[(.+)\]\}$ ]] || continue
     running=${BASH_REMATCH[1]}
     ((running < fewest)) && { fewest=$running; worst=$b; }
@@ -372,21 +372,24 @@ partitioned_node() {
   echo "$worst"
 }
 
-# repair_partition: what an operator does when RabbitMQ leaves a node
-# partitioned after the network has healed (docs/deployment.md#clustering):
-# restarts the node whose view still lists a partition (the whole node: a
-# stop_app/start_app was seen to hang in Erlang's `global` after a
-# partition), at most twice, until the cluster is whole. Sets `repaired` to
-# the nodes restarted. REPAIR_BROKERS=0 leaves the cluster as it is.
+# restart_node B WHY: what an operator does when RabbitMQ leaves node B
+# broken after the network has healed (docs/deployment.md#clustering): logs
+# WHY and restarts the whole node (a stop_app/start_app was seen to hang in
+# Erlang's `global` after a partition); adds B to `repaired`.
+restart_node() {
+  log "$name: $2; restarting it"
+  (restart_broker "$1") || log "$name: $1 did not restart (logs in $WORK/$1/log)"
+  repaired+=("$1")
+}
+
+# repair_partition: restarts the node whose view still lists a partition,
+# at most twice, until the cluster is whole.
 repair_partition() {
   local b
-  ((REPAIR_BROKERS)) || return 0
   for _ in 1 2; do
     b=$(partitioned_node)
     [[ -n $b ]] || return 0
-    log "$name: $b still reports a partition; restarting it"
-    (restart_broker "$b") || log "$name: $b did not restart (logs in $WORK/$b/log)"
-    repaired+=("$b")
+    restart_node "$b" "$b still reports a partition"
     cluster_whole b1 60 && return 0
   done
 }
@@ -414,27 +417,28 @@ offline_member_node() {
   done
 }
 
-# settle_cluster: waits up to 120 s for the cluster to be whole (else
-# repair_partition), then up to 120 s for every quorum queue member to be
-# online (10 s when the cluster is still not whole and no node lists a
-# partition: a node is down or stuck starting, and a node whose RabbitMQ is
-# not running is restarted first); if one stays offline (its
-# node's start hung in Erlang's `global` after autoheal restarted it),
-# restarts that node and waits again. Sets `quorum` (await_quorum_whole's
-# answer) and adds to `repaired`.
+# settle_cluster: waits up to 120 s for the cluster to be whole, then up to
+# 120 s for every quorum queue member to be online. With REPAIR_BROKERS=1 a
+# cluster not whole by then is repaired first: a node that still lists a
+# partition is restarted (repair_partition); if it is still not whole, a
+# node whose RabbitMQ is not running (its start hung) is restarted, and the
+# quorum wait is cut to 10 s unless that made it whole. A node whose quorum
+# queue members stay offline (its start hung in Erlang's `global` after
+# autoheal restarted it) is restarted last, and the quorum waited for again.
+# Sets `quorum` (await_quorum_whole's answer) and adds to `repaired`.
 settle_cluster() {
   local b wait=120
   if ! cluster_whole b1 120; then
     log "$name: the cluster is not whole after 120 s (b1's view)"
-    repair_partition
-    if ! cluster_whole b1 5; then
-      wait=10
-      b=$(stuck_node)
-      if [[ -n $b ]] && ((REPAIR_BROKERS)); then
-        log "$name: RabbitMQ on $b is not running (its start hung); restarting it"
-        (restart_broker "$b") || log "$name: $b did not restart (logs in $WORK/$b/log)"
-        repaired+=("$b")
-        cluster_whole b1 60 && wait=120
+    if ((REPAIR_BROKERS)); then
+      repair_partition
+      if ! cluster_whole b1 5; then
+        wait=10
+        b=$(stuck_node)
+        if [[ -n $b ]]; then
+          restart_node "$b" "RabbitMQ on $b is not running (its start hung)"
+          cluster_whole b1 60 && wait=120
+        fi
       fi
     fi
   fi
@@ -442,9 +446,7 @@ settle_cluster() {
   [[ $quorum != 3/3 ]] && ((REPAIR_BROKERS)) || return 0
   b=$(offline_member_node)
   [[ -n $b ]] || return 0
-  log "$name: quorum queue members on $b stay offline; restarting it"
-  (restart_broker "$b") || log "$name: $b did not restart (logs in $WORK/$b/log)"
-  repaired+=("$b")
+  restart_node "$b" "quorum queue members on $b stay offline"
   cluster_whole b1 60 || log "$name: the cluster is not whole 60 s after restarting $b (b1's view)"
   quorum=$(await_quorum_whole)
 }

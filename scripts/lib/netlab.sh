@@ -352,11 +352,17 @@ join_broker() {
   } >>"$WORK/$b/join.log" 2>&1 || die "broker $b could not join rabbit@b1 (see $WORK/$b/join.log)"
 }
 
+# node_view B: node B's view of the cluster, "{Running,[PartitionedFrom...]}",
+# or nothing when it does not answer.
+node_view() {
+  rmq "$1" 15 eval '{length(rabbit_nodes:all_running()), rabbit_node_monitor:partitions()}.' 2>/dev/null || true
+}
+
 # cluster_whole B [SECONDS]: waits until node B sees 3 running nodes and no partition; returns 1 on timeout.
 cluster_whole() {
   local b=$1 deadline=$((SECONDS + ${2:-180})) out
   while ((SECONDS < deadline)); do
-    out=$(rmq "$b" 15 eval '{length(rabbit_nodes:all_running()), rabbit_node_monitor:partitions()}.' 2>/dev/null) || out=
+    out=$(node_view "$b")
     [[ $out == "{3,[]}" ]] && return 0
     sleep 1
   done
