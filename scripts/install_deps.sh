@@ -9,6 +9,7 @@ PACKAGES=(
   libsqlitecpp-dev libsqlite3-dev libabsl-dev librabbitmq-dev libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev nlohmann-json3-dev prometheus-cpp-dev
   rabbitmq-server docker-compose prometheus prometheus-alertmanager sqlite3 amqp-tools procps openssl curl iproute2 nftables faketime iputils-ping jq clang-format
   python3-grpcio
+  chromium chromium-driver python3-selenium libjs-chart.js
 )
 
 missing=()
