@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
 #include "shared/observability/alert_group.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/http_client.h"
