@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The operator's console (console/) over the real services, used as a person
+# would, in headless chromium (Debian's chromium, chromium-driver and
+# python3-selenium). accounting_service keeps only EUR and books at most
+# 1,000,000 minor units: of 14 payments, 4 in GBP (one of them with markup in
+# its description) and 3 over the limit are rejected and end FAILED in two
+# failure groups. A second recovery_service on the same payment.db is a
+# standby, so the console has two ops endpoints to switch between. Then:
+# - over HTTP (curl): the Content-Security-Policy, a missing token answered
+#   401 with Connect's error JSON, a wrong one 403, a non-JSON post 415;
+# - in the browser (tests/console_browser_test.py): a wrong token refused
+#   with a clear message; the overview's live figures and chart; the groups;
+#   an acknowledgement after the dry run's count is confirmed; a cancelled
+#   re-drive; the audit trail naming the token's holder; a message's
+#   timeline and payload; markup in data and errors shown as text, never
+#   run; the dead letters; the shard switcher;
+# - the audit trail in payment.db, and no token in the console's log.
+#   bash tests/e2e_console_test.sh BUILD   (through ctest: the broker fixture)
+set -euo pipefail
+E2E_TAG=console
+# shellcheck source=SCRIPTDIR/lib/e2e_services.sh
+source "$(dirname "$0")/lib/e2e_services.sh"
+
+for f in /usr/bin/chromium /usr/bin/chromedriver; do
+  [[ -x $f ]] || fail "$f is missing (scripts/install_deps.sh installs chromium and chromium-driver)"
+done
+
+alice=$(openssl rand -hex 16)
+(umask 077 && printf 'alice %s\nbob %s\n' "$alice" "$(openssl rand -hex 16)" >"$tmp/ops.tokens")
+start accounting_service ACCOUNTING_LISTEN MAX_AMOUNT_MINOR=1000000 ACCEPTED_CURRENCIES=EUR
+start payment_service PAYMENT_LISTEN MAX_AMOUNT_MINOR=1000000000
+start recovery_service RECOVERY_LISTEN OPS_TOKEN_FILE="$tmp/ops.tokens" \
+  RECOVERY_HOUSEKEEPING_EVERY=1s RECOVERY_INSTANCE_ID=recovery-a
+pay=127.0.0.1:${port_of[payment_service]}
+ops=127.0.0.1:${port_of[recovery_service]}
+
+# The standby: the same binary and file, its own port (start() keys by name).
+env "${common[@]}" OPS_TOKEN_FILE="$tmp/ops.tokens" RECOVERY_INSTANCE_ID=recovery-b \
+  RECOVERY_LISTEN=127.0.0.1:0 "$bin/recovery_service" >"$tmp/standby.log" 2>&1 &
+pid_of[standby]=$!
+for _ in $(seq $((300 * scale))); do
+  grep -q recovery_service_started "$tmp/standby.log" && break
+  kill -0 "${pid_of[standby]}" 2>/dev/null || fail "the standby recovery_service exited at start"
+  sleep 0.1
+done
+standby=127.0.0.1:$(sed -n 's/.*recovery_service_started.* port=\([0-9]*\).*/\1/p' "$tmp/standby.log")
+[[ $standby != 127.0.0.1: ]] || fail "the standby recovery_service did not start"
+
+xss_text='<script>window.__xss=1</script>"><img src=x onerror="window.__xss=2">'
+for i in $(seq 14); do
+  amount=$((100 * i)) currency=EUR description="order $i"
+  ((i > 7 && i <= 10)) && amount=$((2000000 + i))  # 3 over accounting's limit
+  ((i > 10)) && currency=GBP                       # 4 in a currency accounting does not keep
+  ((i == 14)) && description=$xss_text
+  "$bin/outboxctl" --payment_addr="$pay" --json payment create --idempotency_key="console-k$i" \
+    --payer=A --payee=B --amount="$amount" --currency="$currency" --description="$description" \
+    >"$tmp/payment.$i.json"
+done
+xss_key=$(sed -n 's/.*"payment_id": *"\([^"]*\)".*/\1/p' "$tmp/payment.14.json" | head -n 1)
+[[ -n $xss_key ]] || fail "no payment id in $(cat "$tmp/payment.14.json")"
+wait_for "no row left SENDING" "SELECT count(*) FROM outbox WHERE status = 'SENDING'" 0
+expect_eq "rejected rows" "$(sql "SELECT count(*) FROM outbox WHERE failure_kind = 'rejected'")" 7
+
+# A dead letter: a body that is not a payment event (unsigned), with markup.
+amqp-publish --url="$url" -e outbox.payments -r "PAY.$tag" -t PaymentCreated \
+  -b 'not a payment: <img src=x onerror="window.__xss=4">'
+deadline=$((SECONDS + 30 * scale))
+until grep -q dead_letter "$tmp/accounting_service.log"; do
+  ((SECONDS < deadline)) || fail "accounting did not dead-letter the message"
+  sleep 0.2
+done
+
+/usr/bin/python3 "$root/console/gateway.py" --listen 127.0.0.1:0 --ops "a=$ops" \
+  --ops "b-standby=$standby" >"$tmp/console.log" 2>&1 &
+pid_of[console]=$!
+for _ in $(seq $((100 * scale))); do
+  grep -q console_started "$tmp/console.log" && break
+  kill -0 "${pid_of[console]}" 2>/dev/null || fail "the console exited at start"
+  sleep 0.1
+done
+url=$(sed -n 's/.*console_started url=\([^ ]*\).*/\1/p' "$tmp/console.log")
+[[ -n $url ]] || fail "the console did not start"
+echo "console at $url"
+
+# --- HTTP, as curl sees it.
+headers=$(curl -sS -D - -o /dev/null "$url")
+grep -qi "^content-security-policy: .*script-src 'self';" <<<"$headers" || fail "CSP: $headers"
+call() {  # METHOD [curl args...]: prints "HTTP-status body"
+  local method=$1
+  shift
+  curl -sS -o "$tmp/call.out" -w '%{http_code} ' -X POST "$@" "$url""ops.v1.OutboxOps/$method"
+  cat "$tmp/call.out"
+}
+expect_eq "GetStats with alice's token" \
+  "$(call GetStats -H 'Content-Type: application/json' -H "Authorization: Bearer $alice" -d '{}' |
+     sed 's/ .*"failed": "\([0-9]*\)".*/ failed \1/')" "200 failed 7"
+got=$(call GetStats -H 'Content-Type: application/json' -d '{}')
+[[ $got == '401 {"code": "unauthenticated", '* ]] || fail "no token: $got"
+echo "ok: no token: $got"
+got=$(call RedriveFailed -H 'Content-Type: application/json' -H 'Authorization: Bearer wrong' -d '{}')
+[[ $got == '403 {"code": "permission_denied", '* ]] || fail "wrong token: $got"
+echo "ok: wrong token: $got"
+got=$(call GetStats -H "Authorization: Bearer $alice" -d '{}')
+[[ $got == 415* ]] || fail "a form post: $got"
+echo "ok: a post that is not JSON: $got"
+got=$(call GetStats -H 'Content-Type: application/json' -H "Authorization: Bearer $alice" \
+  -H 'Outbox-Shard: b-standby' -d '{}')
+[[ $got == 200*'"leaseHeld": false'* ]] || fail "the standby's stats: $got"
+echo "ok: Outbox-Shard picks the standby"
+
+# --- The browser.
+/usr/bin/python3 "$root/tests/console_browser_test.py" "$url" "$alice" "$xss_key" 2 "PAY.$tag"
+
+# --- What the browser did, in the files.
+gbp_group=$(sql "SELECT DISTINCT failure_group FROM outbox WHERE failure_kind = 'rejected'
+                 AND message_id IN (SELECT message_id FROM outbox o2 WHERE o2.biz_key = '$xss_key')")
+expect_eq "acknowledged by alice, from the console" \
+  "$(sql "SELECT count(*) FROM outbox WHERE acknowledged_by = 'alice'")" 4
+expect_eq "the audit trail's changes" \
+  "$(sql "SELECT actor, action, target, rows, outcome FROM outbox_audit WHERE dry_run = 0")" \
+  "alice|acknowledge_group|$gbp_group|4|ok"
+if grep -q -e "$alice" -e 'Bearer' "$tmp/console.log"; then fail "a token in the console's log"; fi
+echo "ok: no token in the console's log ($(grep -c console_call "$tmp/console.log") calls logged)"
+echo "PASS"
