@@ -91,7 +91,9 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
   services.StartAccounting(alerting);
   services.StartPayment(alerting);
   auto& recovery = services.StartRecovery("r", alerting);
-  { PaymentLoad first(services, "poison-a-", 20, 2); }
+  {  // its threads are joined here
+    PaymentLoad first(services, "poison-a-", 20, 2);
+  }
   ASSERT_EQ(WaitAllSent(services, 20, absl::Seconds(30)), 20);
   auto payments = services.AllPayments();
 
@@ -141,7 +143,9 @@ TEST_F(QueueTest, PoisonIsDeadLetteredAndAlertedDuplicatesAreHarmless) {
          "1 duplicate with an unroutable reply_to, 1 new payment with an unroutable reply_to\n";
 
   // The queues keep flowing.
-  { PaymentLoad second(services, "poison-b-", 20, 2); }
+  {  // its threads are joined here
+    PaymentLoad second(services, "poison-b-", 20, 2);
+  }
   ASSERT_EQ(WaitAllSent(services, 40, absl::Seconds(30)), 40);
 
   auto dlq_total = [&](const std::string& queue) {

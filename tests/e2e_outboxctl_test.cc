@@ -268,11 +268,8 @@ TEST(OutboxctlTest, AnOperatorFindsFailedRowsAndDeadLettersAndRedrivesThem) {
   std::smatch id;
   ASSERT_TRUE(std::regex_search(r.out, id, std::regex("\"payment_id\":\"([^\"]+)\""))) << r.out;
   const std::string made = id[1];
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        return with_accounting({"voucher", "get", made}).exit_code == 0;
-      },
-      absl::Seconds(30), absl::Milliseconds(200)));
+  const auto booked = [&] { return with_accounting({"voucher", "get", made}).exit_code == 0; };
+  ASSERT_TRUE(PollUntil(booked, absl::Seconds(30), absl::Milliseconds(200)));
   r = with_accounting(create);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "\"replayed\":true")) << r.out;

@@ -43,7 +43,7 @@ grpc::Status Create(ServiceSet& s, const std::string& key, CreatePaymentResponse
 }
 
 mode_t ModeOf(const std::string& path) {
-  struct stat st {};
+  struct stat st = {};
   if (stat(path.c_str(), &st) != 0) return 0;
   return st.st_mode & 0777;
 }

@@ -69,7 +69,7 @@ void MakeCerts(const std::string& dir) {
       RunToCompletion("/bin/bash", {absl::StrCat(OUTBOX_SOURCE_DIR, "/scripts/dev_certs.sh"), dir},
                       {}, absl::StrCat(dir, "/dev_certs"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  struct stat st {};
+  struct stat st = {};
   ASSERT_EQ(stat(absl::StrCat(dir, "/server.key").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }

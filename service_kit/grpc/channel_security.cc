@@ -92,7 +92,7 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::st
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", path, "' is empty"));
   }
-  struct stat st {};
+  struct stat st = {};
   if (warning != nullptr && stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH) != 0) {
     *warning = absl::StrCat("--", flag, ": '", path,
                             "' is readable by every user; chmod 600 it (or 640 for a group)");

@@ -87,16 +87,14 @@ DurationHistogram& MetricsRegistry::AddDurationHistogram(const std::string& name
 
 void MetricsRegistry::AddCounterReader(const std::string& name, const std::string& help,
                                        const Labels& labels, std::function<double()> read) {
-  scraped_->Add(name, help, prometheus::MetricType::Counter, [labels, read = std::move(read)] {
-    return std::vector<Sample>{{labels, read()}};
-  });
+  auto sample = [labels, read = std::move(read)] { return std::vector<Sample>{{labels, read()}}; };
+  scraped_->Add(name, help, prometheus::MetricType::Counter, std::move(sample));
 }
 
 void MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
                                const Labels& labels, std::function<double()> read) {
-  scraped_->Add(name, help, prometheus::MetricType::Gauge, [labels, read = std::move(read)] {
-    return std::vector<Sample>{{labels, read()}};
-  });
+  auto sample = [labels, read = std::move(read)] { return std::vector<Sample>{{labels, read()}}; };
+  scraped_->Add(name, help, prometheus::MetricType::Gauge, std::move(sample));
 }
 
 void MetricsRegistry::AddGaugeFamily(const std::string& name, const std::string& help,

@@ -390,7 +390,9 @@ TEST_F(RecoveryStoreTest, NeverCreatesTheFileOrTheSchema) {
   EXPECT_FALSE(std::filesystem::exists(missing));
 
   const std::string empty = dir_ + "/empty.db";
-  { SQLite::Database db(empty, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE); }
+  {  // a database file with no table at all
+    SQLite::Database db(empty, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+  }
   store = RecoveryStore::Open(empty, DbOptions{}, kProducer);
   EXPECT_TRUE(absl::IsNotFound(store.status())) << store.status();
   EXPECT_NE(store.status().message().find("has schema version 0, not"), std::string::npos)

@@ -135,7 +135,7 @@ TEST(SqliteFileTest, MapsResourceAndFileErrors) {
 }
 
 mode_t ModeOf(const std::string& path) {
-  struct stat st {};
+  struct stat st = {};
   if (stat(path.c_str(), &st) != 0) return 0;
   return st.st_mode & 0777;
 }

@@ -241,9 +241,10 @@ absl::StatusOr<FlagArg> ReadFlag(const std::vector<std::string>& args, size_t* i
 }
 
 // The global flags that are plain strings, and the field each sets.
+using StringField = std::string Command::*;
 struct StringFlag {
   absl::string_view name;
-  std::string Command::*field;
+  StringField field;
 };
 constexpr StringFlag kStringFlags[] = {
     {"recovery_addr", &Command::recovery_addr},     {"payment_addr", &Command::payment_addr},
