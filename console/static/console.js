@@ -206,9 +206,9 @@
         card('re-published / s', r ? r.republished.toFixed(1) : '…'),
         card('PAY_QUEUE ready', num(stats.payQueueReady)),
         card('PAY_QUEUE consumers', num(stats.payQueueConsumers), num(stats.payQueueConsumers) ? '' : 'bad'),
-        card('delivery hold', hold || 'none', hold ? 'warn' : ''),
+        card('delivery hold', hold || 'none', hold ? 'warn text' : 'text'),
         card('alerts active', num(stats.alertsActive), num(stats.alertsActive) ? 'bad' : ''),
-        card('lease holder', (stats.leaseHolder || 'nobody') + (stats.leaseHeld ? ' (this one)' : '')));
+        card('lease holder', (stats.leaseHolder || 'nobody') + (stats.leaseHeld ? ' (this one)' : ''), 'text'));
       kvTable($('totals'), [
         ['re-published', num(stats.republishedTotal)],
         ['publish failures', num(stats.publishFailuresTotal)],
@@ -330,7 +330,7 @@
       const groups = answer.groups || [];
       $('failures-empty').hidden = groups.length > 0;
       fill($('failures-table').tBodies[0], groups.map((g) => h('tr', { 'data-group': g.group },
-        h('td', { class: 'mono' }, g.group), h('td', {}, g.kind), h('td', {}, g.topic),
+        h('td', { class: 'mono nowrap' }, g.group), h('td', {}, g.kind), h('td', {}, g.topic),
         h('td', { class: 'mono' }, g.pattern),
         h('td', { class: 'num' }, num(g.count)), h('td', { class: 'num' }, num(g.acknowledged)),
         h('td', {}, when(g.firstSeen)), h('td', {}, when(g.lastSeen)),
