@@ -20,6 +20,10 @@ PAGE=$ROOT/docs/configuration.md
 # In the order a reader meets them.
 BINARIES=(payment_service accounting_service recovery_service outboxctl outbox_check
           outbox_demo outbox_bench claim_bench)
+# Sections written by hand (programs that are not C++ binaries), kept from
+# the page as they are, after the generated ones: each from its heading to
+# the next "## " heading.
+HAND_WRITTEN=("console gateway")
 
 help_of() {
   local out rc=0
@@ -76,6 +80,11 @@ EOF
   for b in "${BINARIES[@]}"; do
     [[ -x $BIN/$b ]] || { echo "gen_config_docs: $BIN/$b is missing (build first)" >&2; return 1; }
     printf '\n## %s\n\n```text\n%s\n```\n' "$b" "$(help_of "$b")"
+  done
+  local title
+  for title in "${HAND_WRITTEN[@]}"; do
+    [[ -f $PAGE ]] || continue
+    awk -v h="## $title" '$0 == h { keep = 1; print ""; print; next } /^## / { keep = 0 } keep' "$PAGE"
   done
 }
 
