@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages the build, tests and demo need, only those
-# that are missing (a no-op on a machine that has them all).
+# Installs the Debian packages the build, tests and demo need, only those
+# that are missing (a no-op on a machine that has them all). Debian 12
+# (bookworm) and 13 (trixie); a few packages differ between them.
+#   scripts/install_deps.sh          install what is missing
+#   scripts/install_deps.sh --list   print this release's packages, one a line
 set -euo pipefail
 
 PACKAGES=(
@@ -11,6 +14,18 @@ PACKAGES=(
   python3-grpcio
   chromium chromium-driver python3-selenium libjs-chart.js
 )
+# By release (VERSION_CODENAME in /etc/os-release): from Debian 13 on,
+# promtool is a package of its own (Debian 12's prometheus ships it).
+# shellcheck disable=SC1091  # the machine's own file
+release=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+case $release in
+  bookworm) ;;
+  *) PACKAGES+=(promtool) ;;
+esac
+if [[ ${1:-} == --list ]]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

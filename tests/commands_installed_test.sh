@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Every external command our scripts run comes from a package the scripts
-# install. A fresh Debian 12 has only its "required" packages; a command
+# install. A fresh Debian 12 or 13 has only its "required" packages; a command
 # found on a developer's machine through some other package (curl, say) would
 # fail there. For each command word of scripts/**.sh, tests/*.sh and .ci/run
 # that resolves to a file here, the owning Debian package must be of
-# priority required, or listed in scripts/install_deps.sh, or installed by
-# that script itself (named on one of its lines that installs packages).
+# priority required, or one scripts/install_deps.sh installs on this
+# release (its --list), or installed by the script itself (named on one of
+# its lines that installs packages).
 # A command outside any package (/usr/local, ~/.pyenv) fails too.
 #   bash tests/commands_installed_test.sh
 set -euo pipefail
@@ -13,8 +14,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 command -v dpkg-query >/dev/null || { echo "FAIL: needs dpkg (Debian)" >&2; exit 1; }
 
-# The packages scripts/install_deps.sh installs.
-deps=" $(sed -n '/^PACKAGES=(/,/^)/p' scripts/install_deps.sh | tr -d '()' | sed 's/PACKAGES=//' | tr -s ' \n' ' ') "
+# The packages scripts/install_deps.sh installs on this release.
+deps=" $(bash scripts/install_deps.sh --list | tr '\n' ' ') "
+[[ $deps == *" cmake "* ]] || { echo "FAIL: scripts/install_deps.sh --list names no packages" >&2; exit 1; }
 
 # Command words: the first word of each simple command, after comments,
 # heredoc bodies, quoted strings, assignments and wrappers are set aside.
