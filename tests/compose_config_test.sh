@@ -45,28 +45,59 @@ quorum=$(grep -c 'QUEUE_TYPE: quorum' <<<"$cluster")
 if grep -qi guest "$file"; then
   echo "FAIL: $file mentions guest" >&2; exit 1
 fi
-# gRPC TLS, tokens and the message key in all eleven services (docker-compose
-# config shows the cluster and shards profiles' too).
-config=$(env "${all[@]}" docker-compose --env-file "$no_env" -f "$file" config)
-# expect COUNT TEXT: exactly COUNT lines of the resolved config end in TEXT
-# (after a space, a slash or a colon).
-expect() {
-  local n
-  n=$(awk -v t="$2" '{ s = substr($0, length($0) - length(t) + 1); p = substr($0, length($0) - length(t), 1) }
-    s == t && (p == " " || p == "/" || p == ":") { n++ } END { print n + 0 }' <<<"$config")
-  [[ $n == "$1" ]] || { echo "FAIL: expected '$2' $1 times in the resolved config, found $n" >&2; exit 1; }
+# gRPC TLS, tokens and the message key in every service of every profile,
+# read from the resolved config as JSON: Compose 2 (Debian 13) prints it and
+# shows every profile's services with --profile '*'; Compose 1 (Debian 12)
+# shows them all anyway, answers --format json with its usage (and status 0),
+# and, a Python program, has PyYAML beside it to convert its YAML.
+is_config() { [[ -n $1 ]] && jq -e '.services | type == "object"' >/dev/null 2>&1 <<<"$1"; }
+resolved=$(env "${all[@]}" RABBITMQ_ERLANG_COOKIE=test-cookie \
+  docker-compose --env-file "$no_env" -f "$file" --profile '*' config --format json 2>/dev/null) || resolved=
+if ! is_config "$resolved"; then
+  resolved=$(env "${all[@]}" RABBITMQ_ERLANG_COOKIE=test-cookie \
+    docker-compose --env-file "$no_env" -f "$file" --profile '*' config |
+    /usr/bin/python3 -c 'import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)') || resolved=
+fi
+is_config "$resolved" || { echo "FAIL: cannot read the resolved config of $file as JSON" >&2; exit 1; }
+# q JQ: the answer of jq -r over the resolved config; `ours` is each of our
+# services as {name, binary, env, certs}, certs being its volume at /certs
+# as {source, read_only} (Compose 1 writes volumes as SRC:DST:MODE strings).
+q() {
+  jq -r "def ours: .services | to_entries[]
+    | select((.value.command // [])[0] | IN(\"payment_service\", \"accounting_service\", \"recovery_service\"))
+    | {name: .key, binary: .value.command[0], env: (.value.environment // {}),
+       certs: ([(.value.volumes // [])[]
+         | if type == \"string\" then split(\":\") | {source: .[0], target: .[1], read_only: (.[2] == \"ro\")} else . end
+         | select(.target == \"/certs\")] | first)};
+    $1" <<<"$resolved"
 }
-expect 11 "TLS_CERT_FILE: /certs/server.pem"
-expect 11 "TLS_KEY_FILE: /certs/server.key"
-expect 11 "TLS_CA_FILE: /certs/ca.pem"
-expect 11 "certs/compose:/certs:ro"
-expect 7 "API_TOKEN_FILE: /certs/api.token"
-expect 4 "OPS_TOKEN_FILE: /certs/ops.token"
-expect 11 "MESSAGE_KEYS_FILE: /certs/message.keys"
+# Every service the file defines is in it (their names from the file itself),
+# and ours are among them.
+want=$(awk '/^services:/ { on = 1; next } /^[^ #]/ { on = 0 } on && /^  [A-Za-z0-9_.-]+:/ { sub(/^  /, ""); sub(/:.*/, ""); print }' "$file" | sort | tr '\n' ' ')
+got=$(q '.services | keys[]' | sort | tr '\n' ' ')
+[[ $got == "$want" ]] || { echo "FAIL: the resolved config has services $got, the file $want" >&2; exit 1; }
+[[ $(q '[ours] | length') -gt 0 ]] || { echo "FAIL: no service runs payment_service, accounting_service or recovery_service" >&2; exit 1; }
+# check WHAT JQ: every service passes the jq test (on one of `ours`), else name those that do not.
+check() {
+  local bad
+  bad=$(q "[ours | select(($2) | not) | .name] | join(\" \")")
+  [[ -z $bad ]] || { echo "FAIL: $1: not in $bad" >&2; exit 1; }
+}
+check "gRPC TLS" '.env.TLS_CERT_FILE == "/certs/server.pem" and .env.TLS_KEY_FILE == "/certs/server.key" and .env.TLS_CA_FILE == "/certs/ca.pem"'
+check "certificates mounted read-only" '.certs != null and (.certs.source | endswith("/certs/compose")) and .certs.read_only == true'
+check "the message key" '.env.MESSAGE_KEYS_FILE == "/certs/message.keys"'
+check "the API token (payment, accounting)" '.binary == "recovery_service" or .env.API_TOKEN_FILE == "/certs/api.token"'
+check "the ops token (recovery)" '.binary != "recovery_service" or .env.OPS_TOKEN_FILE == "/certs/ops.token"'
 # Profile `shards`: two payment shards that know each other, each with its
 # own reply queue (its recovery's too), declared by their accounting.
-expect 2 "PAYMENT_SHARDS: 127.0.0.1:50071,127.0.0.1:50072"
-expect 2 "ACC_QUEUE: shards.ACC_QUEUE.s0"
-expect 2 "ACC_QUEUE: shards.ACC_QUEUE.s1"
-expect 1 "REPLY_QUEUES: shards.ACC_QUEUE.s0,shards.ACC_QUEUE.s1"
+for k in 0 1; do
+  [[ $(q ".services.payment_s$k.environment.PAYMENT_SHARDS") == 127.0.0.1:50071,127.0.0.1:50072 ]] ||
+    { echo "FAIL: payment_s$k does not list both payment shards" >&2; exit 1; }
+  for s in payment recovery; do
+    [[ $(q ".services.${s}_s$k.environment.ACC_QUEUE") == "shards.ACC_QUEUE.s$k" ]] ||
+      { echo "FAIL: ${s}_s$k does not use reply queue shards.ACC_QUEUE.s$k" >&2; exit 1; }
+  done
+done
+[[ $(q '.services.accounting_shards.environment.REPLY_QUEUES') == shards.ACC_QUEUE.s0,shards.ACC_QUEUE.s1 ]] ||
+  { echo "FAIL: accounting_shards does not declare both reply queues" >&2; exit 1; }
 echo "PASS: $file"
