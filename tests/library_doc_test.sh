@@ -2,7 +2,8 @@
 # docs/library.md shows its code verbatim: each ```cpp block after a
 # "<!-- snippet: PATH -->" line must equal the file PATH (which
 # tests/example_package_test.sh builds against the installed package and
-# runs), and every file of examples/library_snippets is shown.
+# runs), and every file of examples/library_snippets is shown; the packages
+# it lists for the build are ones scripts/install_deps.sh installs.
 #   bash tests/library_doc_test.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,5 +29,18 @@ for f in "$root"/examples/library_snippets/*.cc "$root"/examples/library_snippet
   [[ $rel == */main.cc ]] && continue  # the harness that runs them, not shown
   [[ " ${shown[*]} " == *" $rel "* ]] || { echo "FAIL: $rel is not shown in docs/library.md"; status=1; }
 done
-((status == 0)) && echo "docs/library.md shows ${#shown[@]} files, each as it is"
+# The build's packages it lists (the code spans of the paragraph after
+# "<!-- packages: scripts/install_deps.sh -->") are ones install_deps.sh installs.
+installed=$(bash "$root/scripts/install_deps.sh" --list)
+listed=$(awk '/^<!-- packages: scripts\/install_deps.sh -->$/ { on = 1; next }
+              on && /^$/ { exit }
+              on { print }' "$doc" | grep -o '`[^`]*`' | tr -d '`')
+[[ -n $listed ]] || { echo "FAIL: docs/library.md lists no packages after <!-- packages: ... -->"; status=1; }
+for p in $listed; do
+  grep -qxF "$p" <<<"$installed" || {
+    echo "FAIL: docs/library.md lists the package $p, which scripts/install_deps.sh does not install"
+    status=1
+  }
+done
+((status == 0)) && echo "docs/library.md shows ${#shown[@]} files, each as it is, and $(wc -w <<<"$listed") packages install_deps.sh installs"
 exit $status
