@@ -70,10 +70,10 @@ done
 # Operator actions for the audit trail: a dry run and a re-drive of the GBP
 # group (rejected again), an acknowledgement of the over-the-limit group.
 ctl --json failures >"$WORK/groups.json"
-group_of() { /usr/bin/python3 -c '
-import json, sys
-print([g["group"] for g in json.load(open(sys.argv[1]))["groups"] if sys.argv[2] in g["example_error"]][0])' \
-  "$WORK/groups.json" "$1"; }
+group_of() {  # WORD: the failure group whose example error says WORD
+  /usr/bin/python3 -c 'import json, sys; print([g["group"] for g in json.load(open(sys.argv[1]))["groups"] if sys.argv[2] in g["example_error"]][0])' \
+    "$WORK/groups.json" "$1"
+}
 gbp=$(group_of GBP)
 limit=$(group_of limit)
 ctl redrive --group="$gbp" --dry-run >/dev/null

@@ -71,14 +71,14 @@ expect_eq "failure groups alerted" "$groups_alerted" 2
 # --- The stranger: reflection only, alice's token.
 stranger() { /usr/bin/python3 "$root/tests/reflection_ops_client.py" "$ops" "$alice" "$@"; }
 stranger ListFailureGroups '{}' >"$tmp/groups.json"
-read -r gbp_group gbp_count < <(/usr/bin/python3 -c '
-import json, sys
-g = [g for g in json.load(open(sys.argv[1]))["groups"] if "GBP" in g["example_error"]]
-print(g[0]["group"], g[0]["count"])' "$tmp/groups.json")
-read -r limit_group limit_count < <(/usr/bin/python3 -c '
-import json, sys
-g = [g for g in json.load(open(sys.argv[1]))["groups"] if "limit" in g["example_error"]]
-print(g[0]["group"], g[0]["count"])' "$tmp/groups.json")
+# group_of WORD: "<group> <rows>" of the failure group whose example error says WORD (the
+# Python on one line: tests/commands_installed_test.sh reads each line as shell).
+group_of() {
+  /usr/bin/python3 -c 'import json, sys; g = [g for g in json.load(open(sys.argv[1]))["groups"] if sys.argv[2] in g["example_error"]]; print(g[0]["group"], g[0]["count"])' \
+    "$tmp/groups.json" "$1"
+}
+read -r gbp_group gbp_count < <(group_of GBP)
+read -r limit_group limit_count < <(group_of limit)
 expect_eq "the GBP group's rows" "$gbp_count" 5
 expect_eq "the over-the-limit group's rows" "$limit_count" 20
 example=$(sql "SELECT biz_key FROM outbox WHERE failure_group = '$limit_group' LIMIT 1")
