@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-command demo: installs missing packages, builds, starts a private
 # RabbitMQ node and the three services (payment, accounting, recovery) on free
-# loopback ports (all state in a temp dir), then runs two phases:
+# loopback ports (all state in a temp dir), then runs three phases:
 #
 #   1. healthy  outbox_demo creates DEMO_PAYMENTS payments, checks replays and
 #               bad input, waits until all are SENT with one voucher each, and

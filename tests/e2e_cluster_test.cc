@@ -241,7 +241,8 @@ TEST_F(ClusterTest, ANodePausedPastNetTicktimeLosesNothing) {
   ASSERT_EQ(kill(pid, SIGSTOP), 0);
   // Held until the others have elected a new leader and 25 s have passed:
   // past net_ticktime (10 s; the others declare it down) and past the
-  // clients' heartbeat timeout (2 x 10 s; they give up on it and fail over).
+  // clients' heartbeat timeout (2 x kAmqpHeartbeat, 6 s; they give up on it
+  // and fail over).
   auto elapsed = [&] { return absl::ToDoubleSeconds(absl::Now() - stopped); };
   int new_leader = victim;
   double election = -1, flowing = -1;
