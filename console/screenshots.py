@@ -7,9 +7,10 @@ signs in with the ops token in TOKEN_FILE (never on the command line), lets
 the overview take N samples (3: its chart has lines), then saves
 OUTDIR/console-<page>.png for the overview, failures (with the largest
 group's rows), message (ID, or the largest group's example), dead letters
-and audit pages. With --follow it keeps one page open instead, sampling,
-and saves OUTDIR/console-<name>.png of the overview for each NAME line read
-from stdin (scripts/demo.sh: one per phase), until stdin closes.
+and audit pages. With --follow it keeps one page open instead, sampling
+(it prints "screenshots: following URL" once signed in), and saves
+OUTDIR/console-<name>.png of the overview, freshly sampled, for each NAME
+line read from stdin (scripts/demo.sh: one per phase), until stdin closes.
 """
 import argparse
 import base64
@@ -136,11 +137,15 @@ def main():
         if not args.follow:
             all_pages(driver, args.outdir, args.message, args.samples)
             return
+        print("screenshots: following %s" % args.url, flush=True)
         for line in sys.stdin:
             name = line.strip()
-            if name:
+            if name:  # a fresh sample first: the last may be 5 s old
                 go(driver, "overview")
-                time.sleep(1)
+                before = driver.find_element(By.ID, "overview-updated").text
+                driver.find_element(By.ID, "overview-refresh").click()
+                wait(driver, lambda: driver.find_element(By.ID, "overview-updated").text != before,
+                     5)
                 shoot(driver, args.outdir, name)
     finally:
         driver.quit()

@@ -74,8 +74,10 @@ stop_service() {
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   trap - EXIT INT TERM
+  if [[ -n ${shots_pid:-} ]]; then exec {shots}>&-; await_exit "$shots_pid" 300; fi
   stop_services
   if [[ -n ${am_pid:-} ]]; then kill -TERM "$am_pid" 2>/dev/null || true; await_exit "$am_pid" 50; fi
+  if [[ -n ${console_pid:-} ]]; then kill -TERM "$console_pid" 2>/dev/null || true; await_exit "$console_pid" 50; fi
   finish_work "*.log, broker/log/"
 }
 trap cleanup EXIT
@@ -130,6 +132,39 @@ start accounting_service
 start payment_service
 start recovery_service
 
+# The operator's console (console/gateway.py) on recovery's ops API: open it
+# while the demo runs. With chromium installed, a headless browser keeps its
+# overview open and saves a screenshot of it at the end of each phase.
+console_pid='' shots_pid='' shots_dir=$(realpath -m "${BUILD_DIR:-build}/demo-console")
+free_port console_port
+console_flags=(--listen "127.0.0.1:$console_port" --ops "recovery=127.0.0.1:$recovery_port")
+ops_token_file=''
+if [[ ${DEMO_PLAINTEXT:-0} != 1 ]]; then
+  console_flags+=(--ops_ca "$WORK/certs/ca.pem")
+  ops_token_file=$WORK/certs/ops.token
+fi
+/usr/bin/python3 console/gateway.py "${console_flags[@]}" >"$WORK/console.log" 2>&1 &
+console_pid=$!
+echo "demo: console at http://127.0.0.1:$console_port/ (ops token: ${ops_token_file:-none, the API is open})"
+if [[ -x /usr/bin/chromedriver ]]; then
+  mkdir -p "$shots_dir"
+  exec {shots}> >(exec /usr/bin/python3 console/screenshots.py "http://127.0.0.1:$console_port/" \
+    "$ops_token_file" "$shots_dir" --follow >"$WORK/screenshots.log" 2>&1)
+  shots_pid=$!
+  # Its page samples from sign-in on: wait for it, so the chart covers phase 1.
+  for _ in $(seq 300); do
+    grep -q '^screenshots: following' "$WORK/screenshots.log" 2>/dev/null && break
+    alive "$shots_pid" || break
+    sleep 0.1
+  done
+fi
+# console_shot NAME: the console's overview now, as $shots_dir/console-NAME.png.
+console_shot() {
+  [[ -n $shots_pid ]] || return 0
+  (echo "$1" >&"$shots") 2>/dev/null || true
+  echo "demo: console overview: $shots_dir/console-$1.png"
+}
+
 demo() {
   "$BIN/outbox_demo" --payment_addr="127.0.0.1:$payment_port" \
     --accounting_addr="127.0.0.1:$accounting_port" --concurrency="$CONCURRENCY" \
@@ -149,6 +184,7 @@ set +e
 demo --wait_healthy=60 --count="$PAYMENTS" --timeout="$TIMEOUT" | tee "$WORK/phase1.report"
 phase1=${PIPESTATUS[0]}
 set -e
+console_shot phase1-healthy
 
 echo
 echo "=== phase 2: accounting_service down for ${OUTAGE}s, $OUTAGE_PAYMENTS payments meanwhile ==="
@@ -176,6 +212,7 @@ while ((SECONDS - down_at < OUTAGE)); do
     "re-published $(($(metric outbox_republished_total) - republished_before)); Alertmanager: ${outage_alerts:-none}"
   if [[ $snapshot =~ SENDING\ ([0-9]+) ]]; then outage_sending=${BASH_REMATCH[1]}; fi
 done
+console_shot phase2-outage
 back_ms=$(date +%s%3N)
 start accounting_service
 echo "demo: accounting_service is back after $((SECONDS - down_at))s (same port and database); waiting for the backlog to drain"
@@ -233,6 +270,7 @@ if ((phase3 == 0)); then
   ctl_ops acknowledge --group="$group" || phase3=1
   ctl_ops audit --limit 1
 fi
+console_shot phase3-reject
 
 died=()
 for name in "${!pid_of[@]}"; do alive "${pid_of[$name]}" || died+=("$name"); done

@@ -579,6 +579,7 @@
     });
     $('dlq-form').addEventListener('submit', (e) => { e.preventDefault(); loadDeadLetters(); });
     $('dlq-redrive').addEventListener('click', redriveDeadLetters);
+    $('overview-refresh').addEventListener('click', sampleAll);
     $('audit-older').addEventListener('click', () => { state.auditIndex++; loadAudit(); });
     $('audit-newer').addEventListener('click', () => { state.auditIndex = Math.max(0, state.auditIndex - 1); loadAudit(); });
     $('shard').addEventListener('change', () => {
