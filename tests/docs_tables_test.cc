@@ -10,7 +10,11 @@
 //                         changes;
 //   docs.alerts           the alert table names every Prometheus rule and
 //                         every alert recovery_service raises, with its
-//                         owner and severities.
+//                         owner and severities;
+//   docs.defaults         no page but docs/configuration.md quotes a flag's
+//                         default next to the flag's name.
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,6 +23,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -30,6 +36,7 @@
 #include "accounting_service/accounting_db_schema.h"
 #include "gtest/gtest.h"
 #include "service_kit/payment_db_schema.h"
+#include "shared/sqlite/schema.h"
 
 namespace outbox {
 namespace {
@@ -481,6 +488,25 @@ TEST(DocsSchemaVersionsTest, TheRefusalExampleIsTodays) {
   EXPECT_EQ(seen, 1) << "the example of a refused newer payment.db was not found";
 }
 
+// Every column of payment.db's `outbox`, as its migrations make it, is
+// named in design.md's description of the row.
+TEST(DocsSchemaVersionsTest, DesignNamesEveryOutboxColumn) {
+  SQLite::Database db(":memory:", SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+  for (const Migration& m : PaymentDbSchema().migrations) m.apply(db);
+  std::vector<std::string> columns;
+  SQLite::Statement info(db, "PRAGMA table_info(outbox)");
+  while (info.executeStep()) columns.push_back(info.getColumn(1).getString());
+  ASSERT_GE(columns.size(), 10u);
+  std::set<std::string> named;
+  for (const std::string& line : Section(Read(kRoot / "docs" / "design.md"), "## The outbox row")) {
+    for (const std::string& span : CodeSpans(line)) named.insert(span);
+  }
+  for (const std::string& column : columns) {
+    EXPECT_TRUE(named.count(column))
+        << "design.md, The outbox row: the column `" << column << "` is not described";
+  }
+}
+
 // --- Alerts ------------------------------------------------------------------
 
 struct AlertSource {
@@ -574,6 +600,125 @@ TEST(DocsAlertsTest, RulesYmlNamesRecoverysAlertsAsTheirOwner) {
     EXPECT_TRUE(absl::StrContains(header, name))
         << "rules.yml's opening comment does not name " << name << " among recovery's alerts";
   }
+}
+
+// --- Defaults ---------------------------------------------------------------
+
+// A flag's default is written once, in docs/configuration.md (generated from
+// --help); other pages name the flag and link there, so a changed default
+// leaves no stale copy behind.
+
+// Each flag of configuration.md, by `--name` and by its environment
+// variable: the numbers its defaults read as ("10s": 10, "720h": 720 and 30
+// days, "127.0.0.1:50053": 50053).
+std::map<std::string, std::set<double>> FlagDefaults() {
+  std::map<std::string, std::set<double>> defaults;
+  static const std::regex kFlag(R"re(^\s+--(\w+) \(default "(.*)"\)$)re");
+  static const std::regex kEnv(R"(\[env\s+([A-Z][A-Z0-9_]+))");
+  static const std::regex kNumber(R"(^\d+(\.\d+)?$)");
+  static const std::regex kDuration(R"(^(\d+)(ms|s|m|h)$)");
+  static const std::regex kPort(R"(^[\w.-]*:(\d+)$)");
+  std::istringstream text(Read(kRoot / "docs" / "configuration.md"));
+  std::string name, help;
+  std::set<double> numbers;
+  auto flush = [&] {
+    if (name.empty()) return;
+    defaults["--" + name].insert(numbers.begin(), numbers.end());
+    const std::string joined = std::regex_replace(help, std::regex(R"(\s+)"), " ");
+    std::smatch env;
+    if (std::regex_search(joined, env, kEnv)) {
+      defaults[env[1].str()].insert(numbers.begin(), numbers.end());
+    }
+    name.clear();
+  };
+  for (std::string line; std::getline(text, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, kFlag)) {
+      flush();
+      name = m[1].str();
+      help.clear();
+      numbers.clear();
+      const std::string value = m[2].str();
+      std::smatch part;
+      if (std::regex_match(value, kNumber)) {
+        numbers.insert(std::stod(value));
+      } else if (std::regex_match(value, part, kDuration)) {
+        const double n = std::stod(part[1].str());
+        numbers.insert(n);
+        if (part[2] == "h" && static_cast<int64_t>(n) % 24 == 0) numbers.insert(n / 24);
+      } else if (std::regex_match(value, part, kPort)) {
+        numbers.insert(std::stod(part[1].str()));
+      }
+    } else if (!name.empty() && absl::StartsWith(line, "      ")) {
+      absl::StrAppend(&help, " ", line);
+    } else {
+      flush();
+    }
+  }
+  flush();
+  return defaults;
+}
+
+// The numbers in `text`: "1,024" is 1024, "10^12" is 1e12.
+std::set<double> NumbersIn(const std::string& text) {
+  std::set<double> numbers;
+  static const std::regex kPower(R"((\d+)\^(\d+))");
+  static const std::regex kNumber(R"(\d[\d,]*(\.\d+)?)");
+  std::string rest = text;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kPower);
+       it != std::sregex_iterator(); ++it) {
+    numbers.insert(std::pow(std::stod((*it)[1].str()), std::stod((*it)[2].str())));
+  }
+  rest = std::regex_replace(rest, kPower, " ");
+  for (auto it = std::sregex_iterator(rest.begin(), rest.end(), kNumber);
+       it != std::sregex_iterator(); ++it) {
+    std::string digits = absl::StrReplaceAll((*it)[0].str(), {{",", ""}});
+    if (!digits.empty()) numbers.insert(std::stod(digits));
+  }
+  return numbers;
+}
+
+std::vector<fs::path> ProsePages() {
+  std::vector<fs::path> pages = {kRoot / "README.md", kRoot / "bench" / "README.md"};
+  for (const char* folder : {"docs", "examples"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(kRoot / folder)) {
+      const fs::path& p = entry.path();
+      if (p.extension() == ".md" && p.filename() != "configuration.md") pages.push_back(p);
+    }
+  }
+  return pages;
+}
+
+TEST(DocsDefaultsTest, ProseQuotesNoFlagDefault) {
+  const std::map<std::string, std::set<double>> defaults = FlagDefaults();
+  ASSERT_GE(defaults.size(), 50u) << "the flags of docs/configuration.md were not found";
+  // `NAME` or `--name` (perhaps bold), then " (...)" or ", <number>...".
+  static const std::regex kMention(
+      R"re((?:\*\*)?`(--[a-z_]+|[A-Z][A-Z0-9_]+)`(?:\*\*)? ?(\((?:[^()]|\([^()]*\))*\)|, \d[^,.;)]*))re");
+  int mentions = 0;
+  for (const fs::path& page : ProsePages()) {
+    std::istringstream text(Read(page));
+    bool in_code = false;
+    int number = 0;
+    for (std::string line; std::getline(text, line);) {
+      ++number;
+      if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "```")) in_code = !in_code;
+      if (in_code) continue;
+      for (auto it = std::sregex_iterator(line.begin(), line.end(), kMention);
+           it != std::sregex_iterator(); ++it) {
+        auto flag = defaults.find((*it)[1].str());
+        if (flag == defaults.end()) continue;
+        ++mentions;
+        for (double n : NumbersIn((*it)[2].str())) {
+          EXPECT_FALSE(flag->second.count(n))
+              << fs::relative(page, kRoot).string() << ":" << number << ": \"" << (*it)[0]
+              << "\" quotes the default of " << flag->first
+              << "; name the flag and link docs/configuration.md instead";
+        }
+      }
+    }
+  }
+  EXPECT_GT(mentions, 0) << "no flag is named in the docs: the pattern no longer matches";
 }
 
 }  // namespace
