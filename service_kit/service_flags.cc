@@ -74,7 +74,8 @@ ABSL_FLAG(std::string, tls_ca_file, EnvOr("TLS_CA_FILE", ""),
 
 ABSL_FLAG(int64_t, max_amount_minor, EnvOrInt("MAX_AMOUNT_MINOR", outbox::kDefaultMaxAmountMinor),
           "largest payment amount in minor units: payment refuses larger requests "
-          "(INVALID_ARGUMENT), accounting dead-letters larger messages [env MAX_AMOUNT_MINOR]");
+          "(INVALID_ARGUMENT), accounting answers larger messages with a business reject "
+          "(dead-letters them from a publisher older than rejects) [env MAX_AMOUNT_MINOR]");
 
 ABSL_FLAG(std::string, message_keys_file, EnvOr("MESSAGE_KEYS_FILE", ""),
           "file of '<key id> <secret>' lines shared by the three services: messages are "
