@@ -63,10 +63,11 @@ it, change the flag's help text beside its `ABSL_FLAG` and run the script.
   one user and vhost: `amqp://user@10.0.0.1:5672,10.0.0.2:5672/%2F`. No
   password is built in; give it with `AMQP_PASSWORD_FILE` (see
   [security](security.md)).
-- `--help` prints this text and exits 0; `--version` prints the version and
-  the build type. An unknown flag, a value that does not parse or a stray
-  argument exits 2 with one line and the usage line. Every start-up error of
-  a service exits 2 with one log line `<name>_failed error="..."` naming the
+- `--help` prints this text and exits 0; `--version` prints the version,
+  the commit it was built from (none outside a git checkout) and the build
+  type. An unknown flag, a value that does not parse or a stray argument
+  exits 2 with one line and the usage line. Every start-up error of a
+  service exits 2 with one log line `<name>_failed error="..."` naming the
   flag, before any broker connection is tried.
 - `--health_check=host:port` turns any service binary into a probe for
   container healthchecks: one `grpc.health.v1.Health/Check` call, exit 0 if

@@ -67,8 +67,8 @@ std::string ServiceHelp(absl::string_view program, absl::string_view description
     absl::StrAppend(&out, "  --", f->Name(), " (default \"", RedactUserinfo(f->DefaultValue()),
                     "\")\n", Wrap(f->Help(), 6, 80));
   }
-  absl::StrAppend(&out, "  --help\n      this text, then exit\n",
-                  "  --version\n      the version and build type, then exit\n");
+  absl::StrAppend(&out, "  --help\n      this text, then exit\n  --version\n",
+                  "      the version, the commit built and the build type, then exit\n");
   return out;
 }
 

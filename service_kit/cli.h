@@ -3,9 +3,11 @@
 // Command-line conventions shared by the binaries:
 //   --help (or -h, --helpfull)  "usage: <program> ..." on the first line, the
 //                               description, the flags; exit 0
-//   --version                   "<program> <version> (<build type> build)"; exit 0
+//   --version                   "<program> <version> (commit <commit>, <build type>
+//                               build)"; exit 0
 //   a usage error               one line naming it, then the usage line; exit 2
-// The version is the CMake project's VERSION and the build type
+// The version is the CMake project's VERSION, the commit the one the sources
+// were built from (none outside a git checkout) and the build type
 // CMAKE_BUILD_TYPE, passed in as compile definitions.
 #include <optional>
 #include <string>
