@@ -255,6 +255,13 @@ class Server(ThreadingHTTPServer):
             self.socket = ssl_context.wrap_socket(self.socket, server_side=True,
                                                   do_handshake_on_connect=False)
 
+    def handle_error(self, request, client_address):
+        """One line, not a traceback: a client that is not TLS, or that
+        went away mid-request."""
+        error = sys.exc_info()[1]
+        log("WARNING", "console_connection_failed", peer=client_address[0],
+            error="%s: %s" % (type(error).__name__, error))
+
     def shard(self, name):
         if not name:
             return self.shards[0]

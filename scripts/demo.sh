@@ -36,7 +36,10 @@
 # already in BUILD_DIR (build), BUILD_TYPE (RelWithDebInfo, as scripts/test.sh).
 # gRPC runs with TLS and bearer tokens (certificates from scripts/dev_certs.sh
 # and random API/ops tokens in the temp dir's certs/); DEMO_PLAINTEXT=1 turns
-# both off.
+# both off. The operator's console (console/gateway.py) runs beside them: its
+# address and the ops token file to sign in with are printed at the start, and
+# with chromium installed an overview of it is saved at the end of each phase
+# in BUILD_DIR/demo-console/.
 # Exit status 0 only if the three phases and outbox_check are OK, PAY_QUEUE held at
 # most 1.1 messages per payment during the outage, no row FAILED, at most 2
 # alerts were raised and none is active at the end, every row was SENT within

@@ -126,6 +126,33 @@ class GatewayTest(unittest.TestCase):
         self.assertEqual(json.loads(body)["code"], "unimplemented")
 
 
+class HttpsTest(unittest.TestCase):
+    def test_https(self):
+        import ssl
+        import tempfile
+        with tempfile.TemporaryDirectory() as certs:
+            subprocess.run(["bash", os.path.join(ROOT, "scripts", "dev_certs.sh"), certs],
+                           check=True, capture_output=True, timeout=60)
+            gw = Gateway("--ops", "127.0.0.1:%d" % dead_port(), "--tls_cert",
+                         os.path.join(certs, "server.pem"), "--tls_key",
+                         os.path.join(certs, "server.key"))
+            try:
+                context = ssl.create_default_context(cafile=os.path.join(certs, "ca.pem"))
+                conn = http.client.HTTPSConnection("127.0.0.1", gw.port, timeout=30,
+                                                   context=context)
+                conn.request("GET", "/healthz")
+                response = conn.getresponse()
+                self.assertEqual((response.status, response.read()), (200, b"ok\n"))
+                self.assertIn("max-age", response.getheader("Strict-Transport-Security"))
+                conn.close()
+                with self.assertRaises((http.client.HTTPException, ConnectionError)):
+                    gw.request("GET", "/healthz")  # plain HTTP on the TLS port
+            finally:
+                log = gw.stop()
+            self.assertIn("console_connection_failed", log)
+            self.assertNotIn("Traceback", log)
+
+
 class FlagsTest(unittest.TestCase):
     def run_gateway(self, *args):
         return subprocess.run([sys.executable, GATEWAY, *args], capture_output=True, text=True,
