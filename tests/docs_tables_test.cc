@@ -11,6 +11,8 @@
 //   docs.alerts           the alert table names every Prometheus rule and
 //                         every alert recovery_service raises, with its
 //                         owner and severities;
+//   docs.log_events       the table of log events names every warning and
+//                         error the services log, and only events they log;
 //   docs.defaults         no page but docs/configuration.md quotes a flag's
 //                         default next to the flag's name.
 #include <cmath>
@@ -599,6 +601,69 @@ TEST(DocsAlertsTest, RulesYmlNamesRecoverysAlertsAsTheirOwner) {
     if (source.raised_by != "recovery_service") continue;
     EXPECT_TRUE(absl::StrContains(header, name))
         << "rules.yml's opening comment does not name " << name << " among recovery's alerts";
+  }
+}
+
+// --- Log events -------------------------------------------------------------
+
+// The events the services log (the literal name given to LogDebug,
+// LogInfo, LogWarning or LogError, or to Log with a level computed at run
+// time: level "Any"), by level; `cond ? "a" : "b"` gives both names.
+std::map<std::string, std::set<std::string>> LogEventsInCode() {
+  std::map<std::string, std::set<std::string>> events;  // level -> names
+  static const std::regex kLog(
+      R"re(\bLog(Debug|Info|Warning|Error|)\(([^";{}]*?,)?\s*(?:[^",;{}]*\?\s*)?"([a-z_]+)"(?:\s*:\s*"([a-z_]+)")?)re");
+  for (const fs::path& file : ServiceSources()) {
+    const std::string code = StripComments(Read(file));
+    for (auto it = std::sregex_iterator(code.begin(), code.end(), kLog);
+         it != std::sregex_iterator(); ++it) {
+      const std::string level = (*it)[1].str();
+      // Log(level, ...) needs its level; LogX(...) has none before the name.
+      if (level.empty() != (*it)[2].matched) continue;
+      for (int name : {3, 4}) {
+        if ((*it)[name].matched) events[level.empty() ? "Any" : level].insert((*it)[name].str());
+      }
+    }
+  }
+  return events;
+}
+
+TEST(DocsLogEventsTest, EveryWarningAndErrorIsInTheTableAndEveryRowIsLogged) {
+  const auto code = LogEventsInCode();
+  std::set<std::string> logged;
+  for (const auto& [level, names] : code) logged.insert(names.begin(), names.end());
+  ASSERT_GE(logged.size(), 40u) << "the log calls were not found in the sources";
+  std::set<std::string> table;
+  bool in_table = false;
+  for (const std::string& line :
+       Section(Read(kRoot / "docs" / "operations.md"), "### Logs and trace ids")) {
+    const std::vector<std::string> cells = Cells(line);
+    if (cells.empty()) {
+      if (in_table && line.rfind("|", 0) != 0) break;  // the first table only
+      continue;
+    }
+    if (cells[0] == "event") {
+      in_table = true;
+      continue;
+    }
+    if (!in_table) continue;
+    for (const std::string& span : CodeSpans(cells[0])) {
+      if (std::regex_match(span, std::regex("[a-z_]+")))
+        table.insert(span);  // not <service>_failed
+    }
+  }
+  ASSERT_GE(table.size(), 20u) << "the event table of operations.md was not found";
+  for (const char* level : {"Warning", "Error", "Any"}) {
+    auto names = code.find(level);
+    if (names == code.end()) continue;
+    for (const std::string& name : names->second) {
+      EXPECT_TRUE(table.count(name)) << "the " << level << " line `" << name
+                                     << "` is not in operations.md's table of log events";
+    }
+  }
+  for (const std::string& name : table) {
+    EXPECT_TRUE(logged.count(name))
+        << "operations.md lists the log event `" << name << "`, which no service logs";
   }
 }
 
