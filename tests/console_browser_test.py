@@ -225,6 +225,24 @@ def main():
     no_injection("the payload")
     ok("markup in a payload is shown as text and does not run (%s)" % text("payload-type"))
 
+    # Re-drive this one message, after confirming: accounting rejects it again.
+    driver.find_element(By.CSS_SELECTOR, "#message-actions button.redrive").click()
+    prompt = wait("the re-drive confirmation", lambda: visible("confirm") and text("confirm-text"))
+    if "Send message" not in prompt or xss_key not in prompt:
+        fail("the message's re-drive confirmation: %r" % prompt)
+    driver.find_element(By.ID, "confirm-ok").click()
+    wait("the re-drive's notice", lambda: text("notice").startswith("Re-drove message"))
+
+    def redriven_and_rejected():
+        driver.find_element(By.CSS_SELECTOR, "#search-form button").click()
+        time.sleep(0.5)
+        ev = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#timeline .event")]
+        return "redriven" in ev and ev[-1] == "rejected" and ev.index("redriven") < len(ev) - 1 \
+            and ev
+    events = wait("the re-drive and the new reject in the timeline", redriven_and_rejected)
+    no_injection("the message after its re-drive")
+    ok("one message re-driven after confirming: %s" % " -> ".join(events))
+
     # A search whose error message carries markup.
     search = driver.find_element(By.ID, "search-id")
     search.clear()
