@@ -35,6 +35,8 @@ die() { echo "rabbitmq_node: $*" >&2; exit 1; }
 
 # shellcheck source=scripts/lib/broker_users.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/broker_users.sh"
+# shellcheck source=scripts/lib/rabbitmq_conf.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/rabbitmq_conf.sh"
 read -r -a SERVICE_USERS <<<"$BROKER_USERS"
 
 # Ports in use in any state, so we also avoid ones in TIME_WAIT.
@@ -92,12 +94,16 @@ node_env() {
 ctl() { timeout "$1" "$RMQ_BIN/rabbitmqctl" -q -n "$RABBITMQ_NODE" "${@:2}" >/dev/null 2>&1; }
 
 # The service users, once, on a new node (add_user reads the password from
-# stdin, so it never shows in ps).
+# stdin, so it never shows in ps). The command line is exactly `add_user USER`,
+# the node named by RABBITMQ_NODENAME (node_env): the rabbitmqctl wrapper of
+# late 3.12 releases and of 4.0 (3.10's reads stdin always) starts the CLI
+# with `-noinput` unless the line prompts, which it judges by the number of
+# words, so `-q -n NODE add_user USER` would wait for a password it cannot read.
 create_service_users() {
-  local user perms
+  local user perms out
   for user in "${SERVICE_USERS[@]}"; do
-    timeout 60 "$RMQ_BIN/rabbitmqctl" -q -n "$RABBITMQ_NODE" add_user "$user" \
-      <"$DIR/users/$user.password" >/dev/null 2>&1 || die "cannot add broker user $user"
+    out=$(timeout 60 "$RMQ_BIN/rabbitmqctl" add_user "$user" <"$DIR/users/$user.password" 2>&1) ||
+      die "cannot add broker user $user: $(tr '\n' ' ' <<<"$out")"
     mapfile -t perms < <(broker_permissions "$user")
     ctl 60 set_permissions -p / "$user" "${perms[@]}" || die "cannot set permissions of $user"
   done
@@ -201,6 +207,7 @@ default_permissions.read = .*
 default_permissions.write = .*
 log.console = false
 log.file.level = info
+$(deprecated_features_conf)
 EOF
     )
     if [[ -n ${NODE_EXTRA_CONF:-} ]]; then printf '%s\n' "$NODE_EXTRA_CONF" >>"$DIR/rabbitmq.conf"; fi

@@ -25,9 +25,11 @@ password_of() {
   esac
 }
 for user in $BROKER_USERS; do
-  # From stdin, so no password shows in ps.
-  password_of "$user" | rabbitmqctl -q add_user "$user" >/dev/null 2>&1 ||
-    password_of "$user" | rabbitmqctl -q change_password "$user"
+  # From stdin, so no password shows in ps. No option on these lines: the
+  # rabbitmqctl of late 3.12 releases and of 4.0 reads stdin only when the
+  # line is exactly `add_user USER` or `change_password USER`.
+  password_of "$user" | rabbitmqctl add_user "$user" >/dev/null 2>&1 ||
+    password_of "$user" | rabbitmqctl change_password "$user" >/dev/null
   perms=$(broker_permissions "$user")
   rabbitmqctl -q set_permissions -p / "$user" \
     "$(echo "$perms" | sed -n 1p)" "$(echo "$perms" | sed -n 2p)" "$(echo "$perms" | sed -n 3p)"

@@ -16,6 +16,8 @@
 
 # shellcheck source=SCRIPTDIR/broker_users.sh
 source "$(dirname "${BASH_SOURCE[0]}")/broker_users.sh"  # BROKER_USERS, broker_permissions
+# shellcheck source=SCRIPTDIR/rabbitmq_conf.sh
+source "$(dirname "${BASH_SOURCE[0]}")/rabbitmq_conf.sh"  # deprecated_features_conf
 
 LAB_NET=10.213.0                     # the private /24 used only inside the namespaces
 LAB_PREFIX=oblab-$$                  # owner pid in every namespace name
@@ -285,6 +287,16 @@ rmq() {
   in_host "$b" env "${env[@]}" timeout "$t" "$RMQ_BIN/rabbitmqctl" -q -n "rabbit@$b" "$@"
 }
 
+# add_broker_user B USER: adds USER on node B, the password read from stdin.
+# The command line is exactly `add_user USER` (the node from broker_env's
+# RABBITMQ_NODENAME): the rabbitmqctl wrapper of RabbitMQ 4.0 gives the CLI
+# no stdin unless the line prompts, which it judges by the number of words.
+add_broker_user() {
+  local env
+  mapfile -t env < <(broker_env "$1")
+  in_host "$1" env "${env[@]}" timeout 60 "$RMQ_BIN/rabbitmqctl" add_user "$2"
+}
+
 # write_broker_config B COOKIE: node B's data dir, cookie and rabbitmq.conf
 # (listens on its own address; ticks every 10 s; partitions handled as
 # PARTITION_HANDLING says).
@@ -307,6 +319,7 @@ log.console = false
 log.file.level = info
 net_ticktime = 10
 cluster_partition_handling = $PARTITION_HANDLING
+$(deprecated_features_conf)
 EOF
   )
 }
@@ -378,7 +391,7 @@ create_broker_users() {
   mkdir -p "$WORK/users"
   for user in $BROKER_USERS; do
     (umask 077; openssl rand -hex 16 | tr -d '\n' >"$WORK/users/$user.password")
-    rmq b1 60 add_user "$user" <"$WORK/users/$user.password" >/dev/null 2>&1 || die "cannot add broker user $user"
+    add_broker_user b1 "$user" <"$WORK/users/$user.password" >/dev/null 2>&1 || die "cannot add broker user $user"
     mapfile -t perms < <(broker_permissions "$user")
     rmq b1 60 set_permissions -p / "$user" "${perms[@]}" >/dev/null 2>&1 || die "cannot set permissions of $user"
   done
