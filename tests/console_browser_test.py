@@ -6,7 +6,8 @@
 URL is a running console gateway (tests/e2e_console_test.sh starts it over
 the real services), TOKEN an ops token named "alice", XSS_KEY the business
 key of a rejected payment whose description holds markup, SHARDS the
-number of shards the console was given. The payments: a group of GBP
+number of shards the console was given (the first is XSS_KEY's, the
+second has another number of FAILED rows). The payments: a group of GBP
 rejects (XSS_KEY among them) and a group of rejects over accounting's
 limit; PAY_QUEUE (the run's name of it) holds one dead letter, a body
 that is not a payment and holds markup. Prints one "ok:" line per step; exits 1 at the first that fails.
@@ -60,11 +61,14 @@ def wait(what, predicate, seconds=20):
     fail("%s (last: %r)" % (what, last))
 
 
-def api(method, body):
+def api(method, body, shard=""):
     """The same ops call through the gateway, as curl would make it."""
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + token}
+    if shard:
+        headers["Outbox-Shard"] = shard
     request = urllib.request.Request(
         url + "ops.v1.OutboxOps/" + method, data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
+        headers=headers)
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)
 
@@ -287,10 +291,14 @@ def main():
         wait("every shard in the table", lambda: len(rows()) == shards and all(
             "…" not in r.text for r in rows()))
         driver.find_element(By.CSS_SELECTOR, '#shard option[value="%s"]' % options[1]).click()
-        wait("the other shard's overview", lambda: any(
-            "lease holder" in c.text and "(this one)" not in c.text
+        theirs = api("GetStats", {}, options[1]).get("failed", "0")
+        if theirs == failed:
+            fail("shard %s has as many FAILED rows as %s: a test without a difference" %
+                 (options[1], options[0]))
+        wait("shard %s's own overview" % options[1], lambda: any(
+            c.text.split("\n") == ["FAILED", str(theirs)]
             for c in driver.find_elements(By.CSS_SELECTOR, "#cards .card")))
-        ok("shard switcher: %s; %s is a standby (not the lease holder)" % (options, options[1]))
+        ok("shard switcher %s: shard %s shows its own %s FAILED rows" % (options, options[1], theirs))
 
     # Forgetting the token leaves nothing behind.
     driver.find_element(By.ID, "signout").click()

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The operator's console (console/) over the real services, used as a person
 # would, in headless chromium (Debian's chromium, chromium-driver and
-# python3-selenium). accounting_service keeps only EUR and books at most
-# 1,000,000 minor units: of 14 payments, 4 in GBP (one of them with markup in
-# its description) and 3 over the limit are rejected and end FAILED in two
-# failure groups. A second recovery_service on the same payment.db is a
-# standby, so the console has two ops endpoints to switch between. Then:
+# python3-selenium), over two payment shards (each its own payment.db and
+# recovery_service: two ops endpoints, a and b). accounting_service keeps only
+# EUR and books at most 1,000,000 minor units: of shard a's 14 payments, 4 in
+# GBP (one of them with markup in its description) and 3 over the limit are
+# rejected and end FAILED in two failure groups; shard b has 2 GBP rejects; a
+# body that is not a payment event (with markup) is dead-lettered. Then:
 # - over HTTP (curl): the Content-Security-Policy, a missing token answered
 #   401 with Connect's error JSON, a wrong one 403, a non-JSON post 415;
 # - in the browser (tests/console_browser_test.py): a wrong token refused
@@ -13,7 +14,8 @@
 #   an acknowledgement after the dry run's count is confirmed; a cancelled
 #   re-drive; the audit trail naming the token's holder; a message's
 #   timeline and payload, re-driven after confirming; markup in data and
-#   errors shown as text, never run; the dead letters; the shard switcher;
+#   errors shown as text, never run; the dead letter inspected and
+#   re-driven; the shard switcher showing shard b's own figures;
 # - the audit trail in payment.db, and no token in the console's log.
 #   bash tests/e2e_console_test.sh BUILD   (through ctest: the broker fixture)
 set -euo pipefail
@@ -27,24 +29,58 @@ done
 
 alice=$(openssl rand -hex 16)
 (umask 077 && printf 'alice %s\nbob %s\n' "$alice" "$(openssl rand -hex 16)" >"$tmp/ops.tokens")
-start accounting_service ACCOUNTING_LISTEN MAX_AMOUNT_MINOR=1000000 ACCEPTED_CURRENCIES=EUR
-start payment_service PAYMENT_LISTEN MAX_AMOUNT_MINOR=1000000000
-start recovery_service RECOVERY_LISTEN OPS_TOKEN_FILE="$tmp/ops.tokens" \
-  RECOVERY_HOUSEKEEPING_EVERY=1s RECOVERY_INSTANCE_ID=recovery-a
-pay=127.0.0.1:${port_of[payment_service]}
-ops=127.0.0.1:${port_of[recovery_service]}
 
-# The standby: the same binary and file, its own port (start() keys by name).
-env "${common[@]}" OPS_TOKEN_FILE="$tmp/ops.tokens" RECOVERY_INSTANCE_ID=recovery-b \
-  RECOVERY_LISTEN=127.0.0.1:0 "$bin/recovery_service" >"$tmp/standby.log" 2>&1 &
-pid_of[standby]=$!
-for _ in $(seq $((300 * scale))); do
-  grep -q recovery_service_started "$tmp/standby.log" && break
-  kill -0 "${pid_of[standby]}" 2>/dev/null || fail "the standby recovery_service exited at start"
-  sleep 0.1
-done
-standby=127.0.0.1:$(sed -n 's/.*recovery_service_started.* port=\([0-9]*\).*/\1/p' "$tmp/standby.log")
-[[ $standby != 127.0.0.1: ]] || fail "the standby recovery_service did not start"
+# start_other LABEL BINARY [VAR=VALUE...]: another instance of BINARY (start() keys by binary
+# name), logged to $tmp/LABEL.log; sets pid_of[LABEL] and port_of[LABEL].
+start_other() {
+  local label=$1 binary=$2 _
+  shift 2
+  env "${common[@]}" "$@" "$bin/$binary" >"$tmp/$label.log" 2>&1 &
+  pid_of[$label]=$!
+  for _ in $(seq $((300 * scale))); do
+    grep -q "${binary}_started" "$tmp/$label.log" && break
+    kill -0 "${pid_of[$label]}" 2>/dev/null || fail "$label exited at start"
+    sleep 0.1
+  done
+  port_of[$label]=$(sed -n "s/.*${binary}_started.* port=\([0-9]*\).*/\1/p" "$tmp/$label.log")
+  [[ -n ${port_of[$label]} ]] || fail "$label did not start"
+}
+
+# Two payment shards (docs/deployment.md, Payment shards), each with its own
+# payment.db, reply queue and recovery_service (its ops endpoint), and one
+# accounting. A shard's address must be known before it starts.
+read -r p0 p1 < <(/usr/bin/python3 -c 'import socket; s = [socket.socket() for _ in range(2)]; [x.bind(("127.0.0.1", 0)) for x in s]; print(*[x.getsockname()[1] for x in s])')
+shards=(PAYMENT_SHARDS="127.0.0.1:$p0,127.0.0.1:$p1" MAX_AMOUNT_MINOR=1000000000)
+start accounting_service ACCOUNTING_LISTEN MAX_AMOUNT_MINOR=1000000 ACCEPTED_CURRENCIES=EUR \
+  REPLY_QUEUES="ACC.$tag.s0,ACC.$tag.s1"
+port_of[payment_service]=$p0
+start payment_service PAYMENT_LISTEN "${shards[@]}" PAYMENT_SHARD_INDEX=0 ACC_QUEUE="ACC.$tag.s0"
+start recovery_service RECOVERY_LISTEN OPS_TOKEN_FILE="$tmp/ops.tokens" ACC_QUEUE="ACC.$tag.s0" \
+  RECOVERY_HOUSEKEEPING_EVERY=1s
+pay1_db=$tmp/payment1.db
+start_other payment1 payment_service "${shards[@]}" PAYMENT_SHARD_INDEX=1 ACC_QUEUE="ACC.$tag.s1" \
+  PAYMENT_DB="$pay1_db" PAYMENT_LISTEN="127.0.0.1:$p1"
+start_other recovery1 recovery_service OPS_TOKEN_FILE="$tmp/ops.tokens" ACC_QUEUE="ACC.$tag.s1" \
+  PAYMENT_DB="$pay1_db" RECOVERY_LISTEN=127.0.0.1:0 RECOVERY_HOUSEKEEPING_EVERY=1s
+ops=127.0.0.1:${port_of[recovery_service]}
+ops1=127.0.0.1:${port_of[recovery1]}
+shard_pay=("127.0.0.1:$p0" "127.0.0.1:$p1")
+
+# pay_on SHARD KEY [outboxctl payment create flags...]: a payment on payment shard SHARD under
+# the first key KEY-<n> that hashes there (the other shard refuses a key and writes nothing);
+# its JSON in $tmp/created.json.
+pay_on() {
+  local shard=$1 key=$2 n
+  shift 2
+  for n in $(seq 64); do
+    if "$bin/outboxctl" --payment_addr="${shard_pay[$shard]}" --json payment create \
+      --idempotency_key="$key-$n" --payer=A --payee=B "$@" >"$tmp/created.json" 2>"$tmp/create.err"; then
+      return 0
+    fi
+    grep -q FAILED_PRECONDITION "$tmp/create.err" || fail "payment create: $(cat "$tmp/create.err")"
+  done
+  fail "no key $key-<n> hashes to shard $shard"
+}
 
 xss_text='<script>window.__xss=1</script>"><img src=x onerror="window.__xss=2">'
 for i in $(seq 14); do
@@ -52,14 +88,20 @@ for i in $(seq 14); do
   ((i > 7 && i <= 10)) && amount=$((2000000 + i))  # 3 over accounting's limit
   ((i > 10)) && currency=GBP                       # 4 in a currency accounting does not keep
   ((i == 14)) && description=$xss_text
-  "$bin/outboxctl" --payment_addr="$pay" --json payment create --idempotency_key="console-k$i" \
-    --payer=A --payee=B --amount="$amount" --currency="$currency" --description="$description" \
-    >"$tmp/payment.$i.json"
+  pay_on 0 "console-k$i" --amount="$amount" --currency="$currency" --description="$description"
+  cp "$tmp/created.json" "$tmp/payment.$i.json"
 done
+for i in 1 2; do pay_on 1 "console-b$i" --amount=100 --currency=GBP; done  # shard 1: 2 rejects
 xss_key=$(sed -n 's/.*"payment_id": *"\([^"]*\)".*/\1/p' "$tmp/payment.14.json" | head -n 1)
 [[ -n $xss_key ]] || fail "no payment id in $(cat "$tmp/payment.14.json")"
 wait_for "no row left SENDING" "SELECT count(*) FROM outbox WHERE status = 'SENDING'" 0
 expect_eq "rejected rows" "$(sql "SELECT count(*) FROM outbox WHERE failure_kind = 'rejected'")" 7
+deadline=$((SECONDS + 30 * scale))
+until [[ $(sqlite_read "$pay1_db" "SELECT count(*) FROM outbox WHERE status = 'FAILED'") == 2 ]]; do
+  ((SECONDS < deadline)) || fail "shard 1's rejects did not end FAILED"
+  sleep 0.2
+done
+echo "ok: shard 1's rejected rows"
 
 # A dead letter: a body that is not a payment event (unsigned), with markup.
 amqp-publish --url="$url" -e outbox.payments -r "PAY.$tag" -t PaymentCreated \
@@ -71,7 +113,7 @@ until grep -q dead_letter "$tmp/accounting_service.log"; do
 done
 
 /usr/bin/python3 "$root/console/gateway.py" --listen 127.0.0.1:0 --ops "a=$ops" \
-  --ops "b-standby=$standby" >"$tmp/console.log" 2>&1 &
+  --ops "b=$ops1" >"$tmp/console.log" 2>&1 &
 pid_of[console]=$!
 for _ in $(seq $((100 * scale))); do
   grep -q console_started "$tmp/console.log" && break
@@ -104,9 +146,9 @@ got=$(call GetStats -H "Authorization: Bearer $alice" -d '{}')
 [[ $got == 415* ]] || fail "a form post: $got"
 echo "ok: a post that is not JSON: $got"
 got=$(call GetStats -H 'Content-Type: application/json' -H "Authorization: Bearer $alice" \
-  -H 'Outbox-Shard: b-standby' -d '{}')
-[[ $got == 200*'"leaseHeld": false'* ]] || fail "the standby's stats: $got"
-echo "ok: Outbox-Shard picks the standby"
+  -H 'Outbox-Shard: b' -d '{}')
+[[ $got == 200*'"failed": "2"'* ]] || fail "shard b's stats: $got"
+echo "ok: Outbox-Shard picks shard b"
 
 # --- The browser.
 /usr/bin/python3 "$root/tests/console_browser_test.py" "$url" "$alice" "$xss_key" 2 "PAY.$tag"
