@@ -10,11 +10,13 @@ group's rows), message (ID, or the largest group's example), dead letters
 and audit pages. With --follow it keeps one page open instead, sampling
 (it prints "screenshots: following URL" once signed in), and saves
 OUTDIR/console-<name>.png of the overview, freshly sampled, for each NAME
-line read from stdin (scripts/demo.sh: one per phase), until stdin closes.
+line read from stdin (scripts/demo.sh: one per phase), until a line "quit"
+or the end of stdin.
 """
 import argparse
 import base64
 import os
+import signal
 import sys
 import time
 
@@ -131,6 +133,8 @@ def main():
         with open(args.token_file) as f:
             token = f.read().strip()
     os.makedirs(args.outdir, exist_ok=True)
+    # SIGTERM ends it through the finally below, so the browser goes with it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     driver = headless.chrome()
     try:
         sign_in(driver, args.url, token)
@@ -140,6 +144,8 @@ def main():
         print("screenshots: following %s" % args.url, flush=True)
         for line in sys.stdin:
             name = line.strip()
+            if name == "quit":  # the writer's children may hold stdin open: no EOF
+                break
             if name:  # a fresh sample first: the last may be 5 s old
                 go(driver, "overview")
                 before = driver.find_element(By.ID, "overview-updated").text

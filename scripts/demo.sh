@@ -77,7 +77,13 @@ stop_service() {
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   trap - EXIT INT TERM
-  if [[ -n ${shots_pid:-} ]]; then exec {shots}>&-; await_exit "$shots_pid" 300; fi
+  if [[ -n ${shots_pid:-} ]]; then
+    (echo quit >&"$shots") 2>/dev/null || true
+    exec {shots}>&-
+    for _ in $(seq 300); do alive "$shots_pid" || break; sleep 0.1; done
+    kill -TERM "$shots_pid" 2>/dev/null || true  # it quits its browser on SIGTERM
+    await_exit "$shots_pid" 50
+  fi
   stop_services
   if [[ -n ${am_pid:-} ]]; then kill -TERM "$am_pid" 2>/dev/null || true; await_exit "$am_pid" 50; fi
   if [[ -n ${console_pid:-} ]]; then kill -TERM "$console_pid" 2>/dev/null || true; await_exit "$console_pid" 50; fi
