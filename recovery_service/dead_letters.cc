@@ -88,7 +88,8 @@ void DeadLetters::AwaitCount(const std::string& dlq, int64_t total) {
   }
 }
 
-absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit) {
+absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit,
+                                             const std::string& actor) {
   MutexLock lock(&mu_);
   auto parked = OpenParked(queue);
   if (!parked.ok()) return parked.status();
@@ -122,7 +123,7 @@ absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit
     }
     ++moved;
   }
-  LogInfo("dead_letters_redriven", {KV("queue", queue), KV("messages", moved)});
+  LogInfo("dead_letters_redriven", {KV("queue", queue), KV("messages", moved), KV("actor", actor)});
   return moved;
 }
 

@@ -37,7 +37,8 @@ class DeadLetters {
   absl::StatusOr<DeadLetterPeek> Peek(const std::string& queue, int limit);
   // Moves up to `limit` (0 = all) of the messages parked now back to their
   // queue; returns how many moved.
-  absl::StatusOr<int64_t> Redrive(const std::string& queue, int limit);
+  absl::StatusOr<int64_t> Redrive(const std::string& queue, int limit,
+                                  const std::string& actor = "");
 
  private:
   struct Parked {

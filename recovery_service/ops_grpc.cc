@@ -108,7 +108,8 @@ grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext* context,
     if (absl::Status s = CheckGroupId(req->group()); !s.ok()) return ToGrpcStatus(s);
   }
   const std::string actor = auth_.Actor(*context);
-  auto n = store_.RedriveFailed(req->group(), req->dry_run(), clock_.NowMillis(), actor);
+  auto n = store_.RedriveFailed(req->group(), req->dry_run(), clock_.NowMillis(), actor,
+                                /*page=*/1000, req->include_rejected_and_acknowledged());
   if (!n.ok()) return ToGrpcStatus(n.status());
   if (!req->dry_run()) {
     LogInfo("failed_messages_redriven",
@@ -301,7 +302,18 @@ grpc::Status OutboxOpsImpl::RedriveDeadLetters(grpc::ServerContext* context,
   if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->limit() < 0)
     return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
-  auto n = dead_letters_.Redrive(req->queue(), req->limit());
+  // It can cause bookings: audited like every action that changes something.
+  const std::string actor = auth_.Actor(*context);
+  auto n = dead_letters_.Redrive(req->queue(), req->limit(), actor);
+  AuditRecord audit{0,
+                    clock_.NowMillis(),
+                    actor,
+                    "redrive_dead_letters",
+                    req->queue(),
+                    false,
+                    n.ok() ? *n : 0,
+                    n.ok() ? "ok" : std::string(n.status().message())};
+  store_.RecordAudit(audit).IgnoreError();  // logged by RecordAudit
   if (!n.ok()) return ToGrpcStatus(n.status());
   resp->set_count(*n);
   return grpc::Status::OK;

@@ -146,6 +146,16 @@ TEST(AccountingShardsTest, EveryCopyOfAPaymentLandsOnOneShardAndDeadLettersGoBac
   EXPECT_EQ(back.size(), static_cast<size_t>(kDead));
   EXPECT_TRUE(Drain(*admin, Shard(services, 0)).empty());
   for (const std::string& key : back) EXPECT_EQ(key.rfind("pay-", 0), 0u) << "header kept";
+  // It can cause bookings: it is in the audit trail like every other action.
+  grpc::ClientContext audit_ctx;
+  ::ops::v1::ListAuditRequest audit_req;
+  ::ops::v1::ListAuditResponse audit;
+  ASSERT_OK(client::FromGrpc(recovery.ops->ListAudit(&audit_ctx, audit_req, &audit), "ListAudit"));
+  ASSERT_GE(audit.records_size(), 1);
+  EXPECT_EQ(audit.records(0).action(), "redrive_dead_letters");
+  EXPECT_EQ(audit.records(0).target(), Shard(services, 1));
+  EXPECT_EQ(audit.records(0).rows(), kDead);
+  EXPECT_EQ(audit.records(0).outcome(), "ok");
 }
 
 TEST(AccountingShardsTest, KillOneShardUnderLoad) {

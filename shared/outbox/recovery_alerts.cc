@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "shared/observability/log.h"
 #include "shared/outbox/failure.h"
 
 namespace outbox {
@@ -72,19 +73,31 @@ Alert RejectedAlert(const FailureGroup& group) {
 
 void RecoveryAlerts::RefreshRejected(RecoveryRepository& outbox) {
   auto groups = outbox.FailureGroups(kMaxRejectAlerts, kFailureRejected);
-  if (!groups.ok()) return;
+  if (!groups.ok()) {
+    LogWarning("alerts_not_refreshed",
+               {KV("alerts", "OutboxMessagesRejected"), KV("error", groups.status().message())});
+    return;
+  }
   std::vector<Alert> active;
   for (const FailureGroup& g : *groups) {
     if (g.count > g.acknowledged) active.push_back(RejectedAlert(g));
   }
-  rejected_.Update(std::move(active), groups->size() < static_cast<size_t>(kMaxRejectAlerts));
+  // Groups with rows not acknowledged come first: the list holds every one
+  // of them unless it is full of them.
+  const bool complete = groups->size() < static_cast<size_t>(kMaxRejectAlerts) ||
+                        groups->back().count == groups->back().acknowledged;
+  rejected_.Update(std::move(active), complete);
 }
 
 void RecoveryAlerts::RefreshBacklog(RecoveryRepository& outbox) {
   const int64_t created_before =
       clock_.NowMillis() - absl::ToInt64Milliseconds(options_.backlog_age);
   auto backlog = outbox.CountSendingOlderThan(created_before);
-  if (!backlog.ok()) return;
+  if (!backlog.ok()) {
+    LogWarning("alerts_not_refreshed",
+               {KV("alerts", "OutboxBacklog"), KV("error", backlog.status().message())});
+    return;
+  }
   std::vector<Alert> active;
   if (*backlog > options_.backlog_threshold) {
     Alert alert;
@@ -102,7 +115,11 @@ void RecoveryAlerts::RefreshBacklog(RecoveryRepository& outbox) {
 
 void RecoveryAlerts::RefreshFailed(RecoveryRepository& outbox) {
   auto failed = outbox.ListFailed(kMaxFailedAlerts);
-  if (!failed.ok()) return;
+  if (!failed.ok()) {
+    LogWarning("alerts_not_refreshed",
+               {KV("alerts", "OutboxMessageFailed"), KV("error", failed.status().message())});
+    return;
+  }
   std::vector<Alert> active;
   for (const OutboxMessage& row : *failed) active.push_back(FailedAlert(row, options_));
   // Past the cap some FAILED rows were not listed: resolve nothing then.

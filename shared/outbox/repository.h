@@ -123,9 +123,11 @@ class RecoveryRepository {
   // rejected (those alert by failure group) and not acknowledged by an
   // operator. Their alerts are kept in step with this list.
   virtual absl::StatusOr<std::vector<OutboxMessage>> ListFailed(int limit) = 0;
-  // Groups of FAILED rows (failure.h), largest first, at most `limit`;
-  // `kind` not empty: only rows of that failure kind. Acknowledged rows are
-  // counted in `acknowledged` as well.
+  // Groups of FAILED rows (failure.h), at most `limit`: those with the most
+  // rows not acknowledged first, then the largest, so that acknowledged
+  // groups never crowd out one that needs attention; `kind` not empty: only
+  // rows of that failure kind. Acknowledged rows are counted in
+  // `acknowledged` as well.
   virtual absl::StatusOr<std::vector<FailureGroup>> FailureGroups(int limit,
                                                                   const std::string& kind) = 0;
   virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,

@@ -53,8 +53,16 @@ enum class DueAction {
 };
 // Recovery found the row due at `now_ms`. The row's topic's policy applies
 // (RetryPolicy::ForTopic); a topic with a policy of its own also replaces
-// the budget stored in the row.
-DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy);
+// the budget stored in the row. The max age counts from the row's creation
+// or, when an operator or a repair restarted it since (OnRedrive, OnResend),
+// from `restarted_at` (0 = never): a re-drive gets a whole budget, not an
+// expiry at its first claim. ExpiresByCreation tells when `restarted_at` is
+// worth looking up.
+DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy,
+                int64_t restarted_at = 0);
+// True when `row`, due at `now_ms`, is older than its topic's max age
+// counted from its creation.
+bool ExpiresByCreation(const OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy);
 
 // A hold ends (the queue had nobody consuming it, or was far behind) and
 // the row is due: its copy is queued and being delivered now, so the row

@@ -103,10 +103,14 @@ class RecoveryStore final : public RecoveryRepository {
   // OnRedrive: FAILED -> SENDING, attempts 0, due now. FAILED_PRECONDITION otherwise.
   absl::StatusOr<OutboxMessage> Redrive(const std::string& message_id, int64_t now_ms,
                                         const std::string& actor);
-  // Every FAILED row (`group` empty) or those of one failure group, in
-  // transactions of `page` rows; dry_run only counts them (and is audited).
+  // The FAILED rows of one failure group or, with `group` empty, every
+  // FAILED row but those left FAILED on purpose: rejected by the consumer
+  // (their owners were told "never applied") or acknowledged by an operator;
+  // `include_rejected_and_acknowledged` takes those too. In transactions of
+  // `page` rows; dry_run only counts them (and is audited).
   absl::StatusOr<int64_t> RedriveFailed(const std::string& group, bool dry_run, int64_t now_ms,
-                                        const std::string& actor, int page = 1000);
+                                        const std::string& actor, int page = 1000,
+                                        bool include_rejected_and_acknowledged = false);
   // OnAcknowledgeFailure: the row stays FAILED and stops alerting.
   absl::StatusOr<OutboxMessage> AcknowledgeFailure(const std::string& message_id, int64_t now_ms,
                                                    const std::string& actor);
@@ -120,6 +124,9 @@ class RecoveryStore final : public RecoveryRepository {
   // known. `row` gets the message's row (outbox, else outbox_archive).
   absl::StatusOr<std::vector<HistoryEvent>> History(const std::string& message_id_or_biz_key,
                                                     OutboxMessage* row);
+  // Records an operator action that changed no row of the file (a dead
+  // letter re-drive) in the audit trail.
+  absl::Status RecordAudit(const AuditRecord& audit);
   // The audit trail, newest first, below `before_id` (0: from the newest).
   absl::StatusOr<std::vector<AuditRecord>> Audit(int64_t before_id, int limit);
   // Who the history names for recovery's own events (its instance id).
@@ -148,7 +155,7 @@ class RecoveryStore final : public RecoveryRepository {
   // order loaded.
   absl::StatusOr<std::vector<Transitioned>> TransitionDueRows(
       int64_t now_ms, int limit, const std::string& lease_holder,
-      const std::function<bool(OutboxMessage&)>& transition, bool note_history);
+      const std::function<bool(OutboxMessage&, SQLite::Database&)>& transition, bool note_history);
   // Applies `change` (true: changed) to FAILED rows of `group` ("" = all),
   // `page` rows per transaction, with the audit record kept in step.
   absl::StatusOr<int64_t> ChangeFailedRows(const std::string& group, bool dry_run, int64_t now_ms,

@@ -5,21 +5,33 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/observability/log.h"
 #include "shared/outbox/failure.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/sqlite/recovery_store.h"
 
 namespace outbox {
 
-void RecoveryStore::AuditFailure(AuditRecord audit, const absl::Status& why) {
-  audit.outcome = std::string(why.message());
-  audit.rows = 0;
+absl::Status RecoveryStore::RecordAudit(const AuditRecord& audit) {
   MutexLock lock(&db_->write_mu);
   absl::Status s = WriteTransaction(*db_->writer, [&] {
     AppendAudit(*db_->writer, audit);
     return absl::OkStatus();
   });
-  (void)s;  // the action's own error is what the caller reports
+  if (!s.ok()) {
+    LogError("audit_not_recorded",
+             {KV("actor", audit.actor), KV("action", audit.action), KV("target", audit.target),
+              KV("outcome", audit.outcome), KV("error", s.message())});
+  }
+  return s;
+}
+
+void RecoveryStore::AuditFailure(AuditRecord audit, const absl::Status& why) {
+  audit.outcome = std::string(why.message());
+  audit.rows = 0;
+  // The action's own error is what the caller reports; a failure to record
+  // it is logged by RecordAudit.
+  RecordAudit(audit).IgnoreError();
 }
 
 absl::StatusOr<OutboxMessage> RecoveryStore::ChangeOneRow(
@@ -81,7 +93,11 @@ absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
   int64_t audit_id = 0;
   int64_t after_id = 0;  // rows are walked by id: a changed row leaves the set or stays behind
   while (true) {
+    // The body may run again (a busy database): what it learns stays in
+    // these until the page commits.
     int64_t in_page = 0;
+    int64_t page_after_id = after_id;
+    int64_t page_audit_id = audit_id;
     bool last = false;
     absl::Status s;
     {
@@ -89,6 +105,8 @@ absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
       s = WriteTransaction(*db_->writer, [&]() -> absl::Status {
         SQLite::Database& db = *db_->writer;
         in_page = 0;
+        page_after_id = after_id;
+        page_audit_id = audit_id;
         SQLite::Statement select(
             db, SelectWhereFailed(group.empty() ? "o.id > ?1 ORDER BY o.id LIMIT ?2"
                                                 : "o.failure_group = ?3 AND o.id > ?1 "
@@ -102,7 +120,7 @@ absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
         OutboxStateTable table(db);
         std::optional<HistoryLog> history;
         for (OutboxMessage& row : rows) {
-          after_id = row.id;
+          page_after_id = row.id;
           if (!change(row)) continue;
           ++in_page;
           if (dry_run) continue;
@@ -111,30 +129,39 @@ absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
           history->Append(row.message_id, now_ms, audit.actor, event, detail);
         }
         const std::string outcome = last ? "ok" : "in progress";
-        if (audit_id == 0) {
+        if (page_audit_id == 0) {
           AuditRecord first = audit;
           first.rows = total + in_page;
           first.outcome = outcome;
-          audit_id = AppendAudit(db, first);
+          page_audit_id = AppendAudit(db, first);
         } else {
-          UpdateAudit(db, audit_id, total + in_page, outcome);
+          UpdateAudit(db, page_audit_id, total + in_page, outcome);
         }
         return absl::OkStatus();
       });
     }
     if (!s.ok()) {
+      // Nothing of the page committed, its audit record included: a first
+      // page's failure is recorded on its own.
       if (audit_id == 0) {
         AuditFailure(audit, s);
       } else {
         MutexLock lock(&db_->write_mu);
-        (void)WriteTransaction(*db_->writer, [&] {
+        absl::Status recorded = WriteTransaction(*db_->writer, [&] {
           UpdateAudit(*db_->writer, audit_id, total,
                       absl::StrCat("stopped after ", total, " rows: ", s.message()));
           return absl::OkStatus();
         });
+        if (!recorded.ok()) {
+          LogError("audit_not_recorded", {KV("actor", audit.actor), KV("action", audit.action),
+                                          KV("target", audit.target), KV("outcome", s.message()),
+                                          KV("error", recorded.message())});
+        }
       }
       return s;
     }
+    after_id = page_after_id;
+    audit_id = page_audit_id;
     total += in_page;
     if (last) return total;
   }
@@ -142,18 +169,29 @@ absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
 
 absl::StatusOr<int64_t> RecoveryStore::RedriveFailed(const std::string& group, bool dry_run,
                                                      int64_t now_ms, const std::string& actor,
-                                                     int page) {
+                                                     int page,
+                                                     bool include_rejected_and_acknowledged) {
+  const bool everything = !group.empty() || include_rejected_and_acknowledged;
   const AuditRecord audit{0,
                           now_ms,
                           actor,
                           group.empty() ? "redrive_all" : "redrive_group",
-                          group.empty() ? "FAILED" : group,
+                          !group.empty() ? group
+                          : include_rejected_and_acknowledged
+                              ? "FAILED (rejected and acknowledged too)"
+                              : "FAILED",
                           dry_run,
                           0,
                           ""};
   return ChangeFailedRows(
       group, dry_run, now_ms, audit, page,
-      [&](OutboxMessage& row) { return OnRedrive(row, now_ms).ok(); }, kEventRedriven,
+      [&](OutboxMessage& row) {
+        if (!everything && (row.failure_kind == kFailureRejected || !row.acknowledged_by.empty())) {
+          return false;  // left FAILED on purpose
+        }
+        return OnRedrive(row, now_ms).ok();
+      },
+      kEventRedriven,
       absl::StrCat("by ", actor, group.empty() ? " (all FAILED)" : " (group " + group + ")"));
 }
 
@@ -180,7 +218,9 @@ absl::StatusOr<std::vector<FailureGroup>> RecoveryStore::FailureGroups(int limit
              max(updated_at), max(id)
       FROM outbox INDEXED BY outbox_failure_group
       WHERE status = 'FAILED' AND (?1 = '' OR failure_kind = ?1)
-      GROUP BY failure_group ORDER BY count(*) DESC, failure_group LIMIT ?2)sql");
+      GROUP BY failure_group
+      ORDER BY count(*) - sum(acknowledged_by != '') DESC, count(*) DESC, failure_group
+      LIMIT ?2)sql");
     stmt.bind(1, kind);
     stmt.bind(2, limit);
     std::vector<int64_t> examples;

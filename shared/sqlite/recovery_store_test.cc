@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,63 @@ const ProducerDb kProducer{&ProducerSchema(), "order_service", "ORDERS_DB", "ord
 void CreateProducerDb(const std::string& path) {
   auto file = OpenSqliteFile(path, DbOptions{}, &ProducerSchema());
   ASSERT_OK(file);
+}
+
+// Runs SQL in another process (the sqlite3 shell), which closes the file when
+// done: as the last connection to it anywhere, it would checkpoint and delete
+// -wal and -shm.
+void WriteFromAnotherProcess(const std::string& path, const std::string& sql) {
+  const std::string command =
+      absl::StrCat("sqlite3 -cmd '.timeout 5000' '", path, "' \"", sql, "\" >/dev/null");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+}
+
+int64_t CountOrders(SqliteFile& file) {
+  MutexLock lock(&file.read_mu);
+  return file.reader->execAndGet("SELECT count(*) FROM orders").getInt64();
+}
+
+// A producer that runs its recovery in-process opens one file through both
+// entry points. Neither may open or close the file outside SQLite: POSIX locks
+// belong to the process, so closing any descriptor of the file would drop the
+// locks of every connection, and another process's last close would then
+// delete the WAL under them (a frozen snapshot, updates overwritten).
+TEST(SqliteLocksTest, AFileOpenedTwiceInOneProcessKeepsItsLocks) {
+  char tmpl[] = "/tmp/recovery_store_test.XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/orders.db";
+  {
+    auto producer = OpenSqliteFile(path, DbOptions{}, &ProducerSchema());
+    ASSERT_OK(producer);
+    auto recovery = RecoveryStore::Open(path, DbOptions{}, kProducer);
+    ASSERT_OK(recovery);
+    auto tool = OpenSqliteFile(path, DbOptions{}, &ProducerSchema());
+    ASSERT_OK(tool);
+    tool->reset();
+    ASSERT_EQ(CountOrders(**producer), 0);
+
+    WriteFromAnotherProcess(path, "INSERT INTO orders VALUES ('o-1')");
+    EXPECT_TRUE(std::filesystem::exists(path + "-wal")) << "the other process was the last one";
+    EXPECT_TRUE(std::filesystem::exists(path + "-shm"));
+    EXPECT_EQ(CountOrders(**producer), 1);
+    auto counts = (*recovery)->Counts();
+    ASSERT_OK(counts);
+
+    WriteFromAnotherProcess(path, "INSERT INTO orders VALUES ('o-2')");
+    EXPECT_EQ(CountOrders(**producer), 2);
+    {
+      MutexLock lock(&(*producer)->write_mu);
+      (*producer)->writer->exec("INSERT INTO orders VALUES ('o-3')");
+    }
+    WriteFromAnotherProcess(path, "INSERT INTO orders SELECT 'o-' || (count(*) + 1) FROM orders");
+    EXPECT_EQ(CountOrders(**producer), 4);
+  }
+  SQLite::Database after(path, SQLite::OPEN_READONLY);
+  EXPECT_EQ(
+      after.execAndGet("SELECT group_concat(id, ',') FROM (SELECT id FROM orders ORDER BY id)")
+          .getString(),
+      "o-1,o-2,o-3,o-4");
+  std::filesystem::remove_all(dir);
 }
 
 class RecoveryStoreTest : public ::testing::Test {
@@ -225,6 +283,73 @@ TEST_F(RecoveryStoreTest, RedriveOnlyTakesFailedRows) {
   auto counts = store_->Counts();
   EXPECT_EQ(counts->sending, 3);
   EXPECT_EQ(counts->failed, 0);
+}
+
+// An operator's re-drive restarts the max age: a row older than it is
+// published again at its first claim, with a whole budget, and expires only
+// the max age after the re-drive. A row never re-driven expires by its
+// creation.
+TEST_F(RecoveryStoreTest, ARedriveRestartsTheMaxAge) {
+  constexpr int64_t kHour = 3'600'000;
+  policy_.max_age = absl::Hours(1);
+  Insert("one", OutboxStatus::kFailed, 3, 0, 0, /*created_at=*/1);
+  Insert("paged", OutboxStatus::kFailed, 3, 0, 0, /*created_at=*/1);
+  Insert("never", OutboxStatus::kSending, 1, 0, 0, /*created_at=*/1);
+  const int64_t now = 2 * kHour;
+  ASSERT_OK(store_->Redrive("one", now, "ops"));
+  ASSERT_OK(store_->RedriveFailed("", /*dry_run=*/false, now, "ops"));
+
+  auto c = store_->ClaimDue(now + 1, 10, "", policy_);
+  ASSERT_OK(c);
+  ASSERT_EQ(c->to_publish.size(), 2u);
+  EXPECT_EQ(c->to_publish[0].attempts, 1);
+  EXPECT_EQ(c->to_publish[1].attempts, 1);
+  ASSERT_EQ(c->exhausted.size(), 1u);
+  EXPECT_EQ(c->exhausted[0].message_id, "never");
+  EXPECT_EQ(c->exhausted[0].failure_kind, "expired");
+
+  auto later = store_->ClaimDue(now + kHour + 1, 10, "", policy_);
+  ASSERT_OK(later);
+  EXPECT_TRUE(later->to_publish.empty());
+  ASSERT_EQ(later->exhausted.size(), 2u);
+  EXPECT_EQ(later->exhausted[0].failure_kind, "expired");
+}
+
+// A paged action whose page fails at COMMIT (here a deferred foreign key,
+// as a full disk would at a WAL commit): the first page's failure is in the
+// audit trail on its own, a later page's in the action's record; nothing of
+// a failed page is changed.
+TEST_F(RecoveryStoreTest, APagedActionThatFailsAtCommitIsAudited) {
+  Insert("f1", OutboxStatus::kFailed, 3, 0);
+  Insert("f2", OutboxStatus::kFailed, 3, 0);
+  raw_->exec(R"sql(
+    CREATE TABLE parent (id INTEGER PRIMARY KEY);
+    CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+    CREATE TABLE poisoned (message_id TEXT);
+    CREATE TRIGGER poison AFTER UPDATE ON outbox
+      WHEN new.message_id IN (SELECT message_id FROM poisoned)
+      BEGIN INSERT INTO child VALUES (42); END;
+    INSERT INTO poisoned VALUES ('f1');
+  )sql");
+  EXPECT_FALSE(store_->RedriveFailed("", /*dry_run=*/false, 5, "alice", /*page=*/1).ok());
+  EXPECT_EQ(store_->Get("f1")->status, OutboxStatus::kFailed);
+  auto audit = store_->Audit(0, 10);
+  ASSERT_OK(audit);
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_EQ((*audit)[0].actor, "alice");
+  EXPECT_EQ((*audit)[0].action, "redrive_all");
+  EXPECT_EQ((*audit)[0].rows, 0);
+  EXPECT_THAT((*audit)[0].outcome, ::testing::HasSubstr("FOREIGN KEY"));
+
+  raw_->exec("UPDATE poisoned SET message_id = 'f2'");
+  EXPECT_FALSE(store_->RedriveFailed("", /*dry_run=*/false, 6, "bob", /*page=*/1).ok());
+  EXPECT_EQ(store_->Get("f1")->status, OutboxStatus::kSending);
+  EXPECT_EQ(store_->Get("f2")->status, OutboxStatus::kFailed);
+  audit = store_->Audit(0, 10);
+  ASSERT_EQ(audit->size(), 2u);
+  EXPECT_EQ((*audit)[0].actor, "bob");
+  EXPECT_EQ((*audit)[0].rows, 1);
+  EXPECT_THAT((*audit)[0].outcome, ::testing::HasSubstr("stopped after 1 rows"));
 }
 
 // Every action is in the audit trail, newest first, the failed ones with

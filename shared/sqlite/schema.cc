@@ -2,8 +2,10 @@
 
 #include <errno.h>  // program_invocation_short_name
 
+#include <sqlite3.h>
+
 #include <cstdint>
-#include <fstream>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "shared/observability/log.h"
@@ -18,10 +20,32 @@ int SchemaVersion(SQLite::Database& db) {
 int PeekSchemaVersion(const std::string& path) {
   // The 100-byte database header: the magic string, then user_version as a
   // big-endian 32-bit integer at offset 60 (sqlite.org/fileformat.html).
+  //
+  // Read through SQLite's own VFS, never with open()/read()/close(): POSIX
+  // locks belong to the process and the file, so closing any descriptor of a
+  // file drops every lock this process's connections hold on it. The unix
+  // VFS knows the connections of the process and keeps such a descriptor
+  // open until their locks are gone.
   constexpr char kMagic[] = "SQLite format 3";  // and its terminating NUL
+  sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);
+  if (vfs == nullptr || sqlite3_initialize() != SQLITE_OK) return 0;
+  // The name as the pager hands it over: absolute, followed by two NULs.
+  std::string name(vfs->mxPathname + 2, '\0');
+  if (vfs->xFullPathname(vfs, path.c_str(), vfs->mxPathname + 1, name.data()) != SQLITE_OK) {
+    return 0;
+  }
+  std::unique_ptr<char[]> storage(new char[vfs->szOsFile]());
+  auto* file = reinterpret_cast<sqlite3_file*>(storage.get());
+  int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB;
+  if (vfs->xOpen(vfs, name.c_str(), file, flags, &flags) != SQLITE_OK) {
+    // A failed xOpen leaves nothing to close (pMethods stays null).
+    if (file->pMethods != nullptr) file->pMethods->xClose(file);
+    return 0;
+  }
   unsigned char header[100];
-  std::ifstream in(path, std::ios::binary);
-  if (!in.read(reinterpret_cast<char*>(header), sizeof(header))) return 0;
+  const int rc = file->pMethods->xRead(file, header, sizeof(header), 0);
+  file->pMethods->xClose(file);
+  if (rc != SQLITE_OK) return 0;  // SQLITE_IOERR_SHORT_READ: shorter than a header
   if (std::string(reinterpret_cast<const char*>(header), sizeof(kMagic)) !=
       std::string(kMagic, sizeof(kMagic))) {
     return 0;

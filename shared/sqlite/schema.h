@@ -32,8 +32,9 @@ struct DbSchema {
 // PRAGMA user_version: 0 for a new file and for one made before versioning.
 int SchemaVersion(SQLite::Database& db);
 
-// The user_version in the file's header, read with a plain read(): no lock,
-// no -wal or -shm file, nothing written. 0 when the file is missing, shorter
+// The user_version in the file's header, read through SQLite's VFS (never a
+// descriptor of our own, whose close would drop the process's locks on the
+// file): no lock, no -wal or -shm file, nothing written. 0 when the file is missing, shorter
 // than a header or not SQLite (SQLite's own open then says what is wrong). A
 // WAL that is not checkpointed yet may hold a newer header, so this is a
 // first look that can refuse early; SchemaVersion has the last word.

@@ -30,6 +30,12 @@ absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabaseReadOnly(const std
 // Runs `body` inside BEGIN IMMEDIATE ... COMMIT. `body` may throw
 // SQLite::Exception or return a non-OK status; either rolls back. A busy
 // database is retried a few times before UNAVAILABLE is returned.
+//
+// `body` may run more than once: after SQLITE_BUSY the whole transaction
+// starts over. So it must start from the same state each time: whatever it
+// learns (a cursor, an id it inserted, a count) goes into variables it
+// resets first, and reaches the caller's own state only once this returns
+// OK (that is, once the transaction committed).
 absl::Status WriteTransaction(SQLite::Database& db, const std::function<absl::Status()>& body);
 
 // Converts the exception being handled into a Status with `context`.

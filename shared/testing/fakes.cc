@@ -246,6 +246,9 @@ absl::StatusOr<std::vector<FailureGroup>> InMemoryOutbox::FailureGroups(int limi
   std::vector<FailureGroup> out;
   for (auto& [key, g] : groups) out.push_back(std::move(g));
   std::stable_sort(out.begin(), out.end(), [](const FailureGroup& a, const FailureGroup& b) {
+    const int64_t open_a = a.count - a.acknowledged;
+    const int64_t open_b = b.count - b.acknowledged;
+    if (open_a != open_b) return open_a > open_b;
     return a.count != b.count ? a.count > b.count : a.group < b.group;
   });
   if (static_cast<int>(out.size()) > limit) out.resize(limit);

@@ -71,12 +71,13 @@ absl::StatusOr<::ops::v1::OutboxMessage> RedriveMessage(OpsStub& ops, const std:
       ops, &OpsStub::RedriveMessage, request, timeout);
 }
 
-absl::StatusOr<::ops::v1::RedriveFailedResponse> RedriveFailed(OpsStub& ops, bool dry_run,
-                                                               const std::string& group,
-                                                               absl::Duration timeout) {
+absl::StatusOr<::ops::v1::RedriveFailedResponse> RedriveFailed(
+    OpsStub& ops, bool dry_run, const std::string& group, absl::Duration timeout,
+    bool include_rejected_and_acknowledged) {
   ::ops::v1::RedriveFailedRequest request;
   request.set_dry_run(dry_run);
   request.set_group(group);
+  request.set_include_rejected_and_acknowledged(include_rejected_and_acknowledged);
   return Call<OpsStub, ::ops::v1::RedriveFailedRequest, ::ops::v1::RedriveFailedResponse>(
       ops, &OpsStub::RedriveFailed, request, timeout);
 }

@@ -35,9 +35,9 @@ absl::StatusOr<::ops::v1::OutboxMessage> GetMessage(OpsStub& ops, const std::str
 absl::StatusOr<::ops::v1::OutboxMessage> RedriveMessage(OpsStub& ops, const std::string& message_id,
                                                         absl::Duration timeout);
 // Every FAILED row (`group` empty) or those of one failure group.
-absl::StatusOr<::ops::v1::RedriveFailedResponse> RedriveFailed(OpsStub& ops, bool dry_run,
-                                                               const std::string& group,
-                                                               absl::Duration timeout);
+absl::StatusOr<::ops::v1::RedriveFailedResponse> RedriveFailed(
+    OpsStub& ops, bool dry_run, const std::string& group, absl::Duration timeout,
+    bool include_rejected_and_acknowledged = false);
 absl::StatusOr<::ops::v1::ListFailureGroupsResponse> ListFailureGroups(OpsStub& ops,
                                                                        const std::string& kind,
                                                                        int limit,

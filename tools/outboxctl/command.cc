@@ -22,14 +22,18 @@ struct FlagSpec {
 };
 
 constexpr FlagSpec kFlags[] = {
-    {"recovery_addr", true, true},    {"payment_addr", true, true}, {"accounting_addr", true, true},
-    {"timeout", true, true},          {"json", false, true},        {"status", true, false},
-    {"limit", true, false},           {"page_size", true, false},   {"queue", true, false},
-    {"all_failed", false, false},     {"dry_run", false, false},    {"tls_ca_file", true, true},
-    {"tls_cert_file", true, true},    {"tls_key_file", true, true}, {"token_file", true, true},
-    {"idempotency_key", true, false}, {"payer", true, false},       {"payee", true, false},
-    {"amount", true, false},          {"currency", true, false},    {"description", true, false},
-    {"group", true, false},           {"kind", true, false},
+    {"recovery_addr", true, true},   {"payment_addr", true, true},
+    {"accounting_addr", true, true}, {"timeout", true, true},
+    {"json", false, true},           {"status", true, false},
+    {"limit", true, false},          {"page_size", true, false},
+    {"queue", true, false},          {"all_failed", false, false},
+    {"dry_run", false, false},       {"tls_ca_file", true, true},
+    {"tls_cert_file", true, true},   {"tls_key_file", true, true},
+    {"token_file", true, true},      {"idempotency_key", true, false},
+    {"payer", true, false},          {"payee", true, false},
+    {"amount", true, false},         {"currency", true, false},
+    {"description", true, false},    {"group", true, false},
+    {"kind", true, false},           {"include_rejected_and_acknowledged", false, false},
 };
 
 const FlagSpec* FindFlag(absl::string_view name) {
@@ -45,7 +49,7 @@ absl::Status Bad(absl::string_view message) {
 
 // How a flag is written in messages: --all-failed, --recovery_addr (as in the help).
 std::string Shown(absl::string_view name) {
-  if (name == "all_failed" || name == "dry_run") {
+  if (name == "all_failed" || name == "dry_run" || name == "include_rejected_and_acknowledged") {
     return absl::StrCat("--", absl::StrReplaceAll(name, {{"_", "-"}}));
   }
   return absl::StrCat("--", name);
@@ -73,7 +77,8 @@ absl::StatusOr<absl::Duration> PositiveDuration(absl::string_view what, const st
 const std::set<std::string>& LocalFlagsOf(Verb verb) {
   static const auto* none = new std::set<std::string>();
   static const auto* list = new std::set<std::string>{"status", "limit", "page_size"};
-  static const auto* redrive_all = new std::set<std::string>{"all_failed", "dry_run"};
+  static const auto* redrive_all =
+      new std::set<std::string>{"all_failed", "dry_run", "include_rejected_and_acknowledged"};
   static const auto* by_group = new std::set<std::string>{"group", "dry_run"};
   static const auto* failures = new std::set<std::string>{"kind", "limit"};
   static const auto* audit = new std::set<std::string>{"limit"};
@@ -406,7 +411,10 @@ absl::Status SetPaymentFlags(const LocalFlags& local, NewPayment& p) {
 absl::Status SetLocalFlags(const LocalFlags& local, const std::string& command, Command& c) {
   switch (c.verb) {
     case Verb::kList: return SetListFlags(local, c);
-    case Verb::kRedriveAllFailed: c.dry_run = IsTrue(local, "dry_run"); break;
+    case Verb::kRedriveAllFailed:
+      c.dry_run = IsTrue(local, "dry_run");
+      c.include_rejected_and_acknowledged = IsTrue(local, "include_rejected_and_acknowledged");
+      break;
     case Verb::kRedriveGroup:
     case Verb::kAcknowledgeGroup:
       c.dry_run = IsTrue(local, "dry_run");
@@ -463,7 +471,10 @@ std::string HelpText() {
       "                                    (at most N rows, default 100; N per call, default 100)\n"
       "  get MESSAGE_ID                    one outbox row with every field\n"
       "  redrive MESSAGE_ID                a FAILED row back to SENDING, attempts reset\n"
-      "  redrive --all-failed [--dry-run]  every FAILED row back to SENDING; --dry-run counts\n"
+      "  redrive --all-failed [--dry-run] [--include-rejected-and-acknowledged]\n"
+      "                                    every FAILED row back to SENDING but those rejected by\n"
+      "                                    their consumer or acknowledged (left FAILED on\n"
+      "                                    purpose), unless asked; --dry-run counts\n"
       "  redrive --group=G [--dry-run]     the FAILED rows of failure group G, in pages\n"
       "  failures [--kind K] [--limit N]   FAILED rows grouped by how they failed (topic, kind,\n"
       "                                    error shape), largest first; K: exhausted, rejected,\n"

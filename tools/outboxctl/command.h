@@ -60,15 +60,16 @@ struct Command {
   std::string status;           // list: SENDING, SENT or FAILED
   int limit = 0;                // list: rows wanted (100); dead letters: 0 = the default
   int page_size = 100;          // list: rows per call (at most 1000)
-  bool dry_run = false;         // redrive --all-failed or --group, acknowledge --group
-  std::string group;            // redrive, acknowledge: a failure group's id
-  std::string kind;             // failures: exhausted, rejected or expired
-  std::string queue;            // dead-letters: PAY_QUEUE or ACC_QUEUE (the service's names)
-  std::string tls_ca_file;      // --tls_ca_file, OUTBOXCTL_TLS_CA_FILE: set = TLS
-  std::string tls_cert_file;    // --tls_cert_file, OUTBOXCTL_TLS_CERT_FILE: client cert (mTLS)
-  std::string tls_key_file;     // --tls_key_file, OUTBOXCTL_TLS_KEY_FILE
-  std::string token_file;       // --token_file, OUTBOXCTL_TOKEN_FILE: bearer token on every call
-  NewPayment payment;           // payment create
+  bool include_rejected_and_acknowledged = false;  // redrive --all-failed
+  bool dry_run = false;       // redrive --all-failed or --group, acknowledge --group
+  std::string group;          // redrive, acknowledge: a failure group's id
+  std::string kind;           // failures: exhausted, rejected or expired
+  std::string queue;          // dead-letters: PAY_QUEUE or ACC_QUEUE (the service's names)
+  std::string tls_ca_file;    // --tls_ca_file, OUTBOXCTL_TLS_CA_FILE: set = TLS
+  std::string tls_cert_file;  // --tls_cert_file, OUTBOXCTL_TLS_CERT_FILE: client cert (mTLS)
+  std::string tls_key_file;   // --tls_key_file, OUTBOXCTL_TLS_KEY_FILE
+  std::string token_file;     // --token_file, OUTBOXCTL_TOKEN_FILE: bearer token on every call
+  NewPayment payment;         // payment create
 };
 
 inline constexpr int kDefaultListLimit = 100;

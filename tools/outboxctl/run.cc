@@ -52,7 +52,9 @@ int ExecuteOps(const Command& c, Connections& connections, std::ostream& out, st
                    ops_addr, out, err, RenderMessage);
     case Verb::kRedriveAllFailed:
     case Verb::kRedriveGroup:
-      return Print(c, RedriveFailed(*connections.Ops(ops_addr), c.dry_run, c.group, c.timeout),
+      return Print(c,
+                   RedriveFailed(*connections.Ops(ops_addr), c.dry_run, c.group, c.timeout,
+                                 c.include_rejected_and_acknowledged),
                    kRecovery, ops_addr, out, err, RenderRedriveFailed);
     case Verb::kFailures:
       return Print(c, ListFailureGroups(*connections.Ops(ops_addr), c.kind, c.limit, c.timeout),
