@@ -32,21 +32,16 @@ outbox::ConsumerOptions Generic(const ConsumerOptions& o) {
 }  // namespace
 
 absl::StatusOr<PaymentEvent> VoucherHandler::Decode(const Delivery& delivery) {
-  // The booking rules are applied here, not by the codec: a publisher that
-  // understands rejects gets one (Rejects), an older one a dead letter.
+  // The booking rules are applied after the inbox (Rejects), not by the
+  // codec: a payment booked before is answered as booked whatever they say.
   ASSIGN_OR_RETURN(PaymentEvent event,
                    DecodePaymentCreated(delivery.body, delivery.message_id, INT64_MAX));
-  if (!event.rejects_accepted) {
-    if (std::string reason = RejectReason(event, rules_); !reason.empty()) {
-      return absl::InvalidArgumentError(reason);
-    }
-  }
   event.traceparent = delivery.traceparent;
   return event;
 }
 
 std::string VoucherHandler::Rejects(const PaymentEvent& event) {
-  return event.rejects_accepted ? RejectReason(event, rules_) : "";
+  return RejectReason(event, rules_);
 }
 
 absl::StatusOr<std::vector<Applied>> VoucherHandler::ApplyBatch(

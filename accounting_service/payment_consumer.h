@@ -37,8 +37,16 @@ class VoucherHandler final : public MessageHandler<PaymentEvent> {
       : ledger_(ledger), clock_(clock), rules_(std::move(rules)) {}
 
   absl::StatusOr<PaymentEvent> Decode(const Delivery& delivery) override;
-  // RejectReason under the rules, for publishers that understand rejects.
+  // RejectReason under the rules. A payment booked before is answered as
+  // booked whatever the rules say today (AppliedBefore); a new one refused
+  // is answered with a reject, or dead-lettered for a publisher that does
+  // not understand rejects.
   std::string Rejects(const PaymentEvent& event) override;
+  bool AnswersRejects(const PaymentEvent& event) override { return event.rejects_accepted; }
+  absl::StatusOr<std::vector<std::optional<std::string>>> AppliedBefore(
+      const std::vector<PaymentEvent>& events) override {
+    return ledger_.Booked(events);
+  }
   absl::StatusOr<std::vector<Applied>> ApplyBatch(const std::vector<PaymentEvent>& batch) override;
   std::vector<Reply> Replies(const std::vector<Answered<PaymentEvent>>& batch) override;
 

@@ -45,6 +45,21 @@ class InMemoryLedger final : public VoucherLedger {
     }
     return out;
   }
+  absl::StatusOr<std::vector<std::optional<std::string>>> Booked(
+      const std::vector<PaymentEvent>& events) override {
+    if (!fail_with.ok()) return fail_with;
+    std::vector<std::optional<std::string>> out;
+    for (const PaymentEvent& e : events) {
+      if (auto m = voucher_by_message.find(e.message_id); m != voucher_by_message.end()) {
+        out.push_back(m->second);
+      } else if (auto p = voucher_by_payment.find(e.payment_id); p != voucher_by_payment.end()) {
+        out.push_back(p->second);
+      } else {
+        out.push_back(std::nullopt);
+      }
+    }
+    return out;
+  }
 };
 
 // A PaymentCreated as a publisher that does not accept batch replies sends
@@ -196,6 +211,51 @@ TEST_F(PaymentConsumerTest, WhatIsNeverBookedIsRejectedOrForOlderPublishersDeadL
             absl::StrCat("amount_minor ", over, " is over accounting's limit of ",
                          kDefaultMaxAmountMinor));
   EXPECT_NE(metrics_.Render().find("outbox_consumer_rejected_total 1"), std::string::npos);
+}
+
+// Booked, then accounting restarts with tighter rules before the reply was
+// confirmed: the redelivered copies are answered as booked, with their
+// voucher, whatever today's rules say (a reject would tell the publisher
+// the payment was never booked). Nothing is booked twice, nothing is
+// dead-lettered; a new payment is still judged by today's rules.
+TEST_F(PaymentConsumerTest, APaymentBookedBeforeIsAnsweredAsBookedUnderTighterRules) {
+  queue_.Push(Payment("m1", "p1", "ACC_QUEUE", true, 100, true));
+  queue_.Push(Payment("old", "q1", "ACC_QUEUE", false, 100, false));
+  ASSERT_TRUE(consumer_.Step());
+  ASSERT_EQ(ledger_.voucher_by_payment.size(), 2u);
+
+  ConsumerOptions tighter;
+  tighter.rules.max_amount_minor = 50;
+  FakeConsumer redelivered;
+  FakePublisher replies;
+  replies.clock = &clock_;
+  MetricsRegistry metrics;
+  PaymentConsumer restarted(redelivered, replies, ledger_, clock_, metrics, tighter);
+  redelivered.Push(Payment("m1", "p1", "ACC_QUEUE", true, 100, true));
+  redelivered.Push(Payment("old", "q1", "ACC_QUEUE", false, 100, false));
+  redelivered.Push(Payment("m2", "p2", "ACC_QUEUE", true, 100, true));
+  const uint64_t old_new = redelivered.Push(Payment("old2", "q2", "ACC_QUEUE", false, 100, false));
+  ASSERT_TRUE(restarted.Step());
+
+  EXPECT_EQ(ledger_.voucher_by_payment.size(), 2u);
+  EXPECT_EQ(redelivered.rejected, (std::set<uint64_t>{old_new}));
+  ASSERT_EQ(replies.published.size(), 2u);
+  const events::v1::PaymentsAccounted batch = BatchReply(replies.published[0]);
+  ASSERT_EQ(batch.accounted_size(), 2);
+  EXPECT_EQ(batch.accounted(0).message_id(), "m1");
+  EXPECT_TRUE(batch.accounted(0).duplicate());
+  EXPECT_EQ(batch.accounted(0).voucher_id(), "v-p1");
+  EXPECT_EQ(batch.accounted(0).rejected_reason(), "");
+  EXPECT_EQ(batch.accounted(1).message_id(), "m2");
+  EXPECT_EQ(batch.accounted(1).voucher_id(), "");
+  EXPECT_NE(batch.accounted(1).rejected_reason(), "");
+  events::v1::PaymentAccounted one;
+  ASSERT_TRUE(one.ParseFromString(replies.published[1].body));
+  EXPECT_EQ(one.message_id(), "old");
+  EXPECT_TRUE(one.duplicate());
+  EXPECT_EQ(one.voucher_id(), "v-q1");
+  EXPECT_EQ(restarted.duplicates(), 2);
+  EXPECT_EQ(redelivered.acked.size(), 3u);
 }
 
 TEST_F(PaymentConsumerTest, ADuplicateBooksNothingButIsRepliedToAgain) {

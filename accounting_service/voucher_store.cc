@@ -103,6 +103,31 @@ absl::StatusOr<std::vector<ApplyOutcome>> VoucherStore::ApplyBatch(
   return outcomes;
 }
 
+absl::StatusOr<std::vector<std::optional<std::string>>> VoucherStore::Booked(
+    const std::vector<PaymentEvent>& events) {
+  MutexLock lock(&db_->read_mu);
+  std::vector<std::optional<std::string>> booked(events.size());
+  RETURN_IF_ERROR(Guard("find booked payments", [&] {
+    SQLite::Transaction snapshot(*db_->reader, SQLite::TransactionBehavior::DEFERRED);
+    SQLite::Statement by_message(
+        *db_->reader, absl::StrCat("SELECT ", kInbox.reference_column, " FROM ", kInbox.table,
+                                   " WHERE message_id = ?"));
+    SQLite::Statement by_payment(*db_->reader,
+                                 "SELECT voucher_id FROM vouchers WHERE payment_id = ?");
+    for (size_t i = 0; i < events.size(); ++i) {
+      by_message.bind(1, events[i].message_id);
+      if (by_message.executeStep()) booked[i] = by_message.getColumn(0).getString();
+      by_message.reset();
+      if (booked[i]) continue;
+      by_payment.bind(1, events[i].payment_id);
+      if (by_payment.executeStep()) booked[i] = by_payment.getColumn(0).getString();
+      by_payment.reset();
+    }
+    return absl::OkStatus();
+  }));
+  return booked;
+}
+
 absl::StatusOr<int> VoucherStore::PruneProcessed(int64_t cutoff_ms, int limit) {
   return SqliteProcessedLog(*db_, kInbox).PruneProcessed(cutoff_ms, limit);
 }

@@ -3,6 +3,7 @@
 // accounting.db: vouchers and the ids of processed messages, written in one
 // transaction so a message is applied at most once.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ class VoucherLedger {
   // pruned (ProcessedLog) is still found to be a duplicate by its payment.
   virtual absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(
       const std::vector<PaymentEvent>& events) = 0;
+  // For each event, the voucher a message id seen before or its payment
+  // already has (what ApplyBatch would report as a duplicate), or nullopt.
+  // Reads only.
+  virtual absl::StatusOr<std::vector<std::optional<std::string>>> Booked(
+      const std::vector<PaymentEvent>& events) = 0;
 };
 
 // accounting.db's inbox: processed_messages, by payment and voucher.
@@ -53,6 +59,8 @@ class VoucherStore final : public VoucherLedger, public ProcessedLog {
                                                             IdGenerator& ids, const Clock& clock);
 
   absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(
+      const std::vector<PaymentEvent>& events) override;
+  absl::StatusOr<std::vector<std::optional<std::string>>> Booked(
       const std::vector<PaymentEvent>& events) override;
   absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) override;
 

@@ -148,8 +148,14 @@ absl::Status IdempotentConsumer::HandleBatch(const std::vector<Delivery>& delive
     return RequeueBatch(batch, applied.status());
   }
   if (!options_.after_apply_failpoint.empty()) Failpoint(options_.after_apply_failpoint);
-  for (const Applied& a : *applied) {
-    if (!a.rejected_reason.empty()) {
+  for (size_t i = 0; i < applied->size(); ++i) {
+    const Applied& a = (*applied)[i];
+    if (!a.dead_letter_reason.empty()) {
+      // Refused, new, and its publisher understands no reject: nothing was
+      // applied for it, and it is not answered.
+      RETURN_IF_ERROR(DeadLetter(deliveries_, dead_lettered_, options_.queue, *batch.sources[i],
+                                 a.dead_letter_reason));
+    } else if (!a.rejected_reason.empty()) {
       rejected_.Add();
     } else {
       a.duplicate ? duplicates_.Add() : booked_.Add();

@@ -13,7 +13,9 @@
 // wrong signature, a body the adopter cannot decode, a reply_to that names
 // no queue. A message that is well formed but that the adopter's business
 // rules will never accept (Rejects) is answered with a business reject
-// instead: its publisher closes the row FAILED at once, with the reason. Anything else that fails
+// instead: its publisher closes the row FAILED at once, with the reason;
+// unless it was applied before (AppliedBefore): a message already applied is
+// answered as applied, whatever today's rules say. Anything else that fails
 // (the store refused the transaction, the reply connection went) sends the deliveries back to the
 // queue; they come again, are found in the inbox, and are answered again as duplicates.
 //
@@ -21,11 +23,13 @@
 // keeps processed ids as long as a copy can still arrive (inbox.h).
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "shared/base/clock.h"
 #include "shared/observability/metrics.h"
@@ -46,6 +50,10 @@ struct Applied {
   // Not empty: a business reject (MessageHandler::Rejects); nothing was
   // written for the message. Its reply must say so, with this reason.
   std::string rejected_reason;
+  // Not empty: refused by Rejects, new, and its publisher does not
+  // understand business rejects (MessageHandler::AnswersRejects): the
+  // delivery is dead-lettered with this reason instead of answered.
+  std::string dead_letter_reason;
 };
 
 // One reply and the messages of the batch it answers (their indexes).
@@ -88,13 +96,35 @@ class MessageHandler : public ConsumerHandler {
   // The message in `delivery`, checked; an error dead-letters it (say why).
   virtual absl::StatusOr<Message> Decode(const Delivery& delivery) = 0;
   // Why the business will never accept this well-formed message ("" = it
-  // may): it is not applied and is answered with a business reject. A reject
-  // is not kept in the inbox: a copy is judged again. Only answer rejects to
-  // publishers that understand them (docs/library.md, "Business rejects");
-  // for the others, fail Decode instead (a dead letter).
+  // may): unless AppliedBefore finds it, it is not applied and is answered
+  // with a business reject. A reject is not kept in the inbox: a copy is
+  // judged again. Only answer rejects to publishers that understand them
+  // (docs/library.md, "Business rejects"); for the others, AnswersRejects
+  // returns false and the message is dead-lettered instead.
   virtual std::string Rejects(const Message& message) {
     (void)message;
     return "";
+  }
+  // Whether `message`'s publisher understands business rejects. False: a
+  // new message that Rejects refuses is dead-lettered with the reason.
+  virtual bool AnswersRejects(const Message& message) {
+    (void)message;
+    return true;
+  }
+  // For messages Rejects refuses: whether each was applied before, with the
+  // reference ApplyBatch reported for it (nullopt: new), in order. Reads
+  // only. A message already applied is answered as applied (a duplicate)
+  // whatever today's rules say: the rules may have been tightened since it
+  // was applied, and its publisher must not be told it never was. Called
+  // only when Rejects refuses something, so a handler that never rejects
+  // need not write it; the default fails, and the batch goes back to the
+  // queue. An error sends the batch back to the queue.
+  virtual absl::StatusOr<std::vector<std::optional<std::string>>> AppliedBefore(
+      const std::vector<Message>& messages) {
+    (void)messages;
+    return absl::UnimplementedError(
+        "the handler's Rejects refused a message, but it does not implement AppliedBefore: "
+        "it cannot tell a message applied before from a new one");
   }
   // Applies `batch` in ONE transaction of the adopter's store, recording
   // each message id in the inbox with the change it causes: a message id
@@ -121,10 +151,19 @@ class MessageHandler : public ConsumerHandler {
   }
   absl::StatusOr<std::vector<Applied>> Apply() final {
     std::vector<Message> accepted;
+    std::vector<Message> refused;
     for (size_t i = 0; i < messages_.size(); ++i) {
-      if (rejects_[i].empty()) accepted.push_back(messages_[i]);
+      (rejects_[i].empty() ? accepted : refused).push_back(messages_[i]);
     }
-    if (accepted.size() == messages_.size()) return ApplyBatch(messages_);
+    if (refused.empty()) return ApplyBatch(messages_);
+    // Judged after the inbox: a refused message applied before is answered
+    // as applied.
+    absl::StatusOr<std::vector<std::optional<std::string>>> before = AppliedBefore(refused);
+    if (!before.ok()) return before.status();
+    if (before->size() != refused.size()) {
+      return absl::InternalError(
+          absl::StrCat("AppliedBefore answered ", before->size(), " messages of ", refused.size()));
+    }
     std::vector<Applied> applied_accepted;
     if (!accepted.empty()) {
       absl::StatusOr<std::vector<Applied>> a = ApplyBatch(accepted);
@@ -132,11 +171,16 @@ class MessageHandler : public ConsumerHandler {
       applied_accepted = std::move(a).value();
     }
     std::vector<Applied> applied(messages_.size());
-    for (size_t i = 0, next = 0; i < messages_.size(); ++i) {
+    for (size_t i = 0, next = 0, next_refused = 0; i < messages_.size(); ++i) {
       if (rejects_[i].empty()) {
         applied[i] = std::move(applied_accepted.at(next++));
-      } else {
+      } else if (std::optional<std::string>& reference = before->at(next_refused++)) {
+        applied[i].duplicate = true;
+        applied[i].reference = std::move(*reference);
+      } else if (AnswersRejects(messages_[i])) {
         applied[i].rejected_reason = rejects_[i];
+      } else {
+        applied[i].dead_letter_reason = rejects_[i];
       }
     }
     return applied;
@@ -144,11 +188,18 @@ class MessageHandler : public ConsumerHandler {
   std::vector<Reply> Answer(const std::vector<Applied>& applied,
                             const std::vector<std::string>& reply_to) final {
     std::vector<Answered<Message>> batch;
+    std::vector<size_t> index_of;  // batch[k] is message index_of[k]
     batch.reserve(messages_.size());
     for (size_t i = 0; i < messages_.size(); ++i) {
+      if (!applied[i].dead_letter_reason.empty()) continue;  // dead-lettered, not answered
       batch.push_back({messages_[i], *deliveries_[i], applied[i], reply_to[i]});
+      index_of.push_back(i);
     }
-    return Replies(batch);
+    std::vector<Reply> replies = Replies(batch);
+    for (Reply& r : replies) {
+      for (size_t& k : r.answers) k = index_of.at(k);
+    }
+    return replies;
   }
 
   std::vector<Message> messages_;
