@@ -165,7 +165,16 @@ bool PaymentWriter::Lagging(bool acked_some) {
   // business; holding callers would only make the outage theirs.
   if (now - last_ack_ms_ > 1000) return false;
   absl::StatusOr<int64_t> sending = store_.CountSending(options_.max_unsent);
-  return sending.ok() && *sending >= options_.max_unsent;
+  if (!sending.ok()) {
+    // Not known: creates are not held (the next group asks again). Logged
+    // once a minute at most, while it lasts.
+    if (now - last_count_error_ms_ >= 60'000) {
+      LogWarning("unsent_count_failed", {KV("error", sending.status().message())});
+      last_count_error_ms_ = now;
+    }
+    return false;
+  }
+  return *sending >= options_.max_unsent;
 }
 
 std::vector<NewPayment> PaymentWriter::Encode(std::vector<Pending>& group, int64_t now) {

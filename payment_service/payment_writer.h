@@ -136,7 +136,8 @@ class PaymentWriter final : public OutboxRepository {
   Counter& ack_lingers_;      // acknowledgements that waited for a payment to share their commit
   Counter& commit_failures_;  // group transactions the file refused (full, damaged)
   DurationHistogram& create_to_sent_;
-  int64_t last_ack_ms_ = INT64_MIN / 2;  // writer thread only; none yet
+  int64_t last_ack_ms_ = INT64_MIN / 2;          // writer thread only; none yet
+  int64_t last_count_error_ms_ = INT64_MIN / 2;  // when Lagging last logged a failed count
   std::thread thread_;
 };
 

@@ -426,6 +426,14 @@ TEST(SecurityTest, BadSecuritySettingsStopTheStartWithExit2) {
             "empty_token");
   EXPECT_EQ(empty_token.exit_code, 2);
   EXPECT_NE((empty_token.out + empty_token.err).find("is empty"), std::string::npos);
+  const CommandResult short_token = start(
+      "recovery_service",
+      {{"OPS_TOKEN_FILE", WriteSecret(certs + "/short.token", "alice guessable")}}, "short_token");
+  EXPECT_EQ(short_token.exit_code, 2);
+  EXPECT_NE((short_token.out + short_token.err).find("shorter than 16 characters"),
+            std::string::npos);
+  EXPECT_EQ((short_token.out + short_token.err).find("guessable"), std::string::npos)
+      << "a token reached the log";
   // Message keys: required unless unsigned messages are allowed explicitly.
   for (const char* binary : {"payment_service", "accounting_service", "recovery_service"}) {
     const CommandResult no_keys = start(binary, {{"MESSAGE_KEYS_FILE", ""}}, "no_keys");

@@ -10,6 +10,7 @@
 #include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/support/server_interceptor.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -64,6 +65,47 @@ void LogGrpcLine(gpr_log_func_args* args) {
        KV("message", args->message == nullptr ? "" : args->message)});
 }
 
+// Logs every call refused for its caller (no or a wrong token) or its
+// request (invalid argument), with the method and the peer, so that an
+// operator can see them; the status message never holds a token.
+class RefusedCallLogger final : public grpc::experimental::Interceptor {
+ public:
+  explicit RefusedCallLogger(grpc::experimental::ServerRpcInfo* info) : info_(info) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      const grpc::StatusCode code = status.error_code();
+      if (code == grpc::StatusCode::UNAUTHENTICATED ||
+          code == grpc::StatusCode::PERMISSION_DENIED ||
+          code == grpc::StatusCode::INVALID_ARGUMENT) {
+        const std::string peer =
+            info_->server_context() == nullptr ? "" : info_->server_context()->peer();
+        Log(code == grpc::StatusCode::INVALID_ARGUMENT ? LogLevel::kInfo : LogLevel::kWarning,
+            "call_refused",
+            {KV("method", info_->method() == nullptr ? "" : info_->method()), KV("peer", peer),
+             KV("code", code == grpc::StatusCode::INVALID_ARGUMENT  ? "INVALID_ARGUMENT"
+                        : code == grpc::StatusCode::UNAUTHENTICATED ? "UNAUTHENTICATED"
+                                                                    : "PERMISSION_DENIED"),
+             KV("error", status.error_message())});
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  grpc::experimental::ServerRpcInfo* info_;
+};
+
+class RefusedCallLoggerFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new RefusedCallLogger(info);
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
@@ -91,6 +133,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
                              static_cast<int>(absl::ToInt64Milliseconds(kMinClientPingInterval)));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, kMaxPingStrikes);
   AddReflectionV1(builder);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<RefusedCallLoggerFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // Sync handlers (payment's reads, accounting, recovery) block on SQLite;
   // keep enough polling threads alive that the sync server does not create
   // and destroy one per call. Callback handlers (CreatePayment) use none.

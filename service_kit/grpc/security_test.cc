@@ -83,18 +83,26 @@ TEST(BearerTokenCheckTest, WithoutATokenEveryCallPasses) {
 }
 
 TEST(TokenListTest, OneBareTokenOrNamedOnesNeverRepeated) {
-  auto bare = ParseTokenList("abc123");
+  const std::string a(16, 'a'), b(16, 'b'), c(16, 'c');
+  auto bare = ParseTokenList("abc123abc123abc1");
   ASSERT_OK(bare);
   ASSERT_EQ(bare->size(), 1u);
   EXPECT_EQ((*bare)[0].name, "operator");
-  auto named = ParseTokenList("# ops team\nalice aaa\n\nbob   bbb\n");
+  auto named = ParseTokenList(absl::StrCat("# ops team\nalice ", a, "\n\nbob   \t", b, "\n"));
   ASSERT_OK(named);
   ASSERT_EQ(named->size(), 2u);
   EXPECT_EQ((*named)[1].name, "bob");
-  EXPECT_EQ((*named)[1].token, "bbb");
-  for (const char* bad : {"alice aaa\nalice ccc", "alice aaa\nbob aaa", "a b c", "# none\n"}) {
+  EXPECT_EQ((*named)[1].token, b);
+  for (const std::string& bad :
+       {absl::StrCat("alice ", a, "\nalice ", c), absl::StrCat("alice ", a, "\nbob ", a),
+        absl::StrCat("a b ", a), std::string("# none\n"),
+        // shorter than kMinTokenLength
+        std::string("abc123"), absl::StrCat("alice ", a, "\nbob aaa"),
+        // an older single token holding a space: not a name, not a token
+        absl::StrCat("pa$$word! ", a)}) {
     auto s = ParseTokenList(bad);
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(s.status().message().find(a), std::string::npos) << "never the token";
     EXPECT_EQ(s.status().message().find("aaa"), std::string::npos) << "never the token";
   }
 }

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -82,6 +83,21 @@ absl::Status CheckBearerToken(const std::multimap<grpc::string_ref, grpc::string
   return absl::OkStatus();
 }
 
+namespace {
+
+bool IsTokenName(absl::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
+        c != '@') {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<NamedToken>> ParseTokenList(absl::string_view contents) {
   std::vector<NamedToken> tokens;
   int line_no = 0;
@@ -89,14 +105,30 @@ absl::StatusOr<std::vector<NamedToken>> ParseTokenList(absl::string_view content
     ++line_no;
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || absl::StartsWith(line, "#")) continue;
-    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    std::vector<absl::string_view> words =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipWhitespace());
     if (words.size() == 1) {
       tokens.push_back({"operator", std::string(words[0])});
     } else if (words.size() == 2) {
+      // A token holds no space, so two words are NAME TOKEN. An older file
+      // whose one token held a space would be read as a name and a token:
+      // refused unless its first word is a name.
+      if (!IsTokenName(words[0])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "token file line ", line_no,
+            ": two words are 'NAME TOKEN', and NAME must be 1 to 64 letters, digits, '.', '_', "
+            "'-' or '@' (a token holds no space)"));
+      }
       tokens.push_back({std::string(words[0]), std::string(words[1])});
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("token file line ", line_no, ": want 'NAME TOKEN' or one bare token"));
+          absl::StrCat("token file line ", line_no,
+                       ": want 'NAME TOKEN' or one bare token (a token holds no space)"));
+    }
+    if (tokens.back().token.size() < kMinTokenLength) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token file line ", line_no, ": the token of '", tokens.back().name, "' is shorter than ",
+          kMinTokenLength, " characters (make one with `openssl rand -hex 16`)"));
     }
   }
   if (tokens.empty()) return absl::InvalidArgumentError("the token file holds no token");

@@ -51,10 +51,15 @@ struct NamedToken {
   std::string token;
 };
 
+// The shortest token a server accepts: a guessable one is refused at start.
+inline constexpr size_t kMinTokenLength = 16;
+
 // A token file's contents: one bare token (named "operator"), or one
-// "NAME TOKEN" per line (blank lines and lines starting with # skipped).
-// INVALID_ARGUMENT naming the line (never the token) for anything else,
-// a name or token given twice, or no token at all.
+// "NAME TOKEN" per line (blank lines and lines starting with # skipped). A
+// token holds no space or tab; a line of two words is NAME TOKEN, NAME being
+// 1 to 64 letters, digits, '.', '_', '-' or '@'. INVALID_ARGUMENT naming the
+// line (never the token) for anything else, a token shorter than
+// kMinTokenLength, a name or token given twice, or no token at all.
 absl::StatusOr<std::vector<NamedToken>> ParseTokenList(absl::string_view contents);
 
 // What each handler of a protected service asks first. Without a token

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "shared/observability/log.h"
 
 namespace outbox {
@@ -36,7 +37,11 @@ RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker,
                 [this] { return thread_.stopping(); }),
       round_duration_(metrics.AddDurationHistogram(
           "outbox_recovery_round_seconds",
-          "one recovery round: the queue looked at, then due rows held or re-published")) {
+          "one recovery round: the queue looked at, then due rows held or re-published")),
+      connect_failures_(metrics.AddCounter(
+          "outbox_recovery_connect_failures_total",
+          "recovery rounds that could not reach the broker (each error logged as "
+          "recovery_broker_unreachable)")) {
   metrics.AddGauge("outbox_alerts_active", "alerts this instance holds active", {},
                    [this] { return static_cast<double>(active_alerts_.load()); });
   RegisterLinkMetrics(metrics, broker_, "recovery");
@@ -66,12 +71,18 @@ bool RecoveryLoop::Step() {
     Housekeeping();
   }
   int handled = 0;
-  if (ConnectLive(broker_).ok()) {
+  if (absl::Status connected = ConnectLive(broker_); connected.ok()) {
+    if (!connect_error_.empty()) {
+      LogInfo("recovery_broker_reachable", {KV("after_failures", connect_failures_since_)});
+      connect_error_.clear();
+      connect_failures_since_ = 0;
+    }
     const absl::Time round_start = clock_.Now();
     handled = Round();
     round_duration_.Observe(clock_.Now() - round_start);
   } else {
     ++consecutive_failures_;
+    NoteConnectFailure(connected);
   }
   if (consecutive_failures_ >= options_.max_publish_failures) {
     lease_.Yield(consecutive_failures_, clock_.NowMillis());
@@ -81,6 +92,23 @@ bool RecoveryLoop::Step() {
   }
   if (handled == 0) IdleWait(options_.idle_sleep);
   return true;
+}
+
+void RecoveryLoop::NoteConnectFailure(const absl::Status& why) {
+  connect_failures_.Add();
+  ++connect_failures_since_;
+  // "waiting to reconnect" only says that the last attempt failed: the line
+  // worth reading is that attempt's error. Logged when it changes, and once
+  // a minute while it lasts.
+  const std::string error(why.message());
+  if (absl::StrContains(error, "waiting to reconnect") && !connect_error_.empty()) return;
+  const absl::Time now = clock_.Now();
+  if (error == connect_error_ && now - connect_error_logged_ < absl::Minutes(1)) return;
+  connect_error_ = error;
+  connect_error_logged_ = now;
+  LogWarning("recovery_broker_unreachable",
+             {KV("error", error), KV("failures", connect_failures_since_),
+              KV("consecutive_failures", consecutive_failures_)});
 }
 
 bool RecoveryLoop::TakeLease(absl::Time now) {

@@ -72,6 +72,8 @@ class RecoveryLoop {
   // when the connection is used, and the broker drops a silent one.
   void IdleWait(absl::Duration d);
   void CountAlerts();
+  // Counts a round that could not reach the broker and logs why (rate-limited).
+  void NoteConnectFailure(const absl::Status& why);
 
   MessagePublisher& broker_;
   RecoveryRepository& outbox_;
@@ -86,6 +88,10 @@ class RecoveryLoop {
   Republisher republisher_;
   Archiver archiver_;
   DurationHistogram& round_duration_;
+  Counter& connect_failures_;
+  std::string connect_error_;  // the last connect error logged; "" while connected
+  absl::Time connect_error_logged_ = absl::InfinitePast();
+  int64_t connect_failures_since_ = 0;
   std::atomic<int64_t> active_alerts_{0};
   int consecutive_failures_ = 0;
   absl::Time last_housekeeping_ = absl::InfinitePast();
