@@ -16,10 +16,13 @@
 #       to SENDING, due now: recovery_service delivers it again and accounting
 #       books it once. Run it after restoring accounting.db to an older point
 #       (payment's SENT rows are the ledger of what was booked), and on a
-#       backup pair (done by `backup`). Safe while the services run: it
-#       reads ACCOUNTING_DB in a read transaction of its own (accounting's
-#       writer is not blocked), then writes PAYMENT_DB in one short write
-#       transaction, without a checkpoint of its own (scripts/lib/sqlite.sh).
+#       backup pair (done by `backup`). It is `outbox_check --repair --apply`
+#       (the same code as the services' state machine: attempts reset, pages
+#       of 200 rows in short write transactions, each row's history and an
+#       audit record under the actor `$USER (backup.sh)`), so it is safe
+#       while the services run; it also closes FAILED rows whose payment is
+#       booked, and prints what only an operator can do. outbox_check is
+#       found as $OUTBOX_CHECK, then build/bin/outbox_check, then on PATH.
 #
 # Prints one line per step with the counts. Exit 0 on success, 1 on any
 # failure (the destination is left incomplete then), 2 on a usage error.
@@ -33,7 +36,7 @@ usage() {
 }
 die() { echo "backup: $*" >&2; exit 1; }
 command -v sqlite3 >/dev/null || die "needs sqlite3 (scripts/install_deps.sh)"
-# sqlite_read, sqlite_write: a busy timeout, so a writer's short lock is
+# sqlite_read: a busy timeout, so a writer's short lock is
 # waited out rather than failed on; a writing shell never checkpoints.
 # shellcheck source=SCRIPTDIR/lib/sqlite.sh
 source "$(dirname "$0")/lib/sqlite.sh"
@@ -52,29 +55,37 @@ copy() {  # copy SRC DEST: VACUUM INTO, then integrity_check of the copy
   echo "backup: $dest: integrity_check ok ($(( ($(date +%s%N) - started) / 1000000 )) ms)"
 }
 
+checker() {  # the outbox_check binary
+  local built
+  built="$(cd "$(dirname "$0")/.." && pwd)/build/bin/outbox_check"
+  if [[ -n ${OUTBOX_CHECK:-} ]]; then echo "$OUTBOX_CHECK"
+  elif [[ -x $built ]]; then echo "$built"
+  elif command -v outbox_check >/dev/null; then command -v outbox_check
+  else die "needs outbox_check (build it with scripts/build.sh, or set OUTBOX_CHECK)"
+  fi
+}
+
 reconcile() {  # reconcile PAYMENT_DB ACCOUNTING_DB
-  local payment=$1 accounting=$2 now reset
+  local payment=$1 accounting=$2 bin out rc=0 reopened
   [[ -f $payment && -f $accounting ]] || die "reconcile needs both files ($payment, $accounting)"
-  now=$(($(date +%s%N) / 1000000))
-  # First the SENT rows without a voucher, in read transactions only (an
-  # attached file in a BEGIN IMMEDIATE would be write-locked too, and
-  # accounting's batches would fail meanwhile); then, with accounting.db
-  # detached, one write transaction on payment.db. A row booked in between
-  # only gets one more delivery, which accounting answers as a duplicate.
-  reset=$(sqlite_write "$payment" \
-    "ATTACH DATABASE $(quoted "$accounting") AS acc" \
-    "CREATE TEMP TABLE unbooked AS
-       SELECT message_id FROM outbox
-        WHERE status = 'SENT' AND biz_type = 'payment'
-          AND NOT EXISTS (SELECT 1 FROM acc.vouchers v WHERE v.payment_id = outbox.biz_key)" \
-    "DETACH DATABASE acc" \
-    "BEGIN IMMEDIATE" \
-    "UPDATE outbox SET status = 'SENDING', sent_at = 0, next_retry_at = $now, updated_at = $now,
-            last_error = 'restored: no voucher in the accounting database'
-      WHERE status = 'SENT' AND message_id IN (SELECT message_id FROM temp.unbooked)" \
-    "SELECT changes()" \
-    "COMMIT") || die "reconcile of $payment against $accounting failed"
-  echo "backup: reconciled $payment with $accounting: $reset SENT row(s) without a voucher back to SENDING"
+  bin=$(checker)
+  # Exit 0: everything repaired; 1: repaired, and tasks left for an
+  # operator (listed below); 2: nothing could be read or written.
+  out=$("$bin" --json --payment_db="$payment" --accounting_db="$accounting" \
+    --repair --apply --actor="${USER:-$(id -un)} (backup.sh)") || rc=$?
+  ((rc <= 1)) || die "reconcile of $payment against $accounting failed (outbox_check exit $rc)"
+  reopened=$(/usr/bin/python3 -c '
+import json, sys
+repair = json.load(sys.stdin)["repair"]
+print(sum(a["rows"] for a in repair["actions"]
+          if a["target"] in ("sent_without_voucher", "archived_without_voucher")))
+for a in repair["actions"]:
+    if a["target"] == "failed_with_voucher":
+        print("backup: %d FAILED row(s) whose payment is booked closed SENT" % a["rows"], file=sys.stderr)
+for t in repair["tasks"]:
+    print("backup: operator task: %s %s: %s" % (t["check"], t["payment_id"], t["what_to_do"]),
+          file=sys.stderr)' <<<"$out") || die "cannot read outbox_check's report"
+  echo "backup: reconciled $payment with $accounting: $reopened SENT row(s) without a voucher back to SENDING"
 }
 
 counts() {  # one line of row counts for a pair

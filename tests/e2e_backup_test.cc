@@ -157,13 +157,35 @@ TEST(BackupTest, ReconcileReopensSentRowsWhoseVoucherIsGone) {
 
   ASSERT_EQ(services.accounting().Terminate(), 0);
   ReplaceDb(early + "/accounting.db", services.dir() + "/accounting.db");
+  const std::string payment_db = services.dir() + "/payment.db";
+  {
+    // Every row acknowledged on its last attempt: a reopened row must get a
+    // new budget, not fail "exhausted" at its first claim.
+    SQLite::Database db(payment_db, SQLite::OPEN_READWRITE);
+    db.setBusyTimeout(5000);
+    db.exec("UPDATE outbox SET attempts = max_attempts WHERE status = 'SENT'");
+  }
   const ScriptResult reconciled = RunScript(
-      services, {"reconcile", services.dir() + "/payment.db", services.dir() + "/accounting.db"},
-      "reconcile.out");
+      services, {"reconcile", payment_db, services.dir() + "/accounting.db"}, "reconcile.out");
   ASSERT_EQ(reconciled.exit_code, 0) << reconciled.output;
   EXPECT_NE(reconciled.output.find(absl::StrCat(": ", kPayments / 2, " SENT row(s)")),
             std::string::npos)
       << reconciled.output;
+  {
+    // Through the state machine: attempts reset, a history event per row,
+    // audited.
+    SQLite::Database db(payment_db, SQLite::OPEN_READONLY);
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM outbox WHERE status = 'SENDING' AND attempts = 0")
+                  .getInt(),
+              kPayments / 2);
+    EXPECT_EQ(
+        db.execAndGet("SELECT count(*) FROM outbox_history WHERE event = 'repaired'").getInt(),
+        kPayments / 2);
+    EXPECT_GE(db.execAndGet("SELECT count(*) FROM outbox_audit WHERE action = 'repair' AND "
+                            "dry_run = 0 AND actor LIKE '%(backup.sh)'")
+                  .getInt(),
+              1);
+  }
   services.StartAccounting();
 
   ASSERT_EQ(WaitAllSent(services, kPayments, absl::Seconds(60)), kPayments);
