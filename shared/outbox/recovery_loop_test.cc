@@ -52,6 +52,7 @@ class RecoveryLoopTest : public ::testing::Test {
     RecoveryOptions o;
     o.watched_queues = {"EVENTS"};
     o.dead_letter_sources = {"EVENTS", "REPLIES"};
+    o.hold_alert_after = absl::ZeroDuration();  // RepublishHoldGraceTest has the grace
     return o;
   }();
   std::unique_ptr<RecoveryLoop> worker_;

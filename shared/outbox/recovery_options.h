@@ -40,6 +40,10 @@ struct RecoveryOptions {
   // More ready messages than this in the watched queues: re-publishing holds, until
   // the queue is down to a tenth of it (see HoldFor).
   int64_t hold_queue_depth = 10000;
+  // A queue hold (nobody consumes, or a backlog) raises its alert only once
+  // it has lasted this long: consumers reconnect within a second or two of a
+  // broker restart, and that is no incident. The hold itself starts at once.
+  absl::Duration hold_alert_after = absl::Seconds(5);
   int batch = 200;
   double rate_per_second = 1000;
   absl::Duration lease_ttl = absl::Seconds(10);

@@ -193,12 +193,18 @@ void RepublishHold::Hold(DeliveryHold hold, DeliveryHold before, const QueueStat
                 KV("ready", queue.ready), KV("consumers", queue.consumers),
                 KV("rows_waiting", waiting.ok() ? *waiting : -1)});
   }
+  // A backlog turning into a consumer outage (or back) is the same hold.
+  if (before != DeliveryHold::kConsumerDown && before != DeliveryHold::kQueueBacklog) {
+    queue_hold_since_ = clock_.Now();
+  }
   hold_ = static_cast<int>(hold);
   if (!waiting.ok()) return;  // keep the alert as it is
   if (*waiting == 0) {        // nothing is kept from its consumer: nothing to alert on
     alert_.Clear();
     return;
   }
+  // Not yet an incident: a consumer reconnecting after a broker restart.
+  if (clock_.Now() - queue_hold_since_ < options_.hold_alert_after) return;
   alert_.Update({HeldAlert(hold, queue, *waiting)});
 }
 

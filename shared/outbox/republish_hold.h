@@ -115,7 +115,8 @@ class RepublishHold {
   AlertGroup alert_;
   std::atomic<int> hold_{0};
   bool producer_away_ = false;  // the last stall seen found the producer away
-  int64_t away_since_ = 0;      // unix ms: when it was first found away
+  absl::Time queue_hold_since_ = absl::InfinitePast();  // when the current queue hold began
+  int64_t away_since_ = 0;                              // unix ms: when it was first found away
   std::atomic<int64_t> queue_ready_{0};
   std::atomic<int> queue_consumers_{0};
 };

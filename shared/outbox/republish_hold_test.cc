@@ -74,6 +74,7 @@ RecoveryOptions HoldOptions() {
   options.watched_queues = {"EVENTS"};
   options.retry.base_delay = absl::Seconds(1);
   options.hold_queue_depth = 100;
+  options.hold_alert_after = absl::ZeroDuration();
   return options;
 }
 
@@ -124,6 +125,38 @@ TEST_F(RepublishHoldTest, ABacklogIsAWarningThatChangesNameWhenConsumersGo) {
   EXPECT_EQ(hold_.Update({500, 0}), DeliveryHold::kConsumerDown);
   EXPECT_EQ(alerts_.Active("OutboxQueueBacklog"), 0);
   EXPECT_EQ(alerts_.Active("OutboxConsumerDown"), 1);
+}
+
+// A consumer reconnecting after a broker restart is no incident: the hold
+// starts at once, its alert only once it has lasted hold_alert_after.
+TEST(RepublishHoldGraceTest, TheAlertWaitsOutABriefHold) {
+  ManualClock clock;
+  InMemoryOutbox outbox{clock};
+  RecordingAlerts alerts;
+  MetricsRegistry metrics;
+  RecoveryOptions options = HoldOptions();
+  options.hold_alert_after = absl::Seconds(5);
+  LeaseKeeper lease{outbox, metrics, "r1", absl::Seconds(10)};
+  ASSERT_TRUE(lease.Hold(clock.Now()).held);
+  RepublishHold hold{outbox, lease, alerts, clock, metrics, options};
+  outbox.Add(NewOutboxMessage({"m1", "order", "p-m1", "EVENTS", "OrderPlaced", "REPLIES", "body"},
+                              clock.NowMillis() - 5'000, options.retry));
+
+  EXPECT_EQ(hold.Update({1, 0}), DeliveryHold::kConsumerDown);
+  clock.Advance(absl::Seconds(2));
+  EXPECT_EQ(hold.Update({1, 0}), DeliveryHold::kConsumerDown);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(hold.Update({1, 1}), DeliveryHold::kNone);  // back within the grace
+  EXPECT_TRUE(alerts.raised.empty());
+
+  EXPECT_EQ(hold.Update({1, 0}), DeliveryHold::kConsumerDown);
+  clock.Advance(absl::Seconds(4));
+  EXPECT_EQ(hold.Update({1, 0}), DeliveryHold::kConsumerDown);
+  EXPECT_TRUE(alerts.raised.empty());
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(hold.Update({1, 0}), DeliveryHold::kConsumerDown);
+  ASSERT_EQ(alerts.raised.size(), 1u);
+  EXPECT_EQ(alerts.raised[0].name, "OutboxConsumerDown");
 }
 
 TEST_F(RepublishHoldTest, NoRowsWaitingMeansNoAlert) {
