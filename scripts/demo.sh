@@ -39,7 +39,8 @@
 # both off. The operator's console (console/gateway.py) runs beside them: its
 # address and the ops token file to sign in with are printed at the start, and
 # with chromium installed an overview of it is saved at the end of each phase
-# in BUILD_DIR/demo-console/.
+# in DEMO_SHOTS (default BUILD_DIR/demo-console/; docs/images/demo/ holds the
+# ones the README shows, made with DEMO_SHOTS=docs/images/demo).
 # Exit status 0 only if the three phases and outbox_check are OK, PAY_QUEUE held at
 # most 1.1 messages per payment during the outage, no row FAILED, at most 2
 # alerts were raised and none is active at the end, every row was SENT within
@@ -144,7 +145,7 @@ start recovery_service
 # The operator's console (console/gateway.py) on recovery's ops API: open it
 # while the demo runs. With chromium installed, a headless browser keeps its
 # overview open and saves a screenshot of it at the end of each phase.
-console_pid='' shots_pid='' shots_dir=$(realpath -m "${BUILD_DIR:-build}/demo-console")
+console_pid='' shots_pid='' shots_dir=$(realpath -m "${DEMO_SHOTS:-${BUILD_DIR:-build}/demo-console}")
 free_port console_port
 console_flags=(--listen "127.0.0.1:$console_port" --ops "recovery=127.0.0.1:$recovery_port")
 ops_token_file=''
@@ -170,8 +171,15 @@ fi
 # console_shot NAME: the console's overview now, as $shots_dir/console-NAME.png.
 console_shot() {
   [[ -n $shots_pid ]] || return 0
-  (echo "$1" >&"$shots") 2>/dev/null || true
-  echo "demo: console overview: $shots_dir/console-$1.png"
+  local path="$shots_dir/console-$1.png"
+  (echo "$1" >&"$shots") 2>/dev/null || return 0
+  # Saved before the demo goes on: its next step changes what the page shows.
+  for _ in $(seq 150); do
+    grep -qF "screenshots: $path" "$WORK/screenshots.log" 2>/dev/null && break
+    alive "$shots_pid" || break
+    sleep 0.1
+  done
+  echo "demo: console overview: $path"
 }
 
 demo() {
