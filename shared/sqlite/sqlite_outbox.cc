@@ -1,7 +1,10 @@
 #include "shared/sqlite/sqlite_outbox.h"
 
+#include <algorithm>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "shared/base/status_macros.h"
 #include "shared/sqlite/outbox_table.h"
 
@@ -32,6 +35,39 @@ absl::StatusOr<OutboxMessage> SqliteOutbox::Get(const std::string& message_id) {
   }));
   if (!row) return absl::NotFoundError("no outbox row for message_id " + message_id);
   return *std::move(row);
+}
+
+absl::StatusOr<SqliteOutbox::Counts> SqliteOutbox::CountRows() {
+  MutexLock lock(&file_.read_mu);
+  Counts counts;
+  RETURN_IF_ERROR(Guard("count outbox rows", [&] {
+    SQLite::Statement by_status(*file_.reader,
+                                "SELECT status, count(*) FROM outbox GROUP BY status");
+    while (by_status.executeStep()) {
+      const std::string status = by_status.getColumn(0).getString();
+      const int64_t n = by_status.getColumn(1).getInt64();
+      if (status == "SENDING") counts.sending = n;
+      if (status == "SENT") counts.sent = n;
+      if (status == "FAILED") counts.failed = n;
+    }
+    return absl::OkStatus();
+  }));
+  return counts;
+}
+
+absl::StatusOr<SqliteOutbox::Counts> SqliteOutbox::WaitUntilClosed(absl::Time deadline,
+                                                                   absl::Duration poll) {
+  while (true) {
+    ASSIGN_OR_RETURN(Counts counts, CountRows());
+    if (counts.sending == 0) return counts;
+    const absl::Time now = absl::Now();  // a real wait: real time
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          counts.sending, " outbox rows still SENDING (", counts.sent, " SENT, ", counts.failed,
+          " FAILED): is an AckListener reading the reply queue, and is the consumer up?"));
+    }
+    absl::SleepFor(std::min(poll, deadline - now));
+  }
 }
 
 absl::StatusOr<AckTally> SqliteOutbox::RecordAcks(const std::vector<std::string>& message_ids) {

@@ -12,6 +12,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "shared/base/clock.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/repository.h"
@@ -35,6 +36,22 @@ class SqliteOutbox final : public OutboxRepository {
 
   // The row's current state; NOT_FOUND for an unknown message id.
   absl::StatusOr<OutboxMessage> Get(const std::string& message_id);
+
+  // Rows by status in `outbox` (archived rows not counted), on this
+  // producer's own connection: "are my rows closed?".
+  struct Counts {
+    int64_t sending = 0;
+    int64_t sent = 0;
+    int64_t failed = 0;
+  };
+  absl::StatusOr<Counts> CountRows();
+  // Waits until no row is SENDING (each SENT, or FAILED for an operator)
+  // and returns the counts then; DEADLINE_EXCEEDED, naming how many are
+  // still SENDING, if `deadline` comes first. Rows close only while an
+  // AckListener reads the reply queue: a batch job calls this before it
+  // stops its listener and exits.
+  absl::StatusOr<Counts> WaitUntilClosed(absl::Time deadline,
+                                         absl::Duration poll = absl::Milliseconds(100));
 
   // OutboxRepository.
   absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override;
