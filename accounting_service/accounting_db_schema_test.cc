@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
+#include "accounting_service/booking_for_tests.h"
 #include "accounting_service/voucher_store.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/sequential_ids.h"
@@ -111,17 +112,18 @@ TEST_F(AccountingDbSchemaTest, EachEarlierVersionUpgradesWithRowsIntact) {
                 version >= 2 ? "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" : "");
       // The processed ids still deduplicate: both the first delivery and the
       // later duplicate, and a new message for a booked payment books nothing.
-      auto again = (*store)->ApplyBatch({{"m-1", "p-1", "acct-alice", "acct-bob", 100, "EUR"},
-                                         {"m-1b", "p-1", "acct-alice", "acct-bob", 100, "EUR"},
-                                         {"m-2c", "p-2", "acct-carol", "acct-bob", 250, "JPY"},
-                                         {"m-3", "p-3", "acct-dave", "acct-bob", 75, "EUR"}});
+      auto again = BookEvents(**store, clock_,
+                              {{"m-1", "p-1", "acct-alice", "acct-bob", 100, "EUR"},
+                               {"m-1b", "p-1", "acct-alice", "acct-bob", 100, "EUR"},
+                               {"m-2c", "p-2", "acct-carol", "acct-bob", 250, "JPY"},
+                               {"m-3", "p-3", "acct-dave", "acct-bob", 75, "EUR"}});
       ASSERT_OK(again);
       EXPECT_TRUE((*again)[0].duplicate);
-      EXPECT_EQ((*again)[0].voucher_id, "v-1");
+      EXPECT_EQ((*again)[0].reference, "v-1");
       EXPECT_TRUE((*again)[1].duplicate);
-      EXPECT_EQ((*again)[1].voucher_id, "v-1");
+      EXPECT_EQ((*again)[1].reference, "v-1");
       EXPECT_TRUE((*again)[2].duplicate);
-      EXPECT_EQ((*again)[2].voucher_id, "v-2");
+      EXPECT_EQ((*again)[2].reference, "v-2");
       EXPECT_FALSE((*again)[3].duplicate);
       store->reset();
       SQLite::Database db(path, SQLite::OPEN_READONLY);
@@ -135,10 +137,11 @@ TEST_F(AccountingDbSchemaTest, EachEarlierVersionUpgradesWithRowsIntact) {
       auto pruned = (*store)->PruneProcessed(/*cutoff_ms=*/3003, /*limit=*/10);
       ASSERT_OK(pruned);
       EXPECT_EQ(*pruned, 2);  // m-1 and m-2; m-1b (3003) and the new ones stay
-      auto replay = (*store)->ApplyBatch({{"m-1", "p-1", "acct-alice", "acct-bob", 100, "EUR"}});
+      auto replay =
+          BookEvents(**store, clock_, {{"m-1", "p-1", "acct-alice", "acct-bob", 100, "EUR"}});
       ASSERT_OK(replay);
       EXPECT_TRUE((*replay)[0].duplicate);
-      EXPECT_EQ((*replay)[0].voucher_id, "v-1");
+      EXPECT_EQ((*replay)[0].reference, "v-1");
     }
   }
 }

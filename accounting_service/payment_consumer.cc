@@ -44,15 +44,6 @@ std::string VoucherHandler::Rejects(const PaymentEvent& event) {
   return RejectReason(event, rules_);
 }
 
-absl::StatusOr<std::vector<Applied>> VoucherHandler::ApplyBatch(
-    const std::vector<PaymentEvent>& batch) {
-  ASSIGN_OR_RETURN(std::vector<ApplyOutcome> outcomes, ledger_.ApplyBatch(batch));
-  std::vector<Applied> applied;
-  applied.reserve(outcomes.size());
-  for (ApplyOutcome& o : outcomes) applied.push_back({o.duplicate, std::move(o.voucher_id)});
-  return applied;
-}
-
 std::vector<Reply> VoucherHandler::Replies(const std::vector<Answered<PaymentEvent>>& batch) {
   const int64_t now = clock_.NowMillis();
   std::vector<Reply> replies;
@@ -103,9 +94,9 @@ std::vector<Reply> VoucherHandler::Replies(const std::vector<Answered<PaymentEve
 }
 
 PaymentConsumer::PaymentConsumer(MessageConsumer& payments, MessagePublisher& replies,
-                                 VoucherLedger& ledger, const Clock& clock,
-                                 MetricsRegistry& metrics, ConsumerOptions options)
-    : handler_(ledger, clock, options.rules),
+                                 VoucherStore& store, const Clock& clock, MetricsRegistry& metrics,
+                                 ConsumerOptions options)
+    : handler_(store, clock, options.rules),
       consumer_(payments, replies, handler_, clock, metrics, Generic(options)) {}
 
 }  // namespace outbox::accounting

@@ -2,10 +2,11 @@
 
 // Consumes PAY_QUEUE: the library's idempotent consumer
 // (shared/outbox/idempotent_consumer.h) with accounting's three parts:
-// PaymentCreated decoded and checked against accounting's limits, the batch
-// booked as vouchers in accounting.db, and the answers: one
-// PaymentsAccounted per reply queue for publishers that accept batch
-// replies, a PaymentAccounted each for the others.
+// PaymentCreated decoded and checked against accounting's limits, each new
+// payment booked as a voucher in accounting.db (in the library's one
+// transaction per batch, shared/sqlite/sqlite_message_handler.h), and the
+// answers: one PaymentsAccounted per reply queue for publishers that accept
+// batch replies, a PaymentAccounted each for the others.
 #include <string>
 
 #include "accounting_service/voucher_store.h"
@@ -14,6 +15,7 @@
 #include "shared/outbox/idempotent_consumer.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/transport.h"
+#include "shared/sqlite/sqlite_message_handler.h"
 
 namespace outbox::accounting {
 
@@ -30,35 +32,39 @@ struct ConsumerOptions {
   const MessageKeys* keys = nullptr;
 };
 
-// Accounting's side of the consumer: decode, book, answer.
-class VoucherHandler final : public MessageHandler<PaymentEvent> {
+// Accounting's side of the consumer: decode, book, answer. The library
+// looks each payment up first (its message id in processed_messages, its
+// payment in vouchers): one booked before is answered as booked, whatever
+// the rules say today.
+class VoucherHandler final : public SqliteMessageHandler<PaymentEvent> {
  public:
-  VoucherHandler(VoucherLedger& ledger, const Clock& clock, BookingRules rules)
-      : ledger_(ledger), clock_(clock), rules_(std::move(rules)) {}
+  VoucherHandler(VoucherStore& store, const Clock& clock, BookingRules rules)
+      : SqliteMessageHandler(store.file(), clock, {kInbox, kVouchersByPayment}),
+        store_(store),
+        clock_(clock),
+        rules_(std::move(rules)) {}
 
   absl::StatusOr<PaymentEvent> Decode(const Delivery& delivery) override;
-  // RejectReason under the rules. A payment booked before is answered as
-  // booked whatever the rules say today (AppliedBefore); a new one refused
-  // is answered with a reject, or dead-lettered for a publisher that does
-  // not understand rejects.
+  std::string BusinessKey(const PaymentEvent& event) override { return event.payment_id; }
+  // RejectReason under the rules, for a payment not booked before: answered
+  // with a reject, or dead-lettered for a publisher that does not
+  // understand rejects.
   std::string Rejects(const PaymentEvent& event) override;
   bool AnswersRejects(const PaymentEvent& event) override { return event.rejects_accepted; }
-  absl::StatusOr<std::vector<std::optional<std::string>>> AppliedBefore(
-      const std::vector<PaymentEvent>& events) override {
-    return ledger_.Booked(events);
+  absl::StatusOr<std::string> Apply(SQLite::Database& tx, const PaymentEvent& event) override {
+    return store_.Book(tx, event);
   }
-  absl::StatusOr<std::vector<Applied>> ApplyBatch(const std::vector<PaymentEvent>& batch) override;
   std::vector<Reply> Replies(const std::vector<Answered<PaymentEvent>>& batch) override;
 
  private:
-  VoucherLedger& ledger_;
+  VoucherStore& store_;
   const Clock& clock_;
   const BookingRules rules_;
 };
 
 class PaymentConsumer {
  public:
-  PaymentConsumer(MessageConsumer& payments, MessagePublisher& replies, VoucherLedger& ledger,
+  PaymentConsumer(MessageConsumer& payments, MessagePublisher& replies, VoucherStore& store,
                   const Clock& clock, MetricsRegistry& metrics, ConsumerOptions options);
 
   void Start() { consumer_.Start(); }

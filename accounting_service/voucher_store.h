@@ -1,9 +1,10 @@
 #pragma once
 
-// accounting.db: vouchers and the ids of processed messages, written in one
-// transaction so a message is applied at most once.
+// accounting.db: vouchers and the ids of processed messages. The consumer
+// (payment_consumer.h) books each batch's vouchers through the library's
+// SqliteMessageHandler, which records each message id with its voucher in
+// the same transaction, so a message is applied at most once.
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,37 +21,19 @@
 #include "shared/outbox/inbox_pruner.h"
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/sqlite_file.h"
+#include "shared/sqlite/sqlite_message_handler.h"
 
 namespace outbox::accounting {
 
-struct ApplyOutcome {
-  std::string voucher_id;
-  bool duplicate = false;  // already applied: nothing new was written
-};
-
 using VoucherPage = Page<Voucher>;
-
-// What the consumer needs from the voucher book (the seam its unit tests fake).
-class VoucherLedger {
- public:
-  virtual ~VoucherLedger() = default;
-  // Applies a batch in ONE transaction. A message id seen before, or a
-  // payment that already has a voucher, creates nothing and reports the
-  // existing voucher. Vouchers are kept forever, so a message whose id was
-  // pruned (ProcessedLog) is still found to be a duplicate by its payment.
-  virtual absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(
-      const std::vector<PaymentEvent>& events) = 0;
-  // For each event, the voucher a message id seen before or its payment
-  // already has (what ApplyBatch would report as a duplicate), or nullopt.
-  // Reads only.
-  virtual absl::StatusOr<std::vector<std::optional<std::string>>> Booked(
-      const std::vector<PaymentEvent>& events) = 0;
-};
 
 // accounting.db's inbox: processed_messages, by payment and voucher.
 inline const InboxTable kInbox{"processed_messages", "payment_id", "voucher_id"};
+// Vouchers are kept for good: a payment booked under another message id, or
+// whose message id was pruned from the inbox, is found here by payment.
+inline const AppliedByKey kVouchersByPayment{"vouchers", "payment_id", "voucher_id"};
 
-class VoucherStore final : public VoucherLedger, public ProcessedLog {
+class VoucherStore final : public ProcessedLog {
  public:
   // Creates accounting.db or upgrades it to the latest schema version
   // (AccountingDbSchema); FAILED_PRECONDITION, untouched, for a newer file.
@@ -58,10 +41,14 @@ class VoucherStore final : public VoucherLedger, public ProcessedLog {
                                                             const DbOptions& options,
                                                             IdGenerator& ids, const Clock& clock);
 
-  absl::StatusOr<std::vector<ApplyOutcome>> ApplyBatch(
-      const std::vector<PaymentEvent>& events) override;
-  absl::StatusOr<std::vector<std::optional<std::string>>> Booked(
-      const std::vector<PaymentEvent>& events) override;
+  // The file, for the consumer's handler (payment_consumer.h): the library
+  // books each batch in one transaction on its writer, with the inbox.
+  SqliteFile& file() { return *db_; }
+  // Inserts `event`'s voucher inside the transaction open on `tx`, the
+  // file's writer (the caller holds its mutex); returns the voucher's id.
+  // A SQLite error throws SQLite::Exception, which rolls the batch back.
+  absl::StatusOr<std::string> Book(SQLite::Database& tx, const PaymentEvent& event);
+
   absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) override;
 
   absl::StatusOr<Voucher> GetByPayment(const std::string& payment_id);
@@ -77,8 +64,6 @@ class VoucherStore final : public VoucherLedger, public ProcessedLog {
   const Clock& clock_;
   std::unique_ptr<SqliteFile> db_;
   // On the writer connection, prepared once: no SQL text parsed per batch.
-  Inbox inbox_ ABSL_GUARDED_BY(db_->write_mu);
-  SQLite::Statement by_payment_ ABSL_GUARDED_BY(db_->write_mu);
   SQLite::Statement insert_voucher_ ABSL_GUARDED_BY(db_->write_mu);
 };
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "accounting_service/booking_for_tests.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/sequential_ids.h"
 #include "shared/testing/status_matchers.h"
@@ -34,19 +35,21 @@ class VoucherStoreTest : public ::testing::Test {
   std::unique_ptr<VoucherStore> store_;
 };
 
+// Booked through the consumer's handler: by message id, then by payment.
 TEST_F(VoucherStoreTest, AppliesOnceAndReportsDuplicates) {
-  auto first = store_->ApplyBatch({Event("m1", "p1"), Event("m2", "p2"), Event("m1", "p1")});
+  auto first =
+      BookEvents(*store_, clock_, {Event("m1", "p1"), Event("m2", "p2"), Event("m1", "p1")});
   ASSERT_OK(first);
   EXPECT_FALSE((*first)[0].duplicate);
   EXPECT_FALSE((*first)[1].duplicate);
   EXPECT_TRUE((*first)[2].duplicate);  // same message twice in one batch
-  EXPECT_EQ((*first)[2].voucher_id, (*first)[0].voucher_id);
+  EXPECT_EQ((*first)[2].reference, (*first)[0].reference);
 
-  auto again = store_->ApplyBatch({Event("m1", "p1"), Event("m9", "p2")});
+  auto again = BookEvents(*store_, clock_, {Event("m1", "p1"), Event("m9", "p2")});
   ASSERT_OK(again);
   EXPECT_TRUE((*again)[0].duplicate);
   EXPECT_TRUE((*again)[1].duplicate);  // another message for a booked payment
-  EXPECT_EQ((*again)[1].voucher_id, (*first)[1].voucher_id);
+  EXPECT_EQ((*again)[1].reference, (*first)[1].reference);
 
   auto page = store_->List(0, 100);
   ASSERT_OK(page);
@@ -61,22 +64,22 @@ TEST_F(VoucherStoreTest, AppliesOnceAndReportsDuplicates) {
 }
 
 TEST_F(VoucherStoreTest, DedupSurvivesReopening) {
-  ASSERT_OK(store_->ApplyBatch({Event("m1", "p1")}));
+  ASSERT_OK(BookEvents(*store_, clock_, {Event("m1", "p1")}));
   store_.reset();
   store_ =
       std::move(VoucherStore::Open(dir_ + "/accounting.db", DbOptions{}, ids_, clock_)).value();
-  auto again = store_->ApplyBatch({Event("m1", "p1")});
+  auto again = BookEvents(*store_, clock_, {Event("m1", "p1")});
   ASSERT_OK(again);
   EXPECT_TRUE((*again)[0].duplicate);
 }
 
 TEST_F(VoucherStoreTest, PruningTakesOnlyIdsOlderThanTheCutoffOldestFirstAtMostTheLimit) {
-  ASSERT_OK(store_->ApplyBatch({Event("m1", "p1"), Event("m2", "p2"), Event("m3", "p3")}));
+  ASSERT_OK(BookEvents(*store_, clock_, {Event("m1", "p1"), Event("m2", "p2"), Event("m3", "p3")}));
   clock_.Advance(absl::Minutes(1));
-  ASSERT_OK(store_->ApplyBatch({Event("m4", "p4"), Event("m5", "p5")}));
+  ASSERT_OK(BookEvents(*store_, clock_, {Event("m4", "p4"), Event("m5", "p5")}));
   const int64_t cutoff = clock_.NowMillis();  // m4 and m5 are not older
   clock_.Advance(absl::Minutes(1));
-  ASSERT_OK(store_->ApplyBatch({Event("m6", "p6")}));
+  ASSERT_OK(BookEvents(*store_, clock_, {Event("m6", "p6")}));
   auto first = store_->PruneProcessed(cutoff, 2);
   ASSERT_OK(first);
   EXPECT_EQ(*first, 2);
@@ -97,19 +100,29 @@ TEST_F(VoucherStoreTest, PruningTakesOnlyIdsOlderThanTheCutoffOldestFirstAtMostT
 // The dedup by payment backs the dedup by message id: a redelivery after its
 // id was pruned books nothing and reports the voucher booked the first time.
 TEST_F(VoucherStoreTest, AMessageWhoseIdWasPrunedIsStillADuplicate) {
-  auto first = store_->ApplyBatch({Event("m1", "p1")});
+  auto first = BookEvents(*store_, clock_, {Event("m1", "p1")});
   ASSERT_OK(first);
   clock_.Advance(absl::Hours(1));
   auto pruned = store_->PruneProcessed(clock_.NowMillis(), 10);
   ASSERT_OK(pruned);
   ASSERT_EQ(*pruned, 1);
-  auto again = store_->ApplyBatch({Event("m1", "p1")});
+  auto again = BookEvents(*store_, clock_, {Event("m1", "p1")});
   ASSERT_OK(again);
   EXPECT_TRUE((*again)[0].duplicate);
-  EXPECT_EQ((*again)[0].voucher_id, (*first)[0].voucher_id);
+  EXPECT_EQ((*again)[0].reference, (*first)[0].reference);
   auto page = store_->List(0, 10);
   ASSERT_OK(page);
   EXPECT_EQ(page->items.size(), 1u);
+}
+
+// Vouchers are booked only in the consumer's transaction, on the writer.
+TEST_F(VoucherStoreTest, BookRefusesAConnectionOtherThanTheWriter) {
+  SQLite::Database other(dir_ + "/accounting.db", SQLite::OPEN_READWRITE);
+  EXPECT_THAT(store_->Book(other, Event("m1", "p1")).status(),
+              testing::StatusIs(absl::StatusCode::kInternal));
+  auto page = store_->List(0, 10);
+  ASSERT_OK(page);
+  EXPECT_TRUE(page->items.empty());
 }
 
 }  // namespace

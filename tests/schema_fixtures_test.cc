@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_db_schema.h"
+#include "accounting_service/booking_for_tests.h"
 #include "accounting_service/voucher_store.h"
 #include "checker/consistency_check.h"
 #include "payment_service/payment_store.h"
@@ -164,14 +165,15 @@ TEST_F(SchemaFixturesTest, EachAccountingDbUpgradesWithEveryRowIntact) {
     EXPECT_EQ(fourth->currency, "USD");
     EXPECT_EQ(fourth->traceparent, version >= 2 ? kTraceparent : "");
     // The processed ids still deduplicate, the redelivery's included.
-    auto again = (*store)->ApplyBatch(
+    auto again = accounting::BookEvents(
+        **store, clock,
         {{"msg-fixture-1-again", "pay-fixture-1", "acct-alice", "acct-bob", 1250, "EUR"},
          {"msg-fixture-4", "pay-fixture-4", "acct-alice", "acct-erin", 75, "USD"}});
     ASSERT_OK(again);
     EXPECT_TRUE((*again)[0].duplicate);
-    EXPECT_EQ((*again)[0].voucher_id, "vch-fixture-1");
+    EXPECT_EQ((*again)[0].reference, "vch-fixture-1");
     EXPECT_TRUE((*again)[1].duplicate);
-    EXPECT_EQ((*again)[1].voucher_id, "vch-fixture-4");
+    EXPECT_EQ((*again)[1].reference, "vch-fixture-4");
     store->reset();
 
     SQLite::Database db(path, SQLite::OPEN_READONLY);

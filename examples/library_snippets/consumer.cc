@@ -1,12 +1,13 @@
 // The consumer: books one shipment per order, exactly once, and answers
-// every message, new or duplicate, on its reply_to.
+// every message, new or duplicate, on its reply_to. The library looks each
+// message up in the inbox and records it there, in one transaction per
+// batch; the shop writes what one new order changes.
 #include "snippets.h"
 
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/outbox/idempotent_consumer.h"
-#include "shared/sqlite/inbox.h"
-#include "shared/sqlite/sqlite_file.h"
+#include "shared/sqlite/sqlite_message_handler.h"
 
 namespace shop {
 
@@ -15,10 +16,9 @@ struct OrderPlaced {
   std::string order_id;
 };
 
-class Shipping final : public outbox::MessageHandler<OrderPlaced> {
+class Shipping final : public outbox::SqliteMessageHandler<OrderPlaced> {
  public:
-  Shipping(outbox::SqliteFile& file, const outbox::Clock& clock)
-      : file_(file), clock_(clock), inbox_(*file.writer) {}
+  using SqliteMessageHandler::SqliteMessageHandler;
 
   absl::StatusOr<OrderPlaced> Decode(const outbox::Delivery& d) override {
     if (d.type != "OrderPlaced" || d.body.empty()) {
@@ -26,31 +26,16 @@ class Shipping final : public outbox::MessageHandler<OrderPlaced> {
     }
     return OrderPlaced{d.message_id, d.body};
   }
+  std::string BusinessKey(const OrderPlaced& m) override { return m.order_id; }
 
-  // One transaction for the whole batch: the shipments and the inbox rows.
-  absl::StatusOr<std::vector<outbox::Applied>> ApplyBatch(
-      const std::vector<OrderPlaced>& batch) override {
-    std::vector<outbox::Applied> applied;
-    outbox::MutexLock lock(&file_.write_mu);
-    SQLite::Database& db = *file_.writer;
-    RETURN_IF_ERROR(outbox::WriteTransaction(db, [&] {
-      applied.clear();
-      for (const OrderPlaced& m : batch) {
-        if (std::optional<std::string> shipment = inbox_.Find(m.message_id)) {
-          applied.push_back({/*duplicate=*/true, *shipment});
-          continue;
-        }
-        const std::string shipment = "ship-" + m.order_id;
-        SQLite::Statement insert(db, "INSERT INTO shipments VALUES (?, ?)");
-        insert.bind(1, shipment);
-        insert.bind(2, m.order_id);
-        insert.exec();
-        inbox_.Record(m.message_id, m.order_id, shipment, clock_.NowMillis());
-        applied.push_back({/*duplicate=*/false, shipment});
-      }
-      return absl::OkStatus();
-    }));
-    return applied;
+  // A new order only, inside the batch's transaction: its shipment.
+  absl::StatusOr<std::string> Apply(SQLite::Database& tx, const OrderPlaced& m) override {
+    const std::string shipment = "ship-" + m.order_id;
+    SQLite::Statement insert(tx, "INSERT INTO shipments VALUES (?, ?)");
+    insert.bind(1, shipment);
+    insert.bind(2, m.order_id);
+    insert.exec();
+    return shipment;
   }
 
   // One reply per message; its body names the message it acknowledges.
@@ -67,11 +52,6 @@ class Shipping final : public outbox::MessageHandler<OrderPlaced> {
     }
     return replies;
   }
-
- private:
-  outbox::SqliteFile& file_;
-  const outbox::Clock& clock_;
-  outbox::Inbox inbox_;  // used under file_.write_mu only
 };
 
 const outbox::DbSchema& ShippingSchema() {

@@ -1,24 +1,22 @@
 // shop_shipping, the consumer: books one shipment per order, exactly once
-// (the shipment and the message id in the inbox, one transaction per batch),
-// and answers every OrderPlaced, new or duplicate, on its reply_to. Runs
-// until SIGTERM, then stops cleanly (the batch in hand is settled).
+// (the library's handler: the shipment and the message id in the inbox, one
+// transaction per batch), and answers every OrderPlaced, new or duplicate,
+// on its reply_to. Runs until SIGTERM, then stops cleanly (the batch in hand
+// is settled).
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/clock.h"
-#include "shared/base/mutex.h"
-#include "shared/base/status_macros.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/idempotent_consumer.h"
 #include "shared/runtime/signals.h"
-#include "shared/sqlite/inbox.h"
 #include "shared/sqlite/sqlite_file.h"
+#include "shared/sqlite/sqlite_message_handler.h"
 #include "shop.h"
 
 namespace {
@@ -30,42 +28,33 @@ struct OrderPlaced {
   std::string order_id;
 };
 
-class Shipping final : public outbox::MessageHandler<OrderPlaced> {
+// A copy whose message id was pruned from the inbox is still found by its
+// order: shipments are kept for good.
+const outbox::AppliedByKey kShipmentsByOrder{"shipments", "order_id", "shipment_id"};
+
+class Shipping final : public outbox::SqliteMessageHandler<OrderPlaced> {
  public:
   Shipping(outbox::SqliteFile& file, const outbox::Clock& clock)
-      : file_(file), clock_(clock), inbox_(*file.writer) {}
+      : SqliteMessageHandler(file, clock, {outbox::InboxTable{}, kShipmentsByOrder}),
+        clock_(clock) {}
 
   absl::StatusOr<OrderPlaced> Decode(const outbox::Delivery& d) override {
-    if (d.type != "OrderPlaced" || d.body.rfind("order-", 0) != 0 || d.message_id.empty()) {
+    if (d.type != "OrderPlaced" || d.body.rfind("order-", 0) != 0) {
       return absl::InvalidArgumentError("not an OrderPlaced");  // dead-lettered
     }
     return OrderPlaced{d.message_id, d.body};
   }
+  std::string BusinessKey(const OrderPlaced& m) override { return m.order_id; }
 
-  absl::StatusOr<std::vector<outbox::Applied>> ApplyBatch(
-      const std::vector<OrderPlaced>& batch) override {
-    std::vector<outbox::Applied> applied;
-    outbox::MutexLock lock(&file_.write_mu);
-    SQLite::Database& db = *file_.writer;
-    RETURN_IF_ERROR(outbox::WriteTransaction(db, [&] {
-      applied.clear();  // a retried transaction starts over
-      for (const OrderPlaced& m : batch) {
-        if (std::optional<std::string> shipment = inbox_.Find(m.message_id)) {
-          applied.push_back({/*duplicate=*/true, *shipment});
-          continue;
-        }
-        const std::string shipment = "ship-" + m.order_id;
-        SQLite::Statement insert(db, "INSERT INTO shipments VALUES (?, ?, ?)");
-        insert.bind(1, shipment);
-        insert.bind(2, m.order_id);
-        insert.bind(3, static_cast<int64_t>(clock_.NowMillis()));
-        insert.exec();
-        inbox_.Record(m.message_id, m.order_id, shipment, clock_.NowMillis());
-        applied.push_back({/*duplicate=*/false, shipment});
-      }
-      return absl::OkStatus();
-    }));
-    return applied;
+  // A new order only, inside the batch's transaction: its shipment.
+  absl::StatusOr<std::string> Apply(SQLite::Database& tx, const OrderPlaced& m) override {
+    const std::string shipment = "ship-" + m.order_id;
+    SQLite::Statement insert(tx, "INSERT INTO shipments VALUES (?, ?, ?)");
+    insert.bind(1, shipment);
+    insert.bind(2, m.order_id);
+    insert.bind(3, static_cast<int64_t>(clock_.NowMillis()));
+    insert.exec();
+    return shipment;
   }
 
   // One reply per message; its body is the id of the message it answers.
@@ -84,9 +73,7 @@ class Shipping final : public outbox::MessageHandler<OrderPlaced> {
   }
 
  private:
-  outbox::SqliteFile& file_;
   const outbox::Clock& clock_;
-  outbox::Inbox inbox_;  // used under file_.write_mu only
 };
 
 }  // namespace

@@ -137,7 +137,7 @@ absl::Status IdempotentConsumer::HandleBatch(const std::vector<Delivery>& delive
   handler_.Clear();
   RETURN_IF_ERROR(Admit(deliveries, &batch));
   if (batch.sources.empty()) return absl::OkStatus();
-  auto applied = handler_.Apply();
+  auto applied = handler_.ApplyBatch();
   if (applied.ok() && applied->size() != batch.sources.size()) {
     applied = absl::InternalError(absl::StrCat("the handler applied ", applied->size(),
                                                " messages of ", batch.sources.size()));

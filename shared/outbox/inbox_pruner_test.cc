@@ -2,22 +2,17 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <map>
+#include <memory>
+#include <vector>
 
-#include "accounting_service/payment_consumer.h"
-#include "events/v1/events.pb.h"
+#include "shared/outbox/idempotent_consumer.h"
 #include "shared/testing/fakes.h"
-#include "shared/testing/sequential_ids.h"
+#include "shared/testing/stamp_handler.h"
 #include "shared/testing/status_matchers.h"
+#include "shared/testing/temp_dir.h"
 
-namespace outbox::accounting {
+namespace outbox::testing {
 namespace {
-
-using ::outbox::testing::FakeConsumer;
-using ::outbox::testing::FakePublisher;
-using ::outbox::testing::InMemoryProcessedLog;
-using ::outbox::testing::ManualClock;
 
 class ProcessedPrunerTest : public ::testing::Test {
  protected:
@@ -73,38 +68,29 @@ TEST_F(ProcessedPrunerTest, AFailedBatchEndsThePass) {
   EXPECT_EQ(*pruned, 1);
 }
 
-// The whole path on a real accounting.db: a message booked, its id pruned,
-// the same message delivered again.
-TEST(ProcessedPruningTest, APrunedMessageDeliveredAgainBooksNothingAndIsAnsweredAsADuplicate) {
-  char tmpl[] = "/tmp/processed_pruner_test.XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+// The whole path on a real file: a message applied, its id pruned after the
+// retention, the same message delivered again. The inbox no longer knows
+// it; the adopter's table, kept for good, does (applied_by_key): nothing is
+// applied again, and the copy is answered as a duplicate.
+TEST(ProcessedPruningTest, AMessageWhoseIdWasPrunedIsStillFoundByItsBusinessKey) {
+  TempDir dir("inbox_pruner_test");
   ManualClock clock;
-  testing::SequentialIds ids("v-");
-  auto store = VoucherStore::Open(dir + "/accounting.db", DbOptions{}, ids, clock);
-  ASSERT_OK(store);
+  auto file = OpenStampFile(dir.path() + "/stamps.db");
+  ASSERT_NE(file, nullptr);
+  StampHandler handler(*file, clock, {InboxTable{}, kStampsByKey});
   FakeConsumer queue;
   FakePublisher replies;
   MetricsRegistry metrics;
-  PaymentConsumer consumer(queue, replies, **store, clock, metrics, ConsumerOptions{});
-  ProcessedPruner pruner(**store, clock, metrics, {absl::Hours(720), 1000, 5});
+  ConsumerOptions options;
+  options.queue = "stamps";
+  IdempotentConsumer consumer(queue, replies, handler, clock, metrics, options);
+  SqliteProcessedLog log(*file);
+  ProcessedPruner pruner(log, clock, metrics, {absl::Hours(720), 1000, 5});
 
-  events::v1::PaymentCreated event;
-  event.set_message_id("m1");
-  event.set_payment_id("p1");
-  event.set_payer_account("alice");
-  event.set_payee_account("bob");
-  event.set_amount_minor(100);
-  event.set_currency("EUR");
-  Delivery d;
-  d.message_id = "m1";
-  d.reply_to = "ACC_QUEUE";
-  d.body = event.SerializeAsString();
-  queue.Push(d);
+  queue.Push(StampDelivery("m1", "a"));
   ASSERT_TRUE(consumer.Step());
   ASSERT_EQ(replies.published.size(), 1u);
-  events::v1::PaymentAccounted booked;
-  ASSERT_TRUE(booked.ParseFromString(replies.published[0].body));
-  EXPECT_FALSE(booked.duplicate());
+  EXPECT_EQ(replies.published[0].body, "m1=new:stamp-a-1");
 
   clock.Advance(absl::Hours(719));
   auto pruned = pruner.Pass();
@@ -114,25 +100,19 @@ TEST(ProcessedPruningTest, APrunedMessageDeliveredAgainBooksNothingAndIsAnswered
   pruned = pruner.Pass();
   ASSERT_OK(pruned);
   EXPECT_EQ(*pruned, 1);
+  EXPECT_EQ(CountRows(*file, "inbox"), 0);
 
-  d.redelivered = true;
-  queue.Push(d);
+  Delivery again = StampDelivery("m1", "a");
+  again.redelivered = true;
+  queue.Push(again);
   ASSERT_TRUE(consumer.Step());
   ASSERT_EQ(replies.published.size(), 2u);
-  events::v1::PaymentAccounted again;
-  ASSERT_TRUE(again.ParseFromString(replies.published[1].body));
-  EXPECT_TRUE(again.duplicate());
-  EXPECT_EQ(again.voucher_id(), booked.voucher_id());
-  EXPECT_EQ(consumer.applied(), 1);
-  EXPECT_EQ(consumer.duplicates(), 1);
-  auto page = (*store)->List(0, 10);
-  ASSERT_OK(page);
-  EXPECT_EQ(page->items.size(), 1u);
+  EXPECT_EQ(replies.published[1].body, "m1=duplicate:stamp-a-1");
+  EXPECT_EQ(handler.applies, 1);
+  EXPECT_EQ(CountRows(*file, "stamps"), 1);
+  EXPECT_EQ(CountRows(*file, "inbox"), 1);  // known by its id again
   EXPECT_EQ(queue.acked.size(), 2u);
-
-  store->reset();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
-}  // namespace outbox::accounting
+}  // namespace outbox::testing

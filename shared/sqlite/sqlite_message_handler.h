@@ -1,0 +1,188 @@
+#pragma once
+
+// The consumer's handler on a SQLite file (IdempotentConsumer drives it):
+// the library owns the inbox step and the transaction, the adopter writes
+// what one new message changes.
+//
+// For each batch, ONE write transaction on the adopter's file (BEGIN
+// IMMEDIATE on its writer, under the writer's mutex) and, for each message
+// in delivery order:
+//   1. its message id is looked up in the inbox, and its business key in the
+//      adopter's table when the options name one (applied_by_key). Found:
+//      it was applied before. Nothing is applied, and it is answered as a
+//      duplicate with the reference its first copy made, whatever the rules
+//      say today (a message found by its key alone is recorded by id too);
+//   2. a new message only is judged by Rejects: refused, nothing is written
+//      and it is answered with a reject, or dead-lettered for a publisher
+//      that does not understand rejects (AnswersRejects);
+//   3. Apply(tx, message) makes its change and returns its reference; the
+//      library records the message id, business key and reference in the
+//      inbox, in the same transaction.
+// The batch commits once. An error anywhere (Apply's, a SQLite exception)
+// rolls the whole batch back, and the consumer sends it back to the queue.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "shared/base/clock.h"
+#include "shared/outbox/consumer_handler.h"
+#include "shared/sqlite/inbox.h"
+#include "shared/sqlite/sqlite_file.h"
+
+namespace outbox {
+
+// A table of the adopter's that names, by business key, what applying a
+// message made, and is kept as long as that (accounting: vouchers by
+// payment_id). A message id the inbox does not know whose key is found here
+// was applied before: under another message id, or before its id was
+// pruned from the inbox. Looked up once per new message: key_column should
+// be UNIQUE.
+struct AppliedByKey {
+  std::string table;
+  std::string key_column;
+  std::string reference_column;
+};
+
+struct SqliteHandlerOptions {
+  InboxTable inbox;  // where the ids of applied messages are kept
+  // Unset: a message is known by its message id only.
+  std::optional<AppliedByKey> applied_by_key;
+};
+
+namespace internal {
+
+// The batch step of SqliteMessageHandler, apart from the message type.
+class InboxApplier {
+ public:
+  InboxApplier(SqliteFile& file, const Clock& clock, SqliteHandlerOptions options);
+  ~InboxApplier();
+
+  struct Entry {
+    std::string message_id;
+    std::string key;  // "" = none
+  };
+  // The adopter's half, asked by index into the batch.
+  struct Steps {
+    std::function<std::string(size_t)> rejects;
+    std::function<bool(size_t)> answers_rejects;
+    std::function<absl::StatusOr<std::string>(SQLite::Database&, size_t)> apply;
+  };
+  absl::StatusOr<std::vector<Applied>> ApplyBatch(const std::vector<Entry>& batch,
+                                                  const Steps& steps);
+
+ private:
+  struct Statements;
+  SqliteFile& file_;
+  const Clock& clock_;
+  const SqliteHandlerOptions options_;
+  // Prepared on the writer at the first batch (an error there is that
+  // batch's), then kept: no SQL text parsed per batch.
+  std::unique_ptr<Statements> statements_ ABSL_GUARDED_BY(file_.write_mu);
+};
+
+}  // namespace internal
+
+// What the adopter writes, over its own message type: Decode, Apply and
+// Replies; Rejects, AnswersRejects and BusinessKey if it needs them.
+template <typename Message>
+class SqliteMessageHandler : public ConsumerHandler {
+ public:
+  // `file`'s schema holds the inbox table (CreateInboxTable) and whatever
+  // Apply writes. The handler uses file.writer under file.write_mu.
+  SqliteMessageHandler(SqliteFile& file, const Clock& clock, SqliteHandlerOptions options = {})
+      : applier_(file, clock, std::move(options)) {}
+
+  // The message in `delivery`, checked; an error dead-letters it (say why).
+  // Never for a passing failure: those must fail Apply. (A delivery without
+  // a message_id is dead-lettered before Decode: it cannot be deduplicated.)
+  virtual absl::StatusOr<Message> Decode(const Delivery& delivery) = 0;
+  // The business key the message is about (an order id), "" if none: kept
+  // in the inbox beside the message id, and looked up in applied_by_key.
+  virtual std::string BusinessKey(const Message& message) {
+    (void)message;
+    return "";
+  }
+  // Why the business will never accept this well-formed message ("" = it
+  // may). Asked only about a message not applied before: refused, it is not
+  // applied and not kept in the inbox (a copy is judged again), and is
+  // answered with a business reject. Only answer rejects to publishers that
+  // understand them (docs/library.md, "Business rejects").
+  virtual std::string Rejects(const Message& message) {
+    (void)message;
+    return "";
+  }
+  // Whether `message`'s publisher understands business rejects. False: a
+  // new message that Rejects refuses is dead-lettered with the reason.
+  virtual bool AnswersRejects(const Message& message) {
+    (void)message;
+    return true;
+  }
+  // Makes the change of a NEW message inside the batch's transaction, on
+  // `tx` (the file's writer): insert, update, as the business needs, and
+  // return the reference of what it made (an id its reply names). Never
+  // begin, commit or roll back on `tx`. An error, or a SQLite::Exception
+  // thrown, rolls the whole batch back (it goes back to the queue). Called
+  // once per new message per attempt: after SQLITE_BUSY the transaction
+  // starts over and Apply runs again, so keep nothing of it outside `tx`.
+  virtual absl::StatusOr<std::string> Apply(SQLite::Database& tx, const Message& message) = 0;
+  // The replies, each message answered by exactly one of them (one reply
+  // per message, or one listing several messages of the same reply queue),
+  // duplicates and rejects included.
+  virtual std::vector<Reply> Replies(const std::vector<Answered<Message>>& batch) = 0;
+
+ private:
+  void Clear() final {
+    messages_.clear();
+    deliveries_.clear();
+    entries_.clear();
+  }
+  absl::Status Add(const Delivery& delivery) final {
+    if (delivery.message_id.empty()) {
+      return absl::InvalidArgumentError("no message_id: the message cannot be deduplicated");
+    }
+    absl::StatusOr<Message> m = Decode(delivery);
+    if (!m.ok()) return m.status();
+    entries_.push_back({delivery.message_id, BusinessKey(*m)});
+    messages_.push_back(std::move(m).value());
+    deliveries_.push_back(&delivery);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Applied>> ApplyBatch() final {
+    return applier_.ApplyBatch(
+        entries_, {[this](size_t i) { return Rejects(messages_[i]); },
+                   [this](size_t i) { return AnswersRejects(messages_[i]); },
+                   [this](SQLite::Database& tx, size_t i) { return Apply(tx, messages_[i]); }});
+  }
+  std::vector<Reply> Answer(const std::vector<Applied>& applied,
+                            const std::vector<std::string>& reply_to) final {
+    std::vector<Answered<Message>> batch;
+    std::vector<size_t> index_of;  // batch[k] is message index_of[k]
+    batch.reserve(messages_.size());
+    for (size_t i = 0; i < messages_.size(); ++i) {
+      if (!applied[i].dead_letter_reason.empty()) continue;  // dead-lettered, not answered
+      batch.push_back({messages_[i], *deliveries_[i], applied[i], reply_to[i]});
+      index_of.push_back(i);
+    }
+    std::vector<Reply> replies = Replies(batch);
+    for (Reply& r : replies) {
+      for (size_t& k : r.answers) k = index_of.at(k);
+    }
+    return replies;
+  }
+
+  internal::InboxApplier applier_;
+  std::vector<Message> messages_;
+  std::vector<const Delivery*> deliveries_;
+  std::vector<internal::InboxApplier::Entry> entries_;
+};
+
+}  // namespace outbox
