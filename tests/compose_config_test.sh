@@ -3,7 +3,11 @@
 # without any one of them (no default password), each service on its own
 # broker user, the `cluster` profile's nodes and URL list, no guest account
 # anywhere, gRPC TLS and tokens on in every service (certificates mounted
-# read-only), and the `shards` profile's payment shards and reply queues.
+# read-only), the `shards` profile's payment shards and reply queues, every
+# published port on loopback only, the brokers on RabbitMQ 4.0 with its
+# deprecated features denied, the images' Debian release from DEBIAN_RELEASE
+# (12 unless set), and the console on recovery_service's ops API over TLS,
+# serving HTTPS.
 #   bash tests/compose_config_test.sh [path/to/docker-compose.yml]
 set -euo pipefail
 file=${1:-$(cd "$(dirname "$0")/.." && pwd)/docker-compose.yml}
@@ -51,25 +55,41 @@ fi
 # shows them all anyway, answers --format json with its usage (and status 0),
 # and, a Python program, has PyYAML beside it to convert its YAML.
 is_config() { [[ -n $1 ]] && jq -e '.services | type == "object"' >/dev/null 2>&1 <<<"$1"; }
-resolved=$(env "${all[@]}" RABBITMQ_ERLANG_COOKIE=test-cookie \
-  docker-compose --env-file "$no_env" -f "$file" --profile '*' config --format json 2>/dev/null) || resolved=
-if ! is_config "$resolved"; then
-  resolved=$(env "${all[@]}" RABBITMQ_ERLANG_COOKIE=test-cookie \
-    docker-compose --env-file "$no_env" -f "$file" --profile '*' config |
-    /usr/bin/python3 -c 'import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)') || resolved=
-fi
-is_config "$resolved" || { echo "FAIL: cannot read the resolved config of $file as JSON" >&2; exit 1; }
-# q JQ: the answer of jq -r over the resolved config; `ours` is each of our
-# services as {name, binary, env, certs}, certs being its volume at /certs
-# as {source, read_only} (Compose 1 writes volumes as SRC:DST:MODE strings).
+# resolve [VAR=VALUE...]: the resolved config of every profile as JSON, with
+# the passwords (and VAR=VALUE) in the environment.
+resolve() {
+  local json
+  json=$(env "${all[@]}" RABBITMQ_ERLANG_COOKIE=test-cookie "$@" \
+    docker-compose --env-file "$no_env" -f "$file" --profile '*' config --format json 2>/dev/null) || json=
+  if ! is_config "$json"; then
+    json=$(env "${all[@]}" RABBITMQ_ERLANG_COOKIE=test-cookie "$@" \
+      docker-compose --env-file "$no_env" -f "$file" --profile '*' config |
+      /usr/bin/python3 -c 'import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)') || json=
+  fi
+  is_config "$json" || { echo "FAIL: cannot read the resolved config of $file as JSON" >&2; exit 1; }
+  printf '%s' "$json"
+}
+resolved=$(resolve)
+# q JQ [JSON]: the answer of jq -r over the resolved config (or JSON).
+# `ours` is each of our services as {name, binary, env, certs}, certs being
+# its volume at /certs as {source, read_only}; `mounts` a service's volumes
+# as {source, target, read_only} (Compose 1 writes them as SRC:DST:MODE
+# strings), `ports` its published ports as {host_ip, published, target}
+# (Compose 1 writes IP:PUBLISHED:TARGET/PROTOCOL strings).
 q() {
-  jq -r "def ours: .services | to_entries[]
+  jq -r "def mounts: [(.volumes // [])[]
+      | if type == \"string\" then split(\":\") | {source: .[0], target: .[1], read_only: (.[2] == \"ro\")}
+        else {source, target, read_only: (.read_only // false)} end];
+    def ports: [(.ports // [])[]
+      | if type == \"string\" then (split(\"/\")[0] | split(\":\")) as \$p
+          | {host_ip: (if (\$p | length) == 3 then \$p[0] else \"\" end),
+             published: (if (\$p | length) >= 2 then \$p[-2] else \"\" end), target: \$p[-1]}
+        else {host_ip: (.host_ip // \"\"), published: (.published // \"\" | tostring), target: (.target | tostring)} end];
+    def ours: .services | to_entries[]
     | select((.value.command // [])[0] | IN(\"payment_service\", \"accounting_service\", \"recovery_service\"))
     | {name: .key, binary: .value.command[0], env: (.value.environment // {}),
-       certs: ([(.value.volumes // [])[]
-         | if type == \"string\" then split(\":\") | {source: .[0], target: .[1], read_only: (.[2] == \"ro\")} else . end
-         | select(.target == \"/certs\")] | first)};
-    $1" <<<"$resolved"
+       certs: (.value | mounts | map(select(.target == \"/certs\")) | first)};
+    $1" <<<"${2:-$resolved}"
 }
 # Every service the file defines is in it (their names from the file itself),
 # and ours are among them.
@@ -100,4 +120,48 @@ for k in 0 1; do
 done
 [[ $(q '.services.accounting_shards.environment.REPLY_QUEUES') == shards.ACC_QUEUE.s0,shards.ACC_QUEUE.s1 ]] ||
   { echo "FAIL: accounting_shards does not declare both reply queues" >&2; exit 1; }
+# Every published port of every profile on loopback only.
+bad=$(q '[.services | to_entries[] | select(.value | ports | any(.host_ip != "127.0.0.1")) | .key] | join(" ")')
+[[ -z $bad ]] || { echo "FAIL: published beyond 127.0.0.1: $bad" >&2; exit 1; }
+# Every broker (the default one and the cluster's) is RabbitMQ 4.0 with its
+# deprecated features denied (docker/rabbitmq/deprecated_features.conf in conf.d).
+brokers=$(q '[.services | to_entries[] | select(.value.image // "" | startswith("rabbitmq:")) | .key] | join(" ")')
+[[ $brokers == "rabbit-1 rabbit-2 rabbit-3 rabbitmq" ]] || { echo "FAIL: brokers are '$brokers'" >&2; exit 1; }
+bad=$(q '[.services | to_entries[] | select(.value.image // "" | startswith("rabbitmq:"))
+  | select(.value.image != "rabbitmq:4.0-management"
+           or (.value | mounts | any((.source | endswith("/docker/rabbitmq/deprecated_features.conf"))
+                                    and (.target | test("^/etc/rabbitmq/conf.d/[^/]+[.]conf$")) and .read_only) | not))
+  | .key] | join(" ")')
+[[ -z $bad ]] || { echo "FAIL: not RabbitMQ 4.0 with deprecated features denied: $bad" >&2; exit 1; }
+# Every image built here is on Debian 12, or on DEBIAN_RELEASE's.
+builds='[.services | to_entries[] | select(.value.build) | "\(.key)=\(.value.build.args.DEBIAN_RELEASE // "unset")"] | unique | join(" ")'
+for release in 12 13; do
+  if [[ $release == 12 ]]; then json=$resolved; else json=$(resolve DEBIAN_RELEASE=13); fi
+  bad=$(q "[$builds | split(\" \")[] | select(endswith(\"=$release\") | not)] | join(\" \")" "$json")
+  [[ -z $bad ]] || { echo "FAIL: not built on Debian $release: $bad" >&2; exit 1; }
+done
+# The console: its own image, TLS to recovery_service's ops port (the name it
+# dials is recovery_service's, or an alias a certificate can carry: no "_"),
+# HTTPS to the browser with the compose certificates, published on loopback.
+console=$(q '.services.console // empty | @json')
+[[ -n $console ]] || { echo "FAIL: no console service" >&2; exit 1; }
+cq() { q "$1" "$console"; }
+[[ $(cq '.build.dockerfile') == docker/console.Dockerfile ]] || { echo "FAIL: console: not built from docker/console.Dockerfile" >&2; exit 1; }
+[[ $(cq '.environment.CONSOLE_TLS_CERT + " " + .environment.CONSOLE_TLS_KEY') == "/certs/server.pem /certs/server.key" ]] ||
+  { echo "FAIL: console: does not serve HTTPS with /certs/server.pem" >&2; exit 1; }
+[[ $(cq '.environment.CONSOLE_OPS_CA') == /certs/ca.pem ]] || { echo "FAIL: console: ops API not over TLS with /certs/ca.pem" >&2; exit 1; }
+[[ $(cq 'mounts | map(select(.target == "/certs")) | first | "\(.source | endswith("/certs/compose")) \(.read_only)"') == "true true" ]] ||
+  { echo "FAIL: console: certs/compose not mounted read-only at /certs" >&2; exit 1; }
+recovery_port=$(q '.services.recovery_service.environment.RECOVERY_LISTEN | split(":")[-1]')
+recovery_names=" recovery_service $(q '.services.recovery_service.networks.default.aliases // [] | join(" ")') "
+read -ra specs <<<"$(cq '.environment.CONSOLE_OPS')"
+[[ ${#specs[@]} -gt 0 ]] || { echo "FAIL: console: no CONSOLE_OPS" >&2; exit 1; }
+for spec in "${specs[@]}"; do
+  addr=${spec#*=}
+  [[ $recovery_names == *" ${addr%:*} "* && ${addr##*:} == "$recovery_port" && ${addr%:*} != *_* ]] ||
+    { echo "FAIL: console: $spec is not recovery_service's ops port by a name its certificate can carry" >&2; exit 1; }
+done
+listen_port=$(cq '.environment.CONSOLE_LISTEN | split(":")[-1]')
+[[ $(cq "[ports[] | select(.target == \"$listen_port\")] | length") == 1 ]] ||
+  { echo "FAIL: console: its port $listen_port is not published" >&2; exit 1; }
 echo "PASS: $file"
