@@ -6,8 +6,11 @@
 #               exists (a machine without Docker Hub), a fresh throwaway CA, server
 #               certificate and API/ops tokens in certs/compose/ (git-ignored; mounted
 #               read-only: gRPC runs with TLS and tokens), then `docker-compose up -d --build`
-#               (RabbitMQ, the three services, Prometheus, Alertmanager) and waits until
-#               every container's healthcheck passes.
+#               (RabbitMQ 4.0, the three services, the console, Prometheus, Alertmanager;
+#               the images on Debian DEBIAN_RELEASE) and waits until every container's
+#               healthcheck passes. The operator's console answers at CONSOLE (HTTPS,
+#               the compose CA): a GetStats through it with the ops token, and refused
+#               without one.
 #   2. healthy  build/bin/outbox_demo (built on the host with scripts/build.sh if
 #               missing) creates DEMO_PAYMENTS payments through the published loopback
 #               ports and waits until all are SENT with one voucher each.
@@ -19,7 +22,9 @@
 #               accounting target is down). The outage lasts until both have been seen at
 #               Alertmanager's API (at most DEMO_OUTAGE_MAX). Headless Chromium takes a
 #               screenshot of Alertmanager's page and checks it names the alert, and one
-#               of Prometheus's alerts page.
+#               of Prometheus's alerts page. The console's overview, signed in with the
+#               ops token in headless Chromium (selenium), must show the outage's rows
+#               SENDING: console-outage.png.
 #   4. back     accounting_service is started again: every payment turns SENT, the
 #               alerts resolve; a screenshot of Prometheus's graph of the payment rate;
 #               outbox_check reads both databases from their volumes. The SLO's
@@ -38,11 +43,12 @@
 # DEMO_OUT (a new /tmp/outbox-compose-demo.XXXXXX: screenshots, alert JSON, logs),
 # KEEP_UP=1 leaves the containers and volumes up, COMPOSE_PROJECT_NAME (outboxdemo),
 # RABBITMQ_PASSWORD and the three *_BROKER_PASSWORD (random), RETRY_BASE_DELAY (1s),
-# RETRY_MAX_ATTEMPTS (3), BUILD_DIR (build). The published ports (docker-compose.yml)
-# must be free.
+# RETRY_MAX_ATTEMPTS (3), BUILD_DIR (build), DEBIAN_RELEASE (12: the services' and the
+# console's images on Debian 12; 13 builds them on Debian 13). The published ports
+# (docker-compose.yml) must be free.
 # Exit status 0 only if every payment is SENT with one voucher, none lost or
-# duplicated, nothing FAILED, both alerts fired and resolved, the screenshots
-# show what they should, and outbox_check is OK.
+# duplicated, nothing FAILED, both alerts fired and resolved, the console
+# answered, the screenshots show what they should, and outbox_check is OK.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -60,6 +66,7 @@ BIN=$ROOT/${BUILD_DIR:-build}/bin
 AM=http://127.0.0.1:9093
 PROM=http://127.0.0.1:9090
 RECOVERY_METRICS=http://127.0.0.1:9103/metrics
+CONSOLE=https://127.0.0.1:8443/
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-outboxdemo}
 export RABBITMQ_PASSWORD=${RABBITMQ_PASSWORD:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}
 for p in PAYMENT_BROKER_PASSWORD ACCOUNTING_BROKER_PASSWORD RECOVERY_BROKER_PASSWORD; do
@@ -67,6 +74,8 @@ for p in PAYMENT_BROKER_PASSWORD ACCOUNTING_BROKER_PASSWORD RECOVERY_BROKER_PASS
 done
 export RETRY_BASE_DELAY=${RETRY_BASE_DELAY:-1s} RETRY_MAX_ATTEMPTS=${RETRY_MAX_ATTEMPTS:-3}
 export RECOVERY_HOUSEKEEPING_EVERY=${RECOVERY_HOUSEKEEPING_EVERY:-1s}
+export DEBIAN_RELEASE=${DEBIAN_RELEASE:-12}
+[[ $DEBIAN_RELEASE == 12 || $DEBIAN_RELEASE == 13 ]] || { echo "DEBIAN_RELEASE is 12 or 13, not $DEBIAN_RELEASE" >&2; exit 2; }
 
 say() { echo "$SCRIPT: $*"; }
 die() { echo "$SCRIPT: $*" >&2; exit 1; }
@@ -82,6 +91,9 @@ missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v jq >/dev/null || missing+=(jq)
 command -v curl >/dev/null || missing+=(curl)
+# the console's screenshot signs in through Debian's chromedriver and python3-selenium
+[[ -x /usr/bin/chromedriver ]] || missing+=(chromium-driver)
+/usr/bin/python3 -c 'import selenium' 2>/dev/null || missing+=(python3-selenium)
 if ((${#missing[@]} > 0)); then
   say "installing ${missing[*]}"
   SUDO=()
@@ -96,7 +108,7 @@ fi
 [[ -x $BIN/outbox_demo ]] || die "$BIN/outbox_demo is missing"
 
 busy=()
-for port in 5672 15672 50051 50052 50053 9101 9102 9103 9090 9093; do
+for port in 5672 15672 50051 50052 50053 9101 9102 9103 9090 9093 8443; do
   (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && busy+=("$port")
 done
 ((${#busy[@]} == 0)) || die "ports already in use on 127.0.0.1: ${busy[*]} (another docker-compose up?)"
@@ -145,6 +157,56 @@ chrome() {
 # screenshot FILE URL: a PNG of the page after its scripts ran.
 # Chromium can exit non-zero after writing the picture: the file decides.
 screenshot() { rm -f "$OUT/$1"; chrome --screenshot="$OUT/$1" "$2" >/dev/null || true; [[ -s $OUT/$1 ]]; }
+# console_stats [CURL FLAG...]: GetStats through the console (HTTPS, checked against
+# the compose CA) as "HTTP-STATUS BODY" (status 000: no answer).
+console_stats() {
+  local out
+  out=$(curl -s --cacert "$CERTS/ca.pem" -w '\n%{http_code}' -H 'Content-Type: application/json' \
+    "$@" -d '{}' "${CONSOLE}ops.v1.OutboxOps/GetStats") || true
+  printf '%s %s\n' "${out##*$'\n'}" "$(sed '$d' <<<"$out" | tr -d '\n')"
+}
+# ops_token_header: the ops token's header line, for curl -H @<(...) (never in ps).
+ops_token_header() { printf 'Authorization: Bearer %s\n' "$(<"$CERTS/ops.token")"; }
+# console_shot NAME: the console's overview signed in with the ops token (console/
+# screenshots.py's steps in console/headless.py's chromium) as $OUT/console-NAME.png;
+# prints its cards as "label: value" lines. The browser trusts the console's own
+# key only (its SPKI), whose chain curl has checked against the compose CA.
+console_shot() {
+  local spki
+  spki=$(openssl x509 -in "$CERTS/server.pem" -pubkey -noout | openssl pkey -pubin -outform der |
+    openssl dgst -sha256 -binary | base64)
+  /usr/bin/python3 - "$CONSOLE" "$CERTS/ops.token" "$OUT" "$1" "$spki" 2>>"$OUT/chromium.log" <<'PY'
+import sys
+sys.path.insert(0, "console")
+import headless  # noqa: E402
+import screenshots  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+url, token_file, outdir, name, spki = sys.argv[1:]
+
+
+class PinnedOptions(headless.Options):
+    def __init__(self):
+        super().__init__()
+        self.add_argument("--ignore-certificate-errors-spki-list=" + spki)
+
+
+headless.Options = PinnedOptions
+with open(token_file) as f:
+    token = f.read().strip()
+driver = headless.chrome()
+try:
+    screenshots.sign_in(driver, url, token)
+    screenshots.wait(driver, lambda: "SENDING" in driver.find_element(By.ID, "cards").text)
+    screenshots.wait(driver, lambda: "…" not in driver.find_element(By.ID, "cards").text, 15)
+    screenshots.shoot(driver, outdir, name)
+    for card in driver.find_elements(By.CSS_SELECTOR, "#cards .card"):
+        print("%s: %s" % (card.find_element(By.CLASS_NAME, "label").text,
+                          card.find_element(By.CLASS_NAME, "value").text))
+finally:
+    driver.quit()
+PY
+}
 dom() { chrome --dump-dom "$1"; }
 field() { awk -v l="$2" 'index($0, l " ") == 1 { sub("^" l " +", ""); print $1 + 0; exit }' "$1"; }
 
@@ -166,7 +228,8 @@ trap 'exit 130' INT TERM
 
 # --- 1. up ---
 # gRPC TLS, tokens and the message signing key: new ones every run.
-container_secrets "$CERTS"  # scripts/lib/compose.sh
+# The server certificate also names `recovery`, the console's name for recovery_service.
+DEV_CERT_NAMES=recovery container_secrets "$CERTS"  # scripts/lib/compose.sh
 say "gRPC TLS certificates, tokens and the message key in $CERTS"
 echo "=== up: docker-compose up -d --build (project $COMPOSE_PROJECT_NAME) ==="
 build_start=$SECONDS
@@ -174,13 +237,27 @@ dc build >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log" >&2; die "docke
 build_s=$((SECONDS - build_start))
 say "images built in ${build_s}s (log $OUT/build.log)"
 dc up -d --build >"$OUT/up.log" 2>&1 || { tail -n 30 "$OUT/up.log" >&2; die "docker-compose up failed"; }
-services=(rabbitmq payment_service accounting_service recovery_service prometheus alertmanager)
+services=(rabbitmq payment_service accounting_service recovery_service console prometheus alertmanager)
 await_healthy 300 "${services[@]}" || {
   for s in "${services[@]}"; do echo "  $s: $(health "$s")" >&2; done
   die "not every container became healthy within 300 s"
 }
 say "every container is healthy after $((SECONDS - build_start - build_s))s:"
 dc ps
+images="Debian $(docker run --rm outbox-services:local cat /etc/debian_version) (DEBIAN_RELEASE=$DEBIAN_RELEASE), console's Debian $(docker run --rm --entrypoint cat outbox-console:local /etc/debian_version), RabbitMQ $(dc exec -T rabbitmq rabbitmqctl -q version | tr -d '\r')"
+say "images: $images"
+
+# The console: a GetStats through it with the ops token, and refused without one.
+console_with=$(console_stats -H @<(ops_token_header))
+console_without=$(console_stats)
+jq . <<<"${console_with#* }" >"$OUT/console-stats.json" 2>/dev/null || true
+console_ok=0
+[[ ${console_with%% *} == 200 && ${console_without%% *} == 401 ]] &&
+  jq -e 'has("sending") and has("sent")' <<<"${console_with#* }" >/dev/null 2>&1 &&
+  jq -e '.code == "unauthenticated"' <<<"${console_without#* }" >/dev/null 2>&1 &&
+  console_ok=1
+console_answer="GetStats with the ops token: HTTP ${console_with%% *} ($(jq -r '"lease holder \(.leaseHolder), \(.payQueueConsumers) PAY_QUEUE consumers"' <<<"${console_with#* }" 2>/dev/null || echo 'no JSON')); without: HTTP ${console_without%% *} ($(jq -r .code <<<"${console_without#* }" 2>/dev/null || echo 'no JSON'))"
+say "console at $CONSOLE (sign in with $CERTS/ops.token): $console_answer"
 
 # --- 2. healthy run ---
 echo
@@ -260,6 +337,13 @@ screenshot prometheus-alerts.png "$prom_alerts" &&
   sed 's/<[^>]*>//g' "$OUT/prometheus-alerts.html" | grep -E 'OutboxServiceDown \([1-9][0-9]* active\)' >/dev/null &&
   prom_alerts_shot=1
 say "screenshot of $prom_alerts: $OUT/prometheus-alerts.png, shows OutboxServiceDown active: $( ((prom_alerts_shot)) && echo yes || echo NO)"
+# The console's overview during the outage: the payments made meanwhile SENDING.
+console_cards=$(console_shot outage || true)
+console_sending=$(awk -F': ' '$1 == "SENDING" { gsub(/[^0-9]/, "", $2); print $2 + 0; exit }' <<<"$console_cards")
+console_hold=$(awk -F': ' '$1 == "delivery hold" { print $2; exit }' <<<"$console_cards")
+console_shot_ok=0
+[[ -s $OUT/console-outage.png && ${console_sending:-0} -gt 0 ]] && console_shot_ok=1
+say "screenshot of the console's overview: $OUT/console-outage.png, SENDING ${console_sending:-?}, delivery hold: ${console_hold:-?}"
 
 # --- 4. accounting back ---
 echo
@@ -323,12 +407,14 @@ p2_total=$(wc -l <"$OUT/phase2.ids")
 ok=1
 [[ $phase1 == 0 && $phase2_create == 0 && $phase2 == 0 && $all == 0 && $check == 0 ]] || ok=0
 ((seen_recovery && seen_prometheus && am_shot && prom_alerts_shot && graph_shot)) || ok=0
+((console_ok && console_shot_ok)) || ok=0
 [[ -z $am_after && ${failed:-1} == 0 && $outage_failed == 0 && ${lost:-1} == 0 && ${dups:-1} == 0 ]] || ok=0
 [[ -n $sent && $sent == "$total" && $vouchers == "$total" ]] || ok=0
 
 echo
 echo "=== compose demo report ==="
 printf '%-30s %s\n' "docker-compose build" "${build_s}s"
+printf '%-30s %s\n' "images" "$images"
 printf '%-30s %s\n' "payments" "${total:-?} ($PAYMENTS healthy, $p2_total during the outage)"
 printf '%-30s %s\n' "SENT / SENDING / FAILED" "${sent:-?} / ${sending:-?} / ${failed:-?}"
 printf '%-30s %s\n' "vouchers" "${vouchers:-?}"
@@ -340,7 +426,8 @@ printf '%-30s %s\n' "  recovery_service" "raised $raised (OutboxConsumerDown see
 printf '%-30s %s\n' "  Prometheus rules" "fired: ${prom_fired:-none}; firing now: ${prom_firing:-none}"
 printf '%-30s %s\n' "alerts resolved" "$( [[ -z $am_after ]] && echo "all but the SLO's (${resolved_after}s after accounting's start)" || echo "NO, still active: $am_after")"
 printf '%-30s %s\n' "  lasting SLO alert" "${am_lasting_now:-not active}"
-printf '%-30s %s\n' "screenshots" "$OUT/alertmanager-firing.png (names the alert: $(yes_no "$am_shot")), prometheus-alerts.png (rule active: $(yes_no "$prom_alerts_shot")), prometheus-payments-rate.png ($(yes_no "$graph_shot"))"
+printf '%-30s %s\n' "console" "$CONSOLE: $console_answer; overview during the outage: SENDING ${console_sending:-?}, delivery hold ${console_hold:-?} ($(yes_no "$console_shot_ok"))"
+printf '%-30s %s\n' "screenshots" "$OUT/alertmanager-firing.png (names the alert: $(yes_no "$am_shot")), prometheus-alerts.png (rule active: $(yes_no "$prom_alerts_shot")), prometheus-payments-rate.png ($(yes_no "$graph_shot")), console-outage.png ($(yes_no "$console_shot_ok"))"
 printf '%-30s %s\n' "outbox_check" "$(verdict "$check") ($(grep '^result:' "$OUT/outbox_check.txt" || echo 'no result'))"
 if ((ok)); then result=0; fi
 printf '%-30s %s\n' "RESULT" "$([[ $result == 0 ]] && echo OK || echo FAILED)"
