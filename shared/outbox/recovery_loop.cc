@@ -33,7 +33,9 @@ RecoveryLoop::RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker,
       hold_(outbox, lease_, alerts, clock, metrics, options_,
             [this] { return thread_.stopping(); }),
       republisher_(outbox, broker, lease_, alerts_, clock, metrics, options_),
-      archiver_(outbox, clock, metrics, options_.retention, options_.archive_batch,
+      archiver_(outbox, clock, metrics,
+                Retention{options_.retention, options_.archive_retention, options_.audit_retention,
+                          options_.archive_batch},
                 [this] { return thread_.stopping(); }),
       round_duration_(metrics.AddDurationHistogram(
           "outbox_recovery_round_seconds",
@@ -69,6 +71,8 @@ bool RecoveryLoop::Step() {
   if (now - last_housekeeping_ >= options_.housekeeping_every) {
     last_housekeeping_ = now;
     Housekeeping();
+  } else if (retention_behind_) {
+    retention_behind_ = archiver_.Run().behind;
   }
   int handled = 0;
   if (absl::Status connected = ConnectLive(broker_); connected.ok()) {
@@ -183,7 +187,7 @@ void RecoveryLoop::StandDown() {
 }
 
 void RecoveryLoop::Housekeeping() {
-  archiver_.Run();
+  retention_behind_ = archiver_.Run().behind;
   alerts_.Refresh(outbox_, broker_);
   CountAlerts();
 }

@@ -4,9 +4,10 @@
 // rows in batches and re-publish them with confirms (rate-limited), failing
 // exhausted rows with an alert, or — while nobody consumes the queue or it is
 // far behind — hold them without spending attempts (or writing them) and
-// raise one alert for the incident. Housekeeping archives old SENT rows and
-// keeps the alerts for FAILED rows, the backlog and the dead-letter queues in
-// step with what is true now, so every alert resolves when its cause is gone.
+// raise one alert for the incident. Housekeeping archives old SENT rows,
+// prunes the archive and the audit trail, and keeps the alerts for FAILED
+// rows, the backlog and the dead-letter queues in step with what is true
+// now, so every alert resolves when its cause is gone.
 // Gives the lease up after repeated publish failures so another instance can
 // try. Step() orchestrates; each concern is a part of its own.
 #include <atomic>
@@ -95,6 +96,9 @@ class RecoveryLoop {
   std::atomic<int64_t> active_alerts_{0};
   int consecutive_failures_ = 0;
   absl::Time last_housekeeping_ = absl::InfinitePast();
+  // The last retention pass stopped with more due: the next turn runs
+  // another rather than waiting for the next housekeeping.
+  bool retention_behind_ = false;
   absl::Time last_probe_ = absl::InfinitePast();
   WorkerThread thread_;
 };

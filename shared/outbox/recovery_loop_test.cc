@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
@@ -533,6 +535,26 @@ TEST_F(RecoveryLoopTest, IdleWaitPollsTheConnection) {
   Worker().Step();  // nothing due: the idle wait polls, notices, and resets
   EXPECT_EQ(broker_.lost(), 1);
   EXPECT_FALSE(broker_.resets.empty());
+}
+
+// Housekeeping archives a bounded pass; while rows past their retention
+// are left, each turn archives another pass rather than waiting for the next
+// housekeeping.
+TEST_F(RecoveryLoopTest, ABacklogPastTheRetentionDrainsTurnByTurn) {
+  options_.archive_batch = 2;
+  for (int i = 0; i < 45; ++i) {
+    const std::string id = absl::StrCat("m", i);
+    outbox_.Add(NewOutboxMessage({id, "order", "p-" + id, "EVENTS", "OrderPlaced", "REPLIES", ""},
+                                 clock_.NowMillis(), options_.retry));
+    ASSERT_OK(outbox_.RecordAcks({id}));
+  }
+  clock_.Advance(options_.retention + absl::Seconds(1));
+  Worker().Step();
+  EXPECT_EQ(outbox_.archived, 40);  // one bounded pass
+  Worker().Step();
+  EXPECT_EQ(outbox_.archived, 45);  // the next turn, long before the next housekeeping
+  Worker().Step();
+  EXPECT_EQ(outbox_.archived, 45);
 }
 
 TEST_F(RecoveryLoopTest, StepReleasesTheLeaseOnceStopped) {

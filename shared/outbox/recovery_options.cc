@@ -15,6 +15,10 @@ absl::Status RecoveryOptions::Validate() const {
   if (hold_queue_depth < 0) {
     return absl::InvalidArgumentError("recovery_hold_queue_depth must be >= 0");
   }
+  if (archive_retention < absl::ZeroDuration() || audit_retention < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "archive_retention and audit_retention must be >= 0 (0 keeps every row)");
+  }
   if (alert_resend <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("alert_resend must be positive");
   }

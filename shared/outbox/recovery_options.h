@@ -52,8 +52,12 @@ struct RecoveryOptions {
   int max_publish_failures = 3;  // rounds in a row before the lease is given up
   absl::Duration backlog_age = absl::Minutes(5);
   int64_t backlog_threshold = 1000;
-  absl::Duration retention = absl::Hours(24 * 7);
-  int archive_batch = 500;
+  absl::Duration retention = absl::Hours(24 * 7);  // SENT rows move to the archive
+  // Archived rows acknowledged longer ago than this, and audit records
+  // older than this, are deleted (archiver.h); zero keeps them.
+  absl::Duration archive_retention = absl::Hours(24 * 30);
+  absl::Duration audit_retention = absl::Hours(24 * 365);
+  int archive_batch = 500;  // rows per transaction, for each of the three
   absl::Duration housekeeping_every = absl::Seconds(10);  // archive + alerts in step
   absl::Duration alert_resend = absl::Minutes(1);         // active alerts re-sent this often
 

@@ -139,6 +139,15 @@ class RecoveryRepository {
   virtual absl::StatusOr<LeaseState> Lease() = 0;
   // Moves up to `batch` SENT rows acknowledged before `cutoff_ms` to the archive.
   virtual absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch) = 0;
+  // Deletes up to `batch` archived rows acknowledged (sent_at) before
+  // `cutoff_ms`, oldest first, and raises the archive's watermark to
+  // `cutoff_ms` in the same transaction: a business key whose row is gone
+  // and that is older than the watermark was pruned, not lost. Returns how
+  // many; with none that old nothing is written.
+  virtual absl::StatusOr<int> PruneArchive(int64_t cutoff_ms, int batch) = 0;
+  // The same for the operators' audit trail: records made (at) before
+  // `cutoff_ms`, with a watermark of its own.
+  virtual absl::StatusOr<int> PruneAudit(int64_t cutoff_ms, int batch) = 0;
   virtual absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) = 0;
   // Two index lookups: the newest acknowledgement and the earliest due row.
   virtual absl::StatusOr<AckProgress> ReadAckProgress() = 0;

@@ -5,9 +5,9 @@
 // tried and failed, with who, when, what, how many rows and the outcome.
 // A change and its record commit in the same transaction; a change made in
 // pages updates its one record in each page's transaction, so the record
-// always counts what is committed. Records are kept for good (outbox_audit
-// is never pruned or archived away). Throws SQLite::Exception; runs inside
-// the caller's transaction.
+// always counts what is committed. Records are kept until the audit
+// retention deletes them (RecoveryStore::PruneAudit). Throws
+// SQLite::Exception; runs inside the caller's transaction.
 #include <cstdint>
 #include <string>
 #include <vector>

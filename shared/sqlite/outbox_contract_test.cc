@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "shared/base/mutex.h"
+#include "shared/sqlite/audit.h"
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/recovery_store.h"
@@ -35,6 +36,19 @@ OutboxUnderTest MakeFake(ManualClock& clock) {
       return std::nullopt;
     }
   };
+  t.archived = [fake] {
+    std::vector<std::string> ids;
+    for (const OutboxMessage& row : fake->archive) ids.push_back(row.message_id);
+    return ids;
+  };
+  t.add_audit = [fake](int64_t at, const std::string& action) { fake->audit.emplace(at, action); };
+  t.audit = [fake] {
+    std::vector<std::string> actions;
+    for (const auto& [at, action] : fake->audit) actions.push_back(action);
+    return actions;
+  };
+  t.archive_pruned_before = [fake] { return fake->archive_pruned_before; };
+  t.audit_pruned_before = [fake] { return fake->audit_pruned_before; };
   t.owner = fake;
   return t;
 }
@@ -73,6 +87,26 @@ OutboxUnderTest MakeSqlite(ManualClock& clock) {
   t.recovery = s->recovery.get();
   t.add = [s](const OutboxMessage& row) { OutboxInserter(*s->raw).Insert(row); };
   t.get = [s](const std::string& id) { return OutboxStateTable(*s->raw).Load(id); };
+  auto strings = [s](const std::string& sql) {
+    std::vector<std::string> out;
+    SQLite::Statement stmt(*s->raw, sql);
+    while (stmt.executeStep()) out.push_back(stmt.getColumn(0).getString());
+    return out;
+  };
+  auto watermark = [s](const std::string& table) -> int64_t {
+    SQLite::Statement stmt(*s->raw, "SELECT pruned_before FROM outbox_retention WHERE name = ?");
+    stmt.bind(1, table);
+    return stmt.executeStep() ? stmt.getColumn(0).getInt64() : 0;
+  };
+  t.archived = [strings] {
+    return strings("SELECT message_id FROM outbox_archive ORDER BY rowid");
+  };
+  t.add_audit = [s](int64_t at, const std::string& action) {
+    AppendAudit(*s->raw, AuditRecord{0, at, "alice", action, "target", false, 1, "ok"});
+  };
+  t.audit = [strings] { return strings("SELECT action FROM outbox_audit ORDER BY id"); };
+  t.archive_pruned_before = [watermark] { return watermark("outbox_archive"); };
+  t.audit_pruned_before = [watermark] { return watermark("outbox_audit"); };
   t.owner = s;
   return t;
 }

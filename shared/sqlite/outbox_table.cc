@@ -49,6 +49,7 @@ void CreateOutboxTable(SQLite::Database& db) {
     );
   )sql");
   CreateOutboxOperatorTables(db);
+  CreateOutboxRetentionTables(db);
 }
 
 void CreateOutboxOperatorTables(SQLite::Database& db) {
@@ -75,7 +76,8 @@ void CreateOutboxOperatorTables(SQLite::Database& db) {
       detail     TEXT    NOT NULL DEFAULT ''
     );
     CREATE INDEX IF NOT EXISTS outbox_history_message ON outbox_history (message_id, id);
-    -- Every operator action that changed rows (or tried to), kept for good.
+    -- Every operator action that changed rows (or tried to), kept until the
+    -- audit retention deletes it.
     CREATE TABLE IF NOT EXISTS outbox_audit (
       id      INTEGER PRIMARY KEY,
       at      INTEGER NOT NULL,
@@ -85,6 +87,24 @@ void CreateOutboxOperatorTables(SQLite::Database& db) {
       dry_run INTEGER NOT NULL,
       rows    INTEGER NOT NULL,
       outcome TEXT    NOT NULL
+    );
+  )sql");
+}
+
+void CreateOutboxRetentionTables(SQLite::Database& db) {
+  db.exec(R"sql(
+    -- Archive retention deletes archived rows by age: outbox_archive is made
+    -- by CREATE TABLE AS, so it has no index of its own otherwise.
+    CREATE INDEX IF NOT EXISTS outbox_archive_sent_at ON outbox_archive (sent_at);
+    -- Audit retention deletes records by age.
+    CREATE INDEX IF NOT EXISTS outbox_audit_at ON outbox_audit (at);
+    -- What retention deleted, per table: rows older than `pruned_before`
+    -- (unix ms; outbox_archive: by sent_at, outbox_audit: by at) may be gone
+    -- on purpose. Written in the transaction of each delete.
+    CREATE TABLE IF NOT EXISTS outbox_retention (
+      name          TEXT PRIMARY KEY,
+      pruned_before INTEGER NOT NULL,
+      pruned_rows   INTEGER NOT NULL
     );
   )sql");
 }

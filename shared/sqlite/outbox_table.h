@@ -22,9 +22,10 @@ namespace outbox {
 // Creates what the pattern keeps in the producer's database, unless it is
 // there: the outbox table with today's columns and the index due rows are
 // found by, outbox_archive and the index retention walks, and
-// recovery_lease, and what CreateOutboxOperatorTables makes. A producer
-// calls it in a migration of its own schema (schema.h), in the transaction
-// that writes its business tables.
+// recovery_lease, and what CreateOutboxOperatorTables and
+// CreateOutboxRetentionTables make. A producer calls it in a migration of
+// its own schema (schema.h), in the transaction that writes its business
+// tables.
 void CreateOutboxTable(SQLite::Database& db);
 
 // What the operator's tools keep, added to an outbox made before them
@@ -33,6 +34,16 @@ void CreateOutboxTable(SQLite::Database& db);
 // producer whose file predates them calls it in a new migration of its
 // schema; CreateOutboxTable calls it too.
 void CreateOutboxOperatorTables(SQLite::Database& db);
+
+// What the retention of the archive and of the audit trail needs, added to
+// an outbox made before it (unless there): the indexes their deletes walk
+// (outbox_archive by sent_at, outbox_audit by at) and outbox_retention, the
+// watermark of each (rows older than it may have been deleted on purpose).
+// Needs the tables of CreateOutboxOperatorTables. A producer whose file
+// predates it calls it in a new migration of its schema (building the
+// archive's index reads the whole archive once); CreateOutboxTable calls it
+// too.
+void CreateOutboxRetentionTables(SQLite::Database& db);
 
 // Column list matching ReadOutboxMessage, for SELECTs (table alias "o").
 extern const char* const kOutboxColumns;

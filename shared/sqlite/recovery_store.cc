@@ -81,7 +81,16 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
       return absl::OkStatus();
     }));
   }
-  return std::unique_ptr<RecoveryStore>(new RecoveryStore(std::move(db), producer.metrics_label));
+  bool retention_tables = false;
+  {
+    MutexLock lock(&db->read_mu);
+    RETURN_IF_ERROR(Guard("look for outbox_retention", [&] {
+      retention_tables = db->reader->tableExists("outbox_retention");
+      return absl::OkStatus();
+    }));
+  }
+  return std::unique_ptr<RecoveryStore>(
+      new RecoveryStore(std::move(db), producer.metrics_label, retention_tables));
 }
 
 absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::OpenWhenCreated(
@@ -312,6 +321,64 @@ absl::StatusOr<int> RecoveryStore::ArchiveSent(int64_t cutoff_ms, int batch) {
     return absl::OkStatus();
   }));
   return moved;
+}
+
+absl::StatusOr<int> RecoveryStore::PruneArchive(int64_t cutoff_ms, int batch) {
+  return PruneOlderThan("outbox_archive", "outbox_archive_sent_at", "sent_at", cutoff_ms, batch);
+}
+
+absl::StatusOr<int> RecoveryStore::PruneAudit(int64_t cutoff_ms, int batch) {
+  return PruneOlderThan("outbox_audit", "outbox_audit_at", "at", cutoff_ms, batch);
+}
+
+absl::StatusOr<int> RecoveryStore::PruneOlderThan(const char* table, const char* index,
+                                                  const char* column, int64_t cutoff_ms,
+                                                  int batch) {
+  if (!retention_tables_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot prune ", table,
+                     ": the database has no outbox_retention (its producer's schema "
+                     "needs a migration that calls CreateOutboxRetentionTables)"));
+  }
+  // The pick walks the index from its oldest entry and stops after `batch`:
+  // a bounded delete, however large the table.
+  const std::string pick = absl::StrCat("SELECT rowid FROM ", table, " INDEXED BY ", index,
+                                        " WHERE ", column, " < ?1 ORDER BY ", column, " LIMIT ?2");
+  bool due = false;
+  {
+    MutexLock lock(&db_->read_mu);
+    RETURN_IF_ERROR(Guard(absl::StrCat("find ", table, " rows to prune"), [&] {
+      SQLite::Statement look(*db_->reader, pick);
+      look.bind(1, static_cast<int64_t>(cutoff_ms));
+      look.bind(2, 1);
+      due = look.executeStep();
+      return absl::OkStatus();
+    }));
+  }
+  if (!due) return 0;
+  MutexLock lock(&db_->write_mu);
+  int pruned = 0;
+  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
+    SQLite::Statement del(*db_->writer,
+                          absl::StrCat("DELETE FROM ", table, " WHERE rowid IN (", pick, ")"));
+    del.bind(1, static_cast<int64_t>(cutoff_ms));
+    del.bind(2, batch);
+    pruned = del.exec();
+    if (pruned == 0) return absl::OkStatus();
+    // The watermark commits with the delete: a reader never sees rows gone
+    // without it.
+    SQLite::Statement mark(*db_->writer, R"sql(
+      INSERT INTO outbox_retention (name, pruned_before, pruned_rows) VALUES (?1, ?2, ?3)
+      ON CONFLICT (name) DO UPDATE SET
+        pruned_before = max(pruned_before, excluded.pruned_before),
+        pruned_rows = pruned_rows + excluded.pruned_rows)sql");
+    mark.bind(1, table);
+    mark.bind(2, static_cast<int64_t>(cutoff_ms));
+    mark.bind(3, pruned);
+    mark.exec();
+    return absl::OkStatus();
+  }));
+  return pruned;
 }
 
 absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t after_id, int limit) {

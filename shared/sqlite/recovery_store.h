@@ -92,6 +92,13 @@ class RecoveryStore final : public RecoveryRepository {
 
   // Moves up to `batch` SENT rows with sent_at < cutoff to outbox_archive.
   absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch) override;
+  // Retention of the archive (by sent_at) and of the audit trail (by at):
+  // through the indexes of CreateOutboxRetentionTables, a batch per
+  // transaction with the table's row of outbox_retention (its watermark
+  // raised to `cutoff_ms`, never lowered, and the rows counted).
+  // FAILED_PRECONDITION when the producer's schema lacks those tables.
+  absl::StatusOr<int> PruneArchive(int64_t cutoff_ms, int batch) override;
+  absl::StatusOr<int> PruneAudit(int64_t cutoff_ms, int batch) override;
 
   // Operator API.
   absl::StatusOr<MessagePage> List(OutboxStatus status, int64_t after_id, int limit);
@@ -142,8 +149,10 @@ class RecoveryStore final : public RecoveryRepository {
   absl::StatusOr<AckProgress> ReadAckProgress() override;
 
  private:
-  RecoveryStore(std::unique_ptr<SqliteFile> db, std::string metrics_label)
-      : db_(std::move(db)), metrics_label_(std::move(metrics_label)) {}
+  RecoveryStore(std::unique_ptr<SqliteFile> db, std::string metrics_label, bool retention_tables)
+      : db_(std::move(db)),
+        metrics_label_(std::move(metrics_label)),
+        retention_tables_(retention_tables) {}
   // A due row as `transition` left it; `changed` rows were saved.
   struct Transitioned {
     OutboxMessage row;
@@ -169,6 +178,11 @@ class RecoveryStore final : public RecoveryRepository {
       const std::string& detail);
   // Records an action that failed, in a transaction of its own.
   void AuditFailure(AuditRecord audit, const absl::Status& why);
+  // Deletes up to `batch` rows of `table` whose `column` is below
+  // `cutoff_ms`, oldest first through `index`, with the table's watermark,
+  // in one write transaction; looks first, so nothing due takes no lock.
+  absl::StatusOr<int> PruneOlderThan(const char* table, const char* index, const char* column,
+                                     int64_t cutoff_ms, int batch);
 
   // SELECT kOutboxColumns of FAILED rows through the failure-group index,
   // WHERE ... AND `condition`.
@@ -178,6 +192,7 @@ class RecoveryStore final : public RecoveryRepository {
 
   std::unique_ptr<SqliteFile> db_;
   const std::string metrics_label_;
+  const bool retention_tables_;  // the producer's schema has CreateOutboxRetentionTables'
   std::string instance_ = "recovery";
 };
 

@@ -491,6 +491,110 @@ TEST_F(RecoveryStoreTest, ArchivesOldSentRowsInBoundedBatches) {
   EXPECT_EQ(counts->archived, 7);
 }
 
+// The watermark row of `table` in outbox_retention: pruned_before,
+// pruned_rows; {0, 0} when there is none.
+std::pair<int64_t, int64_t> Watermark(SQLite::Database& db, const std::string& table) {
+  SQLite::Statement stmt(db,
+                         "SELECT pruned_before, pruned_rows FROM outbox_retention WHERE name = ?");
+  stmt.bind(1, table);
+  if (!stmt.executeStep()) return {0, 0};
+  return {stmt.getColumn(0).getInt64(), stmt.getColumn(1).getInt64()};
+}
+
+std::vector<std::string> Strings(SQLite::Database& db, const std::string& sql) {
+  std::vector<std::string> out;
+  SQLite::Statement stmt(db, sql);
+  while (stmt.executeStep()) out.push_back(stmt.getColumn(0).getString());
+  return out;
+}
+
+// Archived rows are deleted by acknowledgement, oldest first, a bounded
+// batch per transaction, each with the watermark; nothing else goes.
+TEST_F(RecoveryStoreTest, PrunesTheArchiveInBoundedBatchesWithItsWatermark) {
+  // Acknowledged out of id order: the pick follows sent_at, not the rowid.
+  for (int i = 0; i < 7; ++i) Insert(absl::StrCat("old", i), OutboxStatus::kSent, 1, 0, 700 - i);
+  Insert("young", OutboxStatus::kSent, 1, 0, 4'000);
+  ASSERT_EQ(*store_->ArchiveSent(5'000, 100), 8);
+  Insert("live", OutboxStatus::kSent, 1, 0, 50);  // acknowledged long ago, never archived
+  Insert("pending", OutboxStatus::kSending, 1, 0);
+  raw_->exec("INSERT INTO orders VALUES ('o-1')");
+  ASSERT_OK(store_->RecordAudit(AuditRecord{0, 10, "alice", "redrive_all", "FAILED", false, 0,
+                                            "ok"}));  // older than every cutoff below
+
+  EXPECT_EQ(*store_->PruneArchive(690, 10), 0);  // old6 is 694: none acknowledged before 690
+  EXPECT_EQ(Watermark(*raw_, "outbox_archive"), std::make_pair(int64_t{0}, int64_t{0}));
+  EXPECT_EQ(*store_->PruneArchive(3'000, 3), 3);
+  EXPECT_EQ(Strings(*raw_, "SELECT message_id FROM outbox_archive ORDER BY sent_at"),
+            (std::vector<std::string>{"old3", "old2", "old1", "old0", "young"}));
+  EXPECT_EQ(Watermark(*raw_, "outbox_archive"), std::make_pair(int64_t{3'000}, int64_t{3}));
+  EXPECT_EQ(*store_->PruneArchive(3'000, 3), 3);
+  EXPECT_EQ(*store_->PruneArchive(3'000, 3), 1);
+  EXPECT_EQ(*store_->PruneArchive(3'000, 3), 0);
+  // An earlier cutoff (a longer retention) never lowers the watermark.
+  EXPECT_EQ(*store_->PruneArchive(1'000, 3), 0);
+  EXPECT_EQ(Watermark(*raw_, "outbox_archive"), std::make_pair(int64_t{3'000}, int64_t{7}));
+
+  EXPECT_EQ(Strings(*raw_, "SELECT message_id FROM outbox_archive"),
+            std::vector<std::string>{"young"});
+  EXPECT_EQ(Strings(*raw_, "SELECT message_id FROM outbox ORDER BY id"),
+            (std::vector<std::string>{"live", "pending"}));
+  EXPECT_EQ(raw_->execAndGet("SELECT count(*) FROM orders").getInt64(), 1);
+  EXPECT_EQ(store_->Audit(0, 10)->size(), 1u);
+  EXPECT_EQ(Watermark(*raw_, "outbox_audit"), std::make_pair(int64_t{0}, int64_t{0}));
+  // The delete walks the index, never the table.
+  SQLite::Statement plan(*raw_,
+                         "EXPLAIN QUERY PLAN SELECT rowid FROM outbox_archive WHERE sent_at < 1 "
+                         "ORDER BY sent_at LIMIT 1");
+  ASSERT_TRUE(plan.executeStep());
+  EXPECT_THAT(plan.getColumn(3).getString(), ::testing::HasSubstr("outbox_archive_sent_at"));
+}
+
+TEST_F(RecoveryStoreTest, PrunesTheAuditTrailByAgeInBoundedBatches) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK(store_->RecordAudit(
+        AuditRecord{0, 100 + i, "alice", absl::StrCat("action", i), "FAILED", false, 0, "ok"}));
+  }
+  ASSERT_OK(store_->RecordAudit(AuditRecord{0, 9'000, "bob", "repair", "t", false, 1, "ok"}));
+  Insert("archived", OutboxStatus::kSent, 1, 0, 10);
+  ASSERT_EQ(*store_->ArchiveSent(5'000, 10), 1);
+
+  EXPECT_EQ(*store_->PruneAudit(5'000, 2), 2);
+  EXPECT_EQ(Watermark(*raw_, "outbox_audit"), std::make_pair(int64_t{5'000}, int64_t{2}));
+  EXPECT_EQ(*store_->PruneAudit(5'000, 2), 2);
+  EXPECT_EQ(*store_->PruneAudit(5'000, 2), 1);
+  EXPECT_EQ(*store_->PruneAudit(5'000, 2), 0);
+  auto audit = store_->Audit(0, 10);
+  ASSERT_OK(audit);
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_EQ((*audit)[0].action, "repair");
+  EXPECT_EQ(Watermark(*raw_, "outbox_audit"), std::make_pair(int64_t{5'000}, int64_t{5}));
+  EXPECT_EQ(store_->Counts()->archived, 1);
+  EXPECT_EQ(Watermark(*raw_, "outbox_archive"), std::make_pair(int64_t{0}, int64_t{0}));
+}
+
+// A producer whose schema lacks CreateOutboxRetentionTables: pruning says
+// so, and recovery adds nothing to the file.
+TEST_F(RecoveryStoreTest, PruningNeedsTheRetentionTables) {
+  static const DbSchema* const schema = new DbSchema{{
+      {"outbox tables, before retention",
+       [](SQLite::Database& db) {
+         CreateOutboxTable(db);
+         db.exec("DROP TABLE outbox_retention");
+       }},
+  }};
+  const ProducerDb producer{schema, "order_service", "ORDERS_DB", "orders", "orders database"};
+  const std::string path = dir_ + "/older.db";
+  ASSERT_OK(OpenSqliteFile(path, DbOptions{}, schema));
+  auto store = RecoveryStore::Open(path, DbOptions{}, producer);
+  ASSERT_OK(store);
+  EXPECT_THAT((*store)->PruneArchive(1'000, 10),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       ::testing::HasSubstr("CreateOutboxRetentionTables")));
+  EXPECT_THAT((*store)->PruneAudit(1'000, 10), StatusIs(absl::StatusCode::kFailedPrecondition));
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  EXPECT_FALSE(db.tableExists("outbox_retention"));
+}
+
 TEST_F(RecoveryStoreTest, ListsByStatusOldestFirstInPages) {
   for (int i = 0; i < 5; ++i) Insert(absl::StrCat("sent", i), OutboxStatus::kSent, 1, 0, 10 + i);
   Insert("sending", OutboxStatus::kSending, 1, 0);

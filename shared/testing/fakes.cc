@@ -305,6 +305,7 @@ absl::StatusOr<int> InMemoryOutbox::ArchiveSent(int64_t cutoff_ms, int batch) {
   int moved = 0;
   for (auto it = rows_.begin(); it != rows_.end() && moved < batch;) {
     if (it->second.status == OutboxStatus::kSent && it->second.sent_at < cutoff_ms) {
+      archive.push_back(std::move(it->second));
       it = rows_.erase(it);
       ++moved;
     } else {
@@ -313,6 +314,33 @@ absl::StatusOr<int> InMemoryOutbox::ArchiveSent(int64_t cutoff_ms, int batch) {
   }
   archived += moved;
   return moved;
+}
+
+absl::StatusOr<int> InMemoryOutbox::PruneArchive(int64_t cutoff_ms, int batch) {
+  if (!fail_with.ok()) return fail_with;
+  // Oldest acknowledgement first, as the store's index walks them.
+  std::stable_sort(
+      archive.begin(), archive.end(),
+      [](const OutboxMessage& a, const OutboxMessage& b) { return a.sent_at < b.sent_at; });
+  int pruned = 0;
+  while (pruned < batch && pruned < static_cast<int>(archive.size()) &&
+         archive[pruned].sent_at < cutoff_ms) {
+    ++pruned;
+  }
+  archive.erase(archive.begin(), archive.begin() + pruned);
+  if (pruned > 0) archive_pruned_before = std::max(archive_pruned_before, cutoff_ms);
+  return pruned;
+}
+
+absl::StatusOr<int> InMemoryOutbox::PruneAudit(int64_t cutoff_ms, int batch) {
+  if (!fail_with.ok()) return fail_with;
+  int pruned = 0;
+  while (pruned < batch && !audit.empty() && audit.begin()->first < cutoff_ms) {
+    audit.erase(audit.begin());
+    ++pruned;
+  }
+  if (pruned > 0) audit_pruned_before = std::max(audit_pruned_before, cutoff_ms);
+  return pruned;
 }
 
 absl::StatusOr<int64_t> InMemoryOutbox::CountSendingOlderThan(int64_t created_before_ms) {

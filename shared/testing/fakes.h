@@ -209,13 +209,20 @@ class InMemoryOutbox final : public OutboxRepository, public RecoveryRepository 
   absl::Status ReleaseLease(const std::string& holder, int64_t now_ms) override;
   absl::StatusOr<LeaseState> Lease() override;
   absl::StatusOr<int> ArchiveSent(int64_t cutoff_ms, int batch) override;
+  absl::StatusOr<int> PruneArchive(int64_t cutoff_ms, int batch) override;
+  absl::StatusOr<int> PruneAudit(int64_t cutoff_ms, int batch) override;
   absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) override;
   absl::StatusOr<std::vector<std::string>> TakenOver(
       const std::vector<std::string>& message_ids) override;
   absl::StatusOr<AckProgress> ReadAckProgress() override;
 
   LeaseState lease;
-  int64_t archived = 0;
+  int64_t archived = 0;                       // rows ever moved to the archive
+  std::vector<OutboxMessage> archive;         // the archive, in the order rows moved
+  std::multimap<int64_t, std::string> audit;  // audit records: at -> action
+  // The watermarks Prune* raise (0: nothing pruned yet).
+  int64_t archive_pruned_before = 0;
+  int64_t audit_pruned_before = 0;
 
  private:
   // Due SENDING rows, oldest due first, after the lease fence.

@@ -34,6 +34,13 @@ struct OutboxUnderTest {
   RecoveryRepository* recovery = nullptr;         // recovery's seam (null: not implemented)
   std::function<void(const OutboxMessage&)> add;  // store a row
   std::function<std::optional<OutboxMessage>(const std::string&)> get;  // read it back
+  // The archive and the audit trail, for the retention tests (null: skipped).
+  std::function<std::vector<std::string>()> archived;  // message ids in the archive
+  std::function<void(int64_t at, const std::string& action)> add_audit;  // store a record
+  std::function<std::vector<std::string>()> audit;  // the actions of the records left
+  // The watermark RecoveryRepository::PruneArchive or PruneAudit raised (0: none).
+  std::function<int64_t()> archive_pruned_before;
+  std::function<int64_t()> audit_pruned_before;
   std::shared_ptr<void> owner;  // keeps the implementation and its files alive
 };
 
@@ -83,6 +90,7 @@ class OutboxContractTest : public ::testing::TestWithParam<OutboxImpl> {
   RecoveryRepository& recovery() { return *impl_.recovery; }
   bool HasOutbox() const { return impl_.outbox != nullptr; }
   bool HasRecovery() const { return impl_.recovery != nullptr; }
+  bool HasRetention() const { return HasRecovery() && impl_.archived && impl_.audit; }
 
   ManualClock clock_{kT0};
   RetryPolicy policy_ = [] {
@@ -306,6 +314,77 @@ TEST_P(OutboxContractTest, ArchivingMovesOnlySentRowsAckedBeforeTheCutoff) {
   EXPECT_FALSE(Exists("old2"));
   EXPECT_TRUE(Exists("new"));
   EXPECT_TRUE(Exists("sending"));
+}
+
+// Retention deletes archived rows by their acknowledgement, oldest first, a
+// batch at a time, and nothing else: not a live row, not an audit record.
+// The watermark says below which acknowledgement rows may be gone; it only
+// rises.
+TEST_P(OutboxContractTest, PruningTheArchiveDeletesOldArchivedRowsAndRaisesItsWatermark) {
+  OUTBOX_CONTRACT_NEEDS(Retention);
+  Add(Sent("old1", kT0 + 100));
+  Add(Sent("old2", kT0 + 200));
+  Add(Sent("young", kT0 + 9000));
+  Add(Sent("live", kT0 + 20'000));  // acknowledged after the archive's cutoff
+  Add(Row("sending"));
+  impl_.add_audit(kT0, "redrive_message");
+  auto moved = recovery().ArchiveSent(kT0 + 10'000, 10);
+  ASSERT_OK(moved);
+  ASSERT_EQ(*moved, 3);
+
+  auto pruned = recovery().PruneArchive(kT0 + 100, 10);  // none acknowledged before it
+  ASSERT_OK(pruned);
+  EXPECT_EQ(*pruned, 0);
+  EXPECT_EQ(impl_.archive_pruned_before(), 0);
+
+  pruned = recovery().PruneArchive(kT0 + 5000, 1);
+  ASSERT_OK(pruned);
+  EXPECT_EQ(*pruned, 1);
+  EXPECT_THAT(impl_.archived(), ::testing::UnorderedElementsAre("old2", "young"));
+  EXPECT_EQ(impl_.archive_pruned_before(), kT0 + 5000);
+  pruned = recovery().PruneArchive(kT0 + 5000, 10);
+  ASSERT_OK(pruned);
+  EXPECT_EQ(*pruned, 1);
+  EXPECT_THAT(impl_.archived(), ::testing::ElementsAre("young"));
+
+  // A longer retention later (an earlier cutoff) deletes what is older than
+  // it and leaves the watermark where it was.
+  Add(Sent("straggler", kT0 + 300));
+  ASSERT_OK(recovery().ArchiveSent(kT0 + 10'000, 10));
+  pruned = recovery().PruneArchive(kT0 + 1000, 10);
+  ASSERT_OK(pruned);
+  EXPECT_EQ(*pruned, 1);
+  EXPECT_EQ(impl_.archive_pruned_before(), kT0 + 5000);
+
+  EXPECT_THAT(impl_.archived(), ::testing::ElementsAre("young"));
+  EXPECT_TRUE(Exists("live"));
+  EXPECT_TRUE(Exists("sending"));
+  EXPECT_THAT(impl_.audit(), ::testing::ElementsAre("redrive_message"));
+  EXPECT_EQ(impl_.audit_pruned_before(), 0);
+}
+
+TEST_P(OutboxContractTest, PruningTheAuditDeletesOnlyOlderRecords) {
+  OUTBOX_CONTRACT_NEEDS(Retention);
+  impl_.add_audit(kT0 + 100, "redrive_message");
+  impl_.add_audit(kT0 + 200, "acknowledge_group");
+  impl_.add_audit(kT0 + 9000, "redrive_all");
+  Add(Sent("archived", kT0 + 100));
+  ASSERT_OK(recovery().ArchiveSent(kT0 + 1000, 10));
+
+  auto pruned = recovery().PruneAudit(kT0 + 5000, 1);
+  ASSERT_OK(pruned);
+  EXPECT_EQ(*pruned, 1);
+  EXPECT_THAT(impl_.audit(), ::testing::ElementsAre("acknowledge_group", "redrive_all"));
+  EXPECT_EQ(impl_.audit_pruned_before(), kT0 + 5000);
+  pruned = recovery().PruneAudit(kT0 + 5000, 10);
+  ASSERT_OK(pruned);
+  EXPECT_EQ(*pruned, 1);
+  pruned = recovery().PruneAudit(kT0 + 5000, 10);
+  ASSERT_OK(pruned);
+  EXPECT_EQ(*pruned, 0);
+  EXPECT_THAT(impl_.audit(), ::testing::ElementsAre("redrive_all"));
+  EXPECT_THAT(impl_.archived(), ::testing::ElementsAre("archived"));
+  EXPECT_EQ(impl_.archive_pruned_before(), 0);
 }
 
 TEST_P(OutboxContractTest, BacklogAndAckProgressReadTheTable) {
