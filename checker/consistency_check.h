@@ -18,7 +18,7 @@ inline constexpr size_t kMaxAccountingDbs = 10;  // SQLite attaches at most 10
 // accounting_service/accounting_db_schema.h. A newer file is refused
 // (FAILED_PRECONDITION): its changes could make a check wrong in either
 // direction. Older ones, versioned or not, are checked as they are.
-inline constexpr int kPaymentDbSchemaVersion = 5;
+inline constexpr int kPaymentDbSchemaVersion = 6;
 inline constexpr int kAccountingDbSchemaVersion = 3;
 
 struct CheckConfig {
@@ -44,6 +44,10 @@ struct Counts {
   int64_t outbox_sent = 0;
   int64_t outbox_failed = 0;
   int64_t outbox_archived = 0;  // 0 when there is no outbox_archive table
+  // Payments whose outbox row retention deleted from the archive: no row
+  // anywhere, created before the archive's watermark, and booked (a row is
+  // archived only once SENT, so its voucher remains).
+  int64_t outbox_pruned = 0;
   int64_t vouchers = 0;
   int64_t processed_messages = 0;
 };
@@ -66,6 +70,9 @@ struct Report {
   Counts counts;
   // SENDING rows whose voucher exists: accounted, ack not yet processed.
   int64_t sending_with_voucher = 0;
+  // The archive's watermark (outbox_retention, unix ms): archived rows
+  // acknowledged before it may have been deleted; 0 = none deleted.
+  int64_t archive_pruned_before = 0;
   std::vector<CheckResult> checks;
 
   bool ok() const;

@@ -25,6 +25,13 @@ CREATE TABLE outbox (id INTEGER PRIMARY KEY, message_id TEXT NOT NULL UNIQUE, bi
 CREATE INDEX outbox_status_next_retry ON outbox (status, next_retry_at);
 CREATE TABLE recovery_lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL);
 )sql";
+// What retention adds (payment.db version 6): the archive's index and the
+// watermarks.
+constexpr char kRetentionSchema[] = R"sql(
+CREATE TABLE outbox_archive AS SELECT * FROM outbox WHERE 0;
+CREATE INDEX outbox_archive_sent_at ON outbox_archive (sent_at);
+CREATE TABLE outbox_retention (name TEXT PRIMARY KEY, pruned_before INTEGER NOT NULL, pruned_rows INTEGER NOT NULL);
+)sql";
 constexpr char kAccountingSchema[] = R"sql(
 CREATE TABLE vouchers (id INTEGER PRIMARY KEY, voucher_id TEXT NOT NULL UNIQUE, payment_id TEXT NOT NULL UNIQUE, message_id TEXT NOT NULL, debit_account TEXT NOT NULL, credit_account TEXT NOT NULL, amount_minor INTEGER NOT NULL CHECK (amount_minor > 0), currency TEXT NOT NULL, created_at INTEGER NOT NULL);
 CREATE TABLE processed_messages (message_id TEXT PRIMARY KEY, payment_id TEXT NOT NULL, voucher_id TEXT NOT NULL, processed_at INTEGER NOT NULL) WITHOUT ROWID;
@@ -55,12 +62,13 @@ class CheckerTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  void Payment(const std::string& id, int64_t amount = 100, const std::string& currency = "EUR") {
+  void Payment(const std::string& id, int64_t amount = 100, const std::string& currency = "EUR",
+               int64_t created_at = kNowMs) {
     pay_->exec(absl::StrCat(
         "INSERT INTO payments (payment_id, idempotency_key, payer_account, "
         "payee_account, amount_minor, currency, description, created_at) "
         "VALUES ('",
-        id, "', 'k-", id, "', 'a', 'b', ", amount, ", '", currency, "', '', ", kNowMs, ")"));
+        id, "', 'k-", id, "', 'a', 'b', ", amount, ", '", currency, "', '', ", created_at, ")"));
   }
   void Outbox(const std::string& payment_id, const std::string& status,
               absl::Duration age = absl::Seconds(5)) {
@@ -266,6 +274,53 @@ TEST_F(CheckerTest, ArchivedRowsCountAsSent) {
   pay_->exec("INSERT INTO outbox_archive SELECT * FROM outbox_archive WHERE biz_key = 'p2'");
   pay_->exec("UPDATE outbox_archive SET biz_key = 'gone' WHERE rowid = last_insert_rowid()");
   EXPECT_EQ(CountOf(Check(), "outbox_without_payment"), 1);
+}
+
+// Retention deleted archived rows acknowledged before its watermark: their
+// payments, created before it and booked, are counted as pruned. A payment
+// created after the watermark, or one never booked (only SENT rows are
+// archived), has lost its row all the same.
+TEST_F(CheckerTest, PaymentsWhoseArchivedRowRetentionDeletedArePrunedNotMissing) {
+  pay_->exec(kRetentionSchema);
+  const int64_t watermark = kNowMs - absl::ToInt64Milliseconds(absl::Hours(24 * 30));
+  const int64_t day = absl::ToInt64Milliseconds(absl::Hours(24));
+  Sent("p1");
+  Payment("pruned-1", 100, "EUR", watermark - 5 * day);
+  Voucher("pruned-1");
+  Payment("pruned-2", 100, "EUR", watermark - 1);
+  Voucher("pruned-2");
+  Payment("never-booked", 100, "EUR", watermark - day);
+  Payment("young", 100, "EUR", watermark + 1);
+  Voucher("young");
+  EXPECT_EQ(CountOf(Check(), "payment_without_outbox"), 4);  // no watermark: nothing pruned
+
+  pay_->exec(absl::StrCat("INSERT INTO outbox_retention VALUES ('outbox_audit', ", kNowMs,
+                          ", 9), ('outbox_archive', ", watermark, ", 2)"));
+  Report r = Check();
+  ExpectOnly(r, "payment_without_outbox", 2);
+  EXPECT_EQ(r.Find("payment_without_outbox")->examples,
+            (std::vector<std::string>{"never-booked", "young"}));
+  EXPECT_EQ(r.counts.outbox_pruned, 2);
+  EXPECT_EQ(r.archive_pruned_before, watermark);
+
+  EXPECT_EQ(Exit(), kExitViolation);
+  EXPECT_TRUE(absl::StrContains(out_.str(), "archived=0 pruned=2\n")) << out_.str();
+  EXPECT_TRUE(absl::StrContains(
+      out_.str(),
+      "pruned:             archived rows acknowledged before 2023-10-15T22:13:20.000Z deleted by "
+      "retention\n"))
+      << out_.str();
+  EXPECT_EQ(Exit(/*json=*/true), kExitViolation);
+  EXPECT_TRUE(absl::StrContains(out_.str(), "\"outbox_pruned\": 2,")) << out_.str();
+  EXPECT_TRUE(
+      absl::StrContains(out_.str(), absl::StrCat("\"archive_pruned_before_ms\": ", watermark, ",")))
+      << out_.str();
+
+  pay_->exec("DELETE FROM payments WHERE payment_id = 'never-booked'");
+  Outbox("young", "SENT");
+  r = Check();
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.counts.outbox_pruned, 2);
 }
 
 TEST_F(CheckerTest, ExamplesAreCapped) {

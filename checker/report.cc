@@ -40,13 +40,22 @@ std::string FormatText(const Report& r) {
   std::string out = absl::StrFormat(
       "payment_db:    %s\naccounting_db: %s\n"
       "payments:           %d\n"
-      "outbox:             SENDING=%d SENT=%d FAILED=%d archived=%d\n"
+      "outbox:             SENDING=%d SENT=%d FAILED=%d archived=%d pruned=%d\n",
+      r.payment_db, r.accounting_db, n.payments, n.outbox_sending, n.outbox_sent, n.outbox_failed,
+      n.outbox_archived, n.outbox_pruned);
+  if (r.archive_pruned_before > 0) {
+    absl::StrAppendFormat(
+        &out, "pruned:             archived rows acknowledged before %s deleted by retention\n",
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(r.archive_pruned_before),
+                         absl::UTCTimeZone()));
+  }
+  absl::StrAppendFormat(
+      &out,
       "vouchers:           %d\n"
       "processed_messages: %d\n"
       "pending:            sending_with_voucher=%d (accounted, ack not yet processed)\n"
       "checks:\n",
-      r.payment_db, r.accounting_db, n.payments, n.outbox_sending, n.outbox_sent, n.outbox_failed,
-      n.outbox_archived, n.vouchers, n.processed_messages, r.sending_with_voucher);
+      n.vouchers, n.processed_messages, r.sending_with_voucher);
   int failed = 0;
   for (const CheckResult& c : r.checks) {
     if (c.failed()) ++failed;
@@ -68,11 +77,12 @@ std::string FormatJson(const Report& r) {
   std::string out = absl::StrFormat(
       "{\"payment_db\": %s, \"accounting_db\": %s, \"now_ms\": %d, "
       "\"counts\": {\"payments\": %d, \"outbox_sending\": %d, \"outbox_sent\": %d, "
-      "\"outbox_failed\": %d, \"outbox_archived\": %d, \"vouchers\": %d, "
-      "\"processed_messages\": %d}, \"pending\": {\"sending_with_voucher\": %d}, \"checks\": [",
+      "\"outbox_failed\": %d, \"outbox_archived\": %d, \"outbox_pruned\": %d, "
+      "\"vouchers\": %d, \"processed_messages\": %d}, \"archive_pruned_before_ms\": %d, "
+      "\"pending\": {\"sending_with_voucher\": %d}, \"checks\": [",
       JsonString(r.payment_db), JsonString(r.accounting_db), absl::ToUnixMillis(r.now), n.payments,
-      n.outbox_sending, n.outbox_sent, n.outbox_failed, n.outbox_archived, n.vouchers,
-      n.processed_messages, r.sending_with_voucher);
+      n.outbox_sending, n.outbox_sent, n.outbox_failed, n.outbox_archived, n.outbox_pruned,
+      n.vouchers, n.processed_messages, r.archive_pruned_before, r.sending_with_voucher);
   for (size_t i = 0; i < r.checks.size(); ++i) {
     const CheckResult& c = r.checks[i];
     std::vector<std::string> examples;

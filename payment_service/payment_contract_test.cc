@@ -9,6 +9,7 @@
 #include "payment_service/payment_writer.h"
 #include "service_kit/payment_db_schema.h"
 #include "shared/base/ids.h"
+#include "shared/sqlite/audit.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/recovery_store.h"
 #include "shared/testing/sequential_ids.h"
@@ -63,6 +64,26 @@ OutboxUnderTest MakePaymentDb(ManualClock& clock) {
   t.recovery = p->recovery.get();
   t.add = [p](const OutboxMessage& row) { OutboxInserter(*p->raw).Insert(row); };
   t.get = [p](const std::string& id) { return OutboxStateTable(*p->raw).Load(id); };
+  auto strings = [p](const std::string& sql) {
+    std::vector<std::string> out;
+    SQLite::Statement stmt(*p->raw, sql);
+    while (stmt.executeStep()) out.push_back(stmt.getColumn(0).getString());
+    return out;
+  };
+  auto watermark = [p](const std::string& table) -> int64_t {
+    SQLite::Statement stmt(*p->raw, "SELECT pruned_before FROM outbox_retention WHERE name = ?");
+    stmt.bind(1, table);
+    return stmt.executeStep() ? stmt.getColumn(0).getInt64() : 0;
+  };
+  t.archived = [strings] {
+    return strings("SELECT message_id FROM outbox_archive ORDER BY rowid");
+  };
+  t.add_audit = [p](int64_t at, const std::string& action) {
+    AppendAudit(*p->raw, AuditRecord{0, at, "alice", action, "target", false, 1, "ok"});
+  };
+  t.audit = [strings] { return strings("SELECT action FROM outbox_audit ORDER BY id"); };
+  t.archive_pruned_before = [watermark] { return watermark("outbox_archive"); };
+  t.audit_pruned_before = [watermark] { return watermark("outbox_audit"); };
   t.owner = p;
   return t;
 }

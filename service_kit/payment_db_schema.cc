@@ -84,6 +84,13 @@ void AddOperatorTables(SQLite::Database& db) {
   CreateOutboxOperatorTables(db);
 }
 
+// 6: the retention of the archive and of the audit trail (their indexes by
+// age, and the watermark outbox_check reads). Builds the archive's index
+// over every archived row, once.
+void AddRetentionTables(SQLite::Database& db) {
+  CreateOutboxRetentionTables(db);
+}
+
 }  // namespace
 
 const DbSchema& PaymentDbSchema() {
@@ -93,6 +100,7 @@ const DbSchema& PaymentDbSchema() {
       {"message_type and reply_to on outbox and outbox_archive", AddMessageTypeAndReplyTo},
       {"traceparent on outbox and outbox_archive", AddTraceparent},
       {"failure kinds and groups, outbox_history and outbox_audit", AddOperatorTables},
+      {"outbox_archive_sent_at, outbox_audit_at and outbox_retention", AddRetentionTables},
   }};
   return *schema;
 }

@@ -14,6 +14,8 @@ namespace outbox {
 // 3  message_type and reply_to on outbox and outbox_archive
 // 4  traceparent on outbox and outbox_archive
 // 5  failure_kind, failure_group, acknowledged_by; outbox_history, outbox_audit
+// 6  outbox_archive_sent_at, outbox_audit_at (the indexes retention deletes
+//    by) and outbox_retention (its watermarks)
 const DbSchema& PaymentDbSchema();
 
 // payment.db as recovery opens it: made and upgraded by payment_service,

@@ -118,6 +118,12 @@ TEST_F(SchemaFixturesTest, EachPaymentDbUpgradesWithEveryRowIntact) {
     EXPECT_EQ(Scalar(db, "SELECT count(*) FROM outbox WHERE status = 'SENT'"),
               version >= 2 ? 1 : 2);
     EXPECT_EQ(Scalar(db, "SELECT count(*) FROM outbox_archive"), version >= 2 ? 1 : 0);
+    // Retention's index covers the archived row; nothing is pruned yet.
+    EXPECT_EQ(Scalar(db,
+                     "SELECT count(*) FROM outbox_archive INDEXED BY outbox_archive_sent_at "
+                     "WHERE sent_at < 1700000034501"),
+              version >= 2 ? 1 : 0);
+    EXPECT_EQ(Scalar(db, "SELECT count(*) FROM outbox_retention"), 0);
     SQLite::Statement fourth(db, absl::StrCat("SELECT ", kOutboxColumns, " FROM ",
                                               version >= 2 ? "outbox_archive" : "outbox",
                                               " o WHERE o.message_id = 'msg-fixture-4'"));
@@ -214,6 +220,8 @@ TEST_F(SchemaFixturesTest, TheUpgradedNewestPairIsConsistent) {
   EXPECT_EQ(report->counts.payments, 4);
   EXPECT_EQ(report->counts.outbox_sent, 1);
   EXPECT_EQ(report->counts.outbox_archived, 1);
+  EXPECT_EQ(report->counts.outbox_pruned, 0);
+  EXPECT_EQ(report->archive_pruned_before, 0);
   EXPECT_EQ(report->counts.vouchers, 2);
   EXPECT_EQ(report->counts.processed_messages, 3);
 }

@@ -123,6 +123,12 @@ void FillPaymentDb(SQLite::Database& db, int version) {
 
 // What FillPaymentDb wrote at `version`, read with today's code.
 void ExpectPaymentRows(SQLite::Database& db, int version) {
+  // Retention's indexes cover the rows already there.
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM outbox_archive INDEXED BY outbox_archive_sent_at "
+                          "WHERE sent_at > 0")
+                .getInt64(),
+            version >= 2 ? 1 : 0);
+  EXPECT_EQ(Count(db, "outbox_retention"), 0);
   EXPECT_EQ(Count(db, "payments"), 4);
   EXPECT_EQ(Count(db, "outbox"), version >= 2 ? 3 : 4);
   EXPECT_EQ(Count(db, "outbox_archive"), version >= 2 ? 1 : 0);
@@ -186,15 +192,17 @@ TEST_F(SchemaTest, ANewPaymentDbGetsTheLatestVersion) {
   auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
   ASSERT_OK(file);
   SQLite::Database db(path, SQLite::OPEN_READONLY);
-  EXPECT_EQ(SchemaVersion(db), 5);
-  EXPECT_EQ(PaymentDbSchema().latest(), 5);
+  EXPECT_EQ(SchemaVersion(db), 6);
+  EXPECT_EQ(PaymentDbSchema().latest(), 6);
   for (const char* table : {"payments", "outbox", "outbox_archive", "recovery_lease",
-                            "outbox_history", "outbox_audit"}) {
+                            "outbox_history", "outbox_audit", "outbox_retention"}) {
     EXPECT_TRUE(db.tableExists(table)) << table;
   }
   EXPECT_TRUE(HasIndex(db, "outbox_status_next_retry"));
   EXPECT_TRUE(HasIndex(db, "outbox_sent_at"));
   EXPECT_TRUE(HasIndex(db, "outbox_failure_group"));
+  EXPECT_TRUE(HasIndex(db, "outbox_archive_sent_at"));
+  EXPECT_TRUE(HasIndex(db, "outbox_audit_at"));
   for (const char* table : {"outbox", "outbox_archive"}) {
     for (const char* column : {"message_type", "reply_to", "traceparent"}) {
       EXPECT_TRUE(HasColumn(db, table, column)) << table << "." << column;
@@ -220,7 +228,18 @@ TEST_F(SchemaTest, CreateOutboxTableMatchesThePaymentDbOutbox) {
   };
   SQLite::Database db(Path("payment.db"), SQLite::OPEN_READONLY);
   EXPECT_EQ(columns(other), columns(db));
+  auto schema_objects = [](SQLite::Database& db) {
+    std::set<std::string> out;
+    SQLite::Statement stmt(
+        db,
+        "SELECT type || ' ' || name FROM sqlite_master WHERE name LIKE 'outbox%' "
+        "OR name = 'recovery_lease'");
+    while (stmt.executeStep()) out.insert(stmt.getColumn(0).getString());
+    return out;
+  };
+  EXPECT_EQ(schema_objects(other), schema_objects(db));
   EXPECT_TRUE(HasIndex(other, "outbox_status_next_retry"));
+  EXPECT_TRUE(HasIndex(other, "outbox_archive_sent_at"));
 }
 
 // Every earlier version, both as a versioned file would have it and as the
