@@ -59,6 +59,16 @@ ABSL_FLAG(absl::Duration, alert_resend, EnvOrDuration("RECOVERY_ALERT_RESEND", a
           "times this if recovery stops) [env RECOVERY_ALERT_RESEND]");
 ABSL_FLAG(absl::Duration, retention, EnvOrDuration("RECOVERY_RETENTION", absl::Hours(24 * 7)),
           "SENT rows older than this move to outbox_archive [env RECOVERY_RETENTION]");
+ABSL_FLAG(absl::Duration, archive_retention,
+          EnvOrDuration("RECOVERY_ARCHIVE_RETENTION", absl::Hours(24 * 30)),
+          "archived rows acknowledged longer ago than this are deleted from outbox_archive "
+          "(outbox_check counts their payments as pruned); keep it longer than the oldest "
+          "accounting.db backup you would restore, since a restore's lost bookings are found "
+          "among kept rows only; 0 keeps them all [env RECOVERY_ARCHIVE_RETENTION]");
+ABSL_FLAG(absl::Duration, audit_retention,
+          EnvOrDuration("RECOVERY_AUDIT_RETENTION", absl::Hours(24 * 365)),
+          "outbox_audit records older than this are deleted; 0 keeps them all "
+          "[env RECOVERY_AUDIT_RETENTION]");
 
 namespace outbox::recovery {
 namespace {
@@ -89,6 +99,8 @@ absl::StatusOr<RecoveryServiceOptions> OptionsFromFlags() {
   options.backlog_age = absl::GetFlag(FLAGS_backlog_age);
   options.backlog_threshold = absl::GetFlag(FLAGS_backlog_threshold);
   options.retention = absl::GetFlag(FLAGS_retention);
+  options.archive_retention = absl::GetFlag(FLAGS_archive_retention);
+  options.audit_retention = absl::GetFlag(FLAGS_audit_retention);
   options.housekeeping_every = absl::GetFlag(FLAGS_housekeeping_every);
   options.watched_queues = config.payment_event_queues();
   options.watched_label = config.pay_queue;

@@ -45,7 +45,17 @@ TEST(RecoveryServiceOptionsTest, AcceptsTheBounds) {
   o.worker.max_publish_failures = 1;
   o.worker.hold_queue_depth = 0;
   o.payment_db_wait = absl::ZeroDuration();  // no wait: the file is there or it is an error
+  o.worker.archive_retention = absl::ZeroDuration();  // keeps every archived row
+  o.worker.audit_retention = absl::ZeroDuration();    // keeps every audit record
   EXPECT_OK(o.Validate());
+}
+
+TEST(RecoveryServiceOptionsTest, RefusesANegativeArchiveOrAuditRetention) {
+  for (auto bad : {&RecoveryOptions::archive_retention, &RecoveryOptions::audit_retention}) {
+    RecoveryServiceOptions o = Defaults();
+    o.worker.*bad = absl::Seconds(-1);
+    ExpectRefused(o, "archive_retention and audit_retention must be >= 0 (0 keeps every row)");
+  }
 }
 
 TEST(RecoveryServiceOptionsTest, RefusesEachBadWorkerSetting) {
@@ -129,6 +139,8 @@ TEST(RecoveryOptionsFromFlagsTest, ReadsEveryFlag) {
   flags.Set("recovery_hold_queue_depth", "13");
   flags.Set("alert_resend", "14s");
   flags.Set("retention", "15h");
+  flags.Set("archive_retention", "16h");
+  flags.Set("audit_retention", "17h");
   absl::StatusOr<RecoveryServiceOptions> o = OptionsFromFlags();
   ASSERT_OK(o);
   EXPECT_EQ(o->listen, "127.0.0.1:0");
@@ -149,6 +161,8 @@ TEST(RecoveryOptionsFromFlagsTest, ReadsEveryFlag) {
   EXPECT_EQ(w.hold_queue_depth, 13);
   EXPECT_EQ(w.alert_resend, absl::Seconds(14));
   EXPECT_EQ(w.retention, absl::Hours(15));
+  EXPECT_EQ(w.archive_retention, absl::Hours(16));
+  EXPECT_EQ(w.audit_retention, absl::Hours(17));
   // The queues come from the shared flags: two accounting shards.
   EXPECT_EQ(w.watched_label, "PAY_QUEUE");
   EXPECT_EQ(w.watched_queues, (std::vector<std::string>{"PAY_QUEUE-0", "PAY_QUEUE-1"}));

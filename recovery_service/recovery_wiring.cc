@@ -49,6 +49,11 @@ std::vector<DeadLetters::Source> DeadLetterSources(const ServiceConfig& config) 
   return dead_letter_sources;
 }
 
+// A retention as the start-up line shows it: zero keeps every row.
+std::string Kept(absl::Duration retention) {
+  return retention > absl::ZeroDuration() ? absl::FormatDuration(retention) : "forever";
+}
+
 // Starts the worker, serves until SIGTERM or SIGINT, then stops.
 void ServeUntilSignal(const RecoveryServiceOptions& service_options, Serving& serving,
                       RecoveryLoop& worker, Alerter& alerter) {
@@ -60,7 +65,10 @@ void ServeUntilSignal(const RecoveryServiceOptions& service_options, Serving& se
            KV("db", service_options.payment_db), KV("instance", options.instance_id),
            KV("amqp", config.amqp.Redacted()), KV("message_signing", config.message_signing()),
            KV("base_delay", absl::FormatDuration(options.retry.base_delay)),
-           KV("alertmanager", config.alertmanager_url)});
+           KV("alertmanager", config.alertmanager_url),
+           KV("retention", absl::FormatDuration(options.retention)),
+           KV("archive_retention", Kept(options.archive_retention)),
+           KV("audit_retention", Kept(options.audit_retention))});
   LogInfo("recovery_service_stopping", {KV("signal", serving.WaitForShutdownSignal())});
   serving.Shutdown();
   worker.Stop();
