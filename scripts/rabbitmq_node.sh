@@ -11,8 +11,10 @@
 #
 # AMQP_PORT / DIST_PORT pick the ports of a new node (default: free random ones).
 # NODE_COOKIE sets a new node's Erlang cookie (default: random), and
-# NODE_EXTRA_CONF holds lines added to its rabbitmq.conf: both for nodes that
-# form a cluster (scripts/rabbitmq_cluster.sh sources this file).
+# NODE_EXTRA_CONF holds lines added to its rabbitmq.conf, and NODE_CLUSTER=1
+# says it joins a cluster (it then permits one deprecated feature more:
+# scripts/lib/rabbitmq_conf.sh): all for nodes that form a cluster
+# (scripts/rabbitmq_cluster.sh sources this file).
 # AMQP_TLS_DIR=D gives a new node a TLS listener as well (the plaintext one
 # stays): D holds ca.pem, server.pem and server.key (scripts/dev_certs.sh D).
 # Clients present a certificate only if they want to; one is verified against
@@ -207,7 +209,7 @@ default_permissions.read = .*
 default_permissions.write = .*
 log.console = false
 log.file.level = info
-$(deprecated_features_conf)
+$(deprecated_features_conf ${NODE_CLUSTER:+cluster})
 EOF
     )
     if [[ -n ${NODE_EXTRA_CONF:-} ]]; then printf '%s\n' "$NODE_EXTRA_CONF" >>"$DIR/rabbitmq.conf"; fi

@@ -319,7 +319,7 @@ log.console = false
 log.file.level = info
 net_ticktime = 10
 cluster_partition_handling = $PARTITION_HANDLING
-$(deprecated_features_conf)
+$(deprecated_features_conf cluster)
 EOF
   )
 }
