@@ -5,7 +5,7 @@
 # anywhere, gRPC TLS and tokens on in every service (certificates mounted
 # read-only), the `shards` profile's payment shards and reply queues, every
 # published port on loopback only, the brokers on RabbitMQ 4.0 with its
-# deprecated features denied, the images' Debian release from DEBIAN_RELEASE
+# deprecated features denied (conf.d), the images' Debian release from DEBIAN_RELEASE
 # (12 unless set), and the console on recovery_service's ops API over TLS,
 # serving HTTPS.
 #   bash tests/compose_config_test.sh [path/to/docker-compose.yml]
@@ -123,16 +123,25 @@ done
 # Every published port of every profile on loopback only.
 bad=$(q '[.services | to_entries[] | select(.value | ports | any(.host_ip != "127.0.0.1")) | .key] | join(" ")')
 [[ -z $bad ]] || { echo "FAIL: published beyond 127.0.0.1: $bad" >&2; exit 1; }
-# Every broker (the default one and the cluster's) is RabbitMQ 4.0 with its
-# deprecated features denied (docker/rabbitmq/deprecated_features.conf in conf.d).
+# Every broker (the default one and the cluster's) is RabbitMQ 4.0 and denies
+# the deprecated features its conf.d files (read here) name: global QoS,
+# classic queue mirroring and RAM nodes everywhere, and transient
+# non-exclusive queues on the single broker (a 4.0 node joining a cluster
+# that denies them refuses to start).
 brokers=$(q '[.services | to_entries[] | select(.value.image // "" | startswith("rabbitmq:")) | .key] | join(" ")')
 [[ $brokers == "rabbit-1 rabbit-2 rabbit-3 rabbitmq" ]] || { echo "FAIL: brokers are '$brokers'" >&2; exit 1; }
-bad=$(q '[.services | to_entries[] | select(.value.image // "" | startswith("rabbitmq:"))
-  | select(.value.image != "rabbitmq:4.0-management"
-           or (.value | mounts | any((.source | endswith("/docker/rabbitmq/deprecated_features.conf"))
-                                    and (.target | test("^/etc/rabbitmq/conf.d/[^/]+[.]conf$")) and .read_only) | not))
-  | .key] | join(" ")')
-[[ -z $bad ]] || { echo "FAIL: not RabbitMQ 4.0 with deprecated features denied: $bad" >&2; exit 1; }
+for broker in $brokers; do
+  [[ $(q ".services[\"$broker\"].image") == rabbitmq:4.0-management ]] ||
+    { echo "FAIL: $broker is not rabbitmq:4.0-management" >&2; exit 1; }
+  denied=$(q ".services[\"$broker\"] | mounts[] | select(.target | test(\"^/etc/rabbitmq/conf.d/[^/]+[.]conf$\")) | .source" |
+    while read -r conf; do
+      [[ -r $conf ]] || { echo "FAIL: $broker mounts $conf, which is not there" >&2; echo MISSING; }
+      sed -n 's/^deprecated_features[.]permit[.]\([a-z_]*\) *= *false *$/\1/p' "$conf" 2>/dev/null
+    done | sort | tr '\n' ' ')
+  want="classic_queue_mirroring global_qos ram_node_type "
+  [[ $broker == rabbitmq ]] && want="classic_queue_mirroring global_qos ram_node_type transient_nonexcl_queues "
+  [[ $denied == "$want" ]] || { echo "FAIL: $broker denies '$denied', not '$want'" >&2; exit 1; }
+done
 # Every image built here is on Debian 12, or on DEBIAN_RELEASE's.
 builds='[.services | to_entries[] | select(.value.build) | "\(.key)=\(.value.build.args.DEBIAN_RELEASE // "unset")"] | unique | join(" ")'
 for release in 12 13; do
