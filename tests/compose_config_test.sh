@@ -76,20 +76,25 @@ resolved=$(resolve)
 # as {source, target, read_only} (Compose 1 writes them as SRC:DST:MODE
 # strings), `ports` its published ports as {host_ip, published, target}
 # (Compose 1 writes IP:PUBLISHED:TARGET/PROTOCOL strings).
+# The definitions sit in a heredoc: jq's own words stay out of the shell's.
+JQ_DEFS=$(cat <<'JQ'
+def mounts: [(.volumes // [])[]
+  | if type == "string" then split(":") | {source: .[0], target: .[1], read_only: (.[2] == "ro")}
+    else {source, target, read_only: (.read_only // false)} end];
+def ports: [(.ports // [])[]
+  | if type == "string" then (split("/")[0] | split(":")) as $p
+      | {host_ip: (if ($p | length) == 3 then $p[0] else "" end),
+         published: (if ($p | length) >= 2 then $p[-2] else "" end), target: $p[-1]}
+    else {host_ip: (.host_ip // ""), published: (.published // "" | tostring), target: (.target | tostring)} end];
+def ours: .services | to_entries[]
+| select((.value.command // [])[0] | IN("payment_service", "accounting_service", "recovery_service"))
+| {name: .key, binary: .value.command[0], env: (.value.environment // {}),
+   certs: (.value | mounts | map(select(.target == "/certs")) | first)};
+JQ
+)
 q() {
-  jq -r "def mounts: [(.volumes // [])[]
-      | if type == \"string\" then split(\":\") | {source: .[0], target: .[1], read_only: (.[2] == \"ro\")}
-        else {source, target, read_only: (.read_only // false)} end];
-    def ports: [(.ports // [])[]
-      | if type == \"string\" then (split(\"/\")[0] | split(\":\")) as \$p
-          | {host_ip: (if (\$p | length) == 3 then \$p[0] else \"\" end),
-             published: (if (\$p | length) >= 2 then \$p[-2] else \"\" end), target: \$p[-1]}
-        else {host_ip: (.host_ip // \"\"), published: (.published // \"\" | tostring), target: (.target | tostring)} end];
-    def ours: .services | to_entries[]
-    | select((.value.command // [])[0] | IN(\"payment_service\", \"accounting_service\", \"recovery_service\"))
-    | {name: .key, binary: .value.command[0], env: (.value.environment // {}),
-       certs: (.value | mounts | map(select(.target == \"/certs\")) | first)};
-    $1" <<<"${2:-$resolved}"
+  jq -r "$JQ_DEFS
+$1" <<<"${2:-$resolved}"
 }
 # Every service the file defines is in it (their names from the file itself),
 # and ours are among them.
