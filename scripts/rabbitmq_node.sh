@@ -31,14 +31,12 @@
 # bench.1.PAY, and payment shards' reply queues such as ACC_QUEUE.s0).
 set -euo pipefail
 
-RMQ_BIN=/usr/lib/rabbitmq/bin  # the /usr/sbin wrappers would switch to the rabbitmq user
-
 die() { echo "rabbitmq_node: $*" >&2; exit 1; }
 
 # shellcheck source=scripts/lib/broker_users.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/broker_users.sh"
 # shellcheck source=scripts/lib/rabbitmq_conf.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/rabbitmq_conf.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/rabbitmq_conf.sh"  # RMQ_BIN, deprecated_features_conf
 read -r -a SERVICE_USERS <<<"$BROKER_USERS"
 
 # Ports in use in any state, so we also avoid ones in TIME_WAIT.

@@ -17,11 +17,10 @@
 # shellcheck source=SCRIPTDIR/broker_users.sh
 source "$(dirname "${BASH_SOURCE[0]}")/broker_users.sh"  # BROKER_USERS, broker_permissions
 # shellcheck source=SCRIPTDIR/rabbitmq_conf.sh
-source "$(dirname "${BASH_SOURCE[0]}")/rabbitmq_conf.sh"  # deprecated_features_conf
+source "$(dirname "${BASH_SOURCE[0]}")/rabbitmq_conf.sh"  # RMQ_BIN, deprecated_features_conf
 
 LAB_NET=10.213.0                     # the private /24 used only inside the namespaces
 LAB_PREFIX=oblab-$$                  # owner pid in every namespace name
-RMQ_BIN=/usr/lib/rabbitmq/bin        # the /usr/sbin wrappers would switch to the rabbitmq user
 BROKERS=(b1 b2 b3)
 LAB_HOSTS=(b1 b2 b3 pay acc rec1 rec2 load)
 declare -A HOST_OCTET=([b1]=11 [b2]=12 [b3]=13 [pay]=21 [rec1]=31 [rec2]=32 [acc]=41 [load]=51)

@@ -1,6 +1,19 @@
 # shellcheck shell=bash
 # The lines every private test node's rabbitmq.conf shares, for
-# scripts/rabbitmq_node.sh and scripts/lib/netlab.sh (sourced).
+# scripts/rabbitmq_node.sh and scripts/lib/netlab.sh (sourced), and which
+# RabbitMQ they run.
+
+# The host's RabbitMQ package, or the one in the root file system named by
+# OUTBOX_RABBITMQ_ROOT (another Debian release's; scripts/rabbitmq40.sh
+# builds one and runs the tests against it): RMQ_BIN holds the commands,
+# RMQ_LIB the server's files.
+if [[ -n ${OUTBOX_RABBITMQ_ROOT:-} ]]; then
+  RMQ_BIN=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/rabbitmq_root_bin
+  RMQ_LIB=$OUTBOX_RABBITMQ_ROOT/usr/lib/rabbitmq
+else
+  RMQ_BIN=/usr/lib/rabbitmq/bin  # the /usr/sbin wrappers would switch to the rabbitmq user
+  RMQ_LIB=/usr/lib/rabbitmq
+fi
 
 # deprecated_features_conf [cluster]: the deprecated features the tests deny,
 # as rabbitmq.conf lines, if the installed server knows the setting (RabbitMQ
@@ -16,7 +29,7 @@
 deprecated_features_conf() {
   local schema features=(global_qos classic_queue_mirroring ram_node_type)
   [[ ${1:-} == cluster ]] || features=(transient_nonexcl_queues "${features[@]}")
-  for schema in /usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/rabbit-*/priv/schema/rabbit.schema; do
+  for schema in "$RMQ_LIB"/lib/rabbitmq_server-*/plugins/rabbit-*/priv/schema/rabbit.schema; do
     # shellcheck disable=SC2016  # the schema's own text, $name included
     grep -qF '"deprecated_features.permit.$name"' "$schema" 2>/dev/null || continue
     printf 'deprecated_features.permit.%s = false\n' "${features[@]}"
