@@ -51,11 +51,18 @@
 # Settings (environment): RATE (300), FAULT_SECS (30), PRE (10 s of load
 # before the fault), POST (10 s after), LEASE_TTL (10), SKEW_SECS (30),
 # FLAP_SECS (60), SLOW_RATE (1mbit), HEAL_TIMEOUT (300), BUILD_DIR (build),
-# PARTITION_HANDLING (the brokers' cluster_partition_handling, autoheal),
+# PARTITION_HANDLING (the brokers' cluster_partition_handling, autoheal;
+# Mnesia only), METADATA (where the brokers keep their metadata: mnesia, the
+# default, or khepri, RabbitMQ 4.x only: the feature flag khepri_db is
+# enabled once the cluster is formed; Raft, no partition handling),
 # REPAIR_BROKERS (1: when a node still reports a partition 120 s after a
 # fault, its RabbitMQ is not running, or it holds quorum queue members that
 # stay offline, restart it, as an operator would, and say so; 0: leave the
-# cluster so and fail the fault on its quorum),
+# cluster so and fail the fault on its quorum; the default, auto, is 1 on
+# RabbitMQ 3.x, whose autoheal needed it, and 0 on 4.x),
+# The broker line: the host's RabbitMQ, or 4.0 through
+# `scripts/rabbitmq40.sh run scripts/netlab.sh run ...`; the table names
+# the version and metadata store of each row.
 # KEEP=1 keeps the work dir (logs, databases).
 # Needs root. Exit status: 0 every fault passed, 1 otherwise or on error.
 set -Eeuo pipefail
@@ -72,7 +79,9 @@ HEAL_TIMEOUT=${HEAL_TIMEOUT:-300}
 SKEW_SECS=${SKEW_SECS:-30}
 FLAP_SECS=${FLAP_SECS:-60}
 PARTITION_HANDLING=${PARTITION_HANDLING:-autoheal}
-REPAIR_BROKERS=${REPAIR_BROKERS:-1}
+METADATA=${METADATA:-mnesia}
+REPAIR_BROKERS=${REPAIR_BROKERS:-auto}
+BROKER=
 FLAP_MIN=5
 FLAP_MAX=10
 FLAP_HOSTS=(b1 b2 b3 pay acc rec1 rec2)
@@ -135,16 +144,35 @@ setup() {
     [[ -x $BIN/$b ]] || die "$BIN/$b is missing"
   done
   [[ -x $RMQ_BIN/rabbitmq-server ]] || die "rabbitmq-server is not installed (scripts/install_deps.sh)"
+  broker_params
   WORK=$(mktemp -d -t oblab.XXXXXX)
   log "work dir $WORK; namespaces $LAB_PREFIX-*"
   make_network
   ping_all || die "the simulated hosts cannot reach each other"
   log "network up: ${#LAB_HOSTS[@]} hosts on $LAB_NET.0/24"
   start_cluster
-  log "RabbitMQ cluster up: rabbit@b1, rabbit@b2, rabbit@b3"
+  log "RabbitMQ $BROKER cluster up: rabbit@b1, rabbit@b2, rabbit@b3 (REPAIR_BROKERS=$REPAIR_BROKERS)"
   start_services
   add_claim_audit
   log "services up: payment $(ip_of pay), accounting $(ip_of acc), recovery $(ip_of rec1) and $(ip_of rec2)"
+}
+
+# broker_params: checks METADATA against the broker's version, resolves
+# REPAIR_BROKERS=auto and sets BROKER ("4.0.5/khepri"), the table's column.
+broker_params() {
+  local version
+  version=$(broker_version)
+  case $METADATA in
+    mnesia) ;;
+    khepri) [[ $version == [4-9].* ]] || die "METADATA=khepri needs RabbitMQ 4.x (the nodes run $version)" ;;
+    *) die "METADATA must be mnesia or khepri, not '$METADATA'" ;;
+  esac
+  case $REPAIR_BROKERS in
+    0 | 1) ;;
+    auto) if [[ $version == 3.* ]]; then REPAIR_BROKERS=1; else REPAIR_BROKERS=0; fi ;;
+    *) die "REPAIR_BROKERS must be 0, 1 or auto, not '$REPAIR_BROKERS'" ;;
+  esac
+  BROKER=$version/$METADATA
 }
 
 # ---------------------------------------------------------------- faults
@@ -570,7 +598,7 @@ run_fault() {
     restarted=", restarted ${repaired[*]}"
     repairs+=("$name: ${repaired[*]}")
   fi
-  table_rows+=("$(table_row "$name" "${length}s" "$acked" "$lost" "$dups" "$heal" \
+  table_rows+=("$(table_row "$name" "$BROKER" "${length}s" "$acked" "$lost" "$dups" "$heal" \
     "$failed_rows" "$attempts" "$copies" "${failed:-?}/${skipped:-?} $codes" "$stale" "$both" \
     "$quorum" "$alerts" "$verdict (check $check_rc, files $integrity$restarted)")")
   log "$name: acked=$acked lost=$lost dups=$dups heal=$heal attempts=$attempts copies=$copies FAILED=$failed_rows errors=$failed/$skipped $codes stale_claims=$stale both=$both quorum=$quorum alerts=$alerts check=$check_rc files=$integrity${repaired[*]:+ restarted=${repaired[*]}}"
@@ -594,13 +622,13 @@ files_integrity() {
 
 # table_row COLUMNS...: one aligned line of the table.
 table_row() {
-  printf '%-15s %-5s %6s %4s %4s %7s %6s %-9s %6s %-16s %5s %4s %6s %6s %s\n' "$@"
+  printf '%-15s %-13s %-5s %6s %4s %4s %7s %6s %-9s %6s %-16s %5s %4s %6s %6s %s\n' "$@"
 }
 
 # print_table: the results, one row per fault.
 print_table() {
   echo
-  table_row fault secs acked lost dups "heal(s)" FAILED attempts copies "errors" stale both quorum alerts check
+  table_row fault broker secs acked lost dups "heal(s)" FAILED attempts copies "errors" stale both quorum alerts check
   printf '%s\n' "${table_rows[@]}"
   if ((${#repairs[@]})); then
     echo

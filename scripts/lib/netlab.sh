@@ -278,6 +278,16 @@ broker_env() {
   echo "RABBITMQ_PID_FILE=$d/rabbitmq.pid"
 }
 
+# broker_version: the RabbitMQ release the nodes run (e.g. 3.10.8, 4.0.5),
+# read from the server's directory under RMQ_LIB; no node need be running.
+broker_version() {
+  local d
+  for d in "$RMQ_LIB"/lib/rabbitmq_server-*; do
+    [[ -d $d ]] && { echo "${d##*/rabbitmq_server-}"; return 0; }
+  done
+  echo unknown
+}
+
 # rmq B SECONDS ARGS...: rabbitmqctl against node B, run in B's namespace, bounded in time.
 rmq() {
   local b=$1 t=$2 env
@@ -409,7 +419,22 @@ start_cluster() {
   join_broker b2
   join_broker b3
   cluster_whole b1 180 || die "the cluster did not become whole"
+  [[ $METADATA == khepri ]] && enable_khepri
   create_broker_users
+}
+
+# enable_khepri: moves the formed cluster's metadata from Mnesia to Khepri
+# (feature flag khepri_db, opt-in in RabbitMQ 4.0: it cannot be disabled),
+# and checks that every node reports it enabled.
+enable_khepri() {
+  local b
+  rmq b1 300 enable_feature_flag --opt-in khepri_db >>"$WORK/b1/join.log" 2>&1 ||
+    die "could not enable khepri_db (see $WORK/b1/join.log)"
+  for b in "${BROKERS[@]}"; do
+    [[ $(rmq "$b" 30 eval 'rabbit_khepri:is_enabled().' 2>/dev/null) == true ]] ||
+      die "khepri_db is not enabled on $b"
+  done
+  cluster_whole b1 60 || die "the cluster is not whole after enabling khepri_db"
 }
 
 # queue_leader QUEUE: the host (b1..b3) leading quorum QUEUE, asked of the first node that answers.
