@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
-#include "service_kit/payment_db_schema.h"
+#include "shared/sqlite/outbox_table.h"
 #include "shared/testing/status_matchers.h"
 #include "shared/testing/temp_dir.h"
 
@@ -26,11 +26,14 @@ namespace {
 using ::outbox::testing::StatusIs;
 using ::testing::HasSubstr;
 
-bool HasColumn(SQLite::Database& db, const std::string& table, const std::string& column) {
-  SQLite::Statement stmt(
-      db, absl::StrCat("SELECT 1 FROM pragma_table_info('", table, "') WHERE name = ?"));
-  stmt.bind(1, column);
-  return stmt.executeStep();
+// A producer's file: the library's outbox tables, then a table of its own.
+const DbSchema& ProducerSchema() {
+  static const DbSchema* const schema = new DbSchema{{
+      {"outbox tables", CreateOutboxTable},
+      {"orders",
+       [](SQLite::Database& db) { db.exec("CREATE TABLE orders (id TEXT PRIMARY KEY)"); }},
+  }};
+  return *schema;
 }
 
 // Opens `path` from `openers` threads released at the same moment; returns
@@ -42,7 +45,7 @@ std::vector<absl::Status> OpenAtOnce(const std::string& path, int openers) {
   for (int i = 0; i < openers; ++i) {
     threads.emplace_back([&, i] {
       if (start->Block()) delete start;
-      auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
+      auto file = OpenSqliteFile(path, DbOptions{}, &ProducerSchema());
       results[i] = file.status();
     });
   }
@@ -56,7 +59,7 @@ TEST(SqliteFileTest, ParsesDurability) {
   EXPECT_TRUE(absl::IsInvalidArgument(ParseDurability("fast").status()));
 }
 
-// Payment and recovery (and a restarted payment) may open one new file at the
+// A producer and its recovery (and a restarted producer) may open one new file at the
 // same moment: every opener comes up, none sees "database is locked".
 TEST(SqliteFileTest, ConcurrentOpenersOfANewFileAllSucceed) {
   constexpr int kRounds = 20;
@@ -71,40 +74,7 @@ TEST(SqliteFileTest, ConcurrentOpenersOfANewFileAllSucceed) {
     SQLite::Database db(path, SQLite::OPEN_READONLY);
     EXPECT_EQ(db.execAndGet("PRAGMA journal_mode").getString(), "wal");
     EXPECT_TRUE(db.tableExists("outbox"));
-    EXPECT_EQ(SchemaVersion(db), PaymentDbSchema().latest());
-  }
-}
-
-// A file from before versioning and before message_type, reply_to and
-// traceparent gets them once, however many processes open it at the same
-// moment.
-TEST(SqliteFileTest, ConcurrentOpenersMigrateAnOldFileOnce) {
-  TempDir dir("sqlite_file_test");
-  for (int round = 0; round < 5; ++round) {
-    const std::string path = absl::StrCat(dir.path(), "/old", round, ".db");
-    {
-      SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-      db.exec(R"sql(
-        CREATE TABLE outbox (
-          id INTEGER PRIMARY KEY, message_id TEXT NOT NULL UNIQUE, biz_type TEXT NOT NULL,
-          biz_key TEXT NOT NULL, topic TEXT NOT NULL, payload BLOB NOT NULL,
-          status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-          max_attempts INTEGER NOT NULL, next_retry_at INTEGER NOT NULL,
-          last_attempt_at INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL DEFAULT '',
-          created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
-          sent_at INTEGER NOT NULL DEFAULT 0, UNIQUE (biz_type, biz_key));
-        CREATE TABLE outbox_archive AS SELECT * FROM outbox WHERE 0;
-      )sql");
-    }
-    std::vector<absl::Status> results = OpenAtOnce(path, 4);
-    for (const absl::Status& s : results) EXPECT_OK(s) << "round " << round;
-    SQLite::Database db(path, SQLite::OPEN_READONLY);
-    for (const char* table : {"outbox", "outbox_archive"}) {
-      EXPECT_TRUE(HasColumn(db, table, "message_type")) << table;
-      EXPECT_TRUE(HasColumn(db, table, "reply_to")) << table;
-      EXPECT_TRUE(HasColumn(db, table, "traceparent")) << table;
-    }
-    EXPECT_EQ(SchemaVersion(db), PaymentDbSchema().latest());
+    EXPECT_EQ(SchemaVersion(db), ProducerSchema().latest());
   }
 }
 
@@ -143,7 +113,7 @@ mode_t ModeOf(const std::string& path) {
 TEST(SqliteFileTest, CreatesPrivateFiles) {
   TempDir dir("sqlite_file_test");
   const std::string path = dir.path() + "/private.db";
-  auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
+  auto file = OpenSqliteFile(path, DbOptions{}, &ProducerSchema());
   ASSERT_OK(file);
   EXPECT_EQ(ModeOf(path), 0600u);
   EXPECT_EQ(ModeOf(path + "-wal"), 0600u);
