@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "shared/base/clock.h"
 #include "shared/outbox/consumer_handler.h"
+#include "shared/outbox/reply_format.h"
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/sqlite_file.h"
 
@@ -91,8 +92,8 @@ class InboxApplier {
 
 }  // namespace internal
 
-// What the adopter writes, over its own message type: Decode, Apply and
-// Replies; Rejects, AnswersRejects and BusinessKey if it needs them.
+// What the adopter writes, over its own message type: Decode and Apply;
+// Rejects, AnswersRejects, BusinessKey and Replies if it needs them.
 template <typename Message>
 class SqliteMessageHandler : public ConsumerHandler {
  public:
@@ -136,8 +137,19 @@ class SqliteMessageHandler : public ConsumerHandler {
   virtual absl::StatusOr<std::string> Apply(SQLite::Database& tx, const Message& message) = 0;
   // The replies, each message answered by exactly one of them (one reply
   // per message, or one listing several messages of the same reply queue),
-  // duplicates and rejects included.
-  virtual std::vector<Reply> Replies(const std::vector<Answered<Message>>& batch) = 0;
+  // duplicates and rejects included. By default one reply per message in the
+  // library's format (shared/outbox/reply_format.h), the one the producer
+  // role's ack listener reads.
+  virtual std::vector<Reply> Replies(const std::vector<Answered<Message>>& batch) {
+    std::vector<Reply> replies;
+    replies.reserve(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      replies.push_back({DefaultReply(batch[i].reply_to, batch[i].delivery.message_id,
+                                      BusinessKey(batch[i].message), batch[i].applied),
+                         {i}});
+    }
+    return replies;
+  }
 
  private:
   void Clear() final {

@@ -1,0 +1,85 @@
+#include "shared/roles/consumer.h"
+
+#include <utility>
+
+#include "shared/amqp/amqp_transport.h"
+#include "shared/base/status_macros.h"
+#include "shared/outbox/reply_format.h"
+#include "shared/roles/role_options.h"
+
+namespace outbox {
+namespace {
+
+absl::Status Validate(Consumer::Options& options) {
+  RETURN_IF_ERROR(options.signing.Required("Consumer"));
+  if (options.queue.empty())
+    return absl::InvalidArgumentError("Consumer: options.queue is required");
+  if (options.reply_queue.empty()) options.reply_queue = DefaultReplyQueue(options.queue);
+  if (options.reply_queue == options.queue) {
+    return absl::InvalidArgumentError("Consumer: options.reply_queue must differ from its queue");
+  }
+  if (options.prefetch < 1)
+    return absl::InvalidArgumentError("Consumer: options.prefetch must be >= 1");
+  return absl::OkStatus();
+}
+
+ConsumerOptions ConsumerOptionsOf(const Consumer::Options& options) {
+  ConsumerOptions consumer;
+  consumer.queue = options.queue;
+  consumer.default_reply_to = options.reply_queue;
+  consumer.prefetch = options.prefetch;
+  consumer.linger = options.linger;
+  consumer.linger_batch = options.linger_batch;
+  consumer.confirm_timeout = options.confirm_timeout;
+  consumer.keys = options.signing.keys();
+  return consumer;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Start(ConsumerHandler& handler,
+                                                          Options options) {
+  RETURN_IF_ERROR(Validate(options));
+  const Clock& clock = internal::ClockOr(options.clock);
+  auto deliveries =
+      std::make_unique<AmqpConsumer>(options.amqp, Topology{{options.queue}}, options.name,
+                                     options.queue, options.prefetch, clock);
+  auto replies = std::make_unique<AmqpPublisher>(options.amqp, Topology{{options.reply_queue}},
+                                                 options.name + "-replies", clock);
+  ASSIGN_OR_RETURN(std::unique_ptr<Consumer> consumer,
+                   Create(handler, std::move(options), std::move(deliveries), std::move(replies)));
+  consumer->StartWorkers();
+  return consumer;
+}
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
+    ConsumerHandler& handler, Options options, std::unique_ptr<MessageConsumer> deliveries,
+    std::unique_ptr<MessagePublisher> replies) {
+  RETURN_IF_ERROR(Validate(options));
+  return std::unique_ptr<Consumer>(
+      new Consumer(handler, std::move(options), std::move(deliveries), std::move(replies)));
+}
+
+Consumer::Consumer(ConsumerHandler& handler, Options options,
+                   std::unique_ptr<MessageConsumer> deliveries,
+                   std::unique_ptr<MessagePublisher> replies)
+    : options_(std::move(options)),
+      deliveries_(std::move(deliveries)),
+      replies_(std::move(replies)),
+      signing_replies_(*replies_, options_.signing.keys()),
+      consumer_(*deliveries_, signing_replies_, handler, internal::ClockOr(options_.clock),
+                internal::MetricsOr(options_.metrics, own_metrics_), ConsumerOptionsOf(options_)) {}
+
+Consumer::~Consumer() {
+  Stop();
+}
+
+void Consumer::StartWorkers() {
+  consumer_.Start();
+}
+
+void Consumer::Stop() {
+  consumer_.Stop();
+}
+
+}  // namespace outbox

@@ -1,0 +1,119 @@
+#include "shared/roles/producer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "shared/amqp/amqp_transport.h"
+#include "shared/base/status_macros.h"
+#include "shared/outbox/reply_format.h"
+#include "shared/roles/role_options.h"
+
+namespace outbox {
+namespace {
+
+// The shortest first retry delay of the policy and its topics: a message the
+// relay held that long may be due for recovery already.
+absl::Duration HandOverAfter(const RetryPolicy& retry) {
+  absl::Duration after = retry.DelayAfter(1);
+  for (const auto& topic : retry.topics) {
+    after = std::min(after, retry.ForTopic(topic.first).DelayAfter(1));
+  }
+  return after;
+}
+
+absl::Status Validate(Producer::Options& options) {
+  RETURN_IF_ERROR(options.signing.Required("Producer"));
+  if (options.queue.empty())
+    return absl::InvalidArgumentError("Producer: options.queue is required");
+  if (options.reply_queue.empty()) options.reply_queue = DefaultReplyQueue(options.queue);
+  if (options.reply_queue == options.queue) {
+    return absl::InvalidArgumentError("Producer: options.reply_queue must differ from its queue");
+  }
+  if (options.reply_prefetch < 1) {
+    return absl::InvalidArgumentError("Producer: options.reply_prefetch must be >= 1");
+  }
+  if (absl::Status s = options.retry.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("Producer: options.retry: ", s.message()));
+  }
+  if (!options.decode_reply) options.decode_reply = DecodeDefaultReply;
+  return absl::OkStatus();
+}
+
+RelayOptions RelayOptionsOf(const Producer::Options& options) {
+  RelayOptions relay;
+  relay.window = options.window;
+  relay.hand_over_after = HandOverAfter(options.retry);
+  return relay;
+}
+
+AckListenerOptions AckListenerOptionsOf(const Producer::Options& options) {
+  AckListenerOptions acks;
+  acks.queue = options.reply_queue;
+  acks.prefetch = options.reply_prefetch;
+  acks.keys = options.signing.keys();
+  acks.biz_key_label = options.biz_key_label;
+  return acks;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Producer>> Producer::Start(SqliteFile& file, Options options) {
+  RETURN_IF_ERROR(Validate(options));
+  const Clock& clock = internal::ClockOr(options.clock);
+  auto publisher = std::make_unique<AmqpPublisher>(options.amqp, Topology{{options.queue}},
+                                                   options.name + "-relay", clock);
+  auto replies = std::make_unique<AmqpConsumer>(options.amqp, Topology{{options.reply_queue}},
+                                                options.name + "-acks", options.reply_queue,
+                                                options.reply_prefetch, clock);
+  ASSIGN_OR_RETURN(std::unique_ptr<Producer> producer,
+                   Create(file, std::move(options), std::move(publisher), std::move(replies)));
+  producer->StartWorkers();
+  return producer;
+}
+
+absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
+    SqliteFile& file, Options options, std::unique_ptr<MessagePublisher> publisher,
+    std::unique_ptr<MessageConsumer> replies) {
+  RETURN_IF_ERROR(Validate(options));
+  return std::unique_ptr<Producer>(
+      new Producer(file, std::move(options), std::move(publisher), std::move(replies)));
+}
+
+Producer::Producer(SqliteFile& file, Options options, std::unique_ptr<MessagePublisher> publisher,
+                   std::unique_ptr<MessageConsumer> replies)
+    : options_(std::move(options)),
+      publisher_(std::move(publisher)),
+      replies_(std::move(replies)),
+      signing_publisher_(*publisher_, options_.signing.keys()),
+      outbox_(file, internal::ClockOr(options_.clock), options_.retry),
+      relay_(signing_publisher_, outbox_, internal::ClockOr(options_.clock),
+             internal::MetricsOr(options_.metrics, own_metrics_), RelayOptionsOf(options_)),
+      acks_(*replies_, outbox_, options_.decode_reply,
+            internal::MetricsOr(options_.metrics, own_metrics_), AckListenerOptionsOf(options_)) {}
+
+Producer::~Producer() {
+  Stop();
+}
+
+void Producer::StartWorkers() {
+  relay_.Start();
+  acks_.Start();
+}
+
+void Producer::Stop() {
+  acks_.Stop();
+  relay_.Stop();
+}
+
+absl::StatusOr<std::string> Producer::Write(
+    MessageSpec spec, const std::function<absl::Status(SQLite::Database&)>& business) {
+  if (spec.topic.empty()) spec.topic = options_.queue;
+  if (spec.reply_to.empty()) spec.reply_to = options_.reply_queue;
+  ASSIGN_OR_RETURN(OutgoingMessage message, outbox_.Write(spec, business));
+  std::string id = message.message_id;
+  relay_.Enqueue({std::move(message)});  // committed: publish now
+  return id;
+}
+
+}  // namespace outbox

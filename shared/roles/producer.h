@@ -1,0 +1,134 @@
+#pragma once
+
+// The producer role in one call: on the adopter's SQLite file (its schema
+// holds the outbox tables, CreateOutboxTable), a SqliteOutbox that stamps
+// the retry policy on each row, a Relay on a broker connection of its own
+// that publishes each message right after its commit (and leaves a message
+// held past its first retry to recovery), and an AckListener on another that
+// closes rows as the consumer's replies come in. Both connections go through
+// the AMQP dialer (reconnect with backoff); both sign and check with the
+// process's Signing, which must be chosen (keys, or Signing::Unsigned()).
+//
+//   outbox::Producer::Options options;
+//   options.amqp = url;
+//   options.queue = "shop.orders";
+//   options.signing = *outbox::Signing::FromKeyFile(keys_path);
+//   ASSIGN_OR_RETURN(auto producer, outbox::Producer::Start(*file, options));
+//   ASSIGN_OR_RETURN(std::string id, producer->Write(spec, write_my_rows));
+//   producer->WaitUntilClosed(deadline);  // every row answered
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shared/amqp/amqp_url.h"
+#include "shared/base/clock.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/ack_listener.h"
+#include "shared/outbox/relay.h"
+#include "shared/outbox/retry_policy.h"
+#include "shared/outbox/signing.h"
+#include "shared/outbox/state_machine.h"
+#include "shared/outbox/transport.h"
+#include "shared/sqlite/sqlite_file.h"
+#include "shared/sqlite/sqlite_outbox.h"
+
+namespace outbox {
+
+class Producer {
+ public:
+  struct Options {
+    AmqpUrl amqp;  // the broker (Start); Create takes the links instead
+    // Required: where messages go unless their MessageSpec names a topic.
+    // The relay's connection declares it.
+    std::string queue;
+    // Where the consumer's replies come back, unless a MessageSpec names
+    // its reply_to; the ack listener's connection declares and reads it.
+    // "": DefaultReplyQueue(queue), "<queue>.replies".
+    std::string reply_queue;
+    // Required: Signing::With(keys), Signing::FromKeyFile(path), or
+    // Signing::Unsigned() by name. Unchosen, Start and Create fail.
+    Signing signing;
+    // Stamped on each row (its attempt budget). Recovery must run with the
+    // same policy. The relay hands a message over to recovery once it was
+    // held as long as its first retry delay (RetryPolicy::DelayAfter(1), the
+    // shortest over the policy's topics).
+    RetryPolicy retry;
+    std::string name = "producer";  // connections "<name>-relay" and "<name>-acks"
+    size_t window = 1024;           // the relay's unconfirmed messages in flight
+    int reply_prefetch = 256;       // most replies the ack listener takes in one batch
+    // What a reply acknowledges; empty: the library's format, the one the
+    // consumer role answers with (DecodeDefaultReply, reply_format.h).
+    ReplyDecoder decode_reply;
+    std::string biz_key_label = "biz_key";  // the log key of a reply's business key
+    const Clock* clock = nullptr;           // null: the system clock
+    MetricsRegistry* metrics = nullptr;     // null: a registry of the producer's own
+  };
+
+  // Builds the producer on `file` (which outlives it) with its own AMQP
+  // connections and starts its relay and ack listener. INVALID_ARGUMENT or
+  // FAILED_PRECONDITION (no signing chosen) naming the setting.
+  static absl::StatusOr<std::unique_ptr<Producer>> Start(SqliteFile& file, Options options);
+  // The same over broker links of the caller's (a test's fakes), not
+  // started: StartWorkers(), or drive it with RelayStep() and AckStep().
+  static absl::StatusOr<std::unique_ptr<Producer>> Create(
+      SqliteFile& file, Options options, std::unique_ptr<MessagePublisher> publisher,
+      std::unique_ptr<MessageConsumer> replies);
+  ~Producer();  // Stop()
+
+  // The relay's and the ack listener's threads (Start calls it).
+  void StartWorkers();
+  // Stops the ack listener (its batch in hand recorded), then the relay
+  // (what is queued is published if the broker is there, else left to
+  // recovery).
+  void Stop();
+  // One turn of the relay (it waits up to a second when nothing is
+  // queued), and one of the ack listener. Tests call them.
+  bool RelayStep() { return relay_.Step(); }
+  bool AckStep() { return acks_.Step(); }
+
+  // One write transaction: `business` writes the adopter's rows (an error,
+  // or a SQLite::Exception, rolls everything back), then the outbox row for
+  // `spec` (its topic and reply_to filled from the options when empty).
+  // Once committed the message is handed to the relay; returns its id.
+  absl::StatusOr<std::string> Write(MessageSpec spec,
+                                    const std::function<absl::Status(SQLite::Database&)>& business);
+
+  // "Are my rows closed?", on the producer's own connection (SqliteOutbox).
+  absl::StatusOr<OutboxMessage> Get(const std::string& message_id) {
+    return outbox_.Get(message_id);
+  }
+  absl::StatusOr<SqliteOutbox::Counts> CountRows() { return outbox_.CountRows(); }
+  // Until no row is SENDING; DEADLINE_EXCEEDED first. Rows close only while
+  // the ack listener runs: call it before Stop().
+  absl::StatusOr<SqliteOutbox::Counts> WaitUntilClosed(
+      absl::Time deadline, absl::Duration poll = absl::Milliseconds(100)) {
+    return outbox_.WaitUntilClosed(deadline, poll);
+  }
+
+  const Options& options() const { return options_; }
+  int64_t confirmed() const { return relay_.confirmed(); }       // messages the broker took
+  int64_t acknowledged() const { return acks_.acknowledged(); }  // rows closed SENT
+  int64_t replies() const { return acks_.replies(); }
+  int64_t dead_lettered_replies() const { return acks_.dead_lettered(); }
+
+ private:
+  Producer(SqliteFile& file, Options options, std::unique_ptr<MessagePublisher> publisher,
+           std::unique_ptr<MessageConsumer> replies);
+
+  const Options options_;
+  std::unique_ptr<MetricsRegistry> own_metrics_;
+  std::unique_ptr<MessagePublisher> publisher_;
+  std::unique_ptr<MessageConsumer> replies_;
+  SigningPublisher signing_publisher_;
+  SqliteOutbox outbox_;
+  Relay relay_;
+  AckListener acks_;
+};
+
+}  // namespace outbox

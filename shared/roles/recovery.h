@@ -1,0 +1,109 @@
+#pragma once
+
+// The recovery role in one call: opens the producer's file as its producer
+// made it (RecoveryStore::OpenWhenCreated: waits for it, never creates it),
+// and runs a RecoveryLoop on it with a publisher of its own that signs what
+// it re-publishes with the process's Signing (which must be chosen: keys,
+// or Signing::Unsigned()), and an Alerter (logs only without an
+// alertmanager_url).
+//
+//   outbox::Recovery::Options options;
+//   options.amqp = url;
+//   options.db = "shop.db";
+//   options.producer_db.schema = &ShopSchema();
+//   options.queue = "shop.orders";  // the producer's; its reply queue is the default
+//   options.signing = signing;
+//   options.recovery.instance_id = "shop-recovery-1";
+//   options.recovery.retry = Retry();  // the producer's policy
+//   ASSIGN_OR_RETURN(auto recovery, outbox::Recovery::Start(options));
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shared/amqp/amqp_url.h"
+#include "shared/base/clock.h"
+#include "shared/observability/alerts.h"
+#include "shared/observability/metrics.h"
+#include "shared/outbox/message_auth.h"
+#include "shared/outbox/recovery_loop.h"
+#include "shared/outbox/recovery_options.h"
+#include "shared/outbox/repository.h"
+#include "shared/outbox/signing.h"
+#include "shared/outbox/transport.h"
+#include "shared/sqlite/db_options.h"
+#include "shared/sqlite/recovery_store.h"
+
+namespace outbox {
+
+class Recovery {
+ public:
+  struct Options {
+    AmqpUrl amqp;  // the broker (Start); Create takes the links instead
+    // The producer's file (Start): opened once its producer created it,
+    // waiting up to `wait_for_db` (`on_wait` is told why, once).
+    std::string db;
+    ProducerDb producer_db;  // its schema is required (Start)
+    DbOptions db_options;
+    absl::Duration wait_for_db = absl::Minutes(2);
+    std::function<void(const absl::Status&)> on_wait;
+    // The producer's queue and reply queue ("": DefaultReplyQueue(queue)).
+    // They fill what `recovery` leaves empty: watched_queues {queue},
+    // reply_queues {reply_queue}, dead_letter_sources {queue, reply_queue}.
+    std::string queue;
+    std::string reply_queue;
+    // Required: Signing::With(keys), Signing::FromKeyFile(path), or
+    // Signing::Unsigned() by name; the consumer checks what recovery
+    // re-publishes as it checks the producer's. Unchosen, Start and Create fail.
+    Signing signing;
+    // The loop's settings (recovery_options.h): instance_id is required,
+    // retry must be the producer's policy.
+    RecoveryOptions recovery;
+    AlerterOptions alerts;               // no alertmanager_url: alerts are logged only
+    std::string name = "recovery";       // the connection "<name>-<instance_id>"
+    const Clock* clock = nullptr;        // null: the system clock
+    MetricsRegistry* metrics = nullptr;  // null: a registry of recovery's own
+  };
+
+  // Opens the store, connects and starts the loop. INVALID_ARGUMENT or
+  // FAILED_PRECONDITION (no signing chosen) naming the setting; the store's
+  // error when the file is not there in time.
+  static absl::StatusOr<std::unique_ptr<Recovery>> Start(Options options);
+  // The same over a store, a publisher and an alert sink of the caller's
+  // (a test's fakes), not started: StartWorkers(), or drive it with Step().
+  static absl::StatusOr<std::unique_ptr<Recovery>> Create(
+      Options options, std::unique_ptr<RecoveryRepository> store,
+      std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts);
+  ~Recovery();  // Stop()
+
+  void StartWorkers();
+  // Finishes the round in hand, gives the lease up, then delivers what
+  // alerts are queued (briefly).
+  void Stop();
+  bool Step() { return loop_.Step(); }  // one turn; tests call it
+
+  const Options& options() const { return options_; }
+  bool lease_held() const { return loop_.lease_held(); }
+  int64_t republished() const { return loop_.republished(); }
+  int64_t publish_failures() const { return loop_.publish_failures(); }
+  int64_t failed() const { return loop_.failed(); }
+  int64_t deferred() const { return loop_.deferred(); }
+
+ private:
+  Recovery(Options options, std::unique_ptr<RecoveryRepository> store,
+           std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts);
+
+  const Options options_;
+  std::unique_ptr<MetricsRegistry> own_metrics_;
+  std::unique_ptr<RecoveryRepository> store_;
+  std::unique_ptr<MessagePublisher> publisher_;
+  std::unique_ptr<AlertSink> alerts_;
+  SigningPublisher signing_publisher_;
+  RecoveryLoop loop_;
+  Alerter* alerter_ = nullptr;  // alerts_, when Start made it: stopped after the loop
+  bool stopped_ = false;
+};
+
+}  // namespace outbox

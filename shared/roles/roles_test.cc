@@ -1,0 +1,458 @@
+// The roles' entry points (producer.h, consumer.h, recovery.h) over the fake
+// broker and real SQLite files, with the signing and the reply format they
+// share (shared/outbox/signing.h, reply_format.h).
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "shared/outbox/reply_format.h"
+#include "shared/outbox/signing.h"
+#include "shared/roles/consumer.h"
+#include "shared/roles/producer.h"
+#include "shared/roles/recovery.h"
+#include "shared/sqlite/outbox_table.h"
+#include "shared/sqlite/schema.h"
+#include "shared/testing/fakes.h"
+#include "shared/testing/manual_clock.h"
+#include "shared/testing/stamp_handler.h"
+#include "shared/testing/status_matchers.h"
+#include "shared/testing/temp_dir.h"
+
+namespace outbox {
+namespace {
+
+using ::outbox::testing::FakeConsumer;
+using ::outbox::testing::FakePublisher;
+using ::outbox::testing::IsOk;
+using ::outbox::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+constexpr char kQueue[] = "orders";
+
+MessageKeys Keys(const std::string& id = "k1") {
+  return *MessageKeys::Parse(id + " 0123456789abcdef0123456789abcdef-" + id);
+}
+
+// The producer's file: its own table and the outbox tables.
+const DbSchema& OrdersSchema() {
+  static const DbSchema* const schema =
+      new DbSchema{{{"orders and the outbox", [](SQLite::Database& db) {
+                       db.exec("CREATE TABLE orders (order_id TEXT PRIMARY KEY)");
+                       CreateOutboxTable(db);
+                     }}}};
+  return *schema;
+}
+
+// What the broker hands the consumer for a message the producer published.
+Delivery Delivered(const OutgoingMessage& m) {
+  Delivery d;
+  d.message_id = m.message_id;
+  d.reply_to = m.reply_to;
+  d.type = m.type;
+  d.traceparent = m.traceparent;
+  d.signature = m.signature;
+  d.shard_key = m.shard_key;
+  d.body = m.body;
+  return d;
+}
+
+// A consumer that writes only Decode and Apply: the library answers.
+class Stamps final : public SqliteMessageHandler<testing::Stamp> {
+ public:
+  using SqliteMessageHandler::SqliteMessageHandler;
+  absl::StatusOr<testing::Stamp> Decode(const Delivery& d) override {
+    if (d.body.empty()) return absl::InvalidArgumentError("empty");
+    return testing::Stamp{d.message_id, d.body, 1};
+  }
+  std::string BusinessKey(const testing::Stamp& s) override { return s.key; }
+  absl::StatusOr<std::string> Apply(SQLite::Database& tx, const testing::Stamp& s) override {
+    SQLite::Statement insert(tx, "INSERT INTO stamps (key, count, reference) VALUES (?, 1, ?)");
+    insert.bind(1, s.key);
+    insert.bind(2, "ref-" + s.key);
+    insert.exec();
+    return "ref-" + s.key;
+  }
+};
+
+// --- Signing
+
+TEST(SigningTest, NotChosenIsRefusedNamingTheRole) {
+  Signing none;
+  EXPECT_THAT(none.Required("Consumer"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Consumer")));
+  EXPECT_EQ(none.keys(), nullptr);
+  EXPECT_EQ(none.Describe(), "not chosen");
+}
+
+TEST(SigningTest, UnsignedIsChosenByName) {
+  Signing s = Signing::Unsigned();
+  EXPECT_OK(s.Required("Consumer"));
+  EXPECT_FALSE(s.signs());
+  EXPECT_EQ(s.keys(), nullptr);
+  EXPECT_EQ(s.Describe(), "unsigned");
+}
+
+TEST(SigningTest, CopiesShareOneKeySet) {
+  Signing s = Signing::With(Keys());
+  Signing copy = s;
+  EXPECT_OK(copy.Required("Producer"));
+  EXPECT_TRUE(copy.signs());
+  EXPECT_EQ(copy.keys(), s.keys());
+  EXPECT_EQ(copy.Describe(), "key k1");
+}
+
+TEST(SigningTest, FromKeyFile) {
+  TempDir dir;
+  EXPECT_THAT(Signing::FromKeyFile(dir.path() + "/none").status(),
+              StatusIs(absl::StatusCode::kNotFound));
+  std::ofstream(dir.path() + "/bad") << "k1 short\n";
+  EXPECT_THAT(Signing::FromKeyFile(dir.path() + "/bad").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("/bad")));
+  std::ofstream(dir.path() + "/keys") << "# rotated\nk2 0123456789abcdef0123456789abcdef-2\n";
+  absl::StatusOr<Signing> s = Signing::FromKeyFile(dir.path() + "/keys");
+  ASSERT_OK(s);
+  EXPECT_EQ(s->Describe(), "key k2");
+}
+
+// --- The reply format
+
+TEST(ReplyFormatTest, EachOutcomeRoundTrips) {
+  Applied applied;
+  applied.reference = "ship-1";
+  Applied duplicate;
+  duplicate.duplicate = true;
+  Applied rejected;
+  rejected.rejected_reason = "amount over the limit\nsee the rules";
+
+  OutgoingMessage reply = DefaultReply("orders.replies", "m-1", "o-1", applied);
+  EXPECT_EQ(reply.topic, "orders.replies");
+  EXPECT_EQ(reply.type, kReplyType);
+  auto acks = DecodeDefaultReply(Delivered(reply));
+  ASSERT_OK(acks);
+  ASSERT_THAT(*acks, SizeIs(1));
+  EXPECT_EQ((*acks)[0].message_id, "m-1");
+  EXPECT_EQ((*acks)[0].biz_key, "o-1");
+  EXPECT_FALSE((*acks)[0].duplicate);
+  EXPECT_EQ((*acks)[0].rejected_reason, "");
+
+  acks = DecodeDefaultReply(Delivered(DefaultReply("r", "m-2", "", duplicate)));
+  ASSERT_OK(acks);
+  EXPECT_TRUE((*acks)[0].duplicate);
+
+  acks = DecodeDefaultReply(Delivered(DefaultReply("r", "m-3", "o-3", rejected)));
+  ASSERT_OK(acks);
+  EXPECT_EQ((*acks)[0].rejected_reason, "amount over the limit\nsee the rules");
+}
+
+TEST(ReplyFormatTest, AnythingElseIsInvalid) {
+  Delivery other;
+  other.type = "OrderShipped";
+  other.body = "m-1";
+  EXPECT_THAT(DecodeDefaultReply(other).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  Delivery short_body;
+  short_body.type = kReplyType;
+  short_body.body = "m-1\napplied";
+  EXPECT_THAT(DecodeDefaultReply(short_body).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  Delivery unknown = Delivered(DefaultReply("r", "m-1", "", Applied{}));
+  unknown.body = "m-1\nmaybe\n\n";
+  EXPECT_THAT(DecodeDefaultReply(unknown).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("maybe")));
+}
+
+// --- The roles refuse to start without a choice of signing
+
+class RolesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    auto orders = OpenSqliteFile(dir_.path() + "/orders.db", {}, &OrdersSchema());
+    ASSERT_OK(orders);
+    orders_ = *std::move(orders);
+    stamps_ = testing::OpenStampFile(dir_.path() + "/stamps.db");
+    ASSERT_NE(stamps_, nullptr);
+    handler_ = std::make_unique<Stamps>(*stamps_, clock_);
+  }
+
+  // A producer over fakes; `publisher` and `replies` point at them.
+  absl::StatusOr<std::unique_ptr<Producer>> MakeProducer(Signing signing) {
+    Producer::Options options;
+    options.queue = kQueue;
+    options.signing = std::move(signing);
+    options.clock = &clock_;
+    auto p = std::make_unique<FakePublisher>();
+    auto r = std::make_unique<FakeConsumer>();
+    publisher_ = p.get();
+    producer_replies_ = r.get();
+    return Producer::Create(*orders_, options, std::move(p), std::move(r));
+  }
+  absl::StatusOr<std::unique_ptr<Consumer>> MakeConsumer(Signing signing) {
+    Consumer::Options options;
+    options.queue = kQueue;
+    options.signing = std::move(signing);
+    options.clock = &clock_;
+    auto d = std::make_unique<FakeConsumer>();
+    auto r = std::make_unique<FakePublisher>();
+    deliveries_ = d.get();
+    consumer_replies_ = r.get();
+    return Consumer::Create(*handler_, options, std::move(d), std::move(r));
+  }
+  absl::StatusOr<std::string> PlaceOrder(Producer& producer, const std::string& order_id) {
+    MessageSpec spec;
+    spec.message_id = "m-" + order_id;
+    spec.biz_type = "order";
+    spec.biz_key = order_id;
+    spec.message_type = "OrderPlaced";
+    spec.payload = order_id;
+    return producer.Write(spec, [&](SQLite::Database& db) {
+      SQLite::Statement insert(db, "INSERT INTO orders VALUES (?)");
+      insert.bind(1, order_id);
+      insert.exec();
+      return absl::OkStatus();
+    });
+  }
+  // Steps the consumer until its fake broker has settled every delivery.
+  void DrainConsumer(Consumer& consumer) {
+    for (int i = 0; i < 10 && deliveries_->ready() + Unsettled() > 0; ++i) consumer.Step();
+  }
+  size_t Unsettled() const {
+    return pushed_ - deliveries_->acked.size() - deliveries_->rejected.size() -
+           deliveries_->requeued.size();
+  }
+  void Push(Delivery d) {
+    deliveries_->Push(std::move(d));
+    ++pushed_;
+  }
+
+  TempDir dir_;
+  testing::ManualClock clock_;
+  std::unique_ptr<SqliteFile> orders_;
+  std::unique_ptr<SqliteFile> stamps_;
+  std::unique_ptr<Stamps> handler_;
+  FakePublisher* publisher_ = nullptr;
+  FakeConsumer* producer_replies_ = nullptr;
+  FakeConsumer* deliveries_ = nullptr;
+  FakePublisher* consumer_replies_ = nullptr;
+  size_t pushed_ = 0;
+};
+
+TEST_F(RolesTest, EachRoleRefusesToStartWithoutAChoiceOfSigning) {
+  EXPECT_THAT(MakeProducer(Signing()).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Producer")));
+  EXPECT_THAT(MakeConsumer(Signing()).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Consumer")));
+  Recovery::Options recovery;
+  recovery.queue = kQueue;
+  recovery.recovery.instance_id = "r1";
+  EXPECT_THAT(Recovery::Start(recovery).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Recovery")));
+  // Before any file or connection: Start checks first.
+  Producer::Options producer;
+  producer.queue = kQueue;
+  EXPECT_THAT(Producer::Start(*orders_, producer).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  Consumer::Options consumer;
+  consumer.queue = kQueue;
+  EXPECT_THAT(Consumer::Start(*handler_, consumer).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(RolesTest, OptionsAreChecked) {
+  Producer::Options producer;
+  producer.signing = Signing::Unsigned();
+  EXPECT_THAT(Producer::Start(*orders_, producer).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("queue")));
+  producer.queue = kQueue;
+  producer.reply_queue = kQueue;
+  EXPECT_THAT(Producer::Start(*orders_, producer).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reply_queue")));
+  producer.reply_queue = "";
+  producer.retry.max_attempts = 0;
+  EXPECT_THAT(Producer::Start(*orders_, producer).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("retry")));
+  Consumer::Options consumer;
+  consumer.signing = Signing::Unsigned();
+  EXPECT_THAT(Consumer::Start(*handler_, consumer).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("queue")));
+  Recovery::Options recovery;
+  recovery.signing = Signing::Unsigned();
+  recovery.queue = kQueue;
+  EXPECT_THAT(Recovery::Start(recovery).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("instance_id")));
+  recovery.recovery.instance_id = "r1";
+  EXPECT_THAT(Recovery::Start(recovery).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("options.db")));
+}
+
+// One key set for the process: the producer signs, the consumer checks and
+// signs its replies in the library's format, the ack listener checks and
+// reads them, and the rows close.
+TEST_F(RolesTest, ProducerAndConsumerShareOneKeySetAndTheReplyFormat) {
+  const Signing signing = Signing::With(Keys());
+  auto producer = MakeProducer(signing);
+  ASSERT_OK(producer);
+  auto consumer = MakeConsumer(signing);
+  ASSERT_OK(consumer);
+  EXPECT_EQ((*producer)->options().reply_queue, "orders.replies");
+  EXPECT_EQ((*consumer)->options().reply_queue, "orders.replies");
+
+  ASSERT_OK(PlaceOrder(**producer, "o-1"));
+  ASSERT_OK(PlaceOrder(**producer, "o-2"));
+  auto counts = (*producer)->CountRows();
+  ASSERT_OK(counts);
+  EXPECT_EQ(counts->sending, 2);
+  (*producer)->RelayStep();
+  ASSERT_THAT(publisher_->published, SizeIs(2));
+  for (const OutgoingMessage& m : publisher_->published) {
+    EXPECT_EQ(m.topic, kQueue);
+    EXPECT_EQ(m.reply_to, "orders.replies");
+    EXPECT_OK(signing.keys()->Verify(Delivered(m)));
+    Push(Delivered(m));
+  }
+  Push(Delivered(publisher_->published[0]));  // a copy: answered as a duplicate
+
+  DrainConsumer(**consumer);
+  EXPECT_EQ((*consumer)->booked(), 2);
+  EXPECT_EQ((*consumer)->duplicates(), 1);
+  EXPECT_EQ(testing::CountRows(*stamps_, "stamps"), 2);
+  ASSERT_THAT(consumer_replies_->published, SizeIs(3));
+  for (const OutgoingMessage& reply : consumer_replies_->published) {
+    EXPECT_EQ(reply.topic, "orders.replies");
+    EXPECT_EQ(reply.type, kReplyType);
+    EXPECT_OK(signing.keys()->Verify(Delivered(reply)));
+    producer_replies_->Push(Delivered(reply));
+  }
+
+  (*producer)->AckStep();
+  EXPECT_EQ((*producer)->acknowledged(), 2);
+  EXPECT_EQ((*producer)->replies(), 3);
+  EXPECT_EQ((*producer)->dead_lettered_replies(), 0);
+  counts = (*producer)->WaitUntilClosed(absl::Now());
+  ASSERT_OK(counts);
+  EXPECT_EQ(counts->sending, 0);
+  EXPECT_EQ(counts->sent, 2);
+  auto row = (*producer)->Get("m-o-1");
+  ASSERT_OK(row);
+  EXPECT_EQ(row->status, OutboxStatus::kSent);
+}
+
+TEST_F(RolesTest, WithKeysWhatIsUnsignedIsDeadLettered) {
+  const Signing signing = Signing::With(Keys());
+  auto producer = MakeProducer(signing);
+  ASSERT_OK(producer);
+  auto consumer = MakeConsumer(signing);
+  ASSERT_OK(consumer);
+
+  Push(testing::StampDelivery("m-forged", "o-9", 1, "orders.replies", "OrderPlaced"));
+  Push(testing::SignedBy(Keys("other"), testing::StampDelivery("m-other", "o-8")));
+  DrainConsumer(**consumer);
+  EXPECT_EQ((*consumer)->booked(), 0);
+  EXPECT_EQ((*consumer)->unauthenticated(), 2);
+  EXPECT_THAT(deliveries_->rejected, SizeIs(2));
+  EXPECT_EQ(testing::CountRows(*stamps_, "stamps"), 0);
+
+  ASSERT_OK(PlaceOrder(**producer, "o-1"));
+  producer_replies_->Push(Delivered(DefaultReply("orders.replies", "m-o-1", "o-1", Applied{})));
+  (*producer)->AckStep();
+  EXPECT_EQ((*producer)->acknowledged(), 0);
+  EXPECT_EQ((*producer)->dead_lettered_replies(), 1);
+  auto row = (*producer)->Get("m-o-1");
+  ASSERT_OK(row);
+  EXPECT_EQ(row->status, OutboxStatus::kSending);
+}
+
+TEST_F(RolesTest, UnsignedByNameSendsAndAcceptsUnsigned) {
+  auto producer = MakeProducer(Signing::Unsigned());
+  ASSERT_OK(producer);
+  auto consumer = MakeConsumer(Signing::Unsigned());
+  ASSERT_OK(consumer);
+  ASSERT_OK(PlaceOrder(**producer, "o-1"));
+  (*producer)->RelayStep();
+  ASSERT_THAT(publisher_->published, SizeIs(1));
+  EXPECT_EQ(publisher_->published[0].signature, "");
+  Push(Delivered(publisher_->published[0]));
+  DrainConsumer(**consumer);
+  EXPECT_EQ((*consumer)->booked(), 1);
+  ASSERT_THAT(consumer_replies_->published, SizeIs(1));
+  EXPECT_EQ(consumer_replies_->published[0].signature, "");
+  producer_replies_->Push(Delivered(consumer_replies_->published[0]));
+  (*producer)->AckStep();
+  EXPECT_EQ((*producer)->acknowledged(), 1);
+}
+
+TEST_F(RolesTest, AMessageSpecKeepsTheTopicAndReplyQueueItNames) {
+  auto producer = MakeProducer(Signing::Unsigned());
+  ASSERT_OK(producer);
+  MessageSpec spec;
+  spec.message_id = "m-x";
+  spec.biz_type = "order";
+  spec.biz_key = "x";
+  spec.topic = "invoices";
+  spec.reply_to = "invoices.done";
+  spec.message_type = "Invoice";
+  ASSERT_OK((*producer)->Write(spec, [](SQLite::Database&) { return absl::OkStatus(); }));
+  (*producer)->RelayStep();
+  ASSERT_THAT(publisher_->published, SizeIs(1));
+  EXPECT_EQ(publisher_->published[0].topic, "invoices");
+  EXPECT_EQ(publisher_->published[0].reply_to, "invoices.done");
+}
+
+TEST_F(RolesTest, AFailedWriteHandsNothingToTheRelay) {
+  auto producer = MakeProducer(Signing::Unsigned());
+  ASSERT_OK(producer);
+  ASSERT_OK(PlaceOrder(**producer, "o-1"));
+  EXPECT_FALSE(PlaceOrder(**producer, "o-1").ok());  // the order is there: rolled back
+  (*producer)->RelayStep();
+  EXPECT_THAT(publisher_->published, SizeIs(1));
+  auto counts = (*producer)->CountRows();
+  ASSERT_OK(counts);
+  EXPECT_EQ(counts->sending, 1);
+}
+
+// Recovery's publisher is its own, and signs with the process's keys; its
+// queues come from the producer's.
+TEST(RecoveryRoleTest, RepublishesSignedWithTheProducersQueues) {
+  testing::ManualClock clock;
+  const Signing signing = Signing::With(Keys());
+  Recovery::Options options;
+  options.queue = kQueue;
+  options.signing = signing;
+  options.clock = &clock;
+  options.recovery.instance_id = "r1";
+  options.recovery.idle_sleep = absl::Milliseconds(1);
+  auto store = std::make_unique<testing::InMemoryOutbox>(clock);
+  auto publisher = std::make_unique<FakePublisher>();
+  testing::InMemoryOutbox* rows = store.get();
+  FakePublisher* broker = publisher.get();
+  MessageSpec spec;
+  spec.message_id = "m-1";
+  spec.biz_type = "order";
+  spec.biz_key = "o-1";
+  spec.topic = kQueue;
+  spec.reply_to = "orders.replies";
+  spec.message_type = "OrderPlaced";
+  rows->Add(NewOutboxMessage(spec, clock.NowMillis(), options.recovery.retry));
+  auto recovery = Recovery::Create(options, std::move(store), std::move(publisher),
+                                   std::make_unique<testing::RecordingAlerts>());
+  ASSERT_OK(recovery);
+  const RecoveryOptions& loop = (*recovery)->options().recovery;
+  EXPECT_EQ(loop.watched_queues, std::vector<std::string>{kQueue});
+  EXPECT_EQ(loop.reply_queues, std::vector<std::string>{"orders.replies"});
+  EXPECT_EQ(loop.dead_letter_sources, (std::vector<std::string>{kQueue, "orders.replies"}));
+
+  clock.Advance(options.recovery.retry.DelayAfter(1) + absl::Seconds(1));
+  for (int i = 0; i < 5 && (*recovery)->republished() == 0; ++i) (*recovery)->Step();
+  EXPECT_EQ((*recovery)->republished(), 1);
+  ASSERT_THAT(broker->published, SizeIs(1));
+  EXPECT_EQ(broker->published[0].message_id, "m-1");
+  EXPECT_OK(signing.keys()->Verify(Delivered(broker->published[0])));
+}
+
+}  // namespace
+}  // namespace outbox
