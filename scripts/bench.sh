@@ -25,7 +25,7 @@
 #   BENCH_RUNS [throughput,latency,drain,claim]  which of the runs above to do
 #                            (curve: add it, or BENCH_RUNS=curve alone)
 #   CURVE_RATES, CURVE_DURATION, CURVE_ROUNDS, CURVE_BUILDS, CURVE_FSYNC, CURVE_PLOT,
-#   CURVE_FLOOR, CURVE_FLOOR_TIME,
+#   CURVE_FLOOR, CURVE_FLOOR_TIME, CURVE_BROKERS (the curve on several RabbitMQ releases),
 #   BENCH_OUT                the curve's knobs (scripts/lib/bench_curve.sh)
 #   BENCH_DURATION [20s]     measured drive phase of each outbox_bench run
 #   BENCH_WARMUP [3s]        warm-up before it
@@ -126,7 +126,8 @@ cleanup() {
   trap - EXIT INT TERM
   [[ -n $CHILD ]] && stop_pid "$CHILD"
   stop_services
-  "$ROOT/scripts/rabbitmq_node.sh" stop "$BROKER_DIR" >/dev/null 2>&1 || true
+  "$ROOT/scripts/rabbitmq_node.sh" stop "$WORK/broker" >/dev/null 2>&1 || true
+  if declare -F curve_brokers_stop >/dev/null; then curve_brokers_stop; fi
   if [[ ${BENCH_KEEP:-0} == 1 || $rc != 0 ]]; then
     say "logs and databases kept in $WORK"
   else
@@ -150,10 +151,13 @@ wanted() {
 # The curve's knobs, checked before the broker's start-up.
 if wanted curve; then curve_setup; fi
 
-say "starting a private RabbitMQ node (takes ~15 s)"
-# In the foreground: interrupted half-way, the node could be left running.
-"$ROOT/scripts/rabbitmq_node.sh" start "$BROKER_DIR" >/dev/null
-AMQP_URL=$(cat "$BROKER_DIR/amqp_url")
+# The run's node, unless only the curve runs, on nodes of its own (CURVE_BROKERS).
+if [[ -z ${CURVE_BROKERS:-} ]] || wanted throughput || wanted latency || wanted drain; then
+  say "starting a private RabbitMQ node (takes ~15 s)"
+  # In the foreground: interrupted half-way, the node could be left running.
+  "$ROOT/scripts/rabbitmq_node.sh" start "$BROKER_DIR" >/dev/null
+  AMQP_URL=$(cat "$BROKER_DIR/amqp_url")
+fi
 
 # gRPC security for every run: none, or TLS + API token (BENCH_TLS=1).
 SERVICE_SECURITY=() CLIENT_SECURITY=()

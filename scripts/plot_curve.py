@@ -7,7 +7,7 @@ Two panels against the offered load (one position per point, in the CSV's
 order; "sat" is the closed loop): system CPU per payment, per process and
 their sum, with the CPU floor per payment of the parts alone at that rate
 (bench/floor.h; none at "sat"); and p99 latencies, create and create->SENT.
-Each build in the CSV has its own line style; a point run more than once is
+Each build in the CSV (and each broker, with CURVE_BROKERS) has its own line style; a point run more than once is
 drawn at its median.
 Needs Debian's python3-matplotlib.
 """
@@ -43,7 +43,10 @@ def read(path):
         for row in csv.DictReader(f):
             if row["point"] not in points:
                 points.append(row["point"])
-            builds.setdefault(row["build"], {}).setdefault(row["point"], []).append(row)
+            name = row["build"]
+            if row.get("broker"):  # CURVE_BROKERS: a line per build and broker
+                name = f"{name} on RabbitMQ {row['broker']}"
+            builds.setdefault(name, {}).setdefault(row["point"], []).append(row)
     return builds, points
 
 

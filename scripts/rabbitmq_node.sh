@@ -14,7 +14,9 @@
 # NODE_EXTRA_CONF holds lines added to its rabbitmq.conf, and NODE_CLUSTER=1
 # says it joins a cluster (it then permits one deprecated feature more:
 # scripts/lib/rabbitmq_conf.sh): all for nodes that form a cluster
-# (scripts/rabbitmq_cluster.sh sources this file).
+# (scripts/rabbitmq_cluster.sh sources this file). NODE_ERL_ARGS holds Erlang VM
+# flags for a new node's beam (after RabbitMQ's own, so they win: e.g.
+# `+S 1:1`), kept in DIR/broker.env for its restarts.
 # AMQP_TLS_DIR=D gives a new node a TLS listener as well (the plaintext one
 # stays): D holds ca.pem, server.pem and server.key (scripts/dev_certs.sh D).
 # Clients present a certificate only if they want to; one is verified against
@@ -86,7 +88,7 @@ node_env() {
   export RABBITMQ_CONF_ENV_FILE=$DIR/rabbitmq-env.conf
   export RABBITMQ_PID_FILE=$RABBITMQ_PIDFILE
   export ERL_EPMD_ADDRESS=127.0.0.1  # only matters if this node starts epmd
-  export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+  export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}${NODE_ERL_ARGS:+ $NODE_ERL_ARGS}"
   export RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
 }
 
@@ -180,6 +182,7 @@ AMQPS_PORT=$AMQPS_PORT
 AMQP_TLS_CA_FILE=${AMQP_TLS_DIR:+$AMQP_TLS_DIR/ca.pem}
 OUTBOX_PAY_QUEUES='$OUTBOX_PAY_QUEUES'
 OUTBOX_ACC_QUEUES='$OUTBOX_ACC_QUEUES'
+NODE_ERL_ARGS='${NODE_ERL_ARGS:-}'
 EOF
     echo "$AMQP_URL" >"$DIR/amqp_url"
     if [[ -n $AMQPS_URL ]]; then echo "$AMQPS_URL" >"$DIR/amqps_url"; fi

@@ -33,6 +33,17 @@
 #   CURVE_IDLE [10]         seconds of the idle point (each build, each round,
 #                           before the loads: the three services with no load);
 #                           0 skips it. Rows to $BENCH_OUT/idle.csv
+#   CURVE_BROKERS           VERSION[+TAG] ...: the curve on several RabbitMQ
+#                           nodes of its own, started together, every point run
+#                           on each (interleaved, the order reversed every other
+#                           round); ratios are to the first. VERSION is a release
+#                           prefix (3.10, 4.0): the host's package if it is that
+#                           release, else the root file system OUTBOX_RABBITMQ_ROOT
+#                           names (default /var/cache/outbox/rabbitmq-4.0,
+#                           scripts/rabbitmq40.sh). +TAG adds the rabbitmq.conf
+#                           lines of CURVE_BROKER_CONF_TAG and the Erlang VM flags
+#                           of CURVE_BROKER_ERL_TAG (e.g. CURVE_BROKERS="4.0 4.0+s1"
+#                           CURVE_BROKER_ERL_s1="+S 1:1"). Default: the run's node
 #   BENCH_OUT [a new /tmp/outbox_curve.* dir]   where the CSV, PNG and reports go
 
 # The CSV's columns, in order. Per payment: everything from cpu_us_* to
@@ -42,7 +53,8 @@ CURVE_COLUMNS=(build point round offered_per_s concurrency achieved_per_s sent_p
   switches_payment switches_accounting switches_broker
   fsyncs_payment fsyncs_accounting fsyncs_broker broker_msgs
   create_p50_ms create_p99_ms to_sent_p50_ms to_sent_p99_ms skipped failed load1
-  floor_us_grpc floor_us_broker_msg floor_us_sqlite_tx floor_us_payment)
+  floor_us_grpc floor_us_broker_msg floor_us_sqlite_tx floor_us_payment
+  broker rss_mib_payment rss_mib_accounting rss_mib_broker)
 
 # The CSV's figures that outbox_bench's JSON line gives, in the CSV's order;
 # curve_point fills in the rest (the point, payments, fsyncs, load, the floor).
@@ -59,6 +71,9 @@ CURVE_JSON_BACK='.broker_messages_per_payment, .create_p50_ms, .create_p99_ms,
 CURVE_JSON_FLOOR='.floor_us_grpc_server, .floor_us_broker_per_message, .floor_us_sqlite_tx,
   .floor_us_per_payment'
 CURVE_FLOOR_NONE=,,,  # the floor's fields when it was not run (sat, CURVE_FLOOR=0)
+
+# Peak RSS of the services (VmHWM, MiB), after the floor's fields.
+CURVE_JSON_RSS='.payment_peak_rss_mib, .accounting_peak_rss_mib'
 
 # Figures as CSV fields: null (not measured) is an empty field.
 CURVE_JQ_CSV='map(if . == null then "" else tostring end) | join(",")'
@@ -102,36 +117,60 @@ curve_fsync_stop() {
   done
 }
 
-# curve_row CSV_LINE: prints it as a row of the table.
+# curve_row CSV_LINE SERIES: prints it as a row of the table, SERIES (the
+# build, the broker or both) in the build column.
 curve_row() {
-  awk -F, -v w="$CURVE_WIDTH" '
+  awk -F, -v w="$CURVE_WIDTH" -v series="$2" '
     function f(v, fmt) { return v == "" ? "n/a" : sprintf(fmt, v) }
     {
       offered = $2 == "sat" ? "sat(" $5 ")" : $4
-      printf "%-8s %-" w "s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s |%6s %6s %6s %6s\n",
-        offered, $1, f($6, "%.0f"), f($8, "%.0f"),
+      printf "%-8s %-" w "s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s |%6s %6s %6s %6s |%5s %5s %5s\n",
+        offered, series, f($6, "%.0f"), f($8, "%.0f"),
         f($9, "%.0f"), f($10, "%.0f"), f($11, "%.0f"), f($12, "%.0f"),
         f($14, "%.2f"), f($15, "%.2f"), f($16, "%.2f"),
         f($17, "%.3f"), f($18, "%.3f"), f($19, "%.3f"), f($20, "%.2f"),
         f($21, "%.1f"), f($22, "%.1f"), f($23, "%.1f"), f($24, "%.1f"),
-        f($28, "%.0f"), f($29, "%.0f"), f($30, "%.0f"), f($31, "%.0f")
+        f($28, "%.0f"), f($29, "%.0f"), f($30, "%.0f"), f($31, "%.0f"),
+        f($33, "%.0f"), f($34, "%.0f"), f($35, "%.0f")
     }' <<<"$1"
 }
 
 curve_header() {
-  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%-28s|%-20s |%-20s |%5s |%-15s |%-15s |%-s\n" \
+  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%-28s|%-20s |%-20s |%5s |%-15s |%-15s |%-27s |%-s\n" \
     offered build achieved payments " CPU µs per payment" " switches/payment" \
-    " fsyncs/payment" msgs " create ms" " create->SENT ms" " floor µs (parts alone)"
-  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s |%6s %6s %6s %6s\n" \
+    " fsyncs/payment" msgs " create ms" " create->SENT ms" " floor µs (parts alone)" " RSS MiB"
+  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s |%6s %6s %6s %6s |%5s %5s %5s\n" \
     "per s" "" "per s" "" pay acc broker sum pay acc broker pay acc broker "/pay" \
-    p50 p99 p50 p99 grpc brk/m sql/tx pay
+    p50 p99 p50 p99 grpc brk/m sql/tx pay pay acc brk
 }
 
-# curve_floor POINT ROUND: outbox_bench --floor_rate=POINT while no services
-# run, on the run's broker; sets CURVE_FLOOR_FIELDS, its CSV fields.
+# curve_use_broker K: the run's broker for what follows (the caller makes
+# BROKER_DIR and AMQP_URL local): CURVE_BROKERS' K-th node, or the run's
+# own (K empty or no CURVE_BROKERS).
+curve_use_broker() {
+  ((${#CURVE_BROKER_LABELS[@]} > 0)) || return 0
+  BROKER_DIR=${CURVE_BROKER_DIRS[$1]}
+  AMQP_URL=$(cat "$BROKER_DIR/amqp_url")
+}
+
+# curve_series B K: the build column's name of build B on broker K.
+curve_series() {
+  local nb=${#CURVE_BROKER_LABELS[@]}
+  if ((nb == 0)); then
+    echo "${CURVE_LABELS[$1]}"
+  elif ((${#CURVE_LABELS[@]} == 1)); then
+    echo "${CURVE_BROKER_LABELS[$2]}"
+  else
+    echo "${CURVE_LABELS[$1]}@${CURVE_BROKER_LABELS[$2]}"
+  fi
+}
+
+# curve_floor POINT ROUND K: outbox_bench --floor_rate=POINT while no services
+# run, on broker K; sets CURVE_FLOOR_FIELDS, its CSV fields.
 curve_floor() {
-  local point=$1 round=$2 run json
-  run=floor-$point-r$round
+  local point=$1 round=$2 run json BROKER_DIR=$BROKER_DIR AMQP_URL=${AMQP_URL:-}
+  curve_use_broker "$3"
+  run=floor-$point-r$round${CURVE_BROKER_LABELS[${3:-0}]+-${CURVE_BROKER_LABELS[${3:-0}]}}
   mkdir -p "$WORK/$run"
   run "$BIN/outbox_bench" --label="$run" --floor_rate="$point" --floor_time="$CURVE_FLOOR_TIME" \
     --amqp_url="$AMQP_URL" --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid")" \
@@ -142,12 +181,20 @@ curve_floor() {
   CURVE_FLOOR_FIELDS=$(jq -r "[$CURVE_JSON_FLOOR] | $CURVE_JQ_CSV" <<<"$json")
 }
 
-# curve_point LABEL BIN_DIR POINT ROUND: one point on fresh services of the
-# build in BIN_DIR; appends its row, with CURVE_FLOOR_FIELDS, to the CSV and
-# prints it.
+# rss_mib PID: its resident set now, MiB (empty if unknown).
+rss_mib() {
+  awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || true
+}
+
+# curve_point B POINT ROUND K: one point on fresh services of build B on
+# broker K; appends its row, with CURVE_FLOOR_FIELDS, to the CSV and prints it.
 curve_point() {
-  local label=$1 bin=$2 point=$3 round=$4 run json payments load1 line
-  run=curve-$label-$point-r$round
+  local label=${CURVE_LABELS[$1]} bin=${CURVE_DIRS[$1]} point=$2 round=$3 run json payments load1 line
+  local BROKER_DIR=$BROKER_DIR AMQP_URL=${AMQP_URL:-} broker='' broker_rss series
+  curve_use_broker "$4"
+  broker=${CURVE_BROKER_LABELS[${4:-0}]-}
+  series=$(curve_series "$1" "$4")
+  run=curve-$label${broker:+-$broker}-$point-r$round
   load1=$(cut -d' ' -f1 /proc/loadavg)
   # The services of this build (BIN only for the call); outbox_bench stays BENCH_BUILD_DIR's.
   BIN=$bin start_services "$run"
@@ -157,6 +204,7 @@ curve_point() {
   run_outbox_bench --label="$run" "${load[@]}" --duration="$CURVE_DURATION" --json=true \
     >"$CURVE_OUT/reports/$run.txt" || die "outbox_bench ($run) failed: $CURVE_OUT/reports/$run.txt"
   curve_fsync_stop "$WORK/$run"
+  broker_rss=$(rss_mib "$(cat "$BROKER_DIR/rabbitmq.pid")")
   stop_services
   json=$(grep '^{' "$CURVE_OUT/reports/$run.txt" | tail -n 1)
   [[ -n $json ]] || die "$run: no JSON line in $CURVE_OUT/reports/$run.txt"
@@ -179,9 +227,11 @@ curve_point() {
   line+=$(jq -r "[$CURVE_JSON_CPU] | $CURVE_JQ_CSV" <<<"$json")
   line+=",${per[0]},${per[1]},${per[2]},"
   line+=$(jq -r "[$CURVE_JSON_BACK] | $CURVE_JQ_CSV" <<<"$json")
-  line+=",$load1,$CURVE_FLOOR_FIELDS"
+  line+=",$load1,$CURVE_FLOOR_FIELDS,$broker,"
+  line+=$(jq -r "[$CURVE_JSON_RSS] | $CURVE_JQ_CSV" <<<"$json")
+  line+=",$broker_rss"
   echo "$line" >>"$CURVE_CSV"
-  curve_row "$line"
+  curve_row "$line" "$series"
 }
 
 # cpu_ticks PID: utime + stime of PID so far, in clock ticks.
@@ -189,13 +239,16 @@ cpu_ticks() {
   awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
 }
 
-# curve_idle LABEL BIN_DIR ROUND: the build's three services started on
-# fresh databases with no load, settled for 3 s, then their CPU and the
+# curve_idle B ROUND K: build B's three services started on fresh databases
+# with no load, on broker K, settled for 3 s, then their CPU and the
 # broker's over CURVE_IDLE seconds, as % of one core; a row of idle.csv.
 curve_idle() {
-  local label=$1 bin=$2 round=$3 run pids=()
+  local label=${CURVE_LABELS[$1]} bin=${CURVE_DIRS[$1]} round=$2 run pids=()
+  local BROKER_DIR=$BROKER_DIR AMQP_URL=${AMQP_URL:-} broker
+  curve_use_broker "$3"
+  broker=${CURVE_BROKER_LABELS[${3:-0}]-}
   local before=() i hz line=$label,$round sum=0 pct
-  run=idle-$label-r$round
+  run=idle-$label${broker:+-$broker}-r$round
   BIN=$bin start_services "$run"
   BIN=$bin start_recovery "$run"
   pids=("$PAYMENT_PID" "$ACCOUNTING_PID" "$PID" "$(cat "$BROKER_DIR/rabbitmq.pid")")
@@ -210,31 +263,89 @@ curve_idle() {
     ((i < 3)) && sum=$(awk -v a="$sum" -v b="$pct" 'BEGIN { printf "%.2f", a + b }')
   done
   stop_services
-  line+=",$sum"
+  line+=",$sum,$broker"
   echo "$line" >>"$CURVE_OUT/idle.csv"
-  awk -F, '{ printf "idle     %-12s round %s: %% of a core: payment %s, accounting %s, recovery %s (services %s), broker %s\n",
-    $1, $2, $3, $4, $5, $7, $6 }' <<<"$line"
+  awk -F, -v series="$(curve_series "$1" "$3")" '{
+    printf "idle     %-12s round %s: %% of a core: payment %s, accounting %s, recovery %s (services %s), broker %s\n",
+    series, $2, $3, $4, $5, $7, $6 }' <<<"$line"
 }
 
-# curve_ratio POINT: with several builds, each one's median system CPU per
-# payment at POINT over the first build's.
+# curve_ratio POINT: with several builds or brokers, each one's median
+# system CPU per payment and broker CPU per payment at POINT over the first's.
 curve_ratio() {
-  awk -F, -v point="$1" -v builds="${CURVE_LABELS[*]}" '
+  local series=() b k
+  for ((b = 0; b < ${#CURVE_LABELS[@]}; b++)); do
+    for k in "${CURVE_BROKER_ORDER[@]}"; do series+=("$(curve_series "$b" "$k")"); done
+  done
+  awk -F, -v point="$1" -v series="${series[*]}" -v brokers="${#CURVE_BROKER_LABELS[@]}" \
+    -v builds="${#CURVE_LABELS[@]}" '
     function median(s,   a, n, i, j, t) {
       n = split(s, a, " ")
       for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
       return n == 0 ? "" : (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2)
     }
-    NR > 1 && $2 == point && $12 != "" { v[$1] = v[$1] " " $12 }
+    NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    $2 == point && $12 != "" {
+      key = brokers == 0 ? $1 : builds == 1 ? $col["broker"] : $1 "@" $col["broker"]
+      v[key] = v[key] " " $12; w[key] = w[key] " " $11
+    }
     END {
-      n = split(builds, b, " ")
-      base = median(v[b[1]])
+      n = split(series, s, " ")
+      base = median(v[s[1]]); wbase = median(w[s[1]])
       for (i = 2; i <= n; i++) {
-        m = median(v[b[i]])
-        if (base > 0 && m != "") out = out sprintf("  %s/%s %.2fx", b[i], b[1], m / base)
+        m = median(v[s[i]]); mw = median(w[s[i]])
+        if (base > 0 && m != "") out = out sprintf("  %s/%s %.2fx", s[i], s[1], m / base)
+        if (wbase > 0 && mw != "") wout = wout sprintf("  %s/%s %.2fx", s[i], s[1], mw / wbase)
       }
       if (out != "") printf "%-8s system CPU per payment (median):%s\n", "", out
+      if (brokers > 1 && wout != "") printf "%-8s broker CPU per payment (median):%s\n", "", wout
     }' "$CURVE_CSV"
+}
+
+# curve_broker_root VERSION: prints the rootfs file system holding that
+# RabbitMQ release ("" for the host's own package), or fails.
+curve_broker_root() {
+  local v=$1 rootfs dir
+  for rootfs in "" "${OUTBOX_RABBITMQ_ROOT:-/var/cache/outbox/rabbitmq-4.0}"; do
+    for dir in "$rootfs"/usr/lib/rabbitmq/lib/rabbitmq_server-*; do
+      dir=${dir##*rabbitmq_server-}
+      if [[ $dir == "$v" || $dir == "$v".* ]]; then
+        echo "$rootfs"
+        return 0
+      fi
+    done
+  done
+  return 1
+}
+
+# curve_brokers_start: starts CURVE_BROKERS' nodes (none without it) and
+# prints what each runs.
+curve_brokers_start() {
+  local k label tag rootfs erts otp
+  for k in "${!CURVE_BROKER_LABELS[@]}"; do
+    label=${CURVE_BROKER_LABELS[k]} tag='' rootfs=${CURVE_BROKER_ROOTS[k]}
+    [[ $label == *+* ]] && tag=${label#*+}
+    say "starting RabbitMQ node $label (takes ~15 s)"
+    local conf_var=CURVE_BROKER_CONF_$tag erl_var=CURVE_BROKER_ERL_$tag
+    OUTBOX_RABBITMQ_ROOT=$rootfs NODE_EXTRA_CONF=${tag:+${!conf_var:-}} NODE_ERL_ARGS=${tag:+${!erl_var:-}} \
+      "$ROOT/scripts/rabbitmq_node.sh" start "${CURVE_BROKER_DIRS[k]}" >/dev/null
+    erts=$(tr '\0' ' ' <"/proc/$(cat "${CURVE_BROKER_DIRS[k]}/rabbitmq.pid")/cmdline" |
+      sed -nE 's|.*/erts-([0-9.]+)/.*|\1|p')
+    otp=$(cat "$rootfs"/usr/lib/erlang/releases/*/OTP_VERSION 2>/dev/null | head -n 1)
+    printf 'broker %-12s RabbitMQ %s, Erlang/OTP %s (erts %s)%s%s\n' "$label" \
+      "$(basename "$rootfs"/usr/lib/rabbitmq/lib/rabbitmq_server-* | sed 's/^rabbitmq_server-//')" \
+      "$otp" "$erts" "${tag:+, conf: $(tr '\n' ';' <<<"${!conf_var:-}" | sed 's/;$//')}" \
+      "${tag:+, VM flags: ${!erl_var:-}}"
+  done
+}
+
+# curve_brokers_stop: stops CURVE_BROKERS' nodes (bench.sh's clean-up).
+curve_brokers_stop() {
+  local k
+  for k in "${!CURVE_BROKER_DIRS[@]}"; do
+    OUTBOX_RABBITMQ_ROOT=${CURVE_BROKER_ROOTS[k]} \
+      "$ROOT/scripts/rabbitmq_node.sh" stop "${CURVE_BROKER_DIRS[k]}" >/dev/null 2>&1 || true
+  done
 }
 
 # curve_setup: checks the knobs, gets perf and matplotlib if they are
@@ -267,7 +378,24 @@ curve_setup() {
       [[ -x $dir/$p ]] || die "CURVE_BUILDS: $dir/$p is missing"
     done
     CURVE_LABELS+=("$label") CURVE_DIRS+=("$(cd "$dir" && pwd)")
-    ((${#label} <= CURVE_WIDTH)) || CURVE_WIDTH=${#label}
+  done
+  CURVE_BROKER_LABELS=() CURVE_BROKER_ROOTS=() CURVE_BROKER_DIRS=() CURVE_BROKER_ORDER=('')
+  local rootfs version
+  for b in ${CURVE_BROKERS:-}; do
+    [[ $b =~ ^[0-9]+(\.[0-9]+)*(\+[A-Za-z0-9_]+)?$ ]] ||
+      die "CURVE_BROKERS: VERSION or VERSION+TAG (e.g. 3.10 4.0 4.0+s1), not '$b'"
+    [[ " ${CURVE_BROKER_LABELS[*]} " != *" $b "* ]] || die "CURVE_BROKERS: $b twice"
+    version=${b%%+*}
+    rootfs=$(curve_broker_root "$version") ||
+      die "CURVE_BROKERS: no RabbitMQ $version on the host or in ${OUTBOX_RABBITMQ_ROOT:-/var/cache/outbox/rabbitmq-4.0} (scripts/rabbitmq40.sh setup)"
+    CURVE_BROKER_LABELS+=("$b") CURVE_BROKER_ROOTS+=("$rootfs") CURVE_BROKER_DIRS+=("$WORK/broker-$b")
+  done
+  ((${#CURVE_BROKER_LABELS[@]} == 0)) || CURVE_BROKER_ORDER=("${!CURVE_BROKER_LABELS[@]}")
+  for ((b = 0; b < ${#CURVE_LABELS[@]}; b++)); do
+    for p in "${CURVE_BROKER_ORDER[@]}"; do
+      label=$(curve_series "$b" "$p")
+      ((${#label} <= CURVE_WIDTH)) || CURVE_WIDTH=${#label}
+    done
   done
   if [[ $CURVE_FSYNC == 1 ]]; then
     command -v perf >/dev/null || apt-get install -y -q linux-perf >/dev/null ||
@@ -286,13 +414,26 @@ curve_setup() {
   (IFS=,; echo "${CURVE_COLUMNS[*]}") >"$CURVE_CSV"
 }
 
+# curve_order ROUND: sets ORDER, the brokers' indices for that round (the
+# first order in odd rounds, reversed in even ones).
+curve_order() {
+  local i n=${#CURVE_BROKER_ORDER[@]}
+  ORDER=()
+  for ((i = 0; i < n; i++)); do
+    if (($1 % 2)); then ORDER+=("${CURVE_BROKER_ORDER[i]}"); else ORDER+=("${CURVE_BROKER_ORDER[n - 1 - i]}"); fi
+  done
+}
+
 # curve_run: the whole curve, then the CSV's path and the plot.
 curve_run() {
-  local p b round
+  local p b k round ORDER=() floors=()
   echo
+  curve_brokers_start
   echo "load curve: $CURVE_RATES payments/s (sat: $CONCURRENCY in flight), ${CURVE_DURATION} each" \
-    "after ${WARMUP} warm-up, $CURVE_ROUNDS round(s), builds: ${CURVE_LABELS[*]}"
-  echo "per payment over the whole run (warm-up, window, drain to SENT); fsyncs: fsync + fdatasync"
+    "after ${WARMUP} warm-up, $CURVE_ROUNDS round(s), builds: ${CURVE_LABELS[*]}" \
+    "${CURVE_BROKER_LABELS[*]:+, brokers: ${CURVE_BROKER_LABELS[*]}}"
+  echo "per payment over the whole run (warm-up, window, drain to SENT); fsyncs: fsync + fdatasync;" \
+    "RSS: the services' peak (VmHWM), the broker's at the point's end (VmRSS)"
   if [[ $CURVE_FLOOR == 1 ]]; then
     echo "floor: each part alone at the point's rate, ${CURVE_FLOOR_TIME} each, services stopped:" \
       "trivial gRPC server per call, broker per persistent message, SQLite per 2-row tx;" \
@@ -300,28 +441,39 @@ curve_run() {
   fi
   echo "rows also go to $CURVE_CSV"
   if ((CURVE_IDLE > 0)); then
-    echo "build,round,payment_pct,accounting_pct,recovery_pct,broker_pct,services_pct" >"$CURVE_OUT/idle.csv"
+    echo "build,round,payment_pct,accounting_pct,recovery_pct,broker_pct,services_pct,broker" >"$CURVE_OUT/idle.csv"
     for ((round = 1; round <= CURVE_ROUNDS; round++)); do
+      curve_order "$round"
       for ((b = 0; b < ${#CURVE_LABELS[@]}; b++)); do
-        say "curve: idle, ${CURVE_LABELS[b]}, round $round/$CURVE_ROUNDS"
-        curve_idle "${CURVE_LABELS[b]}" "${CURVE_DIRS[b]}" "$round"
+        for k in "${ORDER[@]}"; do
+          say "curve: idle, $(curve_series "$b" "$k"), round $round/$CURVE_ROUNDS"
+          curve_idle "$b" "$round" "$k"
+        done
       done
     done
   fi
   curve_header
   for p in "${CURVE_POINTS[@]}"; do
     for ((round = 1; round <= CURVE_ROUNDS; round++)); do
-      CURVE_FLOOR_FIELDS=$CURVE_FLOOR_NONE
-      if [[ $CURVE_FLOOR == 1 && $p != sat ]]; then
-        say "curve: floor at $p/s, round $round/$CURVE_ROUNDS"
-        curve_floor "$p" "$round"
-      fi
+      curve_order "$round"
+      floors=()
+      for k in "${ORDER[@]}"; do
+        floors[${k:-0}]=$CURVE_FLOOR_NONE
+        if [[ $CURVE_FLOOR == 1 && $p != sat ]]; then
+          say "curve: floor at $p/s${k:+ on ${CURVE_BROKER_LABELS[k]}}, round $round/$CURVE_ROUNDS"
+          curve_floor "$p" "$round" "$k"
+          floors[${k:-0}]=$CURVE_FLOOR_FIELDS
+        fi
+      done
       for ((b = 0; b < ${#CURVE_LABELS[@]}; b++)); do
-        say "curve: point $p, ${CURVE_LABELS[b]}, round $round/$CURVE_ROUNDS"
-        curve_point "${CURVE_LABELS[b]}" "${CURVE_DIRS[b]}" "$p" "$round"
+        for k in "${ORDER[@]}"; do
+          CURVE_FLOOR_FIELDS=${floors[${k:-0}]}
+          say "curve: point $p, $(curve_series "$b" "$k"), round $round/$CURVE_ROUNDS"
+          curve_point "$b" "$p" "$round" "$k"
+        done
       done
     done
-    ((${#CURVE_LABELS[@]} == 1)) || curve_ratio "$p"
+    ((${#CURVE_LABELS[@]} * ${#CURVE_BROKER_ORDER[@]} == 1)) || curve_ratio "$p"
   done
   echo "CSV: $CURVE_CSV"
   echo "reports: $CURVE_OUT/reports/"
