@@ -3,7 +3,7 @@
 // Builds accounting_service from its options and runs it until SIGTERM or
 // SIGINT.
 #include "absl/status/status.h"
-#include "accounting_service/accounting_flags.h"
+#include "accounting_service/accounting_options.h"
 
 namespace outbox::accounting {
 

@@ -3,6 +3,7 @@
 // the row SENT when accounting's reply arrives on ACC_QUEUE.
 #include "payment_service/payment_flags.h"
 #include "payment_service/payment_wiring.h"
+#include "service_kit/service_flags.h"
 #include "service_kit/service_main.h"
 #include "shared/base/status_macros.h"
 
@@ -11,7 +12,7 @@ int main(int argc, char** argv) {
       argc, argv, "payment_service",
       "Payments with a transactional outbox: a payment and its message in one SQLite\n"
       "transaction, published to PAY_QUEUE, SENT when accounting replies.",
-      []() -> absl::Status {
+      outbox::HealthCheckFromFlags, []() -> absl::Status {
         ASSIGN_OR_RETURN(auto options, outbox::payment::OptionsFromFlags());
         RETURN_IF_ERROR(options.Validate());
         return outbox::payment::RunPaymentService(options);

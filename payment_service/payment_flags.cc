@@ -1,6 +1,7 @@
 #include "payment_service/payment_flags.h"
 
 #include "absl/flags/flag.h"
+#include "service_kit/service_flags.h"
 #include "shared/base/status_macros.h"
 #include "shared/runtime/env.h"
 
@@ -55,19 +56,6 @@ absl::StatusOr<PaymentServiceOptions> OptionsFromFlags() {
   o.max_hold_ms = absl::GetFlag(FLAGS_max_hold_ms);
   o.ack_linger_ms = absl::GetFlag(FLAGS_ack_linger_ms);
   return o;
-}
-
-absl::Status PaymentServiceOptions::Validate() const {
-  if (publish_window < 1 || group_commit_max < 1 || prefetch < 1 || prefetch > 65535) {
-    return absl::InvalidArgumentError(
-        "--publish_window and --group_commit_max must be positive; --prefetch 1..65535");
-  }
-  if (max_unsent < 0 || max_hold_ms < 0 || max_hold_ms > 1000 || ack_linger_ms < 0 ||
-      ack_linger_ms > 1000) {
-    return absl::InvalidArgumentError(
-        "--max_unsent must be >= 0; --max_hold_ms and --ack_linger_ms 0..1000");
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace outbox::payment

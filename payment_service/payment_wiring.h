@@ -2,7 +2,7 @@
 
 // Builds payment_service from its options and runs it until SIGTERM or SIGINT.
 #include "absl/status/status.h"
-#include "payment_service/payment_flags.h"
+#include "payment_service/payment_options.h"
 
 namespace outbox::payment {
 

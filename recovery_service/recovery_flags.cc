@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "service_kit/service_flags.h"
 #include "shared/base/status_macros.h"
 #include "shared/runtime/env.h"
 
@@ -118,14 +119,6 @@ absl::StatusOr<RecoveryServiceOptions> OptionsFromFlags() {
   o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   o.runbook_url = absl::GetFlag(FLAGS_runbook_url);
   return o;
-}
-
-absl::Status RecoveryServiceOptions::Validate() const {
-  RETURN_IF_ERROR(worker.Validate());
-  if (payment_db_wait < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--payment_db_wait must not be negative");
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace outbox::recovery

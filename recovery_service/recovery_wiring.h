@@ -3,7 +3,7 @@
 // Builds recovery_service from its options and runs it until SIGTERM or
 // SIGINT.
 #include "absl/status/status.h"
-#include "recovery_service/recovery_flags.h"
+#include "recovery_service/recovery_options.h"
 
 namespace outbox::recovery {
 

@@ -2,8 +2,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "service_kit/topology.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/runtime/env.h"
@@ -86,6 +84,13 @@ ABSL_FLAG(bool, allow_unsigned_messages, EnvOr("ALLOW_UNSIGNED_MESSAGES", "") ==
           "anyone who can publish to the broker can forge payments and acknowledgements "
           "[env ALLOW_UNSIGNED_MESSAGES=true]");
 
+// No environment default, unlike every other flag: an inherited variable
+// would turn the service itself into a probe.
+ABSL_FLAG(std::string, health_check, "",
+          "probe mode for container healthchecks: ask host:port for grpc.health.v1.Health/Check "
+          "(2 s deadline) and exit 0 if SERVING, 1 otherwise, without starting the service; "
+          "TLS when --tls_cert_file is set (see --tls_ca_file)");
+
 namespace outbox {
 namespace {
 
@@ -164,39 +169,6 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
   return c;
 }
 
-std::string PaymentShardsExchange(const std::string& pay_queue) {
-  return absl::StrCat(pay_queue, ".hash");
-}
-
-std::string PaymentShardQueue(const std::string& pay_queue, int shard, int shards) {
-  return shards <= 1 ? pay_queue : absl::StrCat(pay_queue, "-", shard);
-}
-
-std::string ServiceConfig::payment_event_queue(int shard) const {
-  return PaymentShardQueue(pay_queue, shard, accounting_shards);
-}
-
-std::vector<std::string> ServiceConfig::payment_event_queues() const {
-  std::vector<std::string> queues;
-  for (int k = 0; k < accounting_shards; ++k) queues.push_back(payment_event_queue(k));
-  return queues;
-}
-
-Topology ServiceConfig::payment_events() const {
-  Topology t{payment_event_queues(), queue_type, kPaymentsExchange};
-  if (accounting_shards > 1) {
-    t.hash_exchange = PaymentShardsExchange(pay_queue);
-    t.hash_routing_key = pay_queue;  // what payment_writer and recovery publish with
-  }
-  return t;
-}
-
-std::string ServiceConfig::message_signing() const {
-  if (!message_keys) return "off";
-  return absl::StrCat("key ", message_keys->signing_key_id(), " (accepts ",
-                      absl::StrJoin(message_keys->key_ids(), ","), ")");
-}
-
 TlsClientFiles HealthProbeTlsFromFlags() {
   TlsClientFiles probe;
   if (absl::GetFlag(FLAGS_tls_cert_file).empty()) return probe;  // plaintext server
@@ -209,18 +181,8 @@ TlsClientFiles HealthProbeTlsFromFlags() {
   return probe;
 }
 
-absl::StatusOr<BearerTokenCheck> LoadBearerToken(const std::string& path, const std::string& flag) {
-  if (path.empty()) return BearerTokenCheck();
-  std::string warning;
-  ASSIGN_OR_RETURN(std::string contents, ReadTokenFile(path, flag, &warning));
-  if (!warning.empty()) LogWarning("token_file_too_open", {KV("warning", warning)});
-  auto tokens = ParseTokenList(contents);
-  if (!tokens.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": '", path, "': ", tokens.status().message()));
-  }
-  LogInfo("token_check_on", {KV("flag", flag), KV("file", path), KV("tokens", tokens->size())});
-  return BearerTokenCheck(*std::move(tokens));
+HealthCheckRequest HealthCheckFromFlags() {
+  return {absl::GetFlag(FLAGS_health_check), HealthProbeTlsFromFlags()};
 }
 
 }  // namespace outbox

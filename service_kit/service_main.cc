@@ -10,32 +10,23 @@
 #include <memory>
 #include <optional>
 
-#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "service_kit/cli.h"
 #include "service_kit/grpc/grpc_server.h"
 #include "service_kit/grpc/health_probe.h"
-#include "service_kit/service_flags.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/runtime/signals.h"
-
-// No environment default, unlike every other flag: an inherited variable
-// would turn the service itself into a probe.
-ABSL_FLAG(std::string, health_check, "",
-          "probe mode for container healthchecks: ask host:port for grpc.health.v1.Health/Check "
-          "(2 s deadline) and exit 0 if SERVING, 1 otherwise, without starting the service; "
-          "TLS when --tls_cert_file is set (see --tls_ca_file)");
 
 namespace outbox {
 namespace {
 
 // --health_check: 0 when `addr` is SERVING, 1 otherwise (what a docker
 // HEALTHCHECK expects), one log line either way.
-int RunHealthCheck(const std::string& addr) {
-  absl::Status s = ProbeHealth(addr, kHealthCheckDeadline, HealthProbeTlsFromFlags());
+int RunHealthCheck(const std::string& addr, const TlsClientFiles& tls) {
+  absl::Status s = ProbeHealth(addr, kHealthCheckDeadline, tls);
   if (!s.ok()) {
     LogWarning("health_check_failed", {KV("addr", addr), KV("error", s.ToString())});
     return 1;
@@ -49,6 +40,7 @@ constexpr int kExitCannotStart = 2;
 }  // namespace
 
 int RunServiceMain(int argc, char** argv, const std::string& name, const std::string& description,
+                   const std::function<HealthCheckRequest()>& health_check,
                    const std::function<absl::Status()>& run) {
   BlockShutdownSignals();
   // A write past RLIMIT_FSIZE would kill the process with SIGXFSZ. Ignored,
@@ -64,8 +56,8 @@ int RunServiceMain(int argc, char** argv, const std::string& name, const std::st
   // ~3 % of payment_service's CPU at saturation. A debugging aid; the unit
   // tests and the TSan build keep it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  if (const std::string probe = absl::GetFlag(FLAGS_health_check); !probe.empty()) {
-    return RunHealthCheck(probe);
+  if (const HealthCheckRequest probe = health_check(); !probe.addr.empty()) {
+    return RunHealthCheck(probe.addr, probe.tls);
   }
   absl::Status s = run();
   if (s.ok()) return kExitOk;

@@ -39,7 +39,7 @@ absl::StatusCode StatusCodeOfAmqpReply(int reply_code);
 // What a connection declares at connect and where it publishes. Only the
 // side that writes a queue declares it (with its DLQ) and binds it, since a
 // user that may bind a queue to an exchange it writes may feed that queue.
-// Which queues exist is the services' business (service_kit/service_flags.h).
+// Which queues exist is the services' business (service_kit/service_config.h).
 struct Topology {
   std::vector<std::string> queues;  // declared durable and bound to `exchange`
   std::string queue_type;           // empty: broker default; "quorum" for clusters
