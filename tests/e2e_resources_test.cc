@@ -2,8 +2,10 @@
 // database stops a service at start (exit 2, saying so); the files a service
 // creates are private (0600); a full disk (a file size limit: RLIMIT_FSIZE,
 // inherited by the service, lifted later with prlimit) makes CreatePayment
-// answer RESOURCE_EXHAUSTED with nothing half-written, and accounting requeue
-// its deliveries; both recover, losing nothing, once there is room again.
+// answer RESOURCE_EXHAUSTED with nothing half-written, and accounting hold
+// its batch (kept unacked and applied again, never requeued, so RabbitMQ
+// 4.0's delivery limit on a quorum queue never dead-letters it); both
+// recover, losing nothing, once there is room again.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -16,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/channel.h"
+#include "shared/amqp/amqp_client.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/services.h"
 
@@ -169,8 +172,14 @@ TEST(ResourcesTest, FullPaymentDbAnswersResourceExhaustedThenRecovers) {
       << services.AllVouchers().size() << " vouchers for " << committed + 1 << " payments";
 }
 
-TEST(ResourcesTest, FullAccountingDbRequeuesThenBooksEverything) {
-  ServiceSet services;
+// Over a classic queue and a quorum queue: RabbitMQ 4.0 dead-letters a
+// quorum queue's message after 20 deliveries, so a consumer that sent its
+// batch back at each refusal would lose the whole backlog to the DLQ within
+// seconds of a full disk.
+class FullAccountingDbTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FullAccountingDbTest, HoldsItsBatchThenBooksEverythingAndDeadLettersNothing) {
+  ServiceSet services({{"QUEUE_TYPE", GetParam()}});
   {
     InheritedFileSizeLimit limit(kFileLimit);
     services.StartAccounting();
@@ -192,21 +201,43 @@ TEST(ResourcesTest, FullAccountingDbRequeuesThenBooksEverything) {
             services.accounting().Log().find("disk full") != std::string::npos;
   }
   ASSERT_TRUE(stuck) << "accounting.db never filled " << kFileLimit << " bytes";
+  // The disk stays full for 10 s: at the old 200 ms requeue, some 50
+  // returns per message.
+  absl::SleepFor(absl::Seconds(10));
   const std::string log = services.accounting().Log();
-  EXPECT_NE(log.find("batch_requeued"), std::string::npos) << log;
+  EXPECT_NE(log.find("batch_held"), std::string::npos) << log;
   EXPECT_NE(log.find("disk full"), std::string::npos) << log;
+  EXPECT_EQ(log.find("batch_requeued"), std::string::npos) << log;
   EXPECT_TRUE(services.accounting().Running());
   std::cout << "accounting.db full after " << created << " payments, "
-            << services.AllVouchers().size() << " booked\n";
+            << services.AllVouchers().size() << " booked; the batch was tried " <<
+      [&] {
+        int n = 0;
+        for (size_t at = log.find("batch_held"); at != std::string::npos;
+             at = log.find("batch_held", at + 1))
+          ++n;
+        return n;
+      }() << " times while the disk was full\n";
 
   LiftFileSizeLimit(services.accounting().pid());
-  // Nothing was lost: the requeued deliveries are booked, each once.
+  // Nothing was lost: the held deliveries are booked, each once.
   ASSERT_TRUE(PollUntil(all_booked, absl::Seconds(120)))
       << services.AllVouchers().size() << " vouchers for " << created << " payments";
   std::set<std::string> paid;
   for (const auto& v : services.AllVouchers()) paid.insert(v.payment_id());
   EXPECT_EQ(static_cast<int>(paid.size()), created);
+  // And nothing reached the dead-letter queue.
+  auto url = AmqpUrl::Parse(services.broker().amqp_url);
+  ASSERT_OK(url);
+  auto observer = AmqpConnection::Connect(*url, "test-observer");
+  ASSERT_OK(observer);
+  auto dead = (*observer)->MessageCount(Topology::DeadLetterQueue(services.pay_queue()));
+  ASSERT_OK(dead);
+  EXPECT_EQ(*dead, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(QueueTypes, FullAccountingDbTest, ::testing::Values("classic", "quorum"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace outbox::testing

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <utility>
 
+#include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
 #include "shared/outbox/dead_letter.h"
@@ -26,7 +28,8 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyD
       harmless_(metrics.AddCounter("outbox_acks_total", "", {{"result", "harmless"}})),
       rejected_(metrics.AddCounter("outbox_acks_total", "", {{"result", "rejected"}})),
       dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
-      unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)) {
+      unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)),
+      clock_(options_.clock ? *options_.clock : SystemClock::Get()) {
   RegisterLinkMetrics(metrics, acks_, "ack_listener");
 }
 
@@ -49,6 +52,14 @@ bool AckListener::Step() {
     thread_.Sleep(absl::Milliseconds(100));
     return true;
   }
+  if (!held_.empty()) {
+    absl::Status s = RetryHeld();
+    if (!s.ok()) {
+      acks_.Reset(s);  // the broker requeues what was held
+      held_.clear();
+    }
+    return true;
+  }
   auto deliveries = acks_.Next(options_.prefetch, absl::Milliseconds(200));
   if (!deliveries.ok()) {
     acks_.Reset(deliveries.status());
@@ -56,8 +67,43 @@ bool AckListener::Step() {
   }
   if (deliveries->empty()) return true;
   absl::Status s = HandleBatch(*deliveries);
-  if (!s.ok()) acks_.Reset(s);  // unacked deliveries come back after reconnect
+  if (!s.ok()) {
+    acks_.Reset(s);  // unacked deliveries come back after reconnect
+    held_.clear();
+  }
   return true;
+}
+
+absl::Status AckListener::RetryHeld() {
+  // Waiting on the connection keeps it alive and takes what else arrives.
+  const absl::Duration wait =
+      std::clamp(retry_at_ - clock_.Now(), absl::ZeroDuration(), absl::Milliseconds(200));
+  const size_t prefetch = static_cast<size_t>(std::max(1, options_.prefetch));
+  ASSIGN_OR_RETURN(std::vector<Delivery> more,
+                   acks_.Next(held_.size() < prefetch ? prefetch - held_.size() : 1, wait));
+  held_.insert(held_.end(), std::make_move_iterator(more.begin()),
+               std::make_move_iterator(more.end()));
+  if (clock_.Now() < retry_at_) return absl::OkStatus();
+  std::vector<Delivery> batch;
+  batch.swap(held_);
+  return HandleBatch(batch);
+}
+
+void AckListener::Hold(const std::vector<Delivery>& deliveries, uint64_t acked_through,
+                       const std::set<uint64_t>& dead_lettered, const absl::Status& why) {
+  for (const Delivery& d : deliveries) {
+    if (d.delivery_tag > acked_through && !dead_lettered.count(d.delivery_tag)) {
+      held_.push_back(d);
+    }
+  }
+  absl::Duration pause = absl::Milliseconds(200);
+  for (int i = 0; i < store_failures_ && pause < options_.store_retry_max; ++i) pause *= 2;
+  pause = std::min(pause, options_.store_retry_max);
+  ++store_failures_;
+  retry_at_ = clock_.Now() + pause;
+  LogWarning("replies_held", {KV("queue", options_.queue), KV("messages", held_.size()),
+                              KV("retry_in", absl::FormatDuration(pause)),
+                              KV("failures", store_failures_), KV("error", why.message())});
 }
 
 absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
@@ -66,6 +112,20 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   std::vector<std::string> message_ids;
   std::vector<Rejection> rejects;
   uint64_t last_valid_tag = 0;  // settled (rejected) tags must not be acked again
+  uint64_t acked_through = 0;
+  std::set<uint64_t> dead_lettered;
+  store_refused_ = false;
+  // Records a chunk; if the store refuses it, what is not acked is held.
+  auto record = [&]() -> absl::Status {
+    absl::Status s = RecordChunk(message_ids, rejects, last_valid_tag);
+    if (s.ok()) {
+      acked_through = last_valid_tag;
+      store_failures_ = 0;
+    } else if (store_refused_) {
+      Hold(deliveries, acked_through, dead_lettered, s);
+    }
+    return s;
+  };
   for (const Delivery& d : deliveries) {
     // A forged acknowledgement would mark a row SENT that was never booked.
     absl::Status signature = CheckSignature(options_.keys, d);
@@ -76,14 +136,15 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
       absl::Status s = DeadLetter(acks_, dead_lettered_, options_.queue, d,
                                   std::string(acks.status().message()));
       if (!s.ok()) return s;
+      dead_lettered.insert(d.delivery_tag);
       continue;
     }
     // Whole replies per chunk: this one would overflow it, so the chunk
     // so far is recorded and acked first.
     if (message_ids.size() + rejects.size() > 0 &&
         message_ids.size() + rejects.size() + acks->size() > max_rows) {
-      absl::Status s = RecordChunk(message_ids, rejects, last_valid_tag);
-      if (!s.ok()) return s;
+      absl::Status s = record();
+      if (!s.ok()) return store_refused_ ? absl::OkStatus() : s;
       message_ids.clear();
       rejects.clear();
     }
@@ -107,7 +168,8 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
     }
   }
   if (message_ids.empty() && rejects.empty()) return absl::OkStatus();
-  return RecordChunk(message_ids, rejects, last_valid_tag);
+  absl::Status s = record();
+  return store_refused_ ? absl::OkStatus() : s;
 }
 
 size_t AckListener::MaxRowsPerCommit() const {
@@ -123,9 +185,8 @@ absl::Status AckListener::RecordChunk(const std::vector<std::string>& message_id
     if (!closed.ok()) {
       LogError("mark_rejected_failed",
                {KV("messages", rejects.size()), KV("error", closed.status().message())});
-      absl::Status s = acks_.Requeue(last_tag, /*multiple=*/true);
-      thread_.Sleep(absl::Milliseconds(200));
-      return s;
+      store_refused_ = true;
+      return closed.status();
     }
     rejected_.Add(*closed);
     harmless_.Add(static_cast<int64_t>(rejects.size()) - *closed);
@@ -140,13 +201,12 @@ absl::Status AckListener::RecordChunk(const std::vector<std::string>& message_id
     Failpoint(options_.record_failpoint);
     auto changed = outbox_.RecordAcks(part);
     if (!changed.ok()) {
-      // This chunk not (wholly) marked: give its deliveries back and try
-      // again later; what an earlier part marked is harmless to mark again.
+      // This chunk not (wholly) marked: its deliveries are held and tried
+      // again; what an earlier part marked is harmless to mark again.
       LogError("mark_sent_failed",
                {KV("messages", part.size()), KV("error", changed.status().message())});
-      absl::Status s = acks_.Requeue(last_tag, /*multiple=*/true);
-      thread_.Sleep(absl::Milliseconds(200));
-      return s;
+      store_refused_ = true;
+      return changed.status();
     }
     total.late += changed->late;
     total.closed += changed->closed;

@@ -5,15 +5,22 @@
 // them after all: their alerts resolve), and the rows it rejects (FAILED at
 // once, with the consumer's reason). A batch of deliveries is marked in one transaction (the
 // writer's next group), then acked with `multiple`. Replies that are
-// unsigned or undecodable are dead-lettered at once; if the rows cannot be
-// marked, the deliveries go back to the queue. What a reply means is the
-// service's to say: it hands in a ReplyDecoder.
+// unsigned or undecodable are dead-lettered at once. If the rows cannot be
+// marked (the store refuses the write), the deliveries not yet acked are
+// kept and recorded again after a pause that doubles from 200 ms up to
+// `store_retry_max`; they are not sent back to the queue, where each return
+// spends one of a message's deliveries (RabbitMQ 4.0 dead-letters a quorum
+// queue's message after 20). What a reply means is the service's to say:
+// it hands in a ReplyDecoder.
 #include <atomic>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shared/base/clock.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/repository.h"
@@ -57,6 +64,9 @@ struct AckListenerOptions {
   // The crash point evaluated before each write of acknowledgements
   // (shared/runtime/failpoint.h); empty: none.
   std::string record_failpoint;
+  // The longest pause before replies the store refused are recorded again.
+  absl::Duration store_retry_max = absl::Seconds(5);
+  const Clock* clock = nullptr;  // for the pause; null: the system clock
 };
 
 class AckListener {
@@ -84,10 +94,17 @@ class AckListener {
   // Returns an error only for a broker failure.
   absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
   // Closes the rows of one chunk of valid replies, in transactions of at
-  // most max_rows_per_commit rows, then acks up to `last_tag`; on a write
-  // failure requeues from there on instead.
+  // most max_rows_per_commit rows, then acks up to `last_tag`. A write the
+  // store refused sets store_refused_ and returns its error.
   absl::Status RecordChunk(const std::vector<std::string>& message_ids,
                            const std::vector<Rejection>& rejects, uint64_t last_tag);
+  // The store refused a chunk: the deliveries after `acked_through` that
+  // were not dead-lettered are kept for the next try.
+  void Hold(const std::vector<Delivery>& deliveries, uint64_t acked_through,
+            const std::set<uint64_t>& dead_lettered, const absl::Status& why);
+  // The held deliveries, with what arrived while they waited, once their
+  // pause is over.
+  absl::Status RetryHeld();
   // max_rows_per_commit, at least 1.
   size_t MaxRowsPerCommit() const;
 
@@ -102,6 +119,13 @@ class AckListener {
   Counter& rejected_;      // rows closed FAILED by a business reject
   Counter& dead_lettered_;
   Counter& unauthenticated_;  // of those, missing or bad signatures
+  const Clock& clock_;
+  // Owned by the listener's thread: deliveries the store refused, unacked,
+  // recorded again at retry_at_; store_failures_ counts refusals in a row.
+  std::vector<Delivery> held_;
+  absl::Time retry_at_;
+  int store_failures_ = 0;
+  bool store_refused_ = false;
   WorkerThread thread_;
 };
 

@@ -183,17 +183,32 @@ TEST_F(AckListenerTest, WithKeysAForgedOrUnsignedReplyClosesNothingAndIsDeadLett
             std::string::npos);
 }
 
-TEST_F(AckListenerTest, WhenRowsCannotBeMarkedTheRepliesGoBackToTheQueue) {
+// A store outage spends none of a reply's deliveries (RabbitMQ 4.0
+// dead-letters a quorum queue's message returned 20 times): the replies are
+// kept, unacked, and recorded again after a pause that doubles.
+TEST_F(AckListenerTest, WhenRowsCannotBeMarkedTheRepliesAreHeldAndRecordedAgain) {
+  AckListenerOptions options{"REPLIES", 256};
+  options.clock = &clock_;
+  AckListener listener(queue_, outbox_, DecodeReply, metrics_, options);
   outbox_.fail_with = absl::UnavailableError("database is locked");
   queue_.Push(Reply("m1"));
   queue_.Push(Reply("m2"));
-  ASSERT_TRUE(listener_.Step());
+  ASSERT_TRUE(listener.Step());
   EXPECT_TRUE(queue_.acked.empty());
-  EXPECT_EQ(queue_.requeued.size(), 2u);
-  EXPECT_EQ(queue_.ready(), 2u);
+  EXPECT_TRUE(queue_.requeued.empty());
+  queue_.Push(Reply("m3"));  // arrives during the pause: held too
+  ASSERT_TRUE(listener.Step());
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(listener.Step());  // refused again: now 400 ms
   outbox_.fail_with = absl::OkStatus();
-  ASSERT_TRUE(listener_.Step());
-  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSent);
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSending);
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(listener.Step());
+  for (const char* id : {"m1", "m2", "m3"}) EXPECT_EQ(outbox_.Row(id).status, OutboxStatus::kSent);
+  EXPECT_EQ(queue_.acked.size(), 3u);
+  EXPECT_TRUE(queue_.requeued.empty());
   EXPECT_EQ(queue_.ready(), 0u);
 }
 
@@ -216,6 +231,7 @@ class CountingOutbox : public OutboxRepository {
       : inner_(inner), queue_(queue) {}
   absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override {
     calls.push_back({message_ids.size(), queue_.acked.size()});
+    if (refuse && refuse(calls.size())) return absl::UnavailableError("database is locked");
     return inner_.RecordAcks(message_ids);
   }
   absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects) override {
@@ -233,6 +249,8 @@ class CountingOutbox : public OutboxRepository {
     size_t acked_before;
   };
   std::vector<Call> calls;
+  // Given the call's number (1, 2, ...): true refuses it, as a locked file.
+  std::function<bool(size_t)> refuse;
 
  private:
   OutboxRepository& inner_;
@@ -296,6 +314,41 @@ TEST(AckListenerChunksTest, OneReplyLongerThanTheBoundIsAckedAfterItsLastPart) {
   EXPECT_EQ(counting.calls[2].rows, 1u);
   EXPECT_EQ(counting.calls[2].acked_before, 0u);
   EXPECT_EQ(queue.acked, (std::set<uint64_t>{tag}));
+}
+
+// Only what is not acked yet is held: a chunk recorded before the refusal
+// stays acked, and a dead-lettered reply is not handled twice.
+TEST(AckListenerChunksTest, AChunkRecordedBeforeTheStoreRefusedIsNotHeld) {
+  ManualClock clock;
+  FakeConsumer queue;
+  InMemoryOutbox outbox{clock};
+  for (const char* id : {"m1", "m2"}) {
+    outbox.Add(
+        NewOutboxMessage({id, "order", id, "Q", "T", "R", ""}, clock.NowMillis(), RetryPolicy{}));
+  }
+  CountingOutbox counting(outbox, queue);
+  counting.refuse = [](size_t call) { return call == 2; };
+  MetricsRegistry metrics;
+  AckListenerOptions options{"REPLIES", 16};
+  options.max_rows_per_commit = 1;
+  options.clock = &clock;
+  AckListener listener(queue, counting, DecodeReply, metrics, options);
+  const uint64_t first = queue.Push(Reply("m1"));
+  Delivery junk;
+  junk.body = "junk";
+  queue.Push(junk);
+  queue.Push(Reply("m2"));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(queue.acked, (std::set<uint64_t>{first}));
+  EXPECT_EQ(queue.rejected.size(), 1u);
+  EXPECT_EQ(outbox.Row("m2").status, OutboxStatus::kSending);
+  clock.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(outbox.Row("m2").status, OutboxStatus::kSent);
+  EXPECT_EQ(queue.acked.size(), 2u);
+  EXPECT_EQ(queue.rejected.size(), 1u);
+  EXPECT_TRUE(queue.requeued.empty());
+  EXPECT_EQ(listener.dead_lettered(), 1);
 }
 
 }  // namespace

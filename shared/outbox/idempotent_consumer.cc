@@ -65,6 +65,11 @@ bool IdempotentConsumer::Step() {
     thread_.Sleep(absl::Milliseconds(100));
     return true;
   }
+  if (!held_.empty()) {
+    absl::Status s = RetryHeld();
+    if (!s.ok()) AfterError(s);
+    return true;
+  }
   // With replies in flight, take only what is already waiting: their
   // confirms are read right after.
   const bool in_flight = !window_.empty();
@@ -86,15 +91,34 @@ bool IdempotentConsumer::Step() {
     if (!s.ok()) replies_.Reset(s);
     return true;
   }
-  if (!s.ok()) {
-    // Unacked deliveries return to the queue when the connection goes.
-    if (!deliveries_.connected()) {
-      deliveries_.Reset(s);
-      ForgetUnsettled();
-    }
-    if (!replies_.connected()) replies_.Reset(s);
-  }
+  if (!s.ok()) AfterError(s);
   return true;
+}
+
+void IdempotentConsumer::AfterError(const absl::Status& s) {
+  // Unacked deliveries return to the queue when the connection goes.
+  if (!deliveries_.connected()) {
+    deliveries_.Reset(s);
+    ForgetUnsettled();
+  }
+  if (!replies_.connected()) replies_.Reset(s);
+}
+
+absl::Status IdempotentConsumer::RetryHeld() {
+  // Waiting on the connection keeps it alive (heartbeats) and takes what
+  // else arrives, up to the prefetch.
+  const absl::Duration wait =
+      std::clamp(retry_at_ - clock_.Now(), absl::ZeroDuration(), absl::Milliseconds(200));
+  const size_t prefetch = static_cast<size_t>(options_.prefetch);
+  ASSIGN_OR_RETURN(std::vector<Delivery> more,
+                   deliveries_.Next(held_.size() < prefetch ? prefetch - held_.size() : 1, wait));
+  held_.insert(held_.end(), std::make_move_iterator(more.begin()),
+               std::make_move_iterator(more.end()));
+  if (!window_.empty()) RETURN_IF_ERROR(Settle(absl::ZeroDuration()));
+  if (clock_.Now() < retry_at_) return absl::OkStatus();
+  std::vector<Delivery> batch;
+  batch.swap(held_);
+  return HandleBatch(batch);
 }
 
 absl::StatusOr<std::vector<Delivery>> IdempotentConsumer::Linger(std::vector<Delivery> batch) {
@@ -144,9 +168,9 @@ absl::Status IdempotentConsumer::HandleBatch(const std::vector<Delivery>& delive
   }
   if (!applied.ok()) {
     apply_failures_.Add();
-    thread_.Sleep(absl::Milliseconds(200));
-    return RequeueBatch(batch, applied.status());
+    return HoldBatch(batch, applied.status());
   }
+  store_failures_ = 0;
   if (!options_.after_apply_failpoint.empty()) Failpoint(options_.after_apply_failpoint);
   for (size_t i = 0; i < applied->size(); ++i) {
     const Applied& a = (*applied)[i];
@@ -198,18 +222,19 @@ absl::Status IdempotentConsumer::Admit(const std::vector<Delivery>& deliveries, 
   return absl::OkStatus();
 }
 
-absl::Status IdempotentConsumer::RequeueBatch(const Admitted& batch, const absl::Status& why) {
-  // `multiple` also sends back the earlier deliveries still waiting for
-  // their replies' confirms: they are replied to again, as duplicates.
-  const size_t earlier = unsettled_.size();
-  window_.TakeAll();
-  unsettled_.clear();
-  requeued_.Add(static_cast<int64_t>(batch.sources.size() + earlier));
-  LogWarning("batch_requeued",
-             {KV("queue", options_.queue), KV("messages", batch.sources.size() + earlier),
-              KV("error", why.message())});
-  absl::Status s = deliveries_.Requeue(batch.last_tag, /*multiple=*/true);
-  return s.ok() ? why : s;
+absl::Status IdempotentConsumer::HoldBatch(const Admitted& batch, const absl::Status& why) {
+  // Kept, not requeued: a store outage spends none of a message's
+  // deliveries (see the header). The earlier batches' replies settle on.
+  absl::Duration pause = absl::Milliseconds(200);
+  for (int i = 0; i < store_failures_ && pause < options_.store_retry_max; ++i) pause *= 2;
+  pause = std::min(pause, options_.store_retry_max);
+  ++store_failures_;
+  for (const Delivery* d : batch.sources) held_.push_back(*d);
+  retry_at_ = clock_.Now() + pause;
+  LogWarning("batch_held", {KV("queue", options_.queue), KV("messages", held_.size()),
+                            KV("retry_in", absl::FormatDuration(pause)),
+                            KV("failures", store_failures_), KV("error", why.message())});
+  return absl::OkStatus();
 }
 
 absl::Status IdempotentConsumer::PublishReplies(const Admitted& batch,
@@ -338,6 +363,7 @@ void IdempotentConsumer::ForgetUnsettled() {
   // Their confirms, if any come, find nothing to settle.
   window_.TakeAll();
   unsettled_.clear();
+  held_.clear();
 }
 
 }  // namespace outbox

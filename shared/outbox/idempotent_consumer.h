@@ -15,10 +15,18 @@
 // rules will never accept (Rejects) is answered with a business reject
 // instead: its publisher closes the row FAILED at once, with the reason;
 // unless it was applied before: a message already applied is answered as
-// applied, whatever today's rules say. Anything else that fails (the store
-// refused the transaction, the reply connection went) sends the deliveries
-// back to the queue; they come again, are found in the inbox, and are
-// answered again as duplicates.
+// applied, whatever today's rules say.
+//
+// A batch the store refuses (disk full, a lock held too long, an I/O
+// error) is kept, unacked, and applied again after a pause that doubles
+// from 200 ms up to `store_retry_max`, with whatever arrives meanwhile;
+// the connections stay alive through the wait. It is not sent back to the
+// queue: a returned message spends one of its deliveries, and RabbitMQ 4.0
+// dead-letters a quorum queue's message after 20 of them (its default
+// delivery limit), so requeueing through a store outage would dead-letter
+// every message in flight within seconds. Only a lost connection or a
+// reply the broker did not confirm sends deliveries back; they come again,
+// are found in the inbox, and are answered again as duplicates.
 //
 // The handler is the library's SqliteMessageHandler<M>
 // (shared/sqlite/sqlite_message_handler.h: the inbox step and the
@@ -56,6 +64,9 @@ struct ConsumerOptions {
   absl::Duration linger = absl::ZeroDuration();
   int linger_batch = 4;
   absl::Duration confirm_timeout = absl::Seconds(5);  // a reply unconfirmed this long: requeued
+  // The longest pause before a batch the store refused is applied again
+  // (the pause doubles from 200 ms to it while the store keeps failing).
+  absl::Duration store_retry_max = absl::Seconds(5);
   // Messages must be signed by one of these keys; null = unsigned accepted.
   // (Replies are signed by the publisher given: a SigningPublisher.)
   const MessageKeys* keys = nullptr;
@@ -107,14 +118,18 @@ class IdempotentConsumer {
   };
 
   absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
+  // A step failed: a lost connection drops what it held (the broker
+  // requeues it).
+  void AfterError(const absl::Status& s);
   // Checks each delivery's signature, body and reply queue; what fails is
   // dead-lettered, the rest admitted. An error only from the broker.
   absl::Status Admit(const std::vector<Delivery>& deliveries, Admitted* batch);
   // Small batches wait up to options_.linger for more (see ConsumerOptions).
   absl::StatusOr<std::vector<Delivery>> Linger(std::vector<Delivery> batch);
-  // The batch could not be applied: it goes back to the queue, with the
-  // earlier deliveries still waiting for their replies' confirms.
-  absl::Status RequeueBatch(const Admitted& batch, const absl::Status& why);
+  // The store refused the batch: its deliveries are kept for the next try.
+  absl::Status HoldBatch(const Admitted& batch, const absl::Status& why);
+  // A held batch, with what arrived while it waited, once its pause is over.
+  absl::Status RetryHeld();
   // Publishes the replies into the confirm window; their deliveries wait.
   absl::Status PublishReplies(const Admitted& batch, const std::vector<Reply>& replies);
   void Track(const Admitted& batch, const Reply& reply);
@@ -129,7 +144,8 @@ class IdempotentConsumer {
   absl::Status SettleAnswered();
   // The reply connection failed: every delivery still waiting goes back.
   absl::Status FailReplies(const absl::Status& why);
-  // The delivery connection is gone: the broker requeues what was unacked.
+  // The delivery connection is gone: the broker requeues what was unacked
+  // (the held batch too).
   void ForgetUnsettled();
 
   MessageConsumer& deliveries_;
@@ -150,6 +166,11 @@ class IdempotentConsumer {
   // delivery tags it answers.
   std::map<uint64_t, Unsettled> unsettled_;
   ConfirmWindow<std::vector<uint64_t>> window_;
+  // A batch the store refused, unacked, with what arrived since: applied
+  // again at retry_at_. store_failures_ counts the refusals in a row.
+  std::vector<Delivery> held_;
+  absl::Time retry_at_;
+  int store_failures_ = 0;
   WorkerThread thread_;
 };
 

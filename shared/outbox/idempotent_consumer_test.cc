@@ -187,22 +187,75 @@ TEST_F(IdempotentConsumerTest, RepliesNeverConfirmedSendTheirDeliveriesBack) {
   EXPECT_EQ(replies_.drops(), 1);
 }
 
-TEST_F(IdempotentConsumerTest, WhenApplyFailsTheBatchGoesBackAndNothingIsAnswered) {
+// A store outage spends none of a message's deliveries (RabbitMQ 4.0
+// dead-letters a quorum queue's message returned 20 times): the refused
+// batch is kept, unacked, and applied again after a pause that doubles.
+TEST_F(IdempotentConsumerTest, ABatchTheStoreRefusesIsKeptAndAppliedAgainNeverRequeued) {
   handler_.fail_apply = absl::UnavailableError("disk I/O error");
   queue_.Push(StampDelivery("m0", "z"));
   queue_.Push(StampDelivery("m1", "a"));
   ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(handler_.applies, 1);
   EXPECT_TRUE(replies_.published.empty());
-  EXPECT_EQ(queue_.requeued.size(), 2u);
-  EXPECT_EQ(consumer_.requeued(), 2);
   EXPECT_EQ(Stamps(), 0);
   EXPECT_EQ(CountRows(*file_, "inbox"), 0);
 
+  queue_.Push(StampDelivery("m2", "b"));  // arrives during the pause: held too
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(handler_.applies, 1);  // 200 ms have not passed
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(handler_.applies, 2);  // refused again: now 400 ms
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(handler_.applies, 2);
+
   handler_.fail_apply = absl::OkStatus();
-  ASSERT_TRUE(consumer_.Step());  // redelivered: applied once
-  EXPECT_EQ(Stamps(), 2);
-  EXPECT_EQ(consumer_.booked(), 2);
-  EXPECT_EQ(queue_.acked.size(), 2u);
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(Stamps(), 3);
+  EXPECT_EQ(consumer_.booked(), 3);
+  EXPECT_EQ(replies_.published.size(), 3u);
+  EXPECT_EQ(queue_.acked.size(), 3u);
+  EXPECT_TRUE(queue_.requeued.empty());
+  EXPECT_EQ(consumer_.requeued(), 0);
+  EXPECT_TRUE(Counted("outbox_store_write_failures_total{write=\"apply_batch\"} 2"));
+}
+
+TEST_F(IdempotentConsumerTest, TheRetryPauseStopsGrowingAtItsMaximum) {
+  ConsumerOptions options = Options();
+  options.store_retry_max = absl::Milliseconds(500);
+  IdempotentConsumer consumer(queue_, replies_, handler_, clock_, metrics_, options);
+  handler_.fail_apply = absl::UnavailableError("database or disk is full");
+  queue_.Push(StampDelivery("m1", "a"));
+  ASSERT_TRUE(consumer.Step());  // refused: 200 ms
+  for (absl::Duration pause : {absl::Milliseconds(200), absl::Milliseconds(400),
+                               absl::Milliseconds(500), absl::Milliseconds(500)}) {
+    const int before = handler_.applies;
+    clock_.Advance(pause - absl::Milliseconds(1));
+    ASSERT_TRUE(consumer.Step());
+    EXPECT_EQ(handler_.applies, before) << pause;
+    clock_.Advance(absl::Milliseconds(1));
+    ASSERT_TRUE(consumer.Step());
+    EXPECT_EQ(handler_.applies, before + 1) << pause;
+  }
+  EXPECT_TRUE(queue_.requeued.empty());
+}
+
+TEST_F(IdempotentConsumerTest, ALostConnectionDropsTheHeldBatchForTheBrokerToRedeliver) {
+  handler_.fail_apply = absl::UnavailableError("disk I/O error");
+  queue_.Push(StampDelivery("m1", "a"));
+  ASSERT_TRUE(consumer_.Step());
+  queue_.Drop();
+  ASSERT_TRUE(consumer_.Step());  // the wait fails: the broker has the delivery back
+  EXPECT_EQ(queue_.ready(), 1u);
+  handler_.fail_apply = absl::OkStatus();
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(consumer_.Step());
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(Stamps(), 1);
+  EXPECT_EQ(consumer_.booked(), 1);
+  EXPECT_EQ(replies_.published.size(), 1u);
 }
 
 TEST_F(IdempotentConsumerTest, WhatCanNeverBeProcessedIsDeadLetteredOnceAndNeverRequeued) {

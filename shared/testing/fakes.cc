@@ -73,18 +73,22 @@ absl::StatusOr<QueueState> FakePublisher::Inspect(const std::string& queue) {
 
 void FakeConsumer::Reset(const absl::Status& why) {
   DoReset(why);
-  // Unacked deliveries return to the queue, redelivered, with new tags.
-  for (auto& [tag, d] : unacked_) {
-    d.redelivered = true;
-    ready_.push_front(d);
-  }
+  // Unacked deliveries return to their places, redelivered, with new tags.
+  for (auto& [tag, held] : unacked_) GiveBack(std::move(held));
   unacked_.clear();
-  for (Delivery& d : ready_) d.delivery_tag = next_tag_++;
+  for (Held& held : ready_) held.d.delivery_tag = next_tag_++;
+}
+
+void FakeConsumer::GiveBack(Held held) {
+  held.d.redelivered = true;
+  auto at = std::upper_bound(ready_.begin(), ready_.end(), held.place,
+                             [](uint64_t place, const Held& h) { return place < h.place; });
+  ready_.insert(at, std::move(held));
 }
 
 uint64_t FakeConsumer::Push(Delivery d) {
   d.delivery_tag = next_tag_++;
-  ready_.push_back(d);
+  ready_.push_back({next_place_++, d});
   return d.delivery_tag;
 }
 
@@ -94,8 +98,8 @@ absl::StatusOr<std::vector<Delivery>> FakeConsumer::Next(size_t max, absl::Durat
   if (absl::Status s = Check(); !s.ok()) return s;
   std::vector<Delivery> out;
   while (!ready_.empty() && out.size() < max) {
-    unacked_[ready_.front().delivery_tag] = ready_.front();
-    out.push_back(ready_.front());
+    out.push_back(ready_.front().d);
+    unacked_[ready_.front().d.delivery_tag] = std::move(ready_.front());
     ready_.pop_front();
   }
   return out;
@@ -120,6 +124,7 @@ absl::Status FakeConsumer::Ack(uint64_t tag, bool multiple) {
 
 absl::Status FakeConsumer::Reject(uint64_t tag) {
   if (absl::Status s = Check(); !s.ok()) return s;
+  if (auto it = unacked_.find(tag); it != unacked_.end()) dead_lettered.push_back(it->second.d);
   Settle(tag, false, rejected);
   return absl::OkStatus();
 }
@@ -127,16 +132,15 @@ absl::Status FakeConsumer::Reject(uint64_t tag) {
 absl::Status FakeConsumer::Requeue(uint64_t tag, bool multiple) {
   if (absl::Status s = Check(); !s.ok()) return s;
   std::set<uint64_t> tags;
-  std::vector<Delivery> back;
-  for (auto& [t, d] : unacked_) {
-    if (t == tag || (multiple && t < tag)) back.push_back(d);
+  std::vector<Held> back;
+  for (auto& [t, held] : unacked_) {
+    if (t == tag || (multiple && t < tag)) back.push_back(held);
   }
   Settle(tag, multiple, tags);
   requeued.insert(tags.begin(), tags.end());
-  for (auto it = back.rbegin(); it != back.rend(); ++it) {
-    it->redelivered = true;
-    it->delivery_tag = next_tag_++;
-    ready_.push_front(*it);
+  for (Held& held : back) {
+    held.d.delivery_tag = next_tag_++;
+    GiveBack(std::move(held));
   }
   return absl::OkStatus();
 }
@@ -401,11 +405,20 @@ absl::StatusOr<QueueState> FakeQueueBrowser::Inspect(const std::string& queue) {
 absl::StatusOr<Delivery> FakeQueueBrowser::Take(const std::string& queue) {
   if (absl::Status s = Live(); !s.ok()) return s;
   std::deque<Delivery>& ready = queues[queue];
+  std::deque<uint64_t>& returned = returned_[queue];
+  while (returned.size() > ready.size()) returned.pop_back();  // the test emptied the queue
   if (ready.empty()) return Delivery{};
-  Delivery d = std::move(ready.front());
+  Taken taken{queue, 0, std::move(ready.front())};
   ready.pop_front();
-  d.delivery_tag = next_tag_++;
-  unacked_[d.delivery_tag] = {queue, d};
+  if (returned.empty()) {
+    taken.place = next_place_++;
+  } else {
+    taken.place = returned.front();
+    returned.pop_front();
+  }
+  taken.d.delivery_tag = next_tag_++;
+  Delivery d = taken.d;
+  unacked_[d.delivery_tag] = std::move(taken);
   return d;
 }
 
@@ -420,11 +433,9 @@ absl::Status FakeQueueBrowser::Requeue(uint64_t delivery_tag, bool multiple) {
   if (absl::Status s = Live(); !s.ok()) return s;
   if (multiple) {
     PutBack(delivery_tag);
-  } else if (unacked_.count(delivery_tag)) {
-    auto& [queue, d] = unacked_.at(delivery_tag);
-    d.redelivered = true;
-    queues[queue].push_front(std::move(d));
-    unacked_.erase(delivery_tag);
+  } else if (auto it = unacked_.find(delivery_tag); it != unacked_.end()) {
+    GiveBack(std::move(it->second));
+    unacked_.erase(it);
   }
   return absl::OkStatus();
 }
@@ -439,17 +450,22 @@ absl::StatusOr<bool> FakeQueueBrowser::PublishConfirmed(const std::string& excha
 }
 
 void FakeQueueBrowser::PutBack(uint64_t tag) {
-  // Highest tag first, each to the head: the queue keeps its order.
-  std::vector<uint64_t> tags;
-  for (const auto& [t, entry] : unacked_) {
-    if (t <= tag) tags.push_back(t);
+  for (auto it = unacked_.begin(); it != unacked_.end() && it->first <= tag;) {
+    GiveBack(std::move(it->second));
+    it = unacked_.erase(it);
   }
-  for (auto t = tags.rbegin(); t != tags.rend(); ++t) {
-    auto& [queue, d] = unacked_.at(*t);
-    d.redelivered = true;
-    queues[queue].push_front(std::move(d));
-    unacked_.erase(*t);
-  }
+}
+
+void FakeQueueBrowser::GiveBack(Taken taken) {
+  std::deque<Delivery>& ready = queues[taken.queue];
+  std::deque<uint64_t>& returned = returned_[taken.queue];
+  // Before the messages never taken and the given-back ones from later places.
+  const size_t at = static_cast<size_t>(
+      std::upper_bound(returned.begin(), returned.end(), taken.place) - returned.begin());
+  taken.d.redelivered = true;
+  ready.insert(ready.begin() + static_cast<std::ptrdiff_t>(std::min(at, ready.size())),
+               std::move(taken.d));
+  returned.insert(returned.begin() + static_cast<std::ptrdiff_t>(at), taken.place);
 }
 
 int RecordingAlerts::Active(const std::string& name) const {

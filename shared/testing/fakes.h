@@ -91,6 +91,7 @@ class FakeConsumer final : public MessageConsumer, public FakeLink {
   uint64_t Push(Delivery d);
 
   std::set<uint64_t> acked, rejected, requeued;  // settled tags
+  std::vector<Delivery> dead_lettered;           // rejected, in order: what the DLQ gets
   int nexts = 0;                                 // calls of Next
   // Called at the start of each Next with its number (1, 2, ...): a test
   // pushes what "arrives" while a consumer waits.
@@ -110,15 +111,23 @@ class FakeConsumer final : public MessageConsumer, public FakeLink {
   size_t ready() const { return ready_.size(); }
 
  private:
+  // A message and its place in the queue: one requeued or given back by a
+  // reset returns to that place, as the broker puts it back.
+  struct Held {
+    uint64_t place = 0;
+    Delivery d;
+  };
   void Settle(uint64_t tag, bool multiple, std::set<uint64_t>& into);
+  void GiveBack(Held held);
   uint64_t next_tag_ = 1;
-  std::deque<Delivery> ready_;
-  std::map<uint64_t, Delivery> unacked_;
+  uint64_t next_place_ = 0;
+  std::deque<Held> ready_;            // by place
+  std::map<uint64_t, Held> unacked_;  // by tag
 };
 
 // Queues of parked messages an operator browses. Taken messages stay
-// unacked until Ack; Requeue and Reset put them back at the head of their
-// queue, in order, as the broker does.
+// unacked until Ack; Requeue and Reset put each back at its place in its
+// queue, as the broker does.
 class FakeQueueBrowser final : public QueueBrowser, public FakeLink {
  public:
   std::map<std::string, std::deque<Delivery>> queues;  // ready messages
@@ -146,10 +155,20 @@ class FakeQueueBrowser final : public QueueBrowser, public FakeLink {
  private:
   // Check(), and a lost connection gives its unacked messages back.
   absl::Status Live();
+  struct Taken {
+    std::string queue;
+    uint64_t place = 0;  // in its queue: where a requeue or a reset puts it back
+    Delivery d;
+  };
   // Puts unacked messages with tags up to `tag` (all: UINT64_MAX) back.
   void PutBack(uint64_t tag);
+  void GiveBack(Taken taken);
   uint64_t next_tag_ = 1;
-  std::map<uint64_t, std::pair<std::string, Delivery>> unacked_;  // tag -> queue, message
+  uint64_t next_place_ = 0;
+  std::map<uint64_t, Taken> unacked_;  // by tag
+  // The places of the messages given back, which sit at the head of their
+  // queue, in queue order.
+  std::map<std::string, std::deque<uint64_t>> returned_;
 };
 
 class RecordingAlerts final : public AlertSink {
