@@ -38,6 +38,7 @@ mirror() {
 setup() {
   if host_has_4; then say "the host's RabbitMQ is $(host_version): nothing to build"; return; fi
   [[ $(id -u) == 0 ]] || die "must run as root (debootstrap, chroot, unshare)"
+  mkdir -p "$(dirname "$ROOT")"
   exec 9>"$ROOT.lock"
   flock 9
   if [[ $(root_version) == 4.* ]]; then say "RabbitMQ $(root_version) in $ROOT"; return; fi
@@ -47,7 +48,6 @@ setup() {
   url=$(mirror)
   [[ -n $url ]] || die "no Debian mirror in the host's apt sources (run apt-get update)"
   rm -rf "$tmp"
-  mkdir -p "$(dirname "$ROOT")"
   say "building a Debian 13 root file system with RabbitMQ in $ROOT from $url (once)"
   debootstrap --variant=minbase "$SUITE" "$tmp" "$url" >"$ROOT.log" 2>&1 ||
     { tail -20 "$ROOT.log" >&2; die "debootstrap failed (log: $ROOT.log)"; }
