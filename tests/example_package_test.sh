@@ -4,7 +4,8 @@
 # docs/library.md) are configured and built there on their own
 # (find_package(outbox) from that prefix only), and run against the test
 # run's RabbitMQ node: an OrderPlaced relayed, its reply closing the row;
-# the snippets' producer, consumer and recovery booking each order once.
+# the snippets' producer, consumer and recovery booking each order once,
+# every message signed.
 #   bash tests/example_package_test.sh BUILD   (through ctest: the broker fixture)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,4 +32,6 @@ configure "$root/examples/order_service" "$tmp/build"
 ORDER_TEST_AMQP_URL=$url "$tmp/build/order_service_test"
 configure "$root/examples/library_snippets" "$tmp/snippets"
 mkdir "$tmp/run"
-"$tmp/snippets/library_snippets" "$url" "$tmp/run"
+# One key set for the snippets' process: every message signed and checked.
+printf 'k1 %s\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$tmp/keys"
+"$tmp/snippets/library_snippets" "$url" "$tmp/run" "$tmp/keys"

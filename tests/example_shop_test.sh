@@ -72,22 +72,31 @@ cmake -S "$root/examples/shop" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix"
 cmake --build "$tmp/build" -j "${SHOP_BUILD_JOBS:-2}" >"$tmp/build.log" || { cat "$tmp/build.log" >&2; exit 1; }
 bin=$tmp/build
 
-# --- The processes.
+# --- The processes, every message signed with one key set.
+keys=$tmp/message_keys
+printf 'shop-1 %s\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$keys"
+chmod 600 "$keys"
+# Secure by default: without --message_keys or --allow_unsigned a role
+# refuses to start.
+if refused=$("$bin/shop_shipping" --amqp_url="$url" --db="$tmp/refused.db" 2>&1); then
+  fail "shop_shipping started with no message keys"
+fi
+grep -q 'no message keys' <<<"$refused" || fail "shop_shipping with no message keys: $refused"
 start_shipping() {
-  "$bin/shop_shipping" --amqp_url="$url" --db="$run/shipping.db" --queue="$queue" \
+  "$bin/shop_shipping" --amqp_url="$url" --db="$run/shipping.db" --queue="$queue" --message_keys="$keys" \
     >>"$run/shipping.log" 2>&1 &
   shipping_pid=$!
   pids+=("$shipping_pid")
 }
 start_recovery() {
-  "$bin/shop_recovery" --amqp_url="$url" --db="$run/shop.db" --queue="$queue" \
+  "$bin/shop_recovery" --amqp_url="$url" --db="$run/shop.db" --queue="$queue" --message_keys="$keys" \
     >>"$run/recovery.log" 2>&1 &
   recovery_pid=$!
   pids+=("$recovery_pid")
 }
 start_orders() {  # FIRST COUNT PACE_MS
   echo "=== shop_orders --first=$1 --orders=$2 --pace_ms=$3" >>"$run/orders.log"
-  "$bin/shop_orders" --amqp_url="$url" --db="$run/shop.db" --queue="$queue" \
+  "$bin/shop_orders" --amqp_url="$url" --db="$run/shop.db" --queue="$queue" --message_keys="$keys" \
     --first="$1" --orders="$2" --pace_ms="$3" >>"$run/orders.log" 2>&1 &
   orders_pid=$!
   pids+=("$orders_pid")

@@ -2,8 +2,9 @@
 # docs/library.md shows its code verbatim: each ```cpp block after a
 # "<!-- snippet: PATH -->" line must equal the file PATH (which
 # tests/example_package_test.sh builds against the installed package and
-# runs), and every file of examples/library_snippets is shown; the packages
-# it lists for the build are ones scripts/install_deps.sh installs.
+# runs), and every file of examples/library_snippets is shown; the tables of
+# the roles' options match their headers; the packages it lists for the
+# build are ones scripts/install_deps.sh installs.
 #   bash tests/library_doc_test.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +30,8 @@ for f in "$root"/examples/library_snippets/*.cc "$root"/examples/library_snippet
   [[ $rel == */main.cc ]] && continue  # the harness that runs them, not shown
   [[ " ${shown[*]} " == *" $rel "* ]] || { echo "FAIL: $rel is not shown in docs/library.md"; status=1; }
 done
+# The tables of the roles' options are the headers' (scripts/gen_role_options.py).
+/usr/bin/python3 "$root/scripts/gen_role_options.py" --check "$doc" || status=1
 # The build's packages it lists (the code spans of the paragraph after
 # "<!-- packages: scripts/install_deps.sh -->") are ones install_deps.sh installs.
 installed=$(bash "$root/scripts/install_deps.sh" --list)

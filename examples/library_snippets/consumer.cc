@@ -1,12 +1,12 @@
 // The consumer: books one shipment per order, exactly once, and answers
 // every message, new or duplicate, on its reply_to. The library looks each
 // message up in the inbox and records it there, in one transaction per
-// batch; the shop writes what one new order changes.
+// batch, and answers in the format the producer reads; the shop writes what
+// one new order changes.
 #include "snippets.h"
 
-#include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
-#include "shared/outbox/idempotent_consumer.h"
+#include "shared/roles/consumer.h"
 #include "shared/sqlite/sqlite_message_handler.h"
 
 namespace shop {
@@ -37,21 +37,6 @@ class Shipping final : public outbox::SqliteMessageHandler<OrderPlaced> {
     insert.exec();
     return shipment;
   }
-
-  // One reply per message; its body names the message it acknowledges.
-  std::vector<outbox::Reply> Replies(
-      const std::vector<outbox::Answered<OrderPlaced>>& batch) override {
-    std::vector<outbox::Reply> replies;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      outbox::OutgoingMessage reply;
-      reply.topic = batch[i].reply_to;
-      reply.message_id = batch[i].message.message_id + ".shipped";
-      reply.type = "OrderShipped";
-      reply.body = batch[i].message.message_id;
-      replies.push_back({reply, {i}});
-    }
-    return replies;
-  }
 };
 
 const outbox::DbSchema& ShippingSchema() {
@@ -65,21 +50,15 @@ const outbox::DbSchema& ShippingSchema() {
 }
 
 absl::Status ShipOrders(const Setup& setup, int orders) {
-  const outbox::Clock& clock = outbox::SystemClock::Get();
-  outbox::MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto file, outbox::OpenSqliteFile(setup.shipping_db, {}, &ShippingSchema()));
-  Shipping shipping(*file, clock);
-
-  outbox::AmqpConsumer deliveries(setup.amqp, outbox::Topology{{kOrders}}, "shipping", kOrders,
-                                  /*prefetch=*/256);
-  outbox::AmqpPublisher replies(setup.amqp, outbox::Topology{{kReplies}}, "shipping-replies");
-  outbox::ConsumerOptions options;
+  Shipping shipping(*file, outbox::SystemClock::Get());
+  outbox::Consumer::Options options;
+  options.amqp = setup.amqp;
   options.queue = kOrders;
-  options.default_reply_to = kReplies;
-  outbox::IdempotentConsumer consumer(deliveries, replies, shipping, clock, metrics, options);
-  consumer.Start();
-  WaitUntil([&] { return consumer.booked() + consumer.duplicates() >= orders; });
-  consumer.Stop();  // waits for the last replies' confirms, then acks
+  options.signing = setup.signing;  // checks each order, signs each reply
+  ASSIGN_OR_RETURN(auto consumer, outbox::Consumer::Start(shipping, options));
+  WaitUntil([&] { return consumer->booked() + consumer->duplicates() >= orders; });
+  consumer->Stop();  // waits for the last replies' confirms, then acks
   return absl::OkStatus();
 }
 

@@ -1,7 +1,8 @@
 // Runs the three snippets of docs/library.md against a broker:
-//   library_snippets AMQP_URL DIR
+//   library_snippets AMQP_URL DIR KEYS_FILE
 // shipping books each order once, every outbox row ends SENT, and recovery
-// opens the shop's file and runs. Exit status 0 when all of that holds.
+// opens the shop's file and runs; every message signed with the keys of
+// KEYS_FILE ("<key id> <secret>" lines). Exit status 0 when all of that holds.
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <cstdio>
@@ -10,17 +11,20 @@
 #include "snippets.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: library_snippets AMQP_URL DIR\n");
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: library_snippets AMQP_URL DIR KEYS_FILE\n");
     return 2;
   }
   auto url = outbox::AmqpUrl::Parse(argv[1]);
-  if (!url.ok()) {
-    std::fprintf(stderr, "%s\n", url.status().ToString().c_str());
-    return 2;
+  auto signing = outbox::Signing::FromKeyFile(argv[3]);  // once for the process
+  for (const absl::Status& s : {url.status(), signing.status()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 2;
+    }
   }
   const shop::Setup setup{*url, std::string(argv[2]) + "/shop.db",
-                          std::string(argv[2]) + "/shipping.db"};
+                          std::string(argv[2]) + "/shipping.db", *signing};
   constexpr int kOrders = 20;
   absl::Status shipped;
   std::thread shipping([&] { shipped = shop::ShipOrders(setup, kOrders); });

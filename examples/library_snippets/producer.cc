@@ -2,12 +2,9 @@
 // published right after the commit, closed by the consumer's reply.
 #include "snippets.h"
 
-#include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
-#include "shared/outbox/ack_listener.h"
-#include "shared/outbox/relay.h"
+#include "shared/roles/producer.h"
 #include "shared/sqlite/outbox_table.h"
-#include "shared/sqlite/sqlite_outbox.h"
 
 namespace shop {
 
@@ -22,33 +19,14 @@ const outbox::DbSchema& ShopSchema() {
   return schema;
 }
 
-// A reply's body is the id of the message it acknowledges (consumer.cc).
-absl::StatusOr<std::vector<outbox::Acknowledgement>> DecodeReply(const outbox::Delivery& reply) {
-  if (reply.body.empty()) return absl::InvalidArgumentError("empty reply");
-  outbox::Acknowledgement ack;
-  ack.message_id = reply.body;
-  return std::vector<outbox::Acknowledgement>{ack};
-}
-
 absl::Status PlaceOrders(const Setup& setup, int orders) {
-  const outbox::Clock& clock = outbox::SystemClock::Get();
-  outbox::MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto file, outbox::OpenSqliteFile(setup.shop_db, {}, &ShopSchema()));
-  outbox::SqliteOutbox outbox(*file, clock, Retry());  // stamps the attempt budget on rows
-
-  outbox::AmqpPublisher publisher(setup.amqp, outbox::Topology{{kOrders}}, "shop-relay");
-  outbox::AmqpConsumer replies(setup.amqp, outbox::Topology{{kReplies}}, "shop-acks", kReplies,
-                               /*prefetch=*/256);
-  outbox::RelayOptions relay_options;
-  // A message the relay held this long (the broker away) may have been
-  // re-published by recovery meanwhile: it asks the table before sending.
-  relay_options.hand_over_after = Retry().base_delay;
-  outbox::Relay relay(publisher, outbox, clock, metrics, relay_options);
-  outbox::AckListenerOptions ack_options;
-  ack_options.queue = kReplies;
-  outbox::AckListener acks(replies, outbox, DecodeReply, metrics, ack_options);
-  relay.Start();
-  acks.Start();
+  outbox::Producer::Options options;
+  options.amqp = setup.amqp;
+  options.queue = kOrders;  // replies come back on "<queue>.replies"
+  options.signing = setup.signing;
+  options.retry = Retry();  // stamped on each row; recovery applies the same
+  ASSIGN_OR_RETURN(auto producer, outbox::Producer::Start(*file, options));
 
   for (int i = 0; i < orders; ++i) {
     const std::string order_id = "o-" + std::to_string(i);
@@ -56,23 +34,20 @@ absl::Status PlaceOrders(const Setup& setup, int orders) {
     spec.message_id = "m-" + order_id;  // unique per message: the consumer's dedup key
     spec.biz_type = "order";
     spec.biz_key = order_id;
-    spec.topic = kOrders;
     spec.message_type = "OrderPlaced";
-    spec.reply_to = kReplies;
     spec.payload = order_id;
-    auto message = outbox.Write(spec, [&](SQLite::Database& db) {
+    auto written = producer->Write(spec, [&](SQLite::Database& db) {
       SQLite::Statement insert(db, "INSERT INTO orders VALUES (?, 1250)");
       insert.bind(1, order_id);
       insert.exec();
       return absl::OkStatus();
     });
-    if (!message.ok()) return message.status();  // nothing was written
-    relay.Enqueue({*std::move(message)});        // committed: publish now
+    if (!written.ok()) return written.status();  // nothing was written
   }
 
-  WaitUntil([&] { return acks.acknowledged() >= orders; });
-  acks.Stop();
-  relay.Stop();
+  // Rows close only while the producer reads the replies: wait for them.
+  RETURN_IF_ERROR(producer->WaitUntilClosed(absl::Now() + absl::Minutes(1)).status());
+  producer->Stop();
   return absl::OkStatus();
 }
 

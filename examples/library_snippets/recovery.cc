@@ -2,39 +2,26 @@
 // backoff; after the last attempt marks them FAILED and raises an alert.
 #include "snippets.h"
 
-#include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
-#include "shared/observability/alerts.h"
-#include "shared/outbox/recovery_loop.h"
-#include "shared/sqlite/recovery_store.h"
+#include "shared/roles/recovery.h"
 
 namespace shop {
 
 absl::Status RunRecovery(const Setup& setup, absl::Duration how_long) {
-  const outbox::Clock& clock = outbox::SystemClock::Get();
-  outbox::MetricsRegistry metrics;
+  outbox::Recovery::Options options;
+  options.amqp = setup.amqp;
   // The shop's database as the shop made it: recovery never creates it.
-  const outbox::ProducerDb shop_db{&ShopSchema(), "the shop", "SHOP_DB", "shop", "shop database"};
-  ASSIGN_OR_RETURN(auto store, outbox::RecoveryStore::OpenWhenCreated(setup.shop_db, {}, shop_db,
-                                                                      absl::Minutes(1), nullptr));
-
-  outbox::AmqpPublisher publisher(setup.amqp, outbox::Topology{}, "shop-recovery");
-  outbox::Alerter alerts(outbox::AlerterOptions{});  // logs only; set alertmanager_url to send
-  outbox::RecoveryOptions options;
-  options.instance_id = "shop-recovery-1";  // lease holder: one instance re-publishes at a time
-  options.retry = Retry();                  // the same policy the producer stamps on rows
-  options.watched_queues = {kOrders};
-  options.dead_letter_sources = {kOrders, kReplies};
-  options.reply_queues = {kReplies};  // the producer's: while it is away, recovery sends
-  options.biz_key_label = "order_id";
-  options.consumer_name = "shipping";
-  RETURN_IF_ERROR(options.Validate());
-
-  outbox::RecoveryLoop recovery(*store, publisher, alerts, clock, metrics, options);
-  recovery.Start();
+  options.db = setup.shop_db;
+  options.producer_db = {&ShopSchema(), "the shop", "SHOP_DB", "shop", "shop database"};
+  options.queue = kOrders;          // watched, and its reply queue: is the shop away?
+  options.signing = setup.signing;  // what it re-publishes is signed as the shop signs
+  options.recovery.instance_id = "shop-recovery-1";  // one instance re-publishes at a time
+  options.recovery.retry = Retry();                  // the policy the producer stamps on rows
+  options.recovery.biz_key_label = "order_id";
+  options.recovery.consumer_name = "shipping";
+  ASSIGN_OR_RETURN(auto recovery, outbox::Recovery::Start(options));  // alerts: logged only
   absl::SleepFor(how_long);
-  recovery.Stop();  // finishes its round and gives the lease up
-  alerts.Stop();
+  recovery->Stop();  // finishes its round and gives the lease up
   return absl::OkStatus();
 }
 

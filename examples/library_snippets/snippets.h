@@ -9,17 +9,19 @@
 #include "absl/time/time.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/outbox/retry_policy.h"
+#include "shared/outbox/signing.h"
 #include "shared/sqlite/schema.h"
 
 namespace shop {
 
-inline constexpr char kOrders[] = "shop.orders";           // OrderPlaced goes here
-inline constexpr char kReplies[] = "shop.orders.shipped";  // shipping's replies
+// OrderPlaced goes here; shipping's replies to "shop.orders.replies".
+inline constexpr char kOrders[] = "shop.orders";
 
 struct Setup {
   outbox::AmqpUrl amqp;
   std::string shop_db;      // the producer's file (orders + outbox)
   std::string shipping_db;  // the consumer's file (shipments + inbox)
+  outbox::Signing signing;  // the process's keys, for each of its roles
 };
 
 const outbox::DbSchema& ShopSchema();

@@ -1,19 +1,16 @@
 // shop_shipping, the consumer: books one shipment per order, exactly once
-// (the library's handler: the shipment and the message id in the inbox, one
-// transaction per batch), and answers every OrderPlaced, new or duplicate,
-// on its reply_to. Runs until SIGTERM, then stops cleanly (the batch in hand
-// is settled).
+// (outbox::Consumer over the library's handler: the shipment and the
+// message id in the inbox, one transaction per batch), and answers every
+// OrderPlaced, new or duplicate, on its reply_to in the library's reply
+// format. Runs until SIGTERM, then stops cleanly (the batch in hand is
+// settled).
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <cstdio>
 #include <string>
-#include <vector>
 
-#include "absl/time/clock.h"
-#include "shared/amqp/amqp_transport.h"
 #include "shared/base/clock.h"
-#include "shared/observability/metrics.h"
-#include "shared/outbox/idempotent_consumer.h"
+#include "shared/roles/consumer.h"
 #include "shared/runtime/signals.h"
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/sqlite/sqlite_message_handler.h"
@@ -21,7 +18,9 @@
 
 namespace {
 
-constexpr char kUsage[] = "shop_shipping --amqp_url=URL --db=PATH [--queue=shop.orders]";
+constexpr char kUsage[] =
+    "shop_shipping --amqp_url=URL --db=PATH (--message_keys=PATH | --allow_unsigned) "
+    "[--queue=shop.orders]";
 
 struct OrderPlaced {
   std::string message_id;
@@ -57,21 +56,6 @@ class Shipping final : public outbox::SqliteMessageHandler<OrderPlaced> {
     return shipment;
   }
 
-  // One reply per message; its body is the id of the message it answers.
-  std::vector<outbox::Reply> Replies(
-      const std::vector<outbox::Answered<OrderPlaced>>& batch) override {
-    std::vector<outbox::Reply> replies;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      outbox::OutgoingMessage reply;
-      reply.topic = batch[i].reply_to;
-      reply.message_id = batch[i].message.message_id + ".shipped";
-      reply.type = "OrderShipped";
-      reply.body = batch[i].message.message_id;
-      replies.push_back({reply, {i}});
-    }
-    return replies;
-  }
-
  private:
   const outbox::Clock& clock_;
 };
@@ -80,41 +64,37 @@ class Shipping final : public outbox::SqliteMessageHandler<OrderPlaced> {
 
 int main(int argc, char** argv) {
   outbox::BlockShutdownSignals();  // before any thread starts
-  auto flags = shop::Flags::Parse(
-      argc, argv, {{"amqp_url", ""}, {"db", ""}, {"queue", shop::kDefaultOrdersQueue}});
+  auto flags =
+      shop::Flags::Parse(argc, argv,
+                         shop::Flags::WithSigning(
+                             {{"amqp_url", ""}, {"db", ""}, {"queue", shop::kDefaultOrdersQueue}}));
   if (!flags.ok()) return shop::Usage(flags.status(), kUsage);
   auto url = flags->Url();
   auto db_path = flags->Required("db");
-  for (const absl::Status& s : {url.status(), db_path.status()}) {
+  auto signing = flags->Signing();
+  for (const absl::Status& s : {url.status(), db_path.status(), signing.status()}) {
     if (!s.ok()) return shop::Usage(s, kUsage);
   }
-  const std::string queue = flags->Get("queue");
-  const std::string replies_queue = shop::ReplyQueue(queue);
 
-  const outbox::Clock& clock = outbox::SystemClock::Get();
-  outbox::MetricsRegistry metrics;
   auto file = outbox::OpenSqliteFile(*db_path, {}, &shop::ShippingSchema());
-  if (!file.ok()) {
-    std::fprintf(stderr, "shop_shipping: %s\n", file.status().ToString().c_str());
-    return 1;
-  }
-  Shipping shipping(**file, clock);
-  outbox::AmqpConsumer deliveries(*url, outbox::Topology{{queue}}, "shop-shipping", queue,
-                                  /*prefetch=*/256);
-  outbox::AmqpPublisher replies(*url, outbox::Topology{{replies_queue}}, "shop-shipping-replies");
-  outbox::ConsumerOptions options;
-  options.queue = queue;
-  options.default_reply_to = replies_queue;
-  outbox::IdempotentConsumer consumer(deliveries, replies, shipping, clock, metrics, options);
-  consumer.Start();
-  std::printf("shop_shipping: consuming %s\n", queue.c_str());
+  if (!file.ok()) return shop::Fail("shop_shipping", file.status());
+  Shipping shipping(**file, outbox::SystemClock::Get());
+  outbox::Consumer::Options options;
+  options.amqp = *url;
+  options.queue = flags->Get("queue");  // a message without reply_to: "<queue>.replies"
+  options.signing = *signing;           // checks each order, signs each reply
+  options.name = "shop-shipping";
+  auto consumer = outbox::Consumer::Start(shipping, options);
+  if (!consumer.ok()) return shop::Fail("shop_shipping", consumer.status());
+  std::printf("shop_shipping: consuming %s\n", options.queue.c_str());
   std::fflush(stdout);
 
   const std::string signal = outbox::WaitForShutdownSignal();
-  consumer.Stop();  // settles the batch in hand: its replies' confirms, then the acks
+  (*consumer)->Stop();  // settles the batch in hand: its replies' confirms, then the acks
   std::printf("shop_shipping: %s; booked %ld, duplicates %ld, dead-lettered %ld, requeued %ld\n",
-              signal.c_str(), static_cast<long>(consumer.booked()),
-              static_cast<long>(consumer.duplicates()), static_cast<long>(consumer.dead_lettered()),
-              static_cast<long>(consumer.requeued()));
+              signal.c_str(), static_cast<long>((*consumer)->booked()),
+              static_cast<long>((*consumer)->duplicates()),
+              static_cast<long>((*consumer)->dead_lettered()),
+              static_cast<long>((*consumer)->requeued()));
   return 0;
 }

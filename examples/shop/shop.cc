@@ -58,6 +58,23 @@ absl::StatusOr<Flags> Flags::Parse(int argc, char** argv,
   return flags;
 }
 
+std::map<std::string, std::string> Flags::WithSigning(std::map<std::string, std::string> known) {
+  known.emplace("message_keys", "");
+  known.emplace("allow_unsigned", "false");
+  return known;
+}
+
+absl::StatusOr<outbox::Signing> Flags::Signing() const {
+  const bool allow_unsigned = values_.count("allow_unsigned") > 0 && Switch("allow_unsigned");
+  const std::string keys = values_.count("message_keys") > 0 ? Get("message_keys") : "";
+  if (!keys.empty() && allow_unsigned) {
+    return absl::InvalidArgumentError("--message_keys and --allow_unsigned exclude each other");
+  }
+  if (!keys.empty()) return outbox::Signing::FromKeyFile(keys);
+  if (allow_unsigned) return outbox::Signing::Unsigned();
+  return outbox::Signing();  // not chosen: the roles refuse to start
+}
+
 absl::StatusOr<long> Flags::Int(const std::string& name) const {
   long value = 0;
   if (!absl::SimpleAtoi(Get(name), &value) || value < 0) {
@@ -81,6 +98,11 @@ absl::StatusOr<outbox::AmqpUrl> Flags::Url() const {
 int Usage(const absl::Status& status, const char* usage) {
   std::fprintf(stderr, "%s\nusage: %s\n", status.ToString().c_str(), usage);
   return 2;
+}
+
+int Fail(const char* program, const absl::Status& status) {
+  std::fprintf(stderr, "%s: %s\n", program, status.ToString().c_str());
+  return 1;
 }
 
 }  // namespace shop

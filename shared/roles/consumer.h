@@ -46,9 +46,11 @@ class Consumer {
     Signing signing;
     std::string name = "consumer";  // connections "<name>" and "<name>-replies"
     int prefetch = 256;             // most deliveries in one batch (one transaction)
-    // A small batch waits this long for more (ConsumerOptions::linger).
+    // A batch smaller than linger_batch waits this long since its first
+    // delivery for more, so that messages arriving close together share one
+    // transaction and one reply confirm. Zero: no wait.
     absl::Duration linger = absl::ZeroDuration();
-    int linger_batch = 4;
+    int linger_batch = 4;                               // a batch this big is taken at once
     absl::Duration confirm_timeout = absl::Seconds(5);  // a reply unconfirmed this long: requeued
     const Clock* clock = nullptr;                       // null: the system clock
     MetricsRegistry* metrics = nullptr;                 // null: a registry of the consumer's own

@@ -96,6 +96,7 @@ class Producer {
   // or a SQLite::Exception, rolls everything back), then the outbox row for
   // `spec` (its topic and reply_to filled from the options when empty).
   // Once committed the message is handed to the relay; returns its id.
+  // Any thread may call it (and Get, CountRows, WaitUntilClosed).
   absl::StatusOr<std::string> Write(MessageSpec spec,
                                     const std::function<absl::Status(SQLite::Database&)>& business);
 

@@ -42,17 +42,21 @@ class Recovery {
  public:
   struct Options {
     AmqpUrl amqp;  // the broker (Start); Create takes the links instead
-    // The producer's file (Start): opened once its producer created it,
-    // waiting up to `wait_for_db` (`on_wait` is told why, once).
+    // Required (Start): the producer's file, opened once its producer has
+    // created it; recovery never creates it.
     std::string db;
-    ProducerDb producer_db;  // its schema is required (Start)
-    DbOptions db_options;
+    // Required (Start): its schema, and the names its errors use.
+    ProducerDb producer_db;
+    DbOptions db_options;  // durability and the busy timeout of recovery's connections
+    // How long Start waits for the file to be created and upgraded.
     absl::Duration wait_for_db = absl::Minutes(2);
+    // Told once why Start waits (the file missing or older); none: nothing.
     std::function<void(const absl::Status&)> on_wait;
-    // The producer's queue and reply queue ("": DefaultReplyQueue(queue)).
-    // They fill what `recovery` leaves empty: watched_queues {queue},
-    // reply_queues {reply_queue}, dead_letter_sources {queue, reply_queue}.
+    // The producer's queue. It fills what `recovery` leaves empty:
+    // watched_queues {queue}, reply_queues {reply_queue},
+    // dead_letter_sources {queue, reply_queue}.
     std::string queue;
+    // The producer's reply queue. "": DefaultReplyQueue(queue), "<queue>.replies".
     std::string reply_queue;
     // Required: Signing::With(keys), Signing::FromKeyFile(path), or
     // Signing::Unsigned() by name; the consumer checks what recovery
