@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -54,7 +55,19 @@ std::string Quote(const std::string& value) {
   return out;
 }
 
+// The adopter's sink; null: stderr. Read on every line, replaced rarely.
+std::shared_ptr<const LogSink>& SinkSlot() {
+  static std::shared_ptr<const LogSink> sink;
+  return sink;
+}
+
 }  // namespace
+
+void SetLogSink(LogSink sink) {
+  std::shared_ptr<const LogSink> next;
+  if (sink) next = std::make_shared<const LogSink>(std::move(sink));
+  std::atomic_store(&SinkSlot(), std::move(next));
+}
 
 void SetMinLogLevel(LogLevel level) {
   MinLevel().store(static_cast<int>(level));
@@ -66,10 +79,15 @@ bool LogEnabled(LogLevel level) {
 
 void Log(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields) {
   if (!LogEnabled(level)) return;
-  std::string line = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  const absl::Time now = absl::Now();
+  std::string line = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", now, absl::UTCTimeZone());
   absl::StrAppend(&line, " ", LevelName(level), " ", event);
   for (const auto& [key, value] : fields) absl::StrAppend(&line, " ", key, "=", Quote(value));
   line += '\n';
+  if (std::shared_ptr<const LogSink> sink = std::atomic_load(&SinkSlot())) {
+    (*sink)(LogRecord{level, now, event, fields, line});
+    return;
+  }
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 

@@ -9,6 +9,7 @@
 #include "shared/observability/alert_group.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/http_client.h"
+#include "shared/observability/log.h"
 #include "shared/observability/metrics.h"
 #include "shared/observability/metrics_server.h"
 #include "shared/observability/trace.h"
@@ -18,6 +19,33 @@
 
 namespace outbox {
 namespace {
+
+TEST(LogSinkTest, AnAdoptersSinkGetsEachEventWithItsPartsAndStderrGetsNothing) {
+  struct Seen {
+    LogLevel level;
+    std::string event, fields, line;
+  };
+  std::vector<Seen> seen;
+  SetLogSink([&](const LogRecord& r) {
+    std::string fields;
+    for (const auto& [key, value] : r.fields) absl::StrAppend(&fields, key, "=", value, ";");
+    seen.push_back({r.level, std::string(r.event), fields, std::string(r.line)});
+  });
+  ::testing::internal::CaptureStderr();
+  LogWarning("batch_held", {KV("queue", "stamps"), KV("messages", 3)});
+  LogDebug("below_the_level");  // dropped before the sink, as before stderr
+  SetLogSink(nullptr);
+  LogInfo("back_to_stderr");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].level, LogLevel::kWarning);
+  EXPECT_EQ(seen[0].event, "batch_held");
+  EXPECT_EQ(seen[0].fields, "queue=stamps;messages=3;");
+  EXPECT_NE(seen[0].line.find(" warning batch_held queue=stamps messages=3\n"), std::string::npos)
+      << seen[0].line;
+  EXPECT_EQ(err.find("batch_held"), std::string::npos) << err;
+  EXPECT_NE(err.find("back_to_stderr"), std::string::npos) << err;
+}
 
 TEST(AlertsTest, AlertmanagerJsonCarriesLabelsAnnotationsAndEscapes) {
   Alert a;
