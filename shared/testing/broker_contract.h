@@ -62,19 +62,6 @@ inline std::string BrokerImplName(const ::testing::TestParamInfo<BrokerImpl>& in
   return info.param.name;
 }
 
-// A delivery as a broker hands `m` to a consumer of its queue.
-inline Delivery DeliveryOf(const OutgoingMessage& m) {
-  Delivery d;
-  d.message_id = m.message_id;
-  d.reply_to = m.reply_to;
-  d.type = m.type;
-  d.traceparent = m.traceparent;
-  d.signature = m.signature;
-  d.shard_key = m.shard_key;
-  d.body = m.body;
-  return d;
-}
-
 // The fakes with a broker between them: what FakePublisher and
 // FakeQueueBrowser publish to the queue reaches FakeConsumer, to a
 // dead-letter queue the browser's queues; what FakeConsumer rejects lands in

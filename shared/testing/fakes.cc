@@ -71,6 +71,18 @@ absl::StatusOr<QueueState> FakePublisher::Inspect(const std::string& queue) {
   return it == queues.end() ? QueueState{0, 1} : it->second;
 }
 
+Delivery DeliveryOf(const OutgoingMessage& m) {
+  Delivery d;
+  d.message_id = m.message_id;
+  d.reply_to = m.reply_to;
+  d.type = m.type;
+  d.traceparent = m.traceparent;
+  d.signature = m.signature;
+  d.shard_key = m.shard_key;
+  d.body = m.body;
+  return d;
+}
+
 void FakeConsumer::Reset(const absl::Status& why) {
   DoReset(why);
   // Unacked deliveries return to their places, redelivered, with new tags.

@@ -81,6 +81,10 @@ class FakePublisher final : public MessagePublisher, public FakeLink {
   std::set<uint64_t> silent_;    // never answered
 };
 
+// The delivery a consumer of `m`'s queue receives (tag 0: FakeConsumer::Push
+// gives it one).
+Delivery DeliveryOf(const OutgoingMessage& m);
+
 // `d` carrying the signature `keys` gives it when it is sent: what a
 // consumer under test receives from a sender holding those keys.
 Delivery SignedBy(const MessageKeys& keys, Delivery d);
