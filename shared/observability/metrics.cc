@@ -60,17 +60,29 @@ class ScrapedSeries final : public prometheus::Collectable {
   std::vector<Family> families_ ABSL_GUARDED_BY(mu_);
 };
 
-MetricsRegistry::MetricsRegistry()
-    : registry_(std::make_shared<prometheus::Registry>()),
+MetricsRegistry::MetricsRegistry() : MetricsRegistry(Labels{}) {}
+
+MetricsRegistry::MetricsRegistry(Labels constant_labels)
+    : constant_labels_(std::move(constant_labels)),
+      registry_(std::make_shared<prometheus::Registry>()),
       scraped_(std::make_shared<ScrapedSeries>()) {}
+
+Labels MetricsRegistry::WithConstant(const Labels& labels) const {
+  Labels all = labels;
+  for (const auto& [key, value] : constant_labels_) all.emplace(key, value);
+  return all;
+}
 
 MetricsRegistry::~MetricsRegistry() = default;
 
 Counter& MetricsRegistry::AddCounter(const std::string& name, const std::string& help,
                                      const Labels& labels) {
   // prometheus-cpp hands back the family already registered under `name`.
-  prometheus::Counter& c =
-      prometheus::BuildCounter().Name(name).Help(help).Register(*registry_).Add(labels);
+  prometheus::Counter& c = prometheus::BuildCounter()
+                               .Name(name)
+                               .Help(help)
+                               .Register(*registry_)
+                               .Add(WithConstant(labels));
   MutexLock lock(&mu_);
   return counters_.emplace_back(c);
 }
@@ -79,27 +91,43 @@ DurationHistogram& MetricsRegistry::AddDurationHistogram(const std::string& name
                                                          const std::string& help,
                                                          const std::vector<double>& buckets,
                                                          const Labels& labels) {
-  prometheus::Histogram& h =
-      prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_).Add(labels, buckets);
+  prometheus::Histogram& h = prometheus::BuildHistogram()
+                                 .Name(name)
+                                 .Help(help)
+                                 .Register(*registry_)
+                                 .Add(WithConstant(labels), buckets);
   MutexLock lock(&mu_);
   return histograms_.emplace_back(h);
 }
 
 void MetricsRegistry::AddCounterReader(const std::string& name, const std::string& help,
                                        const Labels& labels, std::function<double()> read) {
-  auto sample = [labels, read = std::move(read)] { return std::vector<Sample>{{labels, read()}}; };
+  auto sample = [labels = WithConstant(labels), read = std::move(read)] {
+    return std::vector<Sample>{{labels, read()}};
+  };
   scraped_->Add(name, help, prometheus::MetricType::Counter, std::move(sample));
 }
 
 void MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
                                const Labels& labels, std::function<double()> read) {
-  auto sample = [labels, read = std::move(read)] { return std::vector<Sample>{{labels, read()}}; };
+  auto sample = [labels = WithConstant(labels), read = std::move(read)] {
+    return std::vector<Sample>{{labels, read()}};
+  };
   scraped_->Add(name, help, prometheus::MetricType::Gauge, std::move(sample));
 }
 
 void MetricsRegistry::AddGaugeFamily(const std::string& name, const std::string& help,
                                      std::function<std::vector<Sample>()> read) {
-  scraped_->Add(name, help, prometheus::MetricType::Gauge, std::move(read));
+  if (constant_labels_.empty()) {
+    scraped_->Add(name, help, prometheus::MetricType::Gauge, std::move(read));
+    return;
+  }
+  auto samples = [this, read = std::move(read)] {
+    std::vector<Sample> out = read();
+    for (Sample& sample : out) sample.first = WithConstant(sample.first);
+    return out;
+  };
+  scraped_->Add(name, help, prometheus::MetricType::Gauge, std::move(samples));
 }
 
 std::vector<std::weak_ptr<prometheus::Collectable>> MetricsRegistry::Collectables() const {

@@ -58,6 +58,12 @@ class ScrapedSeries;
 class MetricsRegistry {
  public:
   MetricsRegistry();
+  // Every series registered here also carries `constant_labels`. Two
+  // workers of one kind in one process (two relays, two consumers) register
+  // the same names: give each a registry of its own with a label that tells
+  // them apart (e.g. Labels{{"role", "orders"}}), and serve them together
+  // (MetricsServer::Start takes several), or they add to the same series.
+  explicit MetricsRegistry(Labels constant_labels);
   ~MetricsRegistry();
   MetricsRegistry(const MetricsRegistry&) = delete;
   MetricsRegistry& operator=(const MetricsRegistry&) = delete;
@@ -90,6 +96,9 @@ class MetricsRegistry {
   std::string Render() const;
 
  private:
+  Labels WithConstant(const Labels& labels) const;
+
+  const Labels constant_labels_;
   const std::shared_ptr<prometheus::Registry> registry_;
   const std::shared_ptr<ScrapedSeries> scraped_;
   Mutex mu_;

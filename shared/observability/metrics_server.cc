@@ -71,6 +71,11 @@ void Knock(sockaddr_in addr) {
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& listen, const MetricsRegistry& registry) {
+  return Start(listen, std::vector<const MetricsRegistry*>{&registry});
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& listen, const std::vector<const MetricsRegistry*>& registries) {
   const size_t colon = listen.rfind(':');
   int port = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
@@ -106,7 +111,11 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   if (ports.empty()) {
     return absl::InternalError(absl::StrCat("metrics: no port listening for ", listen));
   }
-  for (const auto& collectable : registry.Collectables()) exposer->RegisterCollectable(collectable);
+  for (const MetricsRegistry* registry : registries) {
+    for (const auto& collectable : registry->Collectables()) {
+      exposer->RegisterCollectable(collectable);
+    }
+  }
   addr.sin_port = htons(static_cast<uint16_t>(ports.front()));
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(exposer), addr));
 }

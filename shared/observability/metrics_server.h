@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "shared/observability/metrics.h"
@@ -25,6 +26,9 @@ class MetricsServer {
   // server.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen,
                                                               const MetricsRegistry& registry);
+  // Several registries on one /metrics (each must outlive the server).
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
+      const std::string& listen, const std::vector<const MetricsRegistry*>& registries);
   ~MetricsServer();  // stops serving; a scrape in progress finishes first
 
   int port() const { return port_; }

@@ -283,6 +283,30 @@ TEST(MetricsTest, ADurationHistogramCountsSecondsInItsBuckets) {
   EXPECT_NE(text.find("\nx_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos) << text;
 }
 
+// Two workers of one kind in one process: a registry each, told apart by
+// a constant label, served on one /metrics.
+TEST(MetricsServerTest, TwoRegistriesWithConstantLabelsKeepTheirSeriesApart) {
+  MetricsRegistry orders(Labels{{"role", "orders"}});
+  MetricsRegistry refunds(Labels{{"role", "refunds"}});
+  orders.AddCounter("outbox_relay_published_total", "published", {{"result", "ok"}}).Add(3);
+  refunds.AddCounter("outbox_relay_published_total", "published", {{"result", "ok"}}).Add(5);
+  refunds.AddGauge("outbox_queue_depth", "depth", {}, [] { return 7.0; });
+  refunds.AddGaugeFamily("outbox_rows", "rows", [] {
+    return std::vector<MetricsRegistry::Sample>{{{{"status", "SENDING"}}, 2.0}};
+  });
+  auto server = MetricsServer::Start("127.0.0.1:0", {&orders, &refunds});
+  ASSERT_OK(server);
+  auto got =
+      HttpGet(absl::StrCat("http://127.0.0.1:", (*server)->port(), "/metrics"), absl::Seconds(5));
+  ASSERT_OK(got);
+  for (const char* line : {"outbox_relay_published_total{result=\"ok\",role=\"orders\"} 3\n",
+                           "outbox_relay_published_total{result=\"ok\",role=\"refunds\"} 5\n",
+                           "outbox_queue_depth{role=\"refunds\"} 7\n",
+                           "outbox_rows{role=\"refunds\",status=\"SENDING\"} 2\n"}) {
+    EXPECT_NE(got->body.find(line), std::string::npos) << line << got->body;
+  }
+}
+
 TEST(MetricsServerTest, APortInUseIsAFailedPreconditionNamingIt) {
   MetricsRegistry metrics;
   auto first = MetricsServer::Start("127.0.0.1:0", metrics);
