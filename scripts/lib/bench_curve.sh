@@ -153,6 +153,14 @@ curve_use_broker() {
   AMQP_URL=$(cat "$BROKER_DIR/amqp_url")
 }
 
+# curve_run_suffix K: "-" and broker K's label in a run's name, whose queue
+# names the services' broker users may use only with [A-Za-z0-9_-] and dots
+# (scripts/rabbitmq_node.sh): "+TAG" becomes "_TAG".
+curve_run_suffix() {
+  local label=${CURVE_BROKER_LABELS[${1:-0}]-}
+  [[ -z $label ]] || echo "-${label//+/_}"
+}
+
 # curve_series B K: the build column's name of build B on broker K.
 curve_series() {
   local nb=${#CURVE_BROKER_LABELS[@]}
@@ -170,7 +178,7 @@ curve_series() {
 curve_floor() {
   local point=$1 round=$2 run json BROKER_DIR=$BROKER_DIR AMQP_URL=${AMQP_URL:-}
   curve_use_broker "$3"
-  run=floor-$point-r$round${CURVE_BROKER_LABELS[${3:-0}]+-${CURVE_BROKER_LABELS[${3:-0}]}}
+  run=floor-$point-r$round$(curve_run_suffix "$3")
   mkdir -p "$WORK/$run"
   run "$BIN/outbox_bench" --label="$run" --floor_rate="$point" --floor_time="$CURVE_FLOOR_TIME" \
     --amqp_url="$AMQP_URL" --broker_pid="$(cat "$BROKER_DIR/rabbitmq.pid")" \
@@ -194,7 +202,7 @@ curve_point() {
   curve_use_broker "$4"
   broker=${CURVE_BROKER_LABELS[${4:-0}]-}
   series=$(curve_series "$1" "$4")
-  run=curve-$label${broker:+-$broker}-$point-r$round
+  run=curve-$label$(curve_run_suffix "$4")-$point-r$round
   load1=$(cut -d' ' -f1 /proc/loadavg)
   # The services of this build (BIN only for the call); outbox_bench stays BENCH_BUILD_DIR's.
   BIN=$bin start_services "$run"
@@ -248,7 +256,7 @@ curve_idle() {
   curve_use_broker "$3"
   broker=${CURVE_BROKER_LABELS[${3:-0}]-}
   local before=() i hz line=$label,$round sum=0 pct
-  run=idle-$label${broker:+-$broker}-r$round
+  run=idle-$label$(curve_run_suffix "$3")-r$round
   BIN=$bin start_services "$run"
   BIN=$bin start_recovery "$run"
   pids=("$PAYMENT_PID" "$ACCOUNTING_PID" "$PID" "$(cat "$BROKER_DIR/rabbitmq.pid")")
@@ -430,8 +438,7 @@ curve_run() {
   echo
   curve_brokers_start
   echo "load curve: $CURVE_RATES payments/s (sat: $CONCURRENCY in flight), ${CURVE_DURATION} each" \
-    "after ${WARMUP} warm-up, $CURVE_ROUNDS round(s), builds: ${CURVE_LABELS[*]}" \
-    "${CURVE_BROKER_LABELS[*]:+, brokers: ${CURVE_BROKER_LABELS[*]}}"
+    "after ${WARMUP} warm-up, $CURVE_ROUNDS round(s), builds: ${CURVE_LABELS[*]}${CURVE_BROKER_LABELS[*]:+, brokers: ${CURVE_BROKER_LABELS[*]}}"
   echo "per payment over the whole run (warm-up, window, drain to SENT); fsyncs: fsync + fdatasync;" \
     "RSS: the services' peak (VmHWM), the broker's at the point's end (VmRSS)"
   if [[ $CURVE_FLOOR == 1 ]]; then
