@@ -12,16 +12,6 @@
 namespace outbox {
 namespace {
 
-// The shortest first retry delay of the policy and its topics: a message the
-// relay held that long may be due for recovery already.
-absl::Duration HandOverAfter(const RetryPolicy& retry) {
-  absl::Duration after = retry.DelayAfter(1);
-  for (const auto& topic : retry.topics) {
-    after = std::min(after, retry.ForTopic(topic.first).DelayAfter(1));
-  }
-  return after;
-}
-
 absl::Status Validate(Producer::Options& options) {
   RETURN_IF_ERROR(options.signing.Required("Producer"));
   if (options.queue.empty())
@@ -57,6 +47,14 @@ AckListenerOptions AckListenerOptionsOf(const Producer::Options& options) {
 }
 
 }  // namespace
+
+absl::Duration HandOverAfter(const RetryPolicy& retry) {
+  absl::Duration after = retry.DelayAfter(1);
+  for (const auto& topic : retry.topics) {
+    after = std::min(after, retry.ForTopic(topic.first).DelayAfter(1));
+  }
+  return after;
+}
 
 absl::StatusOr<std::unique_ptr<Producer>> Producer::Start(SqliteFile& file, Options options) {
   RETURN_IF_ERROR(Validate(options));

@@ -13,8 +13,8 @@
 //   options.amqp = url;
 //   options.queue = "shop.orders";
 //   options.signing = *outbox::Signing::FromKeyFile(keys_path);
-//   ASSIGN_OR_RETURN(auto producer, outbox::Producer::Start(*file, options));
-//   ASSIGN_OR_RETURN(std::string id, producer->Write(spec, write_my_rows));
+//   OUTBOX_ASSIGN_OR_RETURN(auto producer, outbox::Producer::Start(*file, options));
+//   OUTBOX_ASSIGN_OR_RETURN(std::string id, producer->Write(spec, write_my_rows));
 //   producer->WaitUntilClosed(deadline);  // every row answered
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +39,11 @@
 #include "shared/sqlite/sqlite_outbox.h"
 
 namespace outbox {
+
+// How long the producer's relay holds a message before it asks whether
+// recovery took it over: the first retry delay (RetryPolicy::DelayAfter(1)),
+// the shortest over the policy's topics, when a row may be due for recovery.
+absl::Duration HandOverAfter(const RetryPolicy& retry);
 
 class Producer {
  public:

@@ -415,6 +415,18 @@ TEST_F(RolesTest, AFailedWriteHandsNothingToTheRelay) {
   EXPECT_EQ(counts->sending, 1);
 }
 
+TEST(HandOverAfterTest, TheFirstRetryDelayShortestOverTheTopics) {
+  RetryPolicy retry;
+  retry.base_delay = absl::Seconds(5);
+  retry.max_delay = absl::Seconds(3);
+  EXPECT_EQ(HandOverAfter(retry), absl::Seconds(3));  // capped as the retry is
+  retry.max_delay = absl::Minutes(5);
+  EXPECT_EQ(HandOverAfter(retry), absl::Seconds(5));
+  retry.topics["invoices"].base_delay = absl::Seconds(2);
+  retry.topics["orders"].base_delay = absl::Seconds(30);
+  EXPECT_EQ(HandOverAfter(retry), absl::Seconds(2));
+}
+
 // Recovery's publisher is its own, and signs with the process's keys; its
 // queues come from the producer's.
 TEST(RecoveryRoleTest, RepublishesSignedWithTheProducersQueues) {
