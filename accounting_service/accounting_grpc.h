@@ -3,15 +3,13 @@
 // gRPC edge of the accounting service (read side of the ledger).
 #include "accounting/v1/accounting.grpc.pb.h"
 #include "accounting_service/voucher_store.h"
-#include "service_kit/grpc/server_security.h"
 
 namespace outbox::accounting {
 
 class AccountingServiceImpl final : public ::accounting::v1::AccountingService::Service {
  public:
-  // `auth`: the API token every call must carry (none by default).
-  explicit AccountingServiceImpl(VoucherStore& store, BearerTokenCheck auth = {})
-      : store_(store), auth_(std::move(auth)) {}
+  // The API token is checked before any handler runs (Serving, call_gate.h).
+  explicit AccountingServiceImpl(VoucherStore& store) : store_(store) {}
 
   grpc::Status GetVoucher(grpc::ServerContext* context,
                           const ::accounting::v1::GetVoucherRequest* request,
@@ -22,7 +20,6 @@ class AccountingServiceImpl final : public ::accounting::v1::AccountingService::
 
  private:
   VoucherStore& store_;
-  const BearerTokenCheck auth_;
 };
 
 }  // namespace outbox::accounting

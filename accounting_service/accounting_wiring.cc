@@ -49,11 +49,11 @@ absl::Status RunAccountingService(const AccountingServiceOptions& options) {
   SigningPublisher replies(amqp_replies, config.keys());
   PaymentConsumer consumer(payments, replies, *store, clock, metrics, consumer_options);
   ProcessedPruner pruner(*store, clock, metrics, pruning);
-  AccountingServiceImpl service(*store, options.auth);
+  AccountingServiceImpl service(*store);
   // Ports first: a process that cannot serve (a port in use) exits before it
   // consumes, and books, a single payment.
-  ASSIGN_OR_RETURN(auto serving,
-                   Serving::Start(listen, {&service}, options.metrics_listen, metrics, config.tls));
+  ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {{&service, options.auth}},
+                                                options.metrics_listen, metrics, config.tls));
   consumer.Start();
   if (pruning.retention > absl::ZeroDuration()) pruner.Start();
   LogInfo("accounting_service_started",

@@ -9,7 +9,7 @@
 #include "payment_service/payment_store.h"
 #include "payment_service/payment_writer.h"
 #include "payment_service/shard_guard.h"
-#include "service_kit/grpc/server_security.h"
+#include "service_kit/money.h"
 
 namespace outbox::payment {
 
@@ -17,16 +17,14 @@ class PaymentServiceImpl final
     : public ::payment::v1::PaymentService::WithCallbackMethod_CreatePayment<
           ::payment::v1::PaymentService::Service> {
  public:
-  // `max_amount_minor`: the largest amount a payment may carry; `auth`: the
-  // API token every call must carry (none by default); `shard`: which
-  // payments are this instance's (all by default, shard_guard.h).
+  // `max_amount_minor`: the largest amount a payment may carry; `shard`:
+  // which payments are this instance's (all by default, shard_guard.h). The
+  // API token is checked before any handler runs (Serving, call_gate.h).
   PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store,
-                     int64_t max_amount_minor = kDefaultMaxAmountMinor, BearerTokenCheck auth = {},
-                     ShardGuard shard = {})
+                     int64_t max_amount_minor = kDefaultMaxAmountMinor, ShardGuard shard = {})
       : writer_(writer),
         store_(store),
         max_amount_minor_(max_amount_minor),
-        auth_(std::move(auth)),
         shard_(std::move(shard)) {}
 
   grpc::ServerUnaryReactor* CreatePayment(grpc::CallbackServerContext* context,
@@ -43,7 +41,6 @@ class PaymentServiceImpl final
   PaymentWriter& writer_;
   PaymentStore& store_;
   const int64_t max_amount_minor_;
-  const BearerTokenCheck auth_;
   const ShardGuard shard_;
 };
 

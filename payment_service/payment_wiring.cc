@@ -98,12 +98,11 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
   PaymentWriter writer(*store, clock, ids, metrics, writer_options);
   Relay publisher(broker, writer, clock, metrics, publisher_options);
   AckListener acks(replies, writer, DecodeAccountingReply, metrics, ack_options);
-  PaymentServiceImpl service(writer, *store, config.max_amount_minor, options.auth,
-                             ShardGuard(shard));
+  PaymentServiceImpl service(writer, *store, config.max_amount_minor, ShardGuard(shard));
   // Ports first: a process that cannot serve (a port in use) exits before its
   // workers touch the broker. A call arriving meanwhile waits for the writer.
-  ASSIGN_OR_RETURN(auto serving,
-                   Serving::Start(listen, {&service}, options.metrics_listen, metrics, config.tls));
+  ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {{&service, options.auth}},
+                                                options.metrics_listen, metrics, config.tls));
   ServeUntilSignal(options, *serving, publisher, writer, acks);
   return absl::OkStatus();
 }

@@ -60,7 +60,6 @@ absl::Status CheckGroupId(const std::string& group) {
 grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext* context,
                                          const ::ops::v1::ListMessagesRequest* req,
                                          ::ops::v1::ListMessagesResponse* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto status = OutboxStatusFromNumber(req->status());
   if (!status.ok() || !status->has_value()) {
     return ToGrpcStatus(absl::InvalidArgumentError("status is required: SENDING, SENT or FAILED"));
@@ -77,7 +76,6 @@ grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext* context,
 grpc::Status OutboxOpsImpl::GetMessage(grpc::ServerContext* context,
                                        const ::ops::v1::GetMessageRequest* req,
                                        ::ops::v1::OutboxMessage* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->message_id().empty())
     return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
   auto row = store_.Get(req->message_id());
@@ -89,7 +87,6 @@ grpc::Status OutboxOpsImpl::GetMessage(grpc::ServerContext* context,
 grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext* context,
                                            const ::ops::v1::RedriveMessageRequest* req,
                                            ::ops::v1::OutboxMessage* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->message_id().empty())
     return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
   const std::string actor = auth_.Actor(*context);
@@ -103,7 +100,6 @@ grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext* context,
 grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext* context,
                                           const ::ops::v1::RedriveFailedRequest* req,
                                           ::ops::v1::RedriveFailedResponse* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (!req->group().empty()) {
     if (absl::Status s = CheckGroupId(req->group()); !s.ok()) return ToGrpcStatus(s);
   }
@@ -123,7 +119,6 @@ grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext* context,
 grpc::Status OutboxOpsImpl::ListFailureGroups(grpc::ServerContext* context,
                                               const ::ops::v1::ListFailureGroupsRequest* req,
                                               ::ops::v1::ListFailureGroupsResponse* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->limit() < 0)
     return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
   const std::string& kind = req->kind();
@@ -154,7 +149,6 @@ grpc::Status OutboxOpsImpl::ListFailureGroups(grpc::ServerContext* context,
 grpc::Status OutboxOpsImpl::AcknowledgeFailure(grpc::ServerContext* context,
                                                const ::ops::v1::AcknowledgeFailureRequest* req,
                                                ::ops::v1::AcknowledgeFailureResponse* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->message_id().empty() == req->group().empty()) {
     return ToGrpcStatus(absl::InvalidArgumentError("give exactly one of message_id and group"));
   }
@@ -185,7 +179,6 @@ grpc::Status OutboxOpsImpl::AcknowledgeFailure(grpc::ServerContext* context,
 grpc::Status OutboxOpsImpl::GetHistory(grpc::ServerContext* context,
                                        const ::ops::v1::GetHistoryRequest* req,
                                        ::ops::v1::History* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->id().empty()) {
     return ToGrpcStatus(
         absl::InvalidArgumentError("id is required (a message id or business key)"));
@@ -207,7 +200,6 @@ grpc::Status OutboxOpsImpl::GetHistory(grpc::ServerContext* context,
 grpc::Status OutboxOpsImpl::ListAudit(grpc::ServerContext* context,
                                       const ::ops::v1::ListAuditRequest* req,
                                       ::ops::v1::ListAuditResponse* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   // Newest first: the token is the last record's id, the next page is below it.
   auto paging = ParsePageRequest(req->page_size(), req->page_token());
   if (!paging.ok()) return ToGrpcStatus(paging.status());
@@ -233,7 +225,6 @@ grpc::Status OutboxOpsImpl::ListAudit(grpc::ServerContext* context,
 grpc::Status OutboxOpsImpl::GetRetryPolicy(grpc::ServerContext* context,
                                            const ::ops::v1::GetRetryPolicyRequest*,
                                            ::ops::v1::RetryPolicy* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto add = [&](const std::string& topic, const RetryPolicy& p) {
     auto* out = resp->add_policies();
     out->set_topic(topic);
@@ -249,7 +240,6 @@ grpc::Status OutboxOpsImpl::GetRetryPolicy(grpc::ServerContext* context,
 
 grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext* context,
                                      const ::ops::v1::GetStatsRequest*, ::ops::v1::Stats* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   auto counts = store_.Counts();
   if (!counts.ok()) return ToGrpcStatus(counts.status());
   resp->set_sending(counts->sending);
@@ -280,7 +270,6 @@ grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext* context,
 grpc::Status OutboxOpsImpl::ListDeadLetters(grpc::ServerContext* context,
                                             const ::ops::v1::ListDeadLettersRequest* req,
                                             ::ops::v1::ListDeadLettersResponse* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->limit() < 0)
     return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
   auto peek = dead_letters_.Peek(
@@ -299,7 +288,6 @@ grpc::Status OutboxOpsImpl::ListDeadLetters(grpc::ServerContext* context,
 grpc::Status OutboxOpsImpl::RedriveDeadLetters(grpc::ServerContext* context,
                                                const ::ops::v1::RedriveDeadLettersRequest* req,
                                                ::ops::v1::RedriveDeadLettersResponse* resp) {
-  if (grpc::Status denied = auth_.Check(*context); !denied.ok()) return denied;
   if (req->limit() < 0)
     return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
   // It can cause bookings: audited like every action that changes something.

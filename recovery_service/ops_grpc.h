@@ -55,7 +55,9 @@ class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
   const Alerter& alerter_;
   DeadLetters& dead_letters_;
   const Clock& clock_;
-  const BearerTokenCheck auth_;  // the ops tokens (OPS_TOKEN_FILE), when set
+  // The ops tokens (OPS_TOKEN_FILE), to name the caller in audit records;
+  // the check itself runs before any handler (Serving, call_gate.h).
+  const BearerTokenCheck auth_;
   const RetryPolicy retry_;
 };
 

@@ -111,8 +111,9 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
 
   // Ports first: a process that cannot serve (a port in use) exits before it
   // takes the lease or re-publishes anything.
-  ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {&ops}, service_options.metrics_listen,
-                                                metrics, config.tls));
+  ASSIGN_OR_RETURN(auto serving,
+                   Serving::Start(listen, {{&ops, service_options.auth}},
+                                  service_options.metrics_listen, metrics, config.tls));
   ServeUntilSignal(service_options, *serving, worker, alerter);
   return absl::OkStatus();
 }

@@ -107,7 +107,7 @@ absl::Status ValidateListenAddress(const std::string& listen, const std::string&
 }
 
 absl::StatusOr<std::unique_ptr<Serving>> Serving::Start(const std::string& listen,
-                                                        const std::vector<grpc::Service*>& services,
+                                                        const std::vector<ServedService>& services,
                                                         const std::string& metrics_listen,
                                                         const MetricsRegistry& metrics,
                                                         const TlsServerFiles& tls) {

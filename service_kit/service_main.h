@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "service_kit/grpc/call_gate.h"
 #include "service_kit/grpc/channel_security.h"
 #include "service_kit/grpc/server_security.h"
 #include "shared/observability/metrics.h"
@@ -55,11 +56,11 @@ int RunServiceMain(int argc, char** argv, const std::string& name, const std::st
 absl::Status ValidateListenAddress(const std::string& listen, const std::string& flag_name);
 
 // A running service's front: the gRPC server (health and reflection
-// included) and, when `metrics_listen` is set, /metrics.
+// included, each service behind its token check) and, when `metrics_listen` is set, /metrics.
 class Serving {
  public:
   static absl::StatusOr<std::unique_ptr<Serving>> Start(const std::string& listen,
-                                                        const std::vector<grpc::Service*>& services,
+                                                        const std::vector<ServedService>& services,
                                                         const std::string& metrics_listen,
                                                         const MetricsRegistry& metrics,
                                                         const TlsServerFiles& tls = {});

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.pb.h"
+#include "service_kit/grpc/call_gate.h"
 #include "service_kit/grpc/reflection_v1.h"
 #include "shared/observability/log.h"
 
@@ -67,23 +68,33 @@ void LogGrpcLine(gpr_log_func_args* args) {
 
 // Logs every call refused for its caller (no or a wrong token) or its
 // request (invalid argument), with the method and the peer, so that an
-// operator can see them; the status message never holds a token.
+// operator can see them; the status message never holds a token. A call the
+// gate refused goes out with the gate's status (a callback method's own
+// refusal path would say UNIMPLEMENTED).
 class RefusedCallLogger final : public grpc::experimental::Interceptor {
  public:
-  explicit RefusedCallLogger(grpc::experimental::ServerRpcInfo* info) : info_(info) {}
+  RefusedCallLogger(grpc::experimental::ServerRpcInfo* info, const CallGate* gate)
+      : info_(info), gate_(gate) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
-      const grpc::Status status = methods->GetSendStatus();
+      grpc::Status status = methods->GetSendStatus();
+      const grpc::ServerContextBase* context = info_->server_context();
+      const char* method = info_->method() == nullptr ? "" : info_->method();
+      if (context != nullptr) {
+        if (grpc::Status refused = gate_->Check(method, *context); !refused.ok()) {
+          methods->ModifySendStatus(refused);
+          status = refused;
+        }
+      }
       const grpc::StatusCode code = status.error_code();
       if (code == grpc::StatusCode::UNAUTHENTICATED ||
           code == grpc::StatusCode::PERMISSION_DENIED ||
           code == grpc::StatusCode::INVALID_ARGUMENT) {
-        const std::string peer =
-            info_->server_context() == nullptr ? "" : info_->server_context()->peer();
+        const std::string peer = context == nullptr ? "" : context->peer();
         Log(code == grpc::StatusCode::INVALID_ARGUMENT ? LogLevel::kInfo : LogLevel::kWarning,
             "call_refused",
-            {KV("method", info_->method() == nullptr ? "" : info_->method()), KV("peer", peer),
+            {KV("method", method), KV("peer", peer),
              KV("code", code == grpc::StatusCode::INVALID_ARGUMENT  ? "INVALID_ARGUMENT"
                         : code == grpc::StatusCode::UNAUTHENTICATED ? "UNAUTHENTICATED"
                                                                     : "PERMISSION_DENIED"),
@@ -95,24 +106,35 @@ class RefusedCallLogger final : public grpc::experimental::Interceptor {
 
  private:
   grpc::experimental::ServerRpcInfo* info_;
+  const CallGate* gate_;
 };
 
+// Owned by the server (its interceptor creators), so the gate and the
+// gated services registered with it live exactly as long as the server.
 class RefusedCallLoggerFactory final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
+  explicit RefusedCallLoggerFactory(std::unique_ptr<CallGate> gate) : gate_(std::move(gate)) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
-    return new RefusedCallLogger(info);
+    return new RefusedCallLogger(info, gate_.get());
   }
+
+ private:
+  std::unique_ptr<CallGate> gate_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port,
+    const std::string& listen, const std::vector<ServedService>& services, int* bound_port,
     const TlsServerFiles& tls) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentialsFrom(tls);
   if (!credentials.ok()) return credentials.status();
+  auto gate = std::make_unique<CallGate>();
+  for (const ServedService& served : services) {
+    if (absl::Status s = gate->Add(served); !s.ok()) return s;
+  }
   // gRPC's built-in health service is implemented without protobuf, so its
   // descriptor is not in the generated pool unless health.pb.cc is linked in
   // (this reference makes sure it is); only then can reflection describe it.
@@ -134,7 +156,8 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, kMaxPingStrikes);
   AddReflectionV1(builder);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<RefusedCallLoggerFactory>());
+  const std::vector<grpc::Service*> registered = gate->services();
+  interceptors.push_back(std::make_unique<RefusedCallLoggerFactory>(std::move(gate)));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // Sync handlers (payment's reads, accounting, recovery) block on SQLite;
   // keep enough polling threads alive that the sync server does not create
@@ -143,7 +166,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 256);
   int port = 0;
   builder.AddListeningPort(listen, *credentials, &port);
-  for (grpc::Service* s : services) builder.RegisterService(s);
+  for (grpc::Service* s : registered) builder.RegisterService(s);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     if (server != nullptr) server->Shutdown();

@@ -13,18 +13,21 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "service_kit/grpc/call_gate.h"
 #include "service_kit/grpc/server_security.h"
 
 namespace outbox {
 
 // Builds and starts a server on `listen` (host:port; port 0 picks one) with
-// the standard health service and server reflection v1 and v1alpha. `bound_port` receives
+// the standard health service and server reflection v1 and v1alpha, and
+// each of `services` behind its token check (call_gate.h; health and
+// reflection stay open). `bound_port` receives
 // the port actually bound. A port another process listens on is not shared
 // (no SO_REUSEPORT): FAILED_PRECONDITION "cannot listen on <listen>: <why>".
 // With `tls` set it serves TLS (mTLS with a client CA) and nothing in
 // plaintext; a bad TLS setting is INVALID_ARGUMENT naming the flag.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port,
+    const std::string& listen, const std::vector<ServedService>& services, int* bound_port,
     const TlsServerFiles& tls = {});
 
 // Load limits of every server. Requests here are a few hundred bytes, so a

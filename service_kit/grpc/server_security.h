@@ -1,8 +1,9 @@
 #pragma once
 
 // The server half of the gRPC security settings: TLS server credentials from
-// PEM files, and the bearer-token check the API handlers call first. Health
-// and reflection never call it, so they stay open.
+// PEM files, and the bearer-token check every call of a protected service
+// passes before its handler runs (call_gate.h). Health and reflection are
+// never behind it, so they stay open.
 #include <map>
 #include <memory>
 #include <string>
@@ -62,8 +63,9 @@ inline constexpr size_t kMinTokenLength = 16;
 // kMinTokenLength, a name or token given twice, or no token at all.
 absl::StatusOr<std::vector<NamedToken>> ParseTokenList(absl::string_view contents);
 
-// What each handler of a protected service asks first. Without a token
-// (the default) every call passes.
+// The check in front of every method of a protected service (call_gate.h:
+// the server asks it, not the handlers). Without a token (the default)
+// every call passes.
 class BearerTokenCheck {
  public:
   BearerTokenCheck() = default;
