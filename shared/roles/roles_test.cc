@@ -415,6 +415,56 @@ TEST_F(RolesTest, AFailedWriteHandsNothingToTheRelay) {
   EXPECT_EQ(counts->sending, 1);
 }
 
+// Start over the AMQP dialer, with no broker listening: the roles start,
+// the producer commits (its rows wait SENDING), and each stops cleanly.
+TEST_F(RolesTest, StartWithoutABrokerCommitsAndStops) {
+  auto url = AmqpUrl::Parse("amqp://guest:guest@127.0.0.1:1/%2F");
+  ASSERT_OK(url);
+  Producer::Options producer;
+  producer.amqp = *url;
+  producer.queue = kQueue;
+  producer.signing = Signing::With(Keys());
+  auto started = Producer::Start(*orders_, producer);
+  ASSERT_OK(started);
+  ASSERT_OK(PlaceOrder(**started, "o-1"));
+  auto counts = (*started)->CountRows();
+  ASSERT_OK(counts);
+  EXPECT_EQ(counts->sending, 1);
+  EXPECT_THAT((*started)->WaitUntilClosed(absl::Now()).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  (*started)->Stop();
+  EXPECT_EQ((*started)->confirmed(), 0);
+
+  Consumer::Options consumer;
+  consumer.amqp = *url;
+  consumer.queue = kQueue;
+  consumer.signing = Signing::With(Keys());
+  auto consuming = Consumer::Start(*handler_, consumer);
+  ASSERT_OK(consuming);
+  (*consuming)->Stop();
+  EXPECT_EQ((*consuming)->booked(), 0);
+}
+
+TEST_F(RolesTest, RecoveryStartsOnTheProducersFileOnly) {
+  auto url = AmqpUrl::Parse("amqp://guest:guest@127.0.0.1:1/%2F");
+  ASSERT_OK(url);
+  Recovery::Options options;
+  options.amqp = *url;
+  options.producer_db.schema = &OrdersSchema();
+  options.queue = kQueue;
+  options.signing = Signing::With(Keys());
+  options.recovery.instance_id = "r1";
+  options.wait_for_db = absl::ZeroDuration();
+  options.db = dir_.path() + "/missing.db";  // never created by recovery
+  EXPECT_THAT(Recovery::Start(options).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("missing.db")));
+  options.db = dir_.path() + "/orders.db";
+  auto recovery = Recovery::Start(options);
+  ASSERT_OK(recovery);
+  (*recovery)->Stop();
+  EXPECT_EQ((*recovery)->republished(), 0);
+}
+
 TEST(HandOverAfterTest, TheFirstRetryDelayShortestOverTheTopics) {
   RetryPolicy retry;
   retry.base_delay = absl::Seconds(5);
