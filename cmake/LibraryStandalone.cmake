@@ -26,3 +26,8 @@ set(OUTBOX_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/outbox)
 
 enable_testing()
 include(GoogleTest)
+
+# As the top-level CMakeLists.txt: the short status macros for the project's
+# own sources (shared/base/status_macros.h), a directory property that the
+# installed targets do not carry.
+add_compile_definitions(OUTBOX_SHORT_STATUS_MACROS)
