@@ -50,13 +50,14 @@ const outbox::DbSchema& ShippingSchema() {
 }
 
 absl::Status ShipOrders(const Setup& setup, int orders) {
-  ASSIGN_OR_RETURN(auto file, outbox::OpenSqliteFile(setup.shipping_db, {}, &ShippingSchema()));
+  OUTBOX_ASSIGN_OR_RETURN(auto file,
+                          outbox::OpenSqliteFile(setup.shipping_db, {}, &ShippingSchema()));
   Shipping shipping(*file, outbox::SystemClock::Get());
   outbox::Consumer::Options options;
   options.amqp = setup.amqp;
   options.queue = kOrders;
   options.signing = setup.signing;  // checks each order, signs each reply
-  ASSIGN_OR_RETURN(auto consumer, outbox::Consumer::Start(shipping, options));
+  OUTBOX_ASSIGN_OR_RETURN(auto consumer, outbox::Consumer::Start(shipping, options));
   WaitUntil([&] { return consumer->booked() + consumer->duplicates() >= orders; });
   consumer->Stop();  // waits for the last replies' confirms, then acks
   return absl::OkStatus();

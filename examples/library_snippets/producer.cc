@@ -20,13 +20,13 @@ const outbox::DbSchema& ShopSchema() {
 }
 
 absl::Status PlaceOrders(const Setup& setup, int orders) {
-  ASSIGN_OR_RETURN(auto file, outbox::OpenSqliteFile(setup.shop_db, {}, &ShopSchema()));
+  OUTBOX_ASSIGN_OR_RETURN(auto file, outbox::OpenSqliteFile(setup.shop_db, {}, &ShopSchema()));
   outbox::Producer::Options options;
   options.amqp = setup.amqp;
   options.queue = kOrders;  // replies come back on "<queue>.replies"
   options.signing = setup.signing;
   options.retry = Retry();  // stamped on each row; recovery applies the same
-  ASSIGN_OR_RETURN(auto producer, outbox::Producer::Start(*file, options));
+  OUTBOX_ASSIGN_OR_RETURN(auto producer, outbox::Producer::Start(*file, options));
 
   for (int i = 0; i < orders; ++i) {
     const std::string order_id = "o-" + std::to_string(i);
@@ -46,7 +46,7 @@ absl::Status PlaceOrders(const Setup& setup, int orders) {
   }
 
   // Rows close only while the producer reads the replies: wait for them.
-  RETURN_IF_ERROR(producer->WaitUntilClosed(absl::Now() + absl::Minutes(1)).status());
+  OUTBOX_RETURN_IF_ERROR(producer->WaitUntilClosed(absl::Now() + absl::Minutes(1)).status());
   producer->Stop();
   return absl::OkStatus();
 }

@@ -19,7 +19,7 @@ absl::Status RunRecovery(const Setup& setup, absl::Duration how_long) {
   options.recovery.retry = Retry();                  // the policy the producer stamps on rows
   options.recovery.biz_key_label = "order_id";
   options.recovery.consumer_name = "shipping";
-  ASSIGN_OR_RETURN(auto recovery, outbox::Recovery::Start(options));  // alerts: logged only
+  OUTBOX_ASSIGN_OR_RETURN(auto recovery, outbox::Recovery::Start(options));  // alerts: logged only
   absl::SleepFor(how_long);
   recovery->Stop();  // finishes its round and gives the lease up
   return absl::OkStatus();

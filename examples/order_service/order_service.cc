@@ -38,7 +38,7 @@ void OrderService::Stop() {
 
 absl::StatusOr<std::string> OrderService::Place(const Order& order) {
   const std::string message_id = ids_.NewId();
-  ASSIGN_OR_RETURN(outbox::OutgoingMessage message, store_.Place(order, message_id));
+  OUTBOX_ASSIGN_OR_RETURN(outbox::OutgoingMessage message, store_.Place(order, message_id));
   relay_.Enqueue({std::move(message)});
   return message_id;
 }

@@ -35,7 +35,8 @@ std::string OrderPlacedBody(const Order& order) {
 absl::StatusOr<std::unique_ptr<OrderStore>> OrderStore::Open(const std::string& path,
                                                              OrderQueues queues,
                                                              const outbox::Clock& clock) {
-  ASSIGN_OR_RETURN(auto file, outbox::OpenSqliteFile(path, outbox::DbOptions{}, &OrderDbSchema()));
+  OUTBOX_ASSIGN_OR_RETURN(auto file,
+                          outbox::OpenSqliteFile(path, outbox::DbOptions{}, &OrderDbSchema()));
   return std::unique_ptr<OrderStore>(new OrderStore(std::move(file), std::move(queues), clock));
 }
 
@@ -61,7 +62,7 @@ absl::StatusOr<outbox::OutgoingMessage> OrderStore::Place(const Order& order,
 }
 
 absl::StatusOr<outbox::OutboxStatus> OrderStore::MessageStatus(const std::string& message_id) {
-  ASSIGN_OR_RETURN(outbox::OutboxMessage row, outbox_.Get(message_id));
+  OUTBOX_ASSIGN_OR_RETURN(outbox::OutboxMessage row, outbox_.Get(message_id));
   return row.status;
 }
 

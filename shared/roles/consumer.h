@@ -14,7 +14,7 @@
 //   options.amqp = url;
 //   options.queue = "shop.orders";
 //   options.signing = signing;
-//   ASSIGN_OR_RETURN(auto consumer, outbox::Consumer::Start(shipping, options));
+//   OUTBOX_ASSIGN_OR_RETURN(auto consumer, outbox::Consumer::Start(shipping, options));
 #include <cstdint>
 #include <memory>
 #include <string>

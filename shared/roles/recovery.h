@@ -15,7 +15,7 @@
 //   options.signing = signing;
 //   options.recovery.instance_id = "shop-recovery-1";
 //   options.recovery.retry = Retry();  // the producer's policy
-//   ASSIGN_OR_RETURN(auto recovery, outbox::Recovery::Start(options));
+//   OUTBOX_ASSIGN_OR_RETURN(auto recovery, outbox::Recovery::Start(options));
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -209,4 +209,17 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& pa
   return file;
 }
 
+absl::Status SqliteFile::Write(const std::function<absl::Status(SQLite::Database&)>& body) {
+  MutexLock lock(&write_mu);
+  SQLite::Database& db = *writer;
+  return WriteTransaction(db, [&] { return body(db); });
+}
+
+absl::Status SqliteFile::Read(const std::string& context,
+                              const std::function<absl::Status(SQLite::Database&)>& body) {
+  MutexLock lock(&read_mu);
+  SQLite::Database& db = *reader;
+  return Guard(context, [&] { return body(db); });
+}
+
 }  // namespace outbox

@@ -51,6 +51,15 @@ absl::Status Guard(const std::string& context, const std::function<absl::Status(
 // the write lock (wal_checkpointer.h). Each connection is used under its own
 // mutex. The checkpointer is declared first so that it outlives the writer.
 struct SqliteFile {
+  // One write transaction on the writer, under its mutex: `body`'s error or
+  // a SQLite::Exception rolls back and comes back as a status. `body` may
+  // run more than once (after SQLITE_BUSY; see WriteTransaction).
+  absl::Status Write(const std::function<absl::Status(SQLite::Database&)>& body);
+  // `body` on the reader, under its mutex; a SQLite::Exception comes back
+  // as a status naming `context`.
+  absl::Status Read(const std::string& context,
+                    const std::function<absl::Status(SQLite::Database&)>& body);
+
   std::unique_ptr<WalCheckpointer> checkpointer;
   int page_size = 4096;  // the file's, read when opened
   Mutex write_mu;

@@ -53,6 +53,41 @@ std::vector<absl::Status> OpenAtOnce(const std::string& path, int openers) {
   return results;
 }
 
+TEST(SqliteFileTest, WriteCommitsOrRollsBackAndReadSeesWhatCommitted) {
+  TempDir dir("sqlite_file_write_read");
+  auto file = OpenSqliteFile(dir.path() + "/f.db", {}, nullptr);
+  ASSERT_OK(file);
+  SqliteFile& f = **file;
+  ASSERT_OK(f.Write([](SQLite::Database& tx) {
+    tx.exec("CREATE TABLE t (v INTEGER)");
+    tx.exec("INSERT INTO t VALUES (1)");
+    return absl::OkStatus();
+  }));
+  // An error of the body's, or a SQLite exception, rolls everything back.
+  EXPECT_EQ(f.Write([](SQLite::Database& tx) {
+    tx.exec("INSERT INTO t VALUES (2)");
+    return absl::AlreadyExistsError("mine");
+  }),
+            absl::AlreadyExistsError("mine"));
+  absl::Status thrown = f.Write([](SQLite::Database& tx) {
+    tx.exec("INSERT INTO t VALUES (3)");
+    tx.exec("INSERT INTO no_such_table VALUES (4)");
+    return absl::OkStatus();
+  });
+  EXPECT_FALSE(thrown.ok());
+  int64_t sum = 0;
+  ASSERT_OK(f.Read("sum", [&](SQLite::Database& db) {
+    sum = db.execAndGet("SELECT sum(v) FROM t").getInt64();
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(sum, 1);
+  absl::Status bad = f.Read("a bad read", [](SQLite::Database& db) {
+    db.exec("SELECT * FROM no_such_table");
+    return absl::OkStatus();
+  });
+  EXPECT_NE(bad.message().find("a bad read"), absl::string_view::npos) << bad;
+}
+
 TEST(SqliteFileTest, ParsesDurability) {
   EXPECT_EQ(*ParseDurability("full"), Durability::kFull);
   EXPECT_EQ(*ParseDurability("NORMAL"), Durability::kNormal);
