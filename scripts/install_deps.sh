@@ -16,10 +16,12 @@ PACKAGES=(
 )
 # By release (VERSION_CODENAME in /etc/os-release): from Debian 13 on,
 # promtool is a package of its own (Debian 12's prometheus ships it).
+# Debian 12 also runs the tests on RabbitMQ 4.0, from a Debian 13 root file
+# system that debootstrap builds (scripts/rabbitmq40.sh).
 # shellcheck disable=SC1091  # the machine's own file
 release=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
 case $release in
-  bookworm) ;;
+  bookworm) PACKAGES+=(debootstrap) ;;
   *) PACKAGES+=(promtool) ;;
 esac
 if [[ ${1:-} == --list ]]; then

@@ -42,8 +42,7 @@ setup() {
   exec 9>"$ROOT.lock"
   flock 9
   if [[ $(root_version) == 4.* ]]; then say "RabbitMQ $(root_version) in $ROOT"; return; fi
-  command -v debootstrap >/dev/null ||
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q debootstrap >/dev/null
+  command -v debootstrap >/dev/null || die "debootstrap is not installed (scripts/install_deps.sh)"
   local url tmp=$ROOT.tmp
   url=$(mirror)
   [[ -n $url ]] || die "no Debian mirror in the host's apt sources (run apt-get update)"
