@@ -127,4 +127,42 @@ absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit
   return moved;
 }
 
+absl::StatusOr<std::vector<std::string>> DeadLetters::RemoveSettled(
+    const std::string& queue, int limit, const std::function<bool(const Delivery&)>& settled) {
+  MutexLock lock(&mu_);
+  auto parked = OpenParked(queue);
+  if (!parked.ok()) return parked.status();
+  const std::string& dlq = parked->dlq;
+  const int64_t budget = std::min<int64_t>(limit, parked->count);
+  std::vector<std::string> removed;
+  uint64_t last_kept = 0;
+  for (int64_t looked = 0; looked < budget; ++looked) {
+    auto d = broker_->Take(dlq);
+    if (!d.ok()) {
+      broker_->Reset(d.status());  // unacked gets return to the queue with the connection
+      return d.status();
+    }
+    if (d->delivery_tag == 0) break;
+    if (!settled(*d)) {
+      last_kept = d->delivery_tag;
+      continue;
+    }
+    absl::Status s = broker_->Ack(d->delivery_tag);
+    if (!s.ok()) {
+      broker_->Reset(s);
+      return s;
+    }
+    removed.push_back(d->message_id);
+  }
+  if (last_kept != 0) {
+    absl::Status s = broker_->Requeue(last_kept, /*multiple=*/true);
+    if (!s.ok()) {
+      broker_->Reset(s);
+      return removed;
+    }
+    AwaitCount(dlq, parked->count - static_cast<int64_t>(removed.size()));
+  }
+  return removed;
+}
+
 }  // namespace outbox::recovery

@@ -2,6 +2,7 @@
 
 // Operator access to the dead-letter queues (<queue>.DLQ): peek at parked
 // messages and move them back to their queue once the cause is fixed.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,12 @@ class DeadLetters {
   // queue; returns how many moved.
   absl::StatusOr<int64_t> Redrive(const std::string& queue, int limit,
                                   const std::string& actor = "");
+  // Looks at up to `limit` of the messages parked now and removes (acks)
+  // each one `settled` says is; the rest go back to the queue in their order.
+  // Returns the ids removed. NOT_FOUND while the dead-letter queue does not
+  // exist.
+  absl::StatusOr<std::vector<std::string>> RemoveSettled(
+      const std::string& queue, int limit, const std::function<bool(const Delivery&)>& settled);
 
  private:
   struct Parked {

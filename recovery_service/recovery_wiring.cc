@@ -1,6 +1,7 @@
 #include "recovery_service/recovery_wiring.h"
 
 #include "absl/strings/str_cat.h"
+#include "recovery_service/dead_letter_sweep.h"
 #include "recovery_service/dead_letters.h"
 #include "recovery_service/ops_grpc.h"
 #include "service_kit/payment_db_schema.h"
@@ -102,7 +103,23 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   RecoveryLoop worker(*store, broker, alerter, clock, metrics, options);
   std::vector<DeadLetters::Source> dead_letter_sources = DeadLetterSources(config);
   AmqpQueueBrowser dead_letter_broker(config.amqp, "recovery-dead-letters");
+  std::vector<std::string> swept;
+  for (const DeadLetters::Source& s : dead_letter_sources) swept.push_back(s.queue);
   DeadLetters dead_letters(dead_letter_broker, std::move(dead_letter_sources));
+  // Copies whose message was booked since (re-driven from its row) leave the
+  // dead-letter queues with the lease holder's housekeeping.
+  DeadLetterSweep sweep(
+      dead_letters, config.keys(),
+      [&store](const std::string& message_id) -> absl::StatusOr<OutboxStatus> {
+        auto row = store->Get(message_id);
+        if (!row.ok()) return row.status();
+        return row->status;
+      },
+      [&store](const AuditRecord& audit) {
+        store->RecordAudit(audit).IgnoreError();  // logged by RecordAudit
+      },
+      clock, metrics, {std::move(swept)});
+  worker.AddHousekeeping([&sweep] { sweep.Run(); });
   OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, service_options.auth,
                     options.retry);
   store->RegisterMetrics(metrics, clock);

@@ -188,6 +188,7 @@ void RecoveryLoop::StandDown() {
 
 void RecoveryLoop::Housekeeping() {
   retention_behind_ = archiver_.Run().behind;
+  for (const std::function<void()>& task : housekeeping_) task();
   alerts_.Refresh(outbox_, broker_);
   CountAlerts();
 }

@@ -12,7 +12,10 @@
 // try. Step() orchestrates; each concern is a part of its own.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "shared/base/clock.h"
 #include "shared/observability/alerts.h"
@@ -34,6 +37,11 @@ class RecoveryLoop {
   RecoveryLoop(RecoveryRepository& outbox, MessagePublisher& broker, AlertSink& alerts,
                const Clock& clock, MetricsRegistry& metrics, RecoveryOptions options);
   ~RecoveryLoop();
+
+  // A task of the service's own for each housekeeping pass, run by the
+  // lease holder before the alerts are refreshed (so they see its effect).
+  // Before Start() only.
+  void AddHousekeeping(std::function<void()> task) { housekeeping_.push_back(std::move(task)); }
 
   void Start();
   void Stop();  // finishes the round in hand and releases the lease
@@ -96,6 +104,7 @@ class RecoveryLoop {
   std::atomic<int64_t> active_alerts_{0};
   int consecutive_failures_ = 0;
   absl::Time last_housekeeping_ = absl::InfinitePast();
+  std::vector<std::function<void()>> housekeeping_;
   // The last retention pass stopped with more due: the next turn runs
   // another rather than waiting for the next housekeeping.
   bool retention_behind_ = false;

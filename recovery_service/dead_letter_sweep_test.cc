@@ -1,0 +1,167 @@
+#include "recovery_service/dead_letter_sweep.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+
+#include "shared/outbox/recovery_loop.h"
+#include "shared/outbox/state_machine.h"
+#include "shared/testing/fakes.h"
+#include "shared/testing/manual_clock.h"
+#include "shared/testing/status_matchers.h"
+
+namespace outbox::recovery {
+namespace {
+
+using ::outbox::testing::FakePublisher;
+using ::outbox::testing::FakeQueueBrowser;
+using ::outbox::testing::InMemoryOutbox;
+using ::outbox::testing::ManualClock;
+using ::outbox::testing::RecordingAlerts;
+
+MessageKeys Keys() {
+  auto keys = MessageKeys::Parse("k1 0123456789abcdef0123456789abcdef");
+  EXPECT_OK(keys);
+  return *std::move(keys);
+}
+
+class DeadLetterSweepTest : public ::testing::Test {
+ protected:
+  DeadLetterSweepTest() {
+    options_.instance_id = "r1";
+    options_.watched_queues = {"PAY_QUEUE"};
+    options_.dead_letter_sources = {"PAY_QUEUE"};
+    options_.idle_sleep = absl::ZeroDuration();
+    options_.housekeeping_every = absl::ZeroDuration();
+    options_.hold_alert_after = absl::ZeroDuration();
+    publisher_.clock = &clock_;
+  }
+
+  // A row the payment service committed, SENDING.
+  void Committed(const std::string& id) {
+    outbox_.Add(NewOutboxMessage(
+        {id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body-" + id},
+        clock_.NowMillis(), options_.retry));
+    known_.insert(id);
+  }
+  // A copy of the row's message the consumer dead-lettered, signed as sent.
+  void Parked(const std::string& id, bool forged = false) {
+    OutgoingMessage m{"PAY_QUEUE", id, "body-" + id, "ACC_QUEUE", "PaymentCreated", "", ""};
+    Delivery d;
+    d.message_id = id;
+    d.reply_to = m.reply_to;
+    d.type = m.type;
+    d.body = forged ? "another body" : m.body;
+    d.signature = keys_.Sign(m);
+    browser_.queues["PAY_QUEUE.DLQ"].push_back(d);
+  }
+  std::vector<std::string> ParkedIds() {
+    std::vector<std::string> ids;
+    for (const Delivery& d : browser_.queues["PAY_QUEUE.DLQ"]) ids.push_back(d.message_id);
+    return ids;
+  }
+  void Closed(const std::string& id) { ASSERT_OK(outbox_.RecordAcks({id})); }
+
+  ManualClock clock_;
+  MessageKeys keys_ = Keys();
+  InMemoryOutbox outbox_{clock_};
+  std::set<std::string> known_;
+  FakeQueueBrowser browser_;
+  FakePublisher publisher_;
+  RecordingAlerts alerts_;
+  MetricsRegistry metrics_;
+  RecoveryOptions options_;
+  std::vector<AuditRecord> audit_;
+  DeadLetters dead_letters_{browser_, {{"PAY_QUEUE", "outbox.payments"}}};
+  DeadLetterSweep sweep_{dead_letters_,
+                         &keys_,
+                         [this](const std::string& id) -> absl::StatusOr<OutboxStatus> {
+                           if (known_.count(id) == 0) return absl::NotFoundError(id);
+                           return outbox_.Row(id).status;
+                         },
+                         [this](const AuditRecord& a) { audit_.push_back(a); },
+                         clock_,
+                         metrics_,
+                         {{"PAY_QUEUE"}, 100}};
+};
+
+TEST_F(DeadLetterSweepTest, RemovesOnlyCopiesOfBookedMessagesAndKeepsTheRestInOrder) {
+  for (const char* id : {"m1", "m2", "m3"}) Committed(id);
+  Closed("m2");
+  Parked("m1");
+  Parked("m2");
+  Parked("m3");
+  Parked("m9");  // no row: kept
+  EXPECT_EQ(sweep_.Run(), 1);
+  EXPECT_EQ(ParkedIds(), (std::vector<std::string>{"m1", "m3", "m9"}));
+  ASSERT_EQ(audit_.size(), 1u);
+  EXPECT_EQ(audit_[0].actor, "recovery");
+  EXPECT_EQ(audit_[0].action, "remove_settled_dead_letter");
+  EXPECT_EQ(audit_[0].target, "m2");
+  EXPECT_EQ(audit_[0].rows, 1);
+  EXPECT_EQ(audit_[0].at, clock_.NowMillis());
+  EXPECT_NE(metrics_.Render().find(
+                "outbox_dead_letters_settled_removed_total{queue=\"PAY_QUEUE.DLQ\"} 1"),
+            std::string::npos)
+      << metrics_.Render();
+}
+
+TEST_F(DeadLetterSweepTest, AForgedCopyOfABookedMessageIsKept) {
+  Committed("m1");
+  Closed("m1");
+  Parked("m1", /*forged=*/true);
+  EXPECT_EQ(sweep_.Run(), 0);
+  EXPECT_EQ(ParkedIds(), (std::vector<std::string>{"m1"}));
+  EXPECT_TRUE(audit_.empty());
+}
+
+TEST_F(DeadLetterSweepTest, LooksAtMostPerPassMessagesPerQueue) {
+  DeadLetterSweep small(
+      dead_letters_, &keys_, [](const std::string&) { return OutboxStatus::kSent; },
+      [](const AuditRecord&) {}, clock_, metrics_, {{"PAY_QUEUE"}, 2});
+  for (const char* id : {"m1", "m2", "m3"}) Parked(id);
+  EXPECT_EQ(small.Run(), 2);
+  EXPECT_EQ(ParkedIds(), (std::vector<std::string>{"m3"}));
+  EXPECT_EQ(small.Run(), 1);
+  EXPECT_TRUE(ParkedIds().empty());
+}
+
+TEST_F(DeadLetterSweepTest, AMissingDeadLetterQueueIsNothingToDo) {
+  browser_.missing = {"PAY_QUEUE.DLQ"};
+  EXPECT_EQ(sweep_.Run(), 0);
+}
+
+// The recovery loop runs the sweep in its housekeeping: once the message of
+// a dead letter is booked the alert resolves with no purge, while a copy not
+// booked keeps it firing.
+TEST_F(DeadLetterSweepTest, TheAlertResolvesOnceEveryParkedMessageIsBooked) {
+  Committed("m1");
+  Committed("m2");
+  Parked("m1");
+  Parked("m2");
+  RecoveryLoop worker(outbox_, publisher_, alerts_, clock_, metrics_, options_);
+  worker.AddHousekeeping([&] {
+    sweep_.Run();
+    // Both connections see one broker: the alert reads the depth the sweep left.
+    publisher_.queues["PAY_QUEUE.DLQ"] = {
+        static_cast<int64_t>(browser_.queues["PAY_QUEUE.DLQ"].size()), 0};
+  });
+  worker.Step();  // connects the publisher: the next housekeeping sees the queue
+  worker.Step();
+  EXPECT_EQ(ParkedIds(), (std::vector<std::string>{"m1", "m2"}));
+  EXPECT_EQ(alerts_.Active("OutboxDeadLetters"), 1);
+
+  Closed("m1");  // its re-published copy was booked
+  worker.Step();
+  EXPECT_EQ(ParkedIds(), (std::vector<std::string>{"m2"}));
+  EXPECT_EQ(alerts_.Active("OutboxDeadLetters"), 1);  // m2 still matters
+
+  Closed("m2");
+  worker.Step();
+  EXPECT_TRUE(ParkedIds().empty());
+  EXPECT_EQ(alerts_.Active("OutboxDeadLetters"), 0);
+}
+
+}  // namespace
+}  // namespace outbox::recovery
