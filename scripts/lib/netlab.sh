@@ -11,8 +11,10 @@
 # `ip netns exec` mounts /etc/netns/<namespace>/hosts over /etc/hosts for
 # what it runs: that is how the brokers' names (b1, b2, b3) resolve.
 #
-# The sourcing script sets WORK (its temp dir), BIN (the binaries) and
-# SCRIPT (the prefix of its messages), and runs with `set -euo pipefail`.
+# The sourcing script (scripts/lib/netlab_ns.sh, the commands lab.py calls;
+# scripts/netlab.sh for selftest and clean) sets WORK (its temp dir), BIN
+# (the binaries) and SCRIPT (the prefix of its messages), and runs with
+# `set -euo pipefail`.
 
 # shellcheck source=SCRIPTDIR/broker_users.sh
 source "$(dirname "${BASH_SOURCE[0]}")/broker_users.sh"  # BROKER_USERS, broker_permissions
@@ -20,11 +22,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/broker_users.sh"  # BROKER_USERS, broker_
 source "$(dirname "${BASH_SOURCE[0]}")/rabbitmq_conf.sh"  # RMQ_BIN, deprecated_features_conf
 
 LAB_NET=10.213.0                     # the private /24 used only inside the namespaces
-LAB_PREFIX=oblab-$$                  # owner pid in every namespace name
+LAB_PREFIX=${LAB_PREFIX:-oblab-$$}   # owner pid in every namespace name
 BROKERS=(b1 b2 b3)
 LAB_HOSTS=(b1 b2 b3 pay acc rec1 rec2 load)
 declare -A HOST_OCTET=([b1]=11 [b2]=12 [b3]=13 [pay]=21 [rec1]=31 [rec2]=32 [acc]=41 [load]=51)
-declare -A svc_pid=()                # service instance (pay, acc, rec1, rec2) -> pid
 METRICS_PORT=9100                    # every service's /metrics, on its own address
 FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
 
@@ -185,9 +186,10 @@ remove_lab() {
   return 0
 }
 
-# owner_alive PID: PID is a running netlab.sh (a reused pid does not count).
+# owner_alive PID: PID is a running netlab.sh or the lab.py it became (a
+# reused pid does not count).
 owner_alive() {
-  tr "\\0" " " 2>/dev/null <"/proc/$1/cmdline" | grep -q "netlab\\.sh"
+  tr "\\0" " " 2>/dev/null <"/proc/$1/cmdline" | grep -qE "netlab(\\.sh|/lab\\.py)"
 }
 
 # clean_stale: removes every oblab-<pid>-* setup whose owner is not running.
@@ -201,7 +203,7 @@ clean_stale() {
   done
   ((${#owners[@]})) || return 0
   for pid in $(printf '%s\n' "${owners[@]}" | sort -u); do
-    [[ $pid == "$$" ]] && continue
+    [[ $pid == "$$" || oblab-$pid == "$LAB_PREFIX" ]] && continue
     if owner_alive "$pid"; then
       log "oblab-$pid-* belongs to a running netlab.sh (pid $pid): left alone"
       continue
@@ -437,16 +439,6 @@ enable_khepri() {
   cluster_whole b1 60 || die "the cluster is not whole after enabling khepri_db"
 }
 
-# queue_leader QUEUE: the host (b1..b3) leading quorum QUEUE, asked of the first node that answers.
-queue_leader() {
-  local b leader
-  for b in "${BROKERS[@]}"; do
-    leader=$(rmq "$b" 20 list_queues --no-table-headers name leader 2>/dev/null | awk -v q="$1" '$1 == q {print $2}') || continue
-    [[ -n $leader ]] && { echo "${leader#rabbit@}"; return 0; }
-  done
-  return 1
-}
-
 # ---------------------------------------------------------------- services
 
 # amqp_url USER FIRST: the service's URL listing every node, starting at broker FIRST (1-3).
@@ -464,128 +456,40 @@ common_env() {
   echo "MESSAGE_KEYS_FILE=$WORK/message.keys"
 }
 
-# start_service INSTANCE BINARY ENV...: runs BINARY in the instance's namespace
-# with ENV, logging to $WORK/INSTANCE.log; `ip netns exec` and env exec, so
-# $! is the service's own pid.
-start_service() {
-  local inst=$1 binary=$2
-  shift 2
-  ip netns exec "$(ns_of "$inst")" env "$@" "$BIN/$binary" >>"$WORK/$inst.log" 2>&1 </dev/null &
-  svc_pid[$inst]=$!
-}
-
-# await_healthy ADDR: waits up to 60 s for the gRPC health check of ADDR, asked from the load host.
-await_healthy() {
-  local _
-  for _ in $(seq 300); do
-    in_host load "$BIN/outboxctl" health "$1" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  die "$1 did not become SERVING"
-}
-
-# start_recovery INSTANCE [SKEW]: recovery_service on its host; with SKEW
-# (e.g. +30s or -30s) its wall clock is shifted by libfaketime (the monotonic
-# clock is left alone, as on a host whose clock is simply set wrong).
-start_recovery() {
-  local inst=$1 skew=${2:-} env_rec faked=()
-  mapfile -t env_rec < <(common_env outbox-recovery 3)
-  if [[ -n $skew ]]; then
-    [[ -e $FAKETIME_LIB ]] || die "$FAKETIME_LIB is missing: bash scripts/install_deps.sh (faketime)"
-    faked=(LD_PRELOAD="$FAKETIME_LIB" FAKETIME="$skew" FAKETIME_DONT_FAKE_MONOTONIC=1)
-  fi
-  start_service "$inst" recovery_service "${faked[@]}" "${env_rec[@]}" PAYMENT_DB="$WORK/payment.db" \
-    RECOVERY_LISTEN="$(ip_of "$inst"):50053" RECOVERY_METRICS_LISTEN="$(ip_of "$inst"):$METRICS_PORT" \
-    RECOVERY_INSTANCE_ID="$inst" RECOVERY_LEASE_TTL="${LEASE_TTL}s"
-  await_healthy "$(ip_of "$inst"):50053"
-}
-
-# restart_recovery INSTANCE [SKEW]: stops the instance by pid (SIGTERM, which
-# gives up its lease) and starts it again, with SKEW if given.
-restart_recovery() {
-  stop_service "$1"
-  log "restarting $1${2:+ with its clock at $2}"
-  start_recovery "$@"
-}
-
-# start_services: accounting, payment and two recovery instances, each on its
-# own host; their broker URLs start at different nodes, so their connections spread.
-start_services() {
-  local env_acc env_pay
-  (umask 077; echo "k1 $(openssl rand -hex 32)" >"$WORK/message.keys")
-  mapfile -t env_acc < <(common_env outbox-accounting 2)
-  start_service acc accounting_service "${env_acc[@]}" ACCOUNTING_DB="$WORK/accounting.db" \
-    ACCOUNTING_LISTEN="$(ip_of acc):50052" ACCOUNTING_METRICS_LISTEN="$(ip_of acc):$METRICS_PORT"
-  await_healthy "$(ip_of acc):50052"
-  mapfile -t env_pay < <(common_env outbox-payment 1)
-  start_service pay payment_service "${env_pay[@]}" PAYMENT_DB="$WORK/payment.db" \
-    PAYMENT_LISTEN="$(ip_of pay):50051" PAYMENT_METRICS_LISTEN="$(ip_of pay):$METRICS_PORT"
-  await_healthy "$(ip_of pay):50051"
-  start_recovery rec1
-  start_recovery rec2
-}
-
-# metric HOST NAME: the sum of NAME's samples on HOST's /metrics (0 if absent or unreachable).
-metric() {
-  { in_host load curl -s --max-time 5 "http://$(ip_of "$1"):$METRICS_PORT/metrics" || true; } |
-    awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $NF } END { printf "%d\n", s }'
-}
-
-# stop_service INSTANCE: SIGCONT and SIGTERM to its pid, up to 10 s, then SIGKILL.
-stop_service() {
-  local p=${svc_pid[$1]} _
-  kill -CONT "$p" 2>/dev/null || true
-  kill -TERM "$p" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$p" 2>/dev/null || true
-  wait "$p" 2>/dev/null || true
-}
-
-# stop_services: SIGTERM (after SIGCONT) to each service, up to 10 s each, then SIGKILL.
-stop_services() {
-  local inst p _
-  for inst in "${!svc_pid[@]}"; do
-    p=${svc_pid[$inst]}
-    kill -CONT "$p" 2>/dev/null || true
-    kill -TERM "$p" 2>/dev/null || true
-  done
-  for inst in "${!svc_pid[@]}"; do
-    p=${svc_pid[$inst]}
-    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-  done
-  svc_pid=()
-}
-
-# ---------------------------------------------------------------- the databases
-
-# pdb SQL: one query on payment.db (read-only), accounting.db attached as acc.
-pdb() {
-  sqlite3 -readonly -batch -noheader -cmd '.timeout 5000' "$WORK/payment.db" \
-    "ATTACH '$WORK/accounting.db' AS acc;" "$1"
-}
-
-# lease_holder: the recovery instance holding the lease (rec1 or rec2), empty if none.
-lease_holder() {
-  sqlite3 -readonly -batch -noheader -cmd '.timeout 5000' "$WORK/payment.db" \
-    "SELECT holder FROM recovery_lease WHERE expires_at > CAST(strftime('%s','now') AS INTEGER) * 1000 LIMIT 1;" 2>/dev/null || true
-}
-
-# add_claim_audit: a table and trigger in payment.db (the lab's, never a
-# product file) that record, inside each recovery claim's own transaction,
-# the lease row as that transaction saw it: netlab_claims(message_id,
-# attempts, holder, expires_at). A claim is the one update that raises
-# attempts. Joined with the instances' logs, it shows who claimed while not
-# named by the lease.
-add_claim_audit() {
-  # A write to the live file: sqlite_write, without SQLite's own checkpoint.
-  sqlite_write "$WORK/payment.db" "
-    CREATE TABLE IF NOT EXISTS netlab_claims (message_id TEXT, attempts INTEGER, holder TEXT, expires_at INTEGER);
-    CREATE INDEX IF NOT EXISTS netlab_claims_message ON netlab_claims (message_id, attempts);
-    CREATE TRIGGER IF NOT EXISTS netlab_claim AFTER UPDATE OF attempts ON outbox
-    WHEN new.attempts > old.attempts BEGIN
-      INSERT INTO netlab_claims
-        SELECT new.message_id, new.attempts, coalesce(max(holder), ''), coalesce(max(expires_at), 0)
-        FROM recovery_lease;
-    END;" >/dev/null || die "cannot add the claim audit to payment.db"
+# exec_service INSTANCE [SKEW]: becomes the service INSTANCE (pay, acc,
+# rec1, rec2) in its namespace, with its settings, logging to
+# $WORK/INSTANCE.log: `ip netns exec` and env exec, so the caller's child pid
+# is the service's own. The broker URLs start at different nodes, so the
+# connections spread. With SKEW (e.g. +30s or -30s) a recovery's wall clock
+# is shifted by libfaketime (the monotonic clock is left alone, as on a host
+# whose clock is simply set wrong).
+exec_service() {
+  local inst=$1 skew=${2:-} binary env=() faked=()
+  case $inst in
+    acc)
+      binary=accounting_service
+      mapfile -t env < <(common_env outbox-accounting 2)
+      env+=(ACCOUNTING_DB="$WORK/accounting.db" ACCOUNTING_LISTEN="$(ip_of acc):50052"
+        ACCOUNTING_METRICS_LISTEN="$(ip_of acc):$METRICS_PORT")
+      ;;
+    pay)
+      binary=payment_service
+      mapfile -t env < <(common_env outbox-payment 1)
+      env+=(PAYMENT_DB="$WORK/payment.db" PAYMENT_LISTEN="$(ip_of pay):50051"
+        PAYMENT_METRICS_LISTEN="$(ip_of pay):$METRICS_PORT")
+      ;;
+    rec1 | rec2)
+      binary=recovery_service
+      mapfile -t env < <(common_env outbox-recovery 3)
+      if [[ -n $skew ]]; then
+        [[ -e $FAKETIME_LIB ]] || die "$FAKETIME_LIB is missing: bash scripts/install_deps.sh (faketime)"
+        faked=(LD_PRELOAD="$FAKETIME_LIB" FAKETIME="$skew" FAKETIME_DONT_FAKE_MONOTONIC=1)
+      fi
+      env+=(PAYMENT_DB="$WORK/payment.db" RECOVERY_LISTEN="$(ip_of "$inst"):50053"
+        RECOVERY_METRICS_LISTEN="$(ip_of "$inst"):$METRICS_PORT" RECOVERY_INSTANCE_ID="$inst"
+        RECOVERY_LEASE_TTL="${LEASE_TTL}s")
+      ;;
+    *) die "no service $inst" ;;
+  esac
+  exec ip netns exec "$(ns_of "$inst")" env "${faked[@]}" "${env[@]}" "$BIN/$binary" >>"$WORK/$inst.log" 2>&1 </dev/null
 }
