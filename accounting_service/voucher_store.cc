@@ -29,26 +29,40 @@ Voucher ReadVoucher(SQLite::Statement& s) {
 
 }  // namespace
 
-VoucherStore::VoucherStore(std::unique_ptr<SqliteFile> db, IdGenerator& ids, const Clock& clock)
-    : ids_(ids), clock_(clock), db_(std::move(db)), insert_voucher_(*db_->writer, R"sql(
-        INSERT INTO vouchers (voucher_id, payment_id, message_id, debit_account, credit_account,
-                              amount_minor, currency, created_at, traceparent)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql") {}
+VoucherStore::VoucherStore(std::unique_ptr<SqliteFile> db, IdGenerator& ids, const Clock& clock,
+                           const SQLite::Database* writer,
+                           std::unique_ptr<SQLite::Statement> insert_voucher)
+    : ids_(ids),
+      clock_(clock),
+      db_(std::move(db)),
+      writer_(writer),
+      insert_voucher_(std::move(insert_voucher)) {}
 
 absl::StatusOr<std::unique_ptr<VoucherStore>> VoucherStore::Open(const std::string& path,
                                                                  const DbOptions& options,
                                                                  IdGenerator& ids,
                                                                  const Clock& clock) {
   ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, options, &AccountingDbSchema()));
-  return std::unique_ptr<VoucherStore>(new VoucherStore(std::move(db), ids, clock));
+  const SQLite::Database* writer = nullptr;
+  std::unique_ptr<SQLite::Statement> insert;
+  RETURN_IF_ERROR(db->WithWriter("prepare the voucher insert", [&](SQLite::Database& w) {
+    writer = &w;
+    insert = std::make_unique<SQLite::Statement>(w, R"sql(
+        INSERT INTO vouchers (voucher_id, payment_id, message_id, debit_account, credit_account,
+                              amount_minor, currency, created_at, traceparent)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql");
+    return absl::OkStatus();
+  }));
+  return std::unique_ptr<VoucherStore>(
+      new VoucherStore(std::move(db), ids, clock, writer, std::move(insert)));
 }
 
 absl::StatusOr<std::string> VoucherStore::Book(SQLite::Database& tx, const PaymentEvent& e) {
-  if (&tx != db_->writer.get()) {
+  if (&tx != writer_) {
     return absl::InternalError("vouchers are booked on accounting.db's writer");
   }
   const std::string voucher_id = ids_.NewId();
-  SQLite::Statement& insert = insert_voucher_;
+  SQLite::Statement& insert = *insert_voucher_;
   insert.tryReset();  // an earlier batch's error must not rethrow here
   insert.bind(1, voucher_id);
   insert.bind(2, e.payment_id);
@@ -69,11 +83,10 @@ absl::StatusOr<int> VoucherStore::PruneProcessed(int64_t cutoff_ms, int limit) {
 }
 
 absl::StatusOr<Voucher> VoucherStore::GetByPayment(const std::string& payment_id) {
-  MutexLock lock(&db_->read_mu);
   Voucher v;
   bool found = false;
-  RETURN_IF_ERROR(Guard("get voucher", [&] {
-    SQLite::Statement s(*db_->reader, absl::StrCat(kSelect, "WHERE payment_id = ?"));
+  RETURN_IF_ERROR(db_->Read("get voucher", [&](SQLite::Database& reader) {
+    SQLite::Statement s(reader, absl::StrCat(kSelect, "WHERE payment_id = ?"));
     s.bind(1, payment_id);
     if (s.executeStep()) {
       v = ReadVoucher(s);
@@ -86,10 +99,9 @@ absl::StatusOr<Voucher> VoucherStore::GetByPayment(const std::string& payment_id
 }
 
 absl::StatusOr<VoucherPage> VoucherStore::List(int64_t after_id, int limit) {
-  MutexLock lock(&db_->read_mu);
   std::vector<Voucher> rows;
-  RETURN_IF_ERROR(Guard("list vouchers", [&] {
-    SQLite::Statement s(*db_->reader, absl::StrCat(kSelect, "WHERE id > ? ORDER BY id LIMIT ?"));
+  RETURN_IF_ERROR(db_->Read("list vouchers", [&](SQLite::Database& reader) {
+    SQLite::Statement s(reader, absl::StrCat(kSelect, "WHERE id > ? ORDER BY id LIMIT ?"));
     s.bind(1, static_cast<int64_t>(after_id));
     s.bind(2, limit + 1);
     while (s.executeStep()) rows.push_back(ReadVoucher(s));

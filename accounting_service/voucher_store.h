@@ -10,12 +10,10 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "accounting_service/voucher.h"
 #include "shared/base/clock.h"
 #include "shared/base/ids.h"
-#include "shared/base/mutex.h"
 #include "shared/base/page.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/inbox_pruner.h"
@@ -58,13 +56,17 @@ class VoucherStore final : public ProcessedLog {
   void RegisterMetrics(MetricsRegistry& metrics) const;
 
  private:
-  VoucherStore(std::unique_ptr<SqliteFile> db, IdGenerator& ids, const Clock& clock);
+  VoucherStore(std::unique_ptr<SqliteFile> db, IdGenerator& ids, const Clock& clock,
+               const SQLite::Database* writer, std::unique_ptr<SQLite::Statement> insert_voucher);
 
   IdGenerator& ids_;
   const Clock& clock_;
   std::unique_ptr<SqliteFile> db_;
-  // On the writer connection, prepared once: no SQL text parsed per batch.
-  SQLite::Statement insert_voucher_ ABSL_GUARDED_BY(db_->write_mu);
+  // The file's writer, to check that Book runs on it (never dereferenced).
+  const SQLite::Database* writer_;
+  // On the writer connection, prepared once (SqliteFile::WithWriter) and
+  // used only inside its transactions: no SQL text parsed per batch.
+  std::unique_ptr<SQLite::Statement> insert_voucher_;
 };
 
 }  // namespace outbox::accounting

@@ -77,9 +77,7 @@ absl::Status WithScratchWriter(const std::string& dir, const std::string& label,
   absl::Status s;
   {
     ASSIGN_OR_RETURN(auto file, OpenSqliteFile(path, options, nullptr));
-    MutexLock lock(&file->write_mu);
-    SQLite::Database* db = file->writer.get();
-    s = Guard(label, [&] { return body(*db); });
+    s = file->WithWriter(label, body);
   }
   remove_files();
   return s;

@@ -94,7 +94,7 @@ void BindRow(SQLite::Statement& insert, int64_t n, bool is_due, int64_t created,
 absl::StatusOr<Filled> Fill(const std::string& path, int64_t rows, int due, bool due_at_end,
                             int payload_bytes, int64_t now_ms) {
   Filled out;
-  RETURN_IF_ERROR(Guard("fill", [&]() -> absl::Status {
+  RETURN_IF_ERROR(CatchSqlite("fill", [&]() -> absl::Status {
     SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
     db.exec("PRAGMA journal_mode=OFF");
     db.exec("PRAGMA synchronous=OFF");
@@ -146,7 +146,7 @@ absl::StatusOr<Filled> Fill(const std::string& path, int64_t rows, int due, bool
 // A file kept by an earlier run: its SENDING rows are the due ones.
 absl::StatusOr<Filled> Reused(const std::string& path) {
   Filled out;
-  RETURN_IF_ERROR(Guard("reuse", [&]() -> absl::Status {
+  RETURN_IF_ERROR(CatchSqlite("reuse", [&]() -> absl::Status {
     SQLite::Database db(path, SQLite::OPEN_READONLY);
     SQLite::Statement due(db, "SELECT id FROM outbox WHERE status = 'SENDING' ORDER BY id");
     while (due.executeStep()) out.due_ids.push_back(due.getColumn(0).getInt64());
@@ -321,7 +321,7 @@ absl::Status CompareScan(SQLite::Database& side, const Filled& filled, int due) 
   for (const char* how : {"INDEXED BY outbox_status_next_retry", "NOT INDEXED"}) {
     int64_t found = 0;
     const absl::Time start = absl::Now();
-    RETURN_IF_ERROR(Guard("select", [&] {
+    RETURN_IF_ERROR(CatchSqlite("select", [&] {
       SQLite::Statement select(
           side,
           absl::StrCat(

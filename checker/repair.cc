@@ -283,10 +283,11 @@ absl::StatusOr<RepairResult> Repair(const CheckConfig& config, const Report& rep
       OpenDatabase(config.payment_db, db_options);
   if (!db.ok()) return db.status();
   int version = 0;
-  absl::Status read = Guard(absl::StrCat("read the schema version of ", config.payment_db), [&] {
-    version = SchemaVersion(**db);
-    return absl::OkStatus();
-  });
+  absl::Status read =
+      CatchSqlite(absl::StrCat("read the schema version of ", config.payment_db), [&] {
+        version = SchemaVersion(**db);
+        return absl::OkStatus();
+      });
   if (!read.ok()) return read;
   if (version < kRepairPaymentDbSchemaVersion) {
     return absl::FailedPreconditionError(

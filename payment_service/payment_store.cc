@@ -155,27 +155,30 @@ std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPaymen
                                                      const std::vector<std::string>& acks,
                                                      int64_t now_ms,
                                                      absl::StatusOr<AckTally>* acked) {
-  MutexLock lock(&db_->write_mu);
-  SQLite::Database& db = *db_->writer;
   std::vector<CreateOutcome> outcomes;
   AckTally tally;
-  absl::Status tx_status = WriteTransaction(db, [&]() -> absl::Status {
-    outcomes.assign(batch.size(), CreateOutcome{});  // a retried body starts over
-    if (group_ == nullptr) group_ = std::make_unique<GroupStatements>(db);
-    GroupStatements& statements = *group_;
-    statements.Reset();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!FoundEarlier(statements.find, batch[i], outcomes[i])) {
-        InsertOne(statements, batch[i], outcomes[i]);
+  // WithWriter, not Write: the kept statements are reset after the
+  // transaction, still under the writer's mutex.
+  absl::Status tx_status = db_->WithWriter("commit a group", [&](SQLite::Database& db) {
+    absl::Status s = WriteTransaction(db, [&]() -> absl::Status {
+      outcomes.assign(batch.size(), CreateOutcome{});  // a retried body starts over
+      if (group_ == nullptr) group_ = std::make_unique<GroupStatements>(db);
+      GroupStatements& statements = *group_;
+      statements.Reset();
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (!FoundEarlier(statements.find, batch[i], outcomes[i])) {
+          InsertOne(statements, batch[i], outcomes[i]);
+        }
       }
-    }
-    tally = acks.empty() ? AckTally{} : outbox::RecordAcks(statements.acks, db, acks, now_ms);
-    Failpoint(kFpPaymentBeforeCommit);
-    return absl::OkStatus();
+      tally = acks.empty() ? AckTally{} : outbox::RecordAcks(statements.acks, db, acks, now_ms);
+      Failpoint(kFpPaymentBeforeCommit);
+      return absl::OkStatus();
+    });
+    // No statement may stay mid-step past the transaction: it would hold the
+    // writer's read snapshot, which goes stale once another process commits.
+    if (group_ != nullptr) group_->Reset();
+    return s;
   });
-  // No statement may stay mid-step past the transaction: it would hold the
-  // writer's read snapshot, which goes stale once another process commits.
-  if (group_ != nullptr) group_->Reset();
   if (acked != nullptr) {
     *acked = tx_status.ok() ? absl::StatusOr<AckTally>(tally) : tx_status;
   }
@@ -192,29 +195,26 @@ absl::StatusOr<AckTally> PaymentStore::RecordAcks(const std::vector<std::string>
 
 absl::Status PaymentStore::RecordPublishFailure(const std::vector<std::string>& message_ids,
                                                 const std::string& error, int64_t now_ms) {
-  MutexLock lock(&db_->write_mu);
-  return WriteTransaction(*db_->writer, [&] {
-    outbox::RecordPublishFailure(*db_->writer, message_ids, error, now_ms, "payment_service");
+  return db_->Write([&](SQLite::Database& writer) {
+    outbox::RecordPublishFailure(writer, message_ids, error, now_ms, "payment_service");
     return absl::OkStatus();
   });
 }
 
 absl::StatusOr<int> PaymentStore::RecordRejects(const std::vector<Rejection>& rejects,
                                                 int64_t now_ms) {
-  MutexLock lock(&db_->write_mu);
   int changed = 0;
-  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
-    changed = outbox::RecordRejects(*db_->writer, rejects, now_ms);
+  RETURN_IF_ERROR(db_->Write([&](SQLite::Database& writer) {
+    changed = outbox::RecordRejects(writer, rejects, now_ms);
     return absl::OkStatus();
   }));
   return changed;
 }
 
 absl::StatusOr<int64_t> PaymentStore::CountSending(int64_t limit) {
-  MutexLock lock(&db_->read_mu);
   int64_t count = 0;
-  RETURN_IF_ERROR(Guard("count sending", [&] {
-    SQLite::Statement stmt(*db_->reader,
+  RETURN_IF_ERROR(db_->Read("count sending", [&](SQLite::Database& reader) {
+    SQLite::Statement stmt(reader,
                            "SELECT count(*) FROM (SELECT 1 FROM outbox WHERE status = 'SENDING' "
                            "LIMIT ?)");
     stmt.bind(1, limit);
@@ -226,21 +226,19 @@ absl::StatusOr<int64_t> PaymentStore::CountSending(int64_t limit) {
 
 absl::StatusOr<std::vector<std::string>> PaymentStore::TakenOver(
     const std::vector<std::string>& message_ids) {
-  MutexLock lock(&db_->read_mu);
   std::vector<std::string> taken;
-  RETURN_IF_ERROR(Guard("read taken over", [&] {
-    taken = outbox::TakenOver(*db_->reader, message_ids);
+  RETURN_IF_ERROR(db_->Read("read taken over", [&](SQLite::Database& reader) {
+    taken = outbox::TakenOver(reader, message_ids);
     return absl::OkStatus();
   }));
   return taken;
 }
 
 absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {
-  MutexLock lock(&db_->read_mu);
   PaymentRecord record;
   bool found = false;
-  RETURN_IF_ERROR(Guard("get payment", [&] {
-    SQLite::Statement stmt(*db_->reader, SelectSql("WHERE p.payment_id = ?"));
+  RETURN_IF_ERROR(db_->Read("get payment", [&](SQLite::Database& reader) {
+    SQLite::Statement stmt(reader, SelectSql("WHERE p.payment_id = ?"));
     stmt.bind(1, payment_id);
     if (stmt.executeStep()) {
       record = ReadRecord(stmt);
@@ -254,17 +252,15 @@ absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {
 
 absl::StatusOr<PaymentPage> PaymentStore::List(std::optional<OutboxStatus> status, int64_t after_id,
                                                int limit) {
-  MutexLock lock(&db_->read_mu);
   std::vector<PaymentRecord> rows;
-  RETURN_IF_ERROR(Guard("list payments", [&] {
+  RETURN_IF_ERROR(db_->Read("list payments", [&](SQLite::Database& reader) {
     // SENDING and FAILED rows are few: find them through the status index and
     // sort those. Otherwise walk payments in id order and stop after a page.
     const bool few = status.has_value() && *status != OutboxStatus::kSent;
     std::string where = "WHERE p.id > ?1";
     if (status.has_value()) where += " AND o.status = ?3";
     where += " ORDER BY p.id LIMIT ?2";
-    SQLite::Statement stmt(*db_->reader,
-                           SelectSql(where, few ? kJoinOutboxFirst : kJoinPaymentsFirst));
+    SQLite::Statement stmt(reader, SelectSql(where, few ? kJoinOutboxFirst : kJoinPaymentsFirst));
     stmt.bind(1, static_cast<int64_t>(after_id));
     stmt.bind(2, limit + 1);  // one extra row tells whether another page exists
     if (status.has_value()) stmt.bind(3, std::string(StatusName(*status)));

@@ -86,7 +86,7 @@ class PaymentStore final {
 
   std::unique_ptr<SqliteFile> db_;
   // The group commit's statements on the writer connection, prepared once
-  // (under db_->write_mu): no SQL text is parsed per group.
+  // (used only inside SqliteFile::WithWriter): no SQL text is parsed per group.
   std::unique_ptr<GroupStatements> group_;
 };
 

@@ -3,7 +3,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "shared/base/mutex.h"
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/outbox_table.h"
 
@@ -76,12 +75,15 @@ absl::StatusOr<std::string> Ledger::Apply(SQLite::Database& tx, const PointsEarn
 }
 
 int64_t Balance(outbox::SqliteFile& ledger, const std::string& member) {
-  outbox::MutexLock lock(&ledger.write_mu);
-  SQLite::Statement sum(*ledger.writer,
-                        "SELECT coalesce(sum(points), 0) FROM ledger WHERE member = ?");
-  sum.bind(1, member);
-  sum.executeStep();
-  return sum.getColumn(0).getInt64();
+  int64_t points = -1;
+  const absl::Status read = ledger.Read("read a balance", [&](SQLite::Database& db) {
+    SQLite::Statement sum(db, "SELECT coalesce(sum(points), 0) FROM ledger WHERE member = ?");
+    sum.bind(1, member);
+    sum.executeStep();
+    points = sum.getColumn(0).getInt64();
+    return absl::OkStatus();
+  });
+  return read.ok() ? points : -1;
 }
 
 }  // namespace rewards

@@ -48,7 +48,7 @@ class Ledger final : public outbox::SqliteMessageHandler<PointsEarned> {
   absl::StatusOr<std::string> Apply(SQLite::Database& tx, const PointsEarned& m) override;
 };
 
-// The points `member` holds in the ledger.
+// The points `member` holds in the ledger; -1 if it cannot be read.
 int64_t Balance(outbox::SqliteFile& ledger, const std::string& member);
 
 }  // namespace rewards

@@ -10,7 +10,6 @@
 #include <optional>
 
 #include "rewards.h"
-#include "shared/base/mutex.h"
 #include "shared/sqlite/audit.h"
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/outbox_table.h"
@@ -90,16 +89,26 @@ InboxUnderTest MakeLedgerDb() {
   InboxUnderTest t;
   t.log = s->log.get();
   t.add = [s](const std::string& id, int64_t at) {
-    MutexLock lock(&s->file->write_mu);
-    Inbox(*s->file->writer).Record(id, "award-" + id, "ledger-" + id, at);
+    EXPECT_OK(s->file->Write([&](SQLite::Database& db) {
+      Inbox(db).Record(id, "award-" + id, "ledger-" + id, at);
+      return absl::OkStatus();
+    }));
   };
   t.count = [s] {
-    MutexLock lock(&s->file->write_mu);
-    return s->file->writer->execAndGet("SELECT count(*) FROM inbox").getInt64();
+    int64_t n = -1;
+    EXPECT_OK(s->file->Read("count the inbox", [&](SQLite::Database& db) {
+      n = db.execAndGet("SELECT count(*) FROM inbox").getInt64();
+      return absl::OkStatus();
+    }));
+    return n;
   };
   t.has = [s](const std::string& id) {
-    MutexLock lock(&s->file->write_mu);
-    return Inbox(*s->file->writer).Find(id).has_value();
+    bool found = false;
+    EXPECT_OK(s->file->Read("find in the inbox", [&](SQLite::Database& db) {
+      found = Inbox(db).Find(id).has_value();
+      return absl::OkStatus();
+    }));
+    return found;
   };
   t.owner = s;
   return t;

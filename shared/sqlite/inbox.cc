@@ -67,18 +67,14 @@ int PruneInbox(SQLite::Database& db, const InboxTable& t, int64_t cutoff_ms, int
 
 absl::StatusOr<int> SqliteProcessedLog::PruneProcessed(int64_t cutoff_ms, int limit) {
   bool due = false;
-  {
-    MutexLock lock(&file_.read_mu);
-    RETURN_IF_ERROR(Guard("find processed ids to prune", [&] {
-      due = InboxHasOlderThan(*file_.reader, table_, cutoff_ms);
-      return absl::OkStatus();
-    }));
-  }
+  RETURN_IF_ERROR(file_.Read("find processed ids to prune", [&](SQLite::Database& reader) {
+    due = InboxHasOlderThan(reader, table_, cutoff_ms);
+    return absl::OkStatus();
+  }));
   if (!due) return 0;
-  MutexLock lock(&file_.write_mu);
   int pruned = 0;
-  RETURN_IF_ERROR(WriteTransaction(*file_.writer, [&] {
-    pruned = PruneInbox(*file_.writer, table_, cutoff_ms, limit);
+  RETURN_IF_ERROR(file_.Write([&](SQLite::Database& writer) {
+    pruned = PruneInbox(writer, table_, cutoff_ms, limit);
     return absl::OkStatus();
   }));
   return pruned;

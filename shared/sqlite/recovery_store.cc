@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
     return NewerSchemaError(path, peeked, schema);
   }
   int version = 0;
-  RETURN_IF_ERROR(Guard(absl::StrCat("open ", path), [&] {
+  RETURN_IF_ERROR(CatchSqlite(absl::StrCat("open ", path), [&] {
     // A plain connection: it only reads the version, and changes nothing in a
     // file its producer may be creating or upgrading right now.
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
@@ -74,21 +74,15 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::Open(const std::st
   DbOptions existing = options;
   existing.create_if_missing = false;
   ASSIGN_OR_RETURN(auto db, OpenSqliteFile(path, existing, nullptr));
-  {
-    MutexLock lock(&db->write_mu);
-    RETURN_IF_ERROR(Guard("writer cache size", [&] {
-      db->writer->exec(absl::StrCat("PRAGMA cache_size=-", kWriterCacheKib));
-      return absl::OkStatus();
-    }));
-  }
+  RETURN_IF_ERROR(db->WithWriter("writer cache size", [&](SQLite::Database& writer) {
+    writer.exec(absl::StrCat("PRAGMA cache_size=-", kWriterCacheKib));
+    return absl::OkStatus();
+  }));
   bool retention_tables = false;
-  {
-    MutexLock lock(&db->read_mu);
-    RETURN_IF_ERROR(Guard("look for outbox_retention", [&] {
-      retention_tables = db->reader->tableExists("outbox_retention");
-      return absl::OkStatus();
-    }));
-  }
+  RETURN_IF_ERROR(db->Read("look for outbox_retention", [&](SQLite::Database& reader) {
+    retention_tables = reader.tableExists("outbox_retention");
+    return absl::OkStatus();
+  }));
   return std::unique_ptr<RecoveryStore>(
       new RecoveryStore(std::move(db), producer.metrics_label, retention_tables));
 }
@@ -123,10 +117,8 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::OpenWhenCreated(
 absl::StatusOr<std::vector<RecoveryStore::Transitioned>> RecoveryStore::TransitionDueRows(
     int64_t now_ms, int limit, const std::string& lease_holder,
     const std::function<bool(OutboxMessage&, SQLite::Database&)>& transition, bool note_history) {
-  MutexLock lock(&db_->write_mu);
-  SQLite::Database& db = *db_->writer;
   std::vector<Transitioned> due;
-  RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
+  RETURN_IF_ERROR(db_->Write([&](SQLite::Database& db) -> absl::Status {
     due.clear();  // a retried transaction starts over
     if (!lease_holder.empty()) {
       SQLite::Statement lease(db, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
@@ -207,10 +199,9 @@ absl::StatusOr<int> RecoveryStore::DeferDue(int64_t now_ms, int limit,
 }
 
 absl::StatusOr<std::vector<OutboxMessage>> RecoveryStore::ListFailed(int limit) {
-  MutexLock lock(&db_->read_mu);
   std::vector<OutboxMessage> rows;
-  RETURN_IF_ERROR(Guard("list failed", [&] {
-    SQLite::Statement stmt(*db_->reader,
+  RETURN_IF_ERROR(db_->Read("list failed", [&](SQLite::Database& reader) {
+    SQLite::Statement stmt(reader,
                            SelectWhere("WHERE o.status = 'FAILED' AND o.failure_kind != 'rejected' "
                                        "AND o.acknowledged_by = '' ORDER BY o.id LIMIT ?1"));
     stmt.bind(1, limit);
@@ -221,10 +212,9 @@ absl::StatusOr<std::vector<OutboxMessage>> RecoveryStore::ListFailed(int limit) 
 }
 
 std::string RecoveryStore::ExplainClaim() {
-  MutexLock lock(&db_->read_mu);
   std::string plan;
-  absl::Status s = Guard("explain claim", [&] {
-    SQLite::Statement stmt(*db_->reader, absl::StrCat("EXPLAIN QUERY PLAN ", ClaimSql()));
+  absl::Status s = db_->Read("explain claim", [&](SQLite::Database& reader) {
+    SQLite::Statement stmt(reader, absl::StrCat("EXPLAIN QUERY PLAN ", ClaimSql()));
     stmt.bind(1, static_cast<int64_t>(0));
     stmt.bind(2, 1);
     while (stmt.executeStep()) absl::StrAppend(&plan, stmt.getColumn(3).getString(), "\n");
@@ -235,19 +225,17 @@ std::string RecoveryStore::ExplainClaim() {
 
 absl::Status RecoveryStore::RecordPublishFailure(const std::vector<std::string>& message_ids,
                                                  const std::string& error, int64_t now_ms) {
-  MutexLock lock(&db_->write_mu);
-  return WriteTransaction(*db_->writer, [&] {
-    outbox::RecordPublishFailure(*db_->writer, message_ids, error, now_ms, instance_);
+  return db_->Write([&](SQLite::Database& writer) {
+    outbox::RecordPublishFailure(writer, message_ids, error, now_ms, instance_);
     return absl::OkStatus();
   });
 }
 
 absl::StatusOr<bool> RecoveryStore::TryAcquireLease(const std::string& holder, int64_t now_ms,
                                                     int64_t ttl_ms) {
-  MutexLock lock(&db_->write_mu);
   bool acquired = false;
-  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
-    SQLite::Statement stmt(*db_->writer, R"sql(
+  RETURN_IF_ERROR(db_->Write([&](SQLite::Database& writer) {
+    SQLite::Statement stmt(writer, R"sql(
       INSERT INTO recovery_lease (name, holder, expires_at) VALUES (?1, ?2, ?3)
       ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
       WHERE recovery_lease.holder = excluded.holder OR recovery_lease.expires_at <= ?4)sql");
@@ -262,10 +250,9 @@ absl::StatusOr<bool> RecoveryStore::TryAcquireLease(const std::string& holder, i
 }
 
 absl::Status RecoveryStore::ReleaseLease(const std::string& holder, int64_t now_ms) {
-  MutexLock lock(&db_->write_mu);
-  return WriteTransaction(*db_->writer, [&] {
+  return db_->Write([&](SQLite::Database& writer) {
     SQLite::Statement stmt(
-        *db_->writer, "UPDATE recovery_lease SET expires_at = ?1 WHERE name = ?2 AND holder = ?3");
+        writer, "UPDATE recovery_lease SET expires_at = ?1 WHERE name = ?2 AND holder = ?3");
     stmt.bind(1, static_cast<int64_t>(now_ms));
     stmt.bind(2, kLeaseName);
     stmt.bind(3, holder);
@@ -275,11 +262,9 @@ absl::Status RecoveryStore::ReleaseLease(const std::string& holder, int64_t now_
 }
 
 absl::StatusOr<LeaseState> RecoveryStore::Lease() {
-  MutexLock lock(&db_->read_mu);
   LeaseState state;
-  RETURN_IF_ERROR(Guard("read lease", [&] {
-    SQLite::Statement stmt(*db_->reader,
-                           "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
+  RETURN_IF_ERROR(db_->Read("read lease", [&](SQLite::Database& reader) {
+    SQLite::Statement stmt(reader, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
     stmt.bind(1, kLeaseName);
     if (stmt.executeStep()) {
       state.holder = stmt.getColumn(0).getString();
@@ -291,30 +276,28 @@ absl::StatusOr<LeaseState> RecoveryStore::Lease() {
 }
 
 absl::StatusOr<int> RecoveryStore::ArchiveSent(int64_t cutoff_ms, int batch) {
-  MutexLock lock(&db_->write_mu);
   int moved = 0;
-  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
+  RETURN_IF_ERROR(db_->Write([&](SQLite::Database& writer) {
     // A bounded batch per transaction: never one statement over the table.
     const std::string pick =
         "SELECT id FROM outbox INDEXED BY outbox_sent_at WHERE status = 'SENT' AND sent_at < ?1 "
         "ORDER BY sent_at LIMIT ?2";
     SQLite::Statement copy(
-        *db_->writer,
+        writer,
         absl::StrCat("INSERT INTO outbox_archive SELECT * FROM outbox WHERE id IN (", pick, ")"));
     copy.bind(1, static_cast<int64_t>(cutoff_ms));
     copy.bind(2, batch);
     copy.exec();
     // Their history goes with them (history.h).
     SQLite::Statement history(
-        *db_->writer,
+        writer,
         absl::StrCat("DELETE FROM outbox_history WHERE message_id IN (SELECT message_id FROM "
                      "outbox WHERE id IN (",
                      pick, "))"));
     history.bind(1, static_cast<int64_t>(cutoff_ms));
     history.bind(2, batch);
     history.exec();
-    SQLite::Statement del(*db_->writer,
-                          absl::StrCat("DELETE FROM outbox WHERE id IN (", pick, ")"));
+    SQLite::Statement del(writer, absl::StrCat("DELETE FROM outbox WHERE id IN (", pick, ")"));
     del.bind(1, static_cast<int64_t>(cutoff_ms));
     del.bind(2, batch);
     moved = del.exec();
@@ -345,21 +328,18 @@ absl::StatusOr<int> RecoveryStore::PruneOlderThan(const char* table, const char*
   const std::string pick = absl::StrCat("SELECT rowid FROM ", table, " INDEXED BY ", index,
                                         " WHERE ", column, " < ?1 ORDER BY ", column, " LIMIT ?2");
   bool due = false;
-  {
-    MutexLock lock(&db_->read_mu);
-    RETURN_IF_ERROR(Guard(absl::StrCat("find ", table, " rows to prune"), [&] {
-      SQLite::Statement look(*db_->reader, pick);
-      look.bind(1, static_cast<int64_t>(cutoff_ms));
-      look.bind(2, 1);
-      due = look.executeStep();
-      return absl::OkStatus();
-    }));
-  }
+  RETURN_IF_ERROR(
+      db_->Read(absl::StrCat("find ", table, " rows to prune"), [&](SQLite::Database& reader) {
+        SQLite::Statement look(reader, pick);
+        look.bind(1, static_cast<int64_t>(cutoff_ms));
+        look.bind(2, 1);
+        due = look.executeStep();
+        return absl::OkStatus();
+      }));
   if (!due) return 0;
-  MutexLock lock(&db_->write_mu);
   int pruned = 0;
-  RETURN_IF_ERROR(WriteTransaction(*db_->writer, [&] {
-    SQLite::Statement del(*db_->writer,
+  RETURN_IF_ERROR(db_->Write([&](SQLite::Database& writer) {
+    SQLite::Statement del(writer,
                           absl::StrCat("DELETE FROM ", table, " WHERE rowid IN (", pick, ")"));
     del.bind(1, static_cast<int64_t>(cutoff_ms));
     del.bind(2, batch);
@@ -367,7 +347,7 @@ absl::StatusOr<int> RecoveryStore::PruneOlderThan(const char* table, const char*
     if (pruned == 0) return absl::OkStatus();
     // The watermark commits with the delete: a reader never sees rows gone
     // without it.
-    SQLite::Statement mark(*db_->writer, R"sql(
+    SQLite::Statement mark(writer, R"sql(
       INSERT INTO outbox_retention (name, pruned_before, pruned_rows) VALUES (?1, ?2, ?3)
       ON CONFLICT (name) DO UPDATE SET
         pruned_before = max(pruned_before, excluded.pruned_before),
@@ -382,17 +362,15 @@ absl::StatusOr<int> RecoveryStore::PruneOlderThan(const char* table, const char*
 }
 
 absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t after_id, int limit) {
-  MutexLock lock(&db_->read_mu);
   std::vector<OutboxMessage> rows;
-  RETURN_IF_ERROR(Guard("list messages", [&] {
+  RETURN_IF_ERROR(db_->Read("list messages", [&](SQLite::Database& reader) {
     // SENT rows are nearly all rows: walk ids in order and stop after a page
     // (the unary + keeps SQLite from sorting every SENT row through the
     // status index). SENDING and FAILED rows are few: the index finds them.
     SQLite::Statement stmt(
-        *db_->reader,
-        SelectWhere(status == OutboxStatus::kSent
-                        ? "WHERE +o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"
-                        : "WHERE o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"));
+        reader, SelectWhere(status == OutboxStatus::kSent
+                                ? "WHERE +o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"
+                                : "WHERE o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"));
     stmt.bind(1, std::string(StatusName(status)));
     stmt.bind(2, static_cast<int64_t>(after_id));
     stmt.bind(3, limit + 1);
@@ -403,10 +381,9 @@ absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t aft
 }
 
 absl::StatusOr<OutboxMessage> RecoveryStore::Get(const std::string& message_id) {
-  MutexLock lock(&db_->read_mu);
   std::optional<OutboxMessage> row;
-  RETURN_IF_ERROR(Guard("get message", [&] {
-    SQLite::Statement stmt(*db_->reader, SelectWhere("WHERE o.message_id = ?"));
+  RETURN_IF_ERROR(db_->Read("get message", [&](SQLite::Database& reader) {
+    SQLite::Statement stmt(reader, SelectWhere("WHERE o.message_id = ?"));
     stmt.bind(1, message_id);
     if (stmt.executeStep()) row = ReadOutboxMessage(stmt);
     return absl::OkStatus();
@@ -421,11 +398,9 @@ std::string RecoveryStore::SelectWhereFailed(const std::string& condition) {
 }
 
 absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {
-  MutexLock lock(&db_->read_mu);
   OutboxCounts counts;
-  RETURN_IF_ERROR(Guard("count messages", [&] {
-    SQLite::Statement by_status(*db_->reader,
-                                "SELECT status, COUNT(*) FROM outbox GROUP BY status");
+  RETURN_IF_ERROR(db_->Read("count messages", [&](SQLite::Database& reader) {
+    SQLite::Statement by_status(reader, "SELECT status, COUNT(*) FROM outbox GROUP BY status");
     while (by_status.executeStep()) {
       const std::string s = by_status.getColumn(0).getString();
       const int64_t n = by_status.getColumn(1).getInt64();
@@ -433,26 +408,24 @@ absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {
       if (s == "SENT") counts.sent = n;
       if (s == "FAILED") counts.failed = n;
     }
-    counts.oldest_sending_created_at = OldestSendingLocked();
-    SQLite::Statement archived(*db_->reader, "SELECT COUNT(*) FROM outbox_archive");
+    counts.oldest_sending_created_at = OldestSending(reader);
+    SQLite::Statement archived(reader, "SELECT COUNT(*) FROM outbox_archive");
     if (archived.executeStep()) counts.archived = archived.getColumn(0).getInt64();
     return absl::OkStatus();
   }));
   return counts;
 }
 
-int64_t RecoveryStore::OldestSendingLocked() {
-  SQLite::Statement oldest(*db_->reader,
-                           "SELECT MIN(created_at) FROM outbox WHERE status = 'SENDING'");
+int64_t RecoveryStore::OldestSending(SQLite::Database& reader) {
+  SQLite::Statement oldest(reader, "SELECT MIN(created_at) FROM outbox WHERE status = 'SENDING'");
   if (oldest.executeStep() && !oldest.getColumn(0).isNull()) return oldest.getColumn(0).getInt64();
   return 0;
 }
 
 absl::StatusOr<int64_t> RecoveryStore::OldestSendingCreatedAt() {
-  MutexLock lock(&db_->read_mu);
   int64_t oldest = 0;
-  RETURN_IF_ERROR(Guard("oldest sending", [&] {
-    oldest = OldestSendingLocked();
+  RETURN_IF_ERROR(db_->Read("oldest sending", [&](SQLite::Database& reader) {
+    oldest = OldestSending(reader);
     return absl::OkStatus();
   }));
   return oldest;
@@ -481,11 +454,10 @@ void RecoveryStore::RegisterMetrics(MetricsRegistry& metrics, const Clock& clock
 }
 
 absl::StatusOr<int64_t> RecoveryStore::CountSendingOlderThan(int64_t created_before_ms) {
-  MutexLock lock(&db_->read_mu);
   int64_t n = 0;
-  RETURN_IF_ERROR(Guard("count backlog", [&] {
+  RETURN_IF_ERROR(db_->Read("count backlog", [&](SQLite::Database& reader) {
     SQLite::Statement stmt(
-        *db_->reader, "SELECT COUNT(*) FROM outbox WHERE status = 'SENDING' AND created_at < ?");
+        reader, "SELECT COUNT(*) FROM outbox WHERE status = 'SENDING' AND created_at < ?");
     stmt.bind(1, static_cast<int64_t>(created_before_ms));
     stmt.executeStep();
     n = stmt.getColumn(0).getInt64();
@@ -495,12 +467,11 @@ absl::StatusOr<int64_t> RecoveryStore::CountSendingOlderThan(int64_t created_bef
 }
 
 absl::StatusOr<AckProgress> RecoveryStore::ReadAckProgress() {
-  MutexLock lock(&db_->read_mu);
   AckProgress p;
-  RETURN_IF_ERROR(Guard("read ack progress", [&] {
+  RETURN_IF_ERROR(db_->Read("read ack progress", [&](SQLite::Database& reader) {
     // Each side is one walk down an index: outbox_sent_at (partial, SENT
     // rows) and outbox_status_next_retry.
-    SQLite::Statement stmt(*db_->reader, R"sql(
+    SQLite::Statement stmt(reader, R"sql(
       SELECT (SELECT coalesce(max(sent_at), 0) FROM outbox WHERE status = 'SENT'),
              next_retry_at, last_attempt_at
       FROM (SELECT 1) LEFT JOIN (SELECT next_retry_at, last_attempt_at FROM outbox

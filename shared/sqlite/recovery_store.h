@@ -188,7 +188,7 @@ class RecoveryStore final : public RecoveryRepository {
   // WHERE ... AND `condition`.
   static std::string SelectWhereFailed(const std::string& condition);
   // The query behind OldestSendingCreatedAt(), shared with Counts(); throws.
-  int64_t OldestSendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->read_mu);
+  static int64_t OldestSending(SQLite::Database& reader);
 
   std::unique_ptr<SqliteFile> db_;
   const std::string metrics_label_;

@@ -13,9 +13,8 @@
 namespace outbox {
 
 absl::Status RecoveryStore::RecordAudit(const AuditRecord& audit) {
-  MutexLock lock(&db_->write_mu);
-  absl::Status s = WriteTransaction(*db_->writer, [&] {
-    AppendAudit(*db_->writer, audit);
+  absl::Status s = db_->Write([&](SQLite::Database& writer) {
+    AppendAudit(writer, audit);
     return absl::OkStatus();
   });
   if (!s.ok()) {
@@ -39,27 +38,22 @@ absl::StatusOr<OutboxMessage> RecoveryStore::ChangeOneRow(
     const std::function<absl::Status(OutboxMessage&)>& change, const char* event,
     const std::string& detail) {
   OutboxMessage changed;
-  absl::Status s;
-  {
-    MutexLock lock(&db_->write_mu);
-    s = WriteTransaction(*db_->writer, [&]() -> absl::Status {
-      SQLite::Database& db = *db_->writer;
-      OutboxStateTable table(db);
-      std::optional<OutboxMessage> row = table.Load(message_id);
-      if (!row.has_value()) {
-        return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
-      }
-      RETURN_IF_ERROR(change(*row));
-      table.Save(*row);
-      HistoryLog(db).Append(message_id, now_ms, audit.actor, event, detail);
-      AuditRecord done = audit;
-      done.rows = 1;
-      done.outcome = "ok";
-      AppendAudit(db, done);
-      changed = *std::move(row);
-      return absl::OkStatus();
-    });
-  }
+  absl::Status s = db_->Write([&](SQLite::Database& db) -> absl::Status {
+    OutboxStateTable table(db);
+    std::optional<OutboxMessage> row = table.Load(message_id);
+    if (!row.has_value()) {
+      return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
+    }
+    RETURN_IF_ERROR(change(*row));
+    table.Save(*row);
+    HistoryLog(db).Append(message_id, now_ms, audit.actor, event, detail);
+    AuditRecord done = audit;
+    done.rows = 1;
+    done.outcome = "ok";
+    AppendAudit(db, done);
+    changed = *std::move(row);
+    return absl::OkStatus();
+  });
   if (!s.ok()) {
     AuditFailure(audit, s);
     return s;
@@ -99,56 +93,50 @@ absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
     int64_t page_after_id = after_id;
     int64_t page_audit_id = audit_id;
     bool last = false;
-    absl::Status s;
-    {
-      MutexLock lock(&db_->write_mu);
-      s = WriteTransaction(*db_->writer, [&]() -> absl::Status {
-        SQLite::Database& db = *db_->writer;
-        in_page = 0;
-        page_after_id = after_id;
-        page_audit_id = audit_id;
-        SQLite::Statement select(
-            db, SelectWhereFailed(group.empty() ? "o.id > ?1 ORDER BY o.id LIMIT ?2"
-                                                : "o.failure_group = ?3 AND o.id > ?1 "
-                                                  "ORDER BY o.id LIMIT ?2"));
-        select.bind(1, static_cast<int64_t>(after_id));
-        select.bind(2, page);
-        if (!group.empty()) select.bind(3, group);
-        std::vector<OutboxMessage> rows;
-        while (select.executeStep()) rows.push_back(ReadOutboxMessage(select));
-        last = static_cast<int>(rows.size()) < page;
-        OutboxStateTable table(db);
-        std::optional<HistoryLog> history;
-        for (OutboxMessage& row : rows) {
-          page_after_id = row.id;
-          if (!change(row)) continue;
-          ++in_page;
-          if (dry_run) continue;
-          table.Save(row);
-          if (!history) history.emplace(db);
-          history->Append(row.message_id, now_ms, audit.actor, event, detail);
-        }
-        const std::string outcome = last ? "ok" : "in progress";
-        if (page_audit_id == 0) {
-          AuditRecord first = audit;
-          first.rows = total + in_page;
-          first.outcome = outcome;
-          page_audit_id = AppendAudit(db, first);
-        } else {
-          UpdateAudit(db, page_audit_id, total + in_page, outcome);
-        }
-        return absl::OkStatus();
-      });
-    }
+    absl::Status s = db_->Write([&](SQLite::Database& db) -> absl::Status {
+      in_page = 0;
+      page_after_id = after_id;
+      page_audit_id = audit_id;
+      SQLite::Statement select(
+          db, SelectWhereFailed(group.empty() ? "o.id > ?1 ORDER BY o.id LIMIT ?2"
+                                              : "o.failure_group = ?3 AND o.id > ?1 "
+                                                "ORDER BY o.id LIMIT ?2"));
+      select.bind(1, static_cast<int64_t>(after_id));
+      select.bind(2, page);
+      if (!group.empty()) select.bind(3, group);
+      std::vector<OutboxMessage> rows;
+      while (select.executeStep()) rows.push_back(ReadOutboxMessage(select));
+      last = static_cast<int>(rows.size()) < page;
+      OutboxStateTable table(db);
+      std::optional<HistoryLog> history;
+      for (OutboxMessage& row : rows) {
+        page_after_id = row.id;
+        if (!change(row)) continue;
+        ++in_page;
+        if (dry_run) continue;
+        table.Save(row);
+        if (!history) history.emplace(db);
+        history->Append(row.message_id, now_ms, audit.actor, event, detail);
+      }
+      const std::string outcome = last ? "ok" : "in progress";
+      if (page_audit_id == 0) {
+        AuditRecord first = audit;
+        first.rows = total + in_page;
+        first.outcome = outcome;
+        page_audit_id = AppendAudit(db, first);
+      } else {
+        UpdateAudit(db, page_audit_id, total + in_page, outcome);
+      }
+      return absl::OkStatus();
+    });
     if (!s.ok()) {
       // Nothing of the page committed, its audit record included: a first
       // page's failure is recorded on its own.
       if (audit_id == 0) {
         AuditFailure(audit, s);
       } else {
-        MutexLock lock(&db_->write_mu);
-        absl::Status recorded = WriteTransaction(*db_->writer, [&] {
-          UpdateAudit(*db_->writer, audit_id, total,
+        absl::Status recorded = db_->Write([&](SQLite::Database& writer) {
+          UpdateAudit(writer, audit_id, total,
                       absl::StrCat("stopped after ", total, " rows: ", s.message()));
           return absl::OkStatus();
         });
@@ -210,10 +198,9 @@ absl::StatusOr<int64_t> RecoveryStore::AcknowledgeGroup(const std::string& group
 
 absl::StatusOr<std::vector<FailureGroup>> RecoveryStore::FailureGroups(int limit,
                                                                        const std::string& kind) {
-  MutexLock lock(&db_->read_mu);
   std::vector<FailureGroup> groups;
-  RETURN_IF_ERROR(Guard("list failure groups", [&] {
-    SQLite::Statement stmt(*db_->reader, R"sql(
+  RETURN_IF_ERROR(db_->Read("list failure groups", [&](SQLite::Database& reader) {
+    SQLite::Statement stmt(reader, R"sql(
       SELECT failure_group, count(*), sum(acknowledged_by != ''), min(updated_at),
              max(updated_at), max(id)
       FROM outbox INDEXED BY outbox_failure_group
@@ -234,7 +221,7 @@ absl::StatusOr<std::vector<FailureGroup>> RecoveryStore::FailureGroups(int limit
       examples.push_back(stmt.getColumn(5).getInt64());
       groups.push_back(std::move(g));
     }
-    SQLite::Statement example(*db_->reader,
+    SQLite::Statement example(reader,
                               "SELECT message_id, topic, failure_kind, last_error FROM outbox "
                               "WHERE id = ?");
     for (size_t i = 0; i < groups.size(); ++i) {
@@ -254,13 +241,12 @@ absl::StatusOr<std::vector<FailureGroup>> RecoveryStore::FailureGroups(int limit
 
 absl::StatusOr<std::vector<HistoryEvent>> RecoveryStore::History(
     const std::string& message_id_or_biz_key, OutboxMessage* row) {
-  MutexLock lock(&db_->read_mu);
   std::vector<HistoryEvent> events;
   bool found = false;
-  RETURN_IF_ERROR(Guard("read history", [&] {
+  RETURN_IF_ERROR(db_->Read("read history", [&](SQLite::Database& reader) {
     for (const char* table : {"outbox", "outbox_archive"}) {
       SQLite::Statement stmt(
-          *db_->reader,
+          reader,
           absl::StrCat("SELECT ", kOutboxColumns, " FROM ", table,
                        " o WHERE o.message_id = ?1 UNION ALL SELECT ", kOutboxColumns, " FROM ",
                        table, " o WHERE o.biz_key = ?1 AND o.message_id != ?1 LIMIT 1"));
@@ -271,7 +257,7 @@ absl::StatusOr<std::vector<HistoryEvent>> RecoveryStore::History(
         break;
       }
     }
-    if (found) events = ReadHistory(*db_->reader, row->message_id);
+    if (found) events = ReadHistory(reader, row->message_id);
     return absl::OkStatus();
   }));
   if (!found) {
@@ -282,10 +268,9 @@ absl::StatusOr<std::vector<HistoryEvent>> RecoveryStore::History(
 }
 
 absl::StatusOr<std::vector<AuditRecord>> RecoveryStore::Audit(int64_t before_id, int limit) {
-  MutexLock lock(&db_->read_mu);
   std::vector<AuditRecord> records;
-  RETURN_IF_ERROR(Guard("read audit", [&] {
-    records = ListAudit(*db_->reader, before_id, limit);
+  RETURN_IF_ERROR(db_->Read("read audit", [&](SQLite::Database& reader) {
+    records = ListAudit(reader, before_id, limit);
     return absl::OkStatus();
   }));
   return records;

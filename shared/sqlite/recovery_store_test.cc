@@ -45,8 +45,12 @@ void WriteFromAnotherProcess(const std::string& path, const std::string& sql) {
 }
 
 int64_t CountOrders(SqliteFile& file) {
-  MutexLock lock(&file.read_mu);
-  return file.reader->execAndGet("SELECT count(*) FROM orders").getInt64();
+  int64_t n = -1;
+  EXPECT_OK(file.Read("count orders", [&](SQLite::Database& db) {
+    n = db.execAndGet("SELECT count(*) FROM orders").getInt64();
+    return absl::OkStatus();
+  }));
+  return n;
 }
 
 // A producer that runs its recovery in-process opens one file through both
@@ -77,10 +81,10 @@ TEST(SqliteLocksTest, AFileOpenedTwiceInOneProcessKeepsItsLocks) {
 
     WriteFromAnotherProcess(path, "INSERT INTO orders VALUES ('o-2')");
     EXPECT_EQ(CountOrders(**producer), 2);
-    {
-      MutexLock lock(&(*producer)->write_mu);
-      (*producer)->writer->exec("INSERT INTO orders VALUES ('o-3')");
-    }
+    ASSERT_OK((*producer)->Write([](SQLite::Database& db) {
+      db.exec("INSERT INTO orders VALUES ('o-3')");
+      return absl::OkStatus();
+    }));
     WriteFromAnotherProcess(path, "INSERT INTO orders SELECT 'o-' || (count(*) + 1) FROM orders");
     EXPECT_EQ(CountOrders(**producer), 4);
   }

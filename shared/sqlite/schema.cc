@@ -68,7 +68,7 @@ absl::Status UpgradeSchema(SQLite::Database& db, const std::string& path, const 
   if (target < 0) target = schema.latest();
   // The usual start: already up to date, found without taking the write lock.
   int version = 0;
-  absl::Status s = Guard(absl::StrCat("read the schema version of ", path), [&] {
+  absl::Status s = CatchSqlite(absl::StrCat("read the schema version of ", path), [&] {
     version = SchemaVersion(db);
     return absl::OkStatus();
   });

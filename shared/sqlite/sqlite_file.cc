@@ -50,7 +50,7 @@ absl::Status SqliteError(const SQLite::Exception& e, const std::string& context)
   return absl::InternalError(msg);
 }
 
-absl::Status Guard(const std::string& context, const std::function<absl::Status()>& fn) {
+absl::Status CatchSqlite(const std::string& context, const std::function<absl::Status()>& fn) {
   try {
     return fn();
   } catch (const SQLite::Exception& e) {
@@ -85,7 +85,7 @@ absl::Status RetryWhileBusy(absl::Duration budget, const std::function<absl::Sta
 // WAL is persistent in the file; the rest is per connection. All of it is
 // idempotent, so a busy attempt is simply run again.
 absl::Status ApplyPragmas(SQLite::Database& db, const std::string& path, const DbOptions& options) {
-  return Guard(absl::StrCat("open ", path), [&]() -> absl::Status {
+  return CatchSqlite(absl::StrCat("open ", path), [&]() -> absl::Status {
     const std::string mode = db.execAndGet("PRAGMA journal_mode=WAL").getString();
     if (mode != "wal") {
       // SQLite keeps the old mode when it cannot take the lock to change it.
@@ -124,7 +124,7 @@ void CreatePrivateFile(const std::string& path) {
 absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabase(const std::string& path,
                                                                const DbOptions& options) {
   std::unique_ptr<SQLite::Database> db;
-  absl::Status s = Guard(absl::StrCat("open ", path), [&] {
+  absl::Status s = CatchSqlite(absl::StrCat("open ", path), [&] {
     int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX;
     if (options.create_if_missing) {
       flags |= SQLite::OPEN_CREATE;
@@ -187,7 +187,7 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& pa
                        [&] { return UpgradeSchema(**writer, path, *schema); });
   }
   if (!s.ok()) return s;
-  s = Guard("read the page size", [&] {
+  s = CatchSqlite("read the page size", [&] {
     file->page_size = (*writer)->execAndGet("PRAGMA page_size").getInt();
     return absl::OkStatus();
   });
@@ -199,27 +199,34 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& pa
   auto reader = OpenDatabase(path, options);
   if (!reader.ok()) return reader.status();
   {
-    MutexLock w(&file->write_mu);
-    file->writer = std::move(writer).value();
+    MutexLock w(&file->write_mu_);
+    file->writer_ = std::move(writer).value();
   }
   {
-    MutexLock r(&file->read_mu);
-    file->reader = std::move(reader).value();
+    MutexLock r(&file->read_mu_);
+    file->reader_ = std::move(reader).value();
   }
   return file;
 }
 
 absl::Status SqliteFile::Write(const std::function<absl::Status(SQLite::Database&)>& body) {
-  MutexLock lock(&write_mu);
-  SQLite::Database& db = *writer;
+  MutexLock lock(&write_mu_);
+  SQLite::Database& db = *writer_;
   return WriteTransaction(db, [&] { return body(db); });
 }
 
 absl::Status SqliteFile::Read(const std::string& context,
                               const std::function<absl::Status(SQLite::Database&)>& body) {
-  MutexLock lock(&read_mu);
-  SQLite::Database& db = *reader;
-  return Guard(context, [&] { return body(db); });
+  MutexLock lock(&read_mu_);
+  SQLite::Database& db = *reader_;
+  return CatchSqlite(context, [&] { return body(db); });
+}
+
+absl::Status SqliteFile::WithWriter(const std::string& context,
+                                    const std::function<absl::Status(SQLite::Database&)>& body) {
+  MutexLock lock(&write_mu_);
+  SQLite::Database& db = *writer_;
+  return CatchSqlite(context, [&] { return body(db); });
 }
 
 }  // namespace outbox

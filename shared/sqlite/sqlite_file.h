@@ -41,15 +41,19 @@ absl::Status WriteTransaction(SQLite::Database& db, const std::function<absl::St
 // Converts the exception being handled into a Status with `context`.
 absl::Status SqliteError(const SQLite::Exception& e, const std::string& context);
 
-// Runs `fn` and converts a SQLite::Exception into a Status.
-absl::Status Guard(const std::string& context, const std::function<absl::Status()>& fn);
+// Runs `fn` and converts a SQLite::Exception it throws into a Status
+// naming `context`. It takes no lock: a connection of a SqliteFile is
+// reached through SqliteFile's methods, which hold its mutex.
+absl::Status CatchSqlite(const std::string& context, const std::function<absl::Status()>& fn);
 
 // A service's handles on its SQLite file: one writer connection (short
 // BEGIN IMMEDIATE transactions), one reader connection (WAL readers never
 // block the writer), and the checkpointer, attached to the writer: every
 // commit that leaves 1,024 pages in the log is followed by a checkpoint under
 // the write lock (wal_checkpointer.h). Each connection is used under its own
-// mutex. The checkpointer is declared first so that it outlives the writer.
+// mutex, which only these methods take: Write and Read for a transaction or
+// a query; WithWriter for what needs the writer outside one transaction.
+// The checkpointer is declared first so that it outlives the writer.
 struct SqliteFile {
   // One write transaction on the writer, under its mutex: `body`'s error or
   // a SQLite::Exception rolls back and comes back as a status. `body` may
@@ -59,13 +63,26 @@ struct SqliteFile {
   // as a status naming `context`.
   absl::Status Read(const std::string& context,
                     const std::function<absl::Status(SQLite::Database&)>& body);
+  // The escape hatch: `body` on the writer, under its mutex, in no
+  // transaction of its own; a SQLite::Exception comes back as a status
+  // naming `context`. For what one Write cannot hold: a pragma, statements
+  // prepared once and kept across calls (guarded by the writer's mutex, so
+  // used only inside Write or WithWriter), or several transactions run
+  // back to back with WriteTransaction without another writer between.
+  absl::Status WithWriter(const std::string& context,
+                          const std::function<absl::Status(SQLite::Database&)>& body);
 
   std::unique_ptr<WalCheckpointer> checkpointer;
   int page_size = 4096;  // the file's, read when opened
-  Mutex write_mu;
-  std::unique_ptr<SQLite::Database> writer ABSL_GUARDED_BY(write_mu);
-  Mutex read_mu;
-  std::unique_ptr<SQLite::Database> reader ABSL_GUARDED_BY(read_mu);
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string&,
+                                                                    const DbOptions&,
+                                                                    const DbSchema*);
+  Mutex write_mu_;
+  std::unique_ptr<SQLite::Database> writer_ ABSL_GUARDED_BY(write_mu_);
+  Mutex read_mu_;
+  std::unique_ptr<SQLite::Database> reader_ ABSL_GUARDED_BY(read_mu_);
 };
 
 // Opens the connections and brings the file to `schema`'s latest version on

@@ -200,10 +200,8 @@ TEST(SqliteFileTest, TheWritersCheckpointStartsTheLogOverUnderASteadyLoad) {
                           }}}};
   auto file = OpenSqliteFile(path, DbOptions{Durability::kOff}, &schema);
   ASSERT_OK(file);
-  MutexLock lock(&(*file)->write_mu);
-  SQLite::Database& db = *(*file)->writer;
   for (int i = 0; i < 6000; ++i) {  // ~2 pages each
-    absl::Status s = WriteTransaction(db, [&] {
+    absl::Status s = (*file)->Write([](SQLite::Database& db) {
       db.exec("INSERT INTO t (b) VALUES (randomblob(3000))");
       return absl::OkStatus();
     });

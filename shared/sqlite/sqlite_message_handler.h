@@ -31,7 +31,6 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "shared/base/clock.h"
 #include "shared/outbox/consumer_handler.h"
@@ -86,8 +85,9 @@ class InboxApplier {
   const Clock& clock_;
   const SqliteHandlerOptions options_;
   // Prepared on the writer at the first batch (an error there is that
-  // batch's), then kept: no SQL text parsed per batch.
-  std::unique_ptr<Statements> statements_ ABSL_GUARDED_BY(file_.write_mu);
+  // batch's), then kept: no SQL text parsed per batch. Used only inside
+  // file_.WithWriter, under the writer's mutex.
+  std::unique_ptr<Statements> statements_;
 };
 
 }  // namespace internal
@@ -98,7 +98,7 @@ template <typename Message>
 class SqliteMessageHandler : public ConsumerHandler {
  public:
   // `file`'s schema holds the inbox table (CreateInboxTable) and whatever
-  // Apply writes. The handler uses file.writer under file.write_mu.
+  // Apply writes. The handler books each batch through file.WithWriter.
   SqliteMessageHandler(SqliteFile& file, const Clock& clock, SqliteHandlerOptions options = {})
       : applier_(file, clock, std::move(options)) {}
 

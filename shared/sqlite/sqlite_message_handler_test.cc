@@ -29,8 +29,12 @@ class SqliteMessageHandlerTest : public ::testing::Test {
     return h.ApplyBatch();
   }
   std::optional<std::string> InInbox(const std::string& message_id) {
-    MutexLock lock(&file_->write_mu);
-    return Inbox(*file_->writer).Find(message_id);
+    std::optional<std::string> reference;
+    EXPECT_OK(file_->Read("find in the inbox", [&](SQLite::Database& db) {
+      reference = Inbox(db).Find(message_id);
+      return absl::OkStatus();
+    }));
+    return reference;
   }
 
   TempDir dir_{"sqlite_message_handler_test"};
@@ -52,14 +56,13 @@ TEST_F(SqliteMessageHandlerTest, AppliesEachNewMessageOnceAndRecordsItInTheInbox
   EXPECT_EQ(handler_.applies, 2);
   EXPECT_EQ(CountRows(*file_, "stamps"), 2);
   EXPECT_EQ(InInbox("m1"), "stamp-a-1");
-  {
-    MutexLock lock(&file_->write_mu);
-    SQLite::Statement row(*file_->writer,
-                          "SELECT biz_key, processed_at FROM inbox WHERE message_id = 'm2'");
-    ASSERT_TRUE(row.executeStep());
+  EXPECT_OK(file_->Read("read the inbox row", [&](SQLite::Database& db) {
+    SQLite::Statement row(db, "SELECT biz_key, processed_at FROM inbox WHERE message_id = 'm2'");
+    EXPECT_TRUE(row.executeStep());
     EXPECT_EQ(row.getColumn(0).getString(), "b");
     EXPECT_EQ(row.getColumn(1).getInt64(), clock_.NowMillis());
-  }
+    return absl::OkStatus();
+  }));
 
   auto again = Batch(handler_, {StampDelivery("m2", "b")});
   ASSERT_OK(again);
@@ -137,12 +140,12 @@ TEST_F(SqliteMessageHandlerTest, AFailedApplyRollsTheWholeBatchBack) {
   // A SQLite error thrown half-way through: the rows before it go too.
   handler_.fail_apply = absl::OkStatus();
   ASSERT_OK(Batch(handler_, {StampDelivery("m0", "z")}));
-  {
-    MutexLock lock(&file_->write_mu);
-    file_->writer->exec(
+  ASSERT_OK(file_->WithWriter("create a trigger", [](SQLite::Database& db) {
+    db.exec(
         "CREATE TRIGGER no_b BEFORE INSERT ON stamps WHEN NEW.key = 'b' "
         "BEGIN SELECT RAISE(ABORT, 'no b'); END");
-  }
+    return absl::OkStatus();
+  }));
   EXPECT_THAT(Batch(handler_, {StampDelivery("m1", "a"), StampDelivery("m2", "b")}).status(),
               StatusIs(absl::StatusCode::kAlreadyExists, ::testing::HasSubstr("no b")));
   EXPECT_EQ(CountRows(*file_, "stamps"), 1);

@@ -16,9 +16,7 @@ SqliteOutbox::SqliteOutbox(SqliteFile& file, const Clock& clock, RetryPolicy ret
 absl::StatusOr<OutgoingMessage> SqliteOutbox::Write(
     const MessageSpec& spec, const std::function<absl::Status(SQLite::Database&)>& business) {
   OutboxMessage row = NewOutboxMessage(spec, clock_.NowMillis(), retry_);
-  MutexLock lock(&file_.write_mu);
-  SQLite::Database& db = *file_.writer;
-  RETURN_IF_ERROR(WriteTransaction(db, [&]() -> absl::Status {
+  RETURN_IF_ERROR(file_.Write([&](SQLite::Database& db) -> absl::Status {
     RETURN_IF_ERROR(business(db));
     row.id = OutboxInserter(db).Insert(row);
     return absl::OkStatus();
@@ -27,10 +25,9 @@ absl::StatusOr<OutgoingMessage> SqliteOutbox::Write(
 }
 
 absl::StatusOr<OutboxMessage> SqliteOutbox::Get(const std::string& message_id) {
-  MutexLock lock(&file_.read_mu);
   std::optional<OutboxMessage> row;
-  RETURN_IF_ERROR(Guard("load outbox row", [&] {
-    row = OutboxStateTable(*file_.reader).Load(message_id);
+  RETURN_IF_ERROR(file_.Read("load outbox row", [&](SQLite::Database& reader) {
+    row = OutboxStateTable(reader).Load(message_id);
     return absl::OkStatus();
   }));
   if (!row) return absl::NotFoundError("no outbox row for message_id " + message_id);
@@ -38,11 +35,9 @@ absl::StatusOr<OutboxMessage> SqliteOutbox::Get(const std::string& message_id) {
 }
 
 absl::StatusOr<SqliteOutbox::Counts> SqliteOutbox::CountRows() {
-  MutexLock lock(&file_.read_mu);
   Counts counts;
-  RETURN_IF_ERROR(Guard("count outbox rows", [&] {
-    SQLite::Statement by_status(*file_.reader,
-                                "SELECT status, count(*) FROM outbox GROUP BY status");
+  RETURN_IF_ERROR(file_.Read("count outbox rows", [&](SQLite::Database& reader) {
+    SQLite::Statement by_status(reader, "SELECT status, count(*) FROM outbox GROUP BY status");
     while (by_status.executeStep()) {
       const std::string status = by_status.getColumn(0).getString();
       const int64_t n = by_status.getColumn(1).getInt64();
@@ -71,10 +66,9 @@ absl::StatusOr<SqliteOutbox::Counts> SqliteOutbox::WaitUntilClosed(absl::Time de
 }
 
 absl::StatusOr<AckTally> SqliteOutbox::RecordAcks(const std::vector<std::string>& message_ids) {
-  MutexLock lock(&file_.write_mu);
   AckTally tally;
-  RETURN_IF_ERROR(WriteTransaction(*file_.writer, [&] {
-    tally = outbox::RecordAcks(*file_.writer, message_ids, clock_.NowMillis());
+  RETURN_IF_ERROR(file_.Write([&](SQLite::Database& writer) {
+    tally = outbox::RecordAcks(writer, message_ids, clock_.NowMillis());
     return absl::OkStatus();
   }));
   return tally;
@@ -82,18 +76,16 @@ absl::StatusOr<AckTally> SqliteOutbox::RecordAcks(const std::vector<std::string>
 
 absl::Status SqliteOutbox::RecordPublishFailure(const std::vector<std::string>& message_ids,
                                                 const std::string& error) {
-  MutexLock lock(&file_.write_mu);
-  return WriteTransaction(*file_.writer, [&] {
-    outbox::RecordPublishFailure(*file_.writer, message_ids, error, clock_.NowMillis(), "relay");
+  return file_.Write([&](SQLite::Database& writer) {
+    outbox::RecordPublishFailure(writer, message_ids, error, clock_.NowMillis(), "relay");
     return absl::OkStatus();
   });
 }
 
 absl::StatusOr<int> SqliteOutbox::RecordRejects(const std::vector<Rejection>& rejects) {
-  MutexLock lock(&file_.write_mu);
   int changed = 0;
-  RETURN_IF_ERROR(WriteTransaction(*file_.writer, [&] {
-    changed = outbox::RecordRejects(*file_.writer, rejects, clock_.NowMillis());
+  RETURN_IF_ERROR(file_.Write([&](SQLite::Database& writer) {
+    changed = outbox::RecordRejects(writer, rejects, clock_.NowMillis());
     return absl::OkStatus();
   }));
   return changed;
@@ -101,10 +93,9 @@ absl::StatusOr<int> SqliteOutbox::RecordRejects(const std::vector<Rejection>& re
 
 absl::StatusOr<std::vector<std::string>> SqliteOutbox::TakenOver(
     const std::vector<std::string>& message_ids) {
-  MutexLock lock(&file_.read_mu);
   std::vector<std::string> taken;
-  RETURN_IF_ERROR(Guard("read taken over", [&] {
-    taken = outbox::TakenOver(*file_.reader, message_ids);
+  RETURN_IF_ERROR(file_.Read("read taken over", [&](SQLite::Database& reader) {
+    taken = outbox::TakenOver(reader, message_ids);
     return absl::OkStatus();
   }));
   return taken;

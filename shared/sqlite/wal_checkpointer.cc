@@ -66,7 +66,7 @@ absl::StatusOr<CheckpointResult> WalCheckpointer::CheckpointNow() {
   CheckpointResult result;
   absl::Status s = lock_ != nullptr ? absl::OkStatus() : ReopenLock();
   if (s.ok()) {
-    s = Guard("take the write lock for a checkpoint", [&] {
+    s = CatchSqlite("take the write lock for a checkpoint", [&] {
       lock_->exec("BEGIN IMMEDIATE");
       return absl::OkStatus();
     });
@@ -96,7 +96,7 @@ absl::StatusOr<CheckpointResult> WalCheckpointer::CheckpointNow() {
 }
 
 absl::Status WalCheckpointer::ReleaseWriteLock() {
-  absl::Status s = Guard("release the checkpoint's write lock", [&] {
+  absl::Status s = CatchSqlite("release the checkpoint's write lock", [&] {
     lock_->exec("ROLLBACK");
     return absl::OkStatus();
   });

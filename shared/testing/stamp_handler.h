@@ -132,10 +132,14 @@ inline std::unique_ptr<SqliteFile> OpenStampFile(const std::string& path) {
   return file.ok() ? std::move(file).value() : nullptr;
 }
 
-// Rows in `table` of `file` (read on the writer, under its mutex).
+// Rows in `table` of `file` (read on the writer); -1 if it cannot be read.
 inline int64_t CountRows(SqliteFile& file, const std::string& table) {
-  MutexLock lock(&file.write_mu);
-  return file.writer->execAndGet("SELECT count(*) FROM " + table).getInt64();
+  int64_t n = -1;
+  const absl::Status read = file.WithWriter("count " + table, [&](SQLite::Database& db) {
+    n = db.execAndGet("SELECT count(*) FROM " + table).getInt64();
+    return absl::OkStatus();
+  });
+  return read.ok() ? n : -1;
 }
 
 }  // namespace outbox::testing
