@@ -3,7 +3,8 @@
 // everything turns rows FAILED within a second (2 attempts, 300 ms apart);
 // the operator looks (stats, list, get, dead letters), fixes (accounting
 // back, re-drive one row, move the dead letters back) and checks (payment,
-// voucher, health). Exit codes: 0 done, 1 a failed call, 2 a usage error.
+// voucher, health). A fix from the rows alone leaves recovery to remove the
+// settled dead letters. Exit codes: 0 done, 1 a failed call, 2 a usage error.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -292,6 +293,72 @@ TEST(OutboxctlTest, AnOperatorFindsFailedRowsAndDeadLettersAndRedrivesThem) {
   r = with_accounting({"health", recovery_addr, "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "\"status\":\"SERVING\"")) << r.out;
+}
+
+// A fix made from the rows (`redrive --all-failed`) leaves the dead letters
+// of the first attempts behind; once the rows are SENT recovery removes
+// them, audited, and the dead-letter queue ends empty with no purge.
+TEST(OutboxctlTest, SettledDeadLettersLeaveTheQueueOnceTheirRowsAreSent) {
+  constexpr int kPayments = 3;
+  const Env env = {{"RECOVERY_BASE_DELAY", "300ms"},
+                   {"RECOVERY_MAX_DELAY", "1s"},
+                   {"RECOVERY_MAX_ATTEMPTS", "2"},
+                   {"RECOVERY_IDLE_SLEEP", "100ms"},
+                   {"RECOVERY_HOUSEKEEPING_EVERY", "500ms"}};
+  ServiceSet services(env);
+  services.StartPayment();
+  auto& recovery = services.StartRecovery("r1");
+  const std::string at = absl::StrCat("--recovery_addr=127.0.0.1:", recovery.port);
+  Ctl ctl(services.dir(), {{"OUTBOXCTL_TIMEOUT", "10s"}});
+  auto stat = [&](const std::string& field) {
+    const CommandResult s = ctl({"stats", "--json", at});
+    return s.exit_code == 0 ? JsonInt(s.out, field) : -1;
+  };
+  auto parked = [&] {
+    const CommandResult l =
+        ctl({"dead-letters", "list", "--queue=" + services.pay_queue(), "--limit=1", "--json", at});
+    return l.exit_code == 0 ? JsonInt(l.out, "total") : -1;
+  };
+  {
+    QueueSink sink(services.broker().amqp_url, services.pay_queue(), QueueSink::Mode::kDeadLetter);
+    for (int i = 0; i < kPayments; ++i) {
+      ::payment::v1::CreatePaymentRequest r;
+      r.set_idempotency_key(absl::StrCat("settled-", i));
+      r.set_payer_account("payer");
+      r.set_payee_account("payee");
+      r.set_amount_minor(100 + i);
+      r.set_currency("EUR");
+      ::payment::v1::CreatePaymentResponse resp;
+      grpc::ClientContext ctx;
+      ASSERT_OK(
+          client::FromGrpc(services.payments().CreatePayment(&ctx, r, &resp), "CreatePayment"));
+    }
+    ASSERT_TRUE(PollUntil([&] { return stat("failed") == kPayments; }, absl::Seconds(30),
+                          absl::Milliseconds(300)));
+  }
+  const int64_t copies = parked();
+  EXPECT_GE(copies, 2 * kPayments) << "both attempts of each row were dead-lettered";
+
+  // FAILED rows' copies are not settled: they stay while the rows stay FAILED.
+  CommandResult r = ctl({"audit", "--json", at});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(Contains(r.out, "remove_settled_dead_letter")) << r.out;
+  EXPECT_GE(parked(), copies);
+
+  services.StartAccounting();
+  r = ctl({"redrive", "--all-failed", at});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(PollUntil([&] { return stat("sent") == kPayments && parked() == 0; },
+                        absl::Seconds(30), absl::Milliseconds(500)));
+
+  r = ctl({"audit", "--json", at});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string removal = R"("actor":"recovery","action":"remove_settled_dead_letter")";
+  int removals = 0;
+  for (size_t p = r.out.find(removal); p != std::string::npos; p = r.out.find(removal, p + 1)) {
+    ++removals;
+  }
+  EXPECT_GE(removals, copies) << r.out;  // a copy still in flight when counted goes too
 }
 
 }  // namespace
