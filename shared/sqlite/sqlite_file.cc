@@ -188,14 +188,14 @@ absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string& pa
   }
   if (!s.ok()) return s;
   s = CatchSqlite("read the page size", [&] {
-    file->page_size = (*writer)->execAndGet("PRAGMA page_size").getInt();
+    file->page_size_ = (*writer)->execAndGet("PRAGMA page_size").getInt();
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
   auto checkpointer = WalCheckpointer::Open(path, options);
   if (!checkpointer.ok()) return checkpointer.status();
   (*checkpointer)->Attach(**writer);
-  file->checkpointer = std::move(checkpointer).value();
+  file->checkpointer_ = std::move(checkpointer).value();
   auto reader = OpenDatabase(path, options);
   if (!reader.ok()) return reader.status();
   {

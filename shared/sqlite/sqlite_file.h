@@ -54,7 +54,8 @@ absl::Status CatchSqlite(const std::string& context, const std::function<absl::S
 // mutex, which only these methods take: Write and Read for a transaction or
 // a query; WithWriter for what needs the writer outside one transaction.
 // The checkpointer is declared first so that it outlives the writer.
-struct SqliteFile {
+class SqliteFile {
+ public:
   // One write transaction on the writer, under its mutex: `body`'s error or
   // a SQLite::Exception rolls back and comes back as a status. `body` may
   // run more than once (after SQLITE_BUSY; see WriteTransaction).
@@ -72,13 +73,17 @@ struct SqliteFile {
   absl::Status WithWriter(const std::string& context,
                           const std::function<absl::Status(SQLite::Database&)>& body);
 
-  std::unique_ptr<WalCheckpointer> checkpointer;
-  int page_size = 4096;  // the file's, read when opened
+  // The writer's checkpointer (its log length and skipped checkpoints, for
+  // metrics), and the file's page size, read when opened.
+  const WalCheckpointer* checkpointer() const { return checkpointer_.get(); }
+  int page_size() const { return page_size_; }
 
  private:
   friend absl::StatusOr<std::unique_ptr<SqliteFile>> OpenSqliteFile(const std::string&,
                                                                     const DbOptions&,
                                                                     const DbSchema*);
+  std::unique_ptr<WalCheckpointer> checkpointer_;
+  int page_size_ = 4096;
   Mutex write_mu_;
   std::unique_ptr<SQLite::Database> writer_ ABSL_GUARDED_BY(write_mu_);
   Mutex read_mu_;

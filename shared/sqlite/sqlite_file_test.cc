@@ -209,7 +209,7 @@ TEST(SqliteFileTest, TheWritersCheckpointStartsTheLogOverUnderASteadyLoad) {
   }
   // 1,024 pages are 4 MiB, and a commit's few pages on.
   EXPECT_LT(std::filesystem::file_size(path + "-wal"), 6u << 20);
-  EXPECT_EQ((*file)->checkpointer->skipped(), 0);
+  EXPECT_EQ((*file)->checkpointer()->skipped(), 0);
 }
 
 TEST(SqliteFileTest, AFullDiskRollsBackAndRecovers) {

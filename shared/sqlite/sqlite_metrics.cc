@@ -4,9 +4,9 @@ namespace outbox {
 
 void RegisterSqliteFileMetrics(const SqliteFile& file, const std::string& db,
                                MetricsRegistry& metrics) {
-  const WalCheckpointer* checkpointer = file.checkpointer.get();
+  const WalCheckpointer* checkpointer = file.checkpointer();
   if (checkpointer == nullptr) return;
-  const double page_size = static_cast<double>(file.page_size);
+  const double page_size = static_cast<double>(file.page_size());
   metrics.AddGauge("outbox_sqlite_wal_bytes",
                    "write-ahead log length after this process's last commit", {{"db", db}},
                    [checkpointer, page_size] { return checkpointer->log_frames() * page_size; });
