@@ -30,7 +30,9 @@ class DeadLetterSweep {
   using RecordAudit = std::function<void(const AuditRecord&)>;
   struct Options {
     std::vector<std::string> queues;  // whose <queue>.DLQ is swept
-    int per_pass = 100;               // messages looked at per queue and pass
+    // Messages looked at per queue and pass, from the head: kept ones go
+    // back in their place, so the next pass looks at them again.
+    int per_pass = 100;
   };
 
   // `keys` null: messages are not signed, and only the row decides.
