@@ -22,7 +22,8 @@ struct AuditRecord {
   std::string actor;   // the bearer token's name, the client certificate's subject, ...
   std::string action;  // "redrive_message", "redrive_group", "redrive_all",
                        // "acknowledge_message", "acknowledge_group", "repair",
-                       // "redrive_dead_letters"
+                       // "redrive_dead_letters", "remove_settled_dead_letter" (actor
+                       // "recovery": its housekeeping)
   std::string target;  // a message id, a failure group, "FAILED", ...
   bool dry_run = false;
   int64_t rows = 0;     // rows changed (or that would be, dry run)
