@@ -51,15 +51,7 @@ const DbSchema& OrdersSchema() {
 
 // What the broker hands the consumer for a message the producer published.
 Delivery Delivered(const OutgoingMessage& m) {
-  Delivery d;
-  d.message_id = m.message_id;
-  d.reply_to = m.reply_to;
-  d.type = m.type;
-  d.traceparent = m.traceparent;
-  d.signature = m.signature;
-  d.shard_key = m.shard_key;
-  d.body = m.body;
-  return d;
+  return testing::DeliveryOf(m);
 }
 
 // A consumer that writes only Decode and Apply: the library answers.
