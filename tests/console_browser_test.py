@@ -206,6 +206,8 @@ def main():
 
     # One message: its history as a timeline, its payload as text.
     go("message")
+    wait("the message page", lambda: visible("search-id") and
+         driver.find_element(By.ID, "search-id").is_enabled())
     search = driver.find_element(By.ID, "search-id")
     search.clear()
     search.send_keys(xss_key)

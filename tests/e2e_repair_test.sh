@@ -85,7 +85,10 @@ expect_eq "the apply exits (p2 needs an operator)" "$rc" 1
 expect_eq "the apply's audit records" "$(audit | tail -n 3)" "e2e-operator|repair|sent_without_voucher|0|1|ok
 e2e-operator|repair|archived_without_voucher|0|1|ok
 e2e-operator|repair|failed_with_voucher|0|1|ok"
-expect_eq "history events" "$(sqlite_read "$pay_db" "SELECT message_id, instance, event FROM outbox_history ORDER BY message_id")" \
+# The repair's own events (recovery may already have re-published the rows it
+# made due, which adds a republished event of its own).
+expect_eq "history events" "$(sqlite_read "$pay_db" "SELECT message_id, instance, event FROM outbox_history
+  WHERE event = 'repaired' ORDER BY message_id")" \
   "$(printf '%s\n' "${m[1]}|e2e-operator|repaired" "${m[3]}|e2e-operator|repaired" "${m[4]}|e2e-operator|repaired" | sort)"
 expect_eq "p3 is back in outbox" "$(sqlite_read "$pay_db" "SELECT count(*) FROM outbox_archive")" 0
 wait_for "p1, p3 and p4 SENT" "SELECT count(*) FROM outbox WHERE status = 'SENT'
