@@ -12,8 +12,7 @@
 # AMQP_PORT / DIST_PORT pick the ports of a new node (default: free random ones).
 # NODE_COOKIE sets a new node's Erlang cookie (default: random), and
 # NODE_EXTRA_CONF holds lines added to its rabbitmq.conf, and NODE_CLUSTER=1
-# says it joins a cluster (it then permits one deprecated feature more:
-# scripts/lib/rabbitmq_conf.sh): all for nodes that form a cluster
+# says it joins a cluster: all for nodes that form a cluster
 # (scripts/rabbitmq_cluster.sh sources this file). NODE_ERL_ARGS holds Erlang VM
 # flags for a new node's beam (after RabbitMQ's own, so they win: e.g.
 # `+S 1:1`), kept in DIR/broker.env for its restarts.
@@ -210,7 +209,7 @@ default_permissions.read = .*
 default_permissions.write = .*
 log.console = false
 log.file.level = info
-$(deprecated_features_conf ${NODE_CLUSTER:+cluster})
+$(deprecated_features_conf)
 EOF
     )
     if [[ -n ${NODE_EXTRA_CONF:-} ]]; then printf '%s\n' "$NODE_EXTRA_CONF" >>"$DIR/rabbitmq.conf"; fi
@@ -248,8 +247,14 @@ EOF
 cmd_stop() {
   [[ -f $DIR/broker.env ]] || return 0
   load_env
-  local pid
+  local pid transient=""
   pid=$(node_pid) || { rm -f "$RABBITMQ_PIDFILE"; return 0; }
+  if [[ ${OUTBOX_CHECK_QUEUES:-} == 1 ]]; then
+    # Queues that are neither durable nor exclusive (a deprecated feature of
+    # RabbitMQ 4.0: scripts/lib/rabbitmq_conf.sh).
+    transient=$(timeout 60 "$RMQ_BIN/rabbitmqctl" -q -n "$RABBITMQ_NODE" list_queues --no-table-headers \
+      name durable exclusive 2>/dev/null | awk '$2 == "false" && $3 == "false" { print $1 }') || true
+  fi
   # stop returns once the process is gone; if it fails, fall back to signals.
   if ! ctl 30 stop "$RABBITMQ_PIDFILE"; then
     echo "rabbitmq_node: rabbitmqctl stop failed; killing pid $pid" >&2
@@ -259,6 +264,10 @@ cmd_stop() {
   fi
   rm -f "$RABBITMQ_PIDFILE"
   echo "rabbitmq_node: $RABBITMQ_NODE stopped"
+  if [[ -n $transient ]]; then
+    echo "rabbitmq_node: transient non-exclusive queues were declared (deprecated in RabbitMQ 4.0): $(echo $transient)" >&2
+    return 1
+  fi
 }
 
 # Sourced (by rabbitmq_cluster.sh): the functions only.
