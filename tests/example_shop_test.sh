@@ -179,7 +179,10 @@ echo "c. producer SIGKILL: killed with $at_kill of $per_phase placed; restart ($
 # meanwhile never left its relay, and the restarted run skips those orders.
 t=$(now)
 first=$((3 * per_phase))
-start_orders "$first" "$per_phase" 20
+# Placed slowly (30 s for the phase), so that orders are still being placed
+# once the node is down: stopping it took longer than 6 s on a loaded
+# machine, and at 20 ms an order every order was placed before that.
+start_orders "$first" "$per_phase" 100
 wait_placed $((first + 50))
 broker_down=1
 bash "$node_script" stop "$broker_dir" >>"$run/broker.log" 2>&1 || fail "cannot stop the broker node"
