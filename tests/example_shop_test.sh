@@ -181,7 +181,7 @@ t=$(now)
 first=$((3 * per_phase))
 # Placed slowly (30 s for the phase), so that orders are still being placed
 # once the node is down: stopping it took longer than 6 s on a loaded
-# machine, and at 20 ms an order every order was placed before that.
+# machine, and at 20 ms per order all of them were placed before that.
 start_orders "$first" "$per_phase" 100
 wait_placed $((first + 50))
 broker_down=1
