@@ -137,6 +137,14 @@ cmd_start() {
       { tail -n 20 "$CLUSTER/node$i.join.log" >&2; die "node $i could not join $node1"; }
     touch "$CLUSTER/node$i/joined"
   done
+  # On RabbitMQ 4.x the metadata moves to Khepri (Raft), as deployment.md
+  # recommends: with Mnesia, 4.0.5's autoheal left a node partitioned for
+  # minutes after a pause or a cut (the network lab, e2e.cluster).
+  if [[ ! -f $CLUSTER/khepri && $(ctl_on 1 30 version 2>/dev/null) == 4.* ]]; then
+    ctl_on 1 300 enable_feature_flag --opt-in khepri_db >>"$CLUSTER/node1.join.log" 2>&1 ||
+      { tail -n 20 "$CLUSTER/node1.join.log" >&2; die "could not enable khepri_db"; }
+    touch "$CLUSTER/khepri"
+  fi
   cmd_wait 180
   write_files
   echo "rabbitmq_cluster: 3 nodes running; URL list in $CLUSTER/amqp_urls"
