@@ -2,10 +2,10 @@
 
 // The operator API (ops.v1.OutboxOps) served by recovery_service.
 #include "ops/v1/ops.grpc.pb.h"
-#include "recovery_service/dead_letters.h"
 #include "service_kit/grpc/server_security.h"
 #include "shared/base/clock.h"
 #include "shared/observability/alerts.h"
+#include "shared/outbox/dead_letters.h"
 #include "shared/outbox/recovery_loop.h"
 #include "shared/sqlite/recovery_store.h"
 

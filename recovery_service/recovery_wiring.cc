@@ -1,8 +1,6 @@
 #include "recovery_service/recovery_wiring.h"
 
 #include "absl/strings/str_cat.h"
-#include "recovery_service/dead_letter_sweep.h"
-#include "recovery_service/dead_letters.h"
 #include "recovery_service/ops_grpc.h"
 #include "service_kit/payment_db_schema.h"
 #include "service_kit/service_main.h"
@@ -11,6 +9,8 @@
 #include "shared/base/status_macros.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/log.h"
+#include "shared/outbox/dead_letter_sweep.h"
+#include "shared/outbox/dead_letters.h"
 #include "shared/outbox/recovery_loop.h"
 #include "shared/sqlite/recovery_store.h"
 
@@ -109,14 +109,9 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   // Copies whose message was booked since (re-driven from its row) leave the
   // dead-letter queues with the lease holder's housekeeping.
   DeadLetterSweep sweep(
-      dead_letters, config.keys(),
-      [&store](const std::string& message_id) -> absl::StatusOr<OutboxStatus> {
-        auto row = store->Get(message_id);
-        if (!row.ok()) return row.status();
-        return row->status;
-      },
-      [&store](const AuditRecord& audit) {
-        store->RecordAudit(audit).IgnoreError();  // logged by RecordAudit
+      dead_letters, config.keys(), *store,
+      [&store](const std::string& message_id, int64_t at) {
+        store->RecordSettledDeadLetterRemoved(message_id, at).IgnoreError();  // logged
       },
       clock, metrics, {std::move(swept)});
   worker.AddHousekeeping([&sweep] { sweep.Run(); });

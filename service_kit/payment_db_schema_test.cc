@@ -11,18 +11,19 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/barrier.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/sqlite_file.h"
+#include "shared/testing/sqlite_under_test.h"
 #include "shared/testing/status_matchers.h"
 #include "shared/testing/temp_dir.h"
 
 namespace outbox {
 namespace {
+
+using ::outbox::testing::OpenAtOnce;
 
 class SchemaTest : public ::testing::Test {
  protected:
@@ -256,23 +257,6 @@ TEST_F(SchemaTest, EachEarlierPaymentDbVersionUpgradesWithRowsIntact) {
   }
 }
 
-// Opens `path` from `openers` threads released at the same moment; returns
-// each opener's status.
-std::vector<absl::Status> OpenAtOnce(const std::string& path, int openers) {
-  std::vector<absl::Status> results(openers);
-  absl::Barrier* start = new absl::Barrier(openers);  // the last one through deletes it
-  std::vector<std::thread> threads;
-  for (int i = 0; i < openers; ++i) {
-    threads.emplace_back([&, i] {
-      if (start->Block()) delete start;
-      auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
-      results[i] = file.status();
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return results;
-}
-
 // A file from before versioning and before message_type, reply_to and
 // traceparent gets them once, however many processes open it at the same
 // moment.
@@ -294,7 +278,7 @@ TEST(SqliteFileTest, ConcurrentOpenersMigrateAnOldFileOnce) {
         CREATE TABLE outbox_archive AS SELECT * FROM outbox WHERE 0;
       )sql");
     }
-    std::vector<absl::Status> results = OpenAtOnce(path, 4);
+    std::vector<absl::Status> results = OpenAtOnce(path, 4, PaymentDbSchema());
     for (const absl::Status& s : results) EXPECT_OK(s) << "round " << round;
     SQLite::Database db(path, SQLite::OPEN_READONLY);
     for (const char* table : {"outbox", "outbox_archive"}) {

@@ -5,7 +5,8 @@
 # (find_package(outbox) from that prefix only), and run against the test
 # run's RabbitMQ node: an OrderPlaced relayed, its reply closing the row;
 # the snippets' producer, consumer and recovery booking each order once,
-# every message signed.
+# every message signed; the page's test of the consumer's handler passes
+# over the installed test kit.
 #   bash tests/example_package_test.sh BUILD   (through ctest: the broker fixture)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +32,9 @@ configure() {  # SOURCE BUILD
 configure "$root/examples/order_service" "$tmp/build"
 ORDER_TEST_AMQP_URL=$url "$tmp/build/order_service_test"
 configure "$root/examples/library_snippets" "$tmp/snippets"
+# The page's test of the consumer's handler, over the installed test kit.
+[[ -x $tmp/snippets/shipping_test ]] || { echo "FAIL: shipping_test was not built (no test kit installed?)" >&2; exit 1; }
+"$tmp/snippets/shipping_test"
 mkdir "$tmp/run"
 # One key set for the snippets' process: every message signed and checked.
 printf 'k1 %s\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$tmp/keys"

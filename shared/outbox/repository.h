@@ -107,6 +107,9 @@ struct LeaseState {
 class RecoveryRepository {
  public:
   virtual ~RecoveryRepository() = default;
+  // The row with this message id; NOT_FOUND when there is none (never
+  // written, or archived).
+  virtual absl::StatusOr<OutboxMessage> Get(const std::string& message_id) = 0;
   // Claims up to `limit` due SENDING rows, oldest due first, and applies
   // OnDue to each in the same transaction. FAILED_PRECONDITION when
   // `lease_holder` (if not empty) no longer holds the lease at `now_ms`.

@@ -1,10 +1,13 @@
 #include "shared/outbox/signing.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shared/observability/log.h"
 
 namespace outbox {
 
@@ -24,6 +27,13 @@ absl::StatusOr<Signing> Signing::FromKeyFile(const std::string& path) {
   if (!keys.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("message keys: '", path, "' ", keys.status().message()));
+  }
+  struct stat st = {};
+  if (stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH) != 0) {
+    LogWarning("message_keys_file_too_open",
+               {KV("warning", absl::StrCat("message keys: '", path,
+                                           "' is readable by every user; chmod 600 it (or 640 "
+                                           "for a group)"))});
   }
   return With(*std::move(keys));
 }

@@ -24,7 +24,8 @@ class Signing {
   static Signing With(MessageKeys keys);
   // The keys in the file at `path`, one "<key id> <secret>" a line
   // (MessageKeys::Parse). NOT_FOUND when it cannot be read,
-  // INVALID_ARGUMENT naming the file when a line is wrong.
+  // INVALID_ARGUMENT naming the file when a line is wrong; a file every
+  // user may read is accepted with a warning (message_keys_file_too_open).
   static absl::StatusOr<Signing> FromKeyFile(const std::string& path);
   // Messages are sent unsigned and accepted unsigned: anyone who can publish
   // to the broker can forge events and acknowledgements. Only for a broker

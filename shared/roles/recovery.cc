@@ -22,6 +22,9 @@ absl::Status Validate(Recovery::Options& options) {
       loop.dead_letter_sources = {options.queue, options.reply_queue};
     }
   }
+  if (options.sweep_dead_letters < 0) {
+    return absl::InvalidArgumentError("Recovery: options.sweep_dead_letters must be >= 0");
+  }
   if (absl::Status s = loop.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("Recovery: options.recovery: ", s.message()));
   }
@@ -45,37 +48,64 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
       options.amqp, Topology{}, absl::StrCat(options.name, "-", options.recovery.instance_id),
       internal::ClockOr(options.clock));
   auto alerts = std::make_unique<Alerter>(options.alerts);
+  auto browser = std::make_unique<AmqpQueueBrowser>(
+      options.amqp, absl::StrCat(options.name, "-dead-letters-", options.recovery.instance_id),
+      internal::ClockOr(options.clock));
   RecoveryStore& store_ref = *store;
   Alerter& alerter = *alerts;
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<Recovery> recovery,
-      Create(std::move(options), std::move(store), std::move(publisher), std::move(alerts)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Recovery> recovery,
+                   Create(std::move(options), std::move(store), std::move(publisher),
+                          std::move(alerts), std::move(browser)));
   MetricsRegistry& metrics =
       internal::MetricsOr(recovery->options_.metrics, recovery->own_metrics_);
   store_ref.RegisterMetrics(metrics, internal::ClockOr(recovery->options_.clock));
   alerter.RegisterMetrics(metrics);
+  recovery->dead_letters_->RegisterMetrics(metrics);
   recovery->alerter_ = &alerter;
+  recovery->sqlite_store_ = &store_ref;
   recovery->StartWorkers();
   return recovery;
 }
 
 absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Create(
     Options options, std::unique_ptr<RecoveryRepository> store,
-    std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts) {
+    std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts,
+    std::unique_ptr<QueueBrowser> dead_letter_browser) {
   RETURN_IF_ERROR(Validate(options));
-  return std::unique_ptr<Recovery>(
-      new Recovery(std::move(options), std::move(store), std::move(publisher), std::move(alerts)));
+  return std::unique_ptr<Recovery>(new Recovery(std::move(options), std::move(store),
+                                                std::move(publisher), std::move(alerts),
+                                                std::move(dead_letter_browser)));
 }
 
 Recovery::Recovery(Options options, std::unique_ptr<RecoveryRepository> store,
-                   std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts)
+                   std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts,
+                   std::unique_ptr<QueueBrowser> dead_letter_browser)
     : options_(std::move(options)),
       store_(std::move(store)),
       publisher_(std::move(publisher)),
       alerts_(std::move(alerts)),
       signing_publisher_(*publisher_, options_.signing.keys()),
       loop_(*store_, signing_publisher_, *alerts_, internal::ClockOr(options_.clock),
-            internal::MetricsOr(options_.metrics, own_metrics_), options_.recovery) {}
+            internal::MetricsOr(options_.metrics, own_metrics_), options_.recovery),
+      dead_letter_browser_(std::move(dead_letter_browser)) {
+  if (dead_letter_browser_ == nullptr) return;
+  // The roles publish through the default exchange: a queue's name routes to it.
+  std::vector<DeadLetters::Source> sources;
+  for (const std::string& queue : options_.recovery.dead_letter_sources) {
+    sources.push_back({queue, ""});
+  }
+  dead_letters_ = std::make_unique<DeadLetters>(*dead_letter_browser_, std::move(sources));
+  if (options_.sweep_dead_letters == 0) return;
+  sweep_ = std::make_unique<DeadLetterSweep>(
+      *dead_letters_, options_.signing.keys(), *store_,
+      [this](const std::string& message_id, int64_t at_ms) {
+        if (sqlite_store_ == nullptr) return;
+        sqlite_store_->RecordSettledDeadLetterRemoved(message_id, at_ms).IgnoreError();  // logged
+      },
+      internal::ClockOr(options_.clock), internal::MetricsOr(options_.metrics, own_metrics_),
+      DeadLetterSweep::Options{options_.recovery.dead_letter_sources, options_.sweep_dead_letters});
+  loop_.AddHousekeeping([this] { sweep_->Run(); });
+}
 
 Recovery::~Recovery() {
   Stop();

@@ -5,7 +5,10 @@
 // and runs a RecoveryLoop on it with a publisher of its own that signs what
 // it re-publishes with the process's Signing (which must be chosen: keys,
 // or Signing::Unsigned()), and an Alerter (logs only without an
-// alertmanager_url).
+// alertmanager_url). It also gives the operator's tools: store() (counts,
+// listings, re-drives, history, audit) and dead_letters() (peek at and
+// re-drive the dead-letter queues), and its housekeeping removes dead
+// letters whose message was booked since (dead_letter_sweep.h).
 //
 //   outbox::Recovery::Options options;
 //   options.amqp = url;
@@ -27,6 +30,8 @@
 #include "shared/base/clock.h"
 #include "shared/observability/alerts.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/dead_letter_sweep.h"
+#include "shared/outbox/dead_letters.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/recovery_loop.h"
 #include "shared/outbox/recovery_options.h"
@@ -65,6 +70,9 @@ class Recovery {
     // The loop's settings (recovery_options.h): instance_id is required,
     // retry must be the producer's policy.
     RecoveryOptions recovery;
+    // Dead letters looked at per queue and housekeeping pass by the sweep
+    // (from the head; those kept go back in their place). 0: no sweep.
+    int sweep_dead_letters = 100;
     AlerterOptions alerts;               // no alertmanager_url: alerts are logged only
     std::string name = "recovery";       // the connection "<name>-<instance_id>"
     const Clock* clock = nullptr;        // null: the system clock
@@ -75,11 +83,14 @@ class Recovery {
   // FAILED_PRECONDITION (no signing chosen) naming the setting; the store's
   // error when the file is not there in time.
   static absl::StatusOr<std::unique_ptr<Recovery>> Start(Options options);
-  // The same over a store, a publisher and an alert sink of the caller's
-  // (a test's fakes), not started: StartWorkers(), or drive it with Step().
+  // The same over a store, a publisher, an alert sink and (optionally) a
+  // browser of the dead-letter queues of the caller's (a test's fakes), not
+  // started: StartWorkers(), or drive it with Step(). Without a browser
+  // there is no dead_letters() and no sweep.
   static absl::StatusOr<std::unique_ptr<Recovery>> Create(
       Options options, std::unique_ptr<RecoveryRepository> store,
-      std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts);
+      std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts,
+      std::unique_ptr<QueueBrowser> dead_letter_browser = nullptr);
   ~Recovery();  // Stop()
 
   void StartWorkers();
@@ -95,9 +106,18 @@ class Recovery {
   int64_t failed() const { return loop_.failed(); }
   int64_t deferred() const { return loop_.deferred(); }
 
+  // The operator's view of the producer's file, each change audited
+  // (recovery_store.h); null when Create was given another store.
+  RecoveryStore* store() { return sqlite_store_; }
+  // The dead-letter queues of options.recovery.dead_letter_sources (by
+  // default the producer's queue and reply queue), re-driven through the
+  // default exchange; null when Create was given no browser.
+  DeadLetters* dead_letters() { return dead_letters_.get(); }
+
  private:
   Recovery(Options options, std::unique_ptr<RecoveryRepository> store,
-           std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts);
+           std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts,
+           std::unique_ptr<QueueBrowser> dead_letter_browser);
 
   const Options options_;
   std::unique_ptr<MetricsRegistry> own_metrics_;
@@ -106,7 +126,11 @@ class Recovery {
   std::unique_ptr<AlertSink> alerts_;
   SigningPublisher signing_publisher_;
   RecoveryLoop loop_;
-  Alerter* alerter_ = nullptr;  // alerts_, when Start made it: stopped after the loop
+  std::unique_ptr<QueueBrowser> dead_letter_browser_;
+  std::unique_ptr<DeadLetters> dead_letters_;
+  std::unique_ptr<DeadLetterSweep> sweep_;
+  RecoveryStore* sqlite_store_ = nullptr;  // store_, when Start opened it
+  Alerter* alerter_ = nullptr;             // alerts_, when Start made it: stopped after the loop
   bool stopped_ = false;
 };
 

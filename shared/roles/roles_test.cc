@@ -1,6 +1,8 @@
 // The roles' entry points (producer.h, consumer.h, recovery.h) over the fake
 // broker and real SQLite files, with the signing and the reply format they
 // share (shared/outbox/signing.h, reply_format.h).
+#include <sys/stat.h>
+
 #include <fstream>
 #include <memory>
 #include <string>
@@ -10,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "shared/observability/log.h"
 #include "shared/outbox/reply_format.h"
 #include "shared/outbox/signing.h"
 #include "shared/roles/consumer.h"
@@ -107,9 +110,19 @@ TEST(SigningTest, FromKeyFile) {
   EXPECT_THAT(Signing::FromKeyFile(dir.path() + "/bad").status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("/bad")));
   std::ofstream(dir.path() + "/keys") << "# rotated\nk2 0123456789abcdef0123456789abcdef-2\n";
+  chmod((dir.path() + "/keys").c_str(), 0600);
+  std::vector<std::string> warnings;
+  SetLogSink([&](const LogRecord& r) {
+    if (r.level == LogLevel::kWarning) warnings.emplace_back(r.event);
+  });
   absl::StatusOr<Signing> s = Signing::FromKeyFile(dir.path() + "/keys");
   ASSERT_OK(s);
   EXPECT_EQ(s->Describe(), "key k2");
+  EXPECT_THAT(warnings, ::testing::IsEmpty());
+  chmod((dir.path() + "/keys").c_str(), 0644);  // every user may read the secrets
+  EXPECT_OK(Signing::FromKeyFile(dir.path() + "/keys"));
+  SetLogSink(nullptr);
+  EXPECT_THAT(warnings, ::testing::ElementsAre("message_keys_file_too_open"));
 }
 
 // --- The reply format
@@ -506,6 +519,78 @@ TEST(RecoveryRoleTest, RepublishesSignedWithTheProducersQueues) {
   ASSERT_THAT(broker->published, SizeIs(1));
   EXPECT_EQ(broker->published[0].message_id, "m-1");
   EXPECT_OK(signing.keys()->Verify(Delivered(broker->published[0])));
+}
+
+// The role's housekeeping removes the dead letters whose message was booked
+// since, and dead_letters() moves the others back to their queue.
+TEST(RecoveryRoleTest, SweepsBookedDeadLettersAndRedrivesTheRest) {
+  testing::ManualClock clock;
+  const Signing signing = Signing::With(Keys());
+  Recovery::Options options;
+  options.queue = kQueue;
+  options.signing = signing;
+  options.clock = &clock;
+  options.recovery.instance_id = "r1";
+  options.recovery.idle_sleep = absl::ZeroDuration();
+  options.recovery.housekeeping_every = absl::ZeroDuration();
+  auto store = std::make_unique<testing::InMemoryOutbox>(clock);
+  auto browser = std::make_unique<testing::FakeQueueBrowser>();
+  testing::InMemoryOutbox* rows = store.get();
+  testing::FakeQueueBrowser* broker = browser.get();
+  for (const char* id : {"m-1", "m-2"}) {
+    MessageSpec spec;
+    spec.message_id = id;
+    spec.biz_type = "order";
+    spec.biz_key = std::string("o-") + id;
+    spec.topic = kQueue;
+    spec.reply_to = "orders.replies";
+    spec.message_type = "OrderPlaced";
+    OutboxMessage row = NewOutboxMessage(spec, clock.NowMillis(), options.recovery.retry);
+    rows->Add(row);
+    broker->queues[std::string(kQueue) + ".DLQ"].push_back(
+        testing::SignedBy(*signing.keys(), testing::DeliveryOf(ToOutgoing(row))));
+  }
+  ASSERT_OK(rows->RecordAcks({"m-1"}));  // a later copy of m-1 was booked
+  auto recovery =
+      Recovery::Create(options, std::move(store), std::make_unique<FakePublisher>(),
+                       std::make_unique<testing::RecordingAlerts>(), std::move(browser));
+  ASSERT_OK(recovery);
+  EXPECT_EQ((*recovery)->store(), nullptr);  // not a RecoveryStore
+  ASSERT_NE((*recovery)->dead_letters(), nullptr);
+
+  (*recovery)->Step();
+  const auto& parked = broker->queues[std::string(kQueue) + ".DLQ"];
+  ASSERT_THAT(parked, SizeIs(1));
+  EXPECT_EQ(parked.front().message_id, "m-2");
+
+  auto moved = (*recovery)->dead_letters()->Redrive(kQueue, 0, "alice");
+  ASSERT_OK(moved);
+  EXPECT_EQ(*moved, 1);
+  ASSERT_THAT(broker->published, SizeIs(1));
+  EXPECT_EQ(broker->published[0].first, "");  // the default exchange routes by queue name
+  EXPECT_EQ(broker->published[0].second.topic, kQueue);
+  EXPECT_EQ(broker->published[0].second.message_id, "m-2");
+  EXPECT_THAT(parked, SizeIs(0));
+}
+
+TEST(RecoveryRoleTest, WithoutABrowserThereAreNoDeadLetterTools) {
+  testing::ManualClock clock;
+  Recovery::Options options;
+  options.queue = kQueue;
+  options.signing = Signing::Unsigned();
+  options.clock = &clock;
+  options.recovery.instance_id = "r1";
+  auto recovery = Recovery::Create(options, std::make_unique<testing::InMemoryOutbox>(clock),
+                                   std::make_unique<FakePublisher>(),
+                                   std::make_unique<testing::RecordingAlerts>());
+  ASSERT_OK(recovery);
+  EXPECT_EQ((*recovery)->dead_letters(), nullptr);
+  options.sweep_dead_letters = -1;
+  EXPECT_THAT(Recovery::Create(options, std::make_unique<testing::InMemoryOutbox>(clock),
+                               std::make_unique<FakePublisher>(),
+                               std::make_unique<testing::RecordingAlerts>())
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sweep_dead_letters")));
 }
 
 }  // namespace

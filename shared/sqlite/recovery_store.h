@@ -102,7 +102,7 @@ class RecoveryStore final : public RecoveryRepository {
 
   // Operator API.
   absl::StatusOr<MessagePage> List(OutboxStatus status, int64_t after_id, int limit);
-  absl::StatusOr<OutboxMessage> Get(const std::string& message_id);
+  absl::StatusOr<OutboxMessage> Get(const std::string& message_id) override;
   // Operator actions (recovery_store_ops.cc). Each records itself in
   // outbox_audit under `actor`, in the transaction of its change (a paged
   // one updates its record in each page's), and each changed row gets a
@@ -134,6 +134,10 @@ class RecoveryStore final : public RecoveryRepository {
   // Records an operator action that changed no row of the file (a dead
   // letter re-drive) in the audit trail.
   absl::Status RecordAudit(const AuditRecord& audit);
+  // Records that the dead-letter sweep (dead_letter_sweep.h) removed a
+  // settled copy of `message_id` at `at_ms`: actor "recovery", action
+  // "remove_settled_dead_letter". Logged when it fails.
+  absl::Status RecordSettledDeadLetterRemoved(const std::string& message_id, int64_t at_ms);
   // The audit trail, newest first, below `before_id` (0: from the newest).
   absl::StatusOr<std::vector<AuditRecord>> Audit(int64_t before_id, int limit);
   // Who the history names for recovery's own events (its instance id).

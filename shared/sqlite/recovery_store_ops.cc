@@ -33,6 +33,12 @@ void RecoveryStore::AuditFailure(AuditRecord audit, const absl::Status& why) {
   RecordAudit(audit).IgnoreError();
 }
 
+absl::Status RecoveryStore::RecordSettledDeadLetterRemoved(const std::string& message_id,
+                                                           int64_t at_ms) {
+  return RecordAudit(
+      AuditRecord{0, at_ms, "recovery", "remove_settled_dead_letter", message_id, false, 1, "ok"});
+}
+
 absl::StatusOr<OutboxMessage> RecoveryStore::ChangeOneRow(
     const std::string& message_id, int64_t now_ms, const AuditRecord& audit,
     const std::function<absl::Status(OutboxMessage&)>& change, const char* event,

@@ -11,18 +11,18 @@
 
 #include <filesystem>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/barrier.h"
 #include "shared/sqlite/outbox_table.h"
+#include "shared/testing/sqlite_under_test.h"
 #include "shared/testing/status_matchers.h"
 #include "shared/testing/temp_dir.h"
 
 namespace outbox {
 namespace {
 
+using ::outbox::testing::OpenAtOnce;
 using ::outbox::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -34,23 +34,6 @@ const DbSchema& ProducerSchema() {
        [](SQLite::Database& db) { db.exec("CREATE TABLE orders (id TEXT PRIMARY KEY)"); }},
   }};
   return *schema;
-}
-
-// Opens `path` from `openers` threads released at the same moment; returns
-// each opener's status.
-std::vector<absl::Status> OpenAtOnce(const std::string& path, int openers) {
-  std::vector<absl::Status> results(openers);
-  absl::Barrier* start = new absl::Barrier(openers);  // the last one through deletes it
-  std::vector<std::thread> threads;
-  for (int i = 0; i < openers; ++i) {
-    threads.emplace_back([&, i] {
-      if (start->Block()) delete start;
-      auto file = OpenSqliteFile(path, DbOptions{}, &ProducerSchema());
-      results[i] = file.status();
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return results;
 }
 
 TEST(SqliteFileTest, WriteCommitsOrRollsBackAndReadSeesWhatCommitted) {
@@ -102,7 +85,7 @@ TEST(SqliteFileTest, ConcurrentOpenersOfANewFileAllSucceed) {
   TempDir dir("sqlite_file_test");
   for (int round = 0; round < kRounds; ++round) {
     const std::string path = absl::StrCat(dir.path(), "/round", round, ".db");
-    std::vector<absl::Status> results = OpenAtOnce(path, kOpeners);
+    std::vector<absl::Status> results = OpenAtOnce(path, kOpeners, ProducerSchema());
     for (int i = 0; i < kOpeners; ++i) {
       EXPECT_OK(results[i]) << "round " << round << " opener " << i;
     }

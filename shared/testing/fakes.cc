@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "shared/outbox/failure.h"
 #include "shared/outbox/state_machine.h"
 
@@ -218,6 +219,15 @@ absl::StatusOr<int> InMemoryOutbox::DeferDue(int64_t now_ms, int limit,
   int deferred = 0;
   for (OutboxMessage* row : *due) deferred += OnHold(*row, now_ms, policy);
   return deferred;
+}
+
+absl::StatusOr<OutboxMessage> InMemoryOutbox::Get(const std::string& message_id) {
+  if (!fail_with.ok()) return fail_with;
+  auto it = rows_.find(message_id);
+  if (it == rows_.end()) {
+    return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
+  }
+  return it->second;
 }
 
 absl::StatusOr<std::vector<OutboxMessage>> InMemoryOutbox::ListFailed(int limit) {

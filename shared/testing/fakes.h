@@ -215,6 +215,7 @@ class InMemoryOutbox final : public OutboxRepository, public RecoveryRepository 
   const OutboxMessage& Row(const std::string& message_id) const { return rows_.at(message_id); }
 
   absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override;
+  absl::StatusOr<OutboxMessage> Get(const std::string& message_id) override;
   absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
                                     const std::string& error) override;
   absl::StatusOr<Claimed> ClaimDue(int64_t now_ms, int limit, const std::string& lease_holder,

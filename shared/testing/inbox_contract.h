@@ -15,29 +15,9 @@
 
 #include "shared/outbox/repository.h"
 #include "shared/testing/status_matchers.h"
+#include "shared/testing/under_test.h"
 
 namespace outbox::testing {
-
-struct InboxUnderTest {
-  ProcessedLog* log = nullptr;
-  // Records `message_id` as processed at `processed_at_ms`.
-  std::function<void(const std::string& message_id, int64_t processed_at_ms)> add;
-  std::function<int64_t()> count;  // ids kept
-  std::function<bool(const std::string&)> has;
-  std::shared_ptr<void> owner;
-};
-
-struct InboxImpl {
-  std::string name;
-  std::function<InboxUnderTest()> make;
-};
-
-inline void PrintTo(const InboxImpl& impl, std::ostream* os) {
-  *os << impl.name;
-}
-inline std::string InboxImplName(const ::testing::TestParamInfo<InboxImpl>& info) {
-  return info.param.name;
-}
 
 class InboxContractTest : public ::testing::TestWithParam<InboxImpl> {
  protected:

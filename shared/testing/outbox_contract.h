@@ -26,37 +26,9 @@
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/status_matchers.h"
+#include "shared/testing/under_test.h"
 
 namespace outbox::testing {
-
-struct OutboxUnderTest {
-  OutboxRepository* outbox = nullptr;             // the producer's seam (null: not implemented)
-  RecoveryRepository* recovery = nullptr;         // recovery's seam (null: not implemented)
-  std::function<void(const OutboxMessage&)> add;  // store a row
-  std::function<std::optional<OutboxMessage>(const std::string&)> get;  // read it back
-  // The archive and the audit trail, for the retention tests (null: skipped).
-  std::function<std::vector<std::string>()> archived;  // message ids in the archive
-  std::function<void(int64_t at, const std::string& action)> add_audit;  // store a record
-  std::function<std::vector<std::string>()> audit;  // the actions of the records left
-  // The watermark RecoveryRepository::PruneArchive or PruneAudit raised (0: none).
-  std::function<int64_t()> archive_pruned_before;
-  std::function<int64_t()> audit_pruned_before;
-  std::shared_ptr<void> owner;  // keeps the implementation and its files alive
-};
-
-struct OutboxImpl {
-  std::string name;
-  // The implementation stamps times with `clock` (its Now() is the test's).
-  std::function<OutboxUnderTest(ManualClock& clock)> make;
-};
-
-inline void PrintTo(const OutboxImpl& impl, std::ostream* os) {
-  *os << impl.name;
-}
-
-inline std::string OutboxImplName(const ::testing::TestParamInfo<OutboxImpl>& info) {
-  return info.param.name;
-}
 
 class OutboxContractTest : public ::testing::TestWithParam<OutboxImpl> {
  protected:
@@ -105,6 +77,17 @@ class OutboxContractTest : public ::testing::TestWithParam<OutboxImpl> {
 
 #define OUTBOX_CONTRACT_NEEDS(what) \
   if (!Has##what()) GTEST_SKIP() << GetParam().name << " has no " #what " seam"
+
+TEST_P(OutboxContractTest, RecoveryGetsARowByItsMessageIdAndNotFoundOtherwise) {
+  OUTBOX_CONTRACT_NEEDS(Recovery);
+  Add(Row("m1"));
+  auto row = recovery().Get("m1");
+  ASSERT_OK(row);
+  EXPECT_EQ(row->message_id, "m1");
+  EXPECT_EQ(row->status, OutboxStatus::kSending);
+  EXPECT_EQ(row->biz_key, "o-m1");
+  EXPECT_THAT(recovery().Get("unknown").status(), StatusIs(absl::StatusCode::kNotFound));
+}
 
 TEST_P(OutboxContractTest, AnAckClosesASendingRowOnceAndSkipsUnknownIds) {
   OUTBOX_CONTRACT_NEEDS(Outbox);

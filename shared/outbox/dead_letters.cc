@@ -1,4 +1,4 @@
-#include "recovery_service/dead_letters.h"
+#include "shared/outbox/dead_letters.h"
 
 #include <algorithm>
 #include <utility>
@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "shared/observability/log.h"
 
-namespace outbox::recovery {
+namespace outbox {
 
 DeadLetters::DeadLetters(QueueBrowser& broker, std::vector<Source> sources)
     : sources_(std::move(sources)), broker_(&broker) {}
@@ -165,4 +165,4 @@ absl::StatusOr<std::vector<std::string>> DeadLetters::RemoveSettled(
   return removed;
 }
 
-}  // namespace outbox::recovery
+}  // namespace outbox

@@ -1,19 +1,19 @@
-#include "recovery_service/dead_letter_sweep.h"
+#include "shared/outbox/dead_letter_sweep.h"
 
 #include <utility>
 
 #include "shared/observability/log.h"
 #include "shared/outbox/transport.h"
 
-namespace outbox::recovery {
+namespace outbox {
 
 DeadLetterSweep::DeadLetterSweep(DeadLetters& dead_letters, const MessageKeys* keys,
-                                 RowStatus row_status, RecordAudit audit, const Clock& clock,
+                                 RecoveryRepository& rows, Removed removed, const Clock& clock,
                                  MetricsRegistry& metrics, Options options)
     : dead_letters_(dead_letters),
       keys_(keys),
-      row_status_(std::move(row_status)),
-      audit_(std::move(audit)),
+      rows_(rows),
+      removed_callback_(std::move(removed)),
       clock_(clock),
       options_(std::move(options)) {
   for (const std::string& queue : options_.queues) {
@@ -27,8 +27,8 @@ DeadLetterSweep::DeadLetterSweep(DeadLetters& dead_letters, const MessageKeys* k
 bool DeadLetterSweep::Settled(const Delivery& d) const {
   if (d.message_id.empty()) return false;
   if (keys_ != nullptr && !keys_->Verify(d).ok()) return false;  // forged: an operator looks
-  auto status = row_status_(d.message_id);
-  return status.ok() && *status == OutboxStatus::kSent;
+  auto row = rows_.Get(d.message_id);
+  return row.ok() && row->status == OutboxStatus::kSent;
 }
 
 int64_t DeadLetterSweep::Run() {
@@ -47,12 +47,11 @@ int64_t DeadLetterSweep::Run() {
       removed_[queue]->Add();
       LogInfo("dead_letter_settled_removed",
               {KV("message_id", message_id), KV("dead_letter_queue", dlq)});
-      audit_(AuditRecord{0, clock_.NowMillis(), "recovery", "remove_settled_dead_letter",
-                         message_id, false, 1, "ok"});
+      if (removed_callback_) removed_callback_(message_id, clock_.NowMillis());
     }
     total += static_cast<int64_t>(removed->size());
   }
   return total;
 }
 
-}  // namespace outbox::recovery
+}  // namespace outbox

@@ -1,7 +1,9 @@
 #pragma once
 
 // Operator access to the dead-letter queues (<queue>.DLQ): peek at parked
-// messages and move them back to their queue once the cause is fixed.
+// messages and move them back to their queue once the cause is fixed. The
+// recovery role (shared/roles/recovery.h) makes one over its producer's
+// queues; its loop raises OutboxDeadLetters while any holds messages.
 #include <functional>
 #include <string>
 #include <vector>
@@ -12,7 +14,7 @@
 #include "shared/observability/metrics.h"
 #include "shared/outbox/transport.h"
 
-namespace outbox::recovery {
+namespace outbox {
 
 struct DeadLetterPeek {
   std::vector<Delivery> messages;
@@ -27,14 +29,14 @@ class DeadLetters {
     std::string queue;
     std::string exchange;
   };
-  // `broker` is used from the calling gRPC threads, one call at a time.
+  // `broker` is used from the callers' threads, one call at a time.
   DeadLetters(QueueBrowser& broker, std::vector<Source> sources);
 
   // outbox_amqp_connected and outbox_amqp_connection_drops_total with
   // connection="dead_letters" (up() and drops() are safe from any thread).
   void RegisterMetrics(MetricsRegistry& metrics) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
-  // `queue` is PAY_QUEUE's or ACC_QUEUE's configured name.
+  // `queue` is a source's queue (INVALID_ARGUMENT otherwise).
   absl::StatusOr<DeadLetterPeek> Peek(const std::string& queue, int limit);
   // Moves up to `limit` (0 = all) of the messages parked now back to their
   // queue; returns how many moved.
@@ -64,4 +66,4 @@ class DeadLetters {
   QueueBrowser* const broker_ ABSL_PT_GUARDED_BY(mu_);
 };
 
-}  // namespace outbox::recovery
+}  // namespace outbox

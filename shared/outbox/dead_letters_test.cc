@@ -1,11 +1,11 @@
-#include "recovery_service/dead_letters.h"
+#include "shared/outbox/dead_letters.h"
 
 #include <gtest/gtest.h>
 
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
 
-namespace outbox::recovery {
+namespace outbox {
 namespace {
 
 using ::outbox::testing::FakeQueueBrowser;
@@ -123,4 +123,4 @@ TEST_F(DeadLettersTest, TheConnectionIsCountedAsDeadLetters) {
 }
 
 }  // namespace
-}  // namespace outbox::recovery
+}  // namespace outbox

@@ -1,9 +1,9 @@
-#include "recovery_service/dead_letter_sweep.h"
+#include "shared/outbox/dead_letter_sweep.h"
 
 #include <gtest/gtest.h>
 
 #include <memory>
-#include <set>
+#include <utility>
 
 #include "shared/outbox/recovery_loop.h"
 #include "shared/outbox/state_machine.h"
@@ -11,7 +11,7 @@
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/status_matchers.h"
 
-namespace outbox::recovery {
+namespace outbox {
 namespace {
 
 using ::outbox::testing::FakePublisher;
@@ -43,7 +43,6 @@ class DeadLetterSweepTest : public ::testing::Test {
     outbox_.Add(NewOutboxMessage(
         {id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body-" + id},
         clock_.NowMillis(), options_.retry));
-    known_.insert(id);
   }
   // A copy of the row's message the consumer dead-lettered, signed as sent.
   void Parked(const std::string& id, bool forged = false) {
@@ -66,21 +65,19 @@ class DeadLetterSweepTest : public ::testing::Test {
   ManualClock clock_;
   MessageKeys keys_ = Keys();
   InMemoryOutbox outbox_{clock_};
-  std::set<std::string> known_;
   FakeQueueBrowser browser_;
   FakePublisher publisher_;
   RecordingAlerts alerts_;
   MetricsRegistry metrics_;
   RecoveryOptions options_;
-  std::vector<AuditRecord> audit_;
+  std::vector<std::pair<std::string, int64_t>> removed_;  // what `removed` was told
   DeadLetters dead_letters_{browser_, {{"PAY_QUEUE", "outbox.payments"}}};
   DeadLetterSweep sweep_{dead_letters_,
                          &keys_,
-                         [this](const std::string& id) -> absl::StatusOr<OutboxStatus> {
-                           if (known_.count(id) == 0) return absl::NotFoundError(id);
-                           return outbox_.Row(id).status;
+                         outbox_,
+                         [this](const std::string& id, int64_t at) {
+                           removed_.push_back({id, at});
                          },
-                         [this](const AuditRecord& a) { audit_.push_back(a); },
                          clock_,
                          metrics_,
                          {{"PAY_QUEUE"}, 100}};
@@ -95,12 +92,9 @@ TEST_F(DeadLetterSweepTest, RemovesOnlyCopiesOfBookedMessagesAndKeepsTheRestInOr
   Parked("m9");  // no row: kept
   EXPECT_EQ(sweep_.Run(), 1);
   EXPECT_EQ(ParkedIds(), (std::vector<std::string>{"m1", "m3", "m9"}));
-  ASSERT_EQ(audit_.size(), 1u);
-  EXPECT_EQ(audit_[0].actor, "recovery");
-  EXPECT_EQ(audit_[0].action, "remove_settled_dead_letter");
-  EXPECT_EQ(audit_[0].target, "m2");
-  EXPECT_EQ(audit_[0].rows, 1);
-  EXPECT_EQ(audit_[0].at, clock_.NowMillis());
+  ASSERT_EQ(removed_.size(), 1u);
+  EXPECT_EQ(removed_[0].first, "m2");
+  EXPECT_EQ(removed_[0].second, clock_.NowMillis());
   EXPECT_NE(metrics_.Render().find(
                 "outbox_dead_letters_settled_removed_total{queue=\"PAY_QUEUE.DLQ\"} 1"),
             std::string::npos)
@@ -113,14 +107,17 @@ TEST_F(DeadLetterSweepTest, AForgedCopyOfABookedMessageIsKept) {
   Parked("m1", /*forged=*/true);
   EXPECT_EQ(sweep_.Run(), 0);
   EXPECT_EQ(ParkedIds(), (std::vector<std::string>{"m1"}));
-  EXPECT_TRUE(audit_.empty());
+  EXPECT_TRUE(removed_.empty());
 }
 
 TEST_F(DeadLetterSweepTest, LooksAtMostPerPassMessagesPerQueue) {
-  DeadLetterSweep small(
-      dead_letters_, &keys_, [](const std::string&) { return OutboxStatus::kSent; },
-      [](const AuditRecord&) {}, clock_, metrics_, {{"PAY_QUEUE"}, 2});
-  for (const char* id : {"m1", "m2", "m3"}) Parked(id);
+  DeadLetterSweep small(dead_letters_, &keys_, outbox_, nullptr, clock_, metrics_,
+                        {{"PAY_QUEUE"}, 2});
+  for (const char* id : {"m1", "m2", "m3"}) {
+    Committed(id);
+    Closed(id);
+    Parked(id);
+  }
   EXPECT_EQ(small.Run(), 2);
   EXPECT_EQ(ParkedIds(), (std::vector<std::string>{"m3"}));
   EXPECT_EQ(small.Run(), 1);
@@ -164,4 +161,4 @@ TEST_F(DeadLetterSweepTest, TheAlertResolvesOnceEveryParkedMessageIsBooked) {
 }
 
 }  // namespace
-}  // namespace outbox::recovery
+}  // namespace outbox
