@@ -7,19 +7,20 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/barrier.h"
 #include "accounting_service/booking_for_tests.h"
 #include "accounting_service/voucher_store.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/sequential_ids.h"
+#include "shared/testing/sqlite_under_test.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox::accounting {
 namespace {
+
+using ::outbox::testing::OpenAtOnce;
 
 class AccountingDbSchemaTest : public ::testing::Test {
  protected:
@@ -180,16 +181,7 @@ TEST_F(AccountingDbSchemaTest, ConcurrentOpenersUpgradeAnOldFileOnce) {
       db.exec("PRAGMA user_version = 0");
     }
     constexpr int kOpeners = 4;
-    std::vector<absl::Status> results(kOpeners);
-    absl::Barrier* start = new absl::Barrier(kOpeners);  // the last one through deletes it
-    std::vector<std::thread> threads;
-    for (int i = 0; i < kOpeners; ++i) {
-      threads.emplace_back([&, i] {
-        if (start->Block()) delete start;
-        results[i] = OpenSqliteFile(path, DbOptions{}, &schema).status();
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    std::vector<absl::Status> results = OpenAtOnce(path, kOpeners, schema);
     for (const absl::Status& s : results) EXPECT_OK(s);
     SQLite::Database db(path, SQLite::OPEN_READONLY);
     EXPECT_EQ(SchemaVersion(db), schema.latest());

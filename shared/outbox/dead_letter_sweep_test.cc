@@ -72,14 +72,10 @@ class DeadLetterSweepTest : public ::testing::Test {
   RecoveryOptions options_;
   std::vector<std::pair<std::string, int64_t>> removed_;  // what `removed` was told
   DeadLetters dead_letters_{browser_, {{"PAY_QUEUE", "outbox.payments"}}};
-  DeadLetterSweep sweep_{dead_letters_,
-                         &keys_,
-                         outbox_,
-                         [this](const std::string& id, int64_t at) {
-                           removed_.push_back({id, at});
-                         },
-                         clock_,
-                         metrics_,
+  DeadLetterSweep::Removed record_removal_ = [this](const std::string& id, int64_t at) {
+    removed_.push_back({id, at});
+  };
+  DeadLetterSweep sweep_{dead_letters_,       &keys_, outbox_, record_removal_, clock_, metrics_,
                          {{"PAY_QUEUE"}, 100}};
 };
 

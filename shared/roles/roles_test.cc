@@ -482,29 +482,42 @@ TEST(HandOverAfterTest, TheFirstRetryDelayShortestOverTheTopics) {
   EXPECT_EQ(HandOverAfter(retry), absl::Seconds(2));
 }
 
+// Recovery's options over `clock`, signed as `signing` says, the producer's
+// queue kQueue.
+Recovery::Options RecoveryOptionsFor(testing::ManualClock& clock, Signing signing) {
+  Recovery::Options options;
+  options.queue = kQueue;
+  options.signing = std::move(signing);
+  options.clock = &clock;
+  options.recovery.instance_id = "r1";
+  return options;
+}
+
+// An OrderPlaced row of `id` to kQueue, as the producer writes it.
+OutboxMessage OrderRow(const std::string& id, const testing::ManualClock& clock,
+                       const RetryPolicy& retry) {
+  MessageSpec spec;
+  spec.message_id = id;
+  spec.biz_type = "order";
+  spec.biz_key = "o-" + id;
+  spec.topic = kQueue;
+  spec.reply_to = "orders.replies";
+  spec.message_type = "OrderPlaced";
+  return NewOutboxMessage(spec, clock.NowMillis(), retry);
+}
+
 // Recovery's publisher is its own, and signs with the process's keys; its
 // queues come from the producer's.
 TEST(RecoveryRoleTest, RepublishesSignedWithTheProducersQueues) {
   testing::ManualClock clock;
   const Signing signing = Signing::With(Keys());
-  Recovery::Options options;
-  options.queue = kQueue;
-  options.signing = signing;
-  options.clock = &clock;
-  options.recovery.instance_id = "r1";
+  Recovery::Options options = RecoveryOptionsFor(clock, signing);
   options.recovery.idle_sleep = absl::Milliseconds(1);
   auto store = std::make_unique<testing::InMemoryOutbox>(clock);
   auto publisher = std::make_unique<FakePublisher>();
   testing::InMemoryOutbox* rows = store.get();
   FakePublisher* broker = publisher.get();
-  MessageSpec spec;
-  spec.message_id = "m-1";
-  spec.biz_type = "order";
-  spec.biz_key = "o-1";
-  spec.topic = kQueue;
-  spec.reply_to = "orders.replies";
-  spec.message_type = "OrderPlaced";
-  rows->Add(NewOutboxMessage(spec, clock.NowMillis(), options.recovery.retry));
+  rows->Add(OrderRow("m-1", clock, options.recovery.retry));
   auto recovery = Recovery::Create(options, std::move(store), std::move(publisher),
                                    std::make_unique<testing::RecordingAlerts>());
   ASSERT_OK(recovery);
@@ -526,11 +539,7 @@ TEST(RecoveryRoleTest, RepublishesSignedWithTheProducersQueues) {
 TEST(RecoveryRoleTest, SweepsBookedDeadLettersAndRedrivesTheRest) {
   testing::ManualClock clock;
   const Signing signing = Signing::With(Keys());
-  Recovery::Options options;
-  options.queue = kQueue;
-  options.signing = signing;
-  options.clock = &clock;
-  options.recovery.instance_id = "r1";
+  Recovery::Options options = RecoveryOptionsFor(clock, signing);
   options.recovery.idle_sleep = absl::ZeroDuration();
   options.recovery.housekeeping_every = absl::ZeroDuration();
   auto store = std::make_unique<testing::InMemoryOutbox>(clock);
@@ -538,14 +547,7 @@ TEST(RecoveryRoleTest, SweepsBookedDeadLettersAndRedrivesTheRest) {
   testing::InMemoryOutbox* rows = store.get();
   testing::FakeQueueBrowser* broker = browser.get();
   for (const char* id : {"m-1", "m-2"}) {
-    MessageSpec spec;
-    spec.message_id = id;
-    spec.biz_type = "order";
-    spec.biz_key = std::string("o-") + id;
-    spec.topic = kQueue;
-    spec.reply_to = "orders.replies";
-    spec.message_type = "OrderPlaced";
-    OutboxMessage row = NewOutboxMessage(spec, clock.NowMillis(), options.recovery.retry);
+    OutboxMessage row = OrderRow(id, clock, options.recovery.retry);
     rows->Add(row);
     broker->queues[std::string(kQueue) + ".DLQ"].push_back(
         testing::SignedBy(*signing.keys(), testing::DeliveryOf(ToOutgoing(row))));
@@ -575,11 +577,7 @@ TEST(RecoveryRoleTest, SweepsBookedDeadLettersAndRedrivesTheRest) {
 
 TEST(RecoveryRoleTest, WithoutABrowserThereAreNoDeadLetterTools) {
   testing::ManualClock clock;
-  Recovery::Options options;
-  options.queue = kQueue;
-  options.signing = Signing::Unsigned();
-  options.clock = &clock;
-  options.recovery.instance_id = "r1";
+  Recovery::Options options = RecoveryOptionsFor(clock, Signing::Unsigned());
   auto recovery = Recovery::Create(options, std::make_unique<testing::InMemoryOutbox>(clock),
                                    std::make_unique<FakePublisher>(),
                                    std::make_unique<testing::RecordingAlerts>());

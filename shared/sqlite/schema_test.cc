@@ -8,17 +8,18 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/barrier.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/sqlite_file.h"
+#include "shared/testing/sqlite_under_test.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox {
 namespace {
+
+using ::outbox::testing::OpenAtOnce;
 
 using ::outbox::testing::StatusIs;
 using ::testing::HasSubstr;
@@ -134,16 +135,7 @@ TEST_F(SchemaTest, ConcurrentOpenersApplyEachMigrationOnce) {
   for (int round = 0; round < 10; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     const std::string path = Path(absl::StrCat("counted", round, ".db"));
-    std::vector<absl::Status> results(kOpeners);
-    absl::Barrier* start = new absl::Barrier(kOpeners);  // the last one through deletes it
-    std::vector<std::thread> threads;
-    for (int i = 0; i < kOpeners; ++i) {
-      threads.emplace_back([&, i] {
-        if (start->Block()) delete start;
-        results[i] = OpenSqliteFile(path, DbOptions{}, &schema).status();
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    std::vector<absl::Status> results = OpenAtOnce(path, kOpeners, schema);
     for (const absl::Status& s : results) EXPECT_OK(s);
     SQLite::Database db(path, SQLite::OPEN_READONLY);
     EXPECT_EQ(SchemaVersion(db), 5);
