@@ -49,9 +49,7 @@ OutboxUnderTest SqliteOutboxUnderTest(const std::string& path, OutboxRepository*
   t.audit = [strings] { return strings("SELECT action FROM outbox_audit ORDER BY id"); };
   t.archive_pruned_before = [watermark] { return watermark("outbox_archive"); };
   t.audit_pruned_before = [watermark] { return watermark("outbox_audit"); };
-  // The test's connection closes before the stores it was opened beside.
-  t.owner = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<SQLite::Database>>>(
-      std::move(owner), std::move(raw));
+  t.owner = std::move(owner);  // the functions above keep the test's connection
   return t;
 }
 
