@@ -30,34 +30,34 @@ class DeadLetterSweepTest : public ::testing::Test {
  protected:
   DeadLetterSweepTest() {
     options_.instance_id = "r1";
-    options_.watched_queues = {"PAY_QUEUE"};
-    options_.dead_letter_sources = {"PAY_QUEUE"};
+    options_.watched_queues = {"orders"};
+    options_.dead_letter_sources = {"orders"};
     options_.idle_sleep = absl::ZeroDuration();
     options_.housekeeping_every = absl::ZeroDuration();
     options_.hold_alert_after = absl::ZeroDuration();
     publisher_.clock = &clock_;
   }
 
-  // A row the payment service committed, SENDING.
+  // A row the producer committed, SENDING.
   void Committed(const std::string& id) {
     outbox_.Add(NewOutboxMessage(
-        {id, "payment", "p-" + id, "PAY_QUEUE", "PaymentCreated", "ACC_QUEUE", "body-" + id},
+        {id, "order", "o-" + id, "orders", "OrderPlaced", "orders.replies", "body-" + id},
         clock_.NowMillis(), options_.retry));
   }
   // A copy of the row's message the consumer dead-lettered, signed as sent.
   void Parked(const std::string& id, bool forged = false) {
-    OutgoingMessage m{"PAY_QUEUE", id, "body-" + id, "ACC_QUEUE", "PaymentCreated", "", ""};
+    OutgoingMessage m{"orders", id, "body-" + id, "orders.replies", "OrderPlaced", "", ""};
     Delivery d;
     d.message_id = id;
     d.reply_to = m.reply_to;
     d.type = m.type;
     d.body = forged ? "another body" : m.body;
     d.signature = keys_.Sign(m);
-    browser_.queues["PAY_QUEUE.DLQ"].push_back(d);
+    browser_.queues["orders.DLQ"].push_back(d);
   }
   std::vector<std::string> ParkedIds() {
     std::vector<std::string> ids;
-    for (const Delivery& d : browser_.queues["PAY_QUEUE.DLQ"]) ids.push_back(d.message_id);
+    for (const Delivery& d : browser_.queues["orders.DLQ"]) ids.push_back(d.message_id);
     return ids;
   }
   void Closed(const std::string& id) { ASSERT_OK(outbox_.RecordAcks({id})); }
@@ -71,12 +71,12 @@ class DeadLetterSweepTest : public ::testing::Test {
   MetricsRegistry metrics_;
   RecoveryOptions options_;
   std::vector<std::pair<std::string, int64_t>> removed_;  // what `removed` was told
-  DeadLetters dead_letters_{browser_, {{"PAY_QUEUE", "outbox.payments"}}};
+  DeadLetters dead_letters_{browser_, {{"orders", "shop.orders"}}};
   DeadLetterSweep::Removed record_removal_ = [this](const std::string& id, int64_t at) {
     removed_.push_back({id, at});
   };
-  DeadLetterSweep sweep_{dead_letters_,       &keys_, outbox_, record_removal_, clock_, metrics_,
-                         {{"PAY_QUEUE"}, 100}};
+  DeadLetterSweep sweep_{dead_letters_, &keys_,   outbox_,          record_removal_,
+                         clock_,        metrics_, {{"orders"}, 100}};
 };
 
 TEST_F(DeadLetterSweepTest, RemovesOnlyCopiesOfBookedMessagesAndKeepsTheRestInOrder) {
@@ -91,9 +91,9 @@ TEST_F(DeadLetterSweepTest, RemovesOnlyCopiesOfBookedMessagesAndKeepsTheRestInOr
   ASSERT_EQ(removed_.size(), 1u);
   EXPECT_EQ(removed_[0].first, "m2");
   EXPECT_EQ(removed_[0].second, clock_.NowMillis());
-  EXPECT_NE(metrics_.Render().find(
-                "outbox_dead_letters_settled_removed_total{queue=\"PAY_QUEUE.DLQ\"} 1"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics_.Render().find("outbox_dead_letters_settled_removed_total{queue=\"orders.DLQ\"} 1"),
+      std::string::npos)
       << metrics_.Render();
 }
 
@@ -107,8 +107,7 @@ TEST_F(DeadLetterSweepTest, AForgedCopyOfABookedMessageIsKept) {
 }
 
 TEST_F(DeadLetterSweepTest, LooksAtMostPerPassMessagesPerQueue) {
-  DeadLetterSweep small(dead_letters_, &keys_, outbox_, nullptr, clock_, metrics_,
-                        {{"PAY_QUEUE"}, 2});
+  DeadLetterSweep small(dead_letters_, &keys_, outbox_, nullptr, clock_, metrics_, {{"orders"}, 2});
   for (const char* id : {"m1", "m2", "m3"}) {
     Committed(id);
     Closed(id);
@@ -121,7 +120,7 @@ TEST_F(DeadLetterSweepTest, LooksAtMostPerPassMessagesPerQueue) {
 }
 
 TEST_F(DeadLetterSweepTest, AMissingDeadLetterQueueIsNothingToDo) {
-  browser_.missing = {"PAY_QUEUE.DLQ"};
+  browser_.missing = {"orders.DLQ"};
   EXPECT_EQ(sweep_.Run(), 0);
 }
 
@@ -137,8 +136,8 @@ TEST_F(DeadLetterSweepTest, TheAlertResolvesOnceEveryParkedMessageIsBooked) {
   worker.AddHousekeeping([&] {
     sweep_.Run();
     // Both connections see one broker: the alert reads the depth the sweep left.
-    publisher_.queues["PAY_QUEUE.DLQ"] = {
-        static_cast<int64_t>(browser_.queues["PAY_QUEUE.DLQ"].size()), 0};
+    publisher_.queues["orders.DLQ"] = {static_cast<int64_t>(browser_.queues["orders.DLQ"].size()),
+                                       0};
   });
   worker.Step();  // connects the publisher: the next housekeeping sees the queue
   worker.Step();

@@ -13,7 +13,7 @@ using ::outbox::testing::FakeQueueBrowser;
 Delivery Parked(const std::string& id) {
   Delivery d;
   d.message_id = id;
-  d.type = "PaymentCreated";
+  d.type = "OrderPlaced";
   d.signature = "k1:sig-" + id;
   d.body = "body-" + id;
   return d;
@@ -32,18 +32,18 @@ class DeadLettersTest : public ::testing::Test {
 
   FakeQueueBrowser broker_;
   DeadLetters dead_letters_{broker_,
-                            {{"PAY_QUEUE", "outbox.payments"}, {"ACC_QUEUE", "outbox.replies"}}};
+                            {{"orders", "shop.orders"}, {"orders.replies", "shop.replies"}}};
 };
 
 TEST_F(DeadLettersTest, PeekShowsParkedMessagesAndLeavesThemInOrder) {
-  Park("PAY_QUEUE", {"m1", "m2", "m3"});
-  auto peek = dead_letters_.Peek("PAY_QUEUE", 2);
+  Park("orders", {"m1", "m2", "m3"});
+  auto peek = dead_letters_.Peek("orders", 2);
   ASSERT_OK(peek);
   EXPECT_EQ(peek->total, 3);
   ASSERT_EQ(peek->messages.size(), 2u);
   EXPECT_EQ(peek->messages[0].message_id, "m1");
   EXPECT_EQ(peek->messages[1].body, "body-m2");
-  EXPECT_EQ(ParkedIds("PAY_QUEUE"), (std::vector<std::string>{"m1", "m2", "m3"}));
+  EXPECT_EQ(ParkedIds("orders"), (std::vector<std::string>{"m1", "m2", "m3"}));
   EXPECT_TRUE(broker_.acked.empty());
   EXPECT_TRUE(broker_.published.empty());
 }
@@ -51,55 +51,55 @@ TEST_F(DeadLettersTest, PeekShowsParkedMessagesAndLeavesThemInOrder) {
 TEST_F(DeadLettersTest, OnlyTheConfiguredQueuesAndTheirDeclaredDeadLetterQueues) {
   auto unknown = dead_letters_.Peek("OTHER", 10);
   EXPECT_TRUE(absl::IsInvalidArgument(unknown.status()));
-  EXPECT_NE(unknown.status().message().find("'PAY_QUEUE', 'ACC_QUEUE'"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("'orders', 'orders.replies'"), std::string::npos);
   EXPECT_TRUE(absl::IsInvalidArgument(dead_letters_.Redrive("OTHER", 0).status()));
-  broker_.missing = {"ACC_QUEUE.DLQ"};
-  EXPECT_TRUE(absl::IsNotFound(dead_letters_.Peek("ACC_QUEUE", 10).status()));
+  broker_.missing = {"orders.replies.DLQ"};
+  EXPECT_TRUE(absl::IsNotFound(dead_letters_.Peek("orders.replies", 10).status()));
   EXPECT_TRUE(broker_.resets.empty());  // the connection is fine
 }
 
 TEST_F(DeadLettersTest, RedriveSendsEachMessageAsItCameThroughItsExchangeThenAcksIt) {
-  Park("ACC_QUEUE", {"a1", "a2"});
-  auto moved = dead_letters_.Redrive("ACC_QUEUE", 0);
+  Park("orders.replies", {"a1", "a2"});
+  auto moved = dead_letters_.Redrive("orders.replies", 0);
   ASSERT_OK(moved);
   EXPECT_EQ(*moved, 2);
   ASSERT_EQ(broker_.published.size(), 2u);
-  EXPECT_EQ(broker_.published[0].first, "outbox.replies");
-  EXPECT_EQ(broker_.published[0].second.topic, "ACC_QUEUE");
+  EXPECT_EQ(broker_.published[0].first, "shop.replies");
+  EXPECT_EQ(broker_.published[0].second.topic, "orders.replies");
   EXPECT_EQ(broker_.published[0].second.message_id, "a1");
   EXPECT_EQ(broker_.published[0].second.signature, "k1:sig-a1");  // never re-signed
   EXPECT_EQ(broker_.acked.size(), 2u);
-  EXPECT_TRUE(ParkedIds("ACC_QUEUE").empty());
+  EXPECT_TRUE(ParkedIds("orders.replies").empty());
 }
 
 TEST_F(DeadLettersTest, RedriveTakesAtMostTheLimitAndOnlyWhatIsParkedNow) {
-  Park("PAY_QUEUE", {"m1", "m2", "m3"});
-  EXPECT_EQ(*dead_letters_.Redrive("PAY_QUEUE", 1), 1);
-  EXPECT_EQ(ParkedIds("PAY_QUEUE"), (std::vector<std::string>{"m2", "m3"}));
+  Park("orders", {"m1", "m2", "m3"});
+  EXPECT_EQ(*dead_letters_.Redrive("orders", 1), 1);
+  EXPECT_EQ(ParkedIds("orders"), (std::vector<std::string>{"m2", "m3"}));
   // Each message fails again and comes straight back: still one pass only.
   broker_.answer = [this](const std::string&, const OutgoingMessage& m) {
-    broker_.queues["PAY_QUEUE.DLQ"].push_back(Parked(m.message_id));
+    broker_.queues["orders.DLQ"].push_back(Parked(m.message_id));
     return true;
   };
-  EXPECT_EQ(*dead_letters_.Redrive("PAY_QUEUE", 0), 2);
-  EXPECT_EQ(ParkedIds("PAY_QUEUE"), (std::vector<std::string>{"m2", "m3"}));
+  EXPECT_EQ(*dead_letters_.Redrive("orders", 0), 2);
+  EXPECT_EQ(ParkedIds("orders"), (std::vector<std::string>{"m2", "m3"}));
 }
 
 TEST_F(DeadLettersTest, AnUnconfirmedRedriveFailsAndLeavesTheMessageParked) {
-  Park("PAY_QUEUE", {"m1", "m2"});
+  Park("orders", {"m1", "m2"});
   broker_.answer = [](const std::string&, const OutgoingMessage&) { return false; };
-  auto moved = dead_letters_.Redrive("PAY_QUEUE", 0);
+  auto moved = dead_letters_.Redrive("orders", 0);
   EXPECT_TRUE(absl::IsUnavailable(moved.status())) << moved.status();
   EXPECT_TRUE(broker_.acked.empty());
-  EXPECT_EQ(ParkedIds("PAY_QUEUE"), (std::vector<std::string>{"m1", "m2"}));
+  EXPECT_EQ(ParkedIds("orders"), (std::vector<std::string>{"m1", "m2"}));
   ASSERT_EQ(broker_.resets.size(), 1u);
 }
 
 TEST_F(DeadLettersTest, AConnectionClosedWhileIdleIsReplacedOnce) {
-  Park("PAY_QUEUE", {"m1"});
-  ASSERT_OK(dead_letters_.Peek("PAY_QUEUE", 1));
+  Park("orders", {"m1"});
+  ASSERT_OK(dead_letters_.Peek("orders", 1));
   broker_.Drop();  // the broker closed it between two operator calls
-  auto peek = dead_letters_.Peek("PAY_QUEUE", 1);
+  auto peek = dead_letters_.Peek("orders", 1);
   ASSERT_OK(peek);
   EXPECT_EQ(peek->total, 1);
   EXPECT_EQ(broker_.resets.size(), 1u);
@@ -108,8 +108,8 @@ TEST_F(DeadLettersTest, AConnectionClosedWhileIdleIsReplacedOnce) {
 
 TEST_F(DeadLettersTest, ABrokerThatCannotBeReachedIsUnavailable) {
   broker_.reachable = false;
-  EXPECT_TRUE(absl::IsUnavailable(dead_letters_.Peek("PAY_QUEUE", 1).status()));
-  EXPECT_TRUE(absl::IsUnavailable(dead_letters_.Redrive("PAY_QUEUE", 0).status()));
+  EXPECT_TRUE(absl::IsUnavailable(dead_letters_.Peek("orders", 1).status()));
+  EXPECT_TRUE(absl::IsUnavailable(dead_letters_.Redrive("orders", 0).status()));
 }
 
 TEST_F(DeadLettersTest, TheConnectionIsCountedAsDeadLetters) {
@@ -117,7 +117,7 @@ TEST_F(DeadLettersTest, TheConnectionIsCountedAsDeadLetters) {
   dead_letters_.RegisterMetrics(metrics);
   EXPECT_NE(metrics.Render().find("outbox_amqp_connected{connection=\"dead_letters\"} 0"),
             std::string::npos);
-  ASSERT_OK(dead_letters_.Peek("PAY_QUEUE", 1));
+  ASSERT_OK(dead_letters_.Peek("orders", 1));
   EXPECT_NE(metrics.Render().find("outbox_amqp_connected{connection=\"dead_letters\"} 1"),
             std::string::npos);
 }
