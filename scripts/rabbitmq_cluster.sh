@@ -51,7 +51,7 @@ all_nodes() {
       if [[ -f $CLUSTER/cluster.env ]]; then
         source "$CLUSTER/cluster.env"
         export NODE_COOKIE
-        AMQP_PORT=$(eval "echo \$AMQP_PORT_$i") DIST_PORT=$(eval "echo \$DIST_PORT_$i") NODE_CLUSTER=1 \
+        AMQP_PORT=$(eval "echo \$AMQP_PORT_$i") DIST_PORT=$(eval "echo \$DIST_PORT_$i") \
           NODE_EXTRA_CONF=$'net_ticktime = 10\ncluster_partition_handling = autoheal' \
           exec bash "$NODE_SCRIPT" "$verb" "$CLUSTER/node$i"
       fi

@@ -11,8 +11,8 @@
 #
 # AMQP_PORT / DIST_PORT pick the ports of a new node (default: free random ones).
 # NODE_COOKIE sets a new node's Erlang cookie (default: random), and
-# NODE_EXTRA_CONF holds lines added to its rabbitmq.conf, and NODE_CLUSTER=1
-# says it joins a cluster: all for nodes that form a cluster
+# NODE_EXTRA_CONF holds lines added to its rabbitmq.conf: both for nodes that
+# form a cluster
 # (scripts/rabbitmq_cluster.sh sources this file). NODE_ERL_ARGS holds Erlang VM
 # flags for a new node's beam (after RabbitMQ's own, so they win: e.g.
 # `+S 1:1`), kept in DIR/broker.env for its restarts.
