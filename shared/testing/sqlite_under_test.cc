@@ -24,32 +24,35 @@ OutboxUnderTest SqliteOutboxUnderTest(const std::string& path, OutboxRepository*
     ADD_FAILURE() << "cannot open " << path << ": " << e.what();
     return {};
   }
+  SQLite::Database* const db = raw.get();  // kept open by the owner below
   OutboxUnderTest t;
   t.outbox = outbox;
   t.recovery = recovery;
-  t.add = [raw](const OutboxMessage& row) { OutboxInserter(*raw).Insert(row); };
-  t.get = [raw](const std::string& id) { return OutboxStateTable(*raw).Load(id); };
-  auto strings = [raw](const std::string& sql) {
+  t.add = [db](const OutboxMessage& row) { OutboxInserter(*db).Insert(row); };
+  t.get = [db](const std::string& id) { return OutboxStateTable(*db).Load(id); };
+  auto strings = [db](const std::string& sql) {
     std::vector<std::string> out;
-    SQLite::Statement stmt(*raw, sql);
+    SQLite::Statement stmt(*db, sql);
     while (stmt.executeStep()) out.push_back(stmt.getColumn(0).getString());
     return out;
   };
-  auto watermark = [raw](const std::string& table) -> int64_t {
-    SQLite::Statement stmt(*raw, "SELECT pruned_before FROM outbox_retention WHERE name = ?");
+  auto watermark = [db](const std::string& table) -> int64_t {
+    SQLite::Statement stmt(*db, "SELECT pruned_before FROM outbox_retention WHERE name = ?");
     stmt.bind(1, table);
     return stmt.executeStep() ? stmt.getColumn(0).getInt64() : 0;
   };
   t.archived = [strings] {
     return strings("SELECT message_id FROM outbox_archive ORDER BY rowid");
   };
-  t.add_audit = [raw](int64_t at, const std::string& action) {
-    AppendAudit(*raw, AuditRecord{0, at, "alice", action, "target", false, 1, "ok"});
+  t.add_audit = [db](int64_t at, const std::string& action) {
+    AppendAudit(*db, AuditRecord{0, at, "alice", action, "target", false, 1, "ok"});
   };
   t.audit = [strings] { return strings("SELECT action FROM outbox_audit ORDER BY id"); };
   t.archive_pruned_before = [watermark] { return watermark("outbox_archive"); };
   t.audit_pruned_before = [watermark] { return watermark("outbox_audit"); };
-  t.owner = std::move(owner);  // the functions above keep the test's connection
+  // The test's connection closes first, then the caller's stores and files.
+  t.owner = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<SQLite::Database>>>(
+      std::move(owner), std::move(raw));
   return t;
 }
 
