@@ -63,10 +63,14 @@ it, change the flag's help text beside its `ABSL_FLAG` and run the script.
   one user and vhost: `amqp://user@10.0.0.1:5672,10.0.0.2:5672/%2F`. No
   password is built in; give it with `AMQP_PASSWORD_FILE` (see
   [security](security.md)).
-- `--help` prints this text and exits 0; `--version` prints the version,
-  the commit it was built from (none outside a git checkout) and the build
-  type. An unknown flag, a value that does not parse or a stray argument
-  exits 2 with one line and the usage line. Every start-up error of a
+- The services and `outboxctl`: `--help` prints this text and exits 0;
+  `--version` prints the version, the commit it was built from (none
+  outside a git checkout) and the build type. An unknown flag, a value that
+  does not parse or a stray argument exits 2 with one line and the usage
+  line. `outbox_check` exits 0 after `--help` and 2 on such a usage error
+  too, with Abseil's `--version` (no version or commit). `outbox_demo` and
+  the benches keep Abseil's own `--help`, `--version` and errors (exit 1
+  after `--help` or a bad flag). Every start-up error of a
   service exits 2 with one log line `<name>_failed error="..."` naming the
   flag, before any broker connection is tried.
 - `--health_check=host:port` turns any service binary into a probe for
