@@ -18,7 +18,7 @@ inline constexpr size_t kMaxAccountingDbs = 10;  // SQLite attaches at most 10
 // accounting_service/accounting_db_schema.h. A newer file is refused
 // (FAILED_PRECONDITION): its changes could make a check wrong in either
 // direction. Older ones, versioned or not, are checked as they are.
-inline constexpr int kPaymentDbSchemaVersion = 6;
+inline constexpr int kPaymentDbSchemaVersion = 7;
 inline constexpr int kAccountingDbSchemaVersion = 3;
 
 struct CheckConfig {

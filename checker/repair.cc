@@ -293,7 +293,8 @@ absl::StatusOr<RepairResult> Repair(const CheckConfig& config, const Report& rep
     return absl::FailedPreconditionError(
         absl::StrCat(config.payment_db, " has schema version ", version,
                      "; the repair needs version ", kRepairPaymentDbSchemaVersion,
-                     " (outbox_audit, outbox_history): start payment_service once to upgrade it"));
+                     " (outbox_audit, outbox_history, restarted_at): start payment_service once to "
+                     "upgrade it"));
   }
 
   const int64_t now_ms = absl::ToUnixMillis(now);

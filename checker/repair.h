@@ -26,9 +26,9 @@
 
 namespace outbox::checker {
 
-// outbox_audit and outbox_history, which the repair writes, are in
-// payment.db from this schema version on.
-inline constexpr int kRepairPaymentDbSchemaVersion = 5;
+// outbox_audit, outbox_history and outbox.restarted_at, which the repair
+// writes, are in payment.db from this schema version on.
+inline constexpr int kRepairPaymentDbSchemaVersion = 7;
 
 // The repairs' names: outbox_audit.target, and the report's.
 inline constexpr char kRepairSentWithoutVoucher[] = "sent_without_voucher";

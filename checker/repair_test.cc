@@ -215,8 +215,8 @@ TEST_F(RepairTest, ASentRowWithoutAVoucherGoesBackToSendingDueNowWithAFreshBudge
   EXPECT_EQ(RunAndPrint(&out), kExitOk) << out;
   EXPECT_THAT(out, HasSubstr("repaired      sent_without_voucher"));
   EXPECT_EQ(Query("SELECT status, attempts, next_retry_at, sent_at, last_error, failure_kind, "
-                  "failure_group, acknowledged_by FROM outbox WHERE biz_key = 'p1'"),
-            absl::StrCat("SENDING|0|", kNowMs, "|0|repaired: SENT without a voucher|||"));
+                  "failure_group, acknowledged_by, restarted_at FROM outbox WHERE biz_key = 'p1'"),
+            absl::StrCat("SENDING|0|", kNowMs, "|0|repaired: SENT without a voucher||||", kNowMs));
   EXPECT_EQ(Status("p2"), "SENT");
   std::vector<HistoryEvent> history = ReadHistory(*pay_, "m-p1");
   ASSERT_EQ(history.size(), 1u);
@@ -404,7 +404,7 @@ TEST_F(RepairTest, WhileAWriterHoldsTheFileItGivesUpAndChangesNothing) {
   EXPECT_TRUE(Audit().empty());
 }
 
-TEST_F(RepairTest, APaymentDbBeforeTheAuditTableIsRefused) {
+TEST_F(RepairTest, APaymentDbOlderThanTheRepairNeedsIsRefused) {
   pay_.reset();
   std::filesystem::remove(pay_path_);
   std::filesystem::remove(pay_path_ + "-wal");
@@ -420,7 +420,9 @@ TEST_F(RepairTest, APaymentDbBeforeTheAuditTableIsRefused) {
       "'p1', 'PAY_QUEUE', x'00', 'SENT', 3, 1, 1, 1)");
   std::string out;
   EXPECT_EQ(RunAndPrint(&out), kExitError);
-  EXPECT_THAT(out, HasSubstr("has schema version 4; the repair needs version 5"));
+  EXPECT_THAT(
+      out, HasSubstr(absl::StrCat("has schema version ", kRepairPaymentDbSchemaVersion - 1,
+                                  "; the repair needs version ", kRepairPaymentDbSchemaVersion)));
   EXPECT_EQ(Status("p1"), "SENT");
 }
 

@@ -91,6 +91,13 @@ void AddRetentionTables(SQLite::Database& db) {
   CreateOutboxRetentionTables(db);
 }
 
+// 7: when each row was last re-driven or repaired, kept in the row (the
+// history keeps a message's newest events only); rows restarted before it
+// get it from their history.
+void AddRestartedAt(SQLite::Database& db) {
+  AddOutboxRestartedAt(db);
+}
+
 }  // namespace
 
 const DbSchema& PaymentDbSchema() {
@@ -101,6 +108,7 @@ const DbSchema& PaymentDbSchema() {
       {"traceparent on outbox and outbox_archive", AddTraceparent},
       {"failure kinds and groups, outbox_history and outbox_audit", AddOperatorTables},
       {"outbox_archive_sent_at, outbox_audit_at and outbox_retention", AddRetentionTables},
+      {"restarted_at on outbox and outbox_archive", AddRestartedAt},
   }};
   return *schema;
 }

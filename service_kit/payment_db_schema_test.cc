@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "shared/sqlite/audit.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/testing/sqlite_under_test.h"
@@ -98,6 +99,17 @@ void FillPaymentDb(SQLite::Database& db, int version) {
     db.exec("INSERT INTO outbox_archive SELECT * FROM outbox WHERE message_id = 'm-4'");
     db.exec("DELETE FROM outbox WHERE message_id = 'm-4'");
   }
+  if (version >= 5) {
+    // m-2 re-driven twice (the newest counts), m-3 only retried.
+    db.exec(
+        "INSERT INTO outbox_history (message_id, at, instance, event, detail) VALUES "
+        "('m-2', 1200, 'alice', 'redriven', 'by alice'), "
+        "('m-2', 1300, 'rec-1', 'republished', 'attempt 1'), "
+        "('m-2', 1400, 'bob', 'redriven', 'by bob'), "
+        "('m-2', 1500, 'rec-1', 'republished', 'attempt 2'), "
+        "('m-3', 1450, 'rec-1', 'republished', 'attempt 10')");
+  }
+  if (version >= 7) db.exec("UPDATE outbox SET restarted_at = 1400 WHERE message_id = 'm-2'");
 }
 
 // What FillPaymentDb wrote at `version`, read with today's code.
@@ -137,12 +149,15 @@ void ExpectPaymentRows(SQLite::Database& db, int version) {
   EXPECT_EQ(sending->reply_to, version >= 3 ? "outbox.acks.s0" : "");
   EXPECT_EQ(sending->traceparent,
             version >= 4 ? "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" : "");
+  // Its newest re-drive, from the history the versions before 7 kept it in.
+  EXPECT_EQ(sending->restarted_at, version >= 5 ? 1400 : 0);
   std::optional<OutboxMessage> failed = table.Load("m-3");
   ASSERT_TRUE(failed.has_value());
   EXPECT_EQ(failed->status, OutboxStatus::kFailed);
   EXPECT_EQ(failed->attempts, 10);
   EXPECT_EQ(failed->next_retry_at, 180'000);
   EXPECT_EQ(failed->last_error, "no consumer");
+  EXPECT_EQ(failed->restarted_at, 0);
   EXPECT_EQ(db.execAndGet("SELECT sum(amount_minor) FROM payments").getInt64(), 1000);
   if (version >= 2) {
     SQLite::Statement archived(db,
@@ -164,6 +179,7 @@ void ExpectPaymentRows(SQLite::Database& db, int version) {
   EXPECT_EQ(copied.last_error, sending->last_error);
   EXPECT_EQ(copied.reply_to, sending->reply_to);
   EXPECT_EQ(copied.traceparent, sending->traceparent);
+  EXPECT_EQ(copied.restarted_at, sending->restarted_at);
 }
 
 TEST_F(SchemaTest, ANewPaymentDbGetsTheLatestVersion) {
@@ -171,8 +187,8 @@ TEST_F(SchemaTest, ANewPaymentDbGetsTheLatestVersion) {
   auto file = OpenSqliteFile(path, DbOptions{}, &PaymentDbSchema());
   ASSERT_OK(file);
   SQLite::Database db(path, SQLite::OPEN_READONLY);
-  EXPECT_EQ(SchemaVersion(db), 6);
-  EXPECT_EQ(PaymentDbSchema().latest(), 6);
+  EXPECT_EQ(SchemaVersion(db), 7);
+  EXPECT_EQ(PaymentDbSchema().latest(), 7);
   for (const char* table : {"payments", "outbox", "outbox_archive", "recovery_lease",
                             "outbox_history", "outbox_audit", "outbox_retention"}) {
     EXPECT_TRUE(db.tableExists(table)) << table;
@@ -183,7 +199,7 @@ TEST_F(SchemaTest, ANewPaymentDbGetsTheLatestVersion) {
   EXPECT_TRUE(HasIndex(db, "outbox_archive_sent_at"));
   EXPECT_TRUE(HasIndex(db, "outbox_audit_at"));
   for (const char* table : {"outbox", "outbox_archive"}) {
-    for (const char* column : {"message_type", "reply_to", "traceparent"}) {
+    for (const char* column : {"message_type", "reply_to", "traceparent", "restarted_at"}) {
       EXPECT_TRUE(HasColumn(db, table, column)) << table << "." << column;
     }
   }
@@ -207,6 +223,8 @@ TEST_F(SchemaTest, CreateOutboxTableMatchesThePaymentDbOutbox) {
   };
   SQLite::Database db(Path("payment.db"), SQLite::OPEN_READONLY);
   EXPECT_EQ(columns(other), columns(db));
+  EXPECT_TRUE(HasColumn(other, "outbox_audit", "reason"));
+  EXPECT_TRUE(HasColumn(db, "outbox_audit", "reason"));
   auto schema_objects = [](SQLite::Database& db) {
     std::set<std::string> out;
     SQLite::Statement stmt(
@@ -253,6 +271,9 @@ TEST_F(SchemaTest, EachEarlierPaymentDbVersionUpgradesWithRowsIntact) {
       fresh.topic = "outbox.payments";
       fresh.traceparent = "00-1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01";
       EXPECT_GT(OutboxInserter(db).Insert(fresh), 0);
+      // And today's audit trail, with the operator's reason.
+      AppendAudit(db, {0, 1, "alice", "redrive_message", "m-5", false, 1, "ok", "ticket 42"});
+      EXPECT_EQ(ListAudit(db, 0, 1).at(0).reason, "ticket 42");
     }
   }
 }

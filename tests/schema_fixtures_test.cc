@@ -92,6 +92,7 @@ TEST_F(SchemaFixturesTest, EachPaymentDbUpgradesWithEveryRowIntact) {
     EXPECT_EQ(sending->outbox.message_type, version >= 3 ? "PaymentCreated" : "");
     EXPECT_EQ(sending->outbox.reply_to, version >= 3 ? "ACC_QUEUE" : "");
     EXPECT_EQ(sending->outbox.traceparent, version >= 4 ? kTraceparent : "");
+    EXPECT_EQ(sending->outbox.restarted_at, 0);  // no history: never re-driven
     auto sent = (*store)->Get("pay-fixture-1");
     ASSERT_OK(sent);
     EXPECT_EQ(sent->outbox.status, OutboxStatus::kSent);

@@ -50,6 +50,9 @@ struct OutboxMessage {
   // Who acknowledged the FAILED row ("seen, leave it FAILED"): its alert
   // stops; "" = nobody.
   std::string acknowledged_by;
+  // When an operator's re-drive or a repair last restarted the row (unix
+  // ms), 0 = never: its max age counts from then (OnDue).
+  int64_t restarted_at = 0;
 };
 
 // What goes on the wire, whatever the broker.

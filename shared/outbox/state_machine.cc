@@ -39,6 +39,7 @@ void Restart(OutboxMessage& row, int64_t now_ms) {
   row.attempts = 0;
   row.next_retry_at = now_ms;
   row.updated_at = now_ms;
+  row.restarted_at = now_ms;
   ClearFailure(row);
 }
 
@@ -65,19 +66,12 @@ OutboxMessage NewOutboxMessage(MessageSpec spec, int64_t now_ms, const RetryPoli
   return row;
 }
 
-bool ExpiresByCreation(const OutboxMessage& row, int64_t now_ms, const RetryPolicy& defaults) {
-  const absl::Duration max_age = defaults.ForTopic(row.topic).max_age;
-  return max_age > absl::ZeroDuration() &&
-         now_ms - row.created_at > absl::ToInt64Milliseconds(max_age);
-}
-
-DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& defaults,
-                int64_t restarted_at) {
+DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& defaults) {
   if (row.status != OutboxStatus::kSending || row.next_retry_at > now_ms) return DueAction::kNotDue;
   const RetryPolicy policy = defaults.ForTopic(row.topic);
   if (defaults.HasTopic(row.topic)) row.max_attempts = policy.max_attempts;
   row.updated_at = now_ms;
-  const int64_t started = std::max(row.created_at, restarted_at);
+  const int64_t started = std::max(row.created_at, row.restarted_at);
   if (policy.max_age > absl::ZeroDuration() &&
       now_ms - started > absl::ToInt64Milliseconds(policy.max_age)) {
     row.last_error =

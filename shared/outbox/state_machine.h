@@ -13,9 +13,10 @@
 //                                    last publish failed: no copy of it is queued)
 //   SENDING   --ack-->               SENT
 //   FAILED    --late ack-->          SENT (last_error kept; its alert resolves)
-//   FAILED    --re-drive-->          SENDING, attempts 0, due now
+//   FAILED    --re-drive-->          SENDING, attempts 0, due now, restarted_at now
 //   FAILED    --acknowledge-->       FAILED, acknowledged_by set (its alert stops)
-//   SENT      --resend-->            SENDING, attempts 0, due now (the consumer lost its effect)
+//   SENT      --resend-->            SENDING, attempts 0, due now, restarted_at now (the
+//                                    consumer lost its effect)
 //   any       --publish failed-->    same status, last_error noted (SENDING only)
 #include <cstdint>
 #include <string>
@@ -55,14 +56,9 @@ enum class DueAction {
 // (RetryPolicy::ForTopic); a topic with a policy of its own also replaces
 // the budget stored in the row. The max age counts from the row's creation
 // or, when an operator or a repair restarted it since (OnRedrive, OnResend),
-// from `restarted_at` (0 = never): a re-drive gets a whole budget, not an
-// expiry at its first claim. ExpiresByCreation tells when `restarted_at` is
-// worth looking up.
-DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy,
-                int64_t restarted_at = 0);
-// True when `row`, due at `now_ms`, is older than its topic's max age
-// counted from its creation.
-bool ExpiresByCreation(const OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy);
+// from its restarted_at: a re-drive gets a whole budget, not an expiry at
+// its first claim.
+DueAction OnDue(OutboxMessage& row, int64_t now_ms, const RetryPolicy& policy);
 
 // A hold ends (the queue had nobody consuming it, or was far behind) and
 // the row is due: its copy is queued and being delivered now, so the row
@@ -91,7 +87,8 @@ bool OnPublishFailure(OutboxMessage& row, const std::string& error, int64_t now_
 // changed; a SENT row stays SENT (it was booked before).
 bool OnReject(OutboxMessage& row, const std::string& reason, int64_t now_ms);
 
-// An operator re-drives a FAILED row: SENDING, a fresh budget, due now.
+// An operator re-drives a FAILED row: SENDING, a fresh budget, due now,
+// restarted_at now.
 // FAILED_PRECONDITION for any other status.
 absl::Status OnRedrive(OutboxMessage& row, int64_t now_ms);
 
@@ -102,7 +99,8 @@ absl::Status OnAcknowledgeFailure(OutboxMessage& row, const std::string& by, int
 // An operator's tool found that the consumer holds no effect of a SENT row
 // (its record was lost after the acknowledgement, e.g. a restore of an older
 // consumer database): SENDING, a fresh budget, due now, `reason` in
-// last_error, so recovery delivers it again and the consumer applies it once.
+// last_error, restarted_at now, so recovery delivers it again and the
+// consumer applies it once.
 // FAILED_PRECONDITION for any other status.
 absl::Status OnResend(OutboxMessage& row, const std::string& reason, int64_t now_ms);
 

@@ -321,6 +321,7 @@ TEST(OnRedriveTest, OnlyFailedRowsGetAFreshBudgetDueNow) {
   EXPECT_EQ(row.status, OutboxStatus::kSending);
   EXPECT_EQ(row.attempts, 0);
   EXPECT_EQ(row.next_retry_at, kNow + 9);
+  EXPECT_EQ(row.restarted_at, kNow + 9);
   EXPECT_EQ(row.last_error, "");
   EXPECT_EQ(OnDue(row, kNow + 9, Policy()), DueAction::kRepublish);
   for (OutboxStatus s : {OutboxStatus::kSending, OutboxStatus::kSent}) {
@@ -339,6 +340,7 @@ TEST(OnResendTest, OnlySentRowsGoBackToSendingWithAFreshBudgetDueNow) {
   EXPECT_EQ(row.status, OutboxStatus::kSending);
   EXPECT_EQ(row.attempts, 0);
   EXPECT_EQ(row.next_retry_at, kNow + 9);
+  EXPECT_EQ(row.restarted_at, kNow + 9);
   EXPECT_EQ(row.sent_at, 0);
   EXPECT_EQ(row.last_error, "repaired: SENT without its booking");
   EXPECT_EQ(row.failure_kind, "");

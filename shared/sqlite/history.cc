@@ -41,14 +41,6 @@ std::vector<HistoryEvent> ReadHistory(SQLite::Database& db, const std::string& m
   return events;
 }
 
-int64_t LastRestartAt(SQLite::Database& db, const std::string& message_id) {
-  SQLite::Statement stmt(db, absl::StrCat("SELECT max(at) FROM outbox_history WHERE message_id = ? "
-                                          "AND event IN ('",
-                                          kEventRedriven, "', '", kEventRepaired, "')"));
-  stmt.bind(1, message_id);
-  return stmt.executeStep() && !stmt.getColumn(0).isNull() ? stmt.getColumn(0).getInt64() : 0;
-}
-
 void DeleteHistory(SQLite::Database& db, const std::vector<std::string>& message_ids) {
   SQLite::Statement del(db, "DELETE FROM outbox_history WHERE message_id = ?");
   for (const std::string& id : message_ids) {

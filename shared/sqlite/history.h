@@ -52,11 +52,6 @@ class HistoryLog {
 // A message's events, oldest first.
 std::vector<HistoryEvent> ReadHistory(SQLite::Database& db, const std::string& message_id);
 
-// When an operator or a repair last restarted the message (a `redriven` or
-// `repaired` event), 0 if never (or trimmed: kHistoryPerMessage newer
-// events). Its max age counts from then (OnDue).
-int64_t LastRestartAt(SQLite::Database& db, const std::string& message_id);
-
 // Deletes the events of these messages (their rows are being archived).
 void DeleteHistory(SQLite::Database& db, const std::vector<std::string>& message_ids);
 

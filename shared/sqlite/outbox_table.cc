@@ -11,7 +11,7 @@ const char* const kOutboxColumns =
     "o.id, o.message_id, o.biz_type, o.biz_key, o.topic, o.message_type, o.reply_to, o.payload, "
     "o.status, o.attempts, o.max_attempts, o.next_retry_at, o.last_attempt_at, o.last_error, "
     "o.created_at, o.updated_at, o.sent_at, o.traceparent, o.failure_kind, o.failure_group, "
-    "o.acknowledged_by";
+    "o.acknowledged_by, o.restarted_at";
 
 void CreateOutboxTable(SQLite::Database& db) {
   db.exec(R"sql(
@@ -50,6 +50,7 @@ void CreateOutboxTable(SQLite::Database& db) {
   )sql");
   CreateOutboxOperatorTables(db);
   CreateOutboxRetentionTables(db);
+  AddOutboxRestartedAt(db);
 }
 
 void CreateOutboxOperatorTables(SQLite::Database& db) {
@@ -107,6 +108,25 @@ void CreateOutboxRetentionTables(SQLite::Database& db) {
       pruned_rows   INTEGER NOT NULL
     );
   )sql");
+}
+
+void AddOutboxRestartedAt(SQLite::Database& db) {
+  const bool fill = !db.execAndGet(
+                           "SELECT count(*) FROM pragma_table_info('outbox') "
+                           "WHERE name = 'restarted_at'")
+                         .getInt();
+  for (const char* table : {"outbox", "outbox_archive"}) {
+    AddColumnIfMissing(db, table, "restarted_at", "INTEGER NOT NULL DEFAULT 0");
+  }
+  if (!fill) return;
+  // Rows restarted before the column: the newest re-drive or repair in
+  // their history (archived rows have no history, and need none).
+  const std::string restarts = absl::StrCat("outbox_history h WHERE h.event IN ('", kEventRedriven,
+                                            "', '", kEventRepaired, "')");
+  db.exec(absl::StrCat("UPDATE outbox SET restarted_at = (SELECT max(h.at) FROM ", restarts,
+                       " AND h.message_id = outbox.message_id) WHERE message_id IN (SELECT "
+                       "h.message_id FROM ",
+                       restarts, ")"));
 }
 
 OutboxInserter::OutboxInserter(SQLite::Database& db)
@@ -169,6 +189,7 @@ OutboxMessage ReadOutboxMessage(SQLite::Statement& stmt, int first) {
   r.failure_kind = stmt.getColumn(c++).getString();
   r.failure_group = stmt.getColumn(c++).getString();
   r.acknowledged_by = stmt.getColumn(c++).getString();
+  r.restarted_at = stmt.getColumn(c++).getInt64();
   return r;
 }
 
@@ -177,7 +198,7 @@ OutboxStateTable::OutboxStateTable(SQLite::Database& db)
       save_(db, R"sql(
         UPDATE outbox SET status = ?2, attempts = ?3, next_retry_at = ?4, last_attempt_at = ?5,
                           last_error = ?6, updated_at = ?7, sent_at = ?8, failure_kind = ?9,
-                          failure_group = ?10, acknowledged_by = ?11
+                          failure_group = ?10, acknowledged_by = ?11, restarted_at = ?12
         WHERE id = ?1)sql") {}
 
 std::optional<OutboxMessage> OutboxStateTable::Load(const std::string& message_id) {
@@ -205,6 +226,7 @@ void OutboxStateTable::Save(const OutboxMessage& row) {
   save_.bind(9, row.failure_kind);
   save_.bind(10, row.failure_group);
   save_.bind(11, row.acknowledged_by);
+  save_.bind(12, static_cast<int64_t>(row.restarted_at));
   save_.exec();
 }
 

@@ -22,10 +22,10 @@ namespace outbox {
 // Creates what the pattern keeps in the producer's database, unless it is
 // there: the outbox table with today's columns and the index due rows are
 // found by, outbox_archive and the index retention walks, and
-// recovery_lease, and what CreateOutboxOperatorTables and
-// CreateOutboxRetentionTables make. A producer calls it in a migration of
-// its own schema (schema.h), in the transaction that writes its business
-// tables.
+// recovery_lease, and what CreateOutboxOperatorTables,
+// CreateOutboxRetentionTables and AddOutboxRestartedAt make. A producer
+// calls it in a migration of its own schema (schema.h), in the transaction
+// that writes its business tables.
 void CreateOutboxTable(SQLite::Database& db);
 
 // What the operator's tools keep, added to an outbox made before them
@@ -44,6 +44,14 @@ void CreateOutboxOperatorTables(SQLite::Database& db);
 // archive's index reads the whole archive once); CreateOutboxTable calls it
 // too.
 void CreateOutboxRetentionTables(SQLite::Database& db);
+
+// The restarted_at column (OutboxMessage::restarted_at), added to outbox and
+// outbox_archive (unless there); each row of outbox that an operator
+// re-drove or a repair restarted gets the time of its newest `redriven` or
+// `repaired` history event. Needs the tables of CreateOutboxOperatorTables.
+// A producer whose file predates it calls it in a new migration of its
+// schema (the stores read the column); CreateOutboxTable calls it too.
+void AddOutboxRestartedAt(SQLite::Database& db);
 
 // Column list matching ReadOutboxMessage, for SELECTs (table alias "o").
 extern const char* const kOutboxColumns;

@@ -116,7 +116,7 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::OpenWhenCreated(
 
 absl::StatusOr<std::vector<RecoveryStore::Transitioned>> RecoveryStore::TransitionDueRows(
     int64_t now_ms, int limit, const std::string& lease_holder,
-    const std::function<bool(OutboxMessage&, SQLite::Database&)>& transition, bool note_history) {
+    const std::function<bool(OutboxMessage&)>& transition, bool note_history) {
   std::vector<Transitioned> due;
   RETURN_IF_ERROR(db_->Write([&](SQLite::Database& db) -> absl::Status {
     due.clear();  // a retried transaction starts over
@@ -134,7 +134,7 @@ absl::StatusOr<std::vector<RecoveryStore::Transitioned>> RecoveryStore::Transiti
     while (select.executeStep()) due.push_back({ReadOutboxMessage(select), false});
     std::vector<const OutboxMessage*> changed;
     for (Transitioned& d : due) {
-      d.changed = transition(d.row, db);
+      d.changed = transition(d.row);
       if (d.changed) changed.push_back(&d.row);
     }
     // In id order: rows next to each other in the table share pages, and the
@@ -164,17 +164,12 @@ absl::StatusOr<std::vector<RecoveryStore::Transitioned>> RecoveryStore::Transiti
 absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
                                                 const std::string& lease_holder,
                                                 const RetryPolicy& policy) {
-  ASSIGN_OR_RETURN(std::vector<Transitioned> due,
-                   TransitionDueRows(
-                       now_ms, limit, lease_holder,
-                       [&](OutboxMessage& row, SQLite::Database& db) {
-                         // Only a row past its age is looked up: a re-drive restarts it.
-                         const int64_t restarted_at = ExpiresByCreation(row, now_ms, policy)
-                                                          ? LastRestartAt(db, row.message_id)
-                                                          : 0;
-                         return OnDue(row, now_ms, policy, restarted_at) != DueAction::kNotDue;
-                       },
-                       /*note_history=*/true));
+  ASSIGN_OR_RETURN(
+      std::vector<Transitioned> due,
+      TransitionDueRows(
+          now_ms, limit, lease_holder,
+          [&](OutboxMessage& row) { return OnDue(row, now_ms, policy) != DueAction::kNotDue; },
+          /*note_history=*/true));
   Claimed claimed;
   for (Transitioned& d : due) {
     if (!d.changed) continue;
@@ -188,12 +183,11 @@ absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
 absl::StatusOr<int> RecoveryStore::DeferDue(int64_t now_ms, int limit,
                                             const std::string& lease_holder,
                                             const RetryPolicy& policy) {
-  ASSIGN_OR_RETURN(std::vector<Transitioned> due, TransitionDueRows(
-                                                      now_ms, limit, lease_holder,
-                                                      [&](OutboxMessage& row, SQLite::Database&) {
-                                                        return OnHold(row, now_ms, policy);
-                                                      },
-                                                      /*note_history=*/false));
+  ASSIGN_OR_RETURN(std::vector<Transitioned> due,
+                   TransitionDueRows(
+                       now_ms, limit, lease_holder,
+                       [&](OutboxMessage& row) { return OnHold(row, now_ms, policy); },
+                       /*note_history=*/false));
   return static_cast<int>(
       std::count_if(due.begin(), due.end(), [](const Transitioned& d) { return d.changed; }));
 }

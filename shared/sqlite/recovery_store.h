@@ -168,7 +168,7 @@ class RecoveryStore final : public RecoveryRepository {
   // order loaded.
   absl::StatusOr<std::vector<Transitioned>> TransitionDueRows(
       int64_t now_ms, int limit, const std::string& lease_holder,
-      const std::function<bool(OutboxMessage&, SQLite::Database&)>& transition, bool note_history);
+      const std::function<bool(OutboxMessage&)>& transition, bool note_history);
   // Applies `change` (true: changed) to FAILED rows of `group` ("" = all),
   // `page` rows per transaction, with the audit record kept in step.
   absl::StatusOr<int64_t> ChangeFailedRows(const std::string& group, bool dry_run, int64_t now_ms,

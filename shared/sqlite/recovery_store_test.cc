@@ -319,6 +319,40 @@ TEST_F(RecoveryStoreTest, ARedriveRestartsTheMaxAge) {
   EXPECT_EQ(later->exhausted[0].failure_kind, "expired");
 }
 
+// The re-drive's restart is kept in the row, not read from the history, which
+// keeps a message's newest kHistoryPerMessage events only: a row re-driven
+// past its max age and claimed more often than that still counts its age
+// from the re-drive.
+TEST_F(RecoveryStoreTest, ARedriveOutlivesTheHistoryOfItsClaims) {
+  constexpr int64_t kHour = 3'600'000;
+  auto topics = ParseTopicRetry("orders:max_attempts=100,max_age=1h", policy_);
+  ASSERT_OK(topics);
+  policy_.topics = *topics;
+  Insert("long", OutboxStatus::kFailed, 3, 0, 0, /*created_at=*/1);
+  const int64_t redriven_at = 3 * kHour;
+  ASSERT_OK(store_->Redrive("long", redriven_at, "ops"));
+
+  int64_t now = redriven_at;
+  for (int claim = 1; claim <= kHistoryPerMessage + 6; ++claim) {
+    auto c = store_->ClaimDue(now, 10, "", policy_);
+    ASSERT_OK(c);
+    ASSERT_EQ(c->to_publish.size(), 1u) << "claim " << claim;
+    ASSERT_TRUE(c->exhausted.empty()) << "claim " << claim << ": " << c->exhausted[0].last_error;
+    now = c->to_publish[0].next_retry_at;
+  }
+  ASSERT_LT(now, redriven_at + kHour);
+  OutboxMessage row;
+  auto history = store_->History("long", &row);
+  ASSERT_OK(history);
+  for (const HistoryEvent& e : *history) EXPECT_NE(e.event, kEventRedriven);  // trimmed
+  EXPECT_EQ(row.restarted_at, redriven_at);
+
+  auto expired = store_->ClaimDue(redriven_at + kHour + 1, 10, "", policy_);
+  ASSERT_OK(expired);
+  ASSERT_EQ(expired->exhausted.size(), 1u);
+  EXPECT_EQ(expired->exhausted[0].failure_kind, "expired");
+}
+
 // A paged action whose page fails at COMMIT (here a deferred foreign key,
 // as a full disk would at a WAL commit): the first page's failure is in the
 // audit trail on its own, a later page's in the action's record; nothing of
