@@ -130,9 +130,7 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
                                            absl::GetFlag(FLAGS_amqp_tls_cert_file),
                                            absl::GetFlag(FLAGS_amqp_tls_key_file)}));
   if (const std::string path = absl::GetFlag(FLAGS_amqp_password_file); !path.empty()) {
-    std::string warning;
-    ASSIGN_OR_RETURN(c.amqp.password, ReadTokenFile(path, "amqp_password_file", &warning));
-    if (!warning.empty()) LogWarning("password_file_too_open", {KV("warning", warning)});
+    RETURN_IF_ERROR(c.amqp.ReadPasswordFile(path));
   }
   c.pay_queue = absl::GetFlag(FLAGS_pay_queue);
   c.acc_queue = absl::GetFlag(FLAGS_acc_queue);

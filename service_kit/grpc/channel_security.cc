@@ -1,15 +1,10 @@
 #include "service_kit/grpc/channel_security.h"
 
-#include <sys/stat.h>
-
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include <grpcpp/support/client_interceptor.h>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace outbox {
@@ -47,19 +42,6 @@ class BearerTokenInterceptorFactory final
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot read '", path, "'"));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot read '", path, "'"));
-  }
-  return contents.str();
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFrom(
     const TlsClientFiles& files) {
   if (!files.enabled()) return grpc::InsecureChannelCredentials();
@@ -82,22 +64,6 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFrom
     options.pem_private_key = *std::move(key);
   }
   return grpc::SslCredentials(options);
-}
-
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& flag,
-                                          std::string* warning) {
-  auto contents = ReadSmallFile(path, flag);
-  if (!contents.ok()) return contents.status();
-  std::string token(absl::StripAsciiWhitespace(*contents));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", path, "' is empty"));
-  }
-  struct stat st = {};
-  if (warning != nullptr && stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH) != 0) {
-    *warning = absl::StrCat("--", flag, ": '", path,
-                            "' is readable by every user; chmod 600 it (or 640 for a group)");
-  }
-  return token;
 }
 
 std::shared_ptr<grpc::Channel> CreateChannelWithToken(

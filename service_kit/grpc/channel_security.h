@@ -3,14 +3,15 @@
 // The client half of the gRPC security settings, shared by every client
 // (outboxctl, outbox_demo, the bench, the health probe, the tests): TLS
 // channel credentials from PEM files and a bearer token read from a file and
-// sent with every call. Only gRPC and Abseil here, so clients of the API
-// contract can link it without the services' libraries.
+// sent with every call. Only gRPC, Abseil and shared/base here, so clients
+// of the API contract can link it without the services' libraries.
 #include <memory>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "shared/base/small_file.h"  // ReadSmallFile, ReadTokenFile
 
 namespace outbox {
 
@@ -24,22 +25,11 @@ struct TlsClientFiles {
   bool enabled() const { return !ca_file.empty() || !cert_file.empty() || !key_file.empty(); }
 };
 
-// The whole of a small file (a PEM file or a token). INVALID_ARGUMENT naming
-// `flag` and the path when it cannot be read.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& flag);
-
 // Insecure credentials when `files` is empty, else SSL credentials.
 // INVALID_ARGUMENT naming the flag: a certificate without its key (or the
 // reverse) or a file that cannot be read.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFrom(
     const TlsClientFiles& files);
-
-// A token file's contents without surrounding whitespace. INVALID_ARGUMENT
-// naming `flag` when it is unreadable or empty. `warning` (may be null)
-// receives a sentence when other users may read the file; the caller decides
-// how to report it. The token itself never appears in an error or warning.
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& flag,
-                                          std::string* warning);
 
 // A channel that sends `authorization: Bearer <token>` with every call when
 // `token` is not empty (a client interceptor, so plaintext channels carry it

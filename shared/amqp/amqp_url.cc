@@ -10,6 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "shared/amqp/amqp_tls.h"
+#include "shared/base/small_file.h"
+#include "shared/observability/log.h"
 
 namespace outbox {
 
@@ -102,6 +104,15 @@ absl::StatusOr<AmqpUrl> AmqpUrl::Parse(absl::string_view url, AmqpTlsFiles tls_f
   if (!s.ok()) return s;
   out->tls_files = std::move(tls_files);
   return out;
+}
+
+absl::Status AmqpUrl::ReadPasswordFile(const std::string& path) {
+  std::string warning;
+  absl::StatusOr<std::string> read = ReadTokenFile(path, "amqp_password_file", &warning);
+  if (!read.ok()) return read.status();
+  if (!warning.empty()) LogWarning("password_file_too_open", {KV("warning", warning)});
+  password = *std::move(read);
+  return absl::OkStatus();
 }
 
 std::string AmqpUrl::Redacted() const {

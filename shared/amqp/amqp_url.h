@@ -52,6 +52,12 @@ struct AmqpUrl {
   // amqps needs a CA, cert and key come together, amqp takes no files.
   // INVALID_ARGUMENT naming the flag (--amqp_tls_ca_file, ...).
   static absl::StatusOr<AmqpUrl> Parse(absl::string_view url, AmqpTlsFiles tls_files);
+  // Replaces `password` with the contents of the file at `path` (surrounding
+  // whitespace dropped), so that neither the URL nor a command line holds
+  // it: the services' AMQP_PASSWORD_FILE. INVALID_ARGUMENT naming
+  // --amqp_password_file when the file is unreadable or empty; a file every
+  // user may read is used, with a password_file_too_open warning logged.
+  absl::Status ReadPasswordFile(const std::string& path);
   std::string Redacted() const;  // for logs: the password is never printed
 
   // The nodes to try (never empty), and this URL narrowed to node i of them.

@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "shared/amqp/amqp_url.h"
+#include "shared/observability/log.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox {
@@ -77,6 +80,41 @@ TEST(AmqpUrlTest, TlsFilesAreCheckedAgainstTheScheme) {
   EXPECT_NE(message(garbage).find("--amqp_tls_ca_file: no CA certificate loads"), std::string::npos)
       << message(garbage);
   unlink(not_pem.c_str());
+}
+
+// The password from a file of its own replaces the URL's; the file is
+// checked as the services check AMQP_PASSWORD_FILE.
+TEST(AmqpUrlTest, APasswordFileReplacesTheUrlsPassword) {
+  const std::string dir = ::testing::TempDir();
+  const std::string file = dir + "/amqp_url_test.password";
+  std::ofstream(file) << "s3cret\n";
+  chmod(file.c_str(), 0600);
+  std::vector<std::string> warnings;
+  SetLogSink([&](const LogRecord& r) {
+    if (r.level == LogLevel::kWarning) warnings.emplace_back(r.event);
+  });
+  auto u = AmqpUrl::Parse("amqp://shop@h:5672/%2F");
+  ASSERT_OK(u);
+  ASSERT_OK(u->ReadPasswordFile(file));
+  EXPECT_EQ(u->user, "shop");
+  EXPECT_EQ(u->password, "s3cret");
+  EXPECT_EQ(u->Redacted().find("s3cret"), std::string::npos);
+  EXPECT_TRUE(warnings.empty());
+  chmod(file.c_str(), 0644);  // every user may read it: used, with a warning
+  ASSERT_OK(u->ReadPasswordFile(file));
+  SetLogSink(nullptr);
+  EXPECT_EQ(warnings, std::vector<std::string>{"password_file_too_open"});
+
+  const absl::Status missing = u->ReadPasswordFile(dir + "/no.password");
+  EXPECT_TRUE(absl::IsInvalidArgument(missing));
+  EXPECT_NE(missing.message().find("--amqp_password_file: cannot read"), std::string::npos)
+      << missing;
+  std::ofstream(file) << " \n";
+  const absl::Status empty = u->ReadPasswordFile(file);
+  EXPECT_TRUE(absl::IsInvalidArgument(empty));
+  EXPECT_NE(empty.message().find("is empty"), std::string::npos) << empty;
+  EXPECT_EQ(u->password, "s3cret");  // kept when the file is refused
+  unlink(file.c_str());
 }
 
 TEST(AmqpUrlTest, ACommaSeparatedNodeListIsOneClusterUrl) {
