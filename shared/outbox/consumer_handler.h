@@ -17,6 +17,8 @@
 
 namespace outbox {
 
+class ProcessedLog;  // repository.h
+
 // What the handler did with one message of a batch.
 struct Applied {
   // True: applied before (its id, or its business key, is known); nothing
@@ -66,6 +68,10 @@ class ConsumerHandler {
   // reply goes (its delivery's reply_to, or the consumer's default).
   virtual std::vector<Reply> Answer(const std::vector<Applied>& applied,
                                     const std::vector<std::string>& reply_to) = 0;
+  // The inbox of the processed ids, which the consumer role prunes by age
+  // (Consumer::Options::inbox_retention); null: the handler keeps its ids
+  // itself, and prunes them itself.
+  virtual ProcessedLog* processed_log() { return nullptr; }
 };
 
 }  // namespace outbox

@@ -31,6 +31,9 @@ Republisher::Round Republisher::Run(int max_rows, const RetryPolicy* retry) {
   auto claimed = Claim(allowed, now, retry != nullptr ? *retry : options_.retry);
   if (!claimed.ok()) return {};
   if (!claimed->to_publish.empty()) Failpoint(kFpRecoveryAfterClaimBeforePublish);
+  for (const auto* rows : {&claimed->to_publish, &claimed->exhausted}) {
+    for (const OutboxMessage& row : *rows) NoteBudget(row);
+  }
   for (const OutboxMessage& row : claimed->exhausted) RaiseFailed(row);
   Round round;
   round.handled = static_cast<int>(claimed->to_publish.size() + claimed->exhausted.size());
@@ -48,6 +51,22 @@ absl::StatusOr<Claimed> Republisher::Claim(int limit, int64_t now_ms, const Retr
     LogError("claim_failed", {KV("error", claimed.status().message())});
   }
   return claimed;
+}
+
+void Republisher::NoteBudget(const OutboxMessage& row) {
+  // A topic of recovery's policy replaced the row's budget at the claim.
+  if (options_.retry.HasTopic(row.topic)) return;
+  const int expected = options_.retry.max_attempts;
+  if (row.max_attempts == expected ||
+      !budgets_noted_.insert({row.topic, row.max_attempts}).second) {
+    return;
+  }
+  LogWarning(
+      "retry_policy_mismatch",
+      {KV("topic", row.topic), KV("message_id", row.message_id),
+       KV("row_max_attempts", row.max_attempts), KV("recovery_max_attempts", expected),
+       KV("effect", "the row keeps the budget its producer stamped; recovery's delays apply"),
+       KV("fix", "give the producer and recovery the same RetryPolicy")});
 }
 
 void Republisher::RaiseFailed(const OutboxMessage& row) {

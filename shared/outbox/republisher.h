@@ -5,7 +5,9 @@
 // what the broker did not confirm. Rows whose attempt budget is spent turn
 // FAILED in the claim and raise OutboxMessageFailed.
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -46,6 +48,10 @@ class Republisher {
   // Claims up to `limit` due rows; an error is logged (a lost lease noted).
   absl::StatusOr<Claimed> Claim(int limit, int64_t now_ms, const RetryPolicy& retry);
   void RaiseFailed(const OutboxMessage& row);
+  // Warns (once per topic and budget) when a claimed row's stored attempt
+  // budget is not the one recovery's policy gives its topic: the producer
+  // that wrote it runs with another RetryPolicy.
+  void NoteBudget(const OutboxMessage& row);
   // Publishes the claimed rows with confirms; returns the ids the broker
   // did not confirm (noted on their rows).
   std::vector<std::string> Publish(const std::vector<OutboxMessage>& rows, int64_t now_ms);
@@ -65,6 +71,7 @@ class Republisher {
   Counter& publish_failures_;
   Counter& failed_;
   Counter& note_failures_;
+  std::set<std::pair<std::string, int>> budgets_noted_;  // (topic, max_attempts) warned about
 };
 
 }  // namespace outbox

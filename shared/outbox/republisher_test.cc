@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "shared/observability/log.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
@@ -63,6 +67,44 @@ TEST_F(RepublisherTest, PublishesDueRowsAsStoredAndSpendsAnAttempt) {
   EXPECT_EQ(outbox_.Row("m1").attempts, 2);
   EXPECT_EQ(Make().republished(), 1);
   EXPECT_NE(metrics_.Render().find("outbox_republished_total 1"), std::string::npos);
+}
+
+// A row stamped with another budget than recovery's policy gives its topic
+// was written by a producer with another RetryPolicy: said once per topic
+// and budget; the row keeps its budget.
+TEST_F(RepublisherTest, ABudgetOtherThanRecoverysIsWarnedAboutOnce) {
+  std::vector<std::string> warned;
+  SetLogSink([&](const LogRecord& r) {
+    if (r.event == "retry_policy_mismatch") warned.emplace_back(r.line);
+  });
+  Due("m1", options_.retry.max_attempts);  // the same policy: nothing to say
+  Make().Run();
+  EXPECT_TRUE(warned.empty());
+  Due("m2", 3);
+  Due("m3", 3);
+  Make().Run();
+  ASSERT_EQ(warned.size(), 1u);
+  EXPECT_NE(warned[0].find("row_max_attempts=3"), std::string::npos) << warned[0];
+  EXPECT_NE(warned[0].find("recovery_max_attempts=10"), std::string::npos) << warned[0];
+  EXPECT_EQ(outbox_.Row("m2").max_attempts, 3);
+  EXPECT_EQ(outbox_.Row("m2").attempts, 2);  // re-published all the same
+  Due("m4", 4);
+  Make().Run();
+  EXPECT_EQ(warned.size(), 2u);
+  SetLogSink(nullptr);
+}
+
+// A topic of recovery's own policy replaces the row's budget at the claim:
+// nothing to warn about.
+TEST_F(RepublisherTest, ATopicPolicyOfRecoverysOwnIsNotAMismatch) {
+  options_.retry.topics["EVENTS"].max_attempts = 7;
+  int warned = 0;
+  SetLogSink([&](const LogRecord& r) { warned += r.event == "retry_policy_mismatch"; });
+  Due("m1", 3);
+  Make().Run();
+  SetLogSink(nullptr);
+  EXPECT_EQ(warned, 0);
+  EXPECT_EQ(outbox_.Row("m1").max_attempts, 7);
 }
 
 TEST_F(RepublisherTest, NothingDueIsAnIdleRound) {

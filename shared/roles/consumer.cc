@@ -20,6 +20,10 @@ absl::Status Validate(Consumer::Options& options) {
   }
   if (options.prefetch < 1)
     return absl::InvalidArgumentError("Consumer: options.prefetch must be >= 1");
+  if (options.inbox_retention < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "Consumer: options.inbox_retention must be >= 0 (0 keeps every id)");
+  }
   return absl::OkStatus();
 }
 
@@ -68,7 +72,15 @@ Consumer::Consumer(ConsumerHandler& handler, Options options,
       replies_(std::move(replies)),
       signing_replies_(*replies_, options_.signing.keys()),
       consumer_(*deliveries_, signing_replies_, handler, internal::ClockOr(options_.clock),
-                internal::MetricsOr(options_.metrics, own_metrics_), ConsumerOptionsOf(options_)) {}
+                internal::MetricsOr(options_.metrics, own_metrics_), ConsumerOptionsOf(options_)) {
+  ProcessedLog* inbox = handler.processed_log();
+  if (inbox == nullptr || options_.inbox_retention == absl::ZeroDuration()) return;
+  PrunerOptions pruning;
+  pruning.retention = options_.inbox_retention;
+  pruner_ = std::make_unique<ProcessedPruner>(*inbox, internal::ClockOr(options_.clock),
+                                              internal::MetricsOr(options_.metrics, own_metrics_),
+                                              pruning);
+}
 
 Consumer::~Consumer() {
   Stop();
@@ -76,10 +88,17 @@ Consumer::~Consumer() {
 
 void Consumer::StartWorkers() {
   consumer_.Start();
+  if (pruner_ != nullptr) pruner_->Start();
 }
 
 void Consumer::Stop() {
   consumer_.Stop();
+  if (pruner_ != nullptr) pruner_->Stop();
+}
+
+absl::StatusOr<int64_t> Consumer::PruneStep() {
+  if (pruner_ == nullptr) return 0;
+  return pruner_->Pass();
 }
 
 }  // namespace outbox

@@ -26,6 +26,7 @@
 #include "shared/observability/metrics.h"
 #include "shared/outbox/consumer_handler.h"
 #include "shared/outbox/idempotent_consumer.h"
+#include "shared/outbox/inbox_pruner.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/signing.h"
 #include "shared/outbox/transport.h"
@@ -52,8 +53,17 @@ class Consumer {
     absl::Duration linger = absl::ZeroDuration();
     int linger_batch = 4;                               // a batch this big is taken at once
     absl::Duration confirm_timeout = absl::Seconds(5);  // a reply unconfirmed this long: requeued
-    const Clock* clock = nullptr;                       // null: the system clock
-    MetricsRegistry* metrics = nullptr;                 // null: a registry of the consumer's own
+    // Processed ids older than this (30 days) are deleted from the handler's
+    // inbox by a thread of the consumer's own (ProcessedPruner,
+    // inbox_pruner.h), so that it stays bounded. Keep them as long as a copy
+    // can still arrive: recovery's whole retry window, plus however long an
+    // operator may wait before re-driving a FAILED row; a copy that comes
+    // after its id was pruned is applied again unless applied_by_key finds
+    // it. Zero: keep every id. A handler without the library's inbox
+    // (processed_log() null) prunes its own.
+    absl::Duration inbox_retention = absl::Hours(720);
+    const Clock* clock = nullptr;        // null: the system clock
+    MetricsRegistry* metrics = nullptr;  // null: a registry of the consumer's own
   };
 
   // Builds the consumer over `handler` (which outlives it) with its own AMQP
@@ -67,10 +77,15 @@ class Consumer {
       std::unique_ptr<MessagePublisher> replies);
   ~Consumer();  // Stop()
 
+  // The consumer's thread, and the inbox pruner's (Start calls it).
   void StartWorkers();
-  // Finishes the batch in hand, waits for its replies' confirms, acks.
+  // Finishes the batch in hand, waits for its replies' confirms, acks; then
+  // stops the pruner.
   void Stop();
   bool Step() { return consumer_.Step(); }  // one turn; tests call it
+  // One pass of the inbox's pruning: the ids deleted (0 when nothing is
+  // pruned). Tests call it.
+  absl::StatusOr<int64_t> PruneStep();
 
   const Options& options() const { return options_; }
   int64_t booked() const { return consumer_.booked(); }  // new messages applied
@@ -90,6 +105,7 @@ class Consumer {
   std::unique_ptr<MessagePublisher> replies_;
   SigningPublisher signing_replies_;
   IdempotentConsumer consumer_;
+  std::unique_ptr<ProcessedPruner> pruner_;  // null: nothing to prune
 };
 
 }  // namespace outbox

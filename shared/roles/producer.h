@@ -116,6 +116,12 @@ class Producer {
       absl::Time deadline, absl::Duration poll = absl::Milliseconds(100)) {
     return outbox_.WaitUntilClosed(deadline, poll);
   }
+  // The same, and CANCELLED once `stop` returns true (asked every 100 ms):
+  // WaitUntilClosed(deadline, outbox::ShutdownRequested) ends at SIGTERM.
+  absl::StatusOr<SqliteOutbox::Counts> WaitUntilClosed(absl::Time deadline,
+                                                       const std::function<bool()>& stop) {
+    return outbox_.WaitUntilClosed(deadline, absl::Milliseconds(100), stop);
+  }
 
   const Options& options() const { return options_; }
   int64_t confirmed() const { return relay_.confirmed(); }       // messages the broker took

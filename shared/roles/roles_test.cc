@@ -18,6 +18,7 @@
 #include "shared/roles/consumer.h"
 #include "shared/roles/producer.h"
 #include "shared/roles/recovery.h"
+#include "shared/sqlite/inbox.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/schema.h"
 #include "shared/testing/fakes.h"
@@ -347,6 +348,51 @@ TEST_F(RolesTest, ProducerAndConsumerShareOneKeySetAndTheReplyFormat) {
   EXPECT_EQ(row->status, OutboxStatus::kSent);
 }
 
+// The consumer prunes its handler's inbox after the retention, 30 days
+// unless told otherwise; zero keeps every id.
+TEST_F(RolesTest, TheConsumerPrunesProcessedIdsAfterTheRetention) {
+  auto consumer = MakeConsumer(Signing::Unsigned());
+  ASSERT_OK(consumer);
+  EXPECT_EQ((*consumer)->options().inbox_retention, absl::Hours(720));
+  Push(testing::StampDelivery("m-1", "o-1"));
+  DrainConsumer(**consumer);
+  ASSERT_EQ((*consumer)->booked(), 1);
+  EXPECT_EQ(testing::CountRows(*stamps_, "inbox"), 1);
+
+  auto pruned = [](Consumer& c) {
+    absl::StatusOr<int64_t> n = c.PruneStep();
+    EXPECT_OK(n);
+    return n.ok() ? *n : -1;
+  };
+  clock_.Advance(absl::Hours(720));
+  EXPECT_EQ(pruned(**consumer), 0);  // not older than the retention yet
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(pruned(**consumer), 1);
+  EXPECT_EQ(testing::CountRows(*stamps_, "inbox"), 0);
+  EXPECT_EQ(testing::CountRows(*stamps_, "stamps"), 1);  // the change itself stays
+
+  Consumer::Options keep_all;
+  keep_all.queue = kQueue;
+  keep_all.signing = Signing::Unsigned();
+  keep_all.clock = &clock_;
+  keep_all.inbox_retention = absl::ZeroDuration();
+  auto keeping = Consumer::Create(*handler_, keep_all, std::make_unique<FakeConsumer>(),
+                                  std::make_unique<FakePublisher>());
+  ASSERT_OK(keeping);
+  ASSERT_OK(stamps_->Write([&](SQLite::Database& db) {
+    Inbox(db).Record("m-old", "o-old", "ref", 0);
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(pruned(**keeping), 0);
+  EXPECT_EQ(testing::CountRows(*stamps_, "inbox"), 1);
+
+  keep_all.inbox_retention = absl::Seconds(-1);
+  EXPECT_THAT(Consumer::Create(*handler_, keep_all, std::make_unique<FakeConsumer>(),
+                               std::make_unique<FakePublisher>())
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("inbox_retention")));
+}
+
 TEST_F(RolesTest, WithKeysWhatIsUnsignedIsDeadLettered) {
   const Signing signing = Signing::With(Keys());
   auto producer = MakeProducer(signing);
@@ -418,6 +464,28 @@ TEST_F(RolesTest, AFailedWriteHandsNothingToTheRelay) {
   auto counts = (*producer)->CountRows();
   ASSERT_OK(counts);
   EXPECT_EQ(counts->sending, 1);
+}
+
+// Write's own ALREADY_EXISTS (the message has a row) is told from the
+// adopter's, and a wait for the rows to close stops when told to.
+TEST_F(RolesTest, TheProducersAlreadyExistsIsToldApartAndItsWaitStops) {
+  auto producer = MakeProducer(Signing::Unsigned());
+  ASSERT_OK(producer);
+  ASSERT_OK(PlaceOrder(**producer, "o-1"));
+  const absl::Status order_exists = PlaceOrder(**producer, "o-1").status();  // orders' key
+  EXPECT_THAT(order_exists, StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_FALSE(IsOutboxRowExists(order_exists)) << order_exists;
+  MessageSpec again;
+  again.message_id = "m-o-1";  // the message id of o-1's row
+  again.biz_type = "order";
+  again.biz_key = "o-2";
+  const absl::Status row_exists =
+      (*producer)->Write(again, [](SQLite::Database&) { return absl::OkStatus(); }).status();
+  EXPECT_THAT(row_exists, StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_TRUE(IsOutboxRowExists(row_exists)) << row_exists;
+
+  EXPECT_THAT((*producer)->WaitUntilClosed(absl::InfiniteFuture(), [] { return true; }).status(),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("1 outbox rows still SENDING")));
 }
 
 // Start over the AMQP dialer, with no broker listening: the roles start,

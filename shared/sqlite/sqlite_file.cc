@@ -7,10 +7,18 @@
 #include <algorithm>
 #include <thread>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace outbox {
+namespace {
+
+// The payload that marks an ALREADY_EXISTS as the outbox table's.
+constexpr char kOutboxRowExists[] = "outbox.OutboxRowExists";
+
+}  // namespace
 
 absl::StatusOr<Durability> ParseDurability(const std::string& name) {
   if (name == "full" || name == "FULL") return Durability::kFull;
@@ -44,10 +52,21 @@ absl::Status SqliteError(const SQLite::Exception& e, const std::string& context)
     return absl::DataLossError(
         absl::StrCat(context, ": the SQLite database is corrupt (", e.what(), ")"));
   }
-  if (code == SQLITE_CONSTRAINT) return absl::AlreadyExistsError(msg);
+  if (code == SQLITE_CONSTRAINT) {
+    absl::Status exists = absl::AlreadyExistsError(msg);
+    // SQLite names the table: "UNIQUE constraint failed: outbox.message_id".
+    if (absl::StrContains(e.what(), "constraint failed: outbox.")) {
+      exists.SetPayload(kOutboxRowExists, absl::Cord("outbox"));
+    }
+    return exists;
+  }
   if (code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_READONLY)
     return absl::FailedPreconditionError(msg);
   return absl::InternalError(msg);
+}
+
+bool IsOutboxRowExists(const absl::Status& status) {
+  return absl::IsAlreadyExists(status) && status.GetPayload(kOutboxRowExists).has_value();
 }
 
 absl::Status CatchSqlite(const std::string& context, const std::function<absl::Status()>& fn) {

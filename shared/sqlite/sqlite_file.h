@@ -38,8 +38,18 @@ absl::StatusOr<std::unique_ptr<SQLite::Database>> OpenDatabaseReadOnly(const std
 // OK (that is, once the transaction committed).
 absl::Status WriteTransaction(SQLite::Database& db, const std::function<absl::Status()>& body);
 
-// Converts the exception being handled into a Status with `context`.
+// Converts the exception being handled into a Status with `context`. A
+// constraint is ALREADY_EXISTS; one of the outbox table (a message_id, or a
+// biz_type + biz_key, that has a row already) is marked so that
+// IsOutboxRowExists tells it from the adopter's own.
 absl::Status SqliteError(const SQLite::Exception& e, const std::string& context);
+
+// Whether `status` is the library's ALREADY_EXISTS for a message whose
+// message_id, or biz_type + biz_key, has an outbox row already (as
+// Producer::Write and SqliteOutbox::Write return it). False for any other
+// status, an ALREADY_EXISTS of the adopter's included: one its callback
+// returned, or a UNIQUE constraint of its own tables.
+bool IsOutboxRowExists(const absl::Status& status);
 
 // Runs `fn` and converts a SQLite::Exception it throws into a Status
 // naming `context`. It takes no lock: a connection of a SqliteFile is

@@ -100,7 +100,7 @@ class SqliteMessageHandler : public ConsumerHandler {
   // `file`'s schema holds the inbox table (CreateInboxTable) and whatever
   // Apply writes. The handler books each batch through file.WithWriter.
   SqliteMessageHandler(SqliteFile& file, const Clock& clock, SqliteHandlerOptions options = {})
-      : applier_(file, clock, std::move(options)) {}
+      : inbox_(file, options.inbox), applier_(file, clock, std::move(options)) {}
 
   // The message in `delivery`, checked; an error dead-letters it (say why).
   // Never for a passing failure: those must fail Apply. (A delivery without
@@ -191,6 +191,9 @@ class SqliteMessageHandler : public ConsumerHandler {
     return replies;
   }
 
+  ProcessedLog* processed_log() final { return &inbox_; }
+
+  SqliteProcessedLog inbox_;  // the same table, as the consumer role prunes it
   internal::InboxApplier applier_;
   std::vector<Message> messages_;
   std::vector<const Delivery*> deliveries_;

@@ -50,11 +50,16 @@ absl::StatusOr<SqliteOutbox::Counts> SqliteOutbox::CountRows() {
   return counts;
 }
 
-absl::StatusOr<SqliteOutbox::Counts> SqliteOutbox::WaitUntilClosed(absl::Time deadline,
-                                                                   absl::Duration poll) {
+absl::StatusOr<SqliteOutbox::Counts> SqliteOutbox::WaitUntilClosed(
+    absl::Time deadline, absl::Duration poll, const std::function<bool()>& stop) {
   while (true) {
     ASSIGN_OR_RETURN(Counts counts, CountRows());
     if (counts.sending == 0) return counts;
+    if (stop && stop()) {
+      return absl::CancelledError(absl::StrCat("stopped waiting: ", counts.sending,
+                                               " outbox rows still SENDING (", counts.sent,
+                                               " SENT, ", counts.failed, " FAILED)"));
+    }
     const absl::Time now = absl::Now();  // a real wait: real time
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(

@@ -47,11 +47,14 @@ class SqliteOutbox final : public OutboxRepository {
   absl::StatusOr<Counts> CountRows();
   // Waits until no row is SENDING (each SENT, or FAILED for an operator)
   // and returns the counts then; DEADLINE_EXCEEDED, naming how many are
-  // still SENDING, if `deadline` comes first. Rows close only while an
-  // AckListener reads the reply queue: a batch job calls this before it
-  // stops its listener and exits.
+  // still SENDING, if `deadline` comes first, and CANCELLED so once `stop`
+  // (when given; asked at each poll) returns true, e.g. ShutdownRequested
+  // (shared/runtime/signals.h). Rows close only while an AckListener reads
+  // the reply queue: a batch job calls this before it stops its listener
+  // and exits.
   absl::StatusOr<Counts> WaitUntilClosed(absl::Time deadline,
-                                         absl::Duration poll = absl::Milliseconds(100));
+                                         absl::Duration poll = absl::Milliseconds(100),
+                                         const std::function<bool()>& stop = nullptr);
 
   // OutboxRepository.
   absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <string>
 #include <thread>
 
 #include "shared/outbox/state_machine.h"
@@ -76,6 +78,62 @@ TEST_F(SqliteOutboxTest, CountsRowsAndWaitsUntilNoneIsSending) {
   EXPECT_EQ(waited->sending, 0);
   EXPECT_EQ(waited->sent, 2);
   EXPECT_EQ(waited->failed, 1);
+}
+
+// A wait told to stop (a work loop's shutdown) ends at its next poll,
+// long before its deadline, naming what is still SENDING.
+TEST_F(SqliteOutboxTest, AWaitUntilClosedEndsWhenToldToStop) {
+  Write("m1");
+  int asked = 0;
+  auto waited = outbox_->WaitUntilClosed(absl::InfiniteFuture(), absl::Milliseconds(1),
+                                         [&] { return ++asked == 3; });
+  EXPECT_THAT(waited.status(), StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_NE(waited.status().message().find("1 outbox rows still SENDING"), std::string::npos)
+      << waited.status();
+  EXPECT_EQ(asked, 3);
+  ASSERT_OK(outbox_->RecordAcks({"m1"}));
+  waited =
+      outbox_->WaitUntilClosed(absl::InfiniteFuture(), absl::Milliseconds(1), [] { return true; });
+  ASSERT_OK(waited);  // nothing SENDING: the counts, whatever `stop` says
+  EXPECT_EQ(waited->sent, 1);
+}
+
+// The library's ALREADY_EXISTS (the message id or the business key has a
+// row) is told apart from the adopter's own, returned or from its tables.
+TEST_F(SqliteOutboxTest, TheOutboxRowsAlreadyExistsIsToldFromTheAdopters) {
+  ASSERT_OK(file_->Write([](SQLite::Database& db) {
+    db.exec("CREATE TABLE orders (order_id TEXT PRIMARY KEY)");
+    return absl::OkStatus();
+  }));
+  auto write = [&](const std::string& id, const std::string& key,
+                   const std::function<absl::Status(SQLite::Database&)>& business) {
+    return outbox_->Write({id, "order", key, "orders", "OrderPlaced", "replies", "{}"}, business)
+        .status();
+  };
+  auto nothing = [](SQLite::Database&) { return absl::OkStatus(); };
+  ASSERT_OK(write("m1", "o-1", nothing));
+
+  const absl::Status same_id = write("m1", "o-2", nothing);
+  EXPECT_THAT(same_id, StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_TRUE(IsOutboxRowExists(same_id)) << same_id;
+  const absl::Status same_key = write("m2", "o-1", nothing);
+  EXPECT_THAT(same_key, StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_TRUE(IsOutboxRowExists(same_key)) << same_key;
+
+  const absl::Status returned = write("m3", "o-3", [](SQLite::Database&) {
+    return absl::AlreadyExistsError("order o-3 is placed already");
+  });
+  EXPECT_THAT(returned, StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_FALSE(IsOutboxRowExists(returned));
+  auto place = [](SQLite::Database& db) {
+    db.exec("INSERT INTO orders VALUES ('o-4')");
+    return absl::OkStatus();
+  };
+  ASSERT_OK(write("m4", "o-4", place));
+  const absl::Status constraint = write("m5", "o-5", place);  // orders' own primary key
+  EXPECT_THAT(constraint, StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_FALSE(IsOutboxRowExists(constraint)) << constraint;
+  EXPECT_FALSE(IsOutboxRowExists(absl::OkStatus()));
 }
 
 }  // namespace
