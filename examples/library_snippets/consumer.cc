@@ -11,11 +11,18 @@ namespace shop {
 absl::Status ShipOrders(const Setup& setup, int orders) {
   OUTBOX_ASSIGN_OR_RETURN(auto file,
                           outbox::OpenSqliteFile(setup.shipping_db, {}, &ShippingSchema()));
-  Shipping shipping(*file, outbox::SystemClock::Get());
+  // A copy that comes after its id left the inbox is still found by its
+  // order: shipments.order_id is UNIQUE and names the shipment it made.
+  outbox::SqliteHandlerOptions handler;
+  handler.applied_by_key = outbox::AppliedByKey{"shipments", "order_id", "shipment_id"};
+  Shipping shipping(*file, outbox::SystemClock::Get(), handler);
   outbox::Consumer::Options options;
   options.amqp = setup.amqp;
   options.queue = kOrders;
   options.signing = setup.signing;  // checks each order, signs each reply
+  // Processed ids older than this leave the inbox (30 days by default):
+  // longer than recovery's retries and an operator's re-drive take.
+  options.inbox_retention = absl::Hours(24 * 7);
   OUTBOX_ASSIGN_OR_RETURN(auto consumer, outbox::Consumer::Start(shipping, options));
   WaitUntil([&] { return consumer->booked() + consumer->duplicates() >= orders; });
   consumer->Stop();  // waits for the last replies' confirms, then acks

@@ -1,13 +1,15 @@
 // Runs the three snippets of docs/library.md against a broker:
 //   library_snippets AMQP_URL DIR KEYS_FILE
-// shipping books each order once, every outbox row ends SENT, and recovery
-// opens the shop's file and runs; every message signed with the keys of
+// shipping books each order once, every outbox row ends SENT, recovery opens
+// the shop's file and runs, and the library's consistency check holds (no
+// GoogleTest: outbox::roles alone); every message signed with the keys of
 // KEYS_FILE ("<key id> <secret>" lines). Exit status 0 when all of that holds.
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <cstdio>
 #include <thread>
 
+#include "shared/sqlite/consistency.h"
 #include "snippets.h"
 
 int main(int argc, char** argv) {
@@ -37,12 +39,23 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  SQLite::Database shop_db(setup.shop_db, SQLite::OPEN_READONLY);
+  // The library's consistency check, as a production checker runs it: no
+  // row left SENDING, each SENT row applied, and the shop's own invariant.
+  auto report = outbox::CheckConsistency(
+      setup.shop_db, setup.shipping_db,
+      {{{"order without its shipment",
+         "SELECT count(*) FROM orders o WHERE NOT EXISTS "
+         "(SELECT 1 FROM consumer.shipments s WHERE s.order_id = o.order_id)"}}});
+  if (!report.ok()) {
+    std::fprintf(stderr, "FAIL: %s\n", report.status().ToString().c_str());
+    return 1;
+  }
   SQLite::Database shipping_db(setup.shipping_db, SQLite::OPEN_READONLY);
-  const int sent = shop_db.execAndGet("SELECT count(*) FROM outbox WHERE status = 'SENT'").getInt();
   const int shipments = shipping_db.execAndGet("SELECT count(*) FROM shipments").getInt();
-  const int inbox = shipping_db.execAndGet("SELECT count(*) FROM inbox").getInt();
-  std::printf("orders %d, outbox rows SENT %d, shipments %d, inbox rows %d\n", kOrders, sent,
-              shipments, inbox);
-  return sent == kOrders && shipments == kOrders && inbox == kOrders ? 0 : 1;
+  std::printf("orders %d, outbox rows SENT %ld, shipments %d, inbox rows %ld: %s\n", kOrders,
+              static_cast<long>(report->sent), shipments, static_cast<long>(report->inbox),
+              report->ToString().c_str());
+  return report->ok && report->sent == kOrders && shipments == kOrders && report->inbox == kOrders
+             ? 0
+             : 1;
 }
