@@ -33,6 +33,7 @@ absl::StatusOr<Acknowledgement> ToAcknowledgement(const events::v1::PaymentAccou
   ack.duplicate = event.duplicate();
   ack.traceparent = event.traceparent();
   ack.rejected_reason = event.rejected_reason();
+  ack.answered_at = event.accounted_at_unix_ms();  // every accounting has sent it
   return ack;
 }
 

@@ -105,6 +105,8 @@ TEST(PaymentCodecTest, ABatchReplyAcknowledgesEveryMessageItListsInOrder) {
     one->set_payment_id(std::string("p") + id);
   }
   batch.mutable_accounted(1)->set_duplicate(true);
+  batch.mutable_accounted(1)->set_rejected_reason("over the limit");
+  batch.mutable_accounted(1)->set_accounted_at_unix_ms(1'700'000'000'123);
   Delivery reply;
   reply.type = kPaymentsAccountedType;
   reply.body = batch.SerializeAsString();
@@ -112,8 +114,13 @@ TEST(PaymentCodecTest, ABatchReplyAcknowledgesEveryMessageItListsInOrder) {
   ASSERT_OK(acks);
   ASSERT_EQ(acks->size(), 2u);
   EXPECT_EQ((*acks)[0].message_id, "m1");
+  EXPECT_EQ((*acks)[0].answered_at, 0);
   EXPECT_EQ((*acks)[1].biz_key, "pm2");
   EXPECT_TRUE((*acks)[1].duplicate);
+  // When accounting answered (signed with the body): a reject made before
+  // the row's last re-drive changes nothing (OnReject).
+  EXPECT_EQ((*acks)[1].rejected_reason, "over the limit");
+  EXPECT_EQ((*acks)[1].answered_at, 1'700'000'000'123);
 }
 
 TEST(PaymentCodecTest, ASingleReplyOfAnyOtherTypeAcknowledgesOneMessage) {

@@ -151,7 +151,7 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
     last_valid_tag = d.delivery_tag;
     for (const Acknowledgement& ack : *acks) {
       if (!ack.rejected_reason.empty()) {
-        rejects.push_back({ack.message_id, ack.rejected_reason});
+        rejects.push_back({ack.message_id, ack.rejected_reason, ack.answered_at});
         LogWarning("message_rejected",
                    {KV(options_.biz_key_label, ack.biz_key), KV("message_id", ack.message_id),
                     KV("reason", ack.rejected_reason)});

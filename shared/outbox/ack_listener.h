@@ -41,6 +41,11 @@ struct Acknowledgement {
   // message, and says why; the row is closed FAILED (kind "rejected") at
   // once and never re-published.
   std::string rejected_reason;
+  // When the consumer made this answer (unix ms, read from the signed
+  // reply; 0: the reply does not say). A reject made before the row was
+  // last re-driven or repaired answers an earlier copy, and changes nothing
+  // (OnReject): a late or replayed reject never fails a restarted row.
+  int64_t answered_at = 0;
 };
 
 // Reads a reply (its type and body): what it acknowledges, one message or a

@@ -6,6 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "shared/outbox/failure.h"
+#include "shared/outbox/reply_format.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
@@ -181,6 +182,68 @@ TEST_F(AckListenerTest, WithKeysAForgedOrUnsignedReplyClosesNothingAndIsDeadLett
   EXPECT_EQ(listener.unauthenticated(), 2);
   EXPECT_NE(metrics_.Render().find("outbox_unauthenticated_messages_total{queue=\"REPLIES\"} 2"),
             std::string::npos);
+}
+
+// A reply closes only the round it answers: a signed reject of the copy sent
+// before an operator's re-drive, arriving after it (late, or replayed by
+// someone who can publish to the broker), leaves the re-driven row SENDING;
+// the consumer's reject of the re-driven copy fails it. Replies in the
+// library's format say when they were answered (DefaultReply).
+TEST_F(AckListenerTest, ARejectMadeBeforeARedriveLeavesTheRedrivenRowSending) {
+  auto keys = MessageKeys::Parse("k1 0123456789abcdef0123456789abcdef");
+  ASSERT_OK(keys);
+  AckListener listener(queue_, outbox_, DecodeDefaultReply, metrics_, {"REPLIES", 256, &*keys});
+  Applied no;
+  no.rejected_reason = "quantity 101 over 100";
+  const int64_t before = clock_.NowMillis();
+  const Delivery old_reject =
+      SignedBy(*keys, testing::DeliveryOf(DefaultReply("REPLIES", "m1", "", no, before)));
+  queue_.Push(old_reject);
+  ASSERT_TRUE(listener.Step());
+  ASSERT_EQ(outbox_.Row("m1").status, OutboxStatus::kFailed);
+
+  clock_.Advance(absl::Seconds(30));
+  OutboxMessage row = outbox_.Row("m1");
+  ASSERT_OK(OnRedrive(row, clock_.NowMillis()));
+  outbox_.Add(row);
+  queue_.Push(old_reject);
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSending);
+  EXPECT_EQ(listener.rejected(), 1);
+  EXPECT_EQ(listener.harmless(), 1);
+
+  clock_.Advance(absl::Seconds(1));
+  queue_.Push(SignedBy(
+      *keys, testing::DeliveryOf(DefaultReply("REPLIES", "m1", "", no, clock_.NowMillis()))));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kFailed);
+  EXPECT_EQ(outbox_.Row("m1").failure_kind, kFailureRejected);
+  EXPECT_EQ(listener.rejected(), 2);
+}
+
+// A reply of a consumer of an earlier release says no time ("<id>.reply"):
+// it is taken as before, whatever the row's restarts.
+TEST_F(AckListenerTest, AReplyThatSaysNoTimeIsTakenAsBefore) {
+  Applied no;
+  no.rejected_reason = "quantity 101 over 100";
+  OutgoingMessage reply = DefaultReply("REPLIES", "m1", "", no);
+  EXPECT_EQ(reply.message_id, "m1.reply");
+  auto acks = DecodeDefaultReply(testing::DeliveryOf(reply));
+  ASSERT_OK(acks);
+  EXPECT_EQ((*acks)[0].answered_at, 0);
+  acks = DecodeDefaultReply(testing::DeliveryOf(DefaultReply("REPLIES", "m1", "", no, 1234)));
+  ASSERT_OK(acks);
+  EXPECT_EQ((*acks)[0].answered_at, 1234);
+
+  AckListener listener(queue_, outbox_, DecodeDefaultReply, metrics_, {"REPLIES", 256});
+  OutboxMessage row = outbox_.Row("m1");
+  row.status = OutboxStatus::kFailed;
+  clock_.Advance(absl::Seconds(30));
+  ASSERT_OK(OnRedrive(row, clock_.NowMillis()));
+  outbox_.Add(row);
+  queue_.Push(testing::DeliveryOf(reply));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kFailed);
 }
 
 // A store outage spends none of a reply's deliveries (RabbitMQ 4.0

@@ -51,7 +51,8 @@ struct OutboxMessage {
   // stops; "" = nobody.
   std::string acknowledged_by;
   // When an operator's re-drive or a repair last restarted the row (unix
-  // ms), 0 = never: its max age counts from then (OnDue).
+  // ms), 0 = never: its max age counts from then (OnDue), and a reject the
+  // consumer made before then changes nothing (OnReject).
   int64_t restarted_at = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "shared/outbox/reply_format.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
 namespace outbox {
@@ -22,6 +24,13 @@ absl::StatusOr<std::vector<Acknowledgement>> DecodeDefaultReply(const Delivery& 
     ack.rejected_reason = lines[3].empty() ? "rejected" : lines[3];
   } else if (lines[1] != "applied") {
     return absl::InvalidArgumentError(absl::StrCat("reply: unknown outcome '", lines[1], "'"));
+  }
+  // "<id>.reply.<unix ms>": when the consumer answered ("<id>.reply": not said).
+  absl::string_view id = reply.message_id;
+  int64_t answered_at = 0;
+  if (absl::ConsumePrefix(&id, absl::StrCat(ack.message_id, ".reply.")) &&
+      absl::SimpleAtoi(id, &answered_at) && answered_at > 0) {
+    ack.answered_at = answered_at;
   }
   return std::vector<Acknowledgement>{ack};
 }

@@ -8,6 +8,11 @@
 //   applied | duplicate | rejected
 //   <business key, or empty>
 //   <reference of what was made, or the reject's reason (may span lines)>
+// Its own message id is "<message id it answers>.reply.<unix ms>", when the
+// consumer answered (Acknowledgement::answered_at; signed with the rest).
+// Replies of earlier releases end in ".reply" and say no time; a producer of
+// an earlier release reads the body only.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,12 +32,15 @@ inline std::string DefaultReplyQueue(const std::string& queue) {
 }
 
 // The reply to `message_id` (published to `reply_to`) for what applying it
-// did. Header-only: a consumer's handler links no worker for it.
+// did, answered at `answered_at_ms` (unix ms; 0: say no time). Header-only:
+// a consumer's handler links no worker for it.
 inline OutgoingMessage DefaultReply(const std::string& reply_to, const std::string& message_id,
-                                    const std::string& biz_key, const Applied& applied) {
+                                    const std::string& biz_key, const Applied& applied,
+                                    int64_t answered_at_ms = 0) {
   OutgoingMessage reply;
   reply.topic = reply_to;
-  reply.message_id = message_id + ".reply";
+  reply.message_id = answered_at_ms > 0 ? absl::StrCat(message_id, ".reply.", answered_at_ms)
+                                        : message_id + ".reply";
   reply.type = kReplyType;
   const bool rejected = !applied.rejected_reason.empty();
   const char* outcome = rejected ? "rejected" : (applied.duplicate ? "duplicate" : "applied");

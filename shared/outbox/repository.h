@@ -34,6 +34,7 @@ struct AckTally {
 struct Rejection {
   std::string message_id;
   std::string reason;
+  int64_t answered_at = 0;  // Acknowledgement::answered_at (OnReject)
 };
 
 // The delivery side: the relay notes failed publishes, the acknowledgement
@@ -45,7 +46,8 @@ class OutboxRepository {
   // reply for another shard or a replay).
   virtual absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) = 0;
   // Applies OnReject to each message durably (FAILED, kind "rejected", at
-  // once); returns how many rows changed. Unknown ids change nothing.
+  // once); returns how many rows changed. Unknown ids change nothing, nor
+  // does a reject made before the row's last restart.
   virtual absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects) = 0;
   // Applies OnPublishFailure to each message.
   virtual absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,

@@ -125,8 +125,11 @@ bool OnPublishFailure(OutboxMessage& row, const std::string& error, int64_t now_
   return true;
 }
 
-bool OnReject(OutboxMessage& row, const std::string& reason, int64_t now_ms) {
+bool OnReject(OutboxMessage& row, const std::string& reason, int64_t now_ms, int64_t answered_at) {
   if (row.status == OutboxStatus::kSent) return false;
+  // An answer to a copy sent before the restart: the restarted row waits
+  // for the consumer's answer to its own.
+  if (answered_at != 0 && answered_at < row.restarted_at) return false;
   if (row.status == OutboxStatus::kFailed && row.failure_kind == kFailureRejected &&
       row.last_error == reason) {
     return false;  // the same answer again (a copy's reply)

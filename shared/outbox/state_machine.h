@@ -8,7 +8,8 @@
 //   SENDING   --due, budget left-->  SENDING, attempts+1, next_retry_at pushed, last_error cleared
 //   SENDING   --due, budget spent--> FAILED, kind exhausted (alert)
 //   SENDING   --due, too old-------> FAILED, kind expired (alert)
-//   SENDING   --rejected-->          FAILED, kind rejected (one alert per group)
+//   SENDING   --rejected-->          FAILED, kind rejected (one alert per group); a reject
+//                                    made before restarted_at changes nothing
 //   SENDING   --hold ends, due-->    SENDING, next_retry_at pushed, attempts kept (unless its
 //                                    last publish failed: no copy of it is queued)
 //   SENDING   --ack-->               SENT
@@ -84,8 +85,13 @@ bool OnPublishFailure(OutboxMessage& row, const std::string& error, int64_t now_
 // The consumer answered that it will never process the message (a
 // business reject): a SENDING or FAILED row becomes FAILED with the reason
 // and kind "rejected", at once, with no further publish. True when the row
-// changed; a SENT row stays SENT (it was booked before).
-bool OnReject(OutboxMessage& row, const std::string& reason, int64_t now_ms);
+// changed; a SENT row stays SENT (it was booked before). `answered_at` is
+// when the consumer made the reject (unix ms, from its signed reply; 0: the
+// reply does not say): one made before the row's restarted_at answers a
+// copy sent before an operator's re-drive or a repair, and changes nothing,
+// so a late or replayed reject never fails the restarted row.
+bool OnReject(OutboxMessage& row, const std::string& reason, int64_t now_ms,
+              int64_t answered_at = 0);
 
 // An operator re-drives a FAILED row: SENDING, a fresh budget, due now,
 // restarted_at now.

@@ -313,6 +313,25 @@ TEST(OnPublishFailureTest, NotesTheErrorOnSendingRowsOnly) {
   }
 }
 
+// A reject answers one round of copies: one the consumer made before the row
+// was re-driven (or repaired) changes nothing; one made since, or one that
+// says no time, fails it.
+TEST(OnRejectTest, ARejectMadeBeforeTheLastRestartChangesNothing) {
+  OutboxMessage row = InStatus(OutboxStatus::kFailed);
+  ASSERT_OK(OnRedrive(row, kNow + 100));
+  EXPECT_FALSE(OnReject(row, "no", kNow + 200, /*answered_at=*/kNow + 99));
+  EXPECT_EQ(row.status, OutboxStatus::kSending);
+  EXPECT_EQ(row.failure_kind, "");
+  EXPECT_TRUE(OnReject(row, "no", kNow + 200, /*answered_at=*/kNow + 100));
+  EXPECT_EQ(row.status, OutboxStatus::kFailed);
+  EXPECT_EQ(row.failure_kind, kFailureRejected);
+  OutboxMessage other = InStatus(OutboxStatus::kFailed);
+  ASSERT_OK(OnRedrive(other, kNow + 100));
+  EXPECT_TRUE(OnReject(other, "no", kNow + 200, /*answered_at=*/0));  // not said: as before
+  OutboxMessage never = Fresh();
+  EXPECT_TRUE(OnReject(never, "no", kNow + 200, /*answered_at=*/1));  // never restarted
+}
+
 TEST(OnRedriveTest, OnlyFailedRowsGetAFreshBudgetDueNow) {
   OutboxMessage row = InStatus(OutboxStatus::kFailed);
   row.attempts = 3;

@@ -270,7 +270,7 @@ int RecordRejects(SQLite::Database& db, const std::vector<Rejection>& rejects, i
   int changed = 0;
   for (const Rejection& r : rejects) {
     std::optional<OutboxMessage> row = table.Load(r.message_id);
-    if (!row.has_value() || !OnReject(*row, r.reason, now_ms)) continue;
+    if (!row.has_value() || !OnReject(*row, r.reason, now_ms, r.answered_at)) continue;
     table.Save(*row);
     if (!history) history.emplace(db);
     history->Append(r.message_id, now_ms, "consumer", kEventRejected, r.reason);

@@ -96,7 +96,8 @@ AckTally RecordAcks(OutboxStateTable& table, SQLite::Database& db,
                     const std::vector<std::string>& message_ids, int64_t now_ms);
 
 // OnReject for each rejection, with a "rejected" history event for each
-// row it changed; returns how many. Unknown ids are skipped.
+// row it changed; returns how many. Unknown ids are skipped, and so are
+// rejects made before their row's last restart.
 int RecordRejects(SQLite::Database& db, const std::vector<Rejection>& rejects, int64_t now_ms);
 
 // Of `message_ids`, those no longer SENDING or re-published by recovery

@@ -353,6 +353,22 @@ TEST_F(RecoveryStoreTest, ARedriveOutlivesTheHistoryOfItsClaims) {
   EXPECT_EQ(expired->exhausted[0].failure_kind, "expired");
 }
 
+// A re-driven row in the file: a reject the consumer made before the
+// re-drive (a late or replayed reply) leaves it SENDING, one made after it
+// fails it.
+TEST_F(RecoveryStoreTest, ARejectMadeBeforeTheRedriveLeavesTheRowSending) {
+  Insert("r", OutboxStatus::kFailed, 3, 0);
+  ASSERT_OK(store_->Redrive("r", 5'000, "ops"));
+  EXPECT_EQ(RecordRejects(*raw_, {{"r", "over the limit", /*answered_at=*/4'000}}, 6'000), 0);
+  auto row = store_->Get("r");
+  ASSERT_OK(row);
+  EXPECT_EQ(row->status, OutboxStatus::kSending);
+  EXPECT_EQ(row->restarted_at, 5'000);
+  EXPECT_EQ(RecordRejects(*raw_, {{"r", "over the limit", /*answered_at=*/5'500}}, 6'000), 1);
+  EXPECT_EQ(store_->Get("r")->status, OutboxStatus::kFailed);
+  EXPECT_EQ(store_->Get("r")->failure_kind, "rejected");
+}
+
 // A paged action whose page fails at COMMIT (here a deferred foreign key,
 // as a full disk would at a WAL commit): the first page's failure is in the
 // audit trail on its own, a later page's in the action's record; nothing of

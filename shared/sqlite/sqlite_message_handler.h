@@ -78,6 +78,7 @@ class InboxApplier {
   };
   absl::StatusOr<std::vector<Applied>> ApplyBatch(const std::vector<Entry>& batch,
                                                   const Steps& steps);
+  const Clock& clock() const { return clock_; }
 
  private:
   struct Statements;
@@ -141,11 +142,12 @@ class SqliteMessageHandler : public ConsumerHandler {
   // library's format (shared/outbox/reply_format.h), the one the producer
   // role's ack listener reads.
   virtual std::vector<Reply> Replies(const std::vector<Answered<Message>>& batch) {
+    const int64_t now = applier_.clock().NowMillis();
     std::vector<Reply> replies;
     replies.reserve(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
       replies.push_back({DefaultReply(batch[i].reply_to, batch[i].delivery.message_id,
-                                      BusinessKey(batch[i].message), batch[i].applied),
+                                      BusinessKey(batch[i].message), batch[i].applied, now),
                          {i}});
     }
     return replies;

@@ -286,7 +286,8 @@ absl::StatusOr<int> InMemoryOutbox::RecordRejects(const std::vector<Rejection>& 
   int changed = 0;
   for (const Rejection& r : rejects) {
     auto it = rows_.find(r.message_id);
-    if (it != rows_.end() && OnReject(it->second, r.reason, clock_.NowMillis())) ++changed;
+    if (it != rows_.end() && OnReject(it->second, r.reason, clock_.NowMillis(), r.answered_at))
+      ++changed;
   }
   return changed;
 }
