@@ -44,6 +44,9 @@ absl::Status SqliteError(const SQLite::Exception& e, const std::string& context)
     return absl::ResourceExhaustedError(
         absl::StrCat(msg, " (write failed: disk full, quota or file size limit)"));
   }
+  // Any other I/O error (a read, an fsync, a lock the file system refused):
+  // the disk, not the statement; a retry can succeed once it answers.
+  if (code == SQLITE_IOERR) return absl::UnavailableError(msg);
   if (code == SQLITE_NOTADB) {
     return absl::FailedPreconditionError(
         absl::StrCat(context, ": is not a SQLite database (", e.what(), ")"));

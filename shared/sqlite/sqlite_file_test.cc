@@ -119,7 +119,14 @@ TEST(SqliteFileTest, MapsResourceAndFileErrors) {
       << notadb;
   EXPECT_TRUE(
       absl::IsDataLoss(SqliteError(SQLite::Exception("malformed", SQLITE_CORRUPT), "read")));
-  EXPECT_TRUE(absl::IsInternal(SqliteError(SQLite::Exception("read", SQLITE_IOERR_READ), "read")));
+  // Other I/O errors are the disk's, not the statement's: passing, as a lock.
+  EXPECT_TRUE(
+      absl::IsUnavailable(SqliteError(SQLite::Exception("read", SQLITE_IOERR_READ), "read")));
+  EXPECT_TRUE(
+      absl::IsUnavailable(SqliteError(SQLite::Exception("fsync", SQLITE_IOERR_FSYNC), "commit")));
+  EXPECT_TRUE(absl::IsAlreadyExists(
+      SqliteError(SQLite::Exception("UNIQUE", SQLITE_CONSTRAINT_UNIQUE), "insert")));
+  EXPECT_TRUE(absl::IsInternal(SqliteError(SQLite::Exception("no such table", SQLITE_ERROR), "x")));
 }
 
 mode_t ModeOf(const std::string& path) {
