@@ -55,6 +55,21 @@ absl::Status CheckGroupId(const std::string& group) {
                                                  "ListFailureGroups shows them)"));
 }
 
+// An operator's reason, kept in the audit record: optional, short, one line.
+constexpr size_t kMaxReasonBytes = 500;
+absl::Status CheckReason(const std::string& reason) {
+  if (reason.size() > kMaxReasonBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reason is ", reason.size(), " bytes; at most ", kMaxReasonBytes));
+  }
+  for (unsigned char c : reason) {
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError("reason holds a control character (one line of text)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext* context,
@@ -89,10 +104,12 @@ grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext* context,
                                            ::ops::v1::OutboxMessage* resp) {
   if (req->message_id().empty())
     return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
+  if (absl::Status s = CheckReason(req->reason()); !s.ok()) return ToGrpcStatus(s);
   const std::string actor = auth_.Actor(*context);
-  auto row = store_.Redrive(req->message_id(), clock_.NowMillis(), actor);
+  auto row = store_.Redrive(req->message_id(), clock_.NowMillis(), actor, req->reason());
   if (!row.ok()) return ToGrpcStatus(row.status());
-  LogInfo("message_redriven", {KV("message_id", req->message_id()), KV("actor", actor)});
+  LogInfo("message_redriven",
+          {KV("message_id", req->message_id()), KV("actor", actor), KV("reason", req->reason())});
   ToProto(*row, resp);
   return grpc::Status::OK;
 }
@@ -103,13 +120,15 @@ grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext* context,
   if (!req->group().empty()) {
     if (absl::Status s = CheckGroupId(req->group()); !s.ok()) return ToGrpcStatus(s);
   }
+  if (absl::Status s = CheckReason(req->reason()); !s.ok()) return ToGrpcStatus(s);
   const std::string actor = auth_.Actor(*context);
-  auto n = store_.RedriveFailed(req->group(), req->dry_run(), clock_.NowMillis(), actor,
-                                /*page=*/1000, req->include_rejected_and_acknowledged());
+  auto n =
+      store_.RedriveFailed(req->group(), req->dry_run(), clock_.NowMillis(), actor,
+                           /*page=*/1000, req->include_rejected_and_acknowledged(), req->reason());
   if (!n.ok()) return ToGrpcStatus(n.status());
   if (!req->dry_run()) {
-    LogInfo("failed_messages_redriven",
-            {KV("messages", *n), KV("group", req->group()), KV("actor", actor)});
+    LogInfo("failed_messages_redriven", {KV("messages", *n), KV("group", req->group()),
+                                         KV("actor", actor), KV("reason", req->reason())});
   }
   resp->set_count(*n);
   resp->set_dry_run(req->dry_run());
@@ -152,18 +171,20 @@ grpc::Status OutboxOpsImpl::AcknowledgeFailure(grpc::ServerContext* context,
   if (req->message_id().empty() == req->group().empty()) {
     return ToGrpcStatus(absl::InvalidArgumentError("give exactly one of message_id and group"));
   }
+  if (absl::Status s = CheckReason(req->reason()); !s.ok()) return ToGrpcStatus(s);
   const std::string actor = auth_.Actor(*context);
   const int64_t now = clock_.NowMillis();
   if (!req->message_id().empty()) {
     if (req->dry_run()) {
       return ToGrpcStatus(absl::InvalidArgumentError("dry_run is for a group only"));
     }
-    auto row = store_.AcknowledgeFailure(req->message_id(), now, actor);
+    auto row = store_.AcknowledgeFailure(req->message_id(), now, actor, req->reason());
     if (!row.ok()) return ToGrpcStatus(row.status());
     resp->set_count(1);
   } else {
     if (absl::Status s = CheckGroupId(req->group()); !s.ok()) return ToGrpcStatus(s);
-    auto n = store_.AcknowledgeGroup(req->group(), req->dry_run(), now, actor);
+    auto n = store_.AcknowledgeGroup(req->group(), req->dry_run(), now, actor, /*page=*/1000,
+                                     req->reason());
     if (!n.ok()) return ToGrpcStatus(n.status());
     resp->set_count(*n);
   }
@@ -171,7 +192,7 @@ grpc::Status OutboxOpsImpl::AcknowledgeFailure(grpc::ServerContext* context,
   if (!req->dry_run()) {
     LogInfo("failures_acknowledged",
             {KV("message_id", req->message_id()), KV("group", req->group()),
-             KV("rows", resp->count()), KV("actor", actor)});
+             KV("rows", resp->count()), KV("actor", actor), KV("reason", req->reason())});
   }
   return grpc::Status::OK;
 }
@@ -217,6 +238,7 @@ grpc::Status OutboxOpsImpl::ListAudit(grpc::ServerContext* context,
     out->set_dry_run(r.dry_run);
     out->set_rows(r.rows);
     out->set_outcome(r.outcome);
+    out->set_reason(r.reason);
   }
   if (more && !records->empty()) resp->set_next_page_token(NextPageToken(records->back().id));
   return grpc::Status::OK;
@@ -290,6 +312,7 @@ grpc::Status OutboxOpsImpl::RedriveDeadLetters(grpc::ServerContext* context,
                                                ::ops::v1::RedriveDeadLettersResponse* resp) {
   if (req->limit() < 0)
     return ToGrpcStatus(absl::InvalidArgumentError("limit must not be negative"));
+  if (absl::Status s = CheckReason(req->reason()); !s.ok()) return ToGrpcStatus(s);
   // It can cause bookings: audited like every action that changes something.
   const std::string actor = auth_.Actor(*context);
   auto n = dead_letters_.Redrive(req->queue(), req->limit(), actor);
@@ -301,6 +324,7 @@ grpc::Status OutboxOpsImpl::RedriveDeadLetters(grpc::ServerContext* context,
                     false,
                     n.ok() ? *n : 0,
                     n.ok() ? "ok" : std::string(n.status().message())};
+  audit.reason = req->reason();
   store_.RecordAudit(audit).IgnoreError();  // logged by RecordAudit
   if (!n.ok()) return ToGrpcStatus(n.status());
   resp->set_count(*n);

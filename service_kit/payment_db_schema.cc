@@ -93,9 +93,10 @@ void AddRetentionTables(SQLite::Database& db) {
 
 // 7: when each row was last re-driven or repaired, kept in the row (the
 // history keeps a message's newest events only); rows restarted before it
-// get it from their history.
-void AddRestartedAt(SQLite::Database& db) {
+// get it from their history. And the operator's reason in the audit trail.
+void AddRestartedAtAndAuditReason(SQLite::Database& db) {
   AddOutboxRestartedAt(db);
+  AddOutboxAuditReason(db);
 }
 
 }  // namespace
@@ -108,7 +109,8 @@ const DbSchema& PaymentDbSchema() {
       {"traceparent on outbox and outbox_archive", AddTraceparent},
       {"failure kinds and groups, outbox_history and outbox_audit", AddOperatorTables},
       {"outbox_archive_sent_at, outbox_audit_at and outbox_retention", AddRetentionTables},
-      {"restarted_at on outbox and outbox_archive", AddRestartedAt},
+      {"restarted_at on outbox and outbox_archive, reason on outbox_audit",
+       AddRestartedAtAndAuditReason},
   }};
   return *schema;
 }

@@ -16,7 +16,7 @@ namespace outbox {
 // 5  failure_kind, failure_group, acknowledged_by; outbox_history, outbox_audit
 // 6  outbox_archive_sent_at, outbox_audit_at (the indexes retention deletes
 //    by) and outbox_retention (its watermarks)
-// 7  restarted_at on outbox and outbox_archive
+// 7  restarted_at on outbox and outbox_archive, reason on outbox_audit
 const DbSchema& PaymentDbSchema();
 
 // payment.db as recovery opens it: made and upgraded by payment_service,

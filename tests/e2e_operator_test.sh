@@ -13,7 +13,9 @@
 #   reflection only) lists the groups, reads a history, re-drives the GBP
 #   group (dry run, then for real) and acknowledges the other, under the
 #   named token "alice"; the audit trail shows each action with its rows
-#   under alice, and outboxctl prints the same groups, history and audit.
+#   under alice, and outboxctl prints the same groups, history and audit;
+# - outboxctl acts with a reason (--reason), which the audit trail keeps and
+#   `outboxctl audit` prints; a reason that is not one line is refused.
 #   bash tests/e2e_operator_test.sh BUILD   (through ctest: the broker fixture)
 #   bash tests/e2e_repair_test.sh BUILD   (through ctest: the broker fixture)
 set -euo pipefail
@@ -115,6 +117,23 @@ grep -q "rejected" "$tmp/timeline.out" && grep -q "acknowledged by alice" "$tmp/
   fail "history: $(cat "$tmp/timeline.out")"
 ctl audit --limit 2 >"$tmp/audit.out"
 [[ $(grep -c alice "$tmp/audit.out") == 2 ]] || fail "audit: $(cat "$tmp/audit.out")"
+# Why, with who and what.
+gbp_message=$(sql "SELECT message_id FROM outbox WHERE failure_group = '$gbp_group' ORDER BY id
+                   LIMIT 1")
+reason="known: accounting keeps EUR only (ticket 42)"
+ctl acknowledge "$gbp_message" --reason "$reason" >/dev/null
+ctl redrive --group="$gbp_group" --dry-run --reason="counting before the rate change" >/dev/null
+if ctl acknowledge "$gbp_message" --reason $'two\nlines' >/dev/null 2>"$tmp/reason.err"; then
+  fail "a reason of two lines was taken"
+fi
+grep -q "INVALID_ARGUMENT.*control character" "$tmp/reason.err" || fail "reason: $(cat "$tmp/reason.err")"
+expect_eq "the audit trail's reasons" \
+  "$(sql "SELECT actor, action, target, dry_run, rows, reason FROM outbox_audit WHERE reason != ''
+          ORDER BY id")" \
+  "alice|acknowledge_message|$gbp_message|0|1|$reason
+alice|redrive_group|$gbp_group|1|5|counting before the rate change"
+ctl audit --limit 2 >"$tmp/audit.out"
+grep -q "acknowledge_message .* $reason\$" "$tmp/audit.out" || fail "audit: $(cat "$tmp/audit.out")"
 ctl policy >"$tmp/policy.out"
 grep -q "(default)" "$tmp/policy.out" || fail "policy: $(cat "$tmp/policy.out")"
 echo "PASS"

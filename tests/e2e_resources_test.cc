@@ -5,7 +5,8 @@
 // answer RESOURCE_EXHAUSTED with nothing half-written, and accounting hold
 // its batch (kept unacked and applied again, never requeued, so RabbitMQ
 // 4.0's delivery limit on a quorum queue never dead-letters it); both
-// recover, losing nothing, once there is room again.
+// recover, losing nothing, once there is room again. A payment that
+// accounting.db refuses for good is dead-lettered, and the others booked.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/channel.h"
 #include "shared/amqp/amqp_client.h"
+#include "shared/sqlite/sqlite_file.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/services.h"
 
@@ -238,6 +240,59 @@ TEST_P(FullAccountingDbTest, HoldsItsBatchThenBooksEverythingAndDeadLettersNothi
 
 INSTANTIATE_TEST_SUITE_P(QueueTypes, FullAccountingDbTest, ::testing::Values("classic", "quorum"),
                          [](const auto& info) { return info.param; });
+
+// A payment accounting.db refuses for good (here a trigger raises for its
+// amount, as a constraint would) must not stop accounting: held, its batch
+// would be tried forever, no delivery spent. It is dead-lettered with the
+// database's error, and every other payment is booked, before it and after.
+TEST(ResourcesTest, APaymentAccountingDbRefusesForGoodIsDeadLetteredAndTheOthersAreBooked) {
+  ServiceSet services;
+  services.StartAccounting();
+  {
+    auto db = OpenDatabase(services.dir() + "/accounting.db", DbOptions{});
+    ASSERT_OK(db);
+    (*db)->exec(
+        "CREATE TRIGGER refuse_4242 BEFORE INSERT ON vouchers WHEN NEW.amount_minor = 4242 "
+        "BEGIN SELECT RAISE(ABORT, 'this test refuses amount 4242'); END");
+  }
+  services.StartPayment();
+  constexpr int kPayments = 12, kRefused = 5;
+  constexpr size_t kBooked = kPayments - 1;
+  std::string refused_id;
+  for (int i = 0; i < kPayments; ++i) {
+    CreatePaymentRequest req = Request(absl::StrCat("refused-", i));
+    if (i == kRefused) req.set_amount_minor(4242);
+    CreatePaymentResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(absl::Seconds(10)));
+    ASSERT_OK(
+        client::FromGrpc(services.payments().CreatePayment(&ctx, req, &resp), "CreatePayment"));
+    if (i == kRefused) refused_id = resp.payment().payment_id();
+  }
+  ASSERT_TRUE(
+      PollUntil([&] { return services.AllVouchers().size() == kBooked; }, absl::Seconds(60)))
+      << services.AllVouchers().size() << " vouchers for " << kBooked << " payments";
+  auto url = AmqpUrl::Parse(services.broker().amqp_url);
+  ASSERT_OK(url);
+  auto observer = AmqpConnection::Connect(*url, "test-observer");
+  ASSERT_OK(observer);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto dead = (*observer)->MessageCount(Topology::DeadLetterQueue(services.pay_queue()));
+        return dead.ok() && *dead == 1u;
+      },
+      absl::Seconds(30)));
+  for (const auto& v : services.AllVouchers()) EXPECT_NE(v.payment_id(), refused_id);
+  const std::string log = services.accounting().Log();
+  const size_t dead_lettered = log.find("message_dead_lettered");
+  ASSERT_NE(dead_lettered, std::string::npos) << log;
+  EXPECT_NE(log.find("this test refuses amount 4242", dead_lettered), std::string::npos) << log;
+  EXPECT_EQ(log.find("batch_held"), std::string::npos) << log;
+  EXPECT_TRUE(services.accounting().Running());
+  const size_t split = log.find("batch_not_applied");
+  ASSERT_NE(split, std::string::npos) << log;
+  std::cout << log.substr(split, log.find('\n', split) - split) << "\n";
+}
 
 }  // namespace
 }  // namespace outbox::testing

@@ -29,6 +29,7 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyD
       rejected_(metrics.AddCounter("outbox_acks_total", "", {{"result", "rejected"}})),
       dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
       unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)),
+      record_failures_(StoreWriteFailures(metrics, "record_acks")),
       clock_(options_.clock ? *options_.clock : SystemClock::Get()) {
   RegisterLinkMetrics(metrics, acks_, "ack_listener");
 }
@@ -91,6 +92,7 @@ absl::Status AckListener::RetryHeld() {
 
 void AckListener::Hold(const std::vector<Delivery>& deliveries, uint64_t acked_through,
                        const std::set<uint64_t>& dead_lettered, const absl::Status& why) {
+  record_failures_.Add();
   for (const Delivery& d : deliveries) {
     if (d.delivery_tag > acked_through && !dead_lettered.count(d.delivery_tag)) {
       held_.push_back(d);
@@ -109,56 +111,37 @@ void AckListener::Hold(const std::vector<Delivery>& deliveries, uint64_t acked_t
 absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   replies_.Add(static_cast<int64_t>(deliveries.size()));
   const size_t max_rows = MaxRowsPerCommit();
-  std::vector<std::string> message_ids;
-  std::vector<Rejection> rejects;
-  uint64_t last_valid_tag = 0;  // settled (rejected) tags must not be acked again
-  uint64_t acked_through = 0;
+  std::vector<Decoded> chunk;
+  size_t chunk_rows = 0;
+  uint64_t acked_through = 0;  // settled (rejected) tags must not be acked again
   std::set<uint64_t> dead_lettered;
-  store_refused_ = false;
-  // Records a chunk; if the store refuses it, what is not acked is held.
-  auto record = [&]() -> absl::Status {
-    absl::Status s = RecordChunk(message_ids, rejects, last_valid_tag);
-    if (s.ok()) {
-      acked_through = last_valid_tag;
-      store_failures_ = 0;
-    } else if (store_refused_) {
-      Hold(deliveries, acked_through, dead_lettered, s);
-    }
-    return s;
-  };
+  absl::Status held;  // not OK: the store cannot write, what is not acked is held
   for (const Delivery& d : deliveries) {
     // A forged acknowledgement would mark a row SENT that was never booked.
     absl::Status signature = CheckSignature(options_.keys, d);
-    auto acks =
-        signature.ok() ? decode_(d) : absl::StatusOr<std::vector<Acknowledgement>>(signature);
+    auto acks = signature.ok() ? CatchThrown("the reply decoder", [&] { return decode_(d); })
+                               : absl::StatusOr<std::vector<Acknowledgement>>(signature);
     if (!acks.ok()) {
       if (!signature.ok()) unauthenticated_.Add();
-      absl::Status s = DeadLetter(acks_, dead_lettered_, options_.queue, d,
-                                  std::string(acks.status().message()));
-      if (!s.ok()) return s;
+      RETURN_IF_ERROR(DeadLetter(acks_, dead_lettered_, options_.queue, d,
+                                 std::string(acks.status().message())));
       dead_lettered.insert(d.delivery_tag);
       continue;
     }
     // Whole replies per chunk: this one would overflow it, so the chunk
     // so far is recorded and acked first.
-    if (message_ids.size() + rejects.size() > 0 &&
-        message_ids.size() + rejects.size() + acks->size() > max_rows) {
-      absl::Status s = record();
-      if (!s.ok()) return store_refused_ ? absl::OkStatus() : s;
-      message_ids.clear();
-      rejects.clear();
+    if (chunk_rows > 0 && chunk_rows + acks->size() > max_rows) {
+      RETURN_IF_ERROR(RecordReplies(chunk, &acked_through, &dead_lettered, &held));
+      if (!held.ok()) break;
+      chunk.clear();
+      chunk_rows = 0;
     }
-    last_valid_tag = d.delivery_tag;
     for (const Acknowledgement& ack : *acks) {
       if (!ack.rejected_reason.empty()) {
-        rejects.push_back({ack.message_id, ack.rejected_reason, ack.answered_at});
         LogWarning("message_rejected",
                    {KV(options_.biz_key_label, ack.biz_key), KV("message_id", ack.message_id),
                     KV("reason", ack.rejected_reason)});
-        continue;
-      }
-      message_ids.push_back(ack.message_id);
-      if (LogEnabled(LogLevel::kDebug)) {
+      } else if (LogEnabled(LogLevel::kDebug)) {
         LogDebug(
             "ack_received",
             {KV(options_.biz_key_label, ack.biz_key), KV("message_id", ack.message_id),
@@ -166,27 +149,79 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
              KV("duplicate", ack.duplicate)});
       }
     }
+    chunk_rows += acks->size();
+    chunk.push_back({&d, *std::move(acks)});
   }
-  if (message_ids.empty() && rejects.empty()) return absl::OkStatus();
-  absl::Status s = record();
-  return store_refused_ ? absl::OkStatus() : s;
+  if (held.ok() && !chunk.empty()) {
+    RETURN_IF_ERROR(RecordReplies(chunk, &acked_through, &dead_lettered, &held));
+  }
+  if (!held.ok()) Hold(deliveries, acked_through, dead_lettered, held);
+  return absl::OkStatus();
+}
+
+absl::Status AckListener::RecordReplies(const std::vector<Decoded>& chunk, uint64_t* acked_through,
+                                        std::set<uint64_t>* dead_lettered, absl::Status* held) {
+  absl::Status refused;
+  RETURN_IF_ERROR(RecordChunk(chunk, &refused));
+  if (refused.ok()) {
+    *acked_through = chunk.back().delivery->delivery_tag;
+    return absl::OkStatus();
+  }
+  if (StoreUnavailable(refused)) {
+    *held = refused;
+    return absl::OkStatus();
+  }
+  // Refused for another reason, which would hold every reply behind it for
+  // good: each reply is recorded alone, and the one refused is dead-lettered.
+  if (chunk.size() > 1) {
+    LogWarning("replies_not_recorded", {KV("queue", options_.queue), KV("messages", chunk.size()),
+                                        KV("error", refused.message())});
+  }
+  for (const Decoded& reply : chunk) {
+    if (chunk.size() > 1) {
+      refused = absl::OkStatus();
+      RETURN_IF_ERROR(RecordChunk({reply}, &refused));
+      if (refused.ok()) {
+        *acked_through = reply.delivery->delivery_tag;
+        continue;
+      }
+      if (StoreUnavailable(refused)) {
+        *held = refused;
+        return absl::OkStatus();
+      }
+    }
+    RETURN_IF_ERROR(DeadLetter(acks_, dead_lettered_, options_.queue, *reply.delivery,
+                               std::string(refused.message())));
+    dead_lettered->insert(reply.delivery->delivery_tag);
+  }
+  return absl::OkStatus();
 }
 
 size_t AckListener::MaxRowsPerCommit() const {
   return static_cast<size_t>(std::max(1, options_.max_rows_per_commit));
 }
 
-absl::Status AckListener::RecordChunk(const std::vector<std::string>& message_ids,
-                                      const std::vector<Rejection>& rejects, uint64_t last_tag) {
+absl::Status AckListener::RecordChunk(const std::vector<Decoded>& chunk, absl::Status* refused) {
+  std::vector<std::string> message_ids;
+  std::vector<Rejection> rejects;
+  for (const Decoded& reply : chunk) {
+    for (const Acknowledgement& ack : reply.acks) {
+      if (ack.rejected_reason.empty()) {
+        message_ids.push_back(ack.message_id);
+      } else {
+        rejects.push_back({ack.message_id, ack.rejected_reason, ack.answered_at});
+      }
+    }
+  }
   const size_t max_rows = MaxRowsPerCommit();
   if (!rejects.empty()) {
     Failpoint(options_.record_failpoint);
-    auto closed = outbox_.RecordRejects(rejects);
+    auto closed = CatchThrown("RecordRejects", [&] { return outbox_.RecordRejects(rejects); });
     if (!closed.ok()) {
       LogError("mark_rejected_failed",
                {KV("messages", rejects.size()), KV("error", closed.status().message())});
-      store_refused_ = true;
-      return closed.status();
+      *refused = closed.status();
+      return absl::OkStatus();
     }
     rejected_.Add(*closed);
     harmless_.Add(static_cast<int64_t>(rejects.size()) - *closed);
@@ -199,18 +234,19 @@ absl::Status AckListener::RecordChunk(const std::vector<std::string>& message_id
     const std::vector<std::string> part(message_ids.begin() + static_cast<ptrdiff_t>(from),
                                         message_ids.begin() + static_cast<ptrdiff_t>(to));
     Failpoint(options_.record_failpoint);
-    auto changed = outbox_.RecordAcks(part);
+    auto changed = CatchThrown("RecordAcks", [&] { return outbox_.RecordAcks(part); });
     if (!changed.ok()) {
-      // This chunk not (wholly) marked: its deliveries are held and tried
-      // again; what an earlier part marked is harmless to mark again.
+      // This chunk not (wholly) marked: its deliveries are held or tried
+      // one by one; what an earlier part marked is harmless to mark again.
       LogError("mark_sent_failed",
                {KV("messages", part.size()), KV("error", changed.status().message())});
-      store_refused_ = true;
-      return changed.status();
+      *refused = changed.status();
+      return absl::OkStatus();
     }
     total.late += changed->late;
     total.closed += changed->closed;
   }
+  store_failures_ = 0;
   acknowledged_.Add(total.changed());
   late_.Add(total.late);
   harmless_.Add(static_cast<int64_t>(message_ids.size()) - total.changed());
@@ -218,7 +254,7 @@ absl::Status AckListener::RecordChunk(const std::vector<std::string>& message_id
     LogInfo("late_ack", {KV("rows", total.late), KV("first_message_id", message_ids.front()),
                          KV("effect", "FAILED rows turned SENT")});
   }
-  return acks_.Ack(last_tag, /*multiple=*/true);
+  return acks_.Ack(chunk.back().delivery->delivery_tag, /*multiple=*/true);
 }
 
 }  // namespace outbox

@@ -6,12 +6,18 @@
 // once, with the consumer's reason). A batch of deliveries is marked in one transaction (the
 // writer's next group), then acked with `multiple`. Replies that are
 // unsigned or undecodable are dead-lettered at once. If the rows cannot be
-// marked (the store refuses the write), the deliveries not yet acked are
+// marked because the store cannot write (StoreUnavailable, dead_letter.h:
+// a lock, a full disk, an I/O error), the deliveries not yet acked are
 // kept and recorded again after a pause that doubles from 200 ms up to
-// `store_retry_max`; they are not sent back to the queue, where each return
-// spends one of a message's deliveries (RabbitMQ 4.0 dead-letters a quorum
-// queue's message after 20). What a reply means is the service's to say:
-// it hands in a ReplyDecoder.
+// `store_retry_max` (counted in
+// outbox_store_write_failures_total{write="record_acks"}); they are not
+// sent back to the queue, where each return spends one of a message's
+// deliveries (RabbitMQ 4.0 dead-letters a quorum queue's message after
+// 20). Refused for any other reason, each reply is recorded alone and the
+// one refused is dead-lettered with the error: a reply that can never be
+// written does not hold the others. An exception from the decoder or the
+// repository is such an error. What a reply means is the service's to
+// say: it hands in a ReplyDecoder.
 #include <atomic>
 #include <functional>
 #include <set>
@@ -96,14 +102,25 @@ class AckListener {
   int64_t unauthenticated() const { return unauthenticated_.value(); }
 
  private:
+  // A reply and what it acknowledges.
+  struct Decoded {
+    const Delivery* delivery;
+    std::vector<Acknowledgement> acks;
+  };
   // Returns an error only for a broker failure.
   absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
-  // Closes the rows of one chunk of valid replies, in transactions of at
-  // most max_rows_per_commit rows, then acks up to `last_tag`. A write the
-  // store refused sets store_refused_ and returns its error.
-  absl::Status RecordChunk(const std::vector<std::string>& message_ids,
-                           const std::vector<Rejection>& rejects, uint64_t last_tag);
-  // The store refused a chunk: the deliveries after `acked_through` that
+  // Records one chunk of replies. A store that cannot write sets `*held`
+  // (what is not acked is held); another refusal has each reply recorded
+  // alone and the one refused dead-lettered. `*acked_through` is the last
+  // delivery acked; an error returned is the broker's.
+  absl::Status RecordReplies(const std::vector<Decoded>& chunk, uint64_t* acked_through,
+                             std::set<uint64_t>* dead_lettered, absl::Status* held);
+  // Closes the rows of `chunk`, in transactions of at most
+  // max_rows_per_commit rows, then acks through its last delivery. A write
+  // the store refused sets `*refused` (nothing acked); an error returned is
+  // the broker's.
+  absl::Status RecordChunk(const std::vector<Decoded>& chunk, absl::Status* refused);
+  // The store cannot write: the deliveries after `acked_through` that
   // were not dead-lettered are kept for the next try.
   void Hold(const std::vector<Delivery>& deliveries, uint64_t acked_through,
             const std::set<uint64_t>& dead_lettered, const absl::Status& why);
@@ -124,13 +141,13 @@ class AckListener {
   Counter& rejected_;      // rows closed FAILED by a business reject
   Counter& dead_lettered_;
   Counter& unauthenticated_;  // of those, missing or bad signatures
+  Counter& record_failures_;  // writes the store could not make (held)
   const Clock& clock_;
   // Owned by the listener's thread: deliveries the store refused, unacked,
   // recorded again at retry_at_; store_failures_ counts refusals in a row.
   std::vector<Delivery> held_;
   absl::Time retry_at_;
   int store_failures_ = 0;
-  bool store_refused_ = false;
   WorkerThread thread_;
 };
 

@@ -2,9 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+#include <stdexcept>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "shared/base/status_macros.h"
 #include "shared/outbox/failure.h"
 #include "shared/outbox/reply_format.h"
 #include "shared/outbox/state_machine.h"
@@ -273,6 +278,126 @@ TEST_F(AckListenerTest, WhenRowsCannotBeMarkedTheRepliesAreHeldAndRecordedAgain)
   EXPECT_EQ(queue_.acked.size(), 3u);
   EXPECT_TRUE(queue_.requeued.empty());
   EXPECT_EQ(queue_.ready(), 0u);
+  EXPECT_TRUE(queue_.rejected.empty());
+  EXPECT_NE(metrics_.Render().find("outbox_store_write_failures_total{write=\"record_acks\"} 2\n"),
+            std::string::npos);
+}
+
+// Refuses every write that names a message id of `refuse` with its status
+// (or throws, for "throw"), as a store or an adopter's repository might;
+// passes the rest on.
+class RefusingOutbox : public OutboxRepository {
+ public:
+  explicit RefusingOutbox(OutboxRepository& inner) : inner_(inner) {}
+  absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override {
+    RETURN_IF_ERROR(Refusal(message_ids));
+    return inner_.RecordAcks(message_ids);
+  }
+  absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects) override {
+    std::vector<std::string> ids;
+    for (const Rejection& r : rejects) ids.push_back(r.message_id);
+    RETURN_IF_ERROR(Refusal(ids));
+    return inner_.RecordRejects(rejects);
+  }
+  absl::Status RecordPublishFailure(const std::vector<std::string>& ids,
+                                    const std::string& error) override {
+    return inner_.RecordPublishFailure(ids, error);
+  }
+  absl::StatusOr<std::vector<std::string>> TakenOver(const std::vector<std::string>& ids) override {
+    return inner_.TakenOver(ids);
+  }
+  std::map<std::string, absl::Status> refuse;
+  std::set<std::string> throw_for;
+
+ private:
+  absl::Status Refusal(const std::vector<std::string>& ids) {
+    for (const std::string& id : ids) {
+      if (throw_for.count(id)) throw std::runtime_error("RecordAcks broke on " + id);
+      auto it = refuse.find(id);
+      if (it != refuse.end()) return it->second;
+    }
+    return absl::OkStatus();
+  }
+  OutboxRepository& inner_;
+};
+
+// A reply whose rows can never be written would hold the listener for good
+// (no delivery is spent while held): it is dead-lettered with the error,
+// and the others are recorded and acked.
+TEST_F(AckListenerTest, AReplyThatCanNeverBeRecordedIsDeadLetteredAndTheOthersAreRecorded) {
+  RefusingOutbox refusing(outbox_);
+  refusing.refuse["m2"] = absl::InternalError("CHECK constraint failed: outbox");
+  AckListenerOptions options{"REPLIES", 256};
+  options.clock = &clock_;
+  AckListener listener(queue_, refusing, DecodeReply, metrics_, options);
+  const uint64_t t1 = queue_.Push(Reply("m1"));
+  const uint64_t t2 = queue_.Push(Reply("m2"));
+  const uint64_t t3 = queue_.Push(Reply("m3"));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSent);
+  EXPECT_EQ(outbox_.Row("m2").status, OutboxStatus::kSending);
+  EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSent);
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{t1, t3}));
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{t2}));
+  EXPECT_TRUE(queue_.requeued.empty());
+  EXPECT_EQ(listener.dead_lettered(), 1);
+  EXPECT_NE(metrics_.Render().find("outbox_store_write_failures_total{write=\"record_acks\"} 0\n"),
+            std::string::npos);
+  // Nothing held: the next reply goes through at once.
+  outbox_.Add(NewOutboxMessage({"m4", "order", "m4", "EVENTS", "OrderPlaced", "REPLIES", ""},
+                               clock_.NowMillis(), RetryPolicy{}));
+  queue_.Push(Reply("m4"));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(outbox_.Row("m4").status, OutboxStatus::kSent);
+}
+
+// Recording one at a time, the store goes away: what is left is held (not
+// dead-lettered) and recorded once it is back.
+TEST_F(AckListenerTest, AnOutageWhileRepliesAreRecordedAloneHoldsTheRest) {
+  RefusingOutbox refusing(outbox_);
+  refusing.refuse["m2"] = absl::InternalError("CHECK constraint failed: outbox");
+  refusing.refuse["m3"] = absl::UnavailableError("database is locked");
+  AckListenerOptions options{"REPLIES", 256};
+  options.clock = &clock_;
+  AckListener listener(queue_, refusing, DecodeReply, metrics_, options);
+  const uint64_t t1 = queue_.Push(Reply("m1"));
+  const uint64_t t2 = queue_.Push(Reply("m2"));
+  const uint64_t t3 = queue_.Push(Reply("m3"));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{t1}));
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{t2}));
+  EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSending);
+  refusing.refuse.erase("m3");
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSent);
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{t1, t3}));
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{t2}));
+  EXPECT_TRUE(queue_.requeued.empty());
+  EXPECT_NE(metrics_.Render().find("outbox_store_write_failures_total{write=\"record_acks\"} 1\n"),
+            std::string::npos);
+}
+
+// An exception from the decoder or the repository (an adopter's code) ends
+// nothing: its reply is dead-lettered, the others are recorded.
+TEST_F(AckListenerTest, AnExceptionFromTheDecoderOrTheRepositoryDeadLettersItsReply) {
+  RefusingOutbox refusing(outbox_);
+  refusing.throw_for.insert("m2");
+  auto decode = [](const Delivery& reply) -> absl::StatusOr<std::vector<Acknowledgement>> {
+    if (reply.body == "ack boom") throw std::runtime_error("the decoder broke");
+    return DecodeReply(reply);
+  };
+  AckListener listener(queue_, refusing, decode, metrics_, {"REPLIES", 256});
+  const uint64_t t1 = queue_.Push(Reply("m1"));
+  const uint64_t boom = queue_.Push(Reply("boom"));
+  const uint64_t t2 = queue_.Push(Reply("m2"));
+  const uint64_t t3 = queue_.Push(Reply("m3"));
+  ASSERT_TRUE(listener.Step());
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{boom, t2}));
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{t1, t3}));
+  EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSent);
+  EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSent);
+  EXPECT_EQ(listener.dead_lettered(), 2);
 }
 
 TEST_F(AckListenerTest, ALostConnectionIsReestablishedAndUnackedRepliesComeBack) {

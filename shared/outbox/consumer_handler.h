@@ -62,10 +62,15 @@ class ConsumerHandler {
   virtual absl::Status Add(const Delivery& delivery) = 0;
   // Applies what Add kept, in one transaction: one Applied each, in order.
   // A message applied before changes nothing and is reported as a
-  // duplicate. An error means nothing was applied.
+  // duplicate. An error means nothing was applied. One that says the store
+  // cannot write (StoreUnavailable, dead_letter.h) holds the batch until it
+  // can; any other error has the consumer apply the messages one at a time
+  // (Clear, Add and ApplyBatch each) and dead-letter the one refused.
   virtual absl::StatusOr<std::vector<Applied>> ApplyBatch() = 0;
   // The replies to the applied batch; `reply_to[i]` is where message i's
-  // reply goes (its delivery's reply_to, or the consumer's default).
+  // reply goes (its delivery's reply_to, or the consumer's default). A
+  // message with a dead_letter_reason is not answered: the consumer uses
+  // that to ask for one message's reply alone.
   virtual std::vector<Reply> Answer(const std::vector<Applied>& applied,
                                     const std::vector<std::string>& reply_to) = 0;
   // The inbox of the processed ids, which the consumer role prunes by age

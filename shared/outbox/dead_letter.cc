@@ -8,8 +8,8 @@ namespace outbox {
 Counter& DeadLetteredCounter(MetricsRegistry& metrics, const std::string& queue) {
   return metrics.AddCounter(
       "outbox_dead_lettered_total",
-      "messages rejected to the dead-letter queue (undecodable, invalid, or a reply that "
-      "cannot be routed)",
+      "messages rejected to the dead-letter queue (undecodable, invalid, never applicable, "
+      "or a reply that cannot be routed)",
       {{"queue", queue}});
 }
 
@@ -29,6 +29,10 @@ absl::Status DeadLetter(MessageConsumer& consumer, Counter& dead_lettered, const
       {KV("message_id", delivery.message_id), KV("trace_id", TraceIdOf(delivery.traceparent)),
        KV("queue", queue), KV("dead_letter_queue", DeadLetterQueueOf(queue)), KV("error", why)});
   return consumer.Reject(delivery.delivery_tag);
+}
+
+bool StoreUnavailable(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsResourceExhausted(s) || absl::IsDataLoss(s);
 }
 
 }  // namespace outbox

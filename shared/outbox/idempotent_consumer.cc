@@ -161,19 +161,60 @@ absl::Status IdempotentConsumer::HandleBatch(const std::vector<Delivery>& delive
   handler_.Clear();
   RETURN_IF_ERROR(Admit(deliveries, &batch));
   if (batch.sources.empty()) return absl::OkStatus();
-  auto applied = handler_.ApplyBatch();
+  absl::StatusOr<std::vector<Applied>> applied = ApplyAdmitted(batch);
+  if (applied.ok()) return Answer(batch, *applied);
+  if (StoreUnavailable(applied.status())) return HoldBatch(batch.sources, applied.status());
+  return ApplyOneByOne(batch, applied.status());
+}
+
+absl::StatusOr<std::vector<Applied>> IdempotentConsumer::ApplyAdmitted(const Admitted& batch) {
+  auto applied = CatchThrown("the handler", [&] { return handler_.ApplyBatch(); });
   if (applied.ok() && applied->size() != batch.sources.size()) {
     applied = absl::InternalError(absl::StrCat("the handler applied ", applied->size(),
                                                " messages of ", batch.sources.size()));
   }
-  if (!applied.ok()) {
-    apply_failures_.Add();
-    return HoldBatch(batch, applied.status());
+  return applied;
+}
+
+absl::Status IdempotentConsumer::ApplyOneByOne(const Admitted& batch, const absl::Status& why) {
+  // Which message the store refuses is not known: each is applied alone,
+  // the one refused is dead-lettered, the others are applied and answered.
+  LogWarning("batch_not_applied",
+             {KV("queue", options_.queue), KV("messages", batch.sources.size()),
+              KV("error", why.message())});
+  for (size_t i = 0; i < batch.sources.size(); ++i) {
+    const Delivery& d = *batch.sources[i];
+    handler_.Clear();
+    if (absl::Status decoded = CatchThrown("decoding", [&] { return handler_.Add(d); });
+        !decoded.ok()) {
+      RETURN_IF_ERROR(DeadLetter(deliveries_, dead_lettered_, options_.queue, d,
+                                 std::string(decoded.message())));
+      continue;
+    }
+    Admitted one;
+    one.sources.push_back(&d);
+    one.reply_to.push_back(batch.reply_to[i]);
+    absl::StatusOr<std::vector<Applied>> applied = ApplyAdmitted(one);
+    if (applied.ok()) {
+      RETURN_IF_ERROR(Answer(one, *applied));
+    } else if (StoreUnavailable(applied.status())) {
+      // The store went away meanwhile: this one and the rest wait for it.
+      return HoldBatch(std::vector<const Delivery*>(batch.sources.begin() + i, batch.sources.end()),
+                       applied.status());
+    } else {
+      RETURN_IF_ERROR(DeadLetter(deliveries_, dead_lettered_, options_.queue, d,
+                                 std::string(applied.status().message())));
+    }
   }
+  return absl::OkStatus();
+}
+
+absl::Status IdempotentConsumer::Answer(const Admitted& batch,
+                                        const std::vector<Applied>& applied) {
   store_failures_ = 0;
   if (!options_.after_apply_failpoint.empty()) Failpoint(options_.after_apply_failpoint);
-  for (size_t i = 0; i < applied->size(); ++i) {
-    const Applied& a = (*applied)[i];
+  for (size_t i = 0; i < applied.size(); ++i) {
+    const Applied& a = applied[i];
     if (!a.dead_letter_reason.empty()) {
       // Refused, new, and its publisher understands no reject: nothing was
       // applied for it, and it is not answered.
@@ -188,8 +229,38 @@ absl::Status IdempotentConsumer::HandleBatch(const std::vector<Delivery>& delive
   // The batch is committed; each delivery is acked only once the reply
   // that answers it is confirmed. Otherwise it is redelivered, found to be a
   // duplicate, and replied to again.
-  RETURN_IF_ERROR(PublishReplies(batch, handler_.Answer(*applied, batch.reply_to)));
+  auto replies = Replies(applied, batch.reply_to);
+  if (!replies.ok()) {
+    // Replies fail for the whole batch: each message is answered alone, and
+    // one whose reply fails alone too is dead-lettered (its change stands;
+    // its producer's row waits for a reply and is re-published).
+    std::vector<Reply> answered;
+    for (size_t i = 0; i < applied.size(); ++i) {
+      if (!applied[i].dead_letter_reason.empty()) continue;
+      std::vector<Applied> alone = applied;
+      for (size_t k = 0; k < alone.size(); ++k) {
+        if (k != i) alone[k].dead_letter_reason = "answered apart";
+      }
+      auto reply = Replies(alone, batch.reply_to);
+      if (reply.ok()) {
+        answered.insert(answered.end(), reply->begin(), reply->end());
+        continue;
+      }
+      RETURN_IF_ERROR(
+          DeadLetter(deliveries_, dead_lettered_, options_.queue, *batch.sources[i],
+                     absl::StrCat("applied, but cannot be answered: ", reply.status().message())));
+    }
+    replies = std::move(answered);
+  }
+  RETURN_IF_ERROR(PublishReplies(batch, *replies));
   return Settle(absl::ZeroDuration());
+}
+
+absl::StatusOr<std::vector<Reply>> IdempotentConsumer::Replies(
+    const std::vector<Applied>& applied, const std::vector<std::string>& reply_to) {
+  return CatchThrown("the handler's replies", [&]() -> absl::StatusOr<std::vector<Reply>> {
+    return handler_.Answer(applied, reply_to);
+  });
 }
 
 absl::Status IdempotentConsumer::Admit(const std::vector<Delivery>& deliveries, Admitted* batch) {
@@ -210,26 +281,28 @@ absl::Status IdempotentConsumer::Admit(const std::vector<Delivery>& deliveries, 
                                  absl::StrCat("reply_to '", reply_to, "' is not a queue")));
       continue;
     }
-    if (absl::Status decoded = handler_.Add(d); !decoded.ok()) {
+    if (absl::Status decoded = CatchThrown("decoding", [&] { return handler_.Add(d); });
+        !decoded.ok()) {
       RETURN_IF_ERROR(DeadLetter(deliveries_, dead_lettered_, options_.queue, d,
                                  std::string(decoded.message())));
       continue;
     }
     batch->sources.push_back(&d);
     batch->reply_to.push_back(reply_to);
-    batch->last_tag = d.delivery_tag;
   }
   return absl::OkStatus();
 }
 
-absl::Status IdempotentConsumer::HoldBatch(const Admitted& batch, const absl::Status& why) {
+absl::Status IdempotentConsumer::HoldBatch(const std::vector<const Delivery*>& deliveries,
+                                           const absl::Status& why) {
   // Kept, not requeued: a store outage spends none of a message's
   // deliveries (see the header). The earlier batches' replies settle on.
+  apply_failures_.Add();
   absl::Duration pause = absl::Milliseconds(200);
   for (int i = 0; i < store_failures_ && pause < options_.store_retry_max; ++i) pause *= 2;
   pause = std::min(pause, options_.store_retry_max);
   ++store_failures_;
-  for (const Delivery* d : batch.sources) held_.push_back(*d);
+  for (const Delivery* d : deliveries) held_.push_back(*d);
   retry_at_ = clock_.Now() + pause;
   LogWarning("batch_held", {KV("queue", options_.queue), KV("messages", held_.size()),
                             KV("retry_in", absl::FormatDuration(pause)),

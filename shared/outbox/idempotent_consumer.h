@@ -17,16 +17,27 @@
 // unless it was applied before: a message already applied is answered as
 // applied, whatever today's rules say.
 //
-// A batch the store refuses (disk full, a lock held too long, an I/O
-// error) is kept, unacked, and applied again after a pause that doubles
-// from 200 ms up to `store_retry_max`, with whatever arrives meanwhile;
-// the connections stay alive through the wait. It is not sent back to the
-// queue: a returned message spends one of its deliveries, and RabbitMQ 4.0
-// dead-letters a quorum queue's message after 20 of them (its default
-// delivery limit), so requeueing through a store outage would dead-letter
-// every message in flight within seconds. Only a lost connection or a
-// reply the broker did not confirm sends deliveries back; they come again,
-// are found in the inbox, and are answered again as duplicates.
+// A batch the store cannot write at all (StoreUnavailable, dead_letter.h:
+// a lock held too long, a full disk, an I/O error) is kept, unacked, and
+// applied again after a pause that doubles from 200 ms up to
+// `store_retry_max`, with whatever arrives meanwhile; the connections stay
+// alive through the wait. It is not sent back to the queue: a returned
+// message spends one of its deliveries, and RabbitMQ 4.0 dead-letters a
+// quorum queue's message after 20 of them (its default delivery limit), so
+// requeueing through a store outage would dead-letter every message in
+// flight within seconds. Only a lost connection or a reply the broker did
+// not confirm sends deliveries back; they come again, are found in the
+// inbox, and are answered again as duplicates.
+//
+// A batch refused with any other error (a constraint, a missing table, the
+// adopter's Apply failing or throwing) would be refused again: its messages
+// are applied one at a time, each in its own transaction; the one refused is
+// dead-lettered with the error as the reason, and the others are applied and
+// answered. An exception from the adopter's code never ends the process: one
+// thrown while decoding dead-letters the message, one while applying is an
+// error as above, and one while making the replies answers each message
+// alone (a message whose reply cannot be made is dead-lettered; its change
+// stands, and its publisher re-publishes it).
 //
 // The handler is the library's SqliteMessageHandler<M>
 // (shared/sqlite/sqlite_message_handler.h: the inbox step and the
@@ -108,7 +119,6 @@ class IdempotentConsumer {
   struct Admitted {
     std::vector<const Delivery*> sources;
     std::vector<std::string> reply_to;
-    uint64_t last_tag = 0;  // the last admitted (dead-lettered tags are settled already)
   };
   // A delivery whose reply is published and not yet settled.
   struct Unsettled {
@@ -118,6 +128,16 @@ class IdempotentConsumer {
   };
 
   absl::Status HandleBatch(const std::vector<Delivery>& deliveries);
+  // The handler's ApplyBatch for what Add kept: one Applied per admitted
+  // delivery, or the error (an exception thrown is one).
+  absl::StatusOr<std::vector<Applied>> ApplyAdmitted(const Admitted& batch);
+  // A batch refused for a reason other than the store's outage: each
+  // message applied alone, the one refused dead-lettered.
+  absl::Status ApplyOneByOne(const Admitted& batch, const absl::Status& why);
+  // The applied batch: dead letters, counters, replies.
+  absl::Status Answer(const Admitted& batch, const std::vector<Applied>& applied);
+  absl::StatusOr<std::vector<Reply>> Replies(const std::vector<Applied>& applied,
+                                             const std::vector<std::string>& reply_to);
   // A step failed: a lost connection drops what it held (the broker
   // requeues it).
   void AfterError(const absl::Status& s);
@@ -126,8 +146,8 @@ class IdempotentConsumer {
   absl::Status Admit(const std::vector<Delivery>& deliveries, Admitted* batch);
   // Small batches wait up to options_.linger for more (see ConsumerOptions).
   absl::StatusOr<std::vector<Delivery>> Linger(std::vector<Delivery> batch);
-  // The store refused the batch: its deliveries are kept for the next try.
-  absl::Status HoldBatch(const Admitted& batch, const absl::Status& why);
+  // The store cannot write: the deliveries are kept for the next try.
+  absl::Status HoldBatch(const std::vector<const Delivery*>& deliveries, const absl::Status& why);
   // A held batch, with what arrived while it waited, once its pause is over.
   absl::Status RetryHeld();
   // Publishes the replies into the confirm window; their deliveries wait.
@@ -160,13 +180,13 @@ class IdempotentConsumer {
   Counter& unauthenticated_;  // of those, missing or bad signatures
   Counter& lingers_;          // small batches that waited for more
   Counter& requeued_;
-  Counter& apply_failures_;  // batch transactions the store refused
+  Counter& apply_failures_;  // batch transactions the store could not write (held)
   std::set<std::string> known_reply_queues_;
   // Owned by the consumer thread: by delivery tag, and reply tag -> the
   // delivery tags it answers.
   std::map<uint64_t, Unsettled> unsettled_;
   ConfirmWindow<std::vector<uint64_t>> window_;
-  // A batch the store refused, unacked, with what arrived since: applied
+  // A batch the store could not write, unacked, with what arrived since: applied
   // again at retry_at_. store_failures_ counts the refusals in a row.
   std::vector<Delivery> held_;
   absl::Time retry_at_;

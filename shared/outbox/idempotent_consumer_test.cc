@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "shared/observability/log.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/stamp_handler.h"
 #include "shared/testing/status_matchers.h"
@@ -21,6 +23,8 @@
 
 namespace outbox::testing {
 namespace {
+
+using ::testing::HasSubstr;
 
 ConsumerOptions Options() {
   ConsumerOptions o;
@@ -271,6 +275,193 @@ TEST_F(IdempotentConsumerTest, WhatCanNeverBeProcessedIsDeadLetteredOnceAndNever
   EXPECT_TRUE(Counted("outbox_dead_lettered_total{queue=\"stamps\"} 2"));
   EXPECT_EQ(Stamps(), 1);
   EXPECT_EQ(replies_.published.size(), 1u);
+}
+
+// The reasons logged with the dead letters while it lives, by message id.
+// (The tests call Step on their own thread: the sink runs there.)
+class DeadLetterReasons {
+ public:
+  DeadLetterReasons() {
+    SetLogSink([this](const LogRecord& r) {
+      if (r.event != "message_dead_lettered") return;
+      std::string id, error;
+      for (const LogField& f : r.fields) {
+        if (f.first == "message_id") id = f.second;
+        if (f.first == "error") error = f.second;
+      }
+      reasons_[id] = error;
+    });
+  }
+  ~DeadLetterReasons() { SetLogSink(nullptr); }
+  std::string of(const std::string& message_id) const {
+    auto it = reasons_.find(message_id);
+    return it == reasons_.end() ? "(not dead-lettered)" : it->second;
+  }
+
+ private:
+  std::map<std::string, std::string> reasons_;
+};
+
+// stamps.key UNIQUE, and no applied_by_key: a second message about a key,
+// under another message id, is refused by the store for good.
+void UniqueKeys(SqliteFile& file) {
+  ASSERT_OK(file.Write([](SQLite::Database& db) {
+    db.exec("CREATE UNIQUE INDEX stamps_key ON stamps (key)");
+    return absl::OkStatus();
+  }));
+}
+
+// A full disk, for real: SQLite refuses (SQLITE_FULL) whatever would grow the
+// file past `pages` (0: as big as it is now).
+void LimitPages(SqliteFile& file, int64_t pages) {
+  ASSERT_OK(file.WithWriter("max_page_count", [&](SQLite::Database& db) {
+    if (pages == 0) pages = db.execAndGet("PRAGMA page_count").getInt64();
+    db.execAndGet(absl::StrCat("PRAGMA max_page_count = ", pages));
+    return absl::OkStatus();
+  }));
+}
+
+// A message the store refuses for good would hold its batch, and every
+// batch after it, for good: no delivery is spent while held. It is
+// dead-lettered with the store's error; the others are applied and answered.
+TEST_F(IdempotentConsumerTest, AMessageTheStoreRefusesForGoodIsDeadLetteredAndTheOthersApplied) {
+  DeadLetterReasons reasons;
+  UniqueKeys(*file_);
+  queue_.Push(StampDelivery("m1", "a"));
+  const uint64_t second = queue_.Push(StampDelivery("m2", "a"));
+  queue_.Push(StampDelivery("m3", "b"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{second}));
+  EXPECT_THAT(reasons.of("m2"), HasSubstr("UNIQUE constraint failed: stamps.key"));
+  EXPECT_EQ(Stamps(), 2);
+  ASSERT_EQ(replies_.published.size(), 2u);
+  EXPECT_THAT(replies_.published[0].body, ::testing::StartsWith("m1=new:"));
+  EXPECT_THAT(replies_.published[1].body, ::testing::StartsWith("m3=new:"));
+  EXPECT_EQ(queue_.acked.size(), 2u);
+  EXPECT_TRUE(queue_.requeued.empty());
+  EXPECT_EQ(consumer_.booked(), 2);
+  EXPECT_EQ(consumer_.dead_lettered(), 1);
+  // Not a store outage: nothing held, nothing counted as one.
+  EXPECT_TRUE(Counted("outbox_store_write_failures_total{write=\"apply_batch\"} 0"));
+  queue_.Push(StampDelivery("m4", "c"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(Stamps(), 3);
+  EXPECT_EQ(queue_.acked.size(), 3u);
+}
+
+TEST_F(IdempotentConsumerTest, ASecondMessageForAKeyInALaterBatchIsDeadLetteredAlone) {
+  DeadLetterReasons reasons;
+  UniqueKeys(*file_);
+  queue_.Push(StampDelivery("m1", "a"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(consumer_.booked(), 1);
+  const uint64_t second = queue_.Push(StampDelivery("m2", "a"));
+  queue_.Push(StampDelivery("m3", "b"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{second}));
+  EXPECT_THAT(reasons.of("m2"), HasSubstr("UNIQUE constraint failed: stamps.key"));
+  EXPECT_EQ(Stamps(), 2);
+  ASSERT_EQ(replies_.published.size(), 2u);
+  EXPECT_THAT(replies_.published[1].body, ::testing::StartsWith("m3=new:"));
+  EXPECT_EQ(queue_.acked.size(), 2u);
+  EXPECT_TRUE(queue_.requeued.empty());
+}
+
+// Applying one at a time, the disk fills: what is left is held, not
+// dead-lettered, and applied once there is room.
+TEST_F(IdempotentConsumerTest, AFullDiskWhileMessagesAreAppliedAloneHoldsTheRestUntilThereIsRoom) {
+  DeadLetterReasons reasons;
+  UniqueKeys(*file_);
+  const uint64_t first = queue_.Push(StampDelivery("m1", "a"));
+  const uint64_t second = queue_.Push(StampDelivery("m2", "a"));
+  const uint64_t big = queue_.Push(StampDelivery("m3", std::string(64 * 1024, 'k')));
+  LimitPages(*file_, 0);
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{first}));
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{second}));
+  EXPECT_EQ(reasons.of("m3"), "(not dead-lettered)");
+  EXPECT_TRUE(Counted("outbox_store_write_failures_total{write=\"apply_batch\"} 1"));
+  ASSERT_TRUE(consumer_.Step());  // held: its pause has not passed
+  EXPECT_EQ(Stamps(), 1);
+
+  LimitPages(*file_, 1 << 20);
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(Stamps(), 2);
+  EXPECT_EQ(queue_.acked, (std::set<uint64_t>{first, big}));
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{second}));
+  EXPECT_TRUE(queue_.requeued.empty());
+  EXPECT_EQ(consumer_.dead_lettered(), 1);
+  EXPECT_EQ(replies_.published.size(), 2u);
+}
+
+// A real lock held by another writer (SQLITE_BUSY past the busy timeout):
+// held and applied later; nothing dead-lettered, nothing sent back.
+TEST_F(IdempotentConsumerTest, AFileLockedByAnotherWriterHoldsTheBatchAndDeadLettersNothing) {
+  DbOptions quick;
+  quick.busy_timeout_ms = 1;
+  const std::string path = dir_.path() + "/locked.db";
+  auto file = OpenSqliteFile(path, quick, &StampSchema());
+  ASSERT_OK(file);
+  StampHandler handler(**file, clock_);
+  IdempotentConsumer consumer(queue_, replies_, handler, clock_, metrics_, Options());
+  auto other = OpenDatabase(path, DbOptions{});
+  ASSERT_OK(other);
+  (*other)->exec("BEGIN IMMEDIATE");
+  queue_.Push(StampDelivery("m1", "a"));
+  queue_.Push(StampDelivery("m2", "b"));
+  ASSERT_TRUE(consumer.Step());
+  EXPECT_TRUE(queue_.acked.empty());
+  EXPECT_TRUE(queue_.rejected.empty());
+  EXPECT_TRUE(queue_.requeued.empty());
+  EXPECT_TRUE(replies_.published.empty());
+
+  (*other)->exec("COMMIT");
+  clock_.Advance(absl::Milliseconds(200));
+  ASSERT_TRUE(consumer.Step());
+  EXPECT_EQ(CountRows(**file, "stamps"), 2);
+  EXPECT_EQ(queue_.acked.size(), 2u);
+  EXPECT_TRUE(queue_.rejected.empty());
+  EXPECT_TRUE(queue_.requeued.empty());
+  EXPECT_EQ(consumer.dead_lettered(), 0);
+}
+
+// An adopter's exception ends nothing: thrown while decoding, the message
+// is dead-lettered; while applying, it is an error like any other.
+TEST_F(IdempotentConsumerTest, AnAdoptersExceptionDeadLettersItsMessageAndEndsNothing) {
+  DeadLetterReasons reasons;
+  handler_.decode_throws = "x";
+  handler_.apply_throws = "y";
+  queue_.Push(StampDelivery("m1", "a"));
+  const uint64_t undecodable = queue_.Push(StampDelivery("m2", "x"));
+  const uint64_t unapplicable = queue_.Push(StampDelivery("m3", "y"));
+  queue_.Push(StampDelivery("m4", "b"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{undecodable, unapplicable}));
+  EXPECT_THAT(reasons.of("m2"), HasSubstr("Decode broke on x"));
+  EXPECT_THAT(reasons.of("m3"), HasSubstr("Apply broke on y"));
+  EXPECT_EQ(Stamps(), 2);
+  EXPECT_EQ(replies_.published.size(), 2u);
+  EXPECT_EQ(queue_.acked.size(), 2u);
+  EXPECT_TRUE(queue_.requeued.empty());
+}
+
+// Replies that throw: each message is answered alone; the one whose reply
+// cannot be made is dead-lettered (applied: its publisher sends it again).
+TEST_F(IdempotentConsumerTest, RepliesThatThrowAnswerEachMessageAloneAndDeadLetterTheOneThatFails) {
+  DeadLetterReasons reasons;
+  handler_.replies_throw = "x";
+  queue_.Push(StampDelivery("m1", "a"));
+  const uint64_t unanswerable = queue_.Push(StampDelivery("m2", "x"));
+  queue_.Push(StampDelivery("m3", "b"));
+  ASSERT_TRUE(consumer_.Step());
+  EXPECT_EQ(Stamps(), 3);
+  EXPECT_EQ(queue_.rejected, (std::set<uint64_t>{unanswerable}));
+  EXPECT_THAT(reasons.of("m2"), HasSubstr("Replies broke on x"));
+  ASSERT_EQ(replies_.published.size(), 2u);
+  EXPECT_THAT(replies_.published[0].body, ::testing::StartsWith("m1=new:"));
+  EXPECT_THAT(replies_.published[1].body, ::testing::StartsWith("m3=new:"));
+  EXPECT_EQ(queue_.acked.size(), 2u);
 }
 
 TEST_F(IdempotentConsumerTest, WithKeysAForgedOrUnsignedMessageAppliesNothingAndIsDeadLettered) {

@@ -5,7 +5,7 @@ namespace outbox {
 int64_t AppendAudit(SQLite::Database& db, const AuditRecord& r) {
   SQLite::Statement stmt(db,
                          "INSERT INTO outbox_audit (at, actor, action, target, dry_run, rows, "
-                         "outcome) VALUES (?, ?, ?, ?, ?, ?, ?)");
+                         "outcome, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   stmt.bind(1, static_cast<int64_t>(r.at));
   stmt.bind(2, r.actor);
   stmt.bind(3, r.action);
@@ -13,6 +13,7 @@ int64_t AppendAudit(SQLite::Database& db, const AuditRecord& r) {
   stmt.bind(5, r.dry_run ? 1 : 0);
   stmt.bind(6, static_cast<int64_t>(r.rows));
   stmt.bind(7, r.outcome);
+  stmt.bind(8, r.reason);
   stmt.exec();
   return db.getLastInsertRowid();
 }
@@ -27,7 +28,7 @@ void UpdateAudit(SQLite::Database& db, int64_t id, int64_t rows, const std::stri
 
 std::vector<AuditRecord> ListAudit(SQLite::Database& db, int64_t before_id, int limit) {
   SQLite::Statement stmt(db,
-                         "SELECT id, at, actor, action, target, dry_run, rows, outcome "
+                         "SELECT id, at, actor, action, target, dry_run, rows, outcome, reason "
                          "FROM outbox_audit WHERE id < ? ORDER BY id DESC LIMIT ?");
   stmt.bind(1, static_cast<int64_t>(before_id > 0 ? before_id : INT64_MAX));
   stmt.bind(2, limit);
@@ -42,6 +43,7 @@ std::vector<AuditRecord> ListAudit(SQLite::Database& db, int64_t before_id, int 
     r.dry_run = stmt.getColumn(5).getInt() != 0;
     r.rows = stmt.getColumn(6).getInt64();
     r.outcome = stmt.getColumn(7).getString();
+    r.reason = stmt.getColumn(8).getString();
     records.push_back(std::move(r));
   }
   return records;

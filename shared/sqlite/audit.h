@@ -2,7 +2,8 @@
 
 // The audit trail of operator actions: every call that changes rows
 // (re-drive one, a group or all; acknowledge; repair), and every one that
-// tried and failed, with who, when, what, how many rows and the outcome.
+// tried and failed, with who, when, what, how many rows, the outcome and
+// the operator's reason.
 // A change and its record commit in the same transaction; a change made in
 // pages updates its one record in each page's transaction, so the record
 // always counts what is committed. Records are kept until the audit
@@ -28,6 +29,7 @@ struct AuditRecord {
   bool dry_run = false;
   int64_t rows = 0;     // rows changed (or that would be, dry run)
   std::string outcome;  // "ok", "in progress" (a paged change not finished) or the error
+  std::string reason;   // why, in the operator's words ("" when none was given)
 };
 
 // Inserts `record`; returns its id.

@@ -49,6 +49,7 @@ void CreateOutboxTable(SQLite::Database& db) {
     );
   )sql");
   CreateOutboxOperatorTables(db);
+  AddOutboxAuditReason(db);
   CreateOutboxRetentionTables(db);
   AddOutboxRestartedAt(db);
 }
@@ -90,6 +91,10 @@ void CreateOutboxOperatorTables(SQLite::Database& db) {
       outcome TEXT    NOT NULL
     );
   )sql");
+}
+
+void AddOutboxAuditReason(SQLite::Database& db) {
+  AddColumnIfMissing(db, "outbox_audit", "reason", "TEXT NOT NULL DEFAULT ''");
 }
 
 void CreateOutboxRetentionTables(SQLite::Database& db) {

@@ -35,6 +35,13 @@ void CreateOutboxTable(SQLite::Database& db);
 // schema; CreateOutboxTable calls it too.
 void CreateOutboxOperatorTables(SQLite::Database& db);
 
+// The reason column of outbox_audit (AuditRecord::reason: why the operator
+// acted, in their words), added unless there. Needs the tables of
+// CreateOutboxOperatorTables. A producer whose file predates it calls it in
+// a new migration of its schema (the audit trail writes and reads the
+// column); CreateOutboxTable calls it too.
+void AddOutboxAuditReason(SQLite::Database& db);
+
 // What the retention of the archive and of the audit trail needs, added to
 // an outbox made before it (unless there): the indexes their deletes walk
 // (outbox_archive by sent_at, outbox_audit by at) and outbox_retention, the

@@ -104,12 +104,13 @@ class RecoveryStore final : public RecoveryRepository {
   absl::StatusOr<MessagePage> List(OutboxStatus status, int64_t after_id, int limit);
   absl::StatusOr<OutboxMessage> Get(const std::string& message_id) override;
   // Operator actions (recovery_store_ops.cc). Each records itself in
-  // outbox_audit under `actor`, in the transaction of its change (a paged
-  // one updates its record in each page's), and each changed row gets a
-  // history event; an action that fails is recorded with its error.
+  // outbox_audit under `actor` with the operator's `reason` (may be empty),
+  // in the transaction of its change (a paged one updates its record in
+  // each page's), and each changed row gets a history event; an action that
+  // fails is recorded with its error.
   // OnRedrive: FAILED -> SENDING, attempts 0, due now. FAILED_PRECONDITION otherwise.
   absl::StatusOr<OutboxMessage> Redrive(const std::string& message_id, int64_t now_ms,
-                                        const std::string& actor);
+                                        const std::string& actor, const std::string& reason = "");
   // The FAILED rows of one failure group or, with `group` empty, every
   // FAILED row but those left FAILED on purpose: rejected by the consumer
   // (their owners were told "never applied") or acknowledged by an operator;
@@ -117,13 +118,16 @@ class RecoveryStore final : public RecoveryRepository {
   // `page` rows; dry_run only counts them (and is audited).
   absl::StatusOr<int64_t> RedriveFailed(const std::string& group, bool dry_run, int64_t now_ms,
                                         const std::string& actor, int page = 1000,
-                                        bool include_rejected_and_acknowledged = false);
+                                        bool include_rejected_and_acknowledged = false,
+                                        const std::string& reason = "");
   // OnAcknowledgeFailure: the row stays FAILED and stops alerting.
   absl::StatusOr<OutboxMessage> AcknowledgeFailure(const std::string& message_id, int64_t now_ms,
-                                                   const std::string& actor);
+                                                   const std::string& actor,
+                                                   const std::string& reason = "");
   // The same for every not yet acknowledged row of a group, paged.
   absl::StatusOr<int64_t> AcknowledgeGroup(const std::string& group, bool dry_run, int64_t now_ms,
-                                           const std::string& actor, int page = 1000);
+                                           const std::string& actor, int page = 1000,
+                                           const std::string& reason = "");
   absl::StatusOr<std::vector<FailureGroup>> FailureGroups(int limit,
                                                           const std::string& kind) override;
   // The message's history (history.h), oldest first: by message id, or by

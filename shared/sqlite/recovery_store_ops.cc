@@ -68,18 +68,21 @@ absl::StatusOr<OutboxMessage> RecoveryStore::ChangeOneRow(
 }
 
 absl::StatusOr<OutboxMessage> RecoveryStore::Redrive(const std::string& message_id, int64_t now_ms,
-                                                     const std::string& actor) {
+                                                     const std::string& actor,
+                                                     const std::string& reason) {
   return ChangeOneRow(
-      message_id, now_ms, {0, now_ms, actor, "redrive_message", message_id, false, 0, ""},
+      message_id, now_ms, {0, now_ms, actor, "redrive_message", message_id, false, 0, "", reason},
       [&](OutboxMessage& row) { return OnRedrive(row, now_ms); }, kEventRedriven,
       absl::StrCat("by ", actor));
 }
 
 absl::StatusOr<OutboxMessage> RecoveryStore::AcknowledgeFailure(const std::string& message_id,
                                                                 int64_t now_ms,
-                                                                const std::string& actor) {
+                                                                const std::string& actor,
+                                                                const std::string& reason) {
   return ChangeOneRow(
-      message_id, now_ms, {0, now_ms, actor, "acknowledge_message", message_id, false, 0, ""},
+      message_id, now_ms,
+      {0, now_ms, actor, "acknowledge_message", message_id, false, 0, "", reason},
       [&](OutboxMessage& row) { return OnAcknowledgeFailure(row, actor, now_ms); },
       kEventFailureSeen, absl::StrCat("by ", actor));
 }
@@ -164,7 +167,8 @@ absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
 absl::StatusOr<int64_t> RecoveryStore::RedriveFailed(const std::string& group, bool dry_run,
                                                      int64_t now_ms, const std::string& actor,
                                                      int page,
-                                                     bool include_rejected_and_acknowledged) {
+                                                     bool include_rejected_and_acknowledged,
+                                                     const std::string& reason) {
   const bool everything = !group.empty() || include_rejected_and_acknowledged;
   const AuditRecord audit{0,
                           now_ms,
@@ -176,7 +180,8 @@ absl::StatusOr<int64_t> RecoveryStore::RedriveFailed(const std::string& group, b
                               : "FAILED",
                           dry_run,
                           0,
-                          ""};
+                          "",
+                          reason};
   return ChangeFailedRows(
       group, dry_run, now_ms, audit, page,
       [&](OutboxMessage& row) {
@@ -191,9 +196,9 @@ absl::StatusOr<int64_t> RecoveryStore::RedriveFailed(const std::string& group, b
 
 absl::StatusOr<int64_t> RecoveryStore::AcknowledgeGroup(const std::string& group, bool dry_run,
                                                         int64_t now_ms, const std::string& actor,
-                                                        int page) {
+                                                        int page, const std::string& reason) {
   if (group.empty()) return absl::InvalidArgumentError("a failure group is required");
-  const AuditRecord audit{0, now_ms, actor, "acknowledge_group", group, dry_run, 0, ""};
+  const AuditRecord audit{0, now_ms, actor, "acknowledge_group", group, dry_run, 0, "", reason};
   return ChangeFailedRows(
       group, dry_run, now_ms, audit, page,
       [&](OutboxMessage& row) {

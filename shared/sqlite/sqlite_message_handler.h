@@ -19,7 +19,11 @@
 //      library records the message id, business key and reference in the
 //      inbox, in the same transaction.
 // The batch commits once. An error anywhere (Apply's, a SQLite exception)
-// rolls the whole batch back, and the consumer sends it back to the queue.
+// rolls the whole batch back. While the store cannot write (busy, locked, a
+// full disk, an I/O error: StoreUnavailable, dead_letter.h) the consumer
+// holds the batch and applies it again later; after any other error it
+// applies the messages one at a time and dead-letters the one refused
+// (idempotent_consumer.h).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -104,8 +108,9 @@ class SqliteMessageHandler : public ConsumerHandler {
       : inbox_(file, options.inbox), applier_(file, clock, std::move(options)) {}
 
   // The message in `delivery`, checked; an error dead-letters it (say why).
-  // Never for a passing failure: those must fail Apply. (A delivery without
-  // a message_id is dead-lettered before Decode: it cannot be deduplicated.)
+  // Never for a passing failure: those must fail Apply with UNAVAILABLE. (A
+  // delivery without a message_id is dead-lettered before Decode: it cannot
+  // be deduplicated.)
   virtual absl::StatusOr<Message> Decode(const Delivery& delivery) = 0;
   // The business key the message is about (an order id), "" if none: kept
   // in the inbox beside the message id, and looked up in applied_by_key.
@@ -131,10 +136,14 @@ class SqliteMessageHandler : public ConsumerHandler {
   // Makes the change of a NEW message inside the batch's transaction, on
   // `tx` (the file's writer): insert, update, as the business needs, and
   // return the reference of what it made (an id its reply names). Never
-  // begin, commit or roll back on `tx`. An error, or a SQLite::Exception
-  // thrown, rolls the whole batch back (it goes back to the queue). Called
-  // once per new message per attempt: after SQLITE_BUSY the transaction
-  // starts over and Apply runs again, so keep nothing of it outside `tx`.
+  // begin, commit or roll back on `tx`. An error, or an exception thrown,
+  // rolls the whole batch back: UNAVAILABLE (a passing failure, as SQLite's
+  // busy) holds the batch to be applied again; any other error, or a
+  // SQLite::Exception that is not about the store (a constraint, a missing
+  // table), dead-letters this message and the others are applied without
+  // it. Called once per new message per attempt: after SQLITE_BUSY the
+  // transaction starts over and Apply runs again, so keep nothing of it
+  // outside `tx`.
   virtual absl::StatusOr<std::string> Apply(SQLite::Database& tx, const Message& message) = 0;
   // The replies, each message answered by exactly one of them (one reply
   // per message, or one listing several messages of the same reply queue),

@@ -7,6 +7,7 @@
 // Header-only; the test links outbox_sqlite.
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,9 +71,15 @@ class StampHandler final : public SqliteMessageHandler<Stamp> {
   absl::Status fail_apply;          // when not OK, Apply returns it
   int applies = 0;                  // Apply calls
   std::vector<std::string> judged;  // message ids Rejects was asked about
+  // A stamp with this key makes that step throw std::runtime_error, as an
+  // adopter's bug would ("" = none).
+  std::string decode_throws, apply_throws, replies_throw;
 
   absl::StatusOr<Stamp> Decode(const Delivery& d) override {
     std::vector<std::string> parts = absl::StrSplit(d.body, ':');
+    if (!decode_throws.empty() && parts[0] == decode_throws) {
+      throw std::runtime_error("Decode broke on " + parts[0]);
+    }
     Stamp s;
     if ((d.type != "Stamp" && d.type != "StampV1") || parts.size() != 2 || parts[0].empty() ||
         !absl::SimpleAtoi(parts[1], &s.count)) {
@@ -92,6 +99,9 @@ class StampHandler final : public SqliteMessageHandler<Stamp> {
   absl::StatusOr<std::string> Apply(SQLite::Database& tx, const Stamp& s) override {
     ++applies;
     if (!fail_apply.ok()) return fail_apply;
+    if (!apply_throws.empty() && s.key == apply_throws) {
+      throw std::runtime_error("Apply broke on " + s.key);
+    }
     const std::string reference = absl::StrCat("stamp-", s.key, "-", applies);
     SQLite::Statement insert(tx, "INSERT INTO stamps (key, count, reference) VALUES (?, ?, ?)");
     insert.bind(1, s.key);
@@ -105,6 +115,9 @@ class StampHandler final : public SqliteMessageHandler<Stamp> {
   std::vector<Reply> Replies(const std::vector<Answered<Stamp>>& batch) override {
     std::vector<Reply> replies;
     for (size_t i = 0; i < batch.size(); ++i) {
+      if (!replies_throw.empty() && batch[i].message.key == replies_throw) {
+        throw std::runtime_error("Replies broke on " + batch[i].message.key);
+      }
       const Applied& a = batch[i].applied;
       const std::string outcome = !a.rejected_reason.empty()
                                       ? "rejected:" + a.rejected_reason

@@ -64,20 +64,23 @@ absl::StatusOr<::ops::v1::OutboxMessage> GetMessage(OpsStub& ops, const std::str
 }
 
 absl::StatusOr<::ops::v1::OutboxMessage> RedriveMessage(OpsStub& ops, const std::string& message_id,
+                                                        const std::string& reason,
                                                         absl::Duration timeout) {
   ::ops::v1::RedriveMessageRequest request;
   request.set_message_id(message_id);
+  request.set_reason(reason);
   return Call<OpsStub, ::ops::v1::RedriveMessageRequest, ::ops::v1::OutboxMessage>(
       ops, &OpsStub::RedriveMessage, request, timeout);
 }
 
 absl::StatusOr<::ops::v1::RedriveFailedResponse> RedriveFailed(
-    OpsStub& ops, bool dry_run, const std::string& group, absl::Duration timeout,
-    bool include_rejected_and_acknowledged) {
+    OpsStub& ops, bool dry_run, const std::string& group, bool include_rejected_and_acknowledged,
+    const std::string& reason, absl::Duration timeout) {
   ::ops::v1::RedriveFailedRequest request;
   request.set_dry_run(dry_run);
   request.set_group(group);
   request.set_include_rejected_and_acknowledged(include_rejected_and_acknowledged);
+  request.set_reason(reason);
   return Call<OpsStub, ::ops::v1::RedriveFailedRequest, ::ops::v1::RedriveFailedResponse>(
       ops, &OpsStub::RedriveFailed, request, timeout);
 }
@@ -95,11 +98,12 @@ absl::StatusOr<::ops::v1::ListFailureGroupsResponse> ListFailureGroups(OpsStub& 
 
 absl::StatusOr<::ops::v1::AcknowledgeFailureResponse> AcknowledgeFailure(
     OpsStub& ops, const std::string& message_id, const std::string& group, bool dry_run,
-    absl::Duration timeout) {
+    const std::string& reason, absl::Duration timeout) {
   ::ops::v1::AcknowledgeFailureRequest request;
   request.set_message_id(message_id);
   request.set_group(group);
   request.set_dry_run(dry_run);
+  request.set_reason(reason);
   return Call<OpsStub, ::ops::v1::AcknowledgeFailureRequest, ::ops::v1::AcknowledgeFailureResponse>(
       ops, &OpsStub::AcknowledgeFailure, request, timeout);
 }
@@ -139,10 +143,12 @@ absl::StatusOr<::ops::v1::ListDeadLettersResponse> ListDeadLetters(OpsStub& ops,
 absl::StatusOr<::ops::v1::RedriveDeadLettersResponse> RedriveDeadLetters(OpsStub& ops,
                                                                          const std::string& queue,
                                                                          int limit,
+                                                                         const std::string& reason,
                                                                          absl::Duration timeout) {
   ::ops::v1::RedriveDeadLettersRequest request;
   request.set_queue(queue);
   request.set_limit(limit);
+  request.set_reason(reason);
   return Call<OpsStub, ::ops::v1::RedriveDeadLettersRequest, ::ops::v1::RedriveDeadLettersResponse>(
       ops, &OpsStub::RedriveDeadLetters, request, timeout);
 }

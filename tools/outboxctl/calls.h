@@ -32,12 +32,15 @@ absl::StatusOr<::ops::v1::ListMessagesResponse> ListMessages(OpsStub& ops,
                                                              absl::Duration timeout);
 absl::StatusOr<::ops::v1::OutboxMessage> GetMessage(OpsStub& ops, const std::string& message_id,
                                                     absl::Duration timeout);
+// The calls that change something carry the operator's `reason` ("" for
+// none), which their audit record keeps.
 absl::StatusOr<::ops::v1::OutboxMessage> RedriveMessage(OpsStub& ops, const std::string& message_id,
+                                                        const std::string& reason,
                                                         absl::Duration timeout);
 // Every FAILED row (`group` empty) or those of one failure group.
 absl::StatusOr<::ops::v1::RedriveFailedResponse> RedriveFailed(
-    OpsStub& ops, bool dry_run, const std::string& group, absl::Duration timeout,
-    bool include_rejected_and_acknowledged = false);
+    OpsStub& ops, bool dry_run, const std::string& group, bool include_rejected_and_acknowledged,
+    const std::string& reason, absl::Duration timeout);
 absl::StatusOr<::ops::v1::ListFailureGroupsResponse> ListFailureGroups(OpsStub& ops,
                                                                        const std::string& kind,
                                                                        int limit,
@@ -45,7 +48,7 @@ absl::StatusOr<::ops::v1::ListFailureGroupsResponse> ListFailureGroups(OpsStub& 
 // One message (`message_id`) or a group.
 absl::StatusOr<::ops::v1::AcknowledgeFailureResponse> AcknowledgeFailure(
     OpsStub& ops, const std::string& message_id, const std::string& group, bool dry_run,
-    absl::Duration timeout);
+    const std::string& reason, absl::Duration timeout);
 absl::StatusOr<::ops::v1::History> GetHistory(OpsStub& ops, const std::string& id,
                                               absl::Duration timeout);
 absl::StatusOr<::ops::v1::ListAuditResponse> ListAudit(OpsStub& ops, int limit,
@@ -58,6 +61,7 @@ absl::StatusOr<::ops::v1::ListDeadLettersResponse> ListDeadLetters(OpsStub& ops,
 absl::StatusOr<::ops::v1::RedriveDeadLettersResponse> RedriveDeadLetters(OpsStub& ops,
                                                                          const std::string& queue,
                                                                          int limit,
+                                                                         const std::string& reason,
                                                                          absl::Duration timeout);
 absl::StatusOr<::payment::v1::Payment> GetPayment(
     ::payment::v1::PaymentService::StubInterface& payments, const std::string& payment_id,

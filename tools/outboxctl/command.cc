@@ -34,6 +34,7 @@ constexpr FlagSpec kFlags[] = {
     {"amount", true, false},         {"currency", true, false},
     {"description", true, false},    {"group", true, false},
     {"kind", true, false},           {"include_rejected_and_acknowledged", false, false},
+    {"reason", true, false},
 };
 
 const FlagSpec* FindFlag(absl::string_view name) {
@@ -77,24 +78,28 @@ absl::StatusOr<absl::Duration> PositiveDuration(absl::string_view what, const st
 const std::set<std::string>& LocalFlagsOf(Verb verb) {
   static const auto* none = new std::set<std::string>();
   static const auto* list = new std::set<std::string>{"status", "limit", "page_size"};
-  static const auto* redrive_all =
-      new std::set<std::string>{"all_failed", "dry_run", "include_rejected_and_acknowledged"};
-  static const auto* by_group = new std::set<std::string>{"group", "dry_run"};
+  static const auto* one_row = new std::set<std::string>{"reason"};
+  static const auto* redrive_all = new std::set<std::string>{
+      "all_failed", "dry_run", "include_rejected_and_acknowledged", "reason"};
+  static const auto* by_group = new std::set<std::string>{"group", "dry_run", "reason"};
   static const auto* failures = new std::set<std::string>{"kind", "limit"};
   static const auto* audit = new std::set<std::string>{"limit"};
   static const auto* dead_letters = new std::set<std::string>{"queue", "limit"};
+  static const auto* dead_letters_redrive = new std::set<std::string>{"queue", "limit", "reason"};
   static const auto* create = new std::set<std::string>{
       "idempotency_key", "payer", "payee", "amount", "currency", "description"};
   switch (verb) {
     case Verb::kPaymentCreate: return *create;
     case Verb::kList: return *list;
+    case Verb::kRedrive:
+    case Verb::kAcknowledge: return *one_row;
     case Verb::kRedriveAllFailed: return *redrive_all;
     case Verb::kRedriveGroup:
     case Verb::kAcknowledgeGroup: return *by_group;
     case Verb::kFailures: return *failures;
     case Verb::kAudit: return *audit;
-    case Verb::kDeadLettersList:
-    case Verb::kDeadLettersRedrive: return *dead_letters;
+    case Verb::kDeadLettersList: return *dead_letters;
+    case Verb::kDeadLettersRedrive: return *dead_letters_redrive;
     default: return *none;
   }
 }
@@ -409,6 +414,7 @@ absl::Status SetPaymentFlags(const LocalFlags& local, NewPayment& p) {
 
 // The command's own flags, checked and set.
 absl::Status SetLocalFlags(const LocalFlags& local, const std::string& command, Command& c) {
+  if (local.count("reason")) c.reason = local.at("reason");  // the ops API judges it
   switch (c.verb) {
     case Verb::kList: return SetListFlags(local, c);
     case Verb::kRedriveAllFailed:
@@ -470,23 +476,26 @@ std::string HelpText() {
       "                                    rows with that status, oldest first, paging through\n"
       "                                    (at most N rows, default 100; N per call, default 100)\n"
       "  get MESSAGE_ID                    one outbox row with every field\n"
-      "  redrive MESSAGE_ID                a FAILED row back to SENDING, attempts reset\n"
-      "  redrive --all-failed [--dry-run] [--include-rejected-and-acknowledged]\n"
+      "  redrive MESSAGE_ID [--reason R]   a FAILED row back to SENDING, attempts reset\n"
+      "  redrive --all-failed [--dry-run] [--include-rejected-and-acknowledged] [--reason R]\n"
       "                                    every FAILED row back to SENDING but those rejected by\n"
       "                                    their consumer or acknowledged (left FAILED on\n"
       "                                    purpose), unless asked; --dry-run counts\n"
-      "  redrive --group=G [--dry-run]     the FAILED rows of failure group G, in pages\n"
+      "  redrive --group=G [--dry-run] [--reason R]\n"
+      "                                    the FAILED rows of failure group G, in pages\n"
       "  failures [--kind K] [--limit N]   FAILED rows grouped by how they failed (topic, kind,\n"
       "                                    error shape), largest first; K: exhausted, rejected,\n"
       "                                    expired\n"
-      "  acknowledge MESSAGE_ID            seen, leave it FAILED: its alert stops\n"
-      "  acknowledge --group=G [--dry-run] the same for every row of group G\n"
+      "  acknowledge MESSAGE_ID [--reason R]\n"
+      "                                    seen, leave it FAILED: its alert stops\n"
+      "  acknowledge --group=G [--dry-run] [--reason R]\n"
+      "                                    the same for every row of group G\n"
       "  history MESSAGE_ID|BUSINESS_KEY   what happened to one message, as a timeline\n"
       "  audit [--limit N]                 operator actions, newest first (default 100)\n"
       "  policy                            the retry policy recovery applies, per topic\n"
       "  dead-letters list --queue=Q [--limit N]\n"
       "                                    messages parked in Q.DLQ (default 100, at most 1000)\n"
-      "  dead-letters redrive --queue=Q [--limit N]\n"
+      "  dead-letters redrive --queue=Q [--limit N] [--reason R]\n"
       "                                    moves them back to Q (default all)\n"
       "  payment create --idempotency_key K --payer A --payee B --amount MINOR --currency C\n"
       "                 [--description D]  a payment (payment_service); the same key and request\n"
@@ -494,6 +503,9 @@ std::string HelpText() {
       "  payment get PAYMENT_ID            a payment and its outbox state (payment_service)\n"
       "  voucher get PAYMENT_ID            the voucher booked for it (accounting_service)\n"
       "  health ADDR                       grpc.health.v1 Check; exit 0 only when SERVING\n"
+      "\n"
+      "--reason R: why, in a few words (one line, at most 500 bytes); the audit trail keeps it\n"
+      "with who did what.\n"
       "\n"
       "flags (anywhere on the line; --name=value or --name value):\n"
       "  --recovery_addr HOST:PORT    recovery_service [env RECOVERY_ADDR] (127.0.0.1:50053)\n"

@@ -22,17 +22,17 @@ enum class Verb {
   kStats,               // stats
   kList,                // list --status=S [--limit N] [--page_size N]
   kGet,                 // get MESSAGE_ID
-  kRedrive,             // redrive MESSAGE_ID
-  kRedriveAllFailed,    // redrive --all-failed [--dry-run]
-  kRedriveGroup,        // redrive --group=G [--dry-run]
+  kRedrive,             // redrive MESSAGE_ID [--reason R]
+  kRedriveAllFailed,    // redrive --all-failed [--dry-run] [--reason R]
+  kRedriveGroup,        // redrive --group=G [--dry-run] [--reason R]
   kFailures,            // failures [--kind K] [--limit N]
-  kAcknowledge,         // acknowledge MESSAGE_ID
-  kAcknowledgeGroup,    // acknowledge --group=G [--dry-run]
+  kAcknowledge,         // acknowledge MESSAGE_ID [--reason R]
+  kAcknowledgeGroup,    // acknowledge --group=G [--dry-run] [--reason R]
   kHistory,             // history MESSAGE_ID|BIZ_KEY
   kAudit,               // audit [--limit N]
   kPolicy,              // policy
   kDeadLettersList,     // dead-letters list --queue=Q [--limit N]
-  kDeadLettersRedrive,  // dead-letters redrive --queue=Q [--limit N]
+  kDeadLettersRedrive,  // dead-letters redrive --queue=Q [--limit N] [--reason R]
   kPaymentGet,          // payment get PAYMENT_ID
   kPaymentCreate,  // payment create --idempotency_key K --payer A --payee B --amount N --currency C
   kVoucherGet,     // voucher get PAYMENT_ID
@@ -65,6 +65,7 @@ struct Command {
   std::string group;          // redrive, acknowledge: a failure group's id
   std::string kind;           // failures: exhausted, rejected or expired
   std::string queue;          // dead-letters: PAY_QUEUE or ACC_QUEUE (the service's names)
+  std::string reason;         // redrive, acknowledge, dead-letters redrive: why, for the audit
   std::string tls_ca_file;    // --tls_ca_file, OUTBOXCTL_TLS_CA_FILE: set = TLS
   std::string tls_cert_file;  // --tls_cert_file, OUTBOXCTL_TLS_CERT_FILE: client cert (mTLS)
   std::string tls_key_file;   // --tls_key_file, OUTBOXCTL_TLS_KEY_FILE

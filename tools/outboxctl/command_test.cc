@@ -147,6 +147,33 @@ TEST(CommandTest, EveryCommand) {
   c = Parse({"policy"});
   ASSERT_OK(c);
   EXPECT_EQ(c->verb, Verb::kPolicy);
+
+  // Every command that changes something takes a reason; the others do not.
+  for (const std::vector<std::string>& words :
+       std::vector<std::vector<std::string>>{{"redrive", "m-1"},
+                                             {"redrive", "--all-failed"},
+                                             {"redrive", "--group=0123456789ab", "--dry-run"},
+                                             {"acknowledge", "m-1"},
+                                             {"acknowledge", "--group=0123456789ab"},
+                                             {"dead-letters", "redrive", "--queue=PAY_QUEUE"}}) {
+    std::vector<std::string> args = words;
+    args.insert(args.end(), {"--reason", "ticket 42: the rate is fixed"});
+    c = Parse(args);
+    ASSERT_OK(c) << words[0];
+    EXPECT_EQ(c->reason, "ticket 42: the rate is fixed") << words[0];
+  }
+  c = Parse({"redrive", "m-1"});
+  ASSERT_OK(c);
+  EXPECT_EQ(c->reason, "");
+  for (const std::vector<std::string>& words : std::vector<std::vector<std::string>>{
+           {"list", "--status=FAILED"}, {"audit"}, {"dead-letters", "list", "--queue=PAY_QUEUE"}}) {
+    std::vector<std::string> args = words;
+    args.push_back("--reason=why");
+    EXPECT_THAT(Parse(args).status(),
+                testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                  ::testing::HasSubstr("--reason does not apply")))
+        << words[0];
+  }
   EXPECT_THAT(
       Parse({"failures", "--kind=odd"}).status(),
       testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("--kind")));

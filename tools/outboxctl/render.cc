@@ -198,9 +198,10 @@ std::string RenderAudit(const ::ops::v1::ListAuditResponse& r) {
   for (const auto& a : r.records()) {
     table.push_back({absl::StrCat(a.id()), TimeText(a.at(), a.has_at()), a.actor(), a.action(),
                      a.target(), a.dry_run() ? "yes" : "no", absl::StrCat(a.rows()),
-                     Shorten(a.outcome(), kErrorWidth)});
+                     Shorten(a.outcome(), kErrorWidth), Shorten(a.reason(), kErrorWidth)});
   }
-  return Table({"ID", "AT", "ACTOR", "ACTION", "TARGET", "DRY_RUN", "ROWS", "OUTCOME"}, table);
+  return Table({"ID", "AT", "ACTOR", "ACTION", "TARGET", "DRY_RUN", "ROWS", "OUTCOME", "REASON"},
+               table);
 }
 
 std::string RenderRetryPolicy(const ::ops::v1::RetryPolicy& p) {

@@ -92,5 +92,21 @@ TEST(RenderTest, DeadLettersAndRedrives) {
   EXPECT_EQ(RenderRedriveFailed(f), "4 FAILED row(s) would be re-driven (dry run)\n");
 }
 
+TEST(RenderTest, AuditShowsTheReason) {
+  ::ops::v1::ListAuditResponse r;
+  auto* a = r.add_records();
+  a->set_id(3);
+  a->set_actor("alice");
+  a->set_action("acknowledge_group");
+  a->set_target("0123456789ab");
+  a->set_rows(4);
+  a->set_outcome("ok");
+  a->set_reason("known: GBP is not kept");
+  EXPECT_EQ(RenderAudit(r),
+            "ID  AT  ACTOR  ACTION             TARGET        DRY_RUN  ROWS  OUTCOME  REASON\n"
+            "3   -   alice  acknowledge_group  0123456789ab  no       4     ok       known: GBP is "
+            "not kept\n");
+}
+
 }  // namespace
 }  // namespace outbox::ctl

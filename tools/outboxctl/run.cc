@@ -48,22 +48,23 @@ int ExecuteOps(const Command& c, Connections& connections, std::ostream& out, st
       return Print(c, GetMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery, ops_addr,
                    out, err, RenderMessage);
     case Verb::kRedrive:
-      return Print(c, RedriveMessage(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery,
-                   ops_addr, out, err, RenderMessage);
+      return Print(c, RedriveMessage(*connections.Ops(ops_addr), c.arg, c.reason, c.timeout),
+                   kRecovery, ops_addr, out, err, RenderMessage);
     case Verb::kRedriveAllFailed:
     case Verb::kRedriveGroup:
       return Print(c,
-                   RedriveFailed(*connections.Ops(ops_addr), c.dry_run, c.group, c.timeout,
-                                 c.include_rejected_and_acknowledged),
+                   RedriveFailed(*connections.Ops(ops_addr), c.dry_run, c.group,
+                                 c.include_rejected_and_acknowledged, c.reason, c.timeout),
                    kRecovery, ops_addr, out, err, RenderRedriveFailed);
     case Verb::kFailures:
       return Print(c, ListFailureGroups(*connections.Ops(ops_addr), c.kind, c.limit, c.timeout),
                    kRecovery, ops_addr, out, err, RenderFailureGroups);
     case Verb::kAcknowledge:
     case Verb::kAcknowledgeGroup:
-      return Print(
-          c, AcknowledgeFailure(*connections.Ops(ops_addr), c.arg, c.group, c.dry_run, c.timeout),
-          kRecovery, ops_addr, out, err, RenderAcknowledged);
+      return Print(c,
+                   AcknowledgeFailure(*connections.Ops(ops_addr), c.arg, c.group, c.dry_run,
+                                      c.reason, c.timeout),
+                   kRecovery, ops_addr, out, err, RenderAcknowledged);
     case Verb::kHistory:
       return Print(c, GetHistory(*connections.Ops(ops_addr), c.arg, c.timeout), kRecovery, ops_addr,
                    out, err, RenderHistory);
@@ -79,11 +80,11 @@ int ExecuteOps(const Command& c, Connections& connections, std::ostream& out, st
                      return RenderDeadLetters(c.queue, r);
                    });
     case Verb::kDeadLettersRedrive:
-      return Print(c, RedriveDeadLetters(*connections.Ops(ops_addr), c.queue, c.limit, c.timeout),
-                   kRecovery, ops_addr, out, err,
-                   [&](const ::ops::v1::RedriveDeadLettersResponse& r) {
-                     return RenderDeadLettersRedriven(c.queue, r);
-                   });
+      return Print(
+          c, RedriveDeadLetters(*connections.Ops(ops_addr), c.queue, c.limit, c.reason, c.timeout),
+          kRecovery, ops_addr, out, err, [&](const ::ops::v1::RedriveDeadLettersResponse& r) {
+            return RenderDeadLettersRedriven(c.queue, r);
+          });
     default: return kExitUsage;
   }
 }
