@@ -9,7 +9,9 @@ JSON style: the response message as JSON, or HTTP 4xx/5xx with
 {"code": "<gRPC status, lower case>", "message": "..."}. The header
 `Outbox-Shard: NAME` picks the shard (default: the first). The caller's
 `Authorization: Bearer <ops token>` goes on as gRPC metadata, unchanged and
-never logged, so the audit trail names the same operator as outboxctl does.
+never logged, so the audit trail names the same operator as outboxctl does;
+a header gRPC metadata cannot carry is refused before any call. The shard
+list and DecodePayload answer a caller whose token a shard accepts.
 
 It polls nothing by itself: every gRPC call is one a page asked for.
 
@@ -20,6 +22,7 @@ import argparse
 import base64
 import binascii
 import datetime
+import hashlib
 import ipaddress
 import json
 import os
@@ -43,6 +46,12 @@ PAYLOAD_PROTOS = ["events/v1/events.proto"]
 CHART_JS = [os.path.join("/usr/share/javascript/chart.js", n)
             for n in ("chart.umd.js", "chart.umd.min.js", "chart.min.js", "chart.js")]
 MAX_BODY = 1 << 20
+# What gRPC metadata carries (printable ASCII) and a token file holds (no
+# space): anything else is refused before a call, so it can reach no log.
+MAX_AUTHORIZATION = 4096
+AUTHORIZATION = re.compile(r"Bearer [\x21-\x7e]{1,%d}" % MAX_AUTHORIZATION)
+BAD_AUTHORIZATION = ("the Authorization header must be 'Bearer ' and a token of printable "
+                     "ASCII without spaces, at most %d characters" % MAX_AUTHORIZATION)
 OPS_PREFIX = "/" + ops_backend.SERVICE + "/"
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                  ".css": "text/css; charset=utf-8", ".png": "image/png",
@@ -139,10 +148,24 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return False
 
+    def _authorization(self):
+        """The caller's Authorization header ("" without one), or None when
+        it is not one gRPC metadata can carry: never passed on, never
+        echoed."""
+        values = self.headers.get_all("Authorization") or []
+        if not values:
+            return ""
+        if len(values) > 1 or not AUTHORIZATION.fullmatch(values[0]):
+            return None
+        return values[0]
+
+    def _refuse_authorization(self):
+        self._error(grpc.StatusCode.UNAUTHENTICATED, BAD_AUTHORIZATION)
+
     # --- verbs
 
     def handle_one_request(self):
-        self._started = time.monotonic()
+        self._started = None
         self._status = 0
         self._grpc_code = ""
         self._shard = ""
@@ -151,7 +174,13 @@ class Handler(BaseHTTPRequestHandler):
             log("INFO", "console_call", path=self.path.split("?", 1)[0], shard=self._shard,
                 status=self._status,
                 grpc=self._grpc_code or ("OK" if self._status == 200 else "-"),
-                ms=int((time.monotonic() - self._started) * 1000))
+                ms=int((time.monotonic() - (self._started or time.monotonic())) * 1000))
+
+    def parse_request(self):
+        # The request line is in: the call starts now, not with the idle wait
+        # of a kept-alive connection before it.
+        self._started = time.monotonic()
+        return super().parse_request()
 
     def do_HEAD(self):
         self.do_GET()
@@ -171,11 +200,29 @@ class Handler(BaseHTTPRequestHandler):
                         return self._send(200, CONTENT_TYPES[".js"], f.read(), "max-age=3600")
             return self._send(404, "text/plain", b"libjs-chart.js is not installed\n")
         if path == "/console/v1/shards":
-            return self._json(200, {"shards": [{"name": s.name, "addr": s.addr}
-                                               for s in self.server.shards]})
+            return self._shards()
         if path == "/healthz":
             return self._send(200, "text/plain", b"ok\n")
         self._send(404, "text/plain", b"not found\n")
+
+    def _shards(self):
+        """The shards, to a caller whose token one of them accepts."""
+        auth = self._authorization()
+        if auth is None:
+            return self._refuse_authorization()
+        refused = None
+        for shard in self.server.shards:
+            try:
+                shard.check_token(auth)
+            except ops_backend.OpsError as e:
+                if e.code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                    refused = refused or e
+                continue
+            return self._json(200, {"shards": [{"name": s.name, "addr": s.addr}
+                                               for s in self.server.shards]})
+        if refused is not None:
+            return self._error(refused.code, refused.message)
+        self._error(grpc.StatusCode.UNAVAILABLE, "no shard's ops API answers")
 
     def _static(self, name):
         if not re.fullmatch(r"[A-Za-z0-9_-]+\.[a-z]+", name):
@@ -214,17 +261,25 @@ class Handler(BaseHTTPRequestHandler):
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             return self._error(grpc.StatusCode.INVALID_ARGUMENT, "the body is not UTF-8")
+        auth = self._authorization()
+        if auth is None:
+            return self._refuse_authorization()
         try:
             if path.startswith(OPS_PREFIX):
                 method = path[len(OPS_PREFIX):]
                 if not re.fullmatch(r"[A-Za-z]+", method):
                     return self._error(grpc.StatusCode.UNIMPLEMENTED, "no such method")
-                auth = self.headers.get("Authorization", "")
                 return self._json(200, shard.call(method, text, auth))
             if path == "/console/v1/DecodePayload":
+                shard.check_token(auth)
                 return self._decode(shard, text)
         except ops_backend.OpsError as e:
             return self._error(e.code, e.message)
+        except Exception as e:  # noqa: BLE001 - answered, and logged by its type only
+            log("WARNING", "console_call_failed", path=path, shard=shard.name,
+                error=type(e).__name__)
+            return self._error(grpc.StatusCode.INTERNAL,
+                               "the gateway failed on this call (%s)" % type(e).__name__)
         self._error(grpc.StatusCode.UNIMPLEMENTED, "no such method")
 
     def _decode(self, shard, text):
@@ -235,8 +290,6 @@ class Handler(BaseHTTPRequestHandler):
             type_name = str(request.get("type", ""))
         except (ValueError, AttributeError, binascii.Error) as e:
             return self._error(grpc.StatusCode.INVALID_ARGUMENT, "request: %s" % e)
-        if not re.fullmatch(r"[A-Za-z0-9_.]*", type_name):
-            return self._error(grpc.StatusCode.INVALID_ARGUMENT, "type: not a message name")
         self._json(200, shard.decode(type_name, payload))
 
 
@@ -257,10 +310,11 @@ class Server(ThreadingHTTPServer):
 
     def handle_error(self, request, client_address):
         """One line, not a traceback: a client that is not TLS, or that
-        went away mid-request."""
+        went away mid-request. The exception's type only: its text may
+        quote what the client sent (a header, a token)."""
         error = sys.exc_info()[1]
         log("WARNING", "console_connection_failed", peer=client_address[0],
-            error="%s: %s" % (type(error).__name__, error))
+            error=type(error).__name__)
 
     def shard(self, name):
         if not name:
@@ -281,8 +335,8 @@ def parse_args(argv):
     p.add_argument("--ops", action="append", metavar="[NAME=]HOST:PORT",
                    help="a shard's ops endpoint (recovery_service's RECOVERY_LISTEN); repeat "
                         "for each shard, the first is the default; a bare address is named "
-                        "after itself [env CONSOLE_OPS, space-separated; default "
-                        "127.0.0.1:50053]")
+                        "after itself; an address beyond loopback needs --ops_ca "
+                        "[env CONSOLE_OPS, space-separated; default 127.0.0.1:50053]")
     p.add_argument("--ops_ca", default=env("CONSOLE_OPS_CA", ""),
                    help="PEM CA bundle: reach the ops endpoints over TLS, trusting it "
                         "[env CONSOLE_OPS_CA]")
@@ -322,6 +376,15 @@ def split_host_port(text):
     return host, int(port)
 
 
+def is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: wherever it points
+
+
 def main(argv=None):
     parser, args = parse_args(argv)
     fail = lambda msg: parser.exit(2, "console_failed error=\"%s\"\n" % msg)  # noqa: E731
@@ -354,8 +417,12 @@ def main(argv=None):
     for spec in args.ops:
         name, _, addr = spec.rpartition("=")
         name = name or addr
-        if split_host_port(addr) is None:
+        ops_host = split_host_port(addr)
+        if ops_host is None:
             fail("--ops: want [NAME=]HOST:PORT, got '%s'" % spec)
+        if credentials is None and not is_loopback(ops_host[0]):
+            fail("--ops %s is beyond loopback: operators' tokens would cross the network in "
+                 "clear; give --ops_ca (TLS to the ops API)" % spec)
         if not re.fullmatch(r"[A-Za-z0-9_.:\[\]-]+", name) or name in names:
             fail("--ops: shard name '%s' is not a simple name or is used twice" % name)
         names.add(name)

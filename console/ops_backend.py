@@ -8,11 +8,15 @@ it asks each recovery_service for the file descriptors of ops.v1.OutboxOps
 from them, so the console speaks whatever version of the API a shard serves.
 """
 import base64
+import collections
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import threading
+import time
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
@@ -21,6 +25,16 @@ SERVICE = "ops.v1.OutboxOps"
 REFLECTION = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 # Where the payload types live: OutboxMessage.message_type is the short name.
 PAYLOAD_PACKAGES = ("", "events.v1.")
+# A type name worth a schema lookup; anything else is decoded without one.
+MESSAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+MAX_TYPE_NAME = 200
+# Type names the server's reflection did not know, kept so each is asked
+# once; the oldest are forgotten beyond this many.
+MAX_UNKNOWN_TYPES = 256
+# A token a shard accepted is taken for this long by the calls that are the
+# gateway's own (the shard list, DecodePayload), without asking again.
+TOKEN_SECONDS = 60.0
+MAX_TOKENS = 64
 
 
 class OpsError(Exception):
@@ -96,6 +110,22 @@ def to_json_dict(message, proto_names=False):
     except TypeError:  # protobuf >= 5.26 renamed the option
         return json_format.MessageToDict(message, always_print_fields_with_no_presence=True,
                                          preserving_proto_field_name=proto_names)
+
+
+def as_text(data):
+    """DATA as text when it is UTF-8 of printable characters, tabs and line
+    breaks; else None."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if all(c.isprintable() or c in "\t\n\r" for c in text):
+        return text
+    return None
+
+
+def is_message_name(type_name):
+    return len(type_name) <= MAX_TYPE_NAME and MESSAGE_NAME.fullmatch(type_name) is not None
 
 
 def raw_fields(data, depth=0):
@@ -176,11 +206,15 @@ class Shard:
             self._channel = grpc.insecure_channel(addr)
         else:
             self._channel = grpc.secure_channel(addr, credentials)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held for the pool, never across a call
+        self._service_lock = threading.Lock()  # one learns the service at a time
         self._pool = None
         self._files = set()
-        self._unknown = set()  # type names the server's reflection does not know
+        # Type names the server's reflection does not know (bounded, oldest first).
+        self._unknown = collections.OrderedDict()
         self._methods = {}  # name -> (request class, response class, callable)
+        # sha256 of an Authorization header this shard accepted -> until when.
+        self._tokens = collections.OrderedDict()
 
     def _file_descriptors(self, symbol):
         """ServerReflectionRequest.file_containing_symbol (field 4) -> the
@@ -188,7 +222,8 @@ class Shard:
         the server does not know the symbol."""
         call = self._channel.stream_stream(REFLECTION, request_serializer=lambda b: b,
                                            response_deserializer=lambda b: b)
-        request = _varint(4 << 3 | 2) + _varint(len(symbol)) + symbol.encode()
+        name = symbol.encode()
+        request = _varint(4 << 3 | 2) + _varint(len(name)) + name
         try:
             for response in call(iter([request]), timeout=self.timeout):
                 for number, _, value in read_fields(response):
@@ -198,6 +233,9 @@ class Shard:
                         return [v for n, _, v in read_fields(value) if n == 1]
         except grpc.RpcError as e:
             raise OpsError(e.code(), "reflection: %s" % e.details()) from None
+        except (ValueError, IndexError):
+            raise OpsError(grpc.StatusCode.INTERNAL,
+                           "reflection: an answer that is not well formed") from None
         return []
 
     def _add_files(self, raws):
@@ -222,36 +260,55 @@ class Shard:
                                ", ".join(p.name for p in pending))
 
     def _ensure_service(self):
-        """Learns the service once; a failure is tried again next call."""
+        """Learns the service once; a failure is tried again next call.
+        Every call waits for it, since each needs the service's messages;
+        the pool's lock is not held meanwhile (DecodePayload's lookups of a
+        learnt service do not wait)."""
         with self._lock:
             if self._pool is not None:
                 return
-            pool = descriptor_pool.DescriptorPool()
-            self._pool, self._files, self._unknown = pool, set(), set()
-            try:
-                raws = self._file_descriptors(SERVICE)
-                if not raws:
-                    raise OpsError(grpc.StatusCode.UNIMPLEMENTED,
-                                   "%s at %s does not serve %s" % (self.name, self.addr, SERVICE))
-                self._add_files(raws)
-                service = pool.FindServiceByName(SERVICE)
-                methods = {}
-                for m in service.methods:
-                    request_class = _message_class(pool, m.input_type.full_name)
-                    response_class = _message_class(pool, m.output_type.full_name)
-                    stub = self._channel.unary_unary(
-                        "/%s/%s" % (SERVICE, m.name),
-                        request_serializer=lambda r: r.SerializeToString(),
-                        response_deserializer=response_class.FromString)
-                    methods[m.name] = (request_class, response_class, stub)
-                self._methods = methods
-            except BaseException:
-                self._pool = None
-                raise
+        with self._service_lock:
+            with self._lock:
+                if self._pool is not None:  # learnt while this one waited
+                    return
+            raws = self._file_descriptors(SERVICE)
+            if not raws:
+                raise OpsError(grpc.StatusCode.UNIMPLEMENTED,
+                               "%s at %s does not serve %s" % (self.name, self.addr, SERVICE))
+            with self._lock:
+                self._learn_service(raws)
+
+    def _learn_service(self, raws):
+        """Builds the pool and the method table (under the pool's lock)."""
+        pool = descriptor_pool.DescriptorPool()
+        self._pool, self._files = pool, set()
+        self._unknown.clear()
+        try:
+            self._add_files(raws)
+            service = pool.FindServiceByName(SERVICE)
+            methods = {}
+            for m in service.methods:
+                request_class = _message_class(pool, m.input_type.full_name)
+                response_class = _message_class(pool, m.output_type.full_name)
+                stub = self._channel.unary_unary(
+                    "/%s/%s" % (SERVICE, m.name),
+                    request_serializer=lambda r: r.SerializeToString(),
+                    response_deserializer=response_class.FromString)
+                methods[m.name] = (request_class, response_class, stub)
+            self._methods = methods
+        except OpsError:
+            self._pool = None
+            raise
+        except Exception as e:  # noqa: BLE001 - descriptors the pool refuses
+            self._pool = None
+            raise OpsError(grpc.StatusCode.INTERNAL, "reflection: %s at %s serves descriptors "
+                           "that cannot be used (%s)" % (self.name, self.addr,
+                                                         type(e).__name__)) from None
 
     def call(self, method, body, authorization):
         """Calls METHOD with BODY (JSON text); returns the response as a
-        JSON-ready dict. Raises OpsError."""
+        JSON-ready dict. Raises OpsError, whose message never holds the
+        authorization."""
         self._ensure_service()
         if method not in self._methods:
             raise OpsError(grpc.StatusCode.UNIMPLEMENTED, "no method %s.%s" % (SERVICE, method))
@@ -265,12 +322,43 @@ class Shard:
             response = stub(request, metadata=metadata, timeout=self.timeout)
         except grpc.RpcError as e:
             raise OpsError(e.code(), e.details() or e.code().name) from None
+        except Exception as e:  # noqa: BLE001 - e.g. grpcio refusing the metadata: its text quotes it
+            raise OpsError(grpc.StatusCode.INTERNAL, "the call to %s could not be made (%s)"
+                           % (self.name, type(e).__name__)) from None
+        self._remember_token(authorization)
         return to_json_dict(response)
+
+    def check_token(self, authorization):
+        """Returns when this shard accepts AUTHORIZATION (the header, "" for
+        none): a call it answered within TOKEN_SECONDS, else a
+        GetRetryPolicy, the cheapest call of the API. Raises OpsError
+        (UNAUTHENTICATED, PERMISSION_DENIED, UNAVAILABLE, ...)."""
+        key = hashlib.sha256(authorization.encode()).digest()
+        with self._lock:
+            until = self._tokens.get(key)
+            if until is not None and until > time.monotonic():
+                return
+        self.call("GetRetryPolicy", "{}", authorization)
+
+    def _remember_token(self, authorization):
+        key = hashlib.sha256(authorization.encode()).digest()
+        with self._lock:
+            self._tokens.pop(key, None)
+            self._tokens[key] = time.monotonic() + TOKEN_SECONDS
+            while len(self._tokens) > MAX_TOKENS:
+                self._tokens.popitem(last=False)
 
     def decode(self, type_name, payload):
         """A payload's fields: by its type's schema when the server's
         reflection (or else this checkout's protos) knows it, with field
-        names; else by field number."""
+        names; else by field number. A type that is no message name (a
+        content type, a foreign producer's label) is not looked up, and its
+        payload is shown as text when it is text."""
+        if type_name and not is_message_name(type_name):
+            text = as_text(payload)
+            if text is not None:
+                return {"type": "", "raw": [], "text": text}
+            type_name = ""
         self._ensure_service()
         names = [type_name] if "." in type_name else [p + type_name for p in PAYLOAD_PACKAGES]
         for full_name in names if type_name else []:
@@ -296,16 +384,28 @@ class Shard:
 
     def _remote_class(self, full_name):
         """The message class of FULL_NAME from the server's reflection, or
-        None when it does not know it (asked once per name)."""
+        None when it does not know it (asked once per name, the last
+        MAX_UNKNOWN_TYPES names remembered). The lock is not held across
+        the reflection call, so a slow one holds up no other call."""
         with self._lock:
+            pool = self._pool
             try:
-                self._pool.FindMessageTypeByName(full_name)
+                pool.FindMessageTypeByName(full_name)
+                return _message_class(pool, full_name)
             except KeyError:
                 if full_name in self._unknown:
                     return None
-                raws = self._file_descriptors(full_name)
-                if not raws:
-                    self._unknown.add(full_name)
-                    return None
+        raws = self._file_descriptors(full_name)
+        with self._lock:
+            if self._pool is not pool:  # the service was learnt anew meanwhile
+                return None
+            if not raws:
+                self._unknown[full_name] = True
+                while len(self._unknown) > MAX_UNKNOWN_TYPES:
+                    self._unknown.popitem(last=False)
+                return None
+            try:
+                pool.FindMessageTypeByName(full_name)  # added by another call meanwhile
+            except KeyError:
                 self._add_files(raws)
-            return _message_class(self._pool, full_name)
+            return _message_class(pool, full_name)

@@ -24,6 +24,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 
 import headless  # noqa: E402
 
+REASON = "GBP is not kept: known, ticket 42"
 XSS_TEXT = '<script>window.__xss=1</script>"><img src=x onerror="window.__xss=2">'
 SEARCH_PROBE = '"><img src=x onerror="window.__xss=3">'
 FAILED_RED = (180, 35, 24)  # #b42318, the FAILED rows line
@@ -168,6 +169,7 @@ def main():
     if still["acknowledged"] != "0":
         fail("the dry run acknowledged rows: %r" % still)
     ok("the dry run's count is asked to confirm, nothing changed yet: %s" % prompt.split("\n")[0])
+    driver.find_element(By.ID, "confirm-reason").send_keys(REASON)
     driver.find_element(By.ID, "confirm-ok").click()
     notice = wait("the acknowledgement's notice", lambda: visible("notice") and text("notice"))
     if "Acknowledged %s row(s)" % gbp["count"] not in notice:
@@ -202,7 +204,9 @@ def main():
             and "dry run" not in r]
     if not mine:
         fail("no audit record of alice's acknowledgement: %r" % records)
-    ok("the audit trail shows alice: %s" % mine[0])
+    if not mine[0].endswith(" ok " + REASON):
+        fail("the acknowledgement's record does not end with its reason: %r" % mine[0])
+    ok("the audit trail shows alice and why: %s" % mine[0])
 
     # One message: its history as a timeline, its payload as text.
     go("message")
@@ -260,14 +264,25 @@ def main():
     no_injection("an error message")
     ok("markup in an error message is shown as text: %s" % banner)
 
-    # Dead letters: listed, inspected, re-driven after confirming the count.
+    # Dead letters: a queue that is not one is said so, under the call that
+    # failed; a listing that works clears it; listed, inspected, re-driven
+    # after confirming the count.
     go("dead-letters")
     queue = driver.find_element(By.ID, "dlq-queue")
+    queue.clear()
+    queue.send_keys("NO_SUCH_QUEUE")
+    driver.find_element(By.ID, "dlq-redrive").click()
+    banner = wait("the error of a queue that is none", lambda: visible("banner") and text("banner"))
+    if not banner.startswith("ListDeadLetters: INVALID_ARGUMENT"):
+        fail("the count before a re-drive failed, named so: %r" % banner)
     queue.clear()
     queue.send_keys(pay_queue)
     driver.find_element(By.CSS_SELECTOR, "#dlq-form button[type=submit]").click()
     wait("the dead letter", lambda: text("dlq-total").startswith(
         "1 message(s) parked in %s.DLQ" % pay_queue))
+    if visible("banner"):
+        fail("an old error stays over a listing that worked: %r" % text("banner"))
+    ok("dead letters: a wrong queue's error (%s) goes with the next listing" % banner)
     driver.find_element(By.CSS_SELECTOR, "#dlq-table tbody tr button").click()
     wait("the dead letter's body", lambda: DEAD_LETTER in text("dlq-fields"))
     no_injection("a dead letter")
@@ -301,6 +316,18 @@ def main():
             c.text.split("\n") == ["FAILED", str(theirs)]
             for c in driver.find_elements(By.CSS_SELECTOR, "#cards .card")))
         ok("shard switcher %s: shard %s shows its own %s FAILED rows" % (options, options[1], theirs))
+
+    # A link whose id is not percent-encoded (cut short): opened at start-up,
+    # it is said so and the rest of the console works.
+    driver.get(url + "#message/%E0%A4%A")
+    driver.refresh()
+    banner = wait("the bad link's message", lambda: visible("banner") and text("banner"))
+    if "names no message" not in banner:
+        fail("a malformed link: %r" % banner)
+    go("overview")
+    wait("the overview sampling after a malformed link", lambda: any(
+        c.text.split("\n")[0] == "FAILED" for c in driver.find_elements(By.CSS_SELECTOR, "#cards .card")))
+    ok("a malformed link is said so (%s) and the overview samples" % banner)
 
     # Forgetting the token leaves nothing behind.
     driver.find_element(By.ID, "signout").click()

@@ -8,14 +8,17 @@
 # rejected and end FAILED in two failure groups; shard b has 2 GBP rejects; a
 # body that is not a payment event (with markup) is dead-lettered. Then:
 # - over HTTP (curl): the Content-Security-Policy, a missing token answered
-#   401 with Connect's error JSON, a wrong one 403, a non-JSON post 415;
+#   401 with Connect's error JSON, a wrong one 403, a non-JSON post 415, the
+#   shard list only with the token;
 # - in the browser (tests/console_browser_test.py): a wrong token refused
 #   with a clear message; the overview's live figures and chart; the groups;
-#   an acknowledgement after the dry run's count is confirmed; a cancelled
-#   re-drive; the audit trail naming the token's holder; a message's
-#   timeline and payload, re-driven after confirming; markup in data and
-#   errors shown as text, never run; the dead letter inspected and
-#   re-driven; the shard switcher showing shard b's own figures;
+#   an acknowledgement after the dry run's count is confirmed, with a
+#   reason; a cancelled re-drive; the audit trail naming the token's holder
+#   and the reason; a message's timeline and payload, re-driven after
+#   confirming; markup in data and errors shown as text, never run; a
+#   wrong queue's error, gone with the next listing; the dead letter
+#   inspected and re-driven; the shard switcher showing shard b's own
+#   figures; a malformed link at start-up;
 # - the audit trail in payment.db, and no token in the console's log.
 #   bash tests/e2e_console_test.sh BUILD   (through ctest: the broker fixture)
 set -euo pipefail
@@ -145,6 +148,11 @@ echo "ok: wrong token: $got"
 got=$(call GetStats -H "Authorization: Bearer $alice" -d '{}')
 [[ $got == 415* ]] || fail "a form post: $got"
 echo "ok: a post that is not JSON: $got"
+got=$(curl -sS -w ' %{http_code}' "$url""console/v1/shards")
+[[ $got == *'"code": "unauthenticated"'*' 401' ]] || fail "the shard list without a token: $got"
+got=$(curl -sS -H "Authorization: Bearer $alice" "$url""console/v1/shards")
+[[ $got == *'"name": "a"'*'"name": "b"'* ]] || fail "the shard list: $got"
+echo "ok: the shard list wants the token: $got"
 got=$(call GetStats -H 'Content-Type: application/json' -H "Authorization: Bearer $alice" \
   -H 'Outbox-Shard: b' -d '{}')
 [[ $got == 200*'"failed": "2"'* ]] || fail "shard b's stats: $got"
@@ -159,10 +167,10 @@ gbp_group=$(sql "SELECT DISTINCT failure_group FROM outbox WHERE failure_kind = 
 expect_eq "acknowledged by alice, from the console (the group's 4 less the one re-driven)" \
   "$(sql "SELECT count(*) FROM outbox WHERE acknowledged_by = 'alice'")" 3
 expect_eq "the audit trail's change to rows" \
-  "$(sql "SELECT actor, action, target, rows, outcome FROM outbox_audit WHERE dry_run = 0
+  "$(sql "SELECT actor, action, target, rows, outcome, reason FROM outbox_audit WHERE dry_run = 0
           AND action NOT LIKE '%dead_letters' ORDER BY id")" \
-  "alice|acknowledge_group|$gbp_group|4|ok
-alice|redrive_message|$(sql "SELECT message_id FROM outbox WHERE biz_key = '$xss_key'")|1|ok"
+  "alice|acknowledge_group|$gbp_group|4|ok|GBP is not kept: known, ticket 42
+alice|redrive_message|$(sql "SELECT message_id FROM outbox WHERE biz_key = '$xss_key'")|1|ok|"
 expect_eq "every audit record by alice" "$(sql "SELECT count(*) FROM outbox_audit WHERE actor != 'alice'")" 0
 if grep -q -e "$alice" -e 'Bearer' "$tmp/console.log"; then fail "a token in the console's log"; fi
 echo "ok: no token in the console's log ($(grep -c console_call "$tmp/console.log") calls logged)"

@@ -70,8 +70,7 @@
     $('token').value = '';
     showBanner('');
     layout();
-    route();
-    sampleAll();
+    connect();
   }
   function signOut(reason) {
     sessionStorage.removeItem(TOKEN_KEY);
@@ -93,14 +92,17 @@
     constructor(status, code, message) { super(message); this.status = status; this.code = code; }
   }
 
+  // GET without a body, else POST of BODY as JSON.
   async function post(path, body, shard) {
-    const headers = { 'Content-Type': 'application/json', 'Outbox-Shard': shard || state.shard };
+    const headers = { 'Outbox-Shard': shard || state.shard };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
     const t = token();
     if (t) headers.Authorization = 'Bearer ' + t;
     let response;
     try {
-      response = await fetch(path, { method: 'POST', headers, body: JSON.stringify(body || {}),
-                                     cache: 'no-store', credentials: 'omit' });
+      response = await fetch(path, body === undefined
+        ? { method: 'GET', headers, cache: 'no-store', credentials: 'omit' }
+        : { method: 'POST', headers, body: JSON.stringify(body), cache: 'no-store', credentials: 'omit' });
     } catch (e) {
       throw new ApiError(0, 'unavailable', 'the console gateway does not answer (' + e.message + ')');
     }
@@ -113,46 +115,57 @@
     }
     return data || {};
   }
-  const ops = (method, body, shard) => post('/ops.v1.OutboxOps/' + method, body, shard);
+  const ops = (method, body, shard) => post('/ops.v1.OutboxOps/' + method, body || {}, shard);
 
   // A refused token signs the tab out with the reason; other errors are shown.
   function report(e, what) {
-    const shard = state.shard;
+    const api = state.shard ? 'the ops API of shard "' + state.shard + '"' : 'the ops API';
     if (e.code === 'unauthenticated') {
-      signOut('Not signed in: the ops API of shard "' + shard + '" wants an ops token ' +
+      signOut('Not signed in: ' + api + ' wants an ops token ' +
               '(UNAUTHENTICATED: ' + e.message + '). Enter the ops token.');
     } else if (e.code === 'permission_denied') {
-      signOut('Token refused: the ops API of shard "' + shard + '" does not accept this token ' +
+      signOut('Token refused: ' + api + ' does not accept this token ' +
               '(PERMISSION_DENIED: ' + e.message + '). Enter the right ops token.');
     } else {
       showBanner((what ? what + ': ' : '') + e.code.toUpperCase() + ': ' + e.message);
     }
   }
 
-  // --- confirmation: every change is shown with its count first
+  // --- confirmation: every change is shown with its count first, with a
+  // field for why (the audit trail keeps it)
 
+  // Resolves to {reason} when confirmed, null when cancelled.
   function confirmAction(title, text, okLabel) {
     return new Promise((resolve) => {
       $('confirm-title').textContent = title;
       $('confirm-text').textContent = text;
       $('confirm-ok').textContent = okLabel || 'Confirm';
+      $('confirm-reason').value = '';
       $('confirm').hidden = false;
-      $('confirm-ok').focus();
+      $('confirm-reason').focus();
       const done = (answer) => {
         $('confirm').hidden = true;
         $('confirm-ok').onclick = null;
         $('confirm-cancel').onclick = null;
-        resolve(answer);
+        resolve(answer ? { reason: $('confirm-reason').value.trim() } : null);
       };
       $('confirm-ok').onclick = () => done(true);
       $('confirm-cancel').onclick = () => done(false);
     });
+  }
+  // The request with its reason, when one was given.
+  function withReason(request, confirmed) {
+    return confirmed.reason ? Object.assign({}, request, { reason: confirmed.reason }) : request;
   }
 
   // --- overview: a sample of GetStats per shard every few seconds, while the page is seen
 
   async function sampleAll() {
     if (!signedIn() || document.hidden) return;
+    if (!state.shards.length) {  // signed in while no shard answered: once one does, the page too
+      if (!(await loadShards())) return;
+      route();
+    }
     await Promise.all(state.shards.map(async (s) => {
       try {
         const stats = await ops('GetStats', {}, s.name);
@@ -327,6 +340,7 @@
     try {
       const kind = $('failures-kind').value;
       const answer = await ops('ListFailureGroups', kind ? { kind } : {});
+      showBanner('');
       const groups = answer.groups || [];
       $('failures-empty').hidden = groups.length > 0;
       fill($('failures-table').tBodies[0], groups.map((g) => h('tr', { 'data-group': g.group },
@@ -352,7 +366,7 @@
         'Acknowledge ' + n + ' FAILED row(s) of group ' + g.group + ' (' + g.kind + ': ' + g.pattern + ')?\n' +
         'They stay FAILED and stop alerting. The audit trail records you.', 'Acknowledge ' + n + ' row(s)');
       if (!ok) { showNotice('Nothing changed.'); return; }
-      const done = await ops('AcknowledgeFailure', { group: g.group });
+      const done = await ops('AcknowledgeFailure', withReason({ group: g.group }, ok));
       showNotice('Acknowledged ' + num(done.count) + ' row(s) of group ' + g.group + '.');
       loadFailures();
     } catch (e) { report(e, 'AcknowledgeFailure'); }
@@ -366,7 +380,7 @@
         'Send ' + n + ' FAILED row(s) of group ' + g.group + ' (' + g.kind + ': ' + g.pattern + ') again?\n' +
         'They go back to SENDING with their attempts reset. The audit trail records you.', 'Re-drive ' + n + ' row(s)');
       if (!ok) { showNotice('Nothing changed.'); return; }
-      const done = await ops('RedriveFailed', { group: g.group });
+      const done = await ops('RedriveFailed', withReason({ group: g.group }, ok));
       showNotice('Re-drove ' + num(done.count) + ' row(s) of group ' + g.group + '.');
       loadFailures();
     } catch (e) { report(e, 'RedriveFailed'); }
@@ -470,7 +484,7 @@
       'Re-drive 1 row');
     if (!ok) { showNotice('Nothing changed.'); return; }
     try {
-      await ops('RedriveMessage', { messageId: m.messageId });
+      await ops('RedriveMessage', withReason({ messageId: m.messageId }, ok));
       showNotice('Re-drove message ' + m.messageId + '.');
       loadMessage(m.messageId);
     } catch (e) { report(e, 'RedriveMessage'); }
@@ -481,7 +495,7 @@
       'Leave message ' + m.messageId + ' FAILED and stop its alert?', 'Acknowledge 1 row');
     if (!ok) { showNotice('Nothing changed.'); return; }
     try {
-      await ops('AcknowledgeFailure', { messageId: m.messageId });
+      await ops('AcknowledgeFailure', withReason({ messageId: m.messageId }, ok));
       showNotice('Acknowledged message ' + m.messageId + '.');
       loadMessage(m.messageId);
     } catch (e) { report(e, 'AcknowledgeFailure'); }
@@ -494,6 +508,7 @@
     const queue = $('dlq-queue').value.trim();
     try {
       const answer = await ops('ListDeadLetters', { queue, limit: num($('dlq-limit').value) || 100 });
+      showBanner('');
       state.dlq = answer.messages || [];
       $('dlq-total').textContent = num(answer.total) + ' message(s) parked in ' + queue + '.DLQ' +
         (state.dlq.length < num(answer.total) ? ', ' + state.dlq.length + ' shown' : '');
@@ -513,15 +528,18 @@
 
   async function redriveDeadLetters() {
     const queue = $('dlq-queue').value.trim();
+    let n;
     try {
-      const answer = await ops('ListDeadLetters', { queue, limit: 1 });
-      const n = num(answer.total);
+      n = num((await ops('ListDeadLetters', { queue, limit: 1 })).total);
+    } catch (e) { report(e, 'ListDeadLetters'); return; }
+    showBanner('');
+    try {
       if (!n) { showNotice(queue + '.DLQ is empty: nothing to re-drive.'); return; }
       const ok = await confirmAction('Re-drive ' + queue + '.DLQ',
         'Move the ' + n + ' message(s) parked in ' + queue + '.DLQ back to ' + queue + '?\n' +
         'Each keeps its own signature; one still malformed is dead-lettered again.', 'Re-drive ' + n + ' message(s)');
       if (!ok) { showNotice('Nothing changed.'); return; }
-      const done = await ops('RedriveDeadLetters', { queue, limit: n });
+      const done = await ops('RedriveDeadLetters', withReason({ queue, limit: n }, ok));
       showNotice('Moved ' + num(done.count) + ' message(s) back to ' + queue + '.');
       loadDeadLetters();
     } catch (e) { report(e, 'RedriveDeadLetters'); }
@@ -533,11 +551,12 @@
     const pageToken = state.auditTokens[state.auditIndex] || '';
     try {
       const answer = await ops('ListAudit', { pageSize: 50, pageToken });
+      showBanner('');
       const records = answer.records || [];
       fill($('audit-table').tBodies[0], records.map((r) => h('tr', {},
         h('td', { class: 'num' }, r.id), h('td', {}, when(r.at)), h('td', { class: 'actor' }, r.actor),
         h('td', {}, r.action), h('td', { class: 'mono' }, r.target), h('td', {}, r.dryRun ? 'dry run' : ''),
-        h('td', { class: 'num' }, num(r.rows)), h('td', {}, r.outcome))));
+        h('td', { class: 'num' }, num(r.rows)), h('td', {}, r.outcome), h('td', { class: 'reason' }, r.reason || ''))));
       if (answer.nextPageToken) state.auditTokens[state.auditIndex + 1] = answer.nextPageToken;
       $('audit-older').disabled = !answer.nextPageToken;
       $('audit-newer').disabled = state.auditIndex === 0;
@@ -561,9 +580,48 @@
     showBanner('');
     if (page === 'overview') renderOverview();
     else if (page === 'failures') loadFailures();
-    else if (page === 'message') loadMessage(decodeURIComponent(location.hash.split('/').slice(1).join('/')));
+    else if (page === 'message') openMessageLink();
     else if (page === 'dead-letters') loadDeadLetters();
     else if (page === 'audit') { state.auditTokens = ['']; state.auditIndex = 0; loadAudit(); }
+  }
+
+  // #message/<id>, the id percent-encoded; a link that is not (a truncated
+  // or mangled one) is said so, and the rest of the page goes on.
+  function openMessageLink() {
+    const encoded = location.hash.split('/').slice(1).join('/');
+    let id;
+    try {
+      id = decodeURIComponent(encoded);
+    } catch (e) {
+      $('search-id').value = '';
+      $('message-view').hidden = true;
+      showBanner('This link names no message: "' + encoded + '" is not a percent-encoded id (' + e.message + ').');
+      return;
+    }
+    loadMessage(id);
+  }
+
+  // The shard list (it asks for the token too); false when it failed, said so.
+  async function loadShards() {
+    let shards;
+    try {
+      shards = (await post('/console/v1/shards')).shards || [];
+    } catch (e) { report(e, 'the shard list'); return false; }
+    state.shards = shards;
+    const saved = sessionStorage.getItem(SHARD_KEY);
+    state.shard = shards.some((s) => s.name === saved) ? saved : (shards[0] || {}).name || '';
+    const select = clear($('shard'));
+    for (const s of shards) select.append(h('option', { value: s.name }, s.name));
+    select.value = state.shard;
+    select.disabled = shards.length < 2;
+    return shards.length > 0;
+  }
+
+  // Signed in: the shards, then the page and the first sample.
+  async function connect() {
+    if (!(await loadShards())) return;
+    route();
+    sampleAll();
   }
 
   async function start() {
@@ -591,23 +649,10 @@
     document.addEventListener('visibilitychange', () => { if (!document.hidden) sampleAll(); });
     document.addEventListener('keydown', (e) => { if (e.key === 'Escape' && !$('confirm').hidden) $('confirm-cancel').click(); });
 
-    try {
-      const response = await fetch('/console/v1/shards', { cache: 'no-store', credentials: 'omit' });
-      state.shards = (await response.json()).shards || [];
-    } catch (e) {
-      showBanner('The console gateway does not answer: ' + e.message);
-      return;
-    }
-    const saved = sessionStorage.getItem(SHARD_KEY);
-    state.shard = state.shards.some((s) => s.name === saved) ? saved : (state.shards[0] || {}).name || '';
-    const select = clear($('shard'));
-    for (const s of state.shards) select.append(h('option', { value: s.name }, s.name));
-    select.value = state.shard;
-    select.disabled = state.shards.length < 2;
-    layout();
-    route();
-    sampleAll();
     setInterval(sampleAll, SAMPLE_MS);
+    layout();
+    if (signedIn()) connect();
+    else route();
   }
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
