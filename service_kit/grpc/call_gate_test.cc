@@ -141,6 +141,32 @@ TEST_F(CallGateTest, EachRefusalIsLoggedWithItsMethodAndCode) {
   }
 }
 
+// A caller refused again and again does not write a line per call: one per
+// method a minute (RefusedCallLog), however many calls and connections.
+TEST_F(CallGateTest, ACallerRefusedAgainAndAgainWritesOneLineAMinutePerMethod) {
+  absl::Mutex mu;
+  int lines = 0;
+  SetLogSink([&](const LogRecord& r) {
+    if (r.event != "call_refused") return;
+    absl::MutexLock lock(&mu);
+    ++lines;
+  });
+  Start({{&service_, BearerTokenCheck(kToken)}});
+  const absl::Time start = absl::Now();
+  int refused = 0;
+  for (int round = 0; round < 50; ++round) {
+    for (const grpc::Status& s : CallAll("")) {
+      refused += s.error_code() == grpc::StatusCode::UNAUTHENTICATED ? 1 : 0;
+    }
+  }
+  const int64_t minutes = absl::ToInt64Minutes(absl::Now() - start);
+  SetLogSink(nullptr);
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(refused, 150);
+  EXPECT_GE(lines, 3);
+  EXPECT_LE(lines, 3 * (1 + minutes));
+}
+
 TEST_F(CallGateTest, HealthAndServicesWithoutATokenStayOpen) {
   Start({&service_});
   for (const grpc::Status& s : CallAll("")) EXPECT_TRUE(s.ok()) << s.error_message();

@@ -18,6 +18,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "service_kit/grpc/call_gate.h"
 #include "service_kit/grpc/reflection_v1.h"
+#include "service_kit/grpc/refused_calls.h"
 #include "shared/observability/log.h"
 
 namespace outbox {
@@ -66,15 +67,17 @@ void LogGrpcLine(gpr_log_func_args* args) {
        KV("message", args->message == nullptr ? "" : args->message)});
 }
 
-// Logs every call refused for its caller (no or a wrong token) or its
+// Logs calls refused for their caller (no or a wrong token) or their
 // request (invalid argument), with the method and the peer, so that an
-// operator can see them; the status message never holds a token. A call the
-// gate refused goes out with the gate's status (a callback method's own
+// operator can see them, at most one line per peer address and method a
+// minute (RefusedCallLog); the status message never holds a token. A call
+// the gate refused goes out with the gate's status (a callback method's own
 // refusal path would say UNIMPLEMENTED).
 class RefusedCallLogger final : public grpc::experimental::Interceptor {
  public:
-  RefusedCallLogger(grpc::experimental::ServerRpcInfo* info, const CallGate* gate)
-      : info_(info), gate_(gate) {}
+  RefusedCallLogger(grpc::experimental::ServerRpcInfo* info, const CallGate* gate,
+                    RefusedCallLog* log)
+      : info_(info), gate_(gate), log_(log) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
@@ -92,13 +95,13 @@ class RefusedCallLogger final : public grpc::experimental::Interceptor {
           code == grpc::StatusCode::PERMISSION_DENIED ||
           code == grpc::StatusCode::INVALID_ARGUMENT) {
         const std::string peer = context == nullptr ? "" : context->peer();
-        Log(code == grpc::StatusCode::INVALID_ARGUMENT ? LogLevel::kInfo : LogLevel::kWarning,
-            "call_refused",
-            {KV("method", method), KV("peer", peer),
-             KV("code", code == grpc::StatusCode::INVALID_ARGUMENT  ? "INVALID_ARGUMENT"
-                        : code == grpc::StatusCode::UNAUTHENTICATED ? "UNAUTHENTICATED"
-                                                                    : "PERMISSION_DENIED"),
-             KV("error", status.error_message())});
+        log_->Refused(
+            code == grpc::StatusCode::INVALID_ARGUMENT ? LogLevel::kInfo : LogLevel::kWarning,
+            method, peer,
+            code == grpc::StatusCode::INVALID_ARGUMENT  ? "INVALID_ARGUMENT"
+            : code == grpc::StatusCode::UNAUTHENTICATED ? "UNAUTHENTICATED"
+                                                        : "PERMISSION_DENIED",
+            status.error_message());
       }
     }
     methods->Proceed();
@@ -107,6 +110,7 @@ class RefusedCallLogger final : public grpc::experimental::Interceptor {
  private:
   grpc::experimental::ServerRpcInfo* info_;
   const CallGate* gate_;
+  RefusedCallLog* log_;
 };
 
 // Owned by the server (its interceptor creators), so the gate and the
@@ -114,14 +118,16 @@ class RefusedCallLogger final : public grpc::experimental::Interceptor {
 class RefusedCallLoggerFactory final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  explicit RefusedCallLoggerFactory(std::unique_ptr<CallGate> gate) : gate_(std::move(gate)) {}
+  explicit RefusedCallLoggerFactory(std::unique_ptr<CallGate> gate)
+      : gate_(std::move(gate)), log_(SystemClock::Get()) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
-    return new RefusedCallLogger(info, gate_.get());
+    return new RefusedCallLogger(info, gate_.get(), &log_);
   }
 
  private:
   std::unique_ptr<CallGate> gate_;
+  RefusedCallLog log_;
 };
 
 }  // namespace
