@@ -65,7 +65,8 @@ ABSL_FLAG(absl::Duration, archive_retention,
           "archived rows acknowledged longer ago than this are deleted from outbox_archive "
           "(outbox_check counts their payments as pruned); keep it longer than the oldest "
           "accounting.db backup you would restore, since a restore's lost bookings are found "
-          "among kept rows only; 0 keeps them all [env RECOVERY_ARCHIVE_RETENTION]");
+          "among kept rows only; 0 keeps them all, any other value must be longer than "
+          "--retention [env RECOVERY_ARCHIVE_RETENTION]");
 ABSL_FLAG(absl::Duration, audit_retention,
           EnvOrDuration("RECOVERY_AUDIT_RETENTION", absl::Hours(24 * 365)),
           "outbox_audit records older than this are deleted; 0 keeps them all "

@@ -11,6 +11,7 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox::recovery {
@@ -56,6 +57,26 @@ TEST(RecoveryServiceOptionsTest, RefusesANegativeArchiveOrAuditRetention) {
     o.worker.*bad = absl::Seconds(-1);
     ExpectRefused(o, "archive_retention and audit_retention must be >= 0 (0 keeps every row)");
   }
+}
+
+// Rows are archived once acknowledged `retention` ago; an archive kept no
+// longer would delete each row in the pass that archives it.
+TEST(RecoveryServiceOptionsTest, RefusesAnArchiveRetentionNotLongerThanTheRetention) {
+  for (absl::Duration archive : {absl::Hours(24), absl::Hours(24 * 7)}) {
+    RecoveryServiceOptions o = Defaults();
+    o.worker.retention = absl::Hours(24 * 7);
+    o.worker.archive_retention = archive;
+    ExpectRefused(o, absl::StrCat("archive_retention (", absl::FormatDuration(archive),
+                                  ") must be longer than retention (168h), or 0 to keep every "
+                                  "archived row: rows are archived once acknowledged longer ago "
+                                  "than retention, and would be deleted as soon as they are"));
+  }
+  RecoveryServiceOptions o = Defaults();
+  o.worker.retention = absl::Hours(24 * 7);
+  o.worker.archive_retention = absl::Hours(24 * 7 + 1);
+  EXPECT_OK(o.Validate());
+  o.worker.retention = absl::ZeroDuration();  // archived at once, kept archive_retention
+  EXPECT_OK(o.Validate());
 }
 
 TEST(RecoveryServiceOptionsTest, RefusesEachBadWorkerSetting) {

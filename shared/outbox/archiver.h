@@ -17,8 +17,9 @@ namespace outbox {
 struct Retention {
   absl::Duration sent = absl::Hours(24 * 7);  // SENT rows older than this are archived
   // Archived rows acknowledged longer ago than this are deleted (counted
-  // from sent_at, as `sent` is: a value below `sent` deletes rows as soon as
-  // they are archived); zero keeps them.
+  // from sent_at, as `sent` is: a value not above `sent` would delete rows
+  // as soon as they are archived, and RecoveryOptions::Validate refuses it);
+  // zero keeps them.
   absl::Duration archive = absl::Hours(24 * 30);
   absl::Duration audit = absl::Hours(24 * 365);  // audit records; zero keeps them
   int batch = 500;                               // rows per transaction

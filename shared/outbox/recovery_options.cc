@@ -1,5 +1,7 @@
 #include "shared/outbox/recovery_options.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace outbox {
 
 absl::Status RecoveryOptions::Validate() const {
@@ -18,6 +20,15 @@ absl::Status RecoveryOptions::Validate() const {
   if (archive_retention < absl::ZeroDuration() || audit_retention < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "archive_retention and audit_retention must be >= 0 (0 keeps every row)");
+  }
+  // Rows reach the archive once acknowledged `retention` ago: kept no longer
+  // than that, each would be deleted in the pass that archives it.
+  if (archive_retention > absl::ZeroDuration() && archive_retention <= retention) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "archive_retention (", absl::FormatDuration(archive_retention),
+        ") must be longer than retention (", absl::FormatDuration(retention),
+        "), or 0 to keep every archived row: rows are archived once acknowledged longer ago than "
+        "retention, and would be deleted as soon as they are"));
   }
   if (alert_resend <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("alert_resend must be positive");

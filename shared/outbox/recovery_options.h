@@ -54,7 +54,8 @@ struct RecoveryOptions {
   int64_t backlog_threshold = 1000;
   absl::Duration retention = absl::Hours(24 * 7);  // SENT rows move to the archive
   // Archived rows acknowledged longer ago than this, and audit records
-  // older than this, are deleted (archiver.h); zero keeps them.
+  // older than this, are deleted (archiver.h); zero keeps them. A nonzero
+  // archive_retention must be longer than `retention` (Validate).
   absl::Duration archive_retention = absl::Hours(24 * 30);
   absl::Duration audit_retention = absl::Hours(24 * 365);
   int archive_batch = 500;  // rows per transaction, for each of the three
