@@ -214,16 +214,21 @@ Alert RepublishHold::HeldAlert(DeliveryHold hold, const QueueState& queue, int64
   alert.name = down ? "OutboxConsumerDown" : "OutboxQueueBacklog";
   alert.severity = down ? "critical" : "warning";
   alert.labels = {{"queue", options_.watched_name()}};
-  alert.annotations = {
-      {"summary",
-       down ? absl::StrCat("nobody consumes ", options_.watched_name(), ": ", waiting,
-                           " outbox rows wait; re-publishing is held (no attempts spent)")
-            : absl::StrCat(options_.watched_name(), " holds ", queue.ready,
-                           " ready messages (over ", options_.hold_queue_depth, "): ", waiting,
-                           " outbox rows wait; re-publishing is held (no attempts spent)")},
-      {"depth", absl::StrCat(queue.ready)},
-      {"consumers", absl::StrCat(queue.consumers)},
-      {"rows_waiting", absl::StrCat(waiting)}};
+  // A backlog is held from over the hold depth until a tenth of it (HoldFor):
+  // said so, the summary is true at every depth the hold passes through,
+  // and in the resolve that shows the last one.
+  const std::string summary =
+      down ? absl::StrCat("nobody consumes ", options_.watched_name(), ": ", waiting,
+                          " outbox rows wait; re-publishing is held (no attempts spent)")
+           : absl::StrCat(options_.watched_name(), " holds ", queue.ready,
+                          " ready messages: re-publishing is held from over ",
+                          options_.hold_queue_depth, " until it is down to ",
+                          options_.hold_queue_depth / 10, " (no attempts spent); ", waiting,
+                          " outbox rows wait");
+  alert.annotations = {{"summary", summary},
+                       {"depth", absl::StrCat(queue.ready)},
+                       {"consumers", absl::StrCat(queue.consumers)},
+                       {"rows_waiting", absl::StrCat(waiting)}};
   return alert;
 }
 

@@ -127,6 +127,25 @@ TEST_F(RepublishHoldTest, ABacklogIsAWarningThatChangesNameWhenConsumersGo) {
   EXPECT_EQ(alerts_.Active("OutboxConsumerDown"), 1);
 }
 
+// The backlog's alert says what holds at every depth the hold passes
+// through: from over the hold depth down to a tenth of it, and in the
+// resolve that ends it.
+TEST_F(RepublishHoldTest, TheBacklogAlertIsTrueAtEveryDepthOfTheHold) {
+  Due("m1");
+  ASSERT_EQ(hold_.Update({500, 1}), DeliveryHold::kQueueBacklog);
+  ASSERT_EQ(alerts_.raised.size(), 1u);
+  EXPECT_EQ(alerts_.raised[0].annotations.at("summary"),
+            "EVENTS holds 500 ready messages: re-publishing is held from over 100 until it is "
+            "down to 10 (no attempts spent); 1 outbox rows wait");
+  ASSERT_EQ(hold_.Update({53, 1}), DeliveryHold::kQueueBacklog);  // below the depth, still held
+  ASSERT_EQ(hold_.Update({10, 1}), DeliveryHold::kNone);          // resumed
+  ASSERT_EQ(alerts_.resolved.size(), 1u);
+  EXPECT_EQ(alerts_.resolved[0].annotations.at("summary"),
+            "EVENTS holds 53 ready messages: re-publishing is held from over 100 until it is "
+            "down to 10 (no attempts spent); 1 outbox rows wait");
+  EXPECT_EQ(alerts_.resolved[0].annotations.at("depth"), "53");
+}
+
 // A consumer reconnecting after a broker restart is no incident: the hold
 // starts at once, its alert only once it has lasted hold_alert_after.
 TEST(RepublishHoldGraceTest, TheAlertWaitsOutABriefHold) {
