@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/amqp/amqp_transport.h"
+#include "shared/base/mutex.h"
 #include "shared/base/status_macros.h"
 #include "shared/outbox/reply_format.h"
 #include "shared/roles/role_options.h"
@@ -27,6 +28,9 @@ absl::Status Validate(Producer::Options& options) {
     return absl::InvalidArgumentError(absl::StrCat("Producer: options.retry: ", s.message()));
   }
   if (!options.decode_reply) options.decode_reply = DecodeDefaultReply;
+  if (absl::Status s = options.group_commit.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("Producer: options.group_commit.", s.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -87,8 +91,12 @@ Producer::Producer(SqliteFile& file, Options options, std::unique_ptr<MessagePub
       outbox_(file, internal::ClockOr(options_.clock), options_.retry),
       relay_(signing_publisher_, outbox_, internal::ClockOr(options_.clock),
              internal::MetricsOr(options_.metrics, own_metrics_), RelayOptionsOf(options_)),
-      acks_(*replies_, outbox_, options_.decode_reply,
-            internal::MetricsOr(options_.metrics, own_metrics_), AckListenerOptionsOf(options_)) {}
+      writer_(file, outbox_, relay_, internal::ClockOr(options_.clock),
+              internal::MetricsOr(options_.metrics, own_metrics_), options_.group_commit),
+      acks_(*replies_, writer_, options_.decode_reply,
+            internal::MetricsOr(options_.metrics, own_metrics_), AckListenerOptionsOf(options_)) {
+  writer_.Start();
+}
 
 Producer::~Producer() {
   Stop();
@@ -100,18 +108,27 @@ void Producer::StartWorkers() {
 }
 
 void Producer::Stop() {
-  acks_.Stop();
+  acks_.Stop();    // it records acknowledgements through the writer
+  writer_.Stop();  // it hands what it commits to the relay
   relay_.Stop();
 }
 
-absl::StatusOr<std::string> Producer::Write(
-    MessageSpec spec, const std::function<absl::Status(SQLite::Database&)>& business) {
+void Producer::WriteAsync(MessageSpec spec, BusinessWrite business, GroupWriter::WriteDone done) {
   if (spec.topic.empty()) spec.topic = options_.queue;
   if (spec.reply_to.empty()) spec.reply_to = options_.reply_queue;
-  ASSIGN_OR_RETURN(OutgoingMessage message, outbox_.Write(spec, business));
-  std::string id = message.message_id;
-  relay_.Enqueue({std::move(message)});  // committed: publish now
-  return id;
+  writer_.WriteAsync(std::move(spec), std::move(business), std::move(done));
+}
+
+absl::StatusOr<std::string> Producer::Write(MessageSpec spec, const BusinessWrite& business) {
+  absl::StatusOr<OutboxMessage> written;
+  Notification done;  // outbox::Notification: TSan sees it (shared/base/mutex.h)
+  WriteAsync(std::move(spec), business, [&](absl::StatusOr<OutboxMessage> row) {
+    written = std::move(row);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  if (!written.ok()) return written.status();
+  return written->message_id;
 }
 
 }  // namespace outbox

@@ -2,12 +2,15 @@
 
 // The producer role in one call: on the adopter's SQLite file (its schema
 // holds the outbox tables, CreateOutboxTable), a SqliteOutbox that stamps
-// the retry policy on each row, a Relay on a broker connection of its own
-// that publishes each message right after its commit (and leaves a message
-// held past its first retry to recovery), and an AckListener on another that
-// closes rows as the consumer's replies come in. Both connections go through
-// the AMQP dialer (reconnect with backoff); both sign and check with the
-// process's Signing, which must be chosen (keys, or Signing::Unsigned()).
+// the retry policy on each row, a GroupWriter (shared/sqlite/group_writer.h)
+// whose thread commits the writes of many callers, with the consumer's
+// acknowledgements, in one transaction per group, a Relay on a broker
+// connection of its own that publishes each message right after its commit
+// (and leaves a message held past its first retry to recovery), and an
+// AckListener on another that closes rows as the consumer's replies come in.
+// Both connections go through the AMQP dialer (reconnect with backoff); both
+// sign and check with the process's Signing, which must be chosen (keys, or
+// Signing::Unsigned()).
 //
 //   outbox::Producer::Options options;
 //   options.amqp = url;
@@ -35,6 +38,7 @@
 #include "shared/outbox/signing.h"
 #include "shared/outbox/state_machine.h"
 #include "shared/outbox/transport.h"
+#include "shared/sqlite/group_writer.h"
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/sqlite/sqlite_outbox.h"
 
@@ -71,8 +75,13 @@ class Producer {
     // consumer role answers with (DecodeDefaultReply, reply_format.h).
     ReplyDecoder decode_reply;
     std::string biz_key_label = "biz_key";  // the log key of a reply's business key
-    const Clock* clock = nullptr;           // null: the system clock
-    MetricsRegistry* metrics = nullptr;     // null: a registry of the producer's own
+    // The group commit: most writes per transaction (max_batch), how long
+    // acknowledgements wait for a write to share their commit (ack_linger),
+    // the backpressure bound on SENDING rows (max_unsent, max_hold), crash
+    // points and the written counter's name; defaults in group_writer.h.
+    GroupWriterOptions group_commit;
+    const Clock* clock = nullptr;        // null: the system clock
+    MetricsRegistry* metrics = nullptr;  // null: a registry of the producer's own
   };
 
   // Builds the producer on `file` (which outlives it) with its own AMQP
@@ -86,24 +95,35 @@ class Producer {
       std::unique_ptr<MessageConsumer> replies);
   ~Producer();  // Stop()
 
-  // The relay's and the ack listener's threads (Start calls it).
+  // The relay's and the ack listener's threads (Start calls it). The group
+  // writer's thread runs from Create on: Write needs it.
   void StartWorkers();
-  // Stops the ack listener (its batch in hand recorded), then the relay
-  // (what is queued is published if the broker is there, else left to
-  // recovery).
+  // Stops the ack listener (its batch in hand recorded), then the group
+  // writer (what is queued is committed and handed to the relay; later
+  // writes are UNAVAILABLE), then the relay (what is queued is published if
+  // the broker is there, else left to recovery).
   void Stop();
   // One turn of the relay (it waits up to a second when nothing is
   // queued), and one of the ack listener. Tests call them.
   bool RelayStep() { return relay_.Step(); }
   bool AckStep() { return acks_.Step(); }
 
-  // One write transaction: `business` writes the adopter's rows (an error,
-  // or a SQLite::Exception, rolls everything back), then the outbox row for
-  // `spec` (its topic and reply_to filled from the options when empty).
-  // Once committed the message is handed to the relay; returns its id.
-  // Any thread may call it (and Get, CountRows, WaitUntilClosed).
-  absl::StatusOr<std::string> Write(MessageSpec spec,
-                                    const std::function<absl::Status(SQLite::Database&)>& business);
+  // `business` writes the adopter's rows, then the outbox row for `spec`
+  // (its topic and reply_to filled from the options when empty) is
+  // inserted, both in the next group's transaction. An error `business`
+  // returns, or a SQLite::Exception it throws, rolls back this write alone
+  // and comes back here; nothing of it is written. `business` runs on the
+  // writer's thread under a savepoint: read its contract at BusinessWrite
+  // (shared/sqlite/group_writer.h). Once committed the message is handed to
+  // the relay; returns its id. Any thread may call it (and Get, CountRows,
+  // WaitUntilClosed); callers at the same time share one commit.
+  absl::StatusOr<std::string> Write(MessageSpec spec, const BusinessWrite& business);
+  // The same without waiting: `done` runs once, with the committed row or
+  // the write's error, on the writer's thread right after the group's
+  // commit (keep it short: the group's other callers wait behind it), or at
+  // once here when the producer is stopping (UNAVAILABLE). What `business`
+  // and `done` capture must live until `done` has run.
+  void WriteAsync(MessageSpec spec, BusinessWrite business, GroupWriter::WriteDone done);
 
   // "Are my rows closed?", on the producer's own connection (SqliteOutbox).
   absl::StatusOr<OutboxMessage> Get(const std::string& message_id) {
@@ -128,6 +148,8 @@ class Producer {
   int64_t acknowledged() const { return acks_.acknowledged(); }  // rows closed SENT
   int64_t replies() const { return acks_.replies(); }
   int64_t dead_lettered_replies() const { return acks_.dead_lettered(); }
+  int64_t group_commits() const { return writer_.groups_committed(); }  // write transactions
+  int64_t written() const { return writer_.written(); }                 // messages committed
 
  private:
   Producer(SqliteFile& file, Options options, std::unique_ptr<MessagePublisher> publisher,
@@ -138,8 +160,9 @@ class Producer {
   std::unique_ptr<MessagePublisher> publisher_;
   std::unique_ptr<MessageConsumer> replies_;
   SigningPublisher signing_publisher_;
-  SqliteOutbox outbox_;
+  SqliteOutbox outbox_;  // the relay's repository
   Relay relay_;
+  GroupWriter writer_;  // the ack listener's repository
   AckListener acks_;
 };
 

@@ -4,14 +4,19 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "shared/base/mutex.h"
 #include "shared/observability/log.h"
 #include "shared/outbox/reply_format.h"
 #include "shared/outbox/signing.h"
@@ -464,6 +469,100 @@ TEST_F(RolesTest, AFailedWriteHandsNothingToTheRelay) {
   auto counts = (*producer)->CountRows();
   ASSERT_OK(counts);
   EXPECT_EQ(counts->sending, 1);
+}
+
+// The writes of many callers share the producer's commits (its group
+// writer, shared/sqlite/group_writer.h): while one group is being written,
+// the writes queued behind it form the next one. One failing write fails
+// alone; each WriteAsync answers once.
+TEST_F(RolesTest, TheWritesOfManyCallersShareOneCommit) {
+  auto producer = MakeProducer(Signing::Unsigned());
+  ASSERT_OK(producer);
+  Notification held, release;
+  (*producer)->WriteAsync(
+      MessageSpec{"m-held", "order", "held", "", "OrderPlaced", "", "", ""},
+      [&](SQLite::Database&) {
+        held.Notify();
+        release.WaitForNotification();
+        return absl::OkStatus();
+      },
+      [](absl::StatusOr<OutboxMessage>) {});
+  held.WaitForNotification();
+  const int64_t groups = (*producer)->group_commits();
+  constexpr int kThreads = 4;
+  constexpr int kEach = 8;
+  Mutex mu;
+  std::map<std::string, int> answers;
+  std::map<std::string, absl::Status> outcomes;
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kThreads; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        // Order o-0-0 is written twice: its second write fails alone.
+        const std::string order = t == 1 && i == 0 ? "o-0-0" : absl::StrCat("o-", t, "-", i);
+        const std::string id = absl::StrCat("m-", t, "-", i);
+        (*producer)->WriteAsync(
+            MessageSpec{id, "order", id, "", "OrderPlaced", "", order, ""},
+            [order](SQLite::Database& db) {
+              SQLite::Statement insert(db, "INSERT INTO orders VALUES (?)");
+              insert.bind(1, order);
+              insert.exec();
+              return absl::OkStatus();
+            },
+            [&, id](absl::StatusOr<OutboxMessage> row) {
+              MutexLock lock(&mu);
+              ++answers[id];
+              outcomes[id] = row.status();
+            });
+      }
+    });
+  }
+  for (std::thread& c : callers) c.join();
+  release.Notify();
+  (*producer)->Stop();  // commits what is queued, hands it to the relay
+  EXPECT_EQ((*producer)->group_commits() - groups, 2) << "the held write's group, then one";
+  MutexLock lock(&mu);
+  ASSERT_EQ(answers.size(), static_cast<size_t>(kThreads * kEach));
+  for (const auto& [id, n] : answers) EXPECT_EQ(n, 1) << id;
+  int failed = 0;
+  for (const auto& [id, status] : outcomes) failed += status.ok() ? 0 : 1;
+  EXPECT_EQ(failed, 1);
+  // One order each but the failed write's; one message each and the held one.
+  EXPECT_EQ(testing::CountRows(*orders_, "orders"), kThreads * kEach - 1);
+  EXPECT_EQ((*producer)->written(), kThreads * kEach);
+  auto counts = (*producer)->CountRows();
+  ASSERT_OK(counts);
+  EXPECT_EQ(counts->sending, kThreads * kEach);
+  // Once stopped, a write is refused.
+  EXPECT_THAT(PlaceOrder(**producer, "late").status(), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// The ack listener's marks go through the producer's writer: a batch of
+// replies is one more group commit.
+TEST_F(RolesTest, AcknowledgementsRideTheProducersGroupCommit) {
+  auto producer = MakeProducer(Signing::Unsigned());
+  ASSERT_OK(producer);
+  ASSERT_OK(PlaceOrder(**producer, "o-1"));
+  ASSERT_OK(PlaceOrder(**producer, "o-2"));
+  const int64_t groups = (*producer)->group_commits();
+  for (const char* id : {"m-o-1", "m-o-2"}) {
+    producer_replies_->Push(Delivered(DefaultReply("orders.replies", id, "", Applied{})));
+  }
+  (*producer)->AckStep();
+  EXPECT_EQ((*producer)->acknowledged(), 2);
+  EXPECT_EQ((*producer)->group_commits(), groups + 1);
+  auto counts = (*producer)->WaitUntilClosed(absl::Now());
+  ASSERT_OK(counts);
+  EXPECT_EQ(counts->sent, 2);
+}
+
+TEST_F(RolesTest, TheGroupCommitsOptionsAreChecked) {
+  Producer::Options producer;
+  producer.queue = kQueue;
+  producer.signing = Signing::Unsigned();
+  producer.group_commit.max_batch = 0;
+  EXPECT_THAT(Producer::Start(*orders_, producer).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("group_commit.max_batch")));
 }
 
 // Write's own ALREADY_EXISTS (the message has a row) is told from the

@@ -1,7 +1,7 @@
 // The seams' contracts (shared/testing/outbox_contract.h, inbox_contract.h),
 // run against the in-memory fakes and against the library's SQLite stores:
-// the producer's SqliteOutbox and recovery's RecoveryStore on one file, and
-// the consumer's inbox.
+// the producer's SqliteOutbox (alone, and behind its GroupWriter) and
+// recovery's RecoveryStore on one file, and the consumer's inbox.
 #include "shared/testing/outbox_contract.h"
 
 #include "shared/testing/inbox_contract.h"
@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "shared/sqlite/group_writer.h"
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/recovery_store.h"
@@ -57,16 +58,27 @@ const DbSchema& ProducerSchema() {
   return *schema;
 }
 
+// The relay of a GroupWriter under the contract: the suite publishes nothing.
+class NoRelay final : public RelayQueue {
+ public:
+  using RelayQueue::Enqueue;
+  void Enqueue(std::vector<OutgoingMessage>, absl::Time) override {}
+};
+
 // SqliteOutbox and RecoveryStore on one file, as a producer and its
 // recovery share it; rows written and read on a connection of the test's.
+// With a GroupWriter, the producer's seam is the writer (its acks in groups).
 struct SqliteStores {
   TempDir dir{"outbox_contract"};
   std::unique_ptr<SqliteFile> file;
   std::unique_ptr<SqliteOutbox> outbox;
   std::unique_ptr<RecoveryStore> recovery;
+  NoRelay relay;
+  MetricsRegistry metrics;
+  std::unique_ptr<GroupWriter> writer;
 };
 
-OutboxUnderTest MakeSqlite(ManualClock& clock) {
+OutboxUnderTest MakeSqlite(ManualClock& clock, bool group_writer) {
   auto s = std::make_shared<SqliteStores>();
   const std::string path = s->dir.path() + "/producer.db";
   auto file = OpenSqliteFile(path, DbOptions{}, &ProducerSchema());
@@ -78,13 +90,24 @@ OutboxUnderTest MakeSqlite(ManualClock& clock) {
   EXPECT_OK(recovery);
   if (!recovery.ok()) return {};
   s->recovery = std::move(recovery).value();
-  return SqliteOutboxUnderTest(path, s->outbox.get(), s->recovery.get(), s);
+  OutboxRepository* producer = s->outbox.get();
+  if (group_writer) {
+    s->writer = std::make_unique<GroupWriter>(*s->file, *s->outbox, s->relay, clock, s->metrics,
+                                              GroupWriterOptions{});
+    s->writer->Start();
+    producer = s->writer.get();
+  }
+  return SqliteOutboxUnderTest(path, producer, s->recovery.get(), s);
 }
 
-INSTANTIATE_TEST_SUITE_P(Library, OutboxContractTest,
-                         ::testing::Values(OutboxImpl{"Fake", MakeFake},
-                                           OutboxImpl{"SqliteOutboxAndRecoveryStore", MakeSqlite}),
-                         OutboxImplName);
+INSTANTIATE_TEST_SUITE_P(
+    Library, OutboxContractTest,
+    ::testing::Values(OutboxImpl{"Fake", MakeFake},
+                      OutboxImpl{"SqliteOutboxAndRecoveryStore",
+                                 [](ManualClock& clock) { return MakeSqlite(clock, false); }},
+                      OutboxImpl{"GroupWriterAndRecoveryStore",
+                                 [](ManualClock& clock) { return MakeSqlite(clock, true); }}),
+    OutboxImplName);
 
 InboxUnderTest MakeFakeInbox() {
   auto fake = std::make_shared<InMemoryProcessedLog>();

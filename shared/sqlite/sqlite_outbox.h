@@ -33,6 +33,8 @@ class SqliteOutbox final : public OutboxRepository {
   // Relay once this returns (the commit is durable then).
   absl::StatusOr<OutgoingMessage> Write(
       const MessageSpec& spec, const std::function<absl::Status(SQLite::Database&)>& business);
+  // The budget stamped on each new row.
+  const RetryPolicy& retry() const { return retry_; }
 
   // The row's current state; NOT_FOUND for an unknown message id.
   absl::StatusOr<OutboxMessage> Get(const std::string& message_id);
