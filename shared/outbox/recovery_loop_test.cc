@@ -103,6 +103,35 @@ TEST_F(RecoveryLoopTest, WhileNoAcknowledgementArrivesOneProbePerFirstRetryDelay
   EXPECT_EQ(broker_.published.size(), 3u);
 }
 
+// A consumer that stops (frozen, or cut off unnoticed) holds the copies it
+// had taken unacknowledged; they were published just before its last
+// acknowledgement and come due first. The first round is already one probe,
+// not a copy of each.
+TEST_F(RecoveryLoopTest, AConsumerThatStopsGetsOneProbeFromTheFirstRound) {
+  for (int i = 0; i < 5; ++i) Committed(absl::StrCat("held", i));  // taken, never answered
+  clock_.Advance(absl::Milliseconds(200));
+  Committed("a1");
+  ASSERT_OK(outbox_.RecordAcks({"a1"}));    // its last acknowledgement
+  clock_.Advance(absl::Milliseconds(800));  // the held ones come due
+  Worker().Step();
+  EXPECT_EQ(broker_.published.size(), 1u);  // the probe
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kAcksStalled);
+}
+
+// A copy lost while the consumer went on answering later ones is sent again
+// when it comes due, with no probe first.
+TEST_F(RecoveryLoopTest, ACopyLostWhileAcknowledgementsGoOnIsRepublished) {
+  Committed("lost");
+  clock_.Advance(absl::Milliseconds(600));
+  Committed("a1");
+  ASSERT_OK(outbox_.RecordAcks({"a1"}));  // answered 0.6 s after the lost one's publish
+  clock_.Advance(absl::Milliseconds(400));
+  Worker().Step();
+  ASSERT_EQ(broker_.published.size(), 1u);
+  EXPECT_EQ(broker_.published[0].message_id, outbox_.Row("lost").message_id);
+  EXPECT_EQ(Worker().hold(), DeliveryHold::kNone);
+}
+
 TEST_F(RecoveryLoopTest, WithTheProducerAwayAStallRepublishesEachDueRowOnce) {
   options_.reply_queues = {"REPLIES"};
   broker_.queues["REPLIES"] = {0, 0};  // nobody listens: the producer is away

@@ -34,11 +34,16 @@ bool AcksStalled(const AckProgress& progress, int64_t now_ms, absl::Duration qui
   // Never acknowledged (a new table, or every row archived): no flow to stall.
   if (progress.last_acked_at == 0) return false;
   const bool due = progress.first_due_at != 0 && progress.first_due_at <= now_ms;
-  // Its last publish went unanswered, and so did everything since: a stall.
-  // A row held back (its due time moved, not its last publish) after an
-  // acknowledgement is thus not stalled again merely for coming due.
-  return due && progress.last_acked_at < progress.first_due_published_at &&
-         now_ms - progress.last_acked_at >= absl::ToInt64Milliseconds(quiet);
+  // The acknowledgements stopped around the oldest due row's last publish
+  // (before it, or too soon after it to have answered its copy), and have
+  // not come back: a stall. The copies a stopped consumer held unanswered
+  // were published just before its last acknowledgement, and come due
+  // first. A row held back (its due time moved, not its last publish) after
+  // an acknowledgement, or whose copy was lost while acknowledgements went
+  // on, is not stalled merely for coming due.
+  const int64_t half = absl::ToInt64Milliseconds(quiet) / 2;
+  return due && progress.last_acked_at < progress.first_due_published_at + half &&
+         now_ms - progress.last_acked_at >= half;
 }
 
 absl::StatusOr<QueueState> InspectQueues(MessagePublisher& broker,

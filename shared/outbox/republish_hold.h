@@ -56,10 +56,14 @@ DeliveryHold HoldFor(const QueueState& queue, int64_t max_ready,
 // The queues of a group seen as one: their ready messages add up, and the
 // fewest consumers of any counts, since which queue a message hashes to is
 // the broker's call. A queue not declared yet has nobody consuming it.
-// Rows are due (the earliest next retry has passed), nothing has been
-// acknowledged since the oldest of them was last published, nor for `quiet`
-// (a first retry delay), and acknowledgements had flowed before: none of the
-// copies out there is getting through, so more of the same would not either.
+// Rows are due (the earliest next retry has passed), acknowledgements had
+// flowed, the last one came less than half of `quiet` (a first retry delay)
+// after the oldest due row was last published, and none has come for half
+// of `quiet` since: none of the copies out there is getting through, so more
+// of the same would not either. So a consumer that stops (frozen, cut off)
+// holds from the first round on, when the rows it held unacknowledged come
+// due; a row whose copy was lost while acknowledgements went on for longer
+// than that after its publish is sent again.
 bool AcksStalled(const AckProgress& progress, int64_t now_ms, absl::Duration quiet);
 
 absl::StatusOr<QueueState> InspectQueues(MessagePublisher& broker,

@@ -38,10 +38,15 @@ TEST(AcksStalledTest, DueRowsAndNoAcknowledgementForAFirstRetryDelay) {
   EXPECT_TRUE(AcksStalled({/*last_acked_at=*/8'000, /*first_due_at=*/14'000,
                            /*first_due_published_at=*/9'000},
                           15'000, quiet));
-  EXPECT_FALSE(AcksStalled({9'500, 14'000, 9'000}, 15'000, quiet));  // acked since its publish
-  EXPECT_FALSE(AcksStalled({8'000, 16'000, 9'000}, 15'000, quiet));  // nothing due yet
-  EXPECT_FALSE(AcksStalled({8'000, 0, 0}, 15'000, quiet));           // nothing SENDING
-  EXPECT_FALSE(AcksStalled({0, 14'000, 9'000}, 15'000, quiet));      // never acked: no flow
+  // Acknowledged 0.5 s after its publish, then nothing for 5.5 s: a consumer
+  // that stopped with its copy in hand.
+  EXPECT_TRUE(AcksStalled({9'500, 14'000, 9'000}, 15'000, quiet));
+  // Acknowledgements went on 2.5 s after its publish: its copy was lost.
+  EXPECT_FALSE(AcksStalled({11'500, 14'000, 9'000}, 15'000, quiet));
+  EXPECT_FALSE(AcksStalled({14'000, 14'000, 9'000}, 15'000, quiet));  // and go on now
+  EXPECT_FALSE(AcksStalled({8'000, 16'000, 9'000}, 15'000, quiet));   // nothing due yet
+  EXPECT_FALSE(AcksStalled({8'000, 0, 0}, 15'000, quiet));            // nothing SENDING
+  EXPECT_FALSE(AcksStalled({0, 14'000, 9'000}, 15'000, quiet));       // never acked: no flow
   // Held back after an acknowledgement (due moved, last publish did not).
   EXPECT_FALSE(AcksStalled({12'000, 14'000, 9'000}, 18'000, quiet));
 }
