@@ -67,6 +67,9 @@ setup() {
 use_4() {
   if host_has_4; then return; fi
   setup
+  # Setup's lock is done with: a node started from here must not inherit
+  # it, or every later rabbitmq40.sh would wait for that node to stop.
+  exec 9>&-
   export OUTBOX_RABBITMQ_ROOT=$ROOT
 }
 
