@@ -16,8 +16,10 @@ namespace outbox::testing {
 class ScopedFlags {
  public:
   ~ScopedFlags() {
+    // Newest first: a flag set twice gets the value it had before the first.
     std::string error;
-    for (const auto& [flag, value] : saved_) flag->ParseFrom(value, &error);
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it)
+      it->first->ParseFrom(it->second, &error);
   }
   void Set(const char* name, const char* value) {
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
