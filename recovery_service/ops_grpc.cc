@@ -315,19 +315,25 @@ grpc::Status OutboxOpsImpl::RedriveDeadLetters(grpc::ServerContext* context,
   if (absl::Status s = CheckReason(req->reason()); !s.ok()) return ToGrpcStatus(s);
   // It can cause bookings: audited like every action that changes something.
   const std::string actor = auth_.Actor(*context);
-  auto n = dead_letters_.Redrive(req->queue(), req->limit(), actor);
+  // What moved before an error went back to its queue all the same: recorded too.
+  const DeadLettersRedriven n = dead_letters_.Redrive(req->queue(), req->limit(), actor);
   AuditRecord audit{0,
                     clock_.NowMillis(),
                     actor,
                     "redrive_dead_letters",
                     req->queue(),
                     false,
-                    n.ok() ? *n : 0,
-                    n.ok() ? "ok" : std::string(n.status().message())};
+                    n.moved,
+                    n.status.ok() ? "ok" : std::string(n.status.message())};
   audit.reason = req->reason();
   store_.RecordAudit(audit).IgnoreError();  // logged by RecordAudit
-  if (!n.ok()) return ToGrpcStatus(n.status());
-  resp->set_count(*n);
+  if (!n.status.ok()) {
+    if (n.moved == 0) return ToGrpcStatus(n.status);
+    return ToGrpcStatus(absl::Status(
+        n.status.code(),
+        absl::StrCat(n.moved, " moved back before the re-drive stopped: ", n.status.message())));
+  }
+  resp->set_count(n.moved);
   return grpc::Status::OK;
 }
 

@@ -138,6 +138,23 @@ TEST(RecoveryOptionsFromFlagsTest, NamesTheInstanceWhenNoIdIsGiven) {
   EXPECT_OK(o->Validate());
 }
 
+// The shared --amqp_heartbeat reaches every connection through the URL;
+// AMQP counts it in whole seconds.
+TEST(RecoveryOptionsFromFlagsTest, TheAmqpHeartbeatIsWholeSeconds) {
+  outbox::testing::ScopedFlags flags;
+  flags.Set("amqp_url", "amqp://guest@127.0.0.1:5672/%2F");
+  flags.Set("allow_unsigned_messages", "true");
+  EXPECT_EQ(OptionsFromFlags()->service.amqp.heartbeat, kAmqpHeartbeat);
+  flags.Set("amqp_heartbeat", "7s");
+  EXPECT_EQ(OptionsFromFlags()->service.amqp.heartbeat, absl::Seconds(7));
+  for (const char* bad : {"2500ms", "1s", "0s", "65536s"}) {
+    flags.Set("amqp_heartbeat", bad);
+    absl::StatusOr<RecoveryServiceOptions> o = OptionsFromFlags();
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(o.status().message().find("--amqp_heartbeat"), std::string::npos) << o.status();
+  }
+}
+
 TEST(RecoveryOptionsFromFlagsTest, ReadsEveryFlag) {
   outbox::testing::ScopedFlags flags;
   flags.Set("amqp_url", "amqp://guest@127.0.0.1:5672/%2F");

@@ -106,6 +106,9 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   std::vector<std::string> swept;
   for (const DeadLetters::Source& s : dead_letter_sources) swept.push_back(s.queue);
   DeadLetters dead_letters(dead_letter_broker, std::move(dead_letter_sources));
+  // Opened by the first housekeeping pass or operator call, then idle in
+  // between: kept alive, not dropped by the broker for missed heartbeats.
+  dead_letters.KeepAlive(config.amqp.heartbeat);
   // Copies whose message was booked since (re-driven from its row) leave the
   // dead-letter queues with the lease holder's housekeeping.
   DeadLetterSweep sweep(

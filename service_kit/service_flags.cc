@@ -24,6 +24,11 @@ ABSL_FLAG(std::string, amqp_tls_key_file, EnvOr("AMQP_TLS_KEY_FILE", ""),
 ABSL_FLAG(std::string, amqp_password_file, EnvOr("AMQP_PASSWORD_FILE", ""),
           "file holding the password of the user in --amqp_url, read once at start; "
           "replaces a password in the URL [env AMQP_PASSWORD_FILE]");
+ABSL_FLAG(absl::Duration, amqp_heartbeat, EnvOrDuration("AMQP_HEARTBEAT", outbox::kAmqpHeartbeat),
+          "AMQP heartbeat asked of the broker, whole seconds from 2s (the broker may grant "
+          "less): a connection that hears nothing for two of them is taken for dead, and the "
+          "broker closes one that sends nothing for two of them (docs/design.md, Noticing a "
+          "dead link) [env AMQP_HEARTBEAT]");
 ABSL_FLAG(std::string, pay_queue, EnvOr("PAY_QUEUE", "PAY_QUEUE"),
           "queue of the payment events [env PAY_QUEUE]");
 ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
@@ -132,6 +137,8 @@ absl::StatusOr<ServiceConfig> ServiceConfigFromFlags() {
   if (const std::string path = absl::GetFlag(FLAGS_amqp_password_file); !path.empty()) {
     RETURN_IF_ERROR(c.amqp.ReadPasswordFile(path));
   }
+  c.amqp.heartbeat = absl::GetFlag(FLAGS_amqp_heartbeat);
+  RETURN_IF_ERROR(AmqpUrl::CheckHeartbeat(c.amqp.heartbeat, "amqp_heartbeat"));
   c.pay_queue = absl::GetFlag(FLAGS_pay_queue);
   c.acc_queue = absl::GetFlag(FLAGS_acc_queue);
   if (c.pay_queue.empty() || c.acc_queue.empty() || c.pay_queue == c.acc_queue) {

@@ -26,6 +26,7 @@
 #include "shared/testing/status_matchers.h"
 #include "tests/support/broker.h"
 #include "tests/support/process.h"
+#include "tests/support/raw_amqp.h"
 
 namespace outbox {
 namespace {
@@ -381,6 +382,51 @@ TEST_F(AmqpClientTest, RedeclaringAQueueWithOtherArgumentsIsFailedPrecondition) 
   absl::Status s = conn->DeclareQueue(queue_, "quorum");
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_NE(s.message().find("406 PRECONDITION_FAILED"), std::string::npos) << s;
+}
+
+// A quorum queue counts every return of a message, and RabbitMQ 4.0 drops
+// one returned 20 times from a queue with nowhere to dead-letter to. What is
+// parked in a DLQ is looked at again and again (each sweep, each listing)
+// and must stay.
+TEST_F(AmqpClientTest, AQuorumDeadLetterQueueKeepsAMessageHoweverOftenItIsReturned) {
+  const std::string queue = queue_ + ".quorum";
+  const std::string dlq = Topology::DeadLetterQueue(queue);
+  ASSERT_OK(admin_->DeclareQueue(queue, "quorum"));
+  auto pub = Connect("pub");
+  ASSERT_OK(pub->EnableConfirms());
+  auto confirmed = pub->PublishConfirmed({{dlq, "parked", "body", "", "T"}}, absl::Seconds(10));
+  ASSERT_OK(confirmed);
+  ASSERT_TRUE((*confirmed)[0]);
+  for (int returns = 0; returns < 30; ++returns) {
+    Delivery d;
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          auto got = admin_->Get(dlq);
+          if (got.ok()) d = *got;
+          return d.delivery_tag != 0;
+        },
+        absl::Seconds(10)))
+        << "the message was dropped after " << returns << " returns";
+    EXPECT_EQ(d.message_id, "parked");
+    ASSERT_OK(admin_->Requeue(d.delivery_tag, /*multiple=*/false));
+  }
+  EXPECT_OK(admin_->DeleteQueue(queue));
+  EXPECT_OK(admin_->DeleteQueue(dlq));
+}
+
+// A quorum DLQ an earlier release declared has no x-delivery-limit, and a
+// declare with other arguments is refused: it is taken as it is (with a
+// warning), so an upgrade does not stop the services from connecting.
+TEST_F(AmqpClientTest, AQuorumDeadLetterQueueDeclaredWithoutALimitIsTakenAsItIs) {
+  const std::string queue = queue_ + ".older";
+  const std::string dlq = Topology::DeadLetterQueue(queue);
+  ASSERT_OK(testing::DeclarePlainQuorumQueue(broker_.amqp_url, dlq));
+  auto conn = Connect("upgrade");
+  ASSERT_OK(conn->DeclareQueue(queue, "quorum"));
+  EXPECT_TRUE(conn->healthy());
+  EXPECT_OK(conn->Inspect(queue));
+  EXPECT_OK(conn->DeleteQueue(queue));
+  EXPECT_OK(conn->DeleteQueue(dlq));
 }
 
 TEST_F(AmqpClientTest, WhatAUsersPermissionsForbidIsPermissionDenied) {

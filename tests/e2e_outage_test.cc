@@ -123,7 +123,7 @@ TEST(OutageTest, AfterALongIdleSpellLostMessagesAreRepublishedAtNoExtraCost) {
   services.StartPayment();
   auto& recovery = services.StartRecovery("r");
   // 60 s with nothing to do: far past the broker's heartbeat timeout for a
-  // connection that never speaks (10 s heartbeats).
+  // connection that never speaks (two heartbeats, 2 x kAmqpHeartbeat).
   absl::SleepFor(absl::Seconds(60));
   {
     // A consumer takes the messages and loses them: the queue is consumed

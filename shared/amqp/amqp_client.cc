@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "shared/amqp/amqp_tls.h"
+#include "shared/observability/log.h"
 #include "shared/observability/trace.h"
 #include "shared/outbox/message_auth.h"
 
@@ -27,11 +28,11 @@ namespace outbox {
 namespace {
 
 constexpr amqp_channel_t kChannel = 1;
-// Passive declares go on a channel of their own: the broker closes the
-// channel of one that finds no queue, and that must cost neither the main
-// channel (its confirms, its consumer) nor the connection.
+// Passive declares, and the declares of dead-letter queues, go on a channel
+// of their own: the broker closes the channel of one that finds no queue (or
+// a queue declared with other arguments), and that must cost neither the
+// main channel (its confirms, its consumer) nor the connection.
 constexpr amqp_channel_t kInspectChannel = 2;
-const int kHeartbeatSeconds = static_cast<int>(absl::ToInt64Seconds(kAmqpHeartbeat));
 
 timeval AsTimeval(absl::Duration d) {
   if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
@@ -200,8 +201,10 @@ absl::StatusOr<std::unique_ptr<AmqpConnection>> AmqpConnection::Connect(
   props[0].value.kind = AMQP_FIELD_KIND_UTF8;
   props[0].value.value.bytes = Bytes(connection_name);
   amqp_table_t client_properties = {1, props};
+  const int heartbeat_seconds =
+      static_cast<int>(std::clamp<int64_t>(absl::ToInt64Seconds(url.heartbeat), 0, 65535));
   amqp_rpc_reply_t r = amqp_login_with_properties(
-      conn, url.vhost.c_str(), 0, 131072, kHeartbeatSeconds, &client_properties,
+      conn, url.vhost.c_str(), 0, 131072, heartbeat_seconds, &client_properties,
       AMQP_SASL_METHOD_PLAIN, url.user.c_str(), url.password.c_str());
   if (r.reply_type != AMQP_RESPONSE_NORMAL) {
     return absl::UnavailableError(
@@ -289,10 +292,36 @@ absl::Status AmqpConnection::DeclareQueue(const std::string& queue, const std::s
   const std::string dlx = exchange.empty() ? "" : DeadLetterExchangeOf(exchange);
   std::vector<amqp_table_entry_t> dlq_args;
   if (!queue_type.empty()) dlq_args.push_back(text("x-queue-type", Bytes(queue_type)));
-  amqp_queue_declare(state_->conn, kChannel, Bytes(dlq), 0, 1, 0, 0,
-                     {static_cast<int>(dlq_args.size()), dlq_args.data()});
-  absl::Status s = Check("queue.declare dead-letter queue");
-  if (!s.ok()) return s;
+  if (queue_type == "quorum") {
+    amqp_table_entry_t limit;
+    limit.key = amqp_cstring_bytes("x-delivery-limit");
+    limit.value.kind = AMQP_FIELD_KIND_I64;
+    limit.value.value.i64 = kDeadLetterDeliveryLimit;
+    dlq_args.push_back(limit);
+  }
+  auto declare_dlq = [&] {
+    const amqp_table_t arguments{static_cast<int>(dlq_args.size()), dlq_args.data()};
+    return DeclareAside(dlq, /*passive=*/false, arguments, "queue.declare dead-letter queue");
+  };
+  auto declared = declare_dlq();
+  if (queue_type == "quorum" && absl::IsFailedPrecondition(declared.status())) {
+    // Declared before without the limit (by an earlier release): a declare
+    // with other arguments is refused, and the queue keeps the broker's
+    // limit. Taken as it is, and said, so that an operator lifts the limit
+    // with a policy (docs/deployment.md, Quorum queues).
+    dlq_args.pop_back();
+    declared = declare_dlq();
+    if (declared.ok()) {
+      LogWarning(
+          "dead_letter_queue_delivery_limited",
+          {KV("queue", dlq), KV("reason",
+                                "declared without x-delivery-limit: the broker's delivery limit "
+                                "applies (RabbitMQ 4.0: 20 looks per message); lift it with a "
+                                "policy")});
+    }
+  }
+  if (!declared.ok()) return declared.status();
+  absl::Status s;
   if (!dlx.empty()) {
     s = DeclareExchange(dlx);
     if (s.ok()) s = Bind(dlq, dlx);
@@ -605,6 +634,12 @@ absl::Status AmqpConnection::Poll(absl::Duration wait) {
 }
 
 absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
+  return DeclareAside(queue, /*passive=*/true, amqp_empty_table, "queue.declare passive");
+}
+
+absl::StatusOr<QueueState> AmqpConnection::DeclareAside(const std::string& queue, bool passive,
+                                                        const amqp_table_t& arguments,
+                                                        const char* what) {
   if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
   if (!inspect_channel_open_) {
     amqp_channel_open(state_->conn, kInspectChannel);
@@ -612,14 +647,15 @@ absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
     if (!s.ok()) return s;
     inspect_channel_open_ = true;
   }
-  amqp_queue_declare_ok_t* ok = amqp_queue_declare(state_->conn, kInspectChannel, Bytes(queue),
-                                                   /*passive=*/1, 0, 0, 0, amqp_empty_table);
+  amqp_queue_declare_ok_t* ok = amqp_queue_declare(
+      state_->conn, kInspectChannel, Bytes(queue), passive ? 1 : 0,
+      /*durable=*/passive ? 0 : 1, /*exclusive=*/0, /*auto_delete=*/0, arguments);
   const amqp_rpc_reply_t r = amqp_get_rpc_reply(state_->conn);
   if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
     // Only that channel is closed: acknowledge it; the next call opens it again.
-    absl::Status why = CloseReplyCode(r) == AMQP_NOT_FOUND
+    absl::Status why = passive && CloseReplyCode(r) == AMQP_NOT_FOUND
                            ? absl::NotFoundError(absl::StrCat("amqp: no queue '", queue, "'"))
-                           : ReplyStatus("queue.declare passive", r);
+                           : ReplyStatus(what, r);
     inspect_channel_open_ = false;
     amqp_channel_close_ok_t close_ok{};
     int rc =
@@ -630,7 +666,7 @@ absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
     }
     return why;
   }
-  absl::Status s = Check("queue.declare passive");
+  absl::Status s = Check(what);
   if (!s.ok()) return s;
   return QueueState{static_cast<int64_t>(ok->message_count), static_cast<int>(ok->consumer_count)};
 }

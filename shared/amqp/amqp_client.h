@@ -8,14 +8,16 @@
 #include <string>
 #include <utility>
 #include <vector>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/transport.h"
+
+struct amqp_table_t_;  // rabbitmq-c's amqp_table_t (<amqp.h>, private to the .cc)
 
 namespace outbox {
 
@@ -40,6 +42,16 @@ absl::StatusCode StatusCodeOfAmqpReply(int reply_code);
 // side that writes a queue declares it (with its DLQ) and binds it, since a
 // user that may bind a queue to an exchange it writes may feed that queue.
 // Which queues exist is the services' business (service_kit/service_config.h).
+// The x-delivery-limit of a quorum dead-letter queue. A quorum queue counts
+// every return of a message (a nack, a reject, a closed channel: each look
+// of the sweep and of a listing) and drops it past the limit, 20 by default
+// on RabbitMQ 4.0, since a DLQ has nowhere to dead-letter to. What is parked
+// must stay until an operator acts, so the limit is the largest value both
+// broker lines read as a limit: -1 means none to 4.0 but drops a message at
+// its first return on 3.10, and so does 0. At one look a second it lasts 68
+// years.
+inline constexpr int64_t kDeadLetterDeliveryLimit = 2147483647;
+
 struct Topology {
   std::vector<std::string> queues;  // declared durable and bound to `exchange`
   std::string queue_type;           // empty: broker default; "quorum" for clusters
@@ -61,8 +73,11 @@ struct Topology {
 // How soon a connection notices a dead link and a reconnect gives up, so
 // that a network cut heals within seconds of its end whichever way the link
 // failed (docs/design.md, "Noticing a dead link"):
-// - kAmqpHeartbeat, negotiated with the broker: a connection that receives
-//   nothing (not even the broker's heartbeats) for two of them is dead.
+// - AmqpUrl::heartbeat (kAmqpHeartbeat unless set), negotiated with the
+//   broker: a connection that receives nothing (not even the broker's
+//   heartbeats) for two of them is dead, and the broker closes one that
+//   sends nothing for two of them. rabbitmq-c sends heartbeats only while
+//   the connection is used, so an idle one is polled (BrokerLink::Poll).
 // - kAmqpUserTimeout (TCP_USER_TIMEOUT): data sent and not acknowledged by
 //   the peer's TCP for that long closes the socket, so a link that swallows
 //   what we send (a one-way cut) fails the next send or read at once, rather
@@ -71,7 +86,6 @@ struct Topology {
 //   that does not answer gives up after it, and the dialer tries again (or
 //   the next node) after its backoff, on a fresh socket, instead of waiting
 //   on SYN retransmissions that double up to 31 s.
-inline constexpr absl::Duration kAmqpHeartbeat = absl::Seconds(3);
 inline constexpr absl::Duration kAmqpUserTimeout = absl::Seconds(5);
 inline constexpr absl::Duration kAmqpConnectTimeout = absl::Seconds(2);
 
@@ -93,7 +107,10 @@ class AmqpConnection {
 
   // Declares a durable queue that dead-letters into its DLQ, and the DLQ.
   // With an `exchange`, also that exchange and its dead-letter exchange
-  // (durable, direct) and the bindings, each by the queue's own name.
+  // (durable, direct) and the bindings, each by the queue's own name. A
+  // quorum DLQ gets x-delivery-limit kDeadLetterDeliveryLimit; one declared
+  // earlier without it is taken as it is, with a warning
+  // (dead_letter_queue_delivery_limited).
   absl::Status DeclareQueue(const std::string& queue, const std::string& queue_type,
                             const std::string& exchange = "");
   // Declares the topology's queues and publishes through its exchange.
@@ -174,6 +191,11 @@ class AmqpConnection {
   absl::Status Check(const char* what);
   absl::Status Broken(absl::Status s);  // marks the connection unusable
   absl::Status DeclareExchange(const std::string& exchange);
+  // queue.declare on the inspect channel: a refusal closes only that channel
+  // (opened again by the next call), never the connection. NOT_FOUND for a
+  // passive one that finds no queue.
+  absl::StatusOr<QueueState> DeclareAside(const std::string& queue, bool passive,
+                                          const amqp_table_t_& arguments, const char* what);
   absl::Status DeclareShards(const Topology& topology);
 
   std::unique_ptr<State> state_;

@@ -122,6 +122,16 @@ std::string AmqpUrl::Redacted() const {
                       vhost == "/" ? "%2F" : vhost);
 }
 
+absl::Status AmqpUrl::CheckHeartbeat(absl::Duration heartbeat, absl::string_view flag) {
+  if (heartbeat >= absl::Seconds(2) && heartbeat <= absl::Seconds(65535) &&
+      heartbeat == absl::Seconds(absl::ToInt64Seconds(heartbeat))) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " must be a whole number of seconds from 2s to 65535s, not ",
+                   absl::FormatDuration(heartbeat)));
+}
+
 std::vector<AmqpAddress> AmqpUrl::Nodes() const {
   if (addresses.empty()) return {{host, port}};
   return addresses;

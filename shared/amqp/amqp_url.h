@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace outbox {
 
@@ -29,6 +30,10 @@ struct AmqpAddress {
   bool operator==(const AmqpAddress& o) const { return host == o.host && port == o.port; }
 };
 
+// The AMQP heartbeat a connection asks for unless told otherwise
+// (AmqpUrl::heartbeat; docs/design.md, "Noticing a dead link").
+inline constexpr absl::Duration kAmqpHeartbeat = absl::Seconds(3);
+
 struct AmqpUrl {
   // The node Connect dials (the first of `addresses` after Parse).
   std::string host = "127.0.0.1";
@@ -41,6 +46,10 @@ struct AmqpUrl {
   std::string vhost = "/";
   bool tls = false;        // amqps://
   AmqpTlsFiles tls_files;  // used with tls only
+  // The heartbeat asked of the broker (it may grant less): a link silent
+  // for two of them is dead, in both directions. Whole seconds
+  // (CheckHeartbeat); not part of the URL's text.
+  absl::Duration heartbeat = kAmqpHeartbeat;
 
   // amqp://user:pass@host:port/vhost (AMQP URI spec; "%2F" is "/"), or
   // amqps://... (port 5671 by default). A cluster lists its nodes in the
@@ -59,6 +68,12 @@ struct AmqpUrl {
   // user may read is used, with a password_file_too_open warning logged.
   absl::Status ReadPasswordFile(const std::string& path);
   std::string Redacted() const;  // for logs: the password is never printed
+  // INVALID_ARGUMENT unless `heartbeat` is a whole number of seconds from 2 s
+  // to 65535 s (AMQP's limit). Idle workers poll their connections every
+  // second at most (the relay), and the broker closes one silent for two
+  // heartbeats, so 1 s would drop healthy ones; 0 (none) would leave a dead
+  // link unnoticed. `flag` names the setting in the message.
+  static absl::Status CheckHeartbeat(absl::Duration heartbeat, absl::string_view flag);
 
   // The nodes to try (never empty), and this URL narrowed to node i of them.
   std::vector<AmqpAddress> Nodes() const;

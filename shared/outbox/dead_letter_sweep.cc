@@ -34,22 +34,24 @@ bool DeadLetterSweep::Settled(const Delivery& d) const {
 int64_t DeadLetterSweep::Run() {
   int64_t total = 0;
   for (const std::string& queue : options_.queues) {
-    auto removed = dead_letters_.RemoveSettled(queue, options_.per_pass,
-                                               [this](const Delivery& d) { return Settled(d); });
-    if (absl::IsNotFound(removed.status())) continue;  // not declared yet: nothing parked
-    if (!removed.ok()) {
-      LogWarning("dead_letters_not_swept",
-                 {KV("queue", queue), KV("error", removed.status().message())});
-      continue;
-    }
+    const DeadLettersRemoved removed = dead_letters_.RemoveSettled(
+        queue, options_.per_pass, [this](const Delivery& d) { return Settled(d); });
+    if (absl::IsNotFound(removed.status)) continue;  // not declared yet: nothing parked
+    // What was removed before an error is gone from the queue all the same.
     const std::string dlq = DeadLetterQueueOf(queue);
-    for (const std::string& message_id : *removed) {
+    for (const std::string& message_id : removed.message_ids) {
       removed_[queue]->Add();
       LogInfo("dead_letter_settled_removed",
               {KV("message_id", message_id), KV("dead_letter_queue", dlq)});
       if (removed_callback_) removed_callback_(message_id, clock_.NowMillis());
     }
-    total += static_cast<int64_t>(removed->size());
+    total += static_cast<int64_t>(removed.message_ids.size());
+    if (!removed.status.ok()) {
+      LogWarning(
+          "dead_letters_not_swept",
+          {KV("queue", queue), KV("removed", static_cast<int64_t>(removed.message_ids.size())),
+           KV("error", removed.status.message())});
+    }
   }
   return total;
 }

@@ -13,6 +13,30 @@ namespace outbox {
 DeadLetters::DeadLetters(QueueBrowser& broker, std::vector<Source> sources)
     : sources_(std::move(sources)), broker_(&broker) {}
 
+DeadLetters::~DeadLetters() {
+  keeper_.Stop();
+}
+
+void DeadLetters::KeepAlive(absl::Duration heartbeat) {
+  if (heartbeat <= absl::ZeroDuration()) return;
+  // rabbitmq-c sends a heartbeat only while the connection is used, once one
+  // is due; the broker closes a connection silent for two heartbeats. Polled
+  // this often, it is never silent for much more than one.
+  const absl::Duration every = std::min(heartbeat / 3, absl::Milliseconds(500));
+  keeper_.Start([this, every] {
+    if (!keeper_.Sleep(every)) return false;
+    PollIdle();
+    return true;
+  });
+}
+
+void DeadLetters::PollIdle() {
+  MutexLock lock(&mu_);
+  if (!broker_->connected()) return;  // the next call connects
+  absl::Status alive = broker_->Poll(absl::ZeroDuration());
+  if (!alive.ok()) broker_->Reset(alive);  // logged and counted; the next call connects anew
+}
+
 void DeadLetters::RegisterMetrics(MetricsRegistry& metrics) {
   RegisterLinkMetrics(metrics, *broker_, "dead_letters");
 }
@@ -32,8 +56,9 @@ absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& q
         "queue must be one of '", absl::StrJoin(names, "', '"), "', not '", queue, "'"));
   }
   const std::string dlq = DeadLetterQueueOf(queue);
-  // This connection sits idle between operator calls, and the broker may
-  // have closed it meanwhile: a failure on it earns one try on a fresh one.
+  // This connection sits idle between calls, and the broker may have closed
+  // it meanwhile (a restart; missed heartbeats without KeepAlive): a failure
+  // on it earns one try on a fresh one.
   absl::Status last;
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (absl::Status up = broker_->Connect(); !up.ok()) return up;
@@ -88,21 +113,24 @@ void DeadLetters::AwaitCount(const std::string& dlq, int64_t total) {
   }
 }
 
-absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit,
-                                             const std::string& actor) {
+DeadLettersRedriven DeadLetters::Redrive(const std::string& queue, int limit,
+                                         const std::string& actor) {
   MutexLock lock(&mu_);
+  DeadLettersRedriven result;
   auto parked = OpenParked(queue);
-  if (!parked.ok()) return parked.status();
+  if (!parked.ok()) {
+    result.status = parked.status();
+    return result;
+  }
   const std::string& dlq = parked->dlq;
   // Only what is parked now: a message that fails again comes back to the
   // dead-letter queue and must not be re-driven in a loop.
   const int64_t budget = limit <= 0 ? parked->count : std::min<int64_t>(limit, parked->count);
-  int64_t moved = 0;
-  while (moved < budget) {
+  while (result.moved < budget) {
     auto d = broker_->Take(dlq);
     if (!d.ok()) {
-      broker_->Reset(d.status());
-      return d.status();
+      result.status = d.status();
+      break;
     }
     if (d->delivery_tag == 0) break;
     // Publish first, ack the dead letter after the confirm: a crash in
@@ -111,58 +139,69 @@ absl::StatusOr<int64_t> DeadLetters::Redrive(const std::string& queue, int limit
     auto confirmed =
         broker_->PublishConfirmed(Find(queue)->exchange, Forward(*d, queue), absl::Seconds(5));
     if (!confirmed.ok() || !*confirmed) {
-      absl::Status why = confirmed.ok() ? absl::UnavailableError("re-drive not confirmed by broker")
-                                        : confirmed.status();
-      broker_->Reset(why);
-      return why;
+      result.status = confirmed.ok() ? absl::UnavailableError("re-drive not confirmed by broker")
+                                     : confirmed.status();
+      break;
     }
-    absl::Status s = broker_->Ack(d->delivery_tag);
-    if (!s.ok()) {
-      broker_->Reset(s);
-      return s;
+    if (absl::Status s = broker_->Ack(d->delivery_tag); !s.ok()) {
+      result.status = s;
+      break;
     }
-    ++moved;
+    ++result.moved;
   }
-  LogInfo("dead_letters_redriven", {KV("queue", queue), KV("messages", moved), KV("actor", actor)});
-  return moved;
+  if (!result.status.ok()) {
+    broker_->Reset(result.status);  // unacked gets return to the queue with the connection
+    LogWarning("dead_letters_redrive_stopped",
+               {KV("queue", queue), KV("messages", result.moved), KV("actor", actor),
+                KV("error", result.status.message())});
+    return result;
+  }
+  LogInfo("dead_letters_redriven",
+          {KV("queue", queue), KV("messages", result.moved), KV("actor", actor)});
+  return result;
 }
 
-absl::StatusOr<std::vector<std::string>> DeadLetters::RemoveSettled(
-    const std::string& queue, int limit, const std::function<bool(const Delivery&)>& settled) {
+DeadLettersRemoved DeadLetters::RemoveSettled(const std::string& queue, int limit,
+                                              const std::function<bool(const Delivery&)>& settled) {
   MutexLock lock(&mu_);
+  DeadLettersRemoved result;
   auto parked = OpenParked(queue);
-  if (!parked.ok()) return parked.status();
+  if (!parked.ok()) {
+    result.status = parked.status();
+    return result;
+  }
   const std::string& dlq = parked->dlq;
   const int64_t budget = std::min<int64_t>(limit, parked->count);
-  std::vector<std::string> removed;
   uint64_t last_kept = 0;
   for (int64_t looked = 0; looked < budget; ++looked) {
     auto d = broker_->Take(dlq);
     if (!d.ok()) {
-      broker_->Reset(d.status());  // unacked gets return to the queue with the connection
-      return d.status();
+      result.status = d.status();
+      break;
     }
     if (d->delivery_tag == 0) break;
     if (!settled(*d)) {
       last_kept = d->delivery_tag;
       continue;
     }
-    absl::Status s = broker_->Ack(d->delivery_tag);
-    if (!s.ok()) {
-      broker_->Reset(s);
-      return s;
+    if (absl::Status s = broker_->Ack(d->delivery_tag); !s.ok()) {
+      result.status = s;
+      break;
     }
-    removed.push_back(d->message_id);
+    result.message_ids.push_back(d->message_id);
+  }
+  if (!result.status.ok()) {
+    broker_->Reset(result.status);  // unacked gets return to the queue with the connection
+    return result;
   }
   if (last_kept != 0) {
-    absl::Status s = broker_->Requeue(last_kept, /*multiple=*/true);
-    if (!s.ok()) {
-      broker_->Reset(s);
-      return removed;
+    if (absl::Status s = broker_->Requeue(last_kept, /*multiple=*/true); !s.ok()) {
+      broker_->Reset(s);  // what was kept goes back with the connection all the same
+      return result;
     }
-    AwaitCount(dlq, parked->count - static_cast<int64_t>(removed.size()));
+    AwaitCount(dlq, parked->count - static_cast<int64_t>(result.message_ids.size()));
   }
-  return removed;
+  return result;
 }
 
 }  // namespace outbox

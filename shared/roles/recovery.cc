@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
   store_ref.RegisterMetrics(metrics, internal::ClockOr(recovery->options_.clock));
   alerter.RegisterMetrics(metrics);
   recovery->dead_letters_->RegisterMetrics(metrics);
+  recovery->dead_letters_->KeepAlive(recovery->options_.amqp.heartbeat);
   recovery->alerter_ = &alerter;
   recovery->sqlite_store_ = &store_ref;
   recovery->StartWorkers();

@@ -732,9 +732,9 @@ TEST(RecoveryRoleTest, SweepsBookedDeadLettersAndRedrivesTheRest) {
   ASSERT_THAT(parked, SizeIs(1));
   EXPECT_EQ(parked.front().message_id, "m-2");
 
-  auto moved = (*recovery)->dead_letters()->Redrive(kQueue, 0, "alice");
-  ASSERT_OK(moved);
-  EXPECT_EQ(*moved, 1);
+  const DeadLettersRedriven moved = (*recovery)->dead_letters()->Redrive(kQueue, 0, "alice");
+  ASSERT_OK(moved.status);
+  EXPECT_EQ(moved.moved, 1);
   ASSERT_THAT(broker->published, SizeIs(1));
   EXPECT_EQ(broker->published[0].first, "");  // the default exchange routes by queue name
   EXPECT_EQ(broker->published[0].second.topic, kQueue);

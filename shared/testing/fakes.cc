@@ -425,7 +425,12 @@ absl::StatusOr<QueueState> FakeQueueBrowser::Inspect(const std::string& queue) {
   return QueueState{static_cast<int64_t>(queues[queue].size()), 0};
 }
 
+void FakeQueueBrowser::CountTowardFailure(int& calls, int fail_at) {
+  if (++calls == fail_at) Drop();
+}
+
 absl::StatusOr<Delivery> FakeQueueBrowser::Take(const std::string& queue) {
+  CountTowardFailure(takes_, fail_take);
   if (absl::Status s = Live(); !s.ok()) return s;
   std::deque<Delivery>& ready = queues[queue];
   std::deque<uint64_t>& returned = returned_[queue];
@@ -446,6 +451,7 @@ absl::StatusOr<Delivery> FakeQueueBrowser::Take(const std::string& queue) {
 }
 
 absl::Status FakeQueueBrowser::Ack(uint64_t delivery_tag) {
+  CountTowardFailure(acks_, fail_ack);
   if (absl::Status s = Live(); !s.ok()) return s;
   unacked_.erase(delivery_tag);
   acked.insert(delivery_tag);

@@ -4,6 +4,7 @@
 // test says, an outbox held in memory (using the real state machine), and an
 // alert sink that remembers. Not thread-safe: tests drive a worker's Step()
 // from the test thread.
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -142,13 +143,23 @@ class FakeQueueBrowser final : public QueueBrowser, public FakeLink {
       [](const std::string&, const OutgoingMessage&) { return true; };
   std::vector<std::pair<std::string, OutgoingMessage>> published;  // exchange, message
   std::set<uint64_t> acked;
+  // The n-th call of Take or Ack (1, 2, ..., counted from the start; 0:
+  // none) finds the connection dead, as when the broker goes away in the
+  // middle of a pass.
+  int fail_take = 0;
+  int fail_ack = 0;
+  // Calls of Poll (a test may read it while another thread polls).
+  std::atomic<int> polls{0};
 
   absl::Status Connect() override { return DoConnect(); }
   bool connected() const override { return connected_; }
   bool up() const override { return connected_; }
   int64_t drops() const override { return drops_; }
   void Reset(const absl::Status& why) override;
-  absl::Status Poll(absl::Duration) override { return Live(); }
+  absl::Status Poll(absl::Duration) override {
+    ++polls;
+    return Live();
+  }
   absl::StatusOr<QueueState> Inspect(const std::string& queue) override;
   absl::StatusOr<Delivery> Take(const std::string& queue) override;
   absl::Status Ack(uint64_t delivery_tag) override;
@@ -167,6 +178,11 @@ class FakeQueueBrowser final : public QueueBrowser, public FakeLink {
   // Puts unacked messages with tags up to `tag` (all: UINT64_MAX) back.
   void PutBack(uint64_t tag);
   void GiveBack(Taken taken);
+  // Counts a call toward `fail_at` (fail_take, fail_ack) and drops the
+  // connection at that call.
+  void CountTowardFailure(int& calls, int fail_at);
+  int takes_ = 0;
+  int acks_ = 0;
   uint64_t next_tag_ = 1;
   uint64_t next_place_ = 0;
   std::map<uint64_t, Taken> unacked_;  // by tag

@@ -9,8 +9,10 @@
 
 namespace outbox::testing {
 
-QueueSink::QueueSink(const std::string& amqp_url, const std::string& queue, Mode mode) {
-  thread_ = std::thread([this, amqp_url, queue, mode] { Run(amqp_url, queue, mode); });
+QueueSink::QueueSink(const std::string& amqp_url, const std::string& queue, Mode mode,
+                     const std::string& queue_type) {
+  thread_ = std::thread(
+      [this, amqp_url, queue, mode, queue_type] { Run(amqp_url, queue, mode, queue_type); });
   if (!PollUntil([this] { return ready_.load(); }, absl::Seconds(20))) {
     MutexLock lock(&mu_);
     std::fprintf(stderr, "QueueSink: could not consume %s: %s\n", queue.c_str(),
@@ -24,7 +26,8 @@ QueueSink::~QueueSink() {
   thread_.join();
 }
 
-void QueueSink::Run(const std::string& amqp_url, const std::string& queue, Mode mode) {
+void QueueSink::Run(const std::string& amqp_url, const std::string& queue, Mode mode,
+                    const std::string& queue_type) {
   auto url = AmqpUrl::Parse(amqp_url);
   if (!url.ok()) return;
   // A loaded machine (parallel tests, a cluster starting) can make the first
@@ -35,7 +38,7 @@ void QueueSink::Run(const std::string& amqp_url, const std::string& queue, Mode 
     // Declared as payment_service declares it (the arguments must match), in
     // case it has not yet.
     absl::Status s = c.status();
-    if (s.ok()) s = (*c)->DeclareQueue(queue, "", kPaymentsExchange);
+    if (s.ok()) s = (*c)->DeclareQueue(queue, queue_type, kPaymentsExchange);
     if (s.ok()) s = (*c)->Consume(queue, 100);
     if (s.ok()) {
       conn = *std::move(c);

@@ -16,14 +16,17 @@ namespace outbox::testing {
 class QueueSink {
  public:
   enum class Mode { kDrop, kDeadLetter };
-  // Returns once the consumer is registered with the broker.
-  QueueSink(const std::string& amqp_url, const std::string& queue, Mode mode);
+  // Returns once the consumer is registered with the broker. `queue_type`
+  // is the services' QUEUE_TYPE (the queue is declared as they declare it).
+  QueueSink(const std::string& amqp_url, const std::string& queue, Mode mode,
+            const std::string& queue_type = "");
   ~QueueSink();
 
   int64_t taken() const { return taken_.load(); }
 
  private:
-  void Run(const std::string& amqp_url, const std::string& queue, Mode mode);
+  void Run(const std::string& amqp_url, const std::string& queue, Mode mode,
+           const std::string& queue_type);
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> ready_{false};
