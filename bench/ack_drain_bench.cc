@@ -4,7 +4,8 @@
 // queue: up to --replies of them (the listener's prefetch), each closing
 // --per_reply rows. When the path is back, the listener takes them in one
 // batch. This program fills a fresh payment.db with that many SENDING rows
-// through the real PaymentWriter (group commit, SQLite, FULL durability),
+// through payment_service's business write on the library's GroupWriter
+// (group commit, SQLite, FULL durability),
 // queues the replies, and drains them with the real AckListener while
 // --clients threads keep creating payments through the same writer. It does
 // so once per --max_rows value (rows per acknowledgement transaction), each
@@ -39,11 +40,12 @@
 #include "absl/time/time.h"
 #include "client/percentiles.h"
 #include "payment_service/payment_store.h"
-#include "payment_service/payment_writer.h"
 #include "shared/base/clock.h"
 #include "shared/base/ids.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/ack_listener.h"
+#include "shared/sqlite/group_writer.h"
+#include "shared/sqlite/sqlite_outbox.h"
 #include "shared/testing/fakes.h"
 
 ABSL_FLAG(int, replies, 1024, "replies waiting in the reply queue (the listener's prefetch)");
@@ -127,11 +129,19 @@ Result DrainOnce(const std::string& dir, int max_rows) {
   }
   UuidGenerator ids;
   MetricsRegistry metrics;
-  payment::WriterOptions options;
+  GroupWriterOptions options;
   options.max_unsent = 0;  // no backpressure: the backlog is the point
-  payment::PaymentWriter writer(**store, SystemClock::Get(), ids, metrics, options);
+  SqliteOutbox outbox((*store)->file(), SystemClock::Get());
   NoRelay relay;
-  writer.Start(relay);
+  GroupWriter writer((*store)->file(), outbox, relay, SystemClock::Get(), metrics, options);
+  writer.Start();
+  payment::PaymentCreator creator(
+      [&writer](MessageSpec spec, BusinessWrite business, GroupWriter::WriteDone done) {
+        spec.topic = "PAY_QUEUE";
+        spec.reply_to = "ACC_QUEUE";
+        writer.WriteAsync(std::move(spec), std::move(business), std::move(done));
+      },
+      **store, ids, SystemClock::Get());
 
   // The backlog: replies x per_reply SENDING rows, created 64 at a time.
   const int replies = absl::GetFlag(FLAGS_replies), per_reply = absl::GetFlag(FLAGS_per_reply);
@@ -143,7 +153,7 @@ Result DrainOnce(const std::string& dir, int max_rows) {
   for (int t = 0; t < 64; ++t) {
     fillers.emplace_back([&] {
       for (int i = next++; i < rows; i = next++) {
-        payment::CreateOutcome out = writer.Create(Input(absl::StrCat("backlog-", i)));
+        payment::CreateOutcome out = creator.Create(Input(absl::StrCat("backlog-", i)));
         if (!out.status.ok()) {
           std::fprintf(stderr, "ack_drain_bench: fill: %s\n",
                        std::string(out.status.message()).c_str());
@@ -182,7 +192,7 @@ Result DrainOnce(const std::string& dir, int max_rows) {
     clients.emplace_back([&, c] {
       for (int i = 0; draining; ++i) {
         const absl::Time start = absl::Now();
-        payment::CreateOutcome out = writer.Create(Input(absl::StrCat("during-", c, "-", i)));
+        payment::CreateOutcome out = creator.Create(Input(absl::StrCat("during-", c, "-", i)));
         const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
         if (!out.status.ok()) ++failed;
         std::lock_guard<std::mutex> lock(mu);

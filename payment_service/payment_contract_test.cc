@@ -1,15 +1,17 @@
 // The outbox seams' contract (shared/testing/outbox_contract.h) on
-// payment.db: payment_service's PaymentWriter (acks in its group commit)
-// and recovery's RecoveryStore, as the two services share the file.
+// payment.db: the producer's GroupWriter (acks in its group commit), as
+// payment_service runs it, and recovery's RecoveryStore, as the two services
+// share the file.
 #include "shared/testing/outbox_contract.h"
 
 #include <memory>
 
 #include "payment_service/payment_store.h"
-#include "payment_service/payment_writer.h"
 #include "service_kit/payment_db_schema.h"
 #include "shared/base/ids.h"
+#include "shared/sqlite/group_writer.h"
 #include "shared/sqlite/recovery_store.h"
+#include "shared/sqlite/sqlite_outbox.h"
 #include "shared/testing/sequential_ids.h"
 #include "shared/testing/sqlite_under_test.h"
 #include "shared/testing/temp_dir.h"
@@ -35,7 +37,8 @@ struct PaymentDb {
   ::outbox::testing::SequentialIds ids;
   MetricsRegistry metrics;
   NoRelay relay;
-  std::unique_ptr<PaymentWriter> writer;
+  std::unique_ptr<SqliteOutbox> outbox;
+  std::unique_ptr<GroupWriter> writer;
   std::unique_ptr<RecoveryStore> recovery;
   ~PaymentDb() {
     if (writer) writer->Stop();
@@ -49,9 +52,10 @@ OutboxUnderTest MakePaymentDb(ManualClock& clock) {
   EXPECT_OK(store);
   if (!store.ok()) return {};
   p->store = std::move(store).value();
-  p->writer =
-      std::make_unique<PaymentWriter>(*p->store, clock, p->ids, p->metrics, WriterOptions{});
-  p->writer->Start(p->relay);
+  p->outbox = std::make_unique<SqliteOutbox>(p->store->file(), clock);
+  p->writer = std::make_unique<GroupWriter>(p->store->file(), *p->outbox, p->relay, clock,
+                                            p->metrics, GroupWriterOptions{});
+  p->writer->Start();
   auto recovery = RecoveryStore::Open(path, DbOptions{}, PaymentProducerDb());
   EXPECT_OK(recovery);
   if (!recovery.ok()) return {};
@@ -60,7 +64,7 @@ OutboxUnderTest MakePaymentDb(ManualClock& clock) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Payment, OutboxContractTest,
-                         ::testing::Values(OutboxImpl{"PaymentWriterAndRecoveryStore",
+                         ::testing::Values(OutboxImpl{"GroupWriterAndRecoveryStore",
                                                       MakePaymentDb}),
                          ::outbox::testing::OutboxImplName);
 

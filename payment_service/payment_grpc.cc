@@ -89,12 +89,12 @@ grpc::ServerUnaryReactor* PaymentServiceImpl::CreatePayment(
   }
   std::string traceparent = ContinueOrStart(incoming).Traceparent();
   // The context, the request, the response and the reactor live until
-  // Finish: the writer thread fills the reply after the commit (cheap:
+  // Finish: the producer's writer thread fills the reply after the commit (cheap:
   // Finish only starts sending it).
-  writer_.CreateAsync(std::move(input), std::move(traceparent),
-                      [context, req, resp, reactor](CreateOutcome outcome) {
-                        reactor->Finish(FinishCreate(outcome, context, req, resp));
-                      });
+  creator_.CreateAsync(std::move(input), std::move(traceparent),
+                       [context, req, resp, reactor](CreateOutcome outcome) {
+                         reactor->Finish(FinishCreate(outcome, context, req, resp));
+                       });
   return reactor;
 }
 

@@ -2,12 +2,11 @@
 
 // gRPC edge of the payment service: protobuf in, domain calls, protobuf out.
 // CreatePayment uses gRPC's callback API: the handler queues the request with
-// the writer and returns; the writer's thread finishes the call right after
-// the group commit, so no thread is parked per call in flight. The reads stay
+// the producer and returns; the producer's writer thread finishes the call
+// right after the group commit, so no thread is parked per call in flight. The reads stay
 // synchronous (they run in the handler thread against SQLite).
 #include "payment/v1/payment.grpc.pb.h"
 #include "payment_service/payment_store.h"
-#include "payment_service/payment_writer.h"
 #include "payment_service/shard_guard.h"
 #include "service_kit/money.h"
 
@@ -20,9 +19,9 @@ class PaymentServiceImpl final
   // `max_amount_minor`: the largest amount a payment may carry; `shard`:
   // which payments are this instance's (all by default, shard_guard.h). The
   // API token is checked before any handler runs (Serving, call_gate.h).
-  PaymentServiceImpl(PaymentWriter& writer, PaymentStore& store,
+  PaymentServiceImpl(PaymentCreator& creator, PaymentStore& store,
                      int64_t max_amount_minor = kDefaultMaxAmountMinor, ShardGuard shard = {})
-      : writer_(writer),
+      : creator_(creator),
         store_(store),
         max_amount_minor_(max_amount_minor),
         shard_(std::move(shard)) {}
@@ -38,7 +37,7 @@ class PaymentServiceImpl final
                             ::payment::v1::ListPaymentsResponse* response) override;
 
  private:
-  PaymentWriter& writer_;
+  PaymentCreator& creator_;
   PaymentStore& store_;
   const int64_t max_amount_minor_;
   const ShardGuard shard_;

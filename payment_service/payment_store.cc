@@ -1,10 +1,12 @@
 #include "payment_service/payment_store.h"
 
 #include "absl/strings/str_cat.h"
-#include "service_kit/failpoints.h"
+#include "payment_service/payment_codec.h"
 #include "service_kit/payment_db_schema.h"
+#include "shared/base/mutex.h"
 #include "shared/base/status_macros.h"
-#include "shared/runtime/failpoint.h"
+#include "shared/observability/log.h"
+#include "shared/observability/trace.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/sqlite_metrics.h"
 
@@ -47,25 +49,18 @@ std::string SelectSql(const std::string& where, const char* join = kJoin) {
 
 }  // namespace
 
-// The statements of the group commit, prepared once on the writer
-// connection and reused by every group.
-struct GroupStatements {
-  explicit GroupStatements(SQLite::Database& database)
-      : db(database),
-        find(db, SelectSql("WHERE p.idempotency_key = ?")),
-        insert(db, R"sql(
+// WritePayment's statements, prepared once on the writer connection.
+struct PaymentStatements {
+  explicit PaymentStatements(SQLite::Database& database)
+      : db(database), find(db, SelectSql("WHERE p.idempotency_key = ?")), insert(db, R"sql(
       INSERT INTO payments (payment_id, idempotency_key, payer_account, payee_account,
                             amount_minor, currency, description, created_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql"),
-        outbox(db),
-        savepoint(db, "SAVEPOINT one_payment"),
-        release(db, "RELEASE one_payment"),
-        rollback_to(db, "ROLLBACK TO one_payment"),
-        acks(db) {}
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql") {}
 
-  // A statement an exception left mid-step is reset before it is used again.
+  // None stays mid-step past a write: it would hold the writer's read
+  // snapshot, which goes stale once another process commits.
   void Reset() {
-    for (SQLite::Statement* s : {&find, &insert, &savepoint, &release, &rollback_to}) {
+    for (SQLite::Statement* s : {&find, &insert}) {
       s->tryReset();
       s->clearBindings();
     }
@@ -74,76 +69,35 @@ struct GroupStatements {
   SQLite::Database& db;
   SQLite::Statement find;
   SQLite::Statement insert;
-  OutboxInserter outbox;
-  SQLite::Statement savepoint;
-  SQLite::Statement release;
-  SQLite::Statement rollback_to;
-  OutboxStateTable acks;
 };
 
 namespace {
 
-void Run(SQLite::Statement& s) {
-  s.exec();
-  s.reset();
-}
-
 // An earlier request with the same idempotency key: the same request is
-// replayed, a different one refused. False when the key is new.
-bool FoundEarlier(SQLite::Statement& find, const NewPayment& item, CreateOutcome& out) {
+// replayed, a different one refused. OK when the key is new.
+absl::Status FindEarlier(SQLite::Statement& find, const NewPayment& item, CreateOutcome& out) {
   find.bind(1, item.input.idempotency_key);
-  const bool exists = find.executeStep();
-  if (exists) {
-    out.record = ReadRecord(find);
-    if (SameRequest(out.record.input, item.input)) {
+  absl::Status status;
+  if (find.executeStep()) {
+    PaymentRecord earlier = ReadRecord(find);
+    if (SameRequest(earlier.input, item.input)) {
+      out.record = std::move(earlier);
       out.replayed = true;
+      status = absl::AlreadyExistsError(kReplayed);
     } else {
-      out.status = absl::AlreadyExistsError(
+      status = absl::AlreadyExistsError(
           absl::StrCat("idempotency_key '", item.input.idempotency_key,
-                       "' was already used for a different payment (", out.record.payment_id, ")"));
-      out.record = PaymentRecord{};
+                       "' was already used for a different payment (", earlier.payment_id, ")"));
     }
   }
   find.reset();
-  return exists;
-}
-
-// The payment and its outbox row, under a savepoint of its own: a failure
-// rolls back only this request's rows.
-void InsertOne(GroupStatements& s, const NewPayment& item, CreateOutcome& out) {
-  Run(s.savepoint);
-  try {
-    s.insert.bind(1, item.payment_id);
-    s.insert.bind(2, item.input.idempotency_key);
-    s.insert.bind(3, item.input.payer_account);
-    s.insert.bind(4, item.input.payee_account);
-    s.insert.bind(5, static_cast<int64_t>(item.input.amount_minor));
-    s.insert.bind(6, item.input.currency);
-    s.insert.bind(7, item.input.description);
-    s.insert.bind(8, static_cast<int64_t>(item.outbox.created_at));
-    s.insert.exec();
-    s.insert.reset();
-    out.record.id = s.db.getLastInsertRowid();
-    const int64_t outbox_id = s.outbox.Insert(item.outbox);
-    Run(s.release);
-    out.record.payment_id = item.payment_id;
-    out.record.input = item.input;
-    out.record.created_at = item.outbox.created_at;
-    out.record.outbox = item.outbox;
-    out.record.outbox.id = outbox_id;
-  } catch (const SQLite::Exception& e) {
-    s.insert.tryReset();
-    Run(s.rollback_to);
-    Run(s.release);
-    out = CreateOutcome{};
-    out.status = SqliteError(e, "insert payment");
-  }
+  return status;
 }
 
 }  // namespace
 
 PaymentStore::PaymentStore(std::unique_ptr<SqliteFile> db) : db_(std::move(db)) {}
-PaymentStore::~PaymentStore() = default;  // group_ (its statements) before db_
+PaymentStore::~PaymentStore() = default;  // statements_ before db_
 
 absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::string& path,
                                                                  const DbOptions& options) {
@@ -151,87 +105,84 @@ absl::StatusOr<std::unique_ptr<PaymentStore>> PaymentStore::Open(const std::stri
   return std::unique_ptr<PaymentStore>(new PaymentStore(std::move(db)));
 }
 
-std::vector<CreateOutcome> PaymentStore::CommitGroup(const std::vector<NewPayment>& batch,
-                                                     const std::vector<std::string>& acks,
-                                                     int64_t now_ms,
-                                                     absl::StatusOr<AckTally>* acked) {
-  std::vector<CreateOutcome> outcomes;
-  AckTally tally;
-  // WithWriter, not Write: the kept statements are reset after the
-  // transaction, still under the writer's mutex.
-  absl::Status tx_status = db_->WithWriter("commit a group", [&](SQLite::Database& db) {
-    absl::Status s = WriteTransaction(db, [&]() -> absl::Status {
-      outcomes.assign(batch.size(), CreateOutcome{});  // a retried body starts over
-      if (group_ == nullptr) group_ = std::make_unique<GroupStatements>(db);
-      GroupStatements& statements = *group_;
-      statements.Reset();
-      for (size_t i = 0; i < batch.size(); ++i) {
-        if (!FoundEarlier(statements.find, batch[i], outcomes[i])) {
-          InsertOne(statements, batch[i], outcomes[i]);
-        }
-      }
-      tally = acks.empty() ? AckTally{} : outbox::RecordAcks(statements.acks, db, acks, now_ms);
-      Failpoint(kFpPaymentBeforeCommit);
-      return absl::OkStatus();
-    });
-    // No statement may stay mid-step past the transaction: it would hold the
-    // writer's read snapshot, which goes stale once another process commits.
-    if (group_ != nullptr) group_->Reset();
-    return s;
-  });
-  if (acked != nullptr) {
-    *acked = tx_status.ok() ? absl::StatusOr<AckTally>(tally) : tx_status;
+absl::Status PaymentStore::WritePayment(SQLite::Database& db, const NewPayment& payment,
+                                        CreateOutcome& out) {
+  out = CreateOutcome{};  // a retried group starts over
+  if (statements_ == nullptr || &statements_->db != &db) {
+    statements_ = std::make_unique<PaymentStatements>(db);
   }
-  if (!tx_status.ok()) outcomes.assign(batch.size(), CreateOutcome{tx_status, {}, false});
-  return outcomes;
+  PaymentStatements& s = *statements_;
+  try {
+    RETURN_IF_ERROR(FindEarlier(s.find, payment, out));
+    s.insert.bind(1, payment.payment_id);
+    s.insert.bind(2, payment.input.idempotency_key);
+    s.insert.bind(3, payment.input.payer_account);
+    s.insert.bind(4, payment.input.payee_account);
+    s.insert.bind(5, static_cast<int64_t>(payment.input.amount_minor));
+    s.insert.bind(6, payment.input.currency);
+    s.insert.bind(7, payment.input.description);
+    s.insert.bind(8, static_cast<int64_t>(payment.created_at));
+    s.insert.exec();
+    s.insert.reset();
+    out.record.id = db.getLastInsertRowid();
+  } catch (const SQLite::Exception& e) {
+    s.Reset();
+    return SqliteError(e, "insert payment");
+  }
+  return absl::OkStatus();
 }
 
-absl::StatusOr<AckTally> PaymentStore::RecordAcks(const std::vector<std::string>& message_ids,
-                                                  int64_t now_ms) {
-  absl::StatusOr<AckTally> acked = AckTally{};
-  CommitGroup({}, message_ids, now_ms, &acked);
-  return acked;
+void PaymentCreator::CreateAsync(PaymentInput input, std::string traceparent, CreateDone done) {
+  auto payment = std::make_shared<NewPayment>();
+  payment->input = std::move(input);
+  payment->payment_id = ids_.NewId();
+  payment->created_at = clock_.NowMillis();
+  MessageSpec spec;
+  spec.message_id = ids_.NewId();
+  spec.biz_type = kBizType;
+  spec.biz_key = payment->payment_id;
+  spec.message_type = kPaymentCreatedType;
+  spec.payload = EncodePaymentCreated(spec.message_id, payment->payment_id, payment->input,
+                                      payment->created_at);
+  spec.traceparent = std::move(traceparent);
+  // Written on the writer thread by the business write, read by the
+  // completion after it.
+  auto outcome = std::make_shared<CreateOutcome>();
+  PaymentStore& store = store_;
+  write_(
+      std::move(spec),
+      [&store, payment, outcome](SQLite::Database& db) {
+        return store.WritePayment(db, *payment, *outcome);
+      },
+      [payment, outcome, done = std::move(done)](absl::StatusOr<OutboxMessage> row) mutable {
+        CreateOutcome out = std::move(*outcome);
+        if (row.ok()) {
+          out.record.payment_id = payment->payment_id;
+          out.record.input = std::move(payment->input);
+          out.record.created_at = payment->created_at;
+          out.record.outbox = std::move(row).value();
+          if (LogEnabled(LogLevel::kDebug)) {
+            LogDebug("payment_created", {KV("payment_id", out.record.payment_id),
+                                         KV("message_id", out.record.outbox.message_id),
+                                         KV("trace_id", TraceIdOf(out.record.outbox.traceparent))});
+          }
+        } else if (!(out.replayed && absl::IsAlreadyExists(row.status()) &&
+                     row.status().message() == kReplayed)) {
+          out = CreateOutcome{row.status(), {}, false};
+        }
+        std::move(done)(std::move(out));
+      });
 }
 
-absl::Status PaymentStore::RecordPublishFailure(const std::vector<std::string>& message_ids,
-                                                const std::string& error, int64_t now_ms) {
-  return db_->Write([&](SQLite::Database& writer) {
-    outbox::RecordPublishFailure(writer, message_ids, error, now_ms, "payment_service");
-    return absl::OkStatus();
+CreateOutcome PaymentCreator::Create(const PaymentInput& input, const std::string& traceparent) {
+  CreateOutcome outcome;
+  Notification done;  // outbox::Notification: TSan sees it (shared/base/mutex.h)
+  CreateAsync(input, traceparent, [&](CreateOutcome out) {
+    outcome = std::move(out);
+    done.Notify();
   });
-}
-
-absl::StatusOr<int> PaymentStore::RecordRejects(const std::vector<Rejection>& rejects,
-                                                int64_t now_ms) {
-  int changed = 0;
-  RETURN_IF_ERROR(db_->Write([&](SQLite::Database& writer) {
-    changed = outbox::RecordRejects(writer, rejects, now_ms);
-    return absl::OkStatus();
-  }));
-  return changed;
-}
-
-absl::StatusOr<int64_t> PaymentStore::CountSending(int64_t limit) {
-  int64_t count = 0;
-  RETURN_IF_ERROR(db_->Read("count sending", [&](SQLite::Database& reader) {
-    SQLite::Statement stmt(reader,
-                           "SELECT count(*) FROM (SELECT 1 FROM outbox WHERE status = 'SENDING' "
-                           "LIMIT ?)");
-    stmt.bind(1, limit);
-    if (stmt.executeStep()) count = stmt.getColumn(0).getInt64();
-    return absl::OkStatus();
-  }));
-  return count;
-}
-
-absl::StatusOr<std::vector<std::string>> PaymentStore::TakenOver(
-    const std::vector<std::string>& message_ids) {
-  std::vector<std::string> taken;
-  RETURN_IF_ERROR(db_->Read("read taken over", [&](SQLite::Database& reader) {
-    taken = outbox::TakenOver(reader, message_ids);
-    return absl::OkStatus();
-  }));
-  return taken;
+  done.WaitForNotification();
+  return outcome;
 }
 
 absl::StatusOr<PaymentRecord> PaymentStore::Get(const std::string& payment_id) {

@@ -1,6 +1,8 @@
 #pragma once
 
-// payment.db: the payments table and the outbox table, written together.
+// payment.db: the payments table, written with its outbox row by the
+// producer (shared/roles/producer.h), and the reads of payment_service.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,33 +11,36 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "payment_service/payment.h"
+#include "shared/base/clock.h"
+#include "shared/base/ids.h"
 #include "shared/base/mutex.h"
 #include "shared/base/page.h"
 #include "shared/observability/metrics.h"
-#include "shared/outbox/repository.h"
+#include "shared/roles/producer.h"
 #include "shared/sqlite/sqlite_file.h"
 
 namespace outbox::payment {
 
-// What the writer decided for one request of a group.
+// The outcome of one CreatePayment.
 struct CreateOutcome {
   absl::Status status;  // ALREADY_EXISTS for a reused key with another request
   PaymentRecord record;
   bool replayed = false;  // the key was seen before with the same request
 };
 
-// A new payment with everything the transaction needs already decided.
+// A new payment with everything its business write needs already decided.
 struct NewPayment {
   PaymentInput input;
   std::string payment_id;
-  OutboxMessage outbox;  // from NewOutboxMessage
+  int64_t created_at = 0;  // unix ms, as in its PaymentCreated event
 };
 
 using PaymentPage = Page<PaymentRecord>;
 
-struct GroupStatements;  // payment_store.cc
+struct PaymentStatements;  // payment_store.cc
 
 class PaymentStore final {
  public:
@@ -45,35 +50,18 @@ class PaymentStore final {
   static absl::StatusOr<std::unique_ptr<PaymentStore>> Open(const std::string& path,
                                                             const DbOptions& options);
 
-  // Writes the whole group in ONE transaction. Each payment is inserted with
-  // its outbox row, or resolved against an existing idempotency key, under
-  // its own savepoint, so one failing request fails alone. In the same
-  // transaction, acknowledged rows in `acks` turn SENT (their count goes
-  // to *acked). If the commit itself fails, every outcome carries that error.
-  std::vector<CreateOutcome> CommitGroup(const std::vector<NewPayment>& batch,
-                                         const std::vector<std::string>& acks, int64_t now_ms,
-                                         absl::StatusOr<AckTally>* acked);
-  std::vector<CreateOutcome> CreateBatch(const std::vector<NewPayment>& batch) {
-    return CommitGroup(batch, {}, 0, nullptr);
-  }
+  // The file, whose outbox tables the producer (shared/roles/producer.h) writes.
+  SqliteFile& file() { return *db_; }
 
-  // Marks acknowledged outbox rows SENT in one transaction (a group of acks only).
-  absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids, int64_t now_ms);
-
-  // Notes why a publish failed on SENDING rows (shown by GetPayment), in a
-  // transaction of its own.
-  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
-                                    const std::string& error, int64_t now_ms);
-
-  // Closes rejected rows FAILED (OnReject), in a transaction of its own:
-  // rejects are rare and need not wait for a group.
-  absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects, int64_t now_ms);
-
-  // SENDING rows (published or not, awaiting accounting's reply), counted
-  // up to `limit` (the count stops there, so it stays cheap in an outage).
-  absl::StatusOr<int64_t> CountSending(int64_t limit);
-  // See OutboxRepository::TakenOver.
-  absl::StatusOr<std::vector<std::string>> TakenOver(const std::vector<std::string>& message_ids);
+  // The business write of one CreatePayment (a BusinessWrite of the
+  // producer's group, shared/sqlite/group_writer.h): inserts the payments
+  // row, or resolves the request against an earlier one with the same
+  // idempotency key (written before, or earlier in the same group). `out`
+  // starts over on each run: on an insert its record holds the row id; on
+  // the same request it is a replay of the earlier record and the write
+  // returns kReplayed (nothing of it is written); a different request
+  // returns ALREADY_EXISTS naming the key.
+  absl::Status WritePayment(SQLite::Database& db, const NewPayment& payment, CreateOutcome& out);
 
   absl::StatusOr<PaymentRecord> Get(const std::string& payment_id);
   absl::StatusOr<PaymentPage> List(std::optional<OutboxStatus> status, int64_t after_id, int limit);
@@ -85,9 +73,48 @@ class PaymentStore final {
   explicit PaymentStore(std::unique_ptr<SqliteFile> db);
 
   std::unique_ptr<SqliteFile> db_;
-  // The group commit's statements on the writer connection, prepared once
-  // (used only inside SqliteFile::WithWriter): no SQL text is parsed per group.
-  std::unique_ptr<GroupStatements> group_;
+  // WritePayment's statements on the writer connection, prepared once (used
+  // only on the producer's writer thread): no SQL text is parsed per write.
+  std::unique_ptr<PaymentStatements> statements_;
+};
+
+// What WritePayment returns for a replay: the producer rolls the write back
+// and the completion answers with the earlier record.
+inline constexpr char kReplayed[] = "payment: replay of an earlier request";
+
+// CreatePayment on the producer: a payment's id, its PaymentCreated event
+// and its outbox row, written with the payments row in the producer's next
+// group commit.
+class PaymentCreator {
+ public:
+  // How a write is queued: Producer::WriteAsync, or a GroupWriter's.
+  using WriteAsyncFn = std::function<void(MessageSpec, BusinessWrite, GroupWriter::WriteDone)>;
+  // All outlive this; `ids` is called from the callers' threads.
+  PaymentCreator(Producer& producer, PaymentStore& store, IdGenerator& ids, const Clock& clock)
+      : PaymentCreator(
+            [&producer](MessageSpec spec, BusinessWrite business, GroupWriter::WriteDone done) {
+              producer.WriteAsync(std::move(spec), std::move(business), std::move(done));
+            },
+            store, ids, clock) {}
+  PaymentCreator(WriteAsyncFn write, PaymentStore& store, IdGenerator& ids, const Clock& clock)
+      : write_(std::move(write)), store_(store), ids_(ids), clock_(clock) {}
+
+  // Runs once the request's group is committed (or failed), with its outcome.
+  using CreateDone = absl::AnyInvocable<void(CreateOutcome) &&>;
+  // Queues the request and returns at once. `done` runs on the producer's
+  // writer thread right after the commit (keep it short: every caller of
+  // the group waits behind it), or here at once when the producer is
+  // stopping (UNAVAILABLE). `traceparent` (W3C) goes with the outbox row
+  // and its message.
+  void CreateAsync(PaymentInput input, std::string traceparent, CreateDone done);
+  // The same, blocking until the outcome is there.
+  CreateOutcome Create(const PaymentInput& input, const std::string& traceparent = "");
+
+ private:
+  const WriteAsyncFn write_;
+  PaymentStore& store_;
+  IdGenerator& ids_;
+  const Clock& clock_;
 };
 
 }  // namespace outbox::payment

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "shared/outbox/state_machine.h"
+#include "shared/sqlite/group_writer.h"
+#include "shared/sqlite/sqlite_outbox.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox::payment {
@@ -15,6 +18,33 @@ namespace {
 using ::outbox::testing::StatusIs;
 using ::testing::HasSubstr;
 
+// Hands out the ids it was given first, then "id-1", "id-2", ...
+class ScriptedIds final : public IdGenerator {
+ public:
+  std::string NewId() override {
+    if (script.empty()) return absl::StrCat("id-", ++next_);
+    std::string id = script.front();
+    script.pop_front();
+    return id;
+  }
+  std::deque<std::string> script;
+
+ private:
+  int next_ = 0;
+};
+
+class RecordingRelay final : public RelayQueue {
+ public:
+  using RelayQueue::Enqueue;
+  void Enqueue(std::vector<OutgoingMessage> messages, absl::Time) override {
+    for (OutgoingMessage& m : messages) published.push_back(std::move(m));
+  }
+  std::vector<OutgoingMessage> published;
+};
+
+// CreatePayment's business write on the group writer the producer runs.
+// Group() queues its requests on a writer whose thread never ran and
+// stops it, so they are committed in ONE group, in their order.
 class PaymentStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -23,69 +53,128 @@ class PaymentStoreTest : public ::testing::Test {
     auto store = PaymentStore::Open(dir_ + "/payment.db", DbOptions{});
     ASSERT_OK(store);
     store_ = std::move(store).value();
+    RetryPolicy retry;
+    retry.max_attempts = 5;
+    outbox_ = std::make_unique<SqliteOutbox>(store_->file(), SystemClock::Get(), retry);
   }
   void TearDown() override {
+    writer_.reset();
+    outbox_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
 
-  NewPayment Make(const std::string& key, int64_t amount = 100) {
-    NewPayment n;
-    n.input = {key, "alice", "bob", amount, "EUR", "d"};
-    n.payment_id = absl::StrCat("pay-", ++seq_);
-    RetryPolicy retry;
-    retry.max_attempts = 5;
-    n.outbox = NewOutboxMessage({absl::StrCat("msg-", seq_), kBizType, n.payment_id, "PAY_QUEUE",
-                                 kPaymentCreatedType, "ACC_QUEUE", "payload"},
-                                10, retry);
-    return n;
+  PaymentInput Input(const std::string& key, int64_t amount = 100) {
+    return {key, "alice", "bob", amount, "EUR", "d"};
+  }
+
+  PaymentCreator Creator() {
+    return PaymentCreator(
+        [this](MessageSpec spec, BusinessWrite business, GroupWriter::WriteDone done) {
+          spec.topic = "PAY_QUEUE";
+          spec.reply_to = "ACC_QUEUE";
+          writer_->WriteAsync(std::move(spec), std::move(business), std::move(done));
+        },
+        *store_, ids_, SystemClock::Get());
+  }
+
+  std::vector<CreateOutcome> Group(const std::vector<PaymentInput>& inputs) {
+    writer_ = std::make_unique<GroupWriter>(store_->file(), *outbox_, relay_, SystemClock::Get(),
+                                            metrics_, GroupWriterOptions{});
+    const int64_t groups = writer_->groups_committed();  // the registry's, over the test
+    std::vector<CreateOutcome> outcomes(inputs.size());
+    PaymentCreator creator = Creator();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      creator.CreateAsync(inputs[i], absl::StrCat("trace-", i),
+                          [&outcomes, i](CreateOutcome out) { outcomes[i] = std::move(out); });
+    }
+    writer_->Stop();  // never started: commits the queue here, as one group
+    EXPECT_EQ(writer_->groups_committed(), groups + 1);
+    return outcomes;
+  }
+
+  // What recovery or accounting's reply would do, from another connection.
+  void Exec(const std::string& sql) {
+    SQLite::Database other(dir_ + "/payment.db", SQLite::OPEN_READWRITE);
+    other.exec(sql);
   }
 
   std::string dir_;
-  int seq_ = 0;
+  ScriptedIds ids_;
+  MetricsRegistry metrics_;
+  RecordingRelay relay_;
   std::unique_ptr<PaymentStore> store_;
+  std::unique_ptr<SqliteOutbox> outbox_;
+  std::unique_ptr<GroupWriter> writer_;
 };
 
 TEST_F(PaymentStoreTest, WritesPaymentAndOutboxRowTogether) {
-  auto out = store_->CreateBatch({Make("k1"), Make("k2")});
+  auto out = Group({Input("k1"), Input("k2")});
   ASSERT_EQ(out.size(), 2u);
   ASSERT_OK(out[0].status);
   ASSERT_OK(out[1].status);
+  EXPECT_FALSE(out[1].replayed);
   auto got = store_->Get(out[1].record.payment_id);
   ASSERT_OK(got);
+  EXPECT_EQ(got->id, out[1].record.id);
+  EXPECT_EQ(got->created_at, out[1].record.created_at);
   EXPECT_EQ(got->input.idempotency_key, "k2");
   EXPECT_EQ(got->outbox.status, OutboxStatus::kSending);
-  EXPECT_EQ(got->outbox.message_id, "msg-2");
+  EXPECT_EQ(got->outbox.message_id, out[1].record.outbox.message_id);
+  EXPECT_EQ(got->outbox.biz_key, out[1].record.payment_id);
   EXPECT_EQ(got->outbox.attempts, 1);
   // Everything needed to publish it again is stored with the row.
   EXPECT_EQ(got->outbox.topic, "PAY_QUEUE");
   EXPECT_EQ(got->outbox.message_type, "PaymentCreated");
   EXPECT_EQ(got->outbox.reply_to, "ACC_QUEUE");
+  EXPECT_EQ(got->outbox.traceparent, "trace-1");
   EXPECT_EQ(got->outbox.max_attempts, 5);
   EXPECT_EQ(got->outbox.id, out[1].record.outbox.id);
+  EXPECT_EQ(relay_.published.size(), 2u);  // both handed to the relay once committed
 }
 
 TEST_F(PaymentStoreTest, ReplaysTheSameRequestAndRefusesADifferentOne) {
-  auto first = store_->CreateBatch({Make("k1")});
+  auto first = Group({Input("k1")});
   ASSERT_OK(first[0].status);
-  // Same key twice in one group and once more later: one payment only.
-  auto again = store_->CreateBatch({Make("k1"), Make("k1"), Make("k1", 999)});
+  // The same key twice in a later group, and once with another amount.
+  auto again = Group({Input("k1"), Input("k1"), Input("k1", 999)});
+  ASSERT_OK(again[0].status);
   EXPECT_TRUE(again[0].replayed);
   EXPECT_TRUE(again[1].replayed);
   EXPECT_EQ(again[0].record.payment_id, first[0].record.payment_id);
-  EXPECT_TRUE(absl::IsAlreadyExists(again[2].status)) << again[2].status;
+  EXPECT_EQ(again[0].record.outbox.message_id, first[0].record.outbox.message_id);
+  EXPECT_EQ(again[0].record.outbox.traceparent, "trace-0");  // the first request's
+  EXPECT_THAT(again[2].status,
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr(absl::StrCat("idempotency_key 'k1' was already used for a "
+                                              "different payment (",
+                                              first[0].record.payment_id, ")"))));
   auto page = store_->List(std::nullopt, 0, 100);
   ASSERT_OK(page);
   EXPECT_EQ(page->items.size(), 1u);
+  EXPECT_EQ(relay_.published.size(), 1u);  // a replay is not published again
+}
+
+TEST_F(PaymentStoreTest, DuplicatesInOneGroupAreOnePayment) {
+  auto out = Group({Input("k5"), Input("k5"), Input("k5", 7)});
+  ASSERT_OK(out[0].status);
+  EXPECT_FALSE(out[0].replayed);
+  ASSERT_OK(out[1].status);
+  EXPECT_TRUE(out[1].replayed);
+  EXPECT_EQ(out[1].record.payment_id, out[0].record.payment_id);
+  EXPECT_EQ(out[1].record.id, out[0].record.id);
+  EXPECT_EQ(out[1].record.outbox.message_id, out[0].record.outbox.message_id);
+  EXPECT_EQ(out[1].record.outbox.traceparent, "trace-0");
+  EXPECT_THAT(out[2].status,
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("idempotency_key 'k5'")));
+  EXPECT_EQ(store_->List(std::nullopt, 0, 100)->items.size(), 1u);
+  EXPECT_EQ(relay_.published.size(), 1u);
 }
 
 TEST_F(PaymentStoreTest, AFailingRequestFailsAlone) {
-  NewPayment bad = Make("k2");
-  NewPayment good = Make("k3");
-  bad.outbox.message_id = "dup";
-  NewPayment clash = Make("k4");
-  clash.outbox.message_id = "dup";  // unique message_id violated by the second
-  auto out = store_->CreateBatch({bad, clash, good});
+  // Payment ids, then message ids: the second request's message id clashes.
+  ids_.script = {"pay-a", "dup", "pay-b", "dup", "pay-c", "msg-c"};
+  auto out = Group({Input("k2"), Input("k4"), Input("k3")});
   EXPECT_OK(out[0].status);
   EXPECT_THAT(out[1].status,
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("outbox.message_id")));
@@ -95,60 +184,45 @@ TEST_F(PaymentStoreTest, AFailingRequestFailsAlone) {
   ASSERT_EQ(page->items.size(), 2u);  // no payment row left without its outbox row
   EXPECT_EQ(page->items[0].input.idempotency_key, "k2");
   EXPECT_EQ(page->items[1].input.idempotency_key, "k3");
+  // The refused request's key is free again.
+  EXPECT_OK(Group({Input("k4")})[0].status);
 }
 
-TEST_F(PaymentStoreTest, MarkSentIsIdempotentAndIgnoresUnknownIds) {
-  auto out = store_->CreateBatch({Make("k1"), Make("k2")});
-  auto changed = store_->RecordAcks({"msg-1", "msg-1", "nope"}, 500);
-  ASSERT_OK(changed);
-  EXPECT_EQ(changed->closed, 1);
-  EXPECT_EQ(changed->late, 0);
-  changed = store_->RecordAcks({"msg-1"}, 600);
-  ASSERT_OK(changed);
-  EXPECT_EQ(changed->changed(), 0);
-  auto got = store_->Get(out[0].record.payment_id);
-  EXPECT_EQ(got->outbox.status, OutboxStatus::kSent);
-  EXPECT_EQ(got->outbox.sent_at, 500);
-}
-
-// The group commit's statements are kept across groups; none may hold the
-// writer's read snapshot past its transaction, or a commit by another
+// The business write's statements are kept across groups; none may hold
+// the writer's read snapshot past its transaction, or a commit by another
 // process (recovery's claim) would leave every later write SQLITE_BUSY.
 TEST_F(PaymentStoreTest, KeptStatementsSurviveAnotherProcesssCommitBetweenGroups) {
-  ASSERT_OK(store_->CreateBatch({Make("k1"), Make("k2")})[0].status);
-  ASSERT_OK(store_->RecordAcks({"unknown", "msg-1"}, 500));  // the last load finds its row
-  {
-    SQLite::Database other(dir_ + "/payment.db", SQLite::OPEN_READWRITE);
-    other.exec("UPDATE outbox SET attempts = 2 WHERE message_id = 'msg-2'");
-  }
-  auto out = store_->CommitGroup({Make("k3")}, {"msg-2"}, 700, nullptr);
+  auto first = Group({Input("k1"), Input("k2")});
+  ASSERT_OK(first[0].status);
+  Exec("UPDATE outbox SET attempts = 2 WHERE message_id = '" + first[1].record.outbox.message_id +
+       "'");
+  auto replay = Group({Input("k1"), Input("k1", 5)});  // a found key leaves nothing mid-step
+  EXPECT_TRUE(replay[0].replayed);
+  Exec("UPDATE outbox SET attempts = 3 WHERE message_id = '" + first[1].record.outbox.message_id +
+       "'");
+  auto out = Group({Input("k3")});
   ASSERT_OK(out[0].status);
-  ASSERT_OK(store_->RecordAcks({"msg-3"}, 800));
-  EXPECT_EQ(store_->Get(out[0].record.payment_id)->outbox.status, OutboxStatus::kSent);
+  EXPECT_EQ(store_->Get(out[0].record.payment_id)->outbox.status, OutboxStatus::kSending);
 }
 
-TEST_F(PaymentStoreTest, ALateAcknowledgementClosesAFailedRow) {
-  auto out = store_->CreateBatch({Make("k1")});
-  {
-    // What recovery does when the budget is spent.
-    SQLite::Database db(dir_ + "/payment.db", SQLite::OPEN_READWRITE);
-    db.exec("UPDATE outbox SET status = 'FAILED', last_error = 'no acknowledgement'");
-  }
-  auto changed = store_->RecordAcks({"msg-1"}, 700);
-  ASSERT_OK(changed);
-  EXPECT_EQ(changed->closed, 0);
-  EXPECT_EQ(changed->late, 1);
-  auto got = store_->Get(out[0].record.payment_id);
-  EXPECT_EQ(got->outbox.status, OutboxStatus::kSent);
-  EXPECT_EQ(got->outbox.sent_at, 700);
-  EXPECT_EQ(got->outbox.last_error, "no acknowledgement");  // why it had failed
+TEST_F(PaymentStoreTest, CreateWaitsForTheCommitAndIsRefusedOnceStopping) {
+  writer_ = std::make_unique<GroupWriter>(store_->file(), *outbox_, relay_, SystemClock::Get(),
+                                          metrics_, GroupWriterOptions{});
+  writer_->Start();
+  PaymentCreator creator = Creator();
+  CreateOutcome out = creator.Create(Input("k1"));
+  ASSERT_OK(out.status);
+  EXPECT_OK(store_->Get(out.record.payment_id));
+  writer_->Stop();
+  EXPECT_TRUE(absl::IsUnavailable(creator.Create(Input("k2")).status));
 }
 
 TEST_F(PaymentStoreTest, ListsPagesAndFiltersByStatus) {
-  std::vector<NewPayment> batch;
-  for (int i = 0; i < 5; ++i) batch.push_back(Make(absl::StrCat("k", i)));
-  store_->CreateBatch(batch);
-  ASSERT_OK(store_->RecordAcks({"msg-2", "msg-4"}, 5));
+  std::vector<PaymentInput> inputs;
+  for (int i = 0; i < 5; ++i) inputs.push_back(Input(absl::StrCat("k", i)));
+  auto out = Group(inputs);
+  Exec("UPDATE outbox SET status = 'SENT', sent_at = 5 WHERE message_id IN ('" +
+       out[1].record.outbox.message_id + "', '" + out[3].record.outbox.message_id + "')");
   auto p1 = store_->List(std::nullopt, 0, 2);
   ASSERT_OK(p1);
   ASSERT_EQ(p1->items.size(), 2u);
@@ -159,14 +233,14 @@ TEST_F(PaymentStoreTest, ListsPagesAndFiltersByStatus) {
   EXPECT_EQ(p3->next_cursor, 0);
   auto sent = store_->List(OutboxStatus::kSent, 0, 100);
   ASSERT_EQ(sent->items.size(), 2u);
-  EXPECT_EQ(sent->items[0].outbox.message_id, "msg-2");
+  EXPECT_EQ(sent->items[0].outbox.message_id, out[1].record.outbox.message_id);
   auto sending = store_->List(OutboxStatus::kSending, 0, 2);
   ASSERT_EQ(sending->items.size(), 2u);
-  EXPECT_EQ(sending->items[0].outbox.message_id, "msg-1");
-  EXPECT_EQ(sending->items[1].outbox.message_id, "msg-3");
+  EXPECT_EQ(sending->items[0].outbox.message_id, out[0].record.outbox.message_id);
+  EXPECT_EQ(sending->items[1].outbox.message_id, out[2].record.outbox.message_id);
   auto sending2 = store_->List(OutboxStatus::kSending, sending->next_cursor, 2);
   ASSERT_EQ(sending2->items.size(), 1u);
-  EXPECT_EQ(sending2->items[0].outbox.message_id, "msg-5");
+  EXPECT_EQ(sending2->items[0].outbox.message_id, out[4].record.outbox.message_id);
   EXPECT_EQ(sending2->next_cursor, 0);
   EXPECT_TRUE(store_->List(OutboxStatus::kFailed, 0, 10)->items.empty());
   EXPECT_TRUE(absl::IsNotFound(store_->Get("missing").status()));

@@ -2,55 +2,56 @@
 
 #include "payment_service/payment_codec.h"
 #include "payment_service/payment_grpc.h"
-#include "payment_service/payment_writer.h"
 #include "service_kit/failpoints.h"
 #include "service_kit/service_main.h"
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
-#include "shared/outbox/ack_listener.h"
-#include "shared/outbox/relay.h"
-#include "shared/runtime/failpoint.h"
+#include "shared/roles/producer.h"
 
 namespace outbox::payment {
 
 namespace {
 
-RelayOptions RelayOptionsOf(const PaymentServiceOptions& options) {
-  RelayOptions publisher_options;
-  publisher_options.window = options.publish_window;
-  publisher_options.hand_over_after = options.service.retry.base_delay;  // the rows' first retry
-  publisher_options.after_publish_failpoint = kFpPaymentAfterPublishBeforeReply;
-  return publisher_options;
-}
-
-WriterOptions WriterOptionsOf(const PaymentServiceOptions& options) {
+// The producer role on payment.db: PaymentCreated events to PAY_QUEUE,
+// accounting's replies from ACC_QUEUE. The relay hands a message over to
+// recovery after its first retry delay (HandOverAfter).
+Producer::Options ProducerOptionsOf(const PaymentServiceOptions& options,
+                                    MetricsRegistry& metrics) {
   const ServiceConfig& config = options.service;
-  WriterOptions writer_options{config.pay_queue, config.acc_queue, config.retry,
-                               static_cast<size_t>(options.group_commit_max)};
-  writer_options.max_unsent = options.max_unsent;
-  writer_options.max_hold = absl::Milliseconds(options.max_hold_ms);
-  writer_options.ack_linger = absl::Milliseconds(options.ack_linger_ms);
-  return writer_options;
-}
-
-AckListenerOptions AckListenerOptionsOf(const PaymentServiceOptions& options) {
-  AckListenerOptions ack_options{options.service.acc_queue, options.prefetch};
-  ack_options.keys = options.service.keys();
-  ack_options.biz_key_label = "payment_id";
-  ack_options.record_failpoint = kFpPaymentReplyBeforeRecordAcks;
-  return ack_options;
+  Producer::Options producer;
+  producer.amqp = config.amqp;
+  producer.queue = config.pay_queue;
+  producer.reply_queue = config.acc_queue;
+  producer.signing = config.keys() != nullptr ? Signing::With(*config.keys()) : Signing::Unsigned();
+  producer.retry = config.retry;
+  producer.name = "payment";
+  producer.window = options.publish_window;
+  producer.reply_prefetch = options.prefetch;
+  producer.decode_reply = DecodeAccountingReply;
+  producer.biz_key_label = "payment_id";
+  producer.after_publish_failpoint = kFpPaymentAfterPublishBeforeReply;
+  producer.record_acks_failpoint = kFpPaymentReplyBeforeRecordAcks;
+  GroupWriterOptions& group = producer.group_commit;
+  group.max_batch = static_cast<size_t>(options.group_commit_max);
+  group.max_unsent = options.max_unsent;
+  group.max_hold = absl::Milliseconds(options.max_hold_ms);
+  group.ack_linger = absl::Milliseconds(options.ack_linger_ms);
+  group.before_commit_failpoint = kFpPaymentBeforeCommit;
+  group.after_commit_failpoint = kFpPaymentAfterCommitBeforePublish;
+  group.written_metric = "outbox_payments_created_total";
+  group.written_help = "payments committed";
+  producer.clock = &SystemClock::Get();
+  producer.metrics = &metrics;
+  return producer;
 }
 
 // Starts the workers, serves until SIGTERM or SIGINT, then stops: in-flight
 // calls finish (bounded), the ack listener hands its last batch to the
-// writer, the writer drains, and the publisher sends what was committed.
-void ServeUntilSignal(const PaymentServiceOptions& options, Serving& serving, Relay& publisher,
-                      PaymentWriter& writer, AckListener& acks) {
+// writer, the writer drains, and the relay sends what was committed.
+void ServeUntilSignal(const PaymentServiceOptions& options, Serving& serving, Producer& producer) {
   const ServiceConfig& config = options.service;
-  publisher.Start();
-  writer.Start(publisher);
-  acks.Start();
+  producer.StartWorkers();
   LogInfo("payment_service_started",
           {KV("listen", options.listen), KV("port", serving.port()),
            KV("tls", config.tls.enabled()), KV("db", options.db), KV("shard", options.shard.index),
@@ -58,12 +59,10 @@ void ServeUntilSignal(const PaymentServiceOptions& options, Serving& serving, Re
            KV("amqp", config.amqp.Redacted()), KV("message_signing", config.message_signing())});
   LogInfo("payment_service_stopping", {KV("signal", serving.WaitForShutdownSignal())});
   serving.Shutdown();
-  acks.Stop();
-  writer.Stop();
-  publisher.Stop();
+  producer.Stop();
   LogInfo("payment_service_stopped",
-          {KV("published", publisher.confirmed()), KV("publish_failed", publisher.failed()),
-           KV("acknowledged", acks.acknowledged())});
+          {KV("published", producer.confirmed()), KV("publish_failed", producer.publish_failed()),
+           KV("acknowledged", producer.acknowledged())});
 }
 
 }  // namespace
@@ -72,9 +71,6 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
   const std::string& listen = options.listen;
   const ServiceConfig& config = options.service;
   const ShardConfig& shard = options.shard;
-  const RelayOptions publisher_options = RelayOptionsOf(options);
-  const WriterOptions writer_options = WriterOptionsOf(options);
-  const AckListenerOptions ack_options = AckListenerOptionsOf(options);
 
   // The listen addresses last among the checks (they probe this host), and
   // before anything opens a file or a connection.
@@ -89,21 +85,26 @@ absl::Status RunPaymentService(const PaymentServiceOptions& options) {
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, PaymentStore::Open(options.db, config.db));
   store->RegisterMetrics(metrics);
-  AmqpPublisher amqp(config.amqp, config.payment_events(), "payment-fast-publisher");
-  SigningPublisher broker(amqp, config.keys());
-  AmqpConsumer replies(config.amqp, Topology{}, "payment-ack-listener", config.acc_queue,
-                       ack_options.prefetch);
-  // Data path: handler -> writer (group commit) -> publisher (PAY_QUEUE);
-  // ACC_QUEUE -> ack listener -> writer (next group marks the rows SENT).
-  PaymentWriter writer(*store, clock, ids, metrics, writer_options);
-  Relay publisher(broker, writer, clock, metrics, publisher_options);
-  AckListener acks(replies, writer, DecodeAccountingReply, metrics, ack_options);
-  PaymentServiceImpl service(writer, *store, config.max_amount_minor, ShardGuard(shard));
+  Producer::Options producer_options = ProducerOptionsOf(options, metrics);
+  // The service's own links: the publisher declares the payment topology,
+  // the ack listener reads ACC_QUEUE.
+  auto publisher = std::make_unique<AmqpPublisher>(config.amqp, config.payment_events(),
+                                                   "payment-fast-publisher");
+  auto replies = std::make_unique<AmqpConsumer>(config.amqp, Topology{}, "payment-ack-listener",
+                                                config.acc_queue, options.prefetch);
+  // Data path: handler -> producer's writer (group commit) -> relay
+  // (PAY_QUEUE); ACC_QUEUE -> ack listener -> writer (the next group marks
+  // the rows SENT).
+  ASSIGN_OR_RETURN(auto producer, Producer::Create(store->file(), std::move(producer_options),
+                                                   std::move(publisher), std::move(replies)));
+  PaymentCreator creator(*producer, *store, ids, clock);
+  PaymentServiceImpl service(creator, *store, config.max_amount_minor, ShardGuard(shard));
   // Ports first: a process that cannot serve (a port in use) exits before its
-  // workers touch the broker. A call arriving meanwhile waits for the writer.
+  // workers touch the broker. The producer's writer runs from Create: a call
+  // arriving meanwhile is committed, and its message waits for the relay.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {{&service, options.auth}},
                                                 options.metrics_listen, metrics, config.tls));
-  ServeUntilSignal(options, *serving, publisher, writer, acks);
+  ServeUntilSignal(options, *serving, *producer);
   return absl::OkStatus();
 }
 

@@ -52,7 +52,7 @@ class SchemaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     newer_ = services_.dir() + "/payment.db";
-    MakeNewerPaymentDb(newer_, kNewer);
+    MakeNewerPaymentDb(newer_, newer_version_);
     before_ = Bytes(newer_);
     ASSERT_FALSE(before_.empty());
   }
@@ -63,11 +63,13 @@ class SchemaTest : public ::testing::Test {
     EXPECT_FALSE(std::filesystem::exists(newer_ + "-shm"));
   }
   std::string Refusal(const std::string& program) const {
-    return absl::StrCat(newer_, " has schema version ", kNewer, "; this ", program, " knows up to ",
-                        PaymentDbSchema().latest(), ": refusing to open a newer file");
+    return absl::StrCat(newer_, " has schema version ", newer_version_, "; this ", program,
+                        " knows up to ", PaymentDbSchema().latest(),
+                        ": refusing to open a newer file");
   }
 
-  static constexpr int kNewer = 7;
+  // One past the version this build knows.
+  const int newer_version_ = PaymentDbSchema().latest() + 1;
   ServiceSet services_;  // the broker, queues and a temp dir; it starts nothing here
   std::string newer_;
   std::string before_;
@@ -109,7 +111,7 @@ TEST_F(SchemaTest, OutboxCheckRefusesANewerPaymentDbWithExitTwo) {
                                     {"--payment_db=" + newer_, "--accounting_db=" + accounting}, {},
                                     services_.dir() + "/outbox_check");
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_EQ(r.err, absl::StrCat("outbox_check: ", newer_, " has schema version ", kNewer,
+  EXPECT_EQ(r.err, absl::StrCat("outbox_check: ", newer_, " has schema version ", newer_version_,
                                 "; this outbox_check knows up to ", PaymentDbSchema().latest(),
                                 ": refusing to check a newer file\n"));
   EXPECT_EQ(Bytes(newer_), before_);

@@ -38,6 +38,7 @@ RelayOptions RelayOptionsOf(const Producer::Options& options) {
   RelayOptions relay;
   relay.window = options.window;
   relay.hand_over_after = HandOverAfter(options.retry);
+  relay.after_publish_failpoint = options.after_publish_failpoint;
   return relay;
 }
 
@@ -47,6 +48,7 @@ AckListenerOptions AckListenerOptionsOf(const Producer::Options& options) {
   acks.prefetch = options.reply_prefetch;
   acks.keys = options.signing.keys();
   acks.biz_key_label = options.biz_key_label;
+  acks.record_failpoint = options.record_acks_failpoint;
   return acks;
 }
 

@@ -75,6 +75,12 @@ class Producer {
     // consumer role answers with (DecodeDefaultReply, reply_format.h).
     ReplyDecoder decode_reply;
     std::string biz_key_label = "biz_key";  // the log key of a reply's business key
+    // A crash point (shared/runtime/failpoint.h) the relay evaluates once
+    // confirms came in (RelayOptions::after_publish_failpoint); empty: none.
+    std::string after_publish_failpoint;
+    // One the ack listener evaluates before each write of acknowledgements
+    // (AckListenerOptions::record_failpoint); empty: none.
+    std::string record_acks_failpoint;
     // The group commit: most writes per transaction (max_batch), how long
     // acknowledgements wait for a write to share their commit (ack_linger),
     // the backpressure bound on SENDING rows (max_unsent, max_hold), crash
@@ -145,6 +151,7 @@ class Producer {
 
   const Options& options() const { return options_; }
   int64_t confirmed() const { return relay_.confirmed(); }       // messages the broker took
+  int64_t publish_failed() const { return relay_.failed(); }     // publishes that failed
   int64_t acknowledged() const { return acks_.acknowledged(); }  // rows closed SENT
   int64_t replies() const { return acks_.replies(); }
   int64_t dead_lettered_replies() const { return acks_.dead_lettered(); }
