@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The tables of the roles' options in docs/library.md, read from the code.
 
-Each field of Producer::Options, Consumer::Options and Recovery::Options
-(shared/roles/*.h), and of the option structs nested in them that have a
+Each field of Config (the process's one options block) and of
+Producer::Options, Consumer::Options and Recovery::Options (shared/roles/*.h), and of the option structs nested in them that have a
 table of their own (GroupWriterOptions, the producer's group_commit),
 becomes a row: its name, its type, its default (the initializer in the
 header; `{}`: none, the type's empty value) and its comment (the lines above
@@ -18,7 +18,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (the struct's name in the docs, its header, the line that opens it, what
 # the table's heading adds)
-ROLES = [("Producer::Options", "shared/roles/producer.h", "  struct Options {", ""),
+ROLES = [("Config", "shared/roles/config.h", "struct Config {", ", the process's one block"),
+         ("Producer::Options", "shared/roles/producer.h", "  struct Options {", ""),
          ("GroupWriterOptions", "shared/sqlite/group_writer.h", "struct GroupWriterOptions {",
           ", the producer's `group_commit`"),
          ("Consumer::Options", "shared/roles/consumer.h", "  struct Options {", ""),

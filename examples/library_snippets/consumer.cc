@@ -1,10 +1,8 @@
 // The consumer: books one shipment per order (Shipping, shipping.h), exactly
 // once, and answers every message, new or duplicate, on its reply_to.
-#include "snippets.h"
-
 #include "shared/base/status_macros.h"
-#include "shared/roles/consumer.h"
 #include "shipping.h"
+#include "snippets.h"
 
 namespace shop {
 
@@ -16,14 +14,12 @@ absl::Status ShipOrders(const Setup& setup, int orders) {
   outbox::SqliteHandlerOptions handler;
   handler.applied_by_key = outbox::AppliedByKey{"shipments", "order_id", "shipment_id"};
   Shipping shipping(*file, outbox::SystemClock::Get(), handler);
-  outbox::Consumer::Options options;
-  options.amqp = setup.amqp;
-  options.queue = kOrders;
-  options.signing = setup.signing;  // checks each order, signs each reply
+  outbox::Config config = ShopOutbox(setup);
   // Processed ids older than this leave the inbox (30 days by default):
   // longer than recovery's retries and an operator's re-drive take.
-  options.inbox_retention = absl::Hours(24 * 7);
-  OUTBOX_ASSIGN_OR_RETURN(auto consumer, outbox::Consumer::Start(shipping, options));
+  config.consumer.inbox_retention = absl::Hours(24 * 7);
+  OUTBOX_ASSIGN_OR_RETURN(auto consumer,
+                          outbox::Consumer::Start(shipping, outbox::ConsumerOptionsOf(config)));
   WaitUntil([&] { return consumer->booked() + consumer->duplicates() >= orders; });
   consumer->Stop();  // waits for the last replies' confirms, then acks
   return absl::OkStatus();

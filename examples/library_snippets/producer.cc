@@ -1,10 +1,9 @@
 // The producer: an order and its OrderPlaced outbox row in one transaction,
-// published right after the commit, closed by the consumer's reply.
-#include "snippets.h"
-
+// published right after the commit, closed by the consumer's reply; recovery
+// runs in the same process.
 #include "shared/base/status_macros.h"
-#include "shared/roles/producer.h"
 #include "shared/sqlite/outbox_table.h"
+#include "snippets.h"
 
 namespace shop {
 
@@ -20,18 +19,10 @@ const outbox::DbSchema& ShopSchema() {
 }
 
 absl::Status PlaceOrders(const Setup& setup, int orders) {
-  OUTBOX_ASSIGN_OR_RETURN(auto file, outbox::OpenSqliteFile(setup.shop_db, {}, &ShopSchema()));
-  outbox::Producer::Options options;
-  options.amqp = setup.amqp;
-  options.queue = kOrders;  // replies come back on "<queue>.replies"
-  options.signing = setup.signing;
-  options.retry = Retry();  // stamped on each row; recovery applies the same
-  OUTBOX_ASSIGN_OR_RETURN(auto producer, outbox::Producer::Start(*file, options));
-
+  OUTBOX_ASSIGN_OR_RETURN(auto producer, outbox::Producer::Start(ShopOutbox(setup)));
   for (int i = 0; i < orders; ++i) {
     const std::string order_id = "o-" + std::to_string(i);
     outbox::MessageSpec spec;
-    spec.message_id = "m-" + order_id;  // unique per message: the consumer's dedup key
     spec.biz_type = "order";
     spec.biz_key = order_id;
     spec.message_type = "OrderPlaced";
@@ -44,7 +35,6 @@ absl::Status PlaceOrders(const Setup& setup, int orders) {
     });
     if (!written.ok()) return written.status();  // nothing was written
   }
-
   // Rows close only while the producer reads the replies: wait for them.
   OUTBOX_RETURN_IF_ERROR(producer->WaitUntilClosed(absl::Now() + absl::Minutes(1)).status());
   producer->Stop();

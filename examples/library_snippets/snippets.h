@@ -1,21 +1,16 @@
 #pragma once
 
-// What the three snippets of docs/library.md share: where things are.
+// What the three snippets of docs/library.md share: where things are, and
+// the shop's outbox, configured once for each process.
 #include <functional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "shared/amqp/amqp_url.h"
-#include "shared/outbox/retry_policy.h"
-#include "shared/outbox/signing.h"
-#include "shared/sqlite/schema.h"
+#include "shared/roles/config.h"
 
 namespace shop {
-
-// OrderPlaced goes here; shipping's replies to "shop.orders.replies".
-inline constexpr char kOrders[] = "shop.orders";
 
 struct Setup {
   outbox::AmqpUrl amqp;
@@ -26,14 +21,19 @@ struct Setup {
 
 const outbox::DbSchema& ShopSchema();
 
-// Backoff and attempt budget: stamped on each row by the producer, applied
-// by recovery.
-inline outbox::RetryPolicy Retry() {
-  outbox::RetryPolicy retry;
-  retry.base_delay = absl::Seconds(2);
-  retry.max_attempts = 5;
-  return retry;
+// Every role of a process derives its options from this one block.
+inline outbox::Config ShopOutbox(const Setup& setup) {
+  outbox::Config config;
+  config.amqp = setup.amqp;
+  config.signing = setup.signing;
+  config.queue = "shop.orders";  // shipping's replies come back on "shop.orders.replies"
+  config.retry.base_delay = absl::Seconds(2);  // stamped on each row, applied by recovery
+  config.retry.max_attempts = 5;
+  config.db = setup.shop_db;  // the producer's file, which recovery reads too
+  config.schema = &ShopSchema();
+  return config;
 }
+
 absl::Status PlaceOrders(const Setup& setup, int orders);
 absl::Status ShipOrders(const Setup& setup, int orders);
 absl::Status RunRecovery(const Setup& setup, absl::Duration how_long);

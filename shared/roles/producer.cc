@@ -8,6 +8,8 @@
 #include "shared/base/mutex.h"
 #include "shared/base/status_macros.h"
 #include "shared/outbox/reply_format.h"
+#include "shared/roles/config.h"
+#include "shared/roles/recovery.h"
 #include "shared/roles/role_options.h"
 
 namespace outbox {
@@ -76,6 +78,21 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Start(SqliteFile& file, Opti
   return producer;
 }
 
+absl::StatusOr<std::unique_ptr<Producer>> Producer::Start(const Config& config) {
+  if (config.db.empty()) return absl::InvalidArgumentError("Producer: config.db is required");
+  if (config.schema == nullptr) {
+    return absl::InvalidArgumentError("Producer: config.schema is required (its outbox tables)");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<SqliteFile> file,
+                   OpenSqliteFile(config.db, config.db_options, config.schema));
+  ASSIGN_OR_RETURN(std::unique_ptr<Producer> producer, Start(*file, ProducerOptionsOf(config)));
+  producer->own_file_ = std::move(file);
+  if (config.recovery_in_process) {
+    ASSIGN_OR_RETURN(producer->recovery_, Recovery::Start(RecoveryOptionsOf(config)));
+  }
+  return producer;
+}
+
 absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
     SqliteFile& file, Options options, std::unique_ptr<MessagePublisher> publisher,
     std::unique_ptr<MessageConsumer> replies) {
@@ -110,12 +127,14 @@ void Producer::StartWorkers() {
 }
 
 void Producer::Stop() {
+  if (recovery_ != nullptr) recovery_->Stop();
   acks_.Stop();    // it records acknowledgements through the writer
   writer_.Stop();  // it hands what it commits to the relay
   relay_.Stop();
 }
 
 void Producer::WriteAsync(MessageSpec spec, BusinessWrite business, GroupWriter::WriteDone done) {
+  if (spec.message_id.empty()) spec.message_id = ids_.NewId();
   if (spec.topic.empty()) spec.topic = options_.queue;
   if (spec.reply_to.empty()) spec.reply_to = options_.reply_queue;
   writer_.WriteAsync(std::move(spec), std::move(business), std::move(done));

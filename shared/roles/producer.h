@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/base/clock.h"
+#include "shared/base/ids.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/ack_listener.h"
 #include "shared/outbox/relay.h"
@@ -43,6 +44,9 @@
 #include "shared/sqlite/sqlite_outbox.h"
 
 namespace outbox {
+
+struct Config;   // config.h
+class Recovery;  // recovery.h
 
 // How long the producer's relay holds a message before it asks whether
 // recovery took it over: the first retry delay (RetryPolicy::DelayAfter(1)),
@@ -94,6 +98,11 @@ class Producer {
   // connections and starts its relay and ack listener. INVALID_ARGUMENT or
   // FAILED_PRECONDITION (no signing chosen) naming the setting.
   static absl::StatusOr<std::unique_ptr<Producer>> Start(SqliteFile& file, Options options);
+  // The process's producer from its one options block (config.h): opens
+  // config.db, brought to config.schema, starts the producer on it, and the
+  // recovery role on the same file unless config.recovery_in_process is
+  // false. The errors of OpenSqliteFile, Start and Recovery::Start.
+  static absl::StatusOr<std::unique_ptr<Producer>> Start(const Config& config);
   // The same over broker links of the caller's (a test's fakes), not
   // started: StartWorkers(), or drive it with RelayStep() and AckStep().
   static absl::StatusOr<std::unique_ptr<Producer>> Create(
@@ -104,7 +113,8 @@ class Producer {
   // The relay's and the ack listener's threads (Start calls it). The group
   // writer's thread runs from Create on: Write needs it.
   void StartWorkers();
-  // Stops the ack listener (its batch in hand recorded), then the group
+  // Stops recovery when it runs here (its round finished, the lease given
+  // up), then the ack listener (its batch in hand recorded), then the group
   // writer (what is queued is committed and handed to the relay; later
   // writes are UNAVAILABLE), then the relay (what is queued is published if
   // the broker is there, else left to recovery).
@@ -115,7 +125,8 @@ class Producer {
   bool AckStep() { return acks_.Step(); }
 
   // `business` writes the adopter's rows, then the outbox row for `spec`
-  // (its topic and reply_to filled from the options when empty) is
+  // (its topic and reply_to filled from the options when empty, its
+  // message_id, the consumer's dedup key, a new time-ordered UUID) is
   // inserted, both in the next group's transaction. An error `business`
   // returns, or a SQLite::Exception it throws, rolls back this write alone
   // and comes back here; nothing of it is written. `business` runs on the
@@ -150,6 +161,11 @@ class Producer {
   }
 
   const Options& options() const { return options_; }
+  // What Start(config) opened and runs beside the producer: the file, and
+  // recovery (null when config.recovery_in_process is false, or without a
+  // config).
+  SqliteFile* file() { return own_file_.get(); }
+  Recovery* recovery() { return recovery_.get(); }
   int64_t confirmed() const { return relay_.confirmed(); }       // messages the broker took
   int64_t publish_failed() const { return relay_.failed(); }     // publishes that failed
   int64_t acknowledged() const { return acks_.acknowledged(); }  // rows closed SENT
@@ -162,6 +178,7 @@ class Producer {
   Producer(SqliteFile& file, Options options, std::unique_ptr<MessagePublisher> publisher,
            std::unique_ptr<MessageConsumer> replies);
 
+  std::unique_ptr<SqliteFile> own_file_;  // first: it outlives what writes it
   const Options options_;
   std::unique_ptr<MetricsRegistry> own_metrics_;
   std::unique_ptr<MessagePublisher> publisher_;
@@ -171,6 +188,8 @@ class Producer {
   Relay relay_;
   GroupWriter writer_;  // the ack listener's repository
   AckListener acks_;
+  TimeOrderedUuidGenerator ids_;        // message ids the caller left empty
+  std::unique_ptr<Recovery> recovery_;  // last: stopped and gone first
 };
 
 }  // namespace outbox
