@@ -1,46 +1,44 @@
 #include "order_service.h"
 
+#include <utility>
+
 #include "shared/base/status_macros.h"
 
 namespace order {
-namespace {
 
-// A reply's body is the id of the message it acknowledges.
-absl::StatusOr<std::vector<outbox::Acknowledgement>> DecodeReply(const outbox::Delivery& reply) {
-  if (reply.body.empty()) return absl::InvalidArgumentError("reply: empty body");
-  outbox::Acknowledgement ack;
-  ack.message_id = reply.body;
-  return std::vector<outbox::Acknowledgement>{ack};
-}
-
-}  // namespace
-
-OrderService::OrderService(OrderStore& store, const outbox::AmqpUrl& amqp,
-                           const OrderQueues& queues)
-    : store_(store),
-      publisher_(amqp, outbox::Topology{{queues.orders}}, "order-relay"),
-      replies_(amqp, outbox::Topology{{queues.replies}}, "order-ack-listener", queues.replies,
-               /*prefetch=*/64),
-      relay_(publisher_, store.outbox(), outbox::SystemClock::Get(), metrics_,
-             outbox::RelayOptions{}),
-      acks_(replies_, store.outbox(), DecodeReply, metrics_,
-            outbox::AckListenerOptions{queues.replies, 64}) {}
-
-void OrderService::Start() {
-  relay_.Start();
-  acks_.Start();
-}
-
-void OrderService::Stop() {
-  acks_.Stop();
-  relay_.Stop();
+absl::StatusOr<std::unique_ptr<OrderService>> OrderService::Start(OrderStore& store,
+                                                                  OrderServiceOptions options) {
+  outbox::Producer::Options producer;
+  producer.amqp = std::move(options.amqp);
+  producer.queue = std::move(options.orders_queue);
+  producer.reply_queue = std::move(options.reply_queue);
+  producer.signing = std::move(options.signing);
+  producer.name = "order";  // connections "order-relay" and "order-acks"
+  OUTBOX_ASSIGN_OR_RETURN(auto started, outbox::Producer::Start(store.file(), producer));
+  return std::unique_ptr<OrderService>(new OrderService(store, std::move(started)));
 }
 
 absl::StatusOr<std::string> OrderService::Place(const Order& order) {
-  const std::string message_id = ids_.NewId();
-  OUTBOX_ASSIGN_OR_RETURN(outbox::OutgoingMessage message, store_.Place(order, message_id));
-  relay_.Enqueue({std::move(message)});
-  return message_id;
+  OUTBOX_RETURN_IF_ERROR(OrderStore::Check(order));
+  return producer_->Write(OrderStore::OrderPlaced(order, ids_.NewId()), store_.InsertOrder(order));
+}
+
+void OrderService::PlaceAsync(const Order& order, PlaceDone done) {
+  if (absl::Status bad = OrderStore::Check(order); !bad.ok()) {
+    std::move(done)(bad);
+    return;
+  }
+  producer_->WriteAsync(
+      OrderStore::OrderPlaced(order, ids_.NewId()), store_.InsertOrder(order),
+      [done = std::move(done)](absl::StatusOr<outbox::OutboxMessage> row) mutable {
+        if (!row.ok()) return std::move(done)(row.status());
+        std::move(done)(std::move(row->message_id));
+      });
+}
+
+absl::StatusOr<outbox::OutboxStatus> OrderService::MessageStatus(const std::string& message_id) {
+  OUTBOX_ASSIGN_OR_RETURN(outbox::OutboxMessage row, producer_->Get(message_id));
+  return row.status;
 }
 
 }  // namespace order

@@ -1,19 +1,20 @@
 #pragma once
 
-// Orders on a SQLite file. Each order and its OrderPlaced outbox row are
-// written in one transaction; the outbox repository the relay and the ack
-// listener update is the library's SqliteOutbox on the same file (the one
-// the library's contract suite holds to the seam).
+// Orders on a SQLite file. The file holds the orders table and the outbox
+// tables (one schema); placing an order is the producer's business write:
+// the order's row, written in the producer's transaction with its
+// OrderPlaced outbox row (order_service.h).
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "shared/base/clock.h"
-#include "shared/outbox/repository.h"
+#include "shared/outbox/state_machine.h"
+#include "shared/sqlite/group_writer.h"
+#include "shared/sqlite/schema.h"
 #include "shared/sqlite/sqlite_file.h"
-#include "shared/sqlite/sqlite_outbox.h"
 
 namespace order {
 
@@ -23,38 +24,36 @@ struct Order {
   int64_t amount_minor = 0;
 };
 
-struct OrderQueues {
-  std::string orders;   // where OrderPlaced goes
-  std::string replies;  // where its consumer acknowledges it (the body: the message id)
-};
-
 // The OrderPlaced body: "order_id=o-1 customer=alice amount_minor=1250".
 std::string OrderPlacedBody(const Order& order);
+
+// Migration 1: the orders table and the outbox tables (CreateOutboxTable).
+const outbox::DbSchema& OrderDbSchema();
 
 class OrderStore {
  public:
   static absl::StatusOr<std::unique_ptr<OrderStore>> Open(const std::string& path,
-                                                          OrderQueues queues,
                                                           const outbox::Clock& clock);
 
-  // Commits the order and its OrderPlaced row; returns the message for the
-  // relay. INVALID_ARGUMENT for a bad order, ALREADY_EXISTS for a known id.
-  absl::StatusOr<outbox::OutgoingMessage> Place(const Order& order, const std::string& message_id);
-  // The outbox row's status; NOT_FOUND for an unknown message.
-  absl::StatusOr<outbox::OutboxStatus> MessageStatus(const std::string& message_id);
+  // INVALID_ARGUMENT naming the field of a bad order.
+  static absl::Status Check(const Order& order);
+  // The OrderPlaced message of `order` under `message_id`; its topic and
+  // reply_to are left to the producer's options.
+  static outbox::MessageSpec OrderPlaced(const Order& order, const std::string& message_id);
+  // The business write of `order` (a copy is kept): its row in orders, or
+  // ALREADY_EXISTS for a known order id. It runs in the producer's group
+  // transaction, on the writer's thread (BusinessWrite's contract).
+  outbox::BusinessWrite InsertOrder(Order order) const;
 
-  // What the relay and the ack listener update.
-  outbox::OutboxRepository& outbox() { return outbox_; }
+  // The file the producer writes: this store's and the outbox's.
+  outbox::SqliteFile& file() { return *file_; }
 
  private:
-  OrderStore(std::unique_ptr<outbox::SqliteFile> file, OrderQueues queues,
-             const outbox::Clock& clock)
-      : file_(std::move(file)), queues_(std::move(queues)), clock_(clock), outbox_(*file_, clock) {}
+  OrderStore(std::unique_ptr<outbox::SqliteFile> file, const outbox::Clock& clock)
+      : file_(std::move(file)), clock_(clock) {}
 
   std::unique_ptr<outbox::SqliteFile> file_;
-  const OrderQueues queues_;
   const outbox::Clock& clock_;
-  outbox::SqliteOutbox outbox_;
 };
 
 }  // namespace order
