@@ -1,5 +1,6 @@
 #include "shared/roles/consumer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "shared/amqp/amqp_transport.h"
@@ -17,6 +18,12 @@ absl::Status Validate(Consumer::Options& options) {
   if (options.reply_queue.empty()) options.reply_queue = DefaultReplyQueue(options.queue);
   if (options.reply_queue == options.queue) {
     return absl::InvalidArgumentError("Consumer: options.reply_queue must differ from its queue");
+  }
+  if (options.reply_topology.has_value() &&
+      std::find(options.reply_topology->queues.begin(), options.reply_topology->queues.end(),
+                options.reply_queue) == options.reply_topology->queues.end()) {
+    return absl::InvalidArgumentError(
+        "Consumer: options.reply_topology must declare its reply_queue");
   }
   if (options.prefetch < 1)
     return absl::InvalidArgumentError("Consumer: options.prefetch must be >= 1");
@@ -36,6 +43,10 @@ ConsumerOptions ConsumerOptionsOf(const Consumer::Options& options) {
   consumer.linger_batch = options.linger_batch;
   consumer.confirm_timeout = options.confirm_timeout;
   consumer.keys = options.signing.keys();
+  if (!options.booked_metric.empty()) consumer.booked_metric = options.booked_metric;
+  if (!options.booked_help.empty()) consumer.booked_help = options.booked_help;
+  consumer.after_apply_failpoint = options.after_apply_failpoint;
+  consumer.before_ack_failpoint = options.before_ack_failpoint;
   return consumer;
 }
 
@@ -45,11 +56,12 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Start(ConsumerHandler& handl
                                                           Options options) {
   RETURN_IF_ERROR(Validate(options));
   const Clock& clock = internal::ClockOr(options.clock);
-  auto deliveries =
-      std::make_unique<AmqpConsumer>(options.amqp, Topology{{options.queue}}, options.name,
-                                     options.queue, options.prefetch, clock);
-  auto replies = std::make_unique<AmqpPublisher>(options.amqp, Topology{{options.reply_queue}},
-                                                 options.name + "-replies", clock);
+  auto deliveries = std::make_unique<AmqpConsumer>(
+      options.amqp, options.topology.value_or(Topology{{options.queue}}), options.name,
+      options.queue, options.prefetch, clock);
+  auto replies = std::make_unique<AmqpPublisher>(
+      options.amqp, options.reply_topology.value_or(Topology{{options.reply_queue}}),
+      options.name + "-replies", clock);
   ASSIGN_OR_RETURN(std::unique_ptr<Consumer> consumer,
                    Create(handler, std::move(options), std::move(deliveries), std::move(replies)));
   consumer->StartWorkers();

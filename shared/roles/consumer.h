@@ -17,10 +17,12 @@
 //   OUTBOX_ASSIGN_OR_RETURN(auto consumer, outbox::Consumer::Start(shipping, options));
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "shared/amqp/amqp_client.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/base/clock.h"
 #include "shared/observability/metrics.h"
@@ -37,11 +39,16 @@ class Consumer {
  public:
   struct Options {
     AmqpUrl amqp;  // the broker (Start); Create takes the links instead
-    // Required: the queue consumed. Its connection declares it.
+    // Required: the queue consumed. Its connection declares it, unless `topology` is set.
     std::string queue;
     // Where a message without a reply_to is answered; the reply
     // connection declares it. "": DefaultReplyQueue(queue).
     std::string reply_queue;
+    // What the deliveries' connection declares; unset: `queue` alone, Topology{}: nothing.
+    std::optional<Topology> topology;
+    // What the reply connection declares (reply_queue among it) and publishes through; unset:
+    // `reply_queue` alone.
+    std::optional<Topology> reply_topology;
     // Required: Signing::With(keys), Signing::FromKeyFile(path), or
     // Signing::Unsigned() by name. Unchosen, Start and Create fail.
     Signing signing;
@@ -62,6 +69,12 @@ class Consumer {
     // it. Zero: keep every id. A handler without the library's inbox
     // (processed_log() null) prunes its own.
     absl::Duration inbox_retention = absl::Hours(720);
+    std::string booked_metric;  // the applied messages' counter; "": outbox_consumer_booked_total
+    std::string booked_help;    // its help; "": "messages applied"
+    // A crash point (shared/runtime/failpoint.h) once a batch is committed, before its replies.
+    std::string after_apply_failpoint;
+    // One once the replies are confirmed, before the deliveries are acked.
+    std::string before_ack_failpoint;
     const Clock* clock = nullptr;        // null: the system clock
     MetricsRegistry* metrics = nullptr;  // null: a registry of the consumer's own
   };
