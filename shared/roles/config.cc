@@ -24,6 +24,7 @@ Producer::Options ProducerOptionsOf(const Config& config) {
   options.queue = config.queue;
   options.reply_queue = config.reply_queue;
   options.retry = config.retry;
+  options.on_closed = config.on_closed;
   options.clock = config.clock;
   options.metrics = config.metrics;
   return options;

@@ -51,6 +51,10 @@ struct Config {
   bool recovery_in_process = true;
   // The lease holder's name; "": "<queue>-<host name>-<process id>".
   std::string instance_id;
+  // Runs inside the transaction that closes a row, SENT or FAILED, under a
+  // savepoint: mark the business record confirmed, or failed, with it
+  // (RowClosed, outbox_table.h). The producer's and recovery's.
+  RowClosed on_closed;
   const Clock* clock = nullptr;        // null: the system clock
   MetricsRegistry* metrics = nullptr;  // null: a registry of each role's own
   // Each role's other settings, with the role's defaults; the fields above

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "shared/outbox/reply_format.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
@@ -113,6 +114,52 @@ TEST(ConfigTest, AMessageWrittenWithoutAnIdGetsATimeOrderedOne) {
   (*producer)->RelayStep();
   ASSERT_EQ(published.published.size(), 3u);
   EXPECT_EQ(published.published[0].message_id, ids[0]);
+}
+
+TEST(ConfigTest, TheProducersRowClosedStepCommitsWithTheAcknowledgement) {
+  TempDir dir;
+  auto file = OpenSqliteFile(dir.path() + "/orders.db", {}, &OrdersSchema());
+  ASSERT_TRUE(file.ok()) << file.status();
+  Config config = Orders();
+  std::vector<std::string> closed;
+  config.on_closed = [&](SQLite::Database& db, const OutboxMessage& row) {
+    closed.push_back(row.message_id + " " + std::string(StatusName(row.status)));
+    SQLite::Statement confirm(db,
+                              "UPDATE orders SET order_id = order_id || '.confirmed' "
+                              "WHERE order_id = ?");
+    confirm.bind(1, row.biz_key);
+    confirm.exec();
+    return absl::OkStatus();
+  };
+  auto replies = std::make_unique<testing::FakeConsumer>();
+  testing::FakeConsumer& acks = *replies;
+  auto producer = Producer::Create(**file, ProducerOptionsOf(config),
+                                   std::make_unique<testing::FakePublisher>(), std::move(replies));
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  MessageSpec spec;
+  spec.message_id = "m-1";
+  spec.biz_type = "order";
+  spec.biz_key = "o-1";
+  spec.message_type = "OrderPlaced";
+  ASSERT_TRUE((*producer)
+                  ->Write(spec,
+                          [](SQLite::Database& db) {
+                            db.exec("INSERT INTO orders VALUES ('o-1')");
+                            return absl::OkStatus();
+                          })
+                  .ok());
+  acks.Push(testing::DeliveryOf(DefaultReply("orders.replies", "m-1", "o-1", Applied{})));
+  (*producer)->AckStep();
+  EXPECT_EQ(closed, std::vector<std::string>{"m-1 SENT"});
+  std::string order;
+  ASSERT_TRUE((*file)
+                  ->Read("orders",
+                         [&](SQLite::Database& db) {
+                           order = db.execAndGet("SELECT order_id FROM orders").getString();
+                           return absl::OkStatus();
+                         })
+                  .ok());
+  EXPECT_EQ(order, "o-1.confirmed");
 }
 
 }  // namespace

@@ -114,6 +114,7 @@ Producer::Producer(SqliteFile& file, Options options, std::unique_ptr<MessagePub
               internal::MetricsOr(options_.metrics, own_metrics_), options_.group_commit),
       acks_(*replies_, writer_, options_.decode_reply,
             internal::MetricsOr(options_.metrics, own_metrics_), AckListenerOptionsOf(options_)) {
+  outbox_.set_on_closed(options_.on_closed);
   writer_.Start();
 }
 

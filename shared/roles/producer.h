@@ -90,6 +90,10 @@ class Producer {
     // the backpressure bound on SENDING rows (max_unsent, max_hold), crash
     // points and the written counter's name; defaults in group_writer.h.
     GroupWriterOptions group_commit;
+    // Runs inside the transaction that closes a row (SENT, or FAILED by the
+    // consumer's reject), under a savepoint: mark the business record
+    // confirmed with it. RowClosed's contract is in outbox_table.h.
+    RowClosed on_closed;
     const Clock* clock = nullptr;        // null: the system clock
     MetricsRegistry* metrics = nullptr;  // null: a registry of the producer's own
   };

@@ -280,7 +280,8 @@ std::vector<absl::StatusOr<OutboxMessage>> GroupWriter::Commit(
           return statuses[i];  // the transaction is gone: the whole group fails
         }
       }
-      acked = ack_ids.empty() ? AckTally{} : outbox::RecordAcks(st.acks, db, ack_ids, now);
+      acked = ack_ids.empty() ? AckTally{}
+                              : outbox::RecordAcks(st.acks, db, ack_ids, now, outbox_.on_closed());
       if (!options_.before_commit_failpoint.empty()) Failpoint(options_.before_commit_failpoint);
       return absl::OkStatus();
     });

@@ -1,6 +1,7 @@
 #include "shared/sqlite/outbox_table.h"
 
 #include "absl/strings/str_cat.h"
+#include "shared/observability/log.h"
 #include "shared/outbox/failure.h"
 #include "shared/sqlite/history.h"
 #include "shared/sqlite/schema.h"
@@ -235,14 +236,33 @@ void OutboxStateTable::Save(const OutboxMessage& row) {
   save_.exec();
 }
 
+void RunRowClosed(const RowClosed& on_closed, SQLite::Database& db, const OutboxMessage& row) {
+  if (!on_closed) return;
+  absl::Status status;
+  db.exec("SAVEPOINT row_closed");
+  try {
+    status = on_closed(db, row);
+  } catch (const SQLite::Exception& e) {
+    status = absl::InternalError(e.what());
+  }
+  if (!status.ok()) db.exec("ROLLBACK TO row_closed");
+  db.exec("RELEASE row_closed");
+  if (!status.ok()) {
+    LogWarning("row_closed_hook_failed",
+               {KV("message_id", row.message_id), KV("status", StatusName(row.status)),
+                KV("error", status.ToString())});
+  }
+}
+
 AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                    int64_t now_ms) {
+                    int64_t now_ms, const RowClosed& on_closed) {
   OutboxStateTable table(db);
-  return RecordAcks(table, db, message_ids, now_ms);
+  return RecordAcks(table, db, message_ids, now_ms, on_closed);
 }
 
 AckTally RecordAcks(OutboxStateTable& table, SQLite::Database& db,
-                    const std::vector<std::string>& message_ids, int64_t now_ms) {
+                    const std::vector<std::string>& message_ids, int64_t now_ms,
+                    const RowClosed& on_closed) {
   std::optional<HistoryLog> history;  // prepared only off the happy path
   AckTally tally;
   for (const std::string& id : message_ids) {
@@ -258,6 +278,7 @@ AckTally RecordAcks(OutboxStateTable& table, SQLite::Database& db,
     }
     tally.create_to_sent_ms.push_back(now_ms - row->created_at);
     table.Save(*row);
+    RunRowClosed(on_closed, db, *row);
     if (retried || was_failed) {  // published once and acknowledged: the row says it all
       if (!history) history.emplace(db);
       history->Append(id, now_ms, "consumer", kEventAcknowledged,
@@ -269,7 +290,8 @@ AckTally RecordAcks(OutboxStateTable& table, SQLite::Database& db,
   return tally;
 }
 
-int RecordRejects(SQLite::Database& db, const std::vector<Rejection>& rejects, int64_t now_ms) {
+int RecordRejects(SQLite::Database& db, const std::vector<Rejection>& rejects, int64_t now_ms,
+                  const RowClosed& on_closed) {
   OutboxStateTable table(db);
   std::optional<HistoryLog> history;
   int changed = 0;
@@ -277,6 +299,7 @@ int RecordRejects(SQLite::Database& db, const std::vector<Rejection>& rejects, i
     std::optional<OutboxMessage> row = table.Load(r.message_id);
     if (!row.has_value() || !OnReject(*row, r.reason, now_ms, r.answered_at)) continue;
     table.Save(*row);
+    RunRowClosed(on_closed, db, *row);
     if (!history) history.emplace(db);
     history->Append(r.message_id, now_ms, "consumer", kEventRejected, r.reason);
     ++changed;

@@ -7,11 +7,14 @@
 // Everything throws SQLite::Exception and runs inside the caller's
 // transaction.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <SQLiteCpp/SQLiteCpp.h>
+
+#include "absl/status/status.h"
 
 #include "shared/outbox/message.h"
 #include "shared/outbox/repository.h"
@@ -93,19 +96,37 @@ class OutboxStateTable {
   SQLite::Statement save_;
 };
 
+// The adopter's step when a row closes: SENT by an acknowledgement (also a
+// FAILED row acknowledged late), FAILED by the consumer's reject or by
+// recovery (attempts spent, or too old). It runs inside the transaction
+// that closes the row, with the row as saved, under a savepoint of its own,
+// so what it writes (the business record marked confirmed, say) commits
+// with the row's new state. An error it returns, or a SQLite::Exception it
+// throws, rolls back its own writes only: the row closes all the same, and
+// row_closed_hook_failed is logged with the error. Keep it short: the
+// transaction it runs in is the producer's group or recovery's claim.
+using RowClosed = std::function<absl::Status(SQLite::Database& db, const OutboxMessage& row)>;
+
+// `on_closed` (when set) for `row`, under a savepoint, its failure logged.
+void RunRowClosed(const RowClosed& on_closed, SQLite::Database& db, const OutboxMessage& row);
+
 // OnAck for each id. Unknown ids are skipped. A row that was published
 // more than once, or was FAILED, gets an "acknowledged" history event; the
 // happy path writes no history.
+// `on_closed` runs for each row that turned SENT.
 AckTally RecordAcks(SQLite::Database& db, const std::vector<std::string>& message_ids,
-                    int64_t now_ms);
+                    int64_t now_ms, const RowClosed& on_closed = nullptr);
 // The same through `table`, statements its owner keeps prepared on `db`.
 AckTally RecordAcks(OutboxStateTable& table, SQLite::Database& db,
-                    const std::vector<std::string>& message_ids, int64_t now_ms);
+                    const std::vector<std::string>& message_ids, int64_t now_ms,
+                    const RowClosed& on_closed = nullptr);
 
 // OnReject for each rejection, with a "rejected" history event for each
 // row it changed; returns how many. Unknown ids are skipped, and so are
 // rejects made before their row's last restart.
-int RecordRejects(SQLite::Database& db, const std::vector<Rejection>& rejects, int64_t now_ms);
+// `on_closed` runs for each row it turned FAILED.
+int RecordRejects(SQLite::Database& db, const std::vector<Rejection>& rejects, int64_t now_ms,
+                  const RowClosed& on_closed = nullptr);
 
 // Of `message_ids`, those no longer SENDING or re-published by recovery
 // already (OutboxRepository::TakenOver), read on `db`.

@@ -73,7 +73,7 @@ absl::StatusOr<SqliteOutbox::Counts> SqliteOutbox::WaitUntilClosed(
 absl::StatusOr<AckTally> SqliteOutbox::RecordAcks(const std::vector<std::string>& message_ids) {
   AckTally tally;
   RETURN_IF_ERROR(file_.Write([&](SQLite::Database& writer) {
-    tally = outbox::RecordAcks(writer, message_ids, clock_.NowMillis());
+    tally = outbox::RecordAcks(writer, message_ids, clock_.NowMillis(), on_closed_);
     return absl::OkStatus();
   }));
   return tally;
@@ -90,7 +90,7 @@ absl::Status SqliteOutbox::RecordPublishFailure(const std::vector<std::string>& 
 absl::StatusOr<int> SqliteOutbox::RecordRejects(const std::vector<Rejection>& rejects) {
   int changed = 0;
   RETURN_IF_ERROR(file_.Write([&](SQLite::Database& writer) {
-    changed = outbox::RecordRejects(writer, rejects, clock_.NowMillis());
+    changed = outbox::RecordRejects(writer, rejects, clock_.NowMillis(), on_closed_);
     return absl::OkStatus();
   }));
   return changed;

@@ -17,6 +17,7 @@
 #include "shared/outbox/message.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/state_machine.h"
+#include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/sqlite_file.h"
 
 namespace outbox {
@@ -35,6 +36,10 @@ class SqliteOutbox final : public OutboxRepository {
       const MessageSpec& spec, const std::function<absl::Status(SQLite::Database&)>& business);
   // The budget stamped on each new row.
   const RetryPolicy& retry() const { return retry_; }
+  // The adopter's step when a row turns SENT or is rejected
+  // (outbox_table.h); set before any worker uses this repository.
+  void set_on_closed(RowClosed on_closed) { on_closed_ = std::move(on_closed); }
+  const RowClosed& on_closed() const { return on_closed_; }
 
   // The row's current state; NOT_FOUND for an unknown message id.
   absl::StatusOr<OutboxMessage> Get(const std::string& message_id);
@@ -71,6 +76,7 @@ class SqliteOutbox final : public OutboxRepository {
   SqliteFile& file_;
   const Clock& clock_;
   const RetryPolicy retry_;
+  RowClosed on_closed_;
 };
 
 }  // namespace outbox

@@ -136,5 +136,70 @@ TEST_F(SqliteOutboxTest, TheOutboxRowsAlreadyExistsIsToldFromTheAdopters) {
   EXPECT_FALSE(IsOutboxRowExists(absl::OkStatus()));
 }
 
+// The adopter's step when a row closes commits with the row's new state; a
+// step that fails rolls back its own writes and the row closes all the same.
+class RowClosedTest : public SqliteOutboxTest {
+ protected:
+  void SetUp() override {
+    SqliteOutboxTest::SetUp();
+    ASSERT_OK(file_->Write([](SQLite::Database& db) {
+      db.exec("CREATE TABLE confirmed (message_id TEXT PRIMARY KEY, status TEXT)");
+      return absl::OkStatus();
+    }));
+  }
+  std::string Confirmed(const std::string& id) {
+    std::string status = "none";
+    EXPECT_OK(file_->Read("confirmed", [&](SQLite::Database& db) {
+      SQLite::Statement q(db, "SELECT status FROM confirmed WHERE message_id = ?");
+      q.bind(1, id);
+      if (q.executeStep()) status = q.getColumn(0).getString();
+      return absl::OkStatus();
+    }));
+    return status;
+  }
+};
+
+TEST_F(RowClosedTest, RunsInTheTransactionThatClosesTheRowForSentAndRejected) {
+  std::vector<std::string> seen;
+  outbox_->set_on_closed([&](SQLite::Database& db, const OutboxMessage& row) {
+    seen.push_back(row.message_id);
+    SQLite::Statement insert(db, "INSERT INTO confirmed VALUES (?, ?)");
+    insert.bind(1, row.message_id);
+    insert.bind(2, std::string(StatusName(row.status)));
+    insert.exec();
+    return absl::OkStatus();
+  });
+  Write("m1");
+  Write("m2");
+  ASSERT_OK(outbox_->RecordAcks({"m1", "unknown"}));
+  ASSERT_OK(outbox_->RecordAcks({"m1"}));  // already SENT: nothing closes
+  ASSERT_OK(outbox_->RecordRejects({{"m2", "out of stock"}}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"m1", "m2"}));
+  EXPECT_EQ(Confirmed("m1"), "SENT");
+  EXPECT_EQ(Confirmed("m2"), "FAILED");
+}
+
+TEST_F(RowClosedTest, AFailingStepRollsBackItsOwnWritesAndTheRowClosesAllTheSame) {
+  outbox_->set_on_closed([&](SQLite::Database& db, const OutboxMessage& row) {
+    SQLite::Statement insert(db, "INSERT INTO confirmed VALUES (?, 'half')");
+    insert.bind(1, row.message_id);
+    insert.exec();
+    if (row.message_id == "m1") return absl::InternalError("the shop is closed");
+    db.exec("INSERT INTO no_such_table VALUES (1)");  // throws
+    return absl::OkStatus();
+  });
+  Write("m1");
+  Write("m2");
+  ASSERT_OK(outbox_->RecordAcks({"m1", "m2"}));
+  EXPECT_EQ(Confirmed("m1"), "none");
+  EXPECT_EQ(Confirmed("m2"), "none");
+  auto m1 = outbox_->Get("m1");
+  ASSERT_OK(m1);
+  EXPECT_EQ(m1->status, OutboxStatus::kSent);
+  auto m2 = outbox_->Get("m2");
+  ASSERT_OK(m2);
+  EXPECT_EQ(m2->status, OutboxStatus::kSent);
+}
+
 }  // namespace
 }  // namespace outbox
