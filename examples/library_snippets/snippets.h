@@ -2,12 +2,8 @@
 
 // What the three snippets of docs/library.md share: where things are, and
 // the shop's outbox, configured once for each process.
-#include <functional>
 #include <string>
 
-#include "absl/status/status.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "shared/roles/config.h"
 
 namespace shop {
@@ -37,11 +33,5 @@ inline outbox::Config ShopOutbox(const Setup& setup) {
 absl::Status PlaceOrders(const Setup& setup, int orders);
 absl::Status ShipOrders(const Setup& setup, int orders);
 absl::Status RunRecovery(const Setup& setup, absl::Duration how_long);
-
-// Polls `done` every 10 ms for up to a minute.
-inline void WaitUntil(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Minutes(1);
-  while (!done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
-}
 
 }  // namespace shop
