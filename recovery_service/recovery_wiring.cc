@@ -1,53 +1,51 @@
 #include "recovery_service/recovery_wiring.h"
 
-#include "absl/strings/str_cat.h"
 #include "recovery_service/ops_grpc.h"
 #include "service_kit/payment_db_schema.h"
 #include "service_kit/service_main.h"
 #include "service_kit/topology.h"
-#include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
-#include "shared/observability/alerts.h"
 #include "shared/observability/log.h"
-#include "shared/outbox/dead_letter_sweep.h"
-#include "shared/outbox/dead_letters.h"
-#include "shared/outbox/recovery_loop.h"
-#include "shared/sqlite/recovery_store.h"
+#include "shared/roles/recovery.h"
 
 namespace outbox::recovery {
 
 namespace {
 
-AlerterOptions AlerterOptionsOf(const RecoveryServiceOptions& service_options) {
-  AlerterOptions alerter_options{service_options.service.alertmanager_url, "recovery_service"};
-  alerter_options.runbook_base = service_options.runbook_url;
-  return alerter_options;
-}
-
-// payment_service creates the file and its schema; the two may start in
-// any order, so wait for it rather than create an empty file at a wrong path.
-absl::StatusOr<std::unique_ptr<RecoveryStore>> OpenStoreWhenCreated(
-    const RecoveryServiceOptions& service_options) {
-  const std::string& payment_db = service_options.payment_db;
-  const absl::Duration payment_db_wait = service_options.payment_db_wait;
-  return RecoveryStore::OpenWhenCreated(
-      payment_db, service_options.service.db, PaymentProducerDb(), payment_db_wait,
-      [&](const absl::Status& why) {
-        LogInfo("waiting_for_payment_db",
-                {KV("path", payment_db), KV("wait", absl::FormatDuration(payment_db_wait)),
-                 KV("reason", why.message())});
-      });
-}
-
-// The queues whose dead letters the ops API may move back: each payment
-// event queue (fed by the payments exchange) and the reply queue.
-std::vector<DeadLetters::Source> DeadLetterSources(const ServiceConfig& config) {
-  std::vector<DeadLetters::Source> dead_letter_sources;
+// The recovery role on payment_service's file: it waits for payment_service
+// to create it (the two may start in any order) rather than create an empty
+// file at a wrong path. Re-publishing goes through the payments exchange;
+// the dead letters of each payment event queue go back through it, those of
+// the reply queue through the replies exchange.
+Recovery::Options RecoveryOptionsOf(const RecoveryServiceOptions& service_options,
+                                    MetricsRegistry& metrics) {
+  const ServiceConfig& config = service_options.service;
+  Recovery::Options recovery;
+  recovery.amqp = config.amqp;
+  recovery.db = service_options.payment_db;
+  recovery.producer_db = PaymentProducerDb();
+  recovery.db_options = config.db;
+  recovery.wait_for_db = service_options.payment_db_wait;
+  recovery.on_wait = [path = service_options.payment_db,
+                      wait = service_options.payment_db_wait](const absl::Status& why) {
+    LogInfo("waiting_for_payment_db", {KV("path", path), KV("wait", absl::FormatDuration(wait)),
+                                       KV("reason", why.message())});
+  };
+  recovery.signing = config.keys() != nullptr ? Signing::With(*config.keys()) : Signing::Unsigned();
+  recovery.recovery = service_options.worker;
   for (const std::string& queue : config.payment_event_queues()) {
-    dead_letter_sources.push_back({queue, kPaymentsExchange});
+    recovery.redrive_exchanges[queue] = kPaymentsExchange;
   }
-  dead_letter_sources.push_back({config.acc_queue, kRepliesExchange});
-  return dead_letter_sources;
+  recovery.redrive_exchanges[config.acc_queue] = kRepliesExchange;
+  recovery.topology = Topology{{}, "", kPaymentsExchange};
+  recovery.alerts = AlerterOptions{config.alertmanager_url, "recovery_service"};
+  recovery.alerts.runbook_base = service_options.runbook_url;
+  recovery.name = "recovery";  // the connection "recovery-<instance>"
+  recovery.dead_letters_name = "recovery-dead-letters";
+  recovery.start_workers = false;  // once serving
+  recovery.clock = &SystemClock::Get();
+  recovery.metrics = &metrics;
+  return recovery;
 }
 
 // A retention as the start-up line shows it: zero keeps every row.
@@ -57,10 +55,10 @@ std::string Kept(absl::Duration retention) {
 
 // Starts the worker, serves until SIGTERM or SIGINT, then stops.
 void ServeUntilSignal(const RecoveryServiceOptions& service_options, Serving& serving,
-                      RecoveryLoop& worker, Alerter& alerter) {
+                      Recovery& recovery) {
   const ServiceConfig& config = service_options.service;
   const RecoveryOptions& options = service_options.worker;
-  worker.Start();
+  recovery.StartWorkers();
   LogInfo("recovery_service_started",
           {KV("listen", service_options.listen), KV("port", serving.port()),
            KV("db", service_options.payment_db), KV("instance", options.instance_id),
@@ -72,10 +70,9 @@ void ServeUntilSignal(const RecoveryServiceOptions& service_options, Serving& se
            KV("audit_retention", Kept(options.audit_retention))});
   LogInfo("recovery_service_stopping", {KV("signal", serving.WaitForShutdownSignal())});
   serving.Shutdown();
-  worker.Stop();
-  alerter.Stop();
+  recovery.Stop();  // the loop gives the lease up, then the alerter delivers what is queued
   LogInfo("recovery_service_stopped",
-          {KV("republished", worker.republished()), KV("failed", worker.failed())});
+          {KV("republished", recovery.republished()), KV("failed", recovery.failed())});
 }
 
 }  // namespace
@@ -83,7 +80,6 @@ void ServeUntilSignal(const RecoveryServiceOptions& service_options, Serving& se
 absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   const std::string& listen = service_options.listen;
   const ServiceConfig& config = service_options.service;
-  const RecoveryOptions& options = service_options.worker;
 
   // The listen addresses last among the checks (they probe this host), and
   // before anything opens a file or a connection.
@@ -92,44 +88,18 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
     RETURN_IF_ERROR(ValidateListenAddress(service_options.metrics_listen, "metrics_listen"));
   }
 
-  const Clock& clock = SystemClock::Get();
   MetricsRegistry metrics;
-  Alerter alerter(AlerterOptionsOf(service_options));
-  ASSIGN_OR_RETURN(auto store, OpenStoreWhenCreated(service_options));
-  store->set_instance(options.instance_id);
-  AmqpPublisher amqp(config.amqp, Topology{{}, "", kPaymentsExchange},
-                     absl::StrCat("recovery-", options.instance_id));
-  SigningPublisher broker(amqp, config.keys());
-  RecoveryLoop worker(*store, broker, alerter, clock, metrics, options);
-  std::vector<DeadLetters::Source> dead_letter_sources = DeadLetterSources(config);
-  AmqpQueueBrowser dead_letter_broker(config.amqp, "recovery-dead-letters");
-  std::vector<std::string> swept;
-  for (const DeadLetters::Source& s : dead_letter_sources) swept.push_back(s.queue);
-  DeadLetters dead_letters(dead_letter_broker, std::move(dead_letter_sources));
-  // Opened by the first housekeeping pass or operator call, then idle in
-  // between: kept alive, not dropped by the broker for missed heartbeats.
-  dead_letters.KeepAlive(config.amqp.heartbeat);
-  // Copies whose message was booked since (re-driven from its row) leave the
-  // dead-letter queues with the lease holder's housekeeping.
-  DeadLetterSweep sweep(
-      dead_letters, config.keys(), *store,
-      [&store](const std::string& message_id, int64_t at) {
-        store->RecordSettledDeadLetterRemoved(message_id, at).IgnoreError();  // logged
-      },
-      clock, metrics, {std::move(swept)});
-  worker.AddHousekeeping([&sweep] { sweep.Run(); });
-  OutboxOpsImpl ops(*store, worker, alerter, dead_letters, clock, service_options.auth,
-                    options.retry);
-  store->RegisterMetrics(metrics, clock);
-  alerter.RegisterMetrics(metrics);
-  dead_letters.RegisterMetrics(metrics);
+  ASSIGN_OR_RETURN(auto recovery, Recovery::Start(RecoveryOptionsOf(service_options, metrics)));
+  OutboxOpsImpl ops(*recovery->store(), recovery->loop(), *recovery->alerter(),
+                    *recovery->dead_letters(), SystemClock::Get(), service_options.auth,
+                    service_options.worker.retry);
 
   // Ports first: a process that cannot serve (a port in use) exits before it
   // takes the lease or re-publishes anything.
   ASSIGN_OR_RETURN(auto serving,
                    Serving::Start(listen, {{&ops, service_options.auth}},
                                   service_options.metrics_listen, metrics, config.tls));
-  ServeUntilSignal(service_options, *serving, worker, alerter);
+  ServeUntilSignal(service_options, *serving, *recovery);
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 #include "shared/roles/recovery.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,14 @@ absl::Status Validate(Recovery::Options& options) {
     if (loop.reply_queues.empty()) loop.reply_queues = {options.reply_queue};
     if (loop.dead_letter_sources.empty()) {
       loop.dead_letter_sources = {options.queue, options.reply_queue};
+    }
+  }
+  for (const auto& [queue, exchange] : options.redrive_exchanges) {
+    if (std::find(loop.dead_letter_sources.begin(), loop.dead_letter_sources.end(), queue) ==
+        loop.dead_letter_sources.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Recovery: options.redrive_exchanges names '", queue,
+                       "', which is not among options.recovery.dead_letter_sources"));
     }
   }
   if (options.sweep_dead_letters < 0) {
@@ -45,11 +54,14 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
                                      options.wait_for_db, options.on_wait));
   store->set_instance(options.recovery.instance_id);
   auto publisher = std::make_unique<AmqpPublisher>(
-      options.amqp, Topology{}, absl::StrCat(options.name, "-", options.recovery.instance_id),
+      options.amqp, options.topology, absl::StrCat(options.name, "-", options.recovery.instance_id),
       internal::ClockOr(options.clock));
   auto alerts = std::make_unique<Alerter>(options.alerts);
   auto browser = std::make_unique<AmqpQueueBrowser>(
-      options.amqp, absl::StrCat(options.name, "-dead-letters-", options.recovery.instance_id),
+      options.amqp,
+      options.dead_letters_name.empty()
+          ? absl::StrCat(options.name, "-dead-letters-", options.recovery.instance_id)
+          : options.dead_letters_name,
       internal::ClockOr(options.clock));
   RecoveryStore& store_ref = *store;
   Alerter& alerter = *alerts;
@@ -64,7 +76,7 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
   recovery->dead_letters_->KeepAlive(recovery->options_.amqp.heartbeat);
   recovery->alerter_ = &alerter;
   recovery->sqlite_store_ = &store_ref;
-  recovery->StartWorkers();
+  if (recovery->options_.start_workers) recovery->StartWorkers();
   return recovery;
 }
 
@@ -90,10 +102,12 @@ Recovery::Recovery(Options options, std::unique_ptr<RecoveryRepository> store,
             internal::MetricsOr(options_.metrics, own_metrics_), options_.recovery),
       dead_letter_browser_(std::move(dead_letter_browser)) {
   if (dead_letter_browser_ == nullptr) return;
-  // The roles publish through the default exchange: a queue's name routes to it.
+  // Unless named otherwise, through the default exchange: a queue's name routes to it.
   std::vector<DeadLetters::Source> sources;
   for (const std::string& queue : options_.recovery.dead_letter_sources) {
-    sources.push_back({queue, ""});
+    const auto exchange = options_.redrive_exchanges.find(queue);
+    sources.push_back(
+        {queue, exchange == options_.redrive_exchanges.end() ? "" : exchange->second});
   }
   dead_letters_ = std::make_unique<DeadLetters>(*dead_letter_browser_, std::move(sources));
   if (options_.sweep_dead_letters == 0) return;

@@ -21,11 +21,13 @@
 //   OUTBOX_ASSIGN_OR_RETURN(auto recovery, outbox::Recovery::Start(options));
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "shared/amqp/amqp_client.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/base/clock.h"
 #include "shared/observability/alerts.h"
@@ -73,13 +75,22 @@ class Recovery {
     // Dead letters looked at per queue and housekeeping pass by the sweep
     // (from the head; those kept go back in their place). 0: no sweep.
     int sweep_dead_letters = 100;
-    AlerterOptions alerts;               // no alertmanager_url: alerts are logged only
-    std::string name = "recovery";       // the connection "<name>-<instance_id>"
+    // Each dead-letter source's re-drive exchange, by queue; unnamed: "", the default exchange.
+    std::map<std::string, std::string> redrive_exchanges;
+    // What the publisher declares (Start); re-publishing goes through its exchange.
+    Topology topology;
+    AlerterOptions alerts;          // no alertmanager_url: alerts are logged only
+    std::string name = "recovery";  // the connection "<name>-<instance_id>"
+    // The dead-letter connection (Start); "": "<name>-dead-letters-<instance_id>".
+    std::string dead_letters_name;
+    // false: Start runs nothing (no lease, no re-publishing) until StartWorkers().
+    bool start_workers = true;
     const Clock* clock = nullptr;        // null: the system clock
     MetricsRegistry* metrics = nullptr;  // null: a registry of recovery's own
   };
 
-  // Opens the store, connects and starts the loop. INVALID_ARGUMENT or
+  // Opens the store, connects and starts the loop (unless
+  // options.start_workers is false). INVALID_ARGUMENT or
   // FAILED_PRECONDITION (no signing chosen) naming the setting; the store's
   // error when the file is not there in time.
   static absl::StatusOr<std::unique_ptr<Recovery>> Start(Options options);
@@ -106,12 +117,17 @@ class Recovery {
   int64_t failed() const { return loop_.failed(); }
   int64_t deferred() const { return loop_.deferred(); }
 
+  // The loop itself (its counters, lease and hold, as the operator's tools read them).
+  const RecoveryLoop& loop() const { return loop_; }
+  // The alerter Start made (its delivery counters); null when Create was
+  // given another alert sink.
+  const Alerter* alerter() const { return alerter_; }
   // The operator's view of the producer's file, each change audited
   // (recovery_store.h); null when Create was given another store.
   RecoveryStore* store() { return sqlite_store_; }
   // The dead-letter queues of options.recovery.dead_letter_sources (by
-  // default the producer's queue and reply queue), re-driven through the
-  // default exchange; null when Create was given no browser.
+  // default the producer's queue and reply queue), each re-driven through
+  // its options.redrive_exchanges; null when Create was given no browser.
   DeadLetters* dead_letters() { return dead_letters_.get(); }
 
  private:
