@@ -3,6 +3,9 @@
 // share (shared/outbox/signing.h, reply_format.h).
 #include <sys/stat.h>
 
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -41,6 +44,7 @@ using ::outbox::testing::IsOk;
 using ::outbox::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 constexpr char kQueue[] = "orders";
@@ -397,6 +401,120 @@ TEST_F(RolesTest, TheConsumerPrunesProcessedIdsAfterTheRetention) {
                                std::make_unique<FakePublisher>())
                   .status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("inbox_retention")));
+}
+
+// An adopter names the consumer's counter of messages applied; unnamed, it
+// is the library's, and the connections declare the queues alone.
+TEST_F(RolesTest, TheConsumersCounterIsTheOneNamed) {
+  Consumer::Options options;
+  options.queue = kQueue;
+  options.signing = Signing::Unsigned();
+  options.clock = &clock_;
+  MetricsRegistry library;
+  options.metrics = &library;
+  auto plain = Consumer::Create(*handler_, options, std::make_unique<FakeConsumer>(),
+                                std::make_unique<FakePublisher>());
+  ASSERT_OK(plain);
+  EXPECT_NE(library.Render().find("outbox_consumer_booked_total 0"), std::string::npos);
+  EXPECT_FALSE((*plain)->options().topology.has_value());
+  EXPECT_FALSE((*plain)->options().reply_topology.has_value());
+  EXPECT_EQ((*plain)->options().name, "consumer");
+
+  MetricsRegistry named;
+  options.metrics = &named;
+  options.booked_metric = "shop_shipments_total";
+  options.booked_help = "orders shipped";
+  auto consumer = Consumer::Create(*handler_, options, std::make_unique<FakeConsumer>(),
+                                   std::make_unique<FakePublisher>());
+  ASSERT_OK(consumer);
+  const std::string rendered = named.Render();
+  EXPECT_NE(rendered.find("# HELP shop_shipments_total orders shipped"), std::string::npos);
+  EXPECT_NE(rendered.find("shop_shipments_total 0"), std::string::npos);
+  EXPECT_EQ(rendered.find("outbox_consumer_booked_total"), std::string::npos);
+}
+
+// The reply connection declares what options.reply_topology says, and that
+// must hold the queue a message without a reply_to is answered on.
+TEST_F(RolesTest, TheReplyTopologyDeclaresTheReplyQueue) {
+  Consumer::Options options;
+  options.queue = kQueue;
+  options.signing = Signing::Unsigned();
+  options.topology = Topology{};  // the queue's writer declares it
+  options.reply_topology = Topology{{"orders.shard1.replies"}, "", "shop.replies"};
+  EXPECT_THAT(Consumer::Create(*handler_, options, std::make_unique<FakeConsumer>(),
+                               std::make_unique<FakePublisher>())
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reply_topology")));
+  options.reply_topology->queues.push_back("orders.replies");  // DefaultReplyQueue(kQueue)
+  EXPECT_OK(Consumer::Create(*handler_, options, std::make_unique<FakeConsumer>(),
+                             std::make_unique<FakePublisher>()));
+  // Start hands both to its AMQP connections (no broker here: it starts and
+  // stops; the services' e2e tests declare for real).
+  options.amqp = *AmqpUrl::Parse("amqp://guest:guest@127.0.0.1:1/%2F");
+  auto started = Consumer::Start(*handler_, options);
+  ASSERT_OK(started);
+  (*started)->Stop();
+}
+
+// Applies every message, in memory, and tells stderr when it answers: what
+// a crash point's death test reads.
+class AnswersOnStderr final : public ConsumerHandler {
+ public:
+  void Clear() override { added_ = 0; }
+  absl::Status Add(const Delivery&) override {
+    ++added_;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Applied>> ApplyBatch() override {
+    return std::vector<Applied>(added_);
+  }
+  std::vector<Reply> Answer(const std::vector<Applied>& applied,
+                            const std::vector<std::string>& reply_to) override {
+    std::fprintf(stderr, "answered %zu\n", applied.size());
+    std::vector<Reply> replies;
+    for (size_t i = 0; i < applied.size(); ++i) {
+      OutgoingMessage reply;
+      reply.topic = reply_to[i];
+      reply.message_id = absl::StrCat("reply-", i);
+      replies.push_back({reply, {i}});
+    }
+    return replies;
+  }
+
+ private:
+  size_t added_ = 0;
+};
+
+// In the death test's own process: arms `point` (OUTBOX_FAILPOINTS, read
+// at the first crash point evaluated) and takes one message.
+void StepWithArmed(const std::string& point) {
+  setenv("OUTBOX_FAILPOINTS", (point + "=crash").c_str(), 1);
+  AnswersOnStderr handler;
+  Consumer::Options options;
+  options.queue = kQueue;
+  options.signing = Signing::Unsigned();
+  options.after_apply_failpoint = "shop.after_apply";
+  options.before_ack_failpoint = "shop.before_ack";
+  auto deliveries = std::make_unique<FakeConsumer>();
+  deliveries->Push(testing::StampDelivery("m-1", "o-1"));
+  auto consumer =
+      Consumer::Create(handler, options, std::move(deliveries), std::make_unique<FakePublisher>());
+  if (consumer.ok()) (*consumer)->Step();
+  std::exit(0);
+}
+
+// Each crash point kills the process (SIGKILL, as a power cut) where its
+// option says: after the batch's commit and before its replies; after the
+// replies' confirms and before the ack. Crash tests arm them by name.
+TEST(ConsumerRoleTest, TheCrashPointsFireWhereNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process reads OUTBOX_FAILPOINTS
+  EXPECT_EXIT(
+      StepWithArmed("shop.after_apply"), ::testing::KilledBySignal(SIGKILL),
+      AllOf(HasSubstr("failpoint_crash point=shop.after_apply hit=1"), Not(HasSubstr("answered"))));
+  EXPECT_EXIT(
+      StepWithArmed("shop.before_ack"), ::testing::KilledBySignal(SIGKILL),
+      AllOf(HasSubstr("answered 1"), HasSubstr("failpoint_crash point=shop.before_ack hit=1")));
+  EXPECT_EXIT(StepWithArmed("shop.elsewhere"), ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(RolesTest, WithKeysWhatIsUnsignedIsDeadLettered) {
