@@ -44,6 +44,11 @@ die() { say "$*"; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/order_vs_payment.XXXXXX")
 BROKER_DIR=$WORK/broker
 PIDS=()
+# The binaries are copied first: a rebuild of BENCH_BIN during the run
+# changes neither side.
+mkdir "$WORK/bin"
+for b in payment_service accounting_service outbox_bench order_bench; do cp "$BIN/$b" "$WORK/bin/"; done
+BIN_FROM=$BIN BIN=$WORK/bin
 
 stop_pid() {  # SIGTERM, wait up to 20 s, then SIGKILL
   local pid=$1 _
@@ -139,7 +144,9 @@ order() {
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "order_service vs payment_service on $(hostname), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "binaries: $BIN; $ROUNDS rounds; $DURATION measured after $WARMUP warm-up"
+echo "binaries from $BIN_FROM, built (UTC):$(for b in payment_service accounting_service outbox_bench order_bench; do
+  printf ' %s %s' "$b" "$(date -u -r "$BIN_FROM/$b" +%H:%M:%S)"; done)"
+echo "$ROUNDS rounds; $DURATION measured after $WARMUP warm-up"
 echo "load average before: $(load)"
 say "starting a private RabbitMQ node (takes ~15 s)"
 "$ROOT/scripts/rabbitmq_node.sh" start "$BROKER_DIR" >/dev/null

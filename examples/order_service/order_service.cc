@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<OrderService>> OrderService::Start(OrderStore& st
 
 absl::StatusOr<std::string> OrderService::Place(const Order& order) {
   OUTBOX_RETURN_IF_ERROR(OrderStore::Check(order));
-  return producer_->Write(OrderStore::OrderPlaced(order, ids_.NewId()), store_.InsertOrder(order));
+  return producer_->Write(OrderStore::OrderPlaced(order), store_.InsertOrder(order));
 }
 
 void OrderService::PlaceAsync(const Order& order, PlaceDone done) {
@@ -29,7 +29,7 @@ void OrderService::PlaceAsync(const Order& order, PlaceDone done) {
     return;
   }
   producer_->WriteAsync(
-      OrderStore::OrderPlaced(order, ids_.NewId()), store_.InsertOrder(order),
+      OrderStore::OrderPlaced(order), store_.InsertOrder(order),
       [done = std::move(done)](absl::StatusOr<outbox::OutboxMessage> row) mutable {
         if (!row.ok()) return std::move(done)(row.status());
         std::move(done)(std::move(row->message_id));

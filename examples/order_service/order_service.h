@@ -14,7 +14,6 @@
 #include "absl/status/statusor.h"
 #include "order_store.h"
 #include "shared/amqp/amqp_url.h"
-#include "shared/base/ids.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/signing.h"
 #include "shared/roles/producer.h"
@@ -58,7 +57,6 @@ class OrderService {
       : store_(store), producer_(std::move(producer)) {}
 
   OrderStore& store_;
-  outbox::UuidGenerator ids_;
   std::unique_ptr<outbox::Producer> producer_;
 };
 

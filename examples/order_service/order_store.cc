@@ -43,9 +43,8 @@ absl::Status OrderStore::Check(const Order& order) {
   return absl::OkStatus();
 }
 
-outbox::MessageSpec OrderStore::OrderPlaced(const Order& order, const std::string& message_id) {
+outbox::MessageSpec OrderStore::OrderPlaced(const Order& order) {
   outbox::MessageSpec spec;
-  spec.message_id = message_id;  // unique per message: the consumer's dedup key
   spec.biz_type = "order";
   spec.biz_key = order.order_id;
   spec.message_type = "OrderPlaced";

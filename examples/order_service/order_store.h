@@ -37,9 +37,9 @@ class OrderStore {
 
   // INVALID_ARGUMENT naming the field of a bad order.
   static absl::Status Check(const Order& order);
-  // The OrderPlaced message of `order` under `message_id`; its topic and
-  // reply_to are left to the producer's options.
-  static outbox::MessageSpec OrderPlaced(const Order& order, const std::string& message_id);
+  // The OrderPlaced message of `order`; its message id (a new time-ordered
+  // UUID), topic and reply_to are left to the producer.
+  static outbox::MessageSpec OrderPlaced(const Order& order);
   // The business write of `order` (a copy is kept): its row in orders, or
   // ALREADY_EXISTS for a known order id. It runs in the producer's group
   // transaction, on the writer's thread (BusinessWrite's contract).
