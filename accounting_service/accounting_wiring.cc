@@ -2,29 +2,48 @@
 
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_grpc.h"
-#include "accounting_service/payment_consumer.h"
+#include "accounting_service/voucher_handler.h"
 #include "accounting_service/voucher_store.h"
+#include "service_kit/failpoints.h"
 #include "service_kit/service_main.h"
-#include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
-#include "shared/outbox/inbox_pruner.h"
 
 namespace outbox::accounting {
+
+Consumer::Options ConsumerOptionsOf(const AccountingServiceOptions& options,
+                                    MetricsRegistry& metrics) {
+  const ServiceConfig& config = options.service;
+  Consumer::Options consumer;
+  consumer.amqp = config.amqp;
+  consumer.queue = config.payment_event_queue(options.shard);
+  consumer.reply_queue = config.acc_queue;
+  // payment_service declares the payment queues, with arguments of its own.
+  consumer.topology = Topology{};
+  // The side that writes a queue declares it: payment shards' reply queues too.
+  Topology replies = config.replies();
+  for (const std::string& q : options.reply_queues) {
+    if (q != config.acc_queue) replies.queues.emplace_back(q);
+  }
+  consumer.reply_topology = std::move(replies);
+  consumer.signing = config.keys() != nullptr ? Signing::With(*config.keys()) : Signing::Unsigned();
+  consumer.name = "accounting";
+  consumer.prefetch = options.prefetch;
+  consumer.linger = absl::Milliseconds(options.consume_linger_ms);
+  consumer.linger_batch = options.consume_linger_batch;
+  consumer.inbox_retention = options.processed_retention;
+  consumer.booked_metric = "outbox_vouchers_created_total";
+  consumer.booked_help = "vouchers booked";
+  consumer.after_apply_failpoint = kFpAccountingAfterCommitBeforeReply;
+  consumer.before_ack_failpoint = kFpAccountingAfterReplyBeforeAck;
+  consumer.clock = &SystemClock::Get();
+  consumer.metrics = &metrics;
+  return consumer;
+}
 
 absl::Status RunAccountingService(const AccountingServiceOptions& options) {
   const std::string& listen = options.listen;
   const ServiceConfig& config = options.service;
-  const int shard = options.shard;
-  ConsumerOptions consumer_options{config.payment_event_queue(shard), config.acc_queue,
-                                   options.prefetch};
-  consumer_options.linger = absl::Milliseconds(options.consume_linger_ms);
-  consumer_options.linger_batch = options.consume_linger_batch;
-  consumer_options.rules.max_amount_minor = config.max_amount_minor;
-  consumer_options.rules.currencies = options.currencies;
-  consumer_options.keys = config.keys();
-  PrunerOptions pruning;
-  pruning.retention = options.processed_retention;
 
   // The listen addresses last among the checks (they probe this host), and
   // before anything opens a file or a connection.
@@ -38,40 +57,32 @@ absl::Status RunAccountingService(const AccountingServiceOptions& options) {
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto store, VoucherStore::Open(options.db, config.db, ids, clock));
   store->RegisterMetrics(metrics);
-  AmqpConsumer payments(config.amqp, Topology{}, "accounting-consumer", consumer_options.pay_queue,
-                        consumer_options.prefetch);
-  // The side that writes a queue declares it: payment shards' reply queues too.
-  Topology reply_topology = config.replies();
-  for (const std::string& q : options.reply_queues) {
-    if (q != config.acc_queue) reply_topology.queues.emplace_back(q);
-  }
-  AmqpPublisher amqp_replies(config.amqp, reply_topology, "accounting-replies");
-  SigningPublisher replies(amqp_replies, config.keys());
-  PaymentConsumer consumer(payments, replies, *store, clock, metrics, consumer_options);
-  ProcessedPruner pruner(*store, clock, metrics, pruning);
+  BookingRules rules;
+  rules.max_amount_minor = config.max_amount_minor;
+  rules.currencies = options.currencies;
+  VoucherHandler handler(*store, clock, std::move(rules));
   AccountingServiceImpl service(*store);
   // Ports first: a process that cannot serve (a port in use) exits before it
   // consumes, and books, a single payment.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {{&service, options.auth}},
                                                 options.metrics_listen, metrics, config.tls));
-  consumer.Start();
-  if (pruning.retention > absl::ZeroDuration()) pruner.Start();
+  // The role's connections, signed replies, idempotent consumer and inbox pruner.
+  ASSIGN_OR_RETURN(auto consumer, Consumer::Start(handler, ConsumerOptionsOf(options, metrics)));
+  const absl::Duration retention = consumer->options().inbox_retention;
   LogInfo("accounting_service_started",
           {KV("listen", listen), KV("port", serving->port()), KV("db", options.db),
-           KV("queue", consumer_options.pay_queue),
-           KV("shard", absl::StrCat(shard, "/", config.accounting_shards)),
+           KV("queue", consumer->options().queue),
+           KV("shard", absl::StrCat(options.shard, "/", config.accounting_shards)),
            KV("amqp", config.amqp.Redacted()), KV("message_signing", config.message_signing()),
-           KV("processed_retention", pruning.retention > absl::ZeroDuration()
-                                         ? absl::FormatDuration(pruning.retention)
-                                         : "forever")});
+           KV("processed_retention",
+              retention > absl::ZeroDuration() ? absl::FormatDuration(retention) : "forever")});
   LogInfo("accounting_service_stopping", {KV("signal", serving->WaitForShutdownSignal())});
   serving->Shutdown();
-  pruner.Stop();
-  consumer.Stop();
+  consumer->Stop();
   LogInfo("accounting_service_stopped",
-          {KV("applied", consumer.applied()), KV("duplicates", consumer.duplicates()),
-           KV("dead_lettered", consumer.dead_lettered()),
-           KV("unauthenticated", consumer.unauthenticated())});
+          {KV("applied", consumer->booked()), KV("duplicates", consumer->duplicates()),
+           KV("dead_lettered", consumer->dead_lettered()),
+           KV("unauthenticated", consumer->unauthenticated())});
   return absl::OkStatus();
 }
 

@@ -2,12 +2,17 @@
 
 // For tests of accounting.db: payments booked as the consumer books them,
 // each event a PaymentCreated delivery through VoucherHandler (the library's
-// inbox step and transaction) into the store, in one batch. Header-only.
+// inbox step and transaction) into the store, in one batch; and the
+// consumer role as accounting_service runs it. Header-only.
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "accounting_service/payment_consumer.h"
+#include "accounting_service/accounting_options.h"
+#include "accounting_service/accounting_wiring.h"
+#include "accounting_service/voucher_handler.h"
 #include "accounting_service/voucher_store.h"
 #include "events/v1/events.pb.h"
 #include "shared/base/status_macros.h"
@@ -46,6 +51,30 @@ inline absl::StatusOr<std::vector<Applied>> BookEvents(VoucherStore& store, cons
   batch.Clear();
   for (const Delivery& d : deliveries) RETURN_IF_ERROR(batch.Add(d));
   return batch.ApplyBatch();
+}
+
+// accounting_service's options as its tests run it: PAY_QUEUE answered on
+// ACC_QUEUE, unsigned messages accepted, no linger (a test steps the consumer).
+inline AccountingServiceOptions TestServiceOptions() {
+  AccountingServiceOptions options;
+  options.service.pay_queue = "PAY_QUEUE";
+  options.service.acc_queue = "ACC_QUEUE";
+  options.consume_linger_ms = 0;
+  return options;
+}
+
+// The consumer role with accounting_service's options (ConsumerOptionsOf)
+// over `handler` and the test's fake broker links, on `clock`; driven by
+// Step(). `keys`: the deployment's MESSAGE_KEYS_FILE, null as with
+// --allow_unsigned_messages.
+inline absl::StatusOr<std::unique_ptr<Consumer>> AccountingConsumer(
+    VoucherHandler& handler, const Clock& clock, MetricsRegistry& metrics,
+    std::unique_ptr<MessageConsumer> deliveries, std::unique_ptr<MessagePublisher> replies,
+    const MessageKeys* keys = nullptr) {
+  Consumer::Options options = ConsumerOptionsOf(TestServiceOptions(), metrics);
+  options.signing = keys != nullptr ? Signing::With(*keys) : Signing::Unsigned();
+  options.clock = &clock;
+  return Consumer::Create(handler, std::move(options), std::move(deliveries), std::move(replies));
 }
 
 }  // namespace outbox::accounting

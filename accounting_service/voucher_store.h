@@ -1,9 +1,9 @@
 #pragma once
 
-// accounting.db: vouchers and the ids of processed messages. The consumer
-// (payment_consumer.h) books each batch's vouchers through the library's
-// SqliteMessageHandler, which records each message id with its voucher in
-// the same transaction, so a message is applied at most once.
+// accounting.db: vouchers and the ids of processed messages. The consumer's
+// handler (voucher_handler.h) books each batch's vouchers through the
+// library's SqliteMessageHandler, which records each message id with its
+// voucher in the same transaction, so a message is applied at most once.
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +39,7 @@ class VoucherStore final : public ProcessedLog {
                                                             const DbOptions& options,
                                                             IdGenerator& ids, const Clock& clock);
 
-  // The file, for the consumer's handler (payment_consumer.h): the library
+  // The file, for the consumer's handler (voucher_handler.h): the library
   // books each batch in one transaction on its writer, with the inbox.
   SqliteFile& file() { return *db_; }
   // Inserts `event`'s voucher inside the transaction open on `tx`, the

@@ -1,8 +1,9 @@
 // Accounting's side of the consumer: PaymentCreated in, vouchers booked in
-// a real accounting.db, replies as each publisher understands them. The
+// a real accounting.db, replies as each publisher understands them, through
+// the library's consumer role as accounting_service configures it. The
 // consumer itself (windows, acks, requeues, dead letters) is the library's,
 // tested in shared/outbox/idempotent_consumer_test.cc.
-#include "accounting_service/payment_consumer.h"
+#include "accounting_service/voucher_handler.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "accounting_service/booking_for_tests.h"
 #include "events/v1/events.pb.h"
-#include "shared/outbox/inbox_pruner.h"
+#include "service_kit/failpoints.h"
+#include "service_kit/topology.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/sequential_ids.h"
 #include "shared/testing/status_matchers.h"
@@ -54,10 +57,27 @@ std::unique_ptr<VoucherStore> OpenStore(const std::string& path, IdGenerator& id
   return store.ok() ? std::move(store).value() : nullptr;
 }
 
-class PaymentConsumerTest : public ::testing::Test {
- protected:
-  PaymentConsumerTest() { replies_.clock = &clock_; }
+// A consumer role over fakes with accounting's options; `queue` and
+// `replies` point at its fake broker links.
+struct Running {
+  std::unique_ptr<Consumer> consumer;
+  FakeConsumer* queue = nullptr;
+  FakePublisher* replies = nullptr;
+};
 
+Running Start(VoucherHandler& handler, ManualClock& clock, MetricsRegistry& metrics) {
+  auto queue = std::make_unique<FakeConsumer>();
+  auto replies = std::make_unique<FakePublisher>();
+  replies->clock = &clock;
+  Running running{nullptr, queue.get(), replies.get()};
+  auto consumer = AccountingConsumer(handler, clock, metrics, std::move(queue), std::move(replies));
+  EXPECT_OK(consumer);
+  if (consumer.ok()) running.consumer = std::move(consumer).value();
+  return running;
+}
+
+class VoucherHandlerTest : public ::testing::Test {
+ protected:
   // The vouchers booked: payment id -> voucher id.
   std::map<std::string, std::string> Vouchers() {
     std::map<std::string, std::string> booked;
@@ -69,17 +89,19 @@ class PaymentConsumerTest : public ::testing::Test {
     return booked;
   }
 
-  TempDir dir_{"payment_consumer_test"};
+  TempDir dir_{"voucher_handler_test"};
   ManualClock clock_;
   SequentialIds ids_{"v-"};
   std::unique_ptr<VoucherStore> store_ = OpenStore(dir_.path() + "/accounting.db", ids_, clock_);
-  FakeConsumer queue_;
-  FakePublisher replies_;
   MetricsRegistry metrics_;
-  PaymentConsumer consumer_{queue_, replies_, *store_, clock_, metrics_, ConsumerOptions{}};
+  VoucherHandler handler_{*store_, clock_, BookingRules{}};
+  Running running_ = Start(handler_, clock_, metrics_);
+  Consumer& consumer_ = *running_.consumer;
+  FakeConsumer& queue_ = *running_.queue;
+  FakePublisher& replies_ = *running_.replies;
 };
 
-TEST_F(PaymentConsumerTest, BooksABatchRepliesToEachReplyToThenAcks) {
+TEST_F(VoucherHandlerTest, BooksABatchRepliesToEachReplyToThenAcks) {
   queue_.Push(Payment("m1", "p1"));
   queue_.Push(Payment("m2", "p2", "ACC_QUEUE.shard2"));
   ASSERT_TRUE(consumer_.Step());
@@ -89,7 +111,54 @@ TEST_F(PaymentConsumerTest, BooksABatchRepliesToEachReplyToThenAcks) {
   EXPECT_EQ(replies_.published[1].topic, "ACC_QUEUE.shard2");
   EXPECT_EQ(replies_.published[0].type, "PaymentAccounted");
   EXPECT_EQ(queue_.acked.size(), 2u);
-  EXPECT_EQ(consumer_.applied(), 2);
+  EXPECT_EQ(consumer_.booked(), 2);
+}
+
+// The role counts in accounting's metric and stops at accounting's crash
+// points (tests/e2e_crash_test.cc arms them by these names).
+TEST_F(VoucherHandlerTest, TheRoleCountsVouchersAndCrashesAtAccountingsPoints) {
+  queue_.Push(Payment("m1", "p1"));
+  queue_.Push(Payment("m2", "p2"));
+  ASSERT_TRUE(consumer_.Step());
+  const std::string rendered = metrics_.Render();
+  EXPECT_NE(rendered.find("# HELP outbox_vouchers_created_total vouchers booked"),
+            std::string::npos);
+  EXPECT_NE(rendered.find("outbox_vouchers_created_total 2"), std::string::npos);
+  EXPECT_EQ(rendered.find("outbox_consumer_booked_total"), std::string::npos);
+  EXPECT_EQ(consumer_.options().after_apply_failpoint, kFpAccountingAfterCommitBeforeReply);
+  EXPECT_EQ(consumer_.options().before_ack_failpoint, kFpAccountingAfterReplyBeforeAck);
+}
+
+// payment_service declares the payment queues (with their arguments):
+// accounting's consuming connection declares nothing, its reply connection
+// ACC_QUEUE and the payment shards' reply queues, through the replies
+// exchange.
+TEST(ConsumerOptionsOfTest, DeclaresOnlyWhatAccountingWrites) {
+  AccountingServiceOptions options = TestServiceOptions();
+  options.service.accounting_shards = 3;
+  options.service.queue_type = "quorum";
+  options.shard = 2;
+  options.reply_queues = {"ACC_QUEUE", "ACC_QUEUE-1"};
+  options.prefetch = 64;
+  options.consume_linger_ms = 20;
+  options.processed_retention = absl::Hours(48);
+  MetricsRegistry metrics;
+  const Consumer::Options consumer = ConsumerOptionsOf(options, metrics);
+  EXPECT_EQ(consumer.queue, "PAY_QUEUE-2");
+  EXPECT_EQ(consumer.reply_queue, "ACC_QUEUE");
+  ASSERT_TRUE(consumer.topology.has_value());
+  EXPECT_TRUE(consumer.topology->queues.empty());
+  EXPECT_TRUE(consumer.topology->exchange.empty());
+  ASSERT_TRUE(consumer.reply_topology.has_value());
+  EXPECT_EQ(consumer.reply_topology->queues,
+            (std::vector<std::string>{"ACC_QUEUE", "ACC_QUEUE-1"}));
+  EXPECT_EQ(consumer.reply_topology->exchange, kRepliesExchange);
+  EXPECT_EQ(consumer.reply_topology->queue_type, "quorum");
+  EXPECT_EQ(consumer.prefetch, 64);
+  EXPECT_EQ(consumer.linger, absl::Milliseconds(20));
+  EXPECT_EQ(consumer.inbox_retention, absl::Hours(48));
+  EXPECT_EQ(consumer.metrics, &metrics);
+  EXPECT_EQ(consumer.signing.Describe(), "unsigned");
 }
 
 // A publisher that accepts batch replies.
@@ -105,7 +174,7 @@ events::v1::PaymentsAccounted BatchReply(const OutgoingMessage& m) {
   return batch;
 }
 
-TEST_F(PaymentConsumerTest, OneBatchReplyPerReplyQueueListsEveryMessageNewAndDuplicate) {
+TEST_F(VoucherHandlerTest, OneBatchReplyPerReplyQueueListsEveryMessageNewAndDuplicate) {
   queue_.Push(BatchingPayment("m0-first", "p0"));  // booked before: a duplicate now
   ASSERT_TRUE(consumer_.Step());
   replies_.published.clear();
@@ -133,13 +202,13 @@ TEST_F(PaymentConsumerTest, OneBatchReplyPerReplyQueueListsEveryMessageNewAndDup
   EXPECT_EQ(replies_.published[1].topic, "ACC_QUEUE.shard2");
   EXPECT_EQ(BatchReply(replies_.published[1]).accounted(0).message_id(), "m2");
   EXPECT_EQ(queue_.acked.size(), 4u);
-  EXPECT_EQ(consumer_.applied(), 4);  // p0's first message and three here
+  EXPECT_EQ(consumer_.booked(), 4);  // p0's first message and three here
   EXPECT_EQ(consumer_.duplicates(), 1);
 }
 
 // A rolling upgrade: events of an older payment_service (no
 // batch_replies_accepted) get replies of their own in the same batch.
-TEST_F(PaymentConsumerTest, AnOlderPublishersMessagesGetAReplyEachBesideABatchReply) {
+TEST_F(VoucherHandlerTest, AnOlderPublishersMessagesGetAReplyEachBesideABatchReply) {
   queue_.Push(BatchingPayment("m1", "p1"));
   queue_.Push(Payment("old1", "q1"));
   queue_.Push(BatchingPayment("m2", "p2"));
@@ -159,7 +228,7 @@ TEST_F(PaymentConsumerTest, AnOlderPublishersMessagesGetAReplyEachBesideABatchRe
 // Over the limit: a publisher that understands rejects gets one, inside
 // its batch reply, and nothing is booked; an older publisher's message is
 // dead-lettered, as before rejects existed.
-TEST_F(PaymentConsumerTest, WhatIsNeverBookedIsRejectedOrForOlderPublishersDeadLettered) {
+TEST_F(VoucherHandlerTest, WhatIsNeverBookedIsRejectedOrForOlderPublishersDeadLettered) {
   const int64_t over = kDefaultMaxAmountMinor + 1;
   queue_.Push(Payment("m1", "p1", "ACC_QUEUE", true, 100, true));
   queue_.Push(Payment("m2", "p2", "ACC_QUEUE", true, over, true));
@@ -185,20 +254,22 @@ TEST_F(PaymentConsumerTest, WhatIsNeverBookedIsRejectedOrForOlderPublishersDeadL
 // voucher, whatever today's rules say (a reject would tell the publisher
 // the payment was never booked). Nothing is booked twice, nothing is
 // dead-lettered; a new payment is still judged by today's rules.
-TEST_F(PaymentConsumerTest, APaymentBookedBeforeIsAnsweredAsBookedUnderTighterRules) {
+TEST_F(VoucherHandlerTest, APaymentBookedBeforeIsAnsweredAsBookedUnderTighterRules) {
   queue_.Push(Payment("m1", "p1", "ACC_QUEUE", true, 100, true));
   queue_.Push(Payment("old", "q1", "ACC_QUEUE", false, 100, false));
   ASSERT_TRUE(consumer_.Step());
   const std::map<std::string, std::string> booked = Vouchers();
   ASSERT_EQ(booked.size(), 2u);
 
-  ConsumerOptions tighter;
-  tighter.rules.max_amount_minor = 50;
-  FakeConsumer redelivered;
-  FakePublisher replies;
-  replies.clock = &clock_;
+  BookingRules tighter;
+  tighter.max_amount_minor = 50;
+  VoucherHandler tighter_handler(*store_, clock_, tighter);
   MetricsRegistry metrics;
-  PaymentConsumer restarted(redelivered, replies, *store_, clock_, metrics, tighter);
+  Running running = Start(tighter_handler, clock_, metrics);
+  ASSERT_NE(running.consumer, nullptr);
+  Consumer& restarted = *running.consumer;
+  FakeConsumer& redelivered = *running.queue;
+  FakePublisher& replies = *running.replies;
   redelivered.Push(Payment("m1", "p1", "ACC_QUEUE", true, 100, true));
   redelivered.Push(Payment("old", "q1", "ACC_QUEUE", false, 100, false));
   redelivered.Push(Payment("m2", "p2", "ACC_QUEUE", true, 100, true));
@@ -226,14 +297,14 @@ TEST_F(PaymentConsumerTest, APaymentBookedBeforeIsAnsweredAsBookedUnderTighterRu
   EXPECT_EQ(redelivered.acked.size(), 3u);
 }
 
-TEST_F(PaymentConsumerTest, ADuplicateBooksNothingButIsRepliedToAgain) {
+TEST_F(VoucherHandlerTest, ADuplicateBooksNothingButIsRepliedToAgain) {
   queue_.Push(Payment("m1", "p1"));
   queue_.Push(Payment("m1", "p1"));        // redelivery of the same message
   queue_.Push(Payment("m1-again", "p1"));  // a re-publish with another id
   ASSERT_TRUE(consumer_.Step());
   EXPECT_EQ(Vouchers().size(), 1u);
   EXPECT_EQ(replies_.published.size(), 3u);
-  EXPECT_EQ(consumer_.applied(), 1);
+  EXPECT_EQ(consumer_.booked(), 1);
   EXPECT_EQ(consumer_.duplicates(), 2);
   events::v1::PaymentAccounted reply;
   ASSERT_TRUE(reply.ParseFromString(replies_.published[1].body));
@@ -244,8 +315,7 @@ TEST_F(PaymentConsumerTest, ADuplicateBooksNothingButIsRepliedToAgain) {
 // A message booked, its id pruned after the retention, the same message
 // delivered again: vouchers are kept for good, so it is found by its
 // payment, books nothing, and is answered as a duplicate.
-TEST_F(PaymentConsumerTest, APrunedMessageDeliveredAgainBooksNothingAndIsAnsweredAsADuplicate) {
-  ProcessedPruner pruner(*store_, clock_, metrics_, {absl::Hours(720), 1000, 5});
+TEST_F(VoucherHandlerTest, APrunedMessageDeliveredAgainBooksNothingAndIsAnsweredAsADuplicate) {
   Delivery d = Payment("m1", "p1");
   queue_.Push(d);
   ASSERT_TRUE(consumer_.Step());
@@ -255,7 +325,7 @@ TEST_F(PaymentConsumerTest, APrunedMessageDeliveredAgainBooksNothingAndIsAnswere
   EXPECT_FALSE(booked.duplicate());
 
   clock_.Advance(absl::Hours(721));
-  auto pruned = pruner.Pass();
+  auto pruned = consumer_.PruneStep();  // the role's pruner, PROCESSED_RETENTION's 30 days
   ASSERT_OK(pruned);
   EXPECT_EQ(*pruned, 1);
 
@@ -267,7 +337,7 @@ TEST_F(PaymentConsumerTest, APrunedMessageDeliveredAgainBooksNothingAndIsAnswere
   ASSERT_TRUE(again.ParseFromString(replies_.published[1].body));
   EXPECT_TRUE(again.duplicate());
   EXPECT_EQ(again.voucher_id(), booked.voucher_id());
-  EXPECT_EQ(consumer_.applied(), 1);
+  EXPECT_EQ(consumer_.booked(), 1);
   EXPECT_EQ(consumer_.duplicates(), 1);
   EXPECT_EQ(Vouchers().size(), 1u);
   EXPECT_EQ(queue_.acked.size(), 2u);

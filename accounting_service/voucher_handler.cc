@@ -1,35 +1,14 @@
-#include "accounting_service/payment_consumer.h"
+#include "accounting_service/voucher_handler.h"
 
 #include <map>
 
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_codec.h"
-#include "service_kit/failpoints.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/observability/trace.h"
-#include "shared/runtime/failpoint.h"
 
 namespace outbox::accounting {
-namespace {
-
-outbox::ConsumerOptions Generic(const ConsumerOptions& o) {
-  outbox::ConsumerOptions g;
-  g.queue = o.pay_queue;
-  g.default_reply_to = o.acc_queue;
-  g.prefetch = o.prefetch;
-  g.linger = o.linger;
-  g.linger_batch = o.linger_batch;
-  g.confirm_timeout = o.confirm_timeout;
-  g.keys = o.keys;
-  g.booked_metric = "outbox_vouchers_created_total";
-  g.booked_help = "vouchers booked";
-  g.after_apply_failpoint = kFpAccountingAfterCommitBeforeReply;
-  g.before_ack_failpoint = kFpAccountingAfterReplyBeforeAck;
-  return g;
-}
-
-}  // namespace
 
 absl::StatusOr<PaymentEvent> VoucherHandler::Decode(const Delivery& delivery) {
   // The booking rules are applied after the inbox (Rejects), not by the
@@ -92,11 +71,5 @@ std::vector<Reply> VoucherHandler::Replies(const std::vector<Answered<PaymentEve
   }
   return replies;
 }
-
-PaymentConsumer::PaymentConsumer(MessageConsumer& payments, MessagePublisher& replies,
-                                 VoucherStore& store, const Clock& clock, MetricsRegistry& metrics,
-                                 ConsumerOptions options)
-    : handler_(store, clock, options.rules),
-      consumer_(payments, replies, handler_, clock, metrics, Generic(options)) {}
 
 }  // namespace outbox::accounting

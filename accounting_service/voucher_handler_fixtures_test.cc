@@ -1,12 +1,14 @@
 // Today's consumer against PaymentCreated messages as earlier builds
-// published them (tests/fixtures/messages/README.md): each goes through
-// PaymentConsumer into a real accounting.db, as during a rolling upgrade.
+// published them (tests/fixtures/messages/README.md): each goes through the
+// consumer role, as accounting_service configures it, and VoucherHandler into
+// a real accounting.db, as during a rolling upgrade.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "accounting_service/accounting_codec.h"
-#include "accounting_service/payment_consumer.h"
+#include "accounting_service/booking_for_tests.h"
+#include "accounting_service/voucher_handler.h"
 #include "accounting_service/voucher_store.h"
 #include "events/v1/events.pb.h"
 #include "shared/testing/fakes.h"
@@ -28,7 +30,7 @@ const std::string kFixtures = std::string(OUTBOX_SOURCE_DIR) + "/tests/fixtures/
 class PaymentCreatedFixturesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/payment_consumer_fixtures_test.XXXXXX";
+    char tmpl[] = "/tmp/voucher_handler_fixtures_test.XXXXXX";
     dir_ = mkdtemp(tmpl);
     auto store = VoucherStore::Open(dir_ + "/accounting.db", DbOptions{}, ids_, clock_);
     ASSERT_OK(store);
@@ -38,6 +40,8 @@ class PaymentCreatedFixturesTest : public ::testing::Test {
     keys_ = std::make_unique<MessageKeys>(std::move(keys).value());
   }
   void TearDown() override {
+    consumer_.reset();
+    handler_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
@@ -54,12 +58,25 @@ class PaymentCreatedFixturesTest : public ::testing::Test {
   uint64_t Consume(const std::string& name, const MessageKeys* keys) {
     return Consume(Fixture(name), keys);
   }
+  // A test consumes with one choice of keys: the consumer is made at its
+  // first turn and kept for the others.
   uint64_t Consume(const Delivery& d, const MessageKeys* keys) {
-    ConsumerOptions options;
-    options.keys = keys;
-    PaymentConsumer consumer(queue_, replies_, *store_, clock_, metrics_, options);
-    const uint64_t tag = queue_.Push(d);
-    EXPECT_TRUE(consumer.Step());
+    if (consumer_ == nullptr) {
+      auto queue = std::make_unique<FakeConsumer>();
+      auto replies = std::make_unique<FakePublisher>();
+      queue_ = queue.get();
+      replies_ = replies.get();
+      handler_ = std::make_unique<VoucherHandler>(*store_, clock_, BookingRules{});
+      auto consumer = AccountingConsumer(*handler_, clock_, metrics_, std::move(queue),
+                                         std::move(replies), keys);
+      EXPECT_OK(consumer);
+      if (!consumer.ok()) return 0;
+      consumer_ = std::move(consumer).value();
+      keys_used_ = keys;
+    }
+    EXPECT_EQ(keys, keys_used_);
+    const uint64_t tag = queue_->Push(d);
+    EXPECT_TRUE(consumer_->Step());
     return tag;
   }
 
@@ -79,8 +96,8 @@ class PaymentCreatedFixturesTest : public ::testing::Test {
     EXPECT_EQ(voucher->currency, "EUR");
     EXPECT_EQ(voucher->traceparent, d.traceparent);
     EXPECT_EQ(RepliesTo(d.message_id), 1);
-    EXPECT_TRUE(queue_.acked.count(tag));
-    EXPECT_FALSE(queue_.rejected.count(tag));
+    EXPECT_TRUE(queue_->acked.count(tag));
+    EXPECT_FALSE(queue_->rejected.count(tag));
   }
 
   void ExpectDeadLettered(const std::string& name, uint64_t tag) {
@@ -90,12 +107,12 @@ class PaymentCreatedFixturesTest : public ::testing::Test {
     ASSERT_TRUE(event.ParseFromString(d.body));
     EXPECT_TRUE(absl::IsNotFound(store_->GetByPayment(event.payment_id()).status()));
     EXPECT_EQ(RepliesTo(d.message_id), 0);
-    EXPECT_TRUE(queue_.rejected.count(tag));
+    EXPECT_TRUE(queue_->rejected.count(tag));
   }
 
   int RepliesTo(const std::string& message_id) const {
     int n = 0;
-    for (const OutgoingMessage& m : replies_.published) {
+    for (const OutgoingMessage& m : replies_->published) {
       if (m.message_id != message_id) continue;
       EXPECT_EQ(m.topic, "ACC_QUEUE");
       EXPECT_EQ(m.type, "PaymentAccounted");
@@ -109,9 +126,12 @@ class PaymentCreatedFixturesTest : public ::testing::Test {
   ManualClock clock_;
   std::unique_ptr<VoucherStore> store_;
   std::unique_ptr<MessageKeys> keys_;
-  FakeConsumer queue_;
-  FakePublisher replies_;
   MetricsRegistry metrics_;
+  std::unique_ptr<VoucherHandler> handler_;
+  std::unique_ptr<Consumer> consumer_;
+  const MessageKeys* keys_used_ = nullptr;
+  FakeConsumer* queue_ = nullptr;  // the consumer's fake broker links
+  FakePublisher* replies_ = nullptr;
 };
 
 // Messages signed as today, from 0208c0e on (0.1.0 and 0.2.0 included).
@@ -127,12 +147,12 @@ TEST_F(PaymentCreatedFixturesTest, TodaysFormatIsBooked) {
 TEST_F(PaymentCreatedFixturesTest, TheBatchReplyFormIsAnsweredWithAPaymentsAccounted) {
   const Delivery d = Fixture("payment_created.5ca9c6c");
   const uint64_t tag = Consume(d, keys_.get());
-  EXPECT_TRUE(queue_.acked.count(tag));
+  EXPECT_TRUE(queue_->acked.count(tag));
   EXPECT_EQ(RepliesTo(d.message_id), 0);
-  ASSERT_EQ(replies_.published.size(), 1u);
-  EXPECT_EQ(replies_.published[0].type, "PaymentsAccounted");
+  ASSERT_EQ(replies_->published.size(), 1u);
+  EXPECT_EQ(replies_->published[0].type, "PaymentsAccounted");
   events::v1::PaymentsAccounted reply;
-  ASSERT_TRUE(reply.ParseFromString(replies_.published[0].body));
+  ASSERT_TRUE(reply.ParseFromString(replies_->published[0].body));
   ASSERT_EQ(reply.accounted_size(), 1);
   EXPECT_EQ(reply.accounted(0).message_id(), d.message_id);
   EXPECT_EQ(reply.accounted(0).traceparent().substr(0, 36), d.traceparent.substr(0, 36));
