@@ -9,6 +9,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  postgresql libpq-dev
   libsqlitecpp-dev libsqlite3-dev libabsl-dev librabbitmq-dev libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev nlohmann-json3-dev prometheus-cpp-dev
   rabbitmq-server docker-compose prometheus prometheus-alertmanager sqlite3 amqp-tools procps openssl curl iproute2 nftables faketime iputils-ping jq clang-format
   python3-grpcio
@@ -50,6 +51,17 @@ if [[ ! -e $POLICY ]]; then
   printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$POLICY" >/dev/null
   "${SUDO[@]}" chmod 755 "$POLICY"
   trap '"${SUDO[@]}" rm -f "$POLICY"' EXIT
+fi
+
+# The PostgreSQL server package would create a cluster "main" (and start it
+# at the next boot): tests and development run private servers
+# (scripts/postgres_node.sh). A drop-in of postgresql-common's
+# createcluster.conf, written before the first install, turns that off; the
+# file itself is ucf's, the directory nobody's.
+if [[ " ${missing[*]} " == *" postgresql "* ]]; then
+  "${SUDO[@]}" mkdir -p /etc/postgresql-common/createcluster.d
+  echo 'create_main_cluster = false' |
+    "${SUDO[@]}" tee /etc/postgresql-common/createcluster.d/outbox-no-main-cluster.conf >/dev/null
 fi
 
 export DEBIAN_FRONTEND=noninteractive
