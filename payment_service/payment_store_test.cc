@@ -10,11 +10,13 @@
 #include "shared/outbox/state_machine.h"
 #include "shared/sqlite/group_writer.h"
 #include "shared/sqlite/sqlite_outbox.h"
+#include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox::payment {
 namespace {
 
+using ::outbox::testing::RecordingRelay;
 using ::outbox::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -31,15 +33,6 @@ class ScriptedIds final : public IdGenerator {
 
  private:
   int next_ = 0;
-};
-
-class RecordingRelay final : public RelayQueue {
- public:
-  using RelayQueue::Enqueue;
-  void Enqueue(std::vector<OutgoingMessage> messages, absl::Time) override {
-    for (OutgoingMessage& m : messages) published.push_back(std::move(m));
-  }
-  std::vector<OutgoingMessage> published;
 };
 
 // CreatePayment's business write on the group writer the producer runs.
@@ -130,7 +123,7 @@ TEST_F(PaymentStoreTest, WritesPaymentAndOutboxRowTogether) {
   EXPECT_EQ(got->outbox.traceparent, "trace-1");
   EXPECT_EQ(got->outbox.max_attempts, 5);
   EXPECT_EQ(got->outbox.id, out[1].record.outbox.id);
-  EXPECT_EQ(relay_.published.size(), 2u);  // both handed to the relay once committed
+  EXPECT_EQ(relay_.ids().size(), 2u);  // both handed to the relay once committed
 }
 
 TEST_F(PaymentStoreTest, ReplaysTheSameRequestAndRefusesADifferentOne) {
@@ -152,7 +145,7 @@ TEST_F(PaymentStoreTest, ReplaysTheSameRequestAndRefusesADifferentOne) {
   auto page = store_->List(std::nullopt, 0, 100);
   ASSERT_OK(page);
   EXPECT_EQ(page->items.size(), 1u);
-  EXPECT_EQ(relay_.published.size(), 1u);  // a replay is not published again
+  EXPECT_EQ(relay_.ids().size(), 1u);  // a replay is not published again
 }
 
 TEST_F(PaymentStoreTest, DuplicatesInOneGroupAreOnePayment) {
@@ -168,7 +161,7 @@ TEST_F(PaymentStoreTest, DuplicatesInOneGroupAreOnePayment) {
   EXPECT_THAT(out[2].status,
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("idempotency_key 'k5'")));
   EXPECT_EQ(store_->List(std::nullopt, 0, 100)->items.size(), 1u);
-  EXPECT_EQ(relay_.published.size(), 1u);
+  EXPECT_EQ(relay_.ids().size(), 1u);
 }
 
 TEST_F(PaymentStoreTest, AFailingRequestFailsAlone) {

@@ -17,6 +17,7 @@
 #include "shared/base/mutex.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/schema.h"
+#include "shared/testing/fakes.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/stamp_handler.h"
 #include "shared/testing/status_matchers.h"
@@ -26,6 +27,7 @@ namespace outbox {
 namespace {
 
 using ::outbox::testing::ManualClock;
+using ::outbox::testing::RecordingRelay;
 using ::outbox::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -42,34 +44,6 @@ const DbSchema& LoansSchema() {
                      }}}};
   return *schema;
 }
-
-// The relay the writer hands committed messages to, with their time stamp.
-class RecordingRelay final : public RelayQueue {
- public:
-  using RelayQueue::Enqueue;
-  void Enqueue(std::vector<OutgoingMessage> messages, absl::Time written_at) override {
-    MutexLock lock(&mu_);
-    for (OutgoingMessage& m : messages) {
-      published_.push_back(std::move(m));
-      written_at_.push_back(written_at);
-    }
-  }
-  std::vector<std::string> ids() {
-    MutexLock lock(&mu_);
-    std::vector<std::string> ids;
-    for (const OutgoingMessage& m : published_) ids.push_back(m.message_id);
-    return ids;
-  }
-  std::vector<absl::Time> written_at() {
-    MutexLock lock(&mu_);
-    return written_at_;
-  }
-
- private:
-  Mutex mu_;
-  std::vector<OutgoingMessage> published_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::Time> written_at_ ABSL_GUARDED_BY(mu_);
-};
 
 MessageSpec Spec(const std::string& id) {
   MessageSpec spec;

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "shared/base/mutex.h"
 #include "shared/observability/alerts.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/repository.h"
@@ -219,6 +221,36 @@ class InMemoryProcessedLog final : public ProcessedLog {
     }
     return n;
   }
+};
+
+// The relay a group writer (shared/sqlite/group_writer.h) hands committed
+// messages to, with their time stamp, in order. Thread-safe: the writer's
+// thread enqueues while the test reads.
+class RecordingRelay final : public RelayQueue {
+ public:
+  using RelayQueue::Enqueue;
+  void Enqueue(std::vector<OutgoingMessage> messages, absl::Time written_at) override {
+    MutexLock lock(&mu_);
+    for (OutgoingMessage& m : messages) {
+      published_.push_back(std::move(m));
+      written_at_.push_back(written_at);
+    }
+  }
+  std::vector<std::string> ids() {
+    MutexLock lock(&mu_);
+    std::vector<std::string> ids;
+    for (const OutgoingMessage& m : published_) ids.push_back(m.message_id);
+    return ids;
+  }
+  std::vector<absl::Time> written_at() {
+    MutexLock lock(&mu_);
+    return written_at_;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<OutgoingMessage> published_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Time> written_at_ ABSL_GUARDED_BY(mu_);
 };
 
 class InMemoryOutbox final : public OutboxRepository, public RecoveryRepository {
