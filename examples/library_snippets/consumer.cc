@@ -18,8 +18,7 @@ absl::Status ShipOrders(const Setup& setup, int orders) {
   // Processed ids older than this leave the inbox (30 days by default):
   // longer than recovery's retries and an operator's re-drive take.
   config.consumer.inbox_retention = absl::Hours(24 * 7);
-  OUTBOX_ASSIGN_OR_RETURN(auto consumer,
-                          outbox::Consumer::Start(shipping, outbox::ConsumerOptionsOf(config)));
+  OUTBOX_ASSIGN_OR_RETURN(auto consumer, outbox::Consumer::Start(shipping, config));
   while (consumer->booked() + consumer->duplicates() < orders)
     absl::SleepFor(absl::Milliseconds(10));
   consumer->Stop();  // waits for the last replies' confirms, then acks

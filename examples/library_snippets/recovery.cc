@@ -11,8 +11,7 @@ absl::Status RunRecovery(const Setup& setup, absl::Duration how_long) {
   outbox::Config config = ShopOutbox(setup);
   config.instance_id = "shop-recovery-1";               // one instance re-publishes at a time
   config.recovery.recovery.consumer_name = "shipping";  // what its alerts call the consumer
-  OUTBOX_ASSIGN_OR_RETURN(auto recovery,
-                          outbox::Recovery::Start(outbox::RecoveryOptionsOf(config)));
+  OUTBOX_ASSIGN_OR_RETURN(auto recovery, outbox::Recovery::Start(config));
   absl::SleepFor(how_long);  // alerts: logged only, without an alertmanager_url
   recovery->Stop();          // finishes its round and gives the lease up
   return absl::OkStatus();

@@ -48,6 +48,7 @@ Recovery::Options RecoveryOptionsOf(const Config& config) {
   options.queue = config.queue;
   options.reply_queue = config.reply_queue;
   options.recovery.retry = config.retry;
+  options.on_closed = config.on_closed;
   options.clock = config.clock;
   options.metrics = config.metrics;
   options.db = config.db;

@@ -61,6 +61,15 @@ TEST(ConfigTest, EachRoleTakesTheSharedSettingsFromTheBlockAndKeepsItsOwn) {
   EXPECT_EQ(recovery.producer_db.schema, &OrdersSchema());
   EXPECT_EQ(recovery.recovery.retry.max_attempts, 7);  // the producer's policy, not its own
   EXPECT_EQ(recovery.sweep_dead_letters, 5);
+  EXPECT_FALSE(producer.on_closed);
+  EXPECT_FALSE(recovery.on_closed);
+}
+
+TEST(ConfigTest, TheRowClosedStepIsTheProducersAndRecoverys) {
+  Config config = Orders();
+  config.on_closed = [](SQLite::Database&, const OutboxMessage&) { return absl::OkStatus(); };
+  EXPECT_TRUE(ProducerOptionsOf(config).on_closed);
+  EXPECT_TRUE(RecoveryOptionsOf(config).on_closed);
 }
 
 TEST(ConfigTest, RecoveryIsNamedAfterTheQueueAndThisProcessUnlessNamed) {

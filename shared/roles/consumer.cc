@@ -6,6 +6,7 @@
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/outbox/reply_format.h"
+#include "shared/roles/config.h"
 #include "shared/roles/role_options.h"
 
 namespace outbox {
@@ -51,6 +52,11 @@ ConsumerOptions ConsumerOptionsOf(const Consumer::Options& options) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Start(ConsumerHandler& handler,
+                                                          const Config& config) {
+  return Start(handler, ConsumerOptionsOf(config));
+}
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Start(ConsumerHandler& handler,
                                                           Options options) {

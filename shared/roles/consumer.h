@@ -35,6 +35,8 @@
 
 namespace outbox {
 
+struct Config;  // config.h
+
 class Consumer {
  public:
   struct Options {
@@ -83,6 +85,10 @@ class Consumer {
   // connections, and starts it. INVALID_ARGUMENT or FAILED_PRECONDITION (no
   // signing chosen) naming the setting.
   static absl::StatusOr<std::unique_ptr<Consumer>> Start(ConsumerHandler& handler, Options options);
+  // The same from the process's one options block (config.h):
+  // Start(handler, ConsumerOptionsOf(config)).
+  static absl::StatusOr<std::unique_ptr<Consumer>> Start(ConsumerHandler& handler,
+                                                         const Config& config);
   // The same over broker links of the caller's (a test's fakes), not
   // started: StartWorkers(), or drive it with Step().
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(

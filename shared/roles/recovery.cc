@@ -7,6 +7,7 @@
 #include "shared/amqp/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/outbox/reply_format.h"
+#include "shared/roles/config.h"
 #include "shared/roles/role_options.h"
 
 namespace outbox {
@@ -42,6 +43,10 @@ absl::Status Validate(Recovery::Options& options) {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(const Config& config) {
+  return Start(RecoveryOptionsOf(config));
+}
+
 absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
   RETURN_IF_ERROR(Validate(options));
   if (options.db.empty()) return absl::InvalidArgumentError("Recovery: options.db is required");
@@ -53,6 +58,7 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
       RecoveryStore::OpenWhenCreated(options.db, options.db_options, options.producer_db,
                                      options.wait_for_db, options.on_wait));
   store->set_instance(options.recovery.instance_id);
+  store->set_on_closed(options.on_closed);
   auto publisher = std::make_unique<AmqpPublisher>(
       options.amqp, options.topology, absl::StrCat(options.name, "-", options.recovery.instance_id),
       internal::ClockOr(options.clock));

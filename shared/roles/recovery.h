@@ -45,6 +45,8 @@
 
 namespace outbox {
 
+struct Config;  // config.h
+
 class Recovery {
  public:
   struct Options {
@@ -85,6 +87,9 @@ class Recovery {
     std::string dead_letters_name;
     // false: Start runs nothing (no lease, no re-publishing) until StartWorkers().
     bool start_workers = true;
+    // Runs inside the claim that turns a row FAILED (attempts spent, or too
+    // old), under a savepoint (RowClosed, outbox_table.h); Start's store only.
+    RowClosed on_closed;
     const Clock* clock = nullptr;        // null: the system clock
     MetricsRegistry* metrics = nullptr;  // null: a registry of recovery's own
   };
@@ -94,6 +99,8 @@ class Recovery {
   // FAILED_PRECONDITION (no signing chosen) naming the setting; the store's
   // error when the file is not there in time.
   static absl::StatusOr<std::unique_ptr<Recovery>> Start(Options options);
+  // The same from the process's one options block (config.h): Start(RecoveryOptionsOf(config)).
+  static absl::StatusOr<std::unique_ptr<Recovery>> Start(const Config& config);
   // The same over a store, a publisher, an alert sink and (optionally) a
   // browser of the dead-letter queues of the caller's (a test's fakes), not
   // started: StartWorkers(), or drive it with Step(). Without a browser

@@ -142,7 +142,10 @@ absl::StatusOr<std::vector<RecoveryStore::Transitioned>> RecoveryStore::Transiti
     std::sort(changed.begin(), changed.end(),
               [](const OutboxMessage* a, const OutboxMessage* b) { return a->id < b->id; });
     OutboxStateTable table(db);
-    for (const OutboxMessage* row : changed) table.Save(*row);
+    for (const OutboxMessage* row : changed) {
+      table.Save(*row);
+      if (row->status == OutboxStatus::kFailed) RunRowClosed(on_closed_, db, *row);
+    }
     if (note_history && !changed.empty()) {
       HistoryLog history(db);
       const std::string& who = lease_holder.empty() ? instance_ : lease_holder;

@@ -146,6 +146,10 @@ class RecoveryStore final : public RecoveryRepository {
   absl::StatusOr<std::vector<AuditRecord>> Audit(int64_t before_id, int limit);
   // Who the history names for recovery's own events (its instance id).
   void set_instance(std::string instance) { instance_ = std::move(instance); }
+  // The adopter's step when ClaimDue turns a row FAILED (attempts spent, or
+  // too old), in the claim's transaction (RowClosed, outbox_table.h); set
+  // before the loop runs.
+  void set_on_closed(RowClosed on_closed) { on_closed_ = std::move(on_closed); }
   absl::StatusOr<OutboxCounts> Counts();
   // created_at of the oldest SENDING row, 0 when there is none (through the
   // status index: cheaper than Counts()).
@@ -202,6 +206,7 @@ class RecoveryStore final : public RecoveryRepository {
   const std::string metrics_label_;
   const bool retention_tables_;  // the producer's schema has CreateOutboxRetentionTables'
   std::string instance_ = "recovery";
+  RowClosed on_closed_;
 };
 
 }  // namespace outbox

@@ -171,6 +171,27 @@ TEST_F(RecoveryStoreTest, ClaimsDueRowsWithLinearBackoffAndFailsExhaustedOnes) {
   EXPECT_EQ(c->to_publish[0].reply_to, "order-replies");
 }
 
+// The adopter's step runs in the claim that turns a row FAILED, for that
+// row alone; what it writes commits with it.
+TEST_F(RecoveryStoreTest, ARowTurnedFailedRunsTheRowClosedStepInTheClaim) {
+  raw_->exec("CREATE TABLE failed_orders (biz_key TEXT PRIMARY KEY, status TEXT)");
+  store_->set_on_closed([](SQLite::Database& db, const OutboxMessage& row) {
+    SQLite::Statement insert(db, "INSERT INTO failed_orders VALUES (?, ?)");
+    insert.bind(1, row.biz_key);
+    insert.bind(2, std::string(StatusName(row.status)));
+    insert.exec();
+    return absl::OkStatus();
+  });
+  Insert("due", OutboxStatus::kSending, 1, 1000);
+  Insert("spent", OutboxStatus::kSending, 3, 500);
+  ASSERT_OK(store_->ClaimDue(10'000, 10, "", policy_));
+  SQLite::Statement rows(*raw_, "SELECT biz_key, status FROM failed_orders");
+  ASSERT_TRUE(rows.executeStep());
+  EXPECT_EQ(rows.getColumn(0).getString(), "order-spent");
+  EXPECT_EQ(rows.getColumn(1).getString(), "FAILED");
+  EXPECT_FALSE(rows.executeStep());
+}
+
 TEST_F(RecoveryStoreTest, ABigScatteredClaimSavesEveryRowAndKeepsTheDueOrder) {
   // 1,200 due rows, each on its own pages between SENT ones (more pages than
   // SQLite's default cache holds), due in the reverse of their id order.
