@@ -1,0 +1,102 @@
+#pragma once
+
+// A PostgreSQL connection over libpq, its errors as absl::Status. The
+// connection string is libpq's own (a postgresql:// URI or key=value pairs),
+// so several hosts with target_session_attrs=read-write reach whichever of
+// them is the primary now, and a passfile keeps the password out of it.
+#include <libpq-fe.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace outbox {
+
+// The connection string for logs: every setting libpq reads from it, as
+// key=value pairs, with the password (in the URI's user part or as a
+// parameter) shown as "***". A string libpq cannot parse is not echoed.
+std::string RedactConninfo(absl::string_view conninfo);
+
+// The Status of a failed statement, by its SQLSTATE: a lost connection, a
+// server shutting down or a node that is no longer the primary (25006,
+// read-only transaction) are UNAVAILABLE (connect again); serialization
+// failures and deadlocks ABORTED (run the transaction again); a unique
+// violation ALREADY_EXISTS, other integrity violations FAILED_PRECONDITION;
+// syntax and undefined objects INVALID_ARGUMENT; a cancelled statement
+// CANCELLED; insufficient resources RESOURCE_EXHAUSTED; anything else
+// INTERNAL. The message holds the SQLSTATE and the server's text.
+absl::Status PgStatus(absl::string_view sqlstate, absl::string_view message);
+
+// A statement's rows, text format.
+class PgResult {
+ public:
+  explicit PgResult(PGresult* result) : result_(result, &PQclear) {}
+  int rows() const { return PQntuples(result_.get()); }
+  int columns() const { return PQnfields(result_.get()); }
+  bool IsNull(int row, int column) const { return PQgetisnull(result_.get(), row, column) != 0; }
+  // "" for NULL.
+  absl::string_view Get(int row, int column) const {
+    return absl::string_view(PQgetvalue(result_.get(), row, column),
+                             static_cast<size_t>(PQgetlength(result_.get(), row, column)));
+  }
+  // The command's count of rows (INSERT, UPDATE, DELETE...), 0 if none.
+  int affected() const;
+
+ private:
+  friend class PgConnection;
+  const PGresult* raw() const { return result_.get(); }
+
+  std::unique_ptr<PGresult, void (*)(PGresult*)> result_;
+};
+
+// A parameter of Query: text, or NULL (std::nullopt).
+using PgParam = std::optional<std::string>;
+
+class PgConnection {
+ public:
+  struct Options {
+    // Per host tried, unless the connection string sets connect_timeout.
+    absl::Duration connect_timeout = absl::Seconds(10);
+    // The server's application_name, unless the connection string sets one.
+    std::string application_name = "outbox";
+  };
+
+  // Connects; any failure to (no host answers, none is read-write when
+  // asked, authentication refused) is UNAVAILABLE, the message naming the
+  // redacted connection string and libpq's reason.
+  static absl::StatusOr<std::unique_ptr<PgConnection>> Open(absl::string_view conninfo,
+                                                            const Options& options);
+  static absl::StatusOr<std::unique_ptr<PgConnection>> Open(absl::string_view conninfo) {
+    return Open(conninfo, Options());
+  }
+
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+  ~PgConnection();
+
+  // One statement (or several, without parameters), results dropped.
+  absl::Status Exec(absl::string_view sql);
+  // One statement with $1, $2... bound to `params`.
+  absl::StatusOr<PgResult> Query(absl::string_view sql, const std::vector<PgParam>& params = {});
+
+  // Where the connection went: the host (or socket directory) and port of
+  // the server it reached.
+  std::string host() const;
+  int port() const;
+  // False once the link is gone (after a statement failed for it).
+  bool ok() const;
+
+ private:
+  explicit PgConnection(PGconn* conn) : conn_(conn) {}
+  absl::Status StatusOf(const PGresult* result) const;
+
+  PGconn* conn_;
+};
+
+}  // namespace outbox
