@@ -136,13 +136,15 @@ int RecoveryLoop::Round() {
   }
   auto acks = outbox_.ReadAckProgress();
   if (!acks.ok()) LogWarning("ack_progress_failed", {KV("error", acks.status().message())});
-  const DeliveryHold hold =
-      hold_.Update(*queue, acks.ok() ? *acks : AckProgress{}, [this] { return ProducerAway(); });
+  hold_.Update(*queue, acks.ok() ? *acks : AckProgress{}, [this] { return ProducerAway(); });
   CountAlerts();
-  if (hold == DeliveryHold::kAcksStalled && lease_.held()) return Probe();
-  if (hold != DeliveryHold::kNone || !lease_.held()) return 0;
+  // What the round does is the hold's decision (NextHold); the lease may
+  // have been lost meanwhile (a hold's deferral found it taken).
+  const HoldRound next = hold_.round();
+  if (next == HoldRound::kWait || !lease_.held()) return 0;
+  if (next == HoldRound::kProbe) return Probe();
   const Republisher::Round round =
-      republisher_.Run(0, hold_.producer_away() ? &away_retry_ : nullptr);
+      republisher_.Run(0, next == HoldRound::kRepublishAway ? &away_retry_ : nullptr);
   CountAlerts();
   if (round.throttled > absl::ZeroDuration()) thread_.Sleep(round.throttled);
   if (round.publish == Republisher::Round::Publish::kConfirmed) consecutive_failures_ = 0;

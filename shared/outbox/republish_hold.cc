@@ -85,14 +85,16 @@ RepublishHold::RepublishHold(RecoveryRepository& outbox, LeaseKeeper& lease, Ale
                    [this] { return static_cast<double>(queue_consumers_.load()); });
 }
 
-DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& acks,
-                                   const std::function<bool()>& producer_away) {
-  queue_ready_ = queue.ready;
-  queue_consumers_ = queue.consumers;
-  const DeliveryHold before = current();
+HoldStep NextHold(const HoldState& state, const HoldObservation& seen,
+                  const RecoveryOptions& options) {
+  const DeliveryHold before = state.hold;
+  const int64_t now_ms = absl::ToUnixMillis(seen.now);
+  HoldStep step;
+  HoldState& next = step.next;
+  next = state;
   // The queue holds' hysteresis is theirs: a stall ending with copies queued
   // below the hold depth is no backlog.
-  DeliveryHold hold = HoldFor(queue, options_.hold_queue_depth,
+  DeliveryHold hold = HoldFor(seen.queue, options.hold_queue_depth,
                               before == DeliveryHold::kAcksStalled ? DeliveryHold::kNone : before);
   // A queue hold that ends is no stall: its consumers are only now taking the
   // queued copies, so no acknowledgement can have come yet. It resumes (the
@@ -101,69 +103,102 @@ DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& a
       hold == DeliveryHold::kNone &&
       (before == DeliveryHold::kConsumerDown || before == DeliveryHold::kQueueBacklog);
   const bool stalled = hold == DeliveryHold::kNone && !queue_hold_ends &&
-                       AcksStalled(acks, clock_.NowMillis(), options_.retry.base_delay);
+                       AcksStalled(seen.acks, now_ms, options.retry.base_delay);
   // The producer away from the broker: its fast path is cut too, so the due
   // rows never left it and no copy of them waits anywhere. Re-publishing
   // them is what gets them through; their acknowledgements wait in its
   // reply queue until it is back.
-  if (stalled && producer_away) {
-    NoteProducer(producer_away(), acks);
-  } else if (producer_away_ && acks.last_acked_at >= away_since_) {
-    NoteProducer(false, acks);  // acknowledgements arrive again
+  bool away_now = next.producer_away;
+  if (stalled && seen.producer_away) {
+    away_now = seen.producer_away();
+  } else if (next.producer_away && seen.acks.last_acked_at >= next.away_since_ms) {
+    away_now = false;  // acknowledgements arrive again
+  }
+  if (away_now != next.producer_away) {
+    step.producer = away_now ? HoldStep::Producer::kAway : HoldStep::Producer::kBack;
+    next.producer_away = away_now;
+    if (away_now) next.away_since_ms = now_ms;
   }
   // Each row once per absence: rows sent while it lasts wait the longest
   // delay, so after that long the first due may be one of them, its copy
   // confirmed and its acknowledgement waiting for the producer like the
   // others'. From then on the stall holds as any other. (Measured on this
   // instance's clock alone: the rows' time stamps may come from others'.)
-  const bool away = stalled && producer_away_;
-  const bool long_absence = away && clock_.NowMillis() - away_since_ >=
-                                        absl::ToInt64Milliseconds(options_.retry.max_delay);
+  const bool away = stalled && next.producer_away;
+  const bool long_absence =
+      away && now_ms - next.away_since_ms >= absl::ToInt64Milliseconds(options.retry.max_delay);
   if (stalled && (!away || long_absence)) hold = DeliveryHold::kAcksStalled;
+  next.hold = hold;
   if (hold == DeliveryHold::kNone) {
-    if (before != DeliveryHold::kNone) Resume(before, queue);
-    alert_.Clear();
-  } else if (hold == DeliveryHold::kAcksStalled) {
-    if (before != hold) {
-      LogWarning("delivery_held",
-                 {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.watched_name()),
-                  KV("last_acked_at", acks.last_acked_at)});
-    }
-    hold_ = static_cast<int>(hold);
-    alert_.Clear();
-  } else {
-    Hold(hold, before, queue);
+    step.resumed = before != DeliveryHold::kNone;
+    // After a stall with the queue empty no copy is waiting there (they died
+    // with a link): go on now.
+    step.defer_due =
+        step.resumed && !(before == DeliveryHold::kAcksStalled && seen.queue.ready == 0);
+    step.round = next.producer_away ? HoldRound::kRepublishAway : HoldRound::kRepublish;
+    return step;
   }
+  step.held = before != hold;
+  if (hold == DeliveryHold::kAcksStalled) {
+    step.round = HoldRound::kProbe;
+    return step;
+  }
+  // A backlog turning into a consumer outage (or back) is the same hold.
+  if (before != DeliveryHold::kConsumerDown && before != DeliveryHold::kQueueBacklog) {
+    next.queue_hold_since = seen.now;
+  }
+  step.queue_alert = true;
+  // Not yet an incident before then: a consumer reconnecting after a broker restart.
+  step.alert_due = seen.now - next.queue_hold_since >= options.hold_alert_after;
+  step.round = HoldRound::kWait;
+  return step;
+}
+
+DeliveryHold RepublishHold::Update(const QueueState& queue, const AckProgress& acks,
+                                   const std::function<bool()>& producer_away) {
+  queue_ready_ = queue.ready;
+  queue_consumers_ = queue.consumers;
+  const DeliveryHold before = state_.hold;
+  const HoldStep step = NextHold(state_, {queue, acks, clock_.Now(), producer_away}, options_);
+  if (step.producer != HoldStep::Producer::kSame) {
+    LogInfo(step.producer == HoldStep::Producer::kAway ? "producer_away" : "producer_back",
+            {KV("queue", options_.watched_name()), KV("last_acked_at", acks.last_acked_at)});
+  }
+  state_ = step.next;
+  round_ = step.round;
+  const DeliveryHold hold = step.next.hold;
+  if (step.queue_alert) {
+    Hold(step, queue);
+    return hold;
+  }
+  if (step.resumed) Resume(before, queue, step.defer_due);
+  if (step.held) {  // a stall
+    LogWarning("delivery_held",
+               {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.watched_name()),
+                KV("last_acked_at", acks.last_acked_at)});
+  }
+  hold_ = static_cast<int>(hold);
+  alert_.Clear();
   return hold;
 }
 
 size_t RepublishHold::StandDown() {
   hold_ = 0;
-  producer_away_ = false;
-  away_since_ = 0;
+  state_.hold = DeliveryHold::kNone;
+  state_.producer_away = false;
+  state_.away_since_ms = 0;
   return alert_.Forget();
 }
 
-void RepublishHold::NoteProducer(bool away, const AckProgress& acks) {
-  if (away == producer_away_) return;
-  LogInfo(away ? "producer_away" : "producer_back",
-          {KV("queue", options_.watched_name()), KV("last_acked_at", acks.last_acked_at)});
-  producer_away_ = away;
-  if (away) away_since_ = clock_.NowMillis();
-}
-
-void RepublishHold::Resume(DeliveryHold before, const QueueState& queue) {
+void RepublishHold::Resume(DeliveryHold before, const QueueState& queue, bool defer_due) {
   // Consumers are back: the copies waiting in the queue are being delivered
-  // now. Give every due row one more backoff step before re-publishing, or
+  // now. Every due row gets one more backoff step before re-publishing, or
   // each would be sent a second time for nothing (OnHold leaves due the rows
-  // whose last publish failed: no copy of them waits). After a stall with the
-  // queue empty no copy is waiting there (they died with a link): go on now.
-  const bool nothing_queued = before == DeliveryHold::kAcksStalled && queue.ready == 0;
-  const int64_t deferred = nothing_queued ? 0 : DeferAllDue();
+  // whose last publish failed: no copy of them waits).
+  const int64_t deferred = defer_due ? DeferAllDue() : 0;
   LogInfo("delivery_resumed",
           {KV("queue", options_.watched_name()), KV("was", DeliveryHoldName(before)),
            KV("ready", queue.ready), KV("consumers", queue.consumers), KV("deferred", deferred)});
-  hold_ = 0;
 }
 
 int64_t RepublishHold::DeferAllDue() {
@@ -186,21 +221,18 @@ int64_t RepublishHold::DeferAllDue() {
   return total;
 }
 
-void RepublishHold::Hold(DeliveryHold hold, DeliveryHold before, const QueueState& queue) {
+void RepublishHold::Hold(const HoldStep& step, const QueueState& queue) {
   // Due rows are left as they are while held: nothing claims them, and
   // pushing each one a backoff step every few seconds would rewrite the whole
   // backlog over and over, under the write lock the producer's ack
   // listener needs to drain it. They get their step when the hold ends.
+  const DeliveryHold hold = step.next.hold;
   auto waiting = outbox_.CountSendingOlderThan(std::numeric_limits<int64_t>::max());
-  if (before != hold) {
+  if (step.held) {
     LogWarning("delivery_held",
                {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.watched_name()),
                 KV("ready", queue.ready), KV("consumers", queue.consumers),
                 KV("rows_waiting", waiting.ok() ? *waiting : -1)});
-  }
-  // A backlog turning into a consumer outage (or back) is the same hold.
-  if (before != DeliveryHold::kConsumerDown && before != DeliveryHold::kQueueBacklog) {
-    queue_hold_since_ = clock_.Now();
   }
   hold_ = static_cast<int>(hold);
   if (!waiting.ok()) return;  // keep the alert as it is
@@ -208,8 +240,7 @@ void RepublishHold::Hold(DeliveryHold hold, DeliveryHold before, const QueueStat
     alert_.Clear();
     return;
   }
-  // Not yet an incident: a consumer reconnecting after a broker restart.
-  if (clock_.Now() - queue_hold_since_ < options_.hold_alert_after) return;
+  if (!step.alert_due) return;
   alert_.Update({HeldAlert(hold, queue, *waiting)});
 }
 

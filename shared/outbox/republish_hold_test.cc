@@ -73,6 +73,154 @@ TEST(InspectQueuesTest, AQueueNotDeclaredYetHasNobodyConsumingIt) {
   EXPECT_EQ(state->consumers, 0);
 }
 
+// --- NextHold, one case per row of its table (republish_hold.h), and the
+// queue alert's grace.
+
+constexpr int64_t kNowMs = 100'000;
+constexpr int64_t kAwayLately = 90'000;                  // away for 10 s: less than max_delay
+constexpr int64_t kAwayLongAgo = 30'000;                 // away for 70 s: more than max_delay
+constexpr AckProgress kStalled{90'000, 99'000, 95'000};  // nothing acked since before the publish
+constexpr AckProgress kFlowing{99'900, 99'000, 95'000};  // acked 100 ms ago
+constexpr QueueState kDown{5, 0};
+constexpr QueueState kDeep{101, 1};     // over hold_queue_depth (100)
+constexpr QueueState kDraining{50, 1};  // over a tenth of it
+constexpr QueueState kDrained{10, 1};   // a tenth of it
+constexpr QueueState kEmpty{0, 1};
+
+RecoveryOptions TableOptions() {
+  RecoveryOptions options;
+  options.retry.base_delay = absl::Seconds(1);
+  options.retry.max_delay = absl::Seconds(60);
+  options.hold_queue_depth = 100;
+  options.hold_alert_after = absl::Seconds(30);
+  return options;
+}
+
+enum class Asked { kNo, kListening, kAway };  // whether (and what) the producer is asked
+using P = HoldStep::Producer;
+
+struct HoldRow {
+  const char* name;
+  DeliveryHold before;
+  bool was_away;  // state.producer_away (since away_since)
+  int64_t away_since;
+  QueueState queue;
+  AckProgress acks;
+  Asked producer;  // what producer_away() answers, when asked
+  DeliveryHold after;
+  HoldRound round;
+  P change;
+  bool held, resumed, defer_due, queue_alert;
+  bool asked;  // producer_away() was called
+};
+
+TEST(NextHoldTest, EachRowOfTheTable) {
+  using H = DeliveryHold;
+  using R = HoldRound;
+  const HoldRow rows[] = {
+      // name, before, was_away, away_since, queue, acks, producer answers,
+      // after, round, producer change, held, resumed, defer_due, queue_alert, asked
+      {"nobody consumes", H::kNone, false, 0, kDown, kFlowing, Asked::kListening, H::kConsumerDown,
+       R::kWait, P::kSame, true, false, false, true, false},
+      {"nobody consumes, still", H::kConsumerDown, false, 0, kDown, kStalled, Asked::kListening,
+       H::kConsumerDown, R::kWait, P::kSame, false, false, false, true, false},
+      {"a stall whose consumer goes", H::kAcksStalled, false, 0, kDown, kStalled, Asked::kListening,
+       H::kConsumerDown, R::kWait, P::kSame, true, false, false, true, false},
+      {"over the depth", H::kNone, false, 0, kDeep, kFlowing, Asked::kListening, H::kQueueBacklog,
+       R::kWait, P::kSame, true, false, false, true, false},
+      {"a stall over the depth", H::kAcksStalled, false, 0, kDeep, kStalled, Asked::kListening,
+       H::kQueueBacklog, R::kWait, P::kSame, true, false, false, true, false},
+      {"under the depth, not held", H::kNone, false, 0, kDraining, kFlowing, Asked::kListening,
+       H::kNone, R::kRepublish, P::kSame, false, false, false, false, false},
+      {"consumers back, draining", H::kConsumerDown, false, 0, kDraining, kFlowing,
+       Asked::kListening, H::kQueueBacklog, R::kWait, P::kSame, true, false, false, true, false},
+      {"a backlog draining", H::kQueueBacklog, false, 0, kDraining, kFlowing, Asked::kListening,
+       H::kQueueBacklog, R::kWait, P::kSame, false, false, false, true, false},
+      {"a backlog drained", H::kQueueBacklog, false, 0, kDrained, kFlowing, Asked::kListening,
+       H::kNone, R::kRepublish, P::kSame, false, true, true, false, false},
+      {"an outage over, acks stalled", H::kConsumerDown, false, 0, kDrained, kStalled,
+       Asked::kListening, H::kNone, R::kRepublish, P::kSame, false, true, true, false, false},
+      {"acks stall, producer listening", H::kNone, false, 0, kEmpty, kStalled, Asked::kListening,
+       H::kAcksStalled, R::kProbe, P::kSame, true, false, false, false, true},
+      {"acks stall, nobody to ask", H::kNone, false, 0, kEmpty, kStalled, Asked::kNo,
+       H::kAcksStalled, R::kProbe, P::kSame, true, false, false, false, false},
+      {"still stalled", H::kAcksStalled, false, 0, kEmpty, kStalled, Asked::kListening,
+       H::kAcksStalled, R::kProbe, P::kSame, false, false, false, false, true},
+      {"acks stall, producer away", H::kNone, false, 0, kEmpty, kStalled, Asked::kAway, H::kNone,
+       R::kRepublishAway, P::kAway, false, false, false, false, true},
+      {"a stall, then the producer away", H::kAcksStalled, false, 0, kDraining, kStalled,
+       Asked::kAway, H::kNone, R::kRepublishAway, P::kAway, false, true, true, false, true},
+      {"producer away a while", H::kNone, true, kAwayLately, kEmpty, kStalled, Asked::kAway,
+       H::kNone, R::kRepublishAway, P::kSame, false, false, false, false, true},
+      {"producer away too long", H::kNone, true, kAwayLongAgo, kEmpty, kStalled, Asked::kAway,
+       H::kAcksStalled, R::kProbe, P::kSame, true, false, false, false, true},
+      {"producer back while stalled", H::kNone, true, kAwayLately, kEmpty, kStalled,
+       Asked::kListening, H::kAcksStalled, R::kProbe, P::kBack, true, false, false, false, true},
+      {"acks flow, nothing queued", H::kAcksStalled, false, 0, kEmpty, kFlowing, Asked::kListening,
+       H::kNone, R::kRepublish, P::kSame, false, true, false, false, false},
+      {"acks flow, copies queued", H::kAcksStalled, false, 0, kDraining, kFlowing,
+       Asked::kListening, H::kNone, R::kRepublish, P::kSame, false, true, true, false, false},
+      {"acks flow", H::kNone, false, 0, kEmpty, kFlowing, Asked::kListening, H::kNone,
+       R::kRepublish, P::kSame, false, false, false, false, false},
+      {"no ack since it went away", H::kNone, true, 99'950, kEmpty, kFlowing, Asked::kListening,
+       H::kNone, R::kRepublishAway, P::kSame, false, false, false, false, false},
+      {"an ack since it went away", H::kNone, true, kAwayLately, kEmpty, kFlowing,
+       Asked::kListening, H::kNone, R::kRepublish, P::kBack, false, false, false, false, false},
+  };
+  const RecoveryOptions options = TableOptions();
+  const absl::Time now = absl::FromUnixMillis(kNowMs);
+  for (const HoldRow& row : rows) {
+    SCOPED_TRACE(row.name);
+    HoldState state;
+    state.hold = row.before;
+    state.producer_away = row.was_away;
+    state.away_since_ms = row.away_since;
+    int asked = 0;
+    HoldObservation seen{row.queue, row.acks, now, nullptr};
+    if (row.producer != Asked::kNo) {
+      seen.producer_away = [&] {
+        ++asked;
+        return row.producer == Asked::kAway;
+      };
+    }
+    const HoldStep step = NextHold(state, seen, options);
+    EXPECT_EQ(step.next.hold, row.after);
+    EXPECT_EQ(step.round, row.round);
+    EXPECT_EQ(step.producer, row.change);
+    EXPECT_EQ(step.held, row.held);
+    EXPECT_EQ(step.resumed, row.resumed);
+    EXPECT_EQ(step.defer_due, row.defer_due);
+    EXPECT_EQ(step.queue_alert, row.queue_alert);
+    EXPECT_EQ(asked, row.asked ? 1 : 0);
+    EXPECT_EQ(step.next.producer_away,
+              row.change == P::kAway || (row.was_away && row.change != P::kBack));
+    if (row.change == P::kAway) EXPECT_EQ(step.next.away_since_ms, kNowMs);
+  }
+}
+
+// A queue hold counts from when it began, through a change of reason; its
+// alert is due once it has lasted hold_alert_after.
+TEST(NextHoldTest, AQueueHoldsAlertIsDueAfterItsGrace) {
+  const RecoveryOptions options = TableOptions();
+  const absl::Time began = absl::FromUnixMillis(kNowMs);
+  HoldStep step = NextHold({}, {kDown, kFlowing, began, nullptr}, options);
+  EXPECT_EQ(step.next.queue_hold_since, began);
+  EXPECT_FALSE(step.alert_due);
+  step = NextHold(step.next, {kDeep, kFlowing, began + absl::Seconds(29), nullptr}, options);
+  EXPECT_EQ(step.next.hold, DeliveryHold::kQueueBacklog);
+  EXPECT_EQ(step.next.queue_hold_since, began);
+  EXPECT_FALSE(step.alert_due);
+  step = NextHold(step.next, {kDown, kFlowing, began + absl::Seconds(30), nullptr}, options);
+  EXPECT_TRUE(step.queue_alert);
+  EXPECT_TRUE(step.alert_due);
+  // Ended, then held again: the grace starts over.
+  step = NextHold(step.next, {kEmpty, kFlowing, began + absl::Seconds(31), nullptr}, options);
+  EXPECT_EQ(step.next.hold, DeliveryHold::kNone);
+  step = NextHold(step.next, {kDown, kFlowing, began + absl::Seconds(32), nullptr}, options);
+  EXPECT_EQ(step.next.queue_hold_since, began + absl::Seconds(32));
+  EXPECT_FALSE(step.alert_due);
+}
+
 RecoveryOptions HoldOptions() {
   RecoveryOptions options;
   options.instance_id = "r1";
