@@ -792,6 +792,47 @@ TEST_F(RolesTest, RecoveryStartedWithoutWorkersWaitsForStartWorkers) {
   (*first)->Stop();
 }
 
+// The dead-letter connection goes by the name given (a broker's connection
+// list shows it, as do the logs).
+TEST_F(RolesTest, RecoveryNamesItsDeadLetterConnectionAsTold) {
+  auto url = AmqpUrl::Parse("amqp://guest:guest@127.0.0.1:1/%2F");
+  ASSERT_OK(url);
+  Mutex mu;
+  std::vector<std::string> lines;
+  SetLogSink([&](const LogRecord& r) {
+    MutexLock lock(&mu);
+    lines.emplace_back(r.line);
+  });
+  Recovery::Options options;
+  options.amqp = *url;
+  options.db = dir_.path() + "/orders.db";
+  options.producer_db.schema = &OrdersSchema();
+  options.queue = kQueue;
+  options.signing = Signing::Unsigned();
+  options.recovery.instance_id = "r1";
+  options.recovery.idle_sleep = absl::Milliseconds(10);
+  options.recovery.housekeeping_every = absl::ZeroDuration();
+  options.recovery.max_publish_failures = 1000000;
+  options.dead_letters_name = "shop-dead-letters";
+  auto recovery = Recovery::Start(options);
+  ASSERT_OK(recovery);
+  auto logged = [&](const std::string& text) {
+    MutexLock lock(&mu);
+    for (const std::string& line : lines) {
+      if (line.find(text) != std::string::npos) return true;
+    }
+    return false;
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!logged("connection=shop-dead-letters ") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  (*recovery)->Stop();
+  SetLogSink(nullptr);
+  EXPECT_TRUE(logged("connection=shop-dead-letters "));
+  EXPECT_FALSE(logged("connection=recovery-dead-letters-r1"));
+}
+
 TEST(HandOverAfterTest, TheFirstRetryDelayShortestOverTheTopics) {
   RetryPolicy retry;
   retry.base_delay = absl::Seconds(5);
