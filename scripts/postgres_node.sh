@@ -210,11 +210,13 @@ cmd_standby() {
   cp "$primary/password" "$DIR/password"
   cp "$primary/pgpass" "$DIR/pgpass"
   private_file "$DIR/server.pgpass" "$SERVER_USER" <"$primary/pgpass"
-  # The primary's postgresql.auto.conf and node.conf come along: the
-  # standby gets its own node.conf, and a synchronous_standby_names of the
-  # primary's would make the standby, once promoted, wait for standbys it
-  # does not have.
-  if ! "${AS[@]}" "$PG_BIN/pg_basebackup" -D "$DIR/data" -X stream -c fast --no-sync \
+  # pg_basebackup -R: standby.signal and a primary_conninfo that names the
+  # passfile (not the password); the WAL receiver's application_name is the
+  # node's cluster_name (node.conf). The primary's postgresql.auto.conf and
+  # node.conf come along: the standby gets its own node.conf, and a
+  # synchronous_standby_names of the primary's would make the standby, once
+  # promoted, wait for standbys it does not have.
+  if ! "${AS[@]}" "$PG_BIN/pg_basebackup" -D "$DIR/data" -R -X stream -c fast --no-sync \
     -d "host=127.0.0.1 port=$PRIMARY_PORT user=$DB_USER passfile=$DIR/server.pgpass" \
     >"$DIR/basebackup.log" 2>&1; then
     cat "$DIR/basebackup.log" >&2
@@ -222,12 +224,6 @@ cmd_standby() {
   fi
   "${AS[@]}" sed -i '/^synchronous_standby_names/d' "$DIR/data/postgresql.auto.conf"
   write_node_conf
-  # primary_conninfo written here rather than by pg_basebackup -R, which
-  # would copy the password itself into postgresql.auto.conf.
-  cat >>"$DIR/data/node.conf" <<EOF
-primary_conninfo = 'host=127.0.0.1 port=$PRIMARY_PORT user=$DB_USER passfile=$DIR/server.pgpass application_name=$NODE_NAME'
-EOF
-  "${AS[@]}" touch "$DIR/data/standby.signal"
   write_env standby
   start_server
   # Then the primary waits for it: every commit is applied here before the
