@@ -7,9 +7,10 @@
 #   postgres_node.sh standby PRIMARY DIR   wipe DIR, start a synchronous standby of the node in PRIMARY
 #   postgres_node.sh start DIR             start the node in DIR again (after stop or kill)
 #   postgres_node.sh stop DIR              stop it (pg_ctl stop -m fast; no-op if it is not running)
-#   postgres_node.sh kill DIR              SIGKILL its postmaster and every process of its group
+#   postgres_node.sh kill DIR              SIGKILL its postmaster and the postmaster's children
 #   postgres_node.sh promote DIR           promote a standby to primary
-#   postgres_node.sh url DIR [DIR...]      its libpq URI (several: multi-host, the primary wins)
+#   postgres_node.sh url DIR [DIR...]      its libpq URI, no password (several nodes: one URI, the
+#                                          read-write one wins: target_session_attrs=read-write)
 #   postgres_node.sh env DIR               shell exports for psql & co. (PGHOST, PGPORT, ...)
 #   postgres_node.sh pid DIR               the postmaster's pid (fails if it is not running)
 #
@@ -23,7 +24,9 @@
 # A standby is a pg_basebackup of the primary that streams from it and is
 # named in the primary's synchronous_standby_names with synchronous_commit =
 # remote_apply: a commit is acknowledged once the standby has applied it, so
-# it survives the primary's SIGKILL and is readable on the standby.
+# it survives the primary's SIGKILL and is readable on the standby. A
+# primary started again after its standby's promotion is a primary of its
+# own (two timelines), still waiting for that standby.
 #
 # PostgreSQL refuses to run as root: run by root, the server and initdb run as
 # the user postgres (that the Debian package creates), DIR then belongs to it
