@@ -5,7 +5,8 @@
 // SqliteMessageHandler: one shipment row per order, the inbox, a reply to
 // each message) books every order on a file of its own and answers, so the
 // producer's ack listener closes rows while the callers write, as
-// accounting_service does for payment_service under outbox_bench. Every
+// accounting_service does for payment_service under outbox_bench (and with
+// its default batching). Every
 // message is signed (a random key of the run). Prints the orders committed
 // per second in the measured window (after --warmup), Place's latency, the
 // messages per group commit, the process's CPU, and the drain to SENT.
@@ -41,6 +42,12 @@ ABSL_FLAG(std::string, amqp_url, "", "the broker (required)");
 ABSL_FLAG(int, threads, 32, "concurrent callers of OrderService::Place");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "measured phase");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(3), "phase before the measured one");
+// The consumer's batching: accounting_service's defaults (--consume_linger_ms,
+// --consume_linger_batch, --prefetch), so it answers as payment_service's consumer does.
+ABSL_FLAG(absl::Duration, consumer_linger, absl::Milliseconds(20),
+          "a batch smaller than --consumer_linger_batch waits this long for more");
+ABSL_FLAG(int, consumer_linger_batch, 4, "a batch this big is taken at once");
+ABSL_FLAG(int, consumer_prefetch, 256, "most deliveries in one consumer batch");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(60), "wait for every row to be SENT");
 ABSL_FLAG(std::string, dir, "", "where the files are made (default: a new dir in $TMPDIR or /tmp)");
 ABSL_FLAG(std::string, label, "order", "name of this run, printed in the report");
@@ -141,6 +148,9 @@ int Run() {
   consumer_options.queue = queue;
   consumer_options.signing = signing;
   consumer_options.name = "order-bench-shipping";
+  consumer_options.linger = absl::GetFlag(FLAGS_consumer_linger);
+  consumer_options.linger_batch = absl::GetFlag(FLAGS_consumer_linger_batch);
+  consumer_options.prefetch = absl::GetFlag(FLAGS_consumer_prefetch);
   auto consumer = outbox::Consumer::Start(shipping, consumer_options);
   if (!consumer.ok()) Die(consumer.status());
 
