@@ -1,0 +1,48 @@
+#pragma once
+
+// A consumer's inbox in PostgreSQL, the counterpart of Inbox and
+// SqliteProcessedLog (shared/sqlite/inbox.h): the ids of the messages it
+// has applied, each with the business key and the reference of what it
+// made, recorded in the same transaction as the change the message caused.
+// A message id found here is a duplicate: nothing is applied again and the
+// reply names the same reference. Pruned by age (ProcessedLog) once no copy
+// can still arrive. The table is CreatePgInboxTable's (pg_schema.h).
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shared/outbox/repository.h"
+#include "shared/postgres/pg_connection.h"
+#include "shared/postgres/pg_session.h"
+
+namespace outbox {
+
+class PgInbox final : public ProcessedLog {
+ public:
+  // `session` (for pruning) outlives this; `table` is the inbox's name.
+  explicit PgInbox(PgSession& session, std::string table = "inbox")
+      : session_(session), table_(std::move(table)) {}
+
+  // The consumer's step, inside its transaction on `conn`:
+  // the reference recorded for `message_id`, or nullopt if it is new.
+  absl::StatusOr<std::optional<std::string>> Find(PgConnection& conn,
+                                                  const std::string& message_id) const;
+  // Records `message_id` as applied at `processed_at_ms`. ALREADY_EXISTS
+  // when it is there: another consumer applied a copy of it and committed
+  // first (its insert waited for that commit), so the caller rolls back and
+  // answers as for a duplicate.
+  absl::Status Record(PgConnection& conn, const std::string& message_id, const std::string& biz_key,
+                      const std::string& reference, int64_t processed_at_ms) const;
+
+  // ProcessedLog: up to `limit` ids processed before `cutoff_ms`, oldest
+  // first through the processed_at index, in one transaction.
+  absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) override;
+
+ private:
+  PgSession& session_;
+  const std::string table_;
+};
+
+}  // namespace outbox
