@@ -43,13 +43,25 @@ absl::Status PgSession::Transaction(absl::string_view what,
 
 absl::Status PgSession::RunOnce(absl::string_view what,
                                 const std::function<absl::Status(PgConnection&)>& body) {
-  if (conn_ == nullptr || !conn_->ok()) {
+  bool reopened = false;
+  auto reopen = [&]() -> absl::Status {
     conn_.reset();
     auto conn = PgConnection::Open(conninfo_, options_);
     if (!conn.ok()) return Annotated(conn.status(), what);  // Open redacts the string
     conn_ = std::move(conn).value();
+    reopened = true;
+    return absl::OkStatus();
+  };
+  if (conn_ == nullptr || !conn_->ok()) {
+    if (absl::Status s = reopen(); !s.ok()) return s;
   }
   absl::Status s = conn_->Exec("BEGIN");
+  // A link that broke while idle (the server restarted, a failover, an idle
+  // timeout) is found by BEGIN, before anything ran: connect once more.
+  if (absl::IsUnavailable(s) && !reopened) {
+    if (absl::Status again = reopen(); !again.ok()) return again;
+    s = conn_->Exec("BEGIN");
+  }
   if (s.ok()) s = body(*conn_);
   if (s.ok()) {
     s = conn_->Exec("COMMIT");

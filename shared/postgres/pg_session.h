@@ -2,9 +2,10 @@
 
 // One PostgreSQL connection shared by a store's callers, one transaction at
 // a time: each call takes the mutex, runs its statements between BEGIN and
-// COMMIT, and leaves the connection idle. A link that broke is opened again
-// by the next call, so a store outlives a restart of its server or a
-// failover to its standby (the connection string names both).
+// COMMIT, and leaves the connection idle. A link found broken at BEGIN is
+// opened again at once, one that broke during a transaction by the next
+// call, so a store outlives a restart of its server or a failover to its
+// standby (the connection string names both).
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,6 +31,7 @@ class PgSession {
   // resets what it collects. UNAVAILABLE when the link is gone (connecting
   // again failed, or it broke during the transaction: a COMMIT cut off may
   // have committed or not). `what` names the transaction in errors.
+  // Never with the connection string's password (RedactConninfo).
   absl::Status Transaction(absl::string_view what,
                            const std::function<absl::Status(PgConnection&)>& body);
 
