@@ -83,6 +83,21 @@ absl::Status UpgradePgSchema(PgSession& session, const PgSchema& schema) {
   return absl::OkStatus();
 }
 
+absl::Status CheckPgSchema(PgSession& session, const PgSchema& schema) {
+  int version = 0;
+  RETURN_IF_ERROR(session.Transaction("read the schema version", [&](PgConnection& conn) {
+    ASSIGN_OR_RETURN(version, ReadVersion(conn, schema.name));
+    return absl::OkStatus();
+  }));
+  if (version > schema.latest()) return NewerPgSchemaError(schema, version);
+  if (version < schema.latest()) {
+    return absl::NotFoundError(absl::StrCat("the database's schema ", schema.name, " has version ",
+                                            version, ", not ", schema.latest(),
+                                            " yet (its producer creates and upgrades it)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CreatePgOutboxTables(PgConnection& conn) {
   // The columns of outbox, in one place: outbox_archive has the same ones,
   // without the constraints (rows move there as they are).

@@ -44,6 +44,12 @@ absl::StatusOr<int> PgSchemaVersion(PgConnection& conn, const std::string& schem
 // than the schema; the migration's own error otherwise (nothing of it kept).
 absl::Status UpgradePgSchema(PgSession& session, const PgSchema& schema);
 
+// For a process that works on the database but never creates or upgrades
+// it (recovery, as RecoveryStore::Open does for SQLite): OK at
+// schema.latest(), NOT_FOUND while older (its producer upgrades it),
+// FAILED_PRECONDITION when newer. Reads only.
+absl::Status CheckPgSchema(PgSession& session, const PgSchema& schema);
+
 // What the pattern keeps in the producer's database, as CreateOutboxTable
 // (shared/sqlite/outbox_table.h) makes it in SQLite, with the same columns
 // and meanings (times BIGINT unix ms, the payload BYTEA): outbox and its

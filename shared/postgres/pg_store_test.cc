@@ -325,6 +325,18 @@ TEST(PgSchemaTest, OpenersStartingTogetherApplyEachMigrationOnce) {
               ElementsAre("one", "three", "two"));
 }
 
+// Recovery opens what its producer made, and never makes it.
+TEST(PgSchemaTest, AReaderWaitsForTheProducersVersionAndRefusesANewerOne) {
+  auto session = PgSession::Open(FreshSchema());
+  ASSERT_OK(session);
+  const PgSchema schema{"app", {CreateTable("a"), CreateTable("b")}};
+  EXPECT_THAT(CheckPgSchema(**session, schema), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(UpgradePgSchema(**session, schema));
+  EXPECT_OK(CheckPgSchema(**session, schema));
+  EXPECT_THAT(CheckPgSchema(**session, PgSchema{"app", {CreateTable("a")}}),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 TEST(PgSchemaTest, TheOutboxTablesHaveTheSqliteColumns) {
   auto session = PgSession::Open(FreshSchema());
   ASSERT_OK(session);
