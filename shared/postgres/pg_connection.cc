@@ -61,6 +61,8 @@ absl::Status PgStatus(absl::string_view sqlstate, absl::string_view message) {
   }
   if (sqlstate == "57014") return absl::CancelledError(text);
   if (sqlstate == "40001" || sqlstate == "40P01") return absl::AbortedError(text);
+  // lock_not_available: a lock_timeout or NOWAIT ran out; the same call may succeed later.
+  if (sqlstate == "55P03") return absl::UnavailableError(text);
   if (sqlstate == "23505") return absl::AlreadyExistsError(text);
   if (cls == "23") return absl::FailedPreconditionError(text);
   if (cls == "42" || cls == "22") return absl::InvalidArgumentError(text);

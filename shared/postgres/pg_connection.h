@@ -26,7 +26,8 @@ std::string RedactConninfo(absl::string_view conninfo);
 // The Status of a failed statement, by its SQLSTATE: a lost connection, a
 // server shutting down or a node that is no longer the primary (25006,
 // read-only transaction) are UNAVAILABLE (connect again); serialization
-// failures and deadlocks ABORTED (run the transaction again); a unique
+// failures and deadlocks ABORTED (run the transaction again); a lock not
+// had in time (55P03, lock_timeout) UNAVAILABLE; a unique
 // violation ALREADY_EXISTS, other integrity violations FAILED_PRECONDITION;
 // syntax and undefined objects INVALID_ARGUMENT; a cancelled statement
 // CANCELLED; insufficient resources RESOURCE_EXHAUSTED; anything else

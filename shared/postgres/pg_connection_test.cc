@@ -100,6 +100,7 @@ TEST(PgStatusTest, MapsSqlstateClasses) {
   EXPECT_THAT(PgStatus("57014", "x"), StatusIs(absl::StatusCode::kCancelled));
   EXPECT_THAT(PgStatus("40001", "x"), StatusIs(absl::StatusCode::kAborted));
   EXPECT_THAT(PgStatus("40P01", "x"), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(PgStatus("55P03", "x"), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(PgStatus("23505", "x"), StatusIs(absl::StatusCode::kAlreadyExists));
   EXPECT_THAT(PgStatus("23503", "x"), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(PgStatus("42P01", "x"), StatusIs(absl::StatusCode::kInvalidArgument));
