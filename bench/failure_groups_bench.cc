@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "shared/outbox/state_machine.h"
+#include "shared/sqlite/operator_store.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/recovery_store.h"
 #include "shared/sqlite/schema.h"
@@ -98,16 +99,17 @@ int Run() {
     std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
     return 1;
   }
+  OperatorStore ops(**store);
   std::vector<FailureGroup> groups;
   const double list = Seconds([&] { groups = *(*store)->FailureGroups(100, ""); });
   const std::string big = groups.at(0).group;
   const std::string small = groups.at(1).group;
   int64_t counted = 0, redriven = 0, acknowledged = 0;
-  const double dry = Seconds([&] { counted = *(*store)->RedriveFailed(big, true, 1, "bench"); });
+  const double dry = Seconds([&] { counted = *ops.RedriveFailed(big, true, 1, "bench"); });
   const double redrive =
-      Seconds([&] { redriven = *(*store)->RedriveFailed(big, false, 2, "bench", page); });
+      Seconds([&] { redriven = *ops.RedriveFailed(big, false, 2, "bench", page); });
   const double ack =
-      Seconds([&] { acknowledged = *(*store)->AcknowledgeGroup(small, false, 3, "bench", page); });
+      Seconds([&] { acknowledged = *ops.AcknowledgeGroup(small, false, 3, "bench", page); });
   std::printf(
       "failure_groups_bench: %d FAILED rows of one group (+%d in %zu other group(s)) in %d SENT, "
       "pages of %d\n",
@@ -120,8 +122,7 @@ int Run() {
               static_cast<long long>(redriven), redrive, pages, 1e3 * redrive / pages);
   std::printf("  acknowledge the other group: %lld %8.3f s\n", static_cast<long long>(acknowledged),
               ack);
-  std::printf("  audit records: %zu; peak RSS %.1f MiB\n", (*store)->Audit(0, 100)->size(),
-              PeakRssMib());
+  std::printf("  audit records: %zu; peak RSS %.1f MiB\n", ops.Audit(0, 100)->size(), PeakRssMib());
   store->reset();
   std::filesystem::remove(path);
   std::filesystem::remove(path + "-wal");

@@ -81,7 +81,7 @@ grpc::Status OutboxOpsImpl::ListMessages(grpc::ServerContext* context,
   }
   auto paging = ParsePageRequest(req->page_size(), req->page_token());
   if (!paging.ok()) return ToGrpcStatus(paging.status());
-  auto page = store_.List(**status, paging->after_id, paging->limit);
+  auto page = operator_store_.List(**status, paging->after_id, paging->limit);
   if (!page.ok()) return ToGrpcStatus(page.status());
   for (const OutboxMessage& r : page->items) ToProto(r, resp->add_messages());
   resp->set_next_page_token(NextPageToken(page->next_cursor));
@@ -106,7 +106,7 @@ grpc::Status OutboxOpsImpl::RedriveMessage(grpc::ServerContext* context,
     return ToGrpcStatus(absl::InvalidArgumentError("message_id is required"));
   if (absl::Status s = CheckReason(req->reason()); !s.ok()) return ToGrpcStatus(s);
   const std::string actor = auth_.Actor(*context);
-  auto row = store_.Redrive(req->message_id(), clock_.NowMillis(), actor, req->reason());
+  auto row = operator_store_.Redrive(req->message_id(), clock_.NowMillis(), actor, req->reason());
   if (!row.ok()) return ToGrpcStatus(row.status());
   LogInfo("message_redriven",
           {KV("message_id", req->message_id()), KV("actor", actor), KV("reason", req->reason())});
@@ -122,9 +122,9 @@ grpc::Status OutboxOpsImpl::RedriveFailed(grpc::ServerContext* context,
   }
   if (absl::Status s = CheckReason(req->reason()); !s.ok()) return ToGrpcStatus(s);
   const std::string actor = auth_.Actor(*context);
-  auto n =
-      store_.RedriveFailed(req->group(), req->dry_run(), clock_.NowMillis(), actor,
-                           /*page=*/1000, req->include_rejected_and_acknowledged(), req->reason());
+  auto n = operator_store_.RedriveFailed(req->group(), req->dry_run(), clock_.NowMillis(), actor,
+                                         /*page=*/1000, req->include_rejected_and_acknowledged(),
+                                         req->reason());
   if (!n.ok()) return ToGrpcStatus(n.status());
   if (!req->dry_run()) {
     LogInfo("failed_messages_redriven", {KV("messages", *n), KV("group", req->group()),
@@ -178,13 +178,13 @@ grpc::Status OutboxOpsImpl::AcknowledgeFailure(grpc::ServerContext* context,
     if (req->dry_run()) {
       return ToGrpcStatus(absl::InvalidArgumentError("dry_run is for a group only"));
     }
-    auto row = store_.AcknowledgeFailure(req->message_id(), now, actor, req->reason());
+    auto row = operator_store_.AcknowledgeFailure(req->message_id(), now, actor, req->reason());
     if (!row.ok()) return ToGrpcStatus(row.status());
     resp->set_count(1);
   } else {
     if (absl::Status s = CheckGroupId(req->group()); !s.ok()) return ToGrpcStatus(s);
-    auto n = store_.AcknowledgeGroup(req->group(), req->dry_run(), now, actor, /*page=*/1000,
-                                     req->reason());
+    auto n = operator_store_.AcknowledgeGroup(req->group(), req->dry_run(), now, actor,
+                                              /*page=*/1000, req->reason());
     if (!n.ok()) return ToGrpcStatus(n.status());
     resp->set_count(*n);
   }
@@ -205,7 +205,7 @@ grpc::Status OutboxOpsImpl::GetHistory(grpc::ServerContext* context,
         absl::InvalidArgumentError("id is required (a message id or business key)"));
   }
   OutboxMessage row;
-  auto events = store_.History(req->id(), &row);
+  auto events = operator_store_.History(req->id(), &row);
   if (!events.ok()) return ToGrpcStatus(events.status());
   ToProto(row, resp->mutable_message());
   for (const HistoryEvent& e : *events) {
@@ -224,7 +224,7 @@ grpc::Status OutboxOpsImpl::ListAudit(grpc::ServerContext* context,
   // Newest first: the token is the last record's id, the next page is below it.
   auto paging = ParsePageRequest(req->page_size(), req->page_token());
   if (!paging.ok()) return ToGrpcStatus(paging.status());
-  auto records = store_.Audit(paging->after_id, paging->limit + 1);
+  auto records = operator_store_.Audit(paging->after_id, paging->limit + 1);
   if (!records.ok()) return ToGrpcStatus(records.status());
   const bool more = static_cast<int>(records->size()) > paging->limit;
   if (more) records->pop_back();
@@ -262,7 +262,7 @@ grpc::Status OutboxOpsImpl::GetRetryPolicy(grpc::ServerContext* context,
 
 grpc::Status OutboxOpsImpl::GetStats(grpc::ServerContext* context,
                                      const ::ops::v1::GetStatsRequest*, ::ops::v1::Stats* resp) {
-  auto counts = store_.Counts();
+  auto counts = operator_store_.Counts();
   if (!counts.ok()) return ToGrpcStatus(counts.status());
   resp->set_sending(counts->sending);
   resp->set_sent(counts->sent);
@@ -326,7 +326,7 @@ grpc::Status OutboxOpsImpl::RedriveDeadLetters(grpc::ServerContext* context,
                     n.moved,
                     n.status.ok() ? "ok" : std::string(n.status.message())};
   audit.reason = req->reason();
-  store_.RecordAudit(audit).IgnoreError();  // logged by RecordAudit
+  operator_store_.RecordAudit(audit).IgnoreError();  // logged by RecordAudit
   if (!n.status.ok()) {
     if (n.moved == 0) return ToGrpcStatus(n.status);
     return ToGrpcStatus(absl::Status(

@@ -7,16 +7,20 @@
 #include "shared/observability/alerts.h"
 #include "shared/outbox/dead_letters.h"
 #include "shared/outbox/recovery_loop.h"
+#include "shared/sqlite/operator_store.h"
 #include "shared/sqlite/recovery_store.h"
 
 namespace outbox::recovery {
 
 class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
  public:
-  OutboxOpsImpl(RecoveryStore& store, const RecoveryLoop& worker, const Alerter& alerter,
-                DeadLetters& dead_letters, const Clock& clock, BearerTokenCheck auth = {},
-                RetryPolicy retry = {})
+  // `store` is the loop's (its lease, failure groups and rows), `operator_store`
+  // the operator's verbs on the same file.
+  OutboxOpsImpl(RecoveryStore& store, OperatorStore& operator_store, const RecoveryLoop& worker,
+                const Alerter& alerter, DeadLetters& dead_letters, const Clock& clock,
+                BearerTokenCheck auth = {}, RetryPolicy retry = {})
       : store_(store),
+        operator_store_(operator_store),
         worker_(worker),
         alerter_(alerter),
         dead_letters_(dead_letters),
@@ -51,6 +55,7 @@ class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
 
  private:
   RecoveryStore& store_;
+  OperatorStore& operator_store_;
   const RecoveryLoop& worker_;
   const Alerter& alerter_;
   DeadLetters& dead_letters_;

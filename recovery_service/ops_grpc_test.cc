@@ -26,15 +26,18 @@ class OpsDeadLettersTest : public ::testing::Test {
     auto store = RecoveryStore::Open(path, DbOptions{}, PaymentProducerDb());
     ASSERT_OK(store);
     store_ = *std::move(store);
+    operator_store_ = std::make_unique<OperatorStore>(*store_);
     options_.instance_id = "r1";
     options_.watched_queues = {"PAY_QUEUE"};
     loop_ =
         std::make_unique<RecoveryLoop>(*store_, publisher_, alerts_, clock_, metrics_, options_);
-    ops_ = std::make_unique<OutboxOpsImpl>(*store_, *loop_, alerter_, dead_letters_, clock_);
+    ops_ = std::make_unique<OutboxOpsImpl>(*store_, *operator_store_, *loop_, alerter_,
+                                           dead_letters_, clock_);
   }
   void TearDown() override {
     ops_.reset();
     loop_.reset();
+    operator_store_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
@@ -49,6 +52,7 @@ class OpsDeadLettersTest : public ::testing::Test {
   testing::FakeQueueBrowser broker_;
   DeadLetters dead_letters_{broker_, {{"PAY_QUEUE", "outbox.payments"}}};
   std::unique_ptr<RecoveryStore> store_;
+  std::unique_ptr<OperatorStore> operator_store_;
   std::unique_ptr<RecoveryLoop> loop_;
   std::unique_ptr<OutboxOpsImpl> ops_;
 };
@@ -72,7 +76,7 @@ TEST_F(OpsDeadLettersTest, ARedriveThatStopsHalfwayIsAuditedWithWhatMoved) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
   EXPECT_NE(s.error_message().find("2 moved back"), std::string::npos) << s.error_message();
 
-  auto audit = store_->Audit(0, 10);
+  auto audit = operator_store_->Audit(0, 10);
   ASSERT_OK(audit);
   ASSERT_EQ(audit->size(), 1u);
   const AuditRecord& record = audit->front();

@@ -90,9 +90,9 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
 
   MetricsRegistry metrics;
   ASSIGN_OR_RETURN(auto recovery, Recovery::Start(RecoveryOptionsOf(service_options, metrics)));
-  OutboxOpsImpl ops(*recovery->store(), recovery->loop(), *recovery->alerter(),
-                    *recovery->dead_letters(), SystemClock::Get(), service_options.auth,
-                    service_options.worker.retry);
+  OutboxOpsImpl ops(*recovery->store(), *recovery->operator_store(), recovery->loop(),
+                    *recovery->alerter(), *recovery->dead_letters(), SystemClock::Get(),
+                    service_options.auth, service_options.worker.retry);
 
   // Ports first: a process that cannot serve (a port in use) exits before it
   // takes the lease or re-publishes anything.

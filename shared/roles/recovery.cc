@@ -76,7 +76,8 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
                           std::move(alerts), std::move(browser)));
   MetricsRegistry& metrics =
       internal::MetricsOr(recovery->options_.metrics, recovery->own_metrics_);
-  store_ref.RegisterMetrics(metrics, internal::ClockOr(recovery->options_.clock));
+  recovery->operator_store_ = std::make_unique<OperatorStore>(store_ref);
+  recovery->operator_store_->RegisterMetrics(metrics, internal::ClockOr(recovery->options_.clock));
   alerter.RegisterMetrics(metrics);
   recovery->dead_letters_->RegisterMetrics(metrics);
   recovery->dead_letters_->KeepAlive(recovery->options_.amqp.heartbeat);
@@ -120,8 +121,8 @@ Recovery::Recovery(Options options, std::unique_ptr<RecoveryRepository> store,
   sweep_ = std::make_unique<DeadLetterSweep>(
       *dead_letters_, options_.signing.keys(), *store_,
       [this](const std::string& message_id, int64_t at_ms) {
-        if (sqlite_store_ == nullptr) return;
-        sqlite_store_->RecordSettledDeadLetterRemoved(message_id, at_ms).IgnoreError();  // logged
+        if (operator_store_ == nullptr) return;
+        operator_store_->RecordSettledDeadLetterRemoved(message_id, at_ms).IgnoreError();  // logged
       },
       internal::ClockOr(options_.clock), internal::MetricsOr(options_.metrics, own_metrics_),
       DeadLetterSweep::Options{options_.recovery.dead_letter_sources, options_.sweep_dead_letters});

@@ -5,8 +5,8 @@
 // and runs a RecoveryLoop on it with a publisher of its own that signs what
 // it re-publishes with the process's Signing (which must be chosen: keys,
 // or Signing::Unsigned()), and an Alerter (logs only without an
-// alertmanager_url). It also gives the operator's tools: store() (counts,
-// listings, re-drives, history, audit) and dead_letters() (peek at and
+// alertmanager_url). It also gives the operator's tools: operator_store()
+// (counts, listings, re-drives, history, audit) and dead_letters() (peek at and
 // re-drive the dead-letter queues), and its housekeeping removes dead
 // letters whose message was booked since (dead_letter_sweep.h).
 //
@@ -41,6 +41,7 @@
 #include "shared/outbox/signing.h"
 #include "shared/outbox/transport.h"
 #include "shared/sqlite/db_options.h"
+#include "shared/sqlite/operator_store.h"
 #include "shared/sqlite/recovery_store.h"
 
 namespace outbox {
@@ -129,9 +130,12 @@ class Recovery {
   // The alerter Start made (its delivery counters); null when Create was
   // given another alert sink.
   const Alerter* alerter() const { return alerter_; }
-  // The operator's view of the producer's file, each change audited
-  // (recovery_store.h); null when Create was given another store.
+  // The store the loop works on, the producer's file (recovery_store.h);
+  // null when Create was given another store.
   RecoveryStore* store() { return sqlite_store_; }
+  // The operator's view of the same file, each change audited
+  // (operator_store.h); null when Create was given another store.
+  OperatorStore* operator_store() { return operator_store_.get(); }
   // The dead-letter queues of options.recovery.dead_letter_sources (by
   // default the producer's queue and reply queue), each re-driven through
   // its options.redrive_exchanges; null when Create was given no browser.
@@ -145,6 +149,7 @@ class Recovery {
   const Options options_;
   std::unique_ptr<MetricsRegistry> own_metrics_;
   std::unique_ptr<RecoveryRepository> store_;
+  std::unique_ptr<OperatorStore> operator_store_;  // on store_'s file, when Start opened it
   std::unique_ptr<MessagePublisher> publisher_;
   std::unique_ptr<AlertSink> alerts_;
   SigningPublisher signing_publisher_;

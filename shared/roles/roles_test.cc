@@ -775,6 +775,7 @@ TEST_F(RolesTest, RecoveryStartedWithoutWorkersWaitsForStartWorkers) {
   auto first = Recovery::Start(options);
   ASSERT_OK(first);
   EXPECT_NE((*first)->store(), nullptr);
+  EXPECT_NE((*first)->operator_store(), nullptr);
   EXPECT_NE((*first)->alerter(), nullptr);
   EXPECT_NE((*first)->dead_letters(), nullptr);
 
@@ -921,6 +922,7 @@ TEST(RecoveryRoleTest, SweepsBookedDeadLettersAndRedrivesTheRest) {
                        std::make_unique<testing::RecordingAlerts>(), std::move(browser));
   ASSERT_OK(recovery);
   EXPECT_EQ((*recovery)->store(), nullptr);  // not a RecoveryStore
+  EXPECT_EQ((*recovery)->operator_store(), nullptr);
   ASSERT_NE((*recovery)->dead_letters(), nullptr);
 
   (*recovery)->Step();

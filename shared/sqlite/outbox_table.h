@@ -3,7 +3,8 @@
 // The outbox table in SQLite: rows in and out, and the state machine's
 // transitions (shared/outbox/state_machine.h) applied to stored rows. The
 // producer writes rows and closes acknowledged ones; recovery
-// (recovery_store.h) claims due rows and re-drives, on the same file.
+// (recovery_store.h) claims due rows and its operator (operator_store.h)
+// re-drives, on the same file.
 // Everything throws SQLite::Exception and runs inside the caller's
 // transaction.
 #include <cstdint>

@@ -6,9 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "shared/base/status_macros.h"
+#include "shared/outbox/failure.h"
 #include "shared/outbox/state_machine.h"
+#include "shared/sqlite/history.h"
 #include "shared/sqlite/outbox_table.h"
-#include "shared/sqlite/sqlite_metrics.h"
 
 namespace outbox {
 namespace {
@@ -358,25 +359,6 @@ absl::StatusOr<int> RecoveryStore::PruneOlderThan(const char* table, const char*
   return pruned;
 }
 
-absl::StatusOr<MessagePage> RecoveryStore::List(OutboxStatus status, int64_t after_id, int limit) {
-  std::vector<OutboxMessage> rows;
-  RETURN_IF_ERROR(db_->Read("list messages", [&](SQLite::Database& reader) {
-    // SENT rows are nearly all rows: walk ids in order and stop after a page
-    // (the unary + keeps SQLite from sorting every SENT row through the
-    // status index). SENDING and FAILED rows are few: the index finds them.
-    SQLite::Statement stmt(
-        reader, SelectWhere(status == OutboxStatus::kSent
-                                ? "WHERE +o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"
-                                : "WHERE o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"));
-    stmt.bind(1, std::string(StatusName(status)));
-    stmt.bind(2, static_cast<int64_t>(after_id));
-    stmt.bind(3, limit + 1);
-    while (stmt.executeStep()) rows.push_back(ReadOutboxMessage(stmt));
-    return absl::OkStatus();
-  }));
-  return MakePage(std::move(rows), limit, [](const OutboxMessage& r) { return r.id; });
-}
-
 absl::StatusOr<OutboxMessage> RecoveryStore::Get(const std::string& message_id) {
   std::optional<OutboxMessage> row;
   RETURN_IF_ERROR(db_->Read("get message", [&](SQLite::Database& reader) {
@@ -389,65 +371,47 @@ absl::StatusOr<OutboxMessage> RecoveryStore::Get(const std::string& message_id) 
   return *row;
 }
 
-std::string RecoveryStore::SelectWhereFailed(const std::string& condition) {
-  return absl::StrCat("SELECT ", kOutboxColumns, " FROM outbox o WHERE o.status = 'FAILED' AND ",
-                      condition);
-}
-
-absl::StatusOr<OutboxCounts> RecoveryStore::Counts() {
-  OutboxCounts counts;
-  RETURN_IF_ERROR(db_->Read("count messages", [&](SQLite::Database& reader) {
-    SQLite::Statement by_status(reader, "SELECT status, COUNT(*) FROM outbox GROUP BY status");
-    while (by_status.executeStep()) {
-      const std::string s = by_status.getColumn(0).getString();
-      const int64_t n = by_status.getColumn(1).getInt64();
-      if (s == "SENDING") counts.sending = n;
-      if (s == "SENT") counts.sent = n;
-      if (s == "FAILED") counts.failed = n;
+absl::StatusOr<std::vector<FailureGroup>> RecoveryStore::FailureGroups(int limit,
+                                                                       const std::string& kind) {
+  std::vector<FailureGroup> groups;
+  RETURN_IF_ERROR(db_->Read("list failure groups", [&](SQLite::Database& reader) {
+    SQLite::Statement stmt(reader, R"sql(
+      SELECT failure_group, count(*), sum(acknowledged_by != ''), min(updated_at),
+             max(updated_at), max(id)
+      FROM outbox INDEXED BY outbox_failure_group
+      WHERE status = 'FAILED' AND (?1 = '' OR failure_kind = ?1)
+      GROUP BY failure_group
+      ORDER BY count(*) - sum(acknowledged_by != '') DESC, count(*) DESC, failure_group
+      LIMIT ?2)sql");
+    stmt.bind(1, kind);
+    stmt.bind(2, limit);
+    std::vector<int64_t> examples;
+    while (stmt.executeStep()) {
+      FailureGroup g;
+      g.group = stmt.getColumn(0).getString();
+      g.count = stmt.getColumn(1).getInt64();
+      g.acknowledged = stmt.getColumn(2).getInt64();
+      g.first_seen = stmt.getColumn(3).getInt64();
+      g.last_seen = stmt.getColumn(4).getInt64();
+      examples.push_back(stmt.getColumn(5).getInt64());
+      groups.push_back(std::move(g));
     }
-    counts.oldest_sending_created_at = OldestSending(reader);
-    SQLite::Statement archived(reader, "SELECT COUNT(*) FROM outbox_archive");
-    if (archived.executeStep()) counts.archived = archived.getColumn(0).getInt64();
+    SQLite::Statement example(reader,
+                              "SELECT message_id, topic, failure_kind, last_error FROM outbox "
+                              "WHERE id = ?");
+    for (size_t i = 0; i < groups.size(); ++i) {
+      example.reset();
+      example.bind(1, static_cast<int64_t>(examples[i]));
+      if (!example.executeStep()) continue;
+      groups[i].example_message_id = example.getColumn(0).getString();
+      groups[i].topic = example.getColumn(1).getString();
+      groups[i].kind = example.getColumn(2).getString();
+      groups[i].example_error = example.getColumn(3).getString();
+      groups[i].pattern = FailurePattern(groups[i].example_error);
+    }
     return absl::OkStatus();
   }));
-  return counts;
-}
-
-int64_t RecoveryStore::OldestSending(SQLite::Database& reader) {
-  SQLite::Statement oldest(reader, "SELECT MIN(created_at) FROM outbox WHERE status = 'SENDING'");
-  if (oldest.executeStep() && !oldest.getColumn(0).isNull()) return oldest.getColumn(0).getInt64();
-  return 0;
-}
-
-absl::StatusOr<int64_t> RecoveryStore::OldestSendingCreatedAt() {
-  int64_t oldest = 0;
-  RETURN_IF_ERROR(db_->Read("oldest sending", [&](SQLite::Database& reader) {
-    oldest = OldestSending(reader);
-    return absl::OkStatus();
-  }));
-  return oldest;
-}
-
-void RecoveryStore::RegisterMetrics(MetricsRegistry& metrics, const Clock& clock) {
-  RegisterSqliteFileMetrics(*db_, metrics_label_, metrics);
-  metrics.AddGaugeFamily("outbox_rows", "outbox rows by status", [this] {
-    std::vector<MetricsRegistry::Sample> out;
-    if (auto c = Counts(); c.ok()) {
-      out = {{{{"status", "SENDING"}}, static_cast<double>(c->sending)},
-             {{{"status", "SENT"}}, static_cast<double>(c->sent)},
-             {{{"status", "FAILED"}}, static_cast<double>(c->failed)},
-             {{{"status", "ARCHIVED"}}, static_cast<double>(c->archived)}};
-    }
-    return out;
-  });
-  // Its own query rather than a second Counts() per scrape: outbox_rows
-  // already runs that one, and it scans the table.
-  metrics.AddGauge("outbox_oldest_sending_age_seconds",
-                   "age of the oldest SENDING row (0 when none)", {}, [this, &clock] {
-                     auto oldest = OldestSendingCreatedAt();
-                     if (!oldest.ok() || *oldest == 0) return 0.0;
-                     return std::max(0.0, (clock.NowMillis() - *oldest) / 1000.0);
-                   });
+  return groups;
 }
 
 absl::StatusOr<int64_t> RecoveryStore::CountSendingOlderThan(int64_t created_before_ms) {

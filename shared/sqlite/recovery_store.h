@@ -2,7 +2,8 @@
 
 // Recovery's view of a producer's SQLite database (its outbox table, made by
 // CreateOutboxTable): claim due SENDING rows under a lease, fail exhausted
-// ones, archive old SENT rows, and the operator's queries and re-drives.
+// ones, archive old SENT rows (the RecoveryRepository of its loop). The
+// operator's queries and re-drives on the same file: operator_store.h.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -14,28 +15,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "shared/base/clock.h"
 #include "shared/base/mutex.h"
-#include "shared/base/page.h"
-#include "shared/observability/metrics.h"
 #include "shared/outbox/repository.h"
-#include "shared/sqlite/audit.h"
-#include "shared/sqlite/history.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/schema.h"
 #include "shared/sqlite/sqlite_file.h"
 
 namespace outbox {
-
-struct OutboxCounts {
-  int64_t sending = 0;
-  int64_t sent = 0;
-  int64_t failed = 0;
-  int64_t archived = 0;
-  int64_t oldest_sending_created_at = 0;  // 0 when none
-};
-
-using MessagePage = Page<OutboxMessage>;
 
 // The database recovery works on, as its producer makes it. Recovery never
 // creates or upgrades it: it opens only the schema's latest version.
@@ -100,67 +86,21 @@ class RecoveryStore final : public RecoveryRepository {
   absl::StatusOr<int> PruneArchive(int64_t cutoff_ms, int batch) override;
   absl::StatusOr<int> PruneAudit(int64_t cutoff_ms, int batch) override;
 
-  // Operator API.
-  absl::StatusOr<MessagePage> List(OutboxStatus status, int64_t after_id, int limit);
   absl::StatusOr<OutboxMessage> Get(const std::string& message_id) override;
-  // Operator actions (recovery_store_ops.cc). Each records itself in
-  // outbox_audit under `actor` with the operator's `reason` (may be empty),
-  // in the transaction of its change (a paged one updates its record in
-  // each page's), and each changed row gets a history event; an action that
-  // fails is recorded with its error.
-  // OnRedrive: FAILED -> SENDING, attempts 0, due now. FAILED_PRECONDITION otherwise.
-  absl::StatusOr<OutboxMessage> Redrive(const std::string& message_id, int64_t now_ms,
-                                        const std::string& actor, const std::string& reason = "");
-  // The FAILED rows of one failure group or, with `group` empty, every
-  // FAILED row but those left FAILED on purpose: rejected by the consumer
-  // (their owners were told "never applied") or acknowledged by an operator;
-  // `include_rejected_and_acknowledged` takes those too. In transactions of
-  // `page` rows; dry_run only counts them (and is audited).
-  absl::StatusOr<int64_t> RedriveFailed(const std::string& group, bool dry_run, int64_t now_ms,
-                                        const std::string& actor, int page = 1000,
-                                        bool include_rejected_and_acknowledged = false,
-                                        const std::string& reason = "");
-  // OnAcknowledgeFailure: the row stays FAILED and stops alerting.
-  absl::StatusOr<OutboxMessage> AcknowledgeFailure(const std::string& message_id, int64_t now_ms,
-                                                   const std::string& actor,
-                                                   const std::string& reason = "");
-  // The same for every not yet acknowledged row of a group, paged.
-  absl::StatusOr<int64_t> AcknowledgeGroup(const std::string& group, bool dry_run, int64_t now_ms,
-                                           const std::string& actor, int page = 1000,
-                                           const std::string& reason = "");
   absl::StatusOr<std::vector<FailureGroup>> FailureGroups(int limit,
                                                           const std::string& kind) override;
-  // The message's history (history.h), oldest first: by message id, or by
-  // business key when no message has that id. NOT_FOUND when neither is
-  // known. `row` gets the message's row (outbox, else outbox_archive).
-  absl::StatusOr<std::vector<HistoryEvent>> History(const std::string& message_id_or_biz_key,
-                                                    OutboxMessage* row);
-  // Records an operator action that changed no row of the file (a dead
-  // letter re-drive) in the audit trail.
-  absl::Status RecordAudit(const AuditRecord& audit);
-  // Records that the dead-letter sweep (dead_letter_sweep.h) removed a
-  // settled copy of `message_id` at `at_ms`: actor "recovery", action
-  // "remove_settled_dead_letter". Logged when it fails.
-  absl::Status RecordSettledDeadLetterRemoved(const std::string& message_id, int64_t at_ms);
-  // The audit trail, newest first, below `before_id` (0: from the newest).
-  absl::StatusOr<std::vector<AuditRecord>> Audit(int64_t before_id, int limit);
   // Who the history names for recovery's own events (its instance id).
   void set_instance(std::string instance) { instance_ = std::move(instance); }
   // The adopter's step when ClaimDue turns a row FAILED (attempts spent, or
   // too old), in the claim's transaction (RowClosed, outbox_table.h); set
   // before the loop runs.
   void set_on_closed(RowClosed on_closed) { on_closed_ = std::move(on_closed); }
-  absl::StatusOr<OutboxCounts> Counts();
-  // created_at of the oldest SENDING row, 0 when there is none (through the
-  // status index: cheaper than Counts()).
-  absl::StatusOr<int64_t> OldestSendingCreatedAt();
-  // outbox_rows{status=...}, read from Counts() when scraped, and
-  // outbox_oldest_sending_age_seconds (0 when nothing is SENDING), by `clock`.
-  void RegisterMetrics(MetricsRegistry& metrics, const Clock& clock);
   absl::StatusOr<int64_t> CountSendingOlderThan(int64_t created_before_ms) override;
   absl::StatusOr<AckProgress> ReadAckProgress() override;
 
  private:
+  friend class OperatorStore;  // the operator's verbs on the same file (operator_store.h)
+
   RecoveryStore(std::unique_ptr<SqliteFile> db, std::string metrics_label, bool retention_tables)
       : db_(std::move(db)),
         metrics_label_(std::move(metrics_label)),
@@ -177,30 +117,11 @@ class RecoveryStore final : public RecoveryRepository {
   absl::StatusOr<std::vector<Transitioned>> TransitionDueRows(
       int64_t now_ms, int limit, const std::string& lease_holder,
       const std::function<bool(OutboxMessage&)>& transition, bool note_history);
-  // Applies `change` (true: changed) to FAILED rows of `group` ("" = all),
-  // `page` rows per transaction, with the audit record kept in step.
-  absl::StatusOr<int64_t> ChangeFailedRows(const std::string& group, bool dry_run, int64_t now_ms,
-                                           const AuditRecord& audit, int page,
-                                           const std::function<bool(OutboxMessage&)>& change,
-                                           const char* event, const std::string& detail);
-  // One row's operator change, audited.
-  absl::StatusOr<OutboxMessage> ChangeOneRow(
-      const std::string& message_id, int64_t now_ms, const AuditRecord& audit,
-      const std::function<absl::Status(OutboxMessage&)>& change, const char* event,
-      const std::string& detail);
-  // Records an action that failed, in a transaction of its own.
-  void AuditFailure(AuditRecord audit, const absl::Status& why);
   // Deletes up to `batch` rows of `table` whose `column` is below
   // `cutoff_ms`, oldest first through `index`, with the table's watermark,
   // in one write transaction; looks first, so nothing due takes no lock.
   absl::StatusOr<int> PruneOlderThan(const char* table, const char* index, const char* column,
                                      int64_t cutoff_ms, int batch);
-
-  // SELECT kOutboxColumns of FAILED rows through the failure-group index,
-  // WHERE ... AND `condition`.
-  static std::string SelectWhereFailed(const std::string& condition);
-  // The query behind OldestSendingCreatedAt(), shared with Counts(); throws.
-  static int64_t OldestSending(SQLite::Database& reader);
 
   std::unique_ptr<SqliteFile> db_;
   const std::string metrics_label_;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/outbox/failure.h"
+#include "shared/sqlite/operator_store.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/schema.h"
 #include "shared/testing/manual_clock.h"
@@ -76,7 +77,7 @@ TEST(SqliteLocksTest, AFileOpenedTwiceInOneProcessKeepsItsLocks) {
     EXPECT_TRUE(std::filesystem::exists(path + "-wal")) << "the other process was the last one";
     EXPECT_TRUE(std::filesystem::exists(path + "-shm"));
     EXPECT_EQ(CountOrders(**producer), 1);
-    auto counts = (*recovery)->Counts();
+    auto counts = OperatorStore(**recovery).Counts();
     ASSERT_OK(counts);
 
     WriteFromAnotherProcess(path, "INSERT INTO orders VALUES ('o-2')");
@@ -105,6 +106,7 @@ class RecoveryStoreTest : public ::testing::Test {
     auto s = RecoveryStore::Open(dir_ + "/orders.db", DbOptions{}, kProducer);
     ASSERT_OK(s);
     store_ = std::move(s).value();
+    ops_ = std::make_unique<OperatorStore>(*store_);
     raw_ = std::make_unique<SQLite::Database>(dir_ + "/orders.db", SQLite::OPEN_READWRITE);
     policy_.base_delay = absl::Seconds(2);
     policy_.max_delay = absl::Seconds(5);
@@ -112,6 +114,7 @@ class RecoveryStoreTest : public ::testing::Test {
   }
   void TearDown() override {
     raw_.reset();
+    ops_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
@@ -137,6 +140,7 @@ class RecoveryStoreTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<RecoveryStore> store_;
+  std::unique_ptr<OperatorStore> ops_;  // the operator's verbs on store_'s file
   std::unique_ptr<SQLite::Database> raw_;
   RetryPolicy policy_;
 };
@@ -290,175 +294,6 @@ TEST_F(RecoveryStoreTest, OnlyTheLeaseHolderClaims) {
   EXPECT_EQ(store_->Lease()->holder, "a");
 }
 
-TEST_F(RecoveryStoreTest, RedriveOnlyTakesFailedRows) {
-  Insert("f1", OutboxStatus::kFailed, 3, 0);
-  Insert("f2", OutboxStatus::kFailed, 3, 0);
-  Insert("s", OutboxStatus::kSending, 1, 0);
-  EXPECT_THAT(store_->Redrive("s", 5, "ops").status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(store_->Redrive("nope", 5, "ops").status(), StatusIs(absl::StatusCode::kNotFound));
-  auto r = store_->Redrive("f1", 5, "ops");
-  ASSERT_OK(r);
-  EXPECT_EQ(r->status, OutboxStatus::kSending);
-  EXPECT_EQ(r->attempts, 0);
-  EXPECT_EQ(r->next_retry_at, 5);
-  EXPECT_EQ(*store_->RedriveFailed("", /*dry_run=*/true, 6, "ops"), 1);
-  EXPECT_EQ(store_->Get("f2")->status, OutboxStatus::kFailed);
-  EXPECT_EQ(*store_->RedriveFailed("", /*dry_run=*/false, 6, "ops"), 1);
-  auto counts = store_->Counts();
-  EXPECT_EQ(counts->sending, 3);
-  EXPECT_EQ(counts->failed, 0);
-}
-
-// An operator's re-drive restarts the max age: a row older than it is
-// published again at its first claim, with a whole budget, and expires only
-// the max age after the re-drive. A row never re-driven expires by its
-// creation.
-TEST_F(RecoveryStoreTest, ARedriveRestartsTheMaxAge) {
-  constexpr int64_t kHour = 3'600'000;
-  policy_.max_age = absl::Hours(1);
-  Insert("one", OutboxStatus::kFailed, 3, 0, 0, /*created_at=*/1);
-  Insert("paged", OutboxStatus::kFailed, 3, 0, 0, /*created_at=*/1);
-  Insert("never", OutboxStatus::kSending, 1, 0, 0, /*created_at=*/1);
-  const int64_t now = 2 * kHour;
-  ASSERT_OK(store_->Redrive("one", now, "ops"));
-  ASSERT_OK(store_->RedriveFailed("", /*dry_run=*/false, now, "ops"));
-
-  auto c = store_->ClaimDue(now + 1, 10, "", policy_);
-  ASSERT_OK(c);
-  ASSERT_EQ(c->to_publish.size(), 2u);
-  EXPECT_EQ(c->to_publish[0].attempts, 1);
-  EXPECT_EQ(c->to_publish[1].attempts, 1);
-  ASSERT_EQ(c->exhausted.size(), 1u);
-  EXPECT_EQ(c->exhausted[0].message_id, "never");
-  EXPECT_EQ(c->exhausted[0].failure_kind, "expired");
-
-  auto later = store_->ClaimDue(now + kHour + 1, 10, "", policy_);
-  ASSERT_OK(later);
-  EXPECT_TRUE(later->to_publish.empty());
-  ASSERT_EQ(later->exhausted.size(), 2u);
-  EXPECT_EQ(later->exhausted[0].failure_kind, "expired");
-}
-
-// The re-drive's restart is kept in the row, not read from the history, which
-// keeps a message's newest kHistoryPerMessage events only: a row re-driven
-// past its max age and claimed more often than that still counts its age
-// from the re-drive.
-TEST_F(RecoveryStoreTest, ARedriveOutlivesTheHistoryOfItsClaims) {
-  constexpr int64_t kHour = 3'600'000;
-  auto topics = ParseTopicRetry("orders:max_attempts=100,max_age=1h", policy_);
-  ASSERT_OK(topics);
-  policy_.topics = *topics;
-  Insert("long", OutboxStatus::kFailed, 3, 0, 0, /*created_at=*/1);
-  const int64_t redriven_at = 3 * kHour;
-  ASSERT_OK(store_->Redrive("long", redriven_at, "ops"));
-
-  int64_t now = redriven_at;
-  for (int claim = 1; claim <= kHistoryPerMessage + 6; ++claim) {
-    auto c = store_->ClaimDue(now, 10, "", policy_);
-    ASSERT_OK(c);
-    ASSERT_EQ(c->to_publish.size(), 1u) << "claim " << claim;
-    ASSERT_TRUE(c->exhausted.empty()) << "claim " << claim << ": " << c->exhausted[0].last_error;
-    now = c->to_publish[0].next_retry_at;
-  }
-  ASSERT_LT(now, redriven_at + kHour);
-  OutboxMessage row;
-  auto history = store_->History("long", &row);
-  ASSERT_OK(history);
-  for (const HistoryEvent& e : *history) EXPECT_NE(e.event, kEventRedriven);  // trimmed
-  EXPECT_EQ(row.restarted_at, redriven_at);
-
-  auto expired = store_->ClaimDue(redriven_at + kHour + 1, 10, "", policy_);
-  ASSERT_OK(expired);
-  ASSERT_EQ(expired->exhausted.size(), 1u);
-  EXPECT_EQ(expired->exhausted[0].failure_kind, "expired");
-}
-
-// A re-driven row in the file: a reject the consumer made before the
-// re-drive (a late or replayed reply) leaves it SENDING, one made after it
-// fails it.
-TEST_F(RecoveryStoreTest, ARejectMadeBeforeTheRedriveLeavesTheRowSending) {
-  Insert("r", OutboxStatus::kFailed, 3, 0);
-  ASSERT_OK(store_->Redrive("r", 5'000, "ops"));
-  EXPECT_EQ(RecordRejects(*raw_, {{"r", "over the limit", /*answered_at=*/4'000}}, 6'000), 0);
-  auto row = store_->Get("r");
-  ASSERT_OK(row);
-  EXPECT_EQ(row->status, OutboxStatus::kSending);
-  EXPECT_EQ(row->restarted_at, 5'000);
-  EXPECT_EQ(RecordRejects(*raw_, {{"r", "over the limit", /*answered_at=*/5'500}}, 6'000), 1);
-  EXPECT_EQ(store_->Get("r")->status, OutboxStatus::kFailed);
-  EXPECT_EQ(store_->Get("r")->failure_kind, "rejected");
-}
-
-// A paged action whose page fails at COMMIT (here a deferred foreign key,
-// as a full disk would at a WAL commit): the first page's failure is in the
-// audit trail on its own, a later page's in the action's record; nothing of
-// a failed page is changed.
-TEST_F(RecoveryStoreTest, APagedActionThatFailsAtCommitIsAudited) {
-  Insert("f1", OutboxStatus::kFailed, 3, 0);
-  Insert("f2", OutboxStatus::kFailed, 3, 0);
-  raw_->exec(R"sql(
-    CREATE TABLE parent (id INTEGER PRIMARY KEY);
-    CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
-    CREATE TABLE poisoned (message_id TEXT);
-    CREATE TRIGGER poison AFTER UPDATE ON outbox
-      WHEN new.message_id IN (SELECT message_id FROM poisoned)
-      BEGIN INSERT INTO child VALUES (42); END;
-    INSERT INTO poisoned VALUES ('f1');
-  )sql");
-  EXPECT_FALSE(store_->RedriveFailed("", /*dry_run=*/false, 5, "alice", /*page=*/1).ok());
-  EXPECT_EQ(store_->Get("f1")->status, OutboxStatus::kFailed);
-  auto audit = store_->Audit(0, 10);
-  ASSERT_OK(audit);
-  ASSERT_EQ(audit->size(), 1u);
-  EXPECT_EQ((*audit)[0].actor, "alice");
-  EXPECT_EQ((*audit)[0].action, "redrive_all");
-  EXPECT_EQ((*audit)[0].rows, 0);
-  EXPECT_THAT((*audit)[0].outcome, ::testing::HasSubstr("FOREIGN KEY"));
-
-  raw_->exec("UPDATE poisoned SET message_id = 'f2'");
-  EXPECT_FALSE(store_->RedriveFailed("", /*dry_run=*/false, 6, "bob", /*page=*/1).ok());
-  EXPECT_EQ(store_->Get("f1")->status, OutboxStatus::kSending);
-  EXPECT_EQ(store_->Get("f2")->status, OutboxStatus::kFailed);
-  audit = store_->Audit(0, 10);
-  ASSERT_EQ(audit->size(), 2u);
-  EXPECT_EQ((*audit)[0].actor, "bob");
-  EXPECT_EQ((*audit)[0].rows, 1);
-  EXPECT_THAT((*audit)[0].outcome, ::testing::HasSubstr("stopped after 1 rows"));
-}
-
-// Every action is in the audit trail, newest first, the failed ones with
-// their error; each changed row has a history event naming the operator.
-TEST_F(RecoveryStoreTest, OperatorActionsAreAuditedAndInTheRowsHistory) {
-  Insert("f1", OutboxStatus::kFailed, 3, 0);
-  Insert("s", OutboxStatus::kSending, 1, 0);
-  ASSERT_OK(store_->Redrive("f1", 5, "alice"));
-  EXPECT_FALSE(store_->Redrive("s", 6, "bob").ok());
-  auto audit = store_->Audit(0, 10);
-  ASSERT_OK(audit);
-  ASSERT_EQ(audit->size(), 2u);
-  EXPECT_EQ((*audit)[0].actor, "bob");
-  EXPECT_EQ((*audit)[0].action, "redrive_message");
-  EXPECT_EQ((*audit)[0].target, "s");
-  EXPECT_EQ((*audit)[0].rows, 0);
-  EXPECT_THAT((*audit)[0].outcome, ::testing::HasSubstr("only FAILED messages"));
-  EXPECT_EQ((*audit)[1].actor, "alice");
-  EXPECT_EQ((*audit)[1].rows, 1);
-  EXPECT_EQ((*audit)[1].outcome, "ok");
-  // Paging: below the newest record's id.
-  auto older = store_->Audit((*audit)[0].id, 10);
-  ASSERT_EQ(older->size(), 1u);
-  EXPECT_EQ((*older)[0].actor, "alice");
-  OutboxMessage row;
-  auto history = store_->History("order-f1", &row);  // by business key
-  ASSERT_OK(history);
-  EXPECT_EQ(row.message_id, "f1");
-  ASSERT_EQ(history->size(), 1u);
-  EXPECT_EQ((*history)[0].event, kEventRedriven);
-  EXPECT_EQ((*history)[0].instance, "alice");
-  EXPECT_THAT(store_->History("nothing", &row).status(), StatusIs(absl::StatusCode::kNotFound));
-}
-
 // Claims write history only off the happy path: a re-publish and the
 // exhaustion, by the lease holder; the archive takes a row's history along.
 TEST_F(RecoveryStoreTest, ClaimsWriteHistoryAndTheArchiveRemovesIt) {
@@ -467,12 +302,12 @@ TEST_F(RecoveryStoreTest, ClaimsWriteHistoryAndTheArchiveRemovesIt) {
   ASSERT_OK(store_->TryAcquireLease("rec-1", 1500, 10000));
   ASSERT_OK(store_->ClaimDue(1500, 10, "rec-1", policy_));
   OutboxMessage row;
-  auto retry = store_->History("retry", &row);
+  auto retry = ops_->History("retry", &row);
   ASSERT_EQ(retry->size(), 1u);
   EXPECT_EQ((*retry)[0].event, kEventRepublished);
   EXPECT_EQ((*retry)[0].detail, "attempt 2");
   EXPECT_EQ((*retry)[0].instance, "rec-1");
-  auto spent = store_->History("spent", &row);
+  auto spent = ops_->History("spent", &row);
   ASSERT_EQ(spent->size(), 1u);
   EXPECT_EQ((*spent)[0].event, kEventFailed);
   EXPECT_EQ(row.failure_kind, kFailureExhausted);
@@ -483,73 +318,9 @@ TEST_F(RecoveryStoreTest, ClaimsWriteHistoryAndTheArchiveRemovesIt) {
     RecordAcks(*raw_, {"retry"}, 2000);
     tx.commit();
   }
-  EXPECT_EQ(store_->History("retry", &row)->size(), 2u);
+  EXPECT_EQ(ops_->History("retry", &row)->size(), 2u);
   EXPECT_EQ(*store_->ArchiveSent(3000, 10), 1);
   EXPECT_EQ(CountHistory(*raw_), 1);  // "spent"'s only
-}
-
-// A message's history keeps its newest kHistoryPerMessage events.
-TEST_F(RecoveryStoreTest, HistoryIsBoundedPerMessage) {
-  Insert("m", OutboxStatus::kSending, 1, 0);
-  for (int i = 0; i < kHistoryPerMessage + 10; ++i) {
-    HistoryLog(*raw_).Append("m", i, "test", kEventPublishFailed, absl::StrCat("n", i));
-  }
-  OutboxMessage row;
-  auto events = store_->History("m", &row);
-  ASSERT_EQ(events->size(), static_cast<size_t>(kHistoryPerMessage));
-  EXPECT_EQ(events->back().detail, absl::StrCat("n", kHistoryPerMessage + 9));
-  EXPECT_EQ(events->front().detail, "n10");
-}
-
-// FAILED rows group by topic, kind and error shape; a group is re-driven
-// and acknowledged in pages, audited once with the rows it changed.
-TEST_F(RecoveryStoreTest, FailureGroupsAreListedRedrivenAndAcknowledgedInPages) {
-  for (int i = 0; i < 7; ++i) Insert(absl::StrCat("a", i), OutboxStatus::kSending, 1, 0);
-  for (int i = 0; i < 3; ++i) Insert(absl::StrCat("b", i), OutboxStatus::kSending, 1, 0);
-  {
-    SQLite::Transaction tx(*raw_);
-    std::vector<Rejection> rejects;
-    for (int i = 0; i < 7; ++i) {
-      rejects.push_back({absl::StrCat("a", i), absl::StrCat("amount ", 100 + i, " over 50")});
-    }
-    RecordRejects(*raw_, rejects, 10);
-    tx.commit();
-  }
-  ASSERT_OK(store_->ClaimDue(100, 10, "", policy_));  // b*: attempts 1 -> 2 (not failed yet)
-  raw_->exec("UPDATE outbox SET attempts = 3, next_retry_at = 0 WHERE message_id LIKE 'b%'");
-  ASSERT_OK(store_->ClaimDue(200, 10, "", policy_));  // b*: exhausted
-  auto groups = store_->FailureGroups(10, "");
-  ASSERT_OK(groups);
-  ASSERT_EQ(groups->size(), 2u);
-  const FailureGroup& rejected = (*groups)[0];
-  EXPECT_EQ(rejected.count, 7);
-  EXPECT_EQ(rejected.kind, kFailureRejected);
-  EXPECT_EQ(rejected.pattern, "amount # over #");
-  EXPECT_EQ(rejected.group, FailureGroupOf("orders", kFailureRejected, "amount 1 over 2"));
-  EXPECT_EQ((*groups)[1].count, 3);
-  EXPECT_EQ((*groups)[1].kind, kFailureExhausted);
-  EXPECT_EQ(store_->FailureGroups(10, kFailureExhausted)->size(), 1u);
-  // Rejected and acknowledged rows alert by group, not one by one.
-  EXPECT_EQ(store_->ListFailed(100)->size(), 3u);
-
-  EXPECT_EQ(*store_->AcknowledgeGroup((*groups)[1].group, false, 300, "carol", 2), 3);
-  EXPECT_EQ(store_->ListFailed(100)->size(), 0u);
-  EXPECT_EQ(store_->FailureGroups(10, "")->at(1).acknowledged, 3);
-
-  EXPECT_EQ(*store_->RedriveFailed(rejected.group, /*dry_run=*/true, 400, "dave", 3), 7);
-  EXPECT_EQ(store_->Counts()->failed, 10);
-  EXPECT_EQ(*store_->RedriveFailed(rejected.group, /*dry_run=*/false, 500, "dave", 3), 7);
-  EXPECT_EQ(store_->Counts()->failed, 3);
-  EXPECT_EQ(store_->Get("a0")->failure_group, "");
-  auto audit = store_->Audit(0, 10);
-  ASSERT_EQ(audit->size(), 3u);
-  EXPECT_EQ((*audit)[0].action, "redrive_group");
-  EXPECT_EQ((*audit)[0].rows, 7);
-  EXPECT_EQ((*audit)[0].outcome, "ok");
-  EXPECT_FALSE((*audit)[0].dry_run);
-  EXPECT_TRUE((*audit)[1].dry_run);
-  EXPECT_EQ((*audit)[2].action, "acknowledge_group");
-  EXPECT_EQ((*audit)[2].actor, "carol");
 }
 
 TEST_F(RecoveryStoreTest, ArchivesOldSentRowsInBoundedBatches) {
@@ -560,7 +331,7 @@ TEST_F(RecoveryStoreTest, ArchivesOldSentRowsInBoundedBatches) {
   EXPECT_EQ(*store_->ArchiveSent(5'000, 3), 3);
   EXPECT_EQ(*store_->ArchiveSent(5'000, 3), 1);
   EXPECT_EQ(*store_->ArchiveSent(5'000, 3), 0);
-  auto counts = store_->Counts();
+  auto counts = ops_->Counts();
   EXPECT_EQ(counts->sent, 1);
   EXPECT_EQ(counts->sending, 1);
   EXPECT_EQ(counts->archived, 7);
@@ -593,8 +364,8 @@ TEST_F(RecoveryStoreTest, PrunesTheArchiveInBoundedBatchesWithItsWatermark) {
   Insert("live", OutboxStatus::kSent, 1, 0, 50);  // acknowledged long ago, never archived
   Insert("pending", OutboxStatus::kSending, 1, 0);
   raw_->exec("INSERT INTO orders VALUES ('o-1')");
-  ASSERT_OK(store_->RecordAudit(AuditRecord{0, 10, "alice", "redrive_all", "FAILED", false, 0,
-                                            "ok"}));  // older than every cutoff below
+  ASSERT_OK(ops_->RecordAudit(AuditRecord{0, 10, "alice", "redrive_all", "FAILED", false, 0,
+                                          "ok"}));  // older than every cutoff below
 
   EXPECT_EQ(*store_->PruneArchive(690, 10), 0);  // old6 is 694: none acknowledged before 690
   EXPECT_EQ(Watermark(*raw_, "outbox_archive"), std::make_pair(int64_t{0}, int64_t{0}));
@@ -614,7 +385,7 @@ TEST_F(RecoveryStoreTest, PrunesTheArchiveInBoundedBatchesWithItsWatermark) {
   EXPECT_EQ(Strings(*raw_, "SELECT message_id FROM outbox ORDER BY id"),
             (std::vector<std::string>{"live", "pending"}));
   EXPECT_EQ(raw_->execAndGet("SELECT count(*) FROM orders").getInt64(), 1);
-  EXPECT_EQ(store_->Audit(0, 10)->size(), 1u);
+  EXPECT_EQ(ops_->Audit(0, 10)->size(), 1u);
   EXPECT_EQ(Watermark(*raw_, "outbox_audit"), std::make_pair(int64_t{0}, int64_t{0}));
   // The delete walks the index, never the table.
   SQLite::Statement plan(*raw_,
@@ -626,10 +397,10 @@ TEST_F(RecoveryStoreTest, PrunesTheArchiveInBoundedBatchesWithItsWatermark) {
 
 TEST_F(RecoveryStoreTest, PrunesTheAuditTrailByAgeInBoundedBatches) {
   for (int i = 0; i < 5; ++i) {
-    ASSERT_OK(store_->RecordAudit(
+    ASSERT_OK(ops_->RecordAudit(
         AuditRecord{0, 100 + i, "alice", absl::StrCat("action", i), "FAILED", false, 0, "ok"}));
   }
-  ASSERT_OK(store_->RecordAudit(AuditRecord{0, 9'000, "bob", "repair", "t", false, 1, "ok"}));
+  ASSERT_OK(ops_->RecordAudit(AuditRecord{0, 9'000, "bob", "repair", "t", false, 1, "ok"}));
   Insert("archived", OutboxStatus::kSent, 1, 0, 10);
   ASSERT_EQ(*store_->ArchiveSent(5'000, 10), 1);
 
@@ -638,12 +409,12 @@ TEST_F(RecoveryStoreTest, PrunesTheAuditTrailByAgeInBoundedBatches) {
   EXPECT_EQ(*store_->PruneAudit(5'000, 2), 2);
   EXPECT_EQ(*store_->PruneAudit(5'000, 2), 1);
   EXPECT_EQ(*store_->PruneAudit(5'000, 2), 0);
-  auto audit = store_->Audit(0, 10);
+  auto audit = ops_->Audit(0, 10);
   ASSERT_OK(audit);
   ASSERT_EQ(audit->size(), 1u);
   EXPECT_EQ((*audit)[0].action, "repair");
   EXPECT_EQ(Watermark(*raw_, "outbox_audit"), std::make_pair(int64_t{5'000}, int64_t{5}));
-  EXPECT_EQ(store_->Counts()->archived, 1);
+  EXPECT_EQ(ops_->Counts()->archived, 1);
   EXPECT_EQ(Watermark(*raw_, "outbox_archive"), std::make_pair(int64_t{0}, int64_t{0}));
 }
 
@@ -668,22 +439,6 @@ TEST_F(RecoveryStoreTest, PruningNeedsTheRetentionTables) {
   EXPECT_THAT((*store)->PruneAudit(1'000, 10), StatusIs(absl::StatusCode::kFailedPrecondition));
   SQLite::Database db(path, SQLite::OPEN_READONLY);
   EXPECT_FALSE(db.tableExists("outbox_retention"));
-}
-
-TEST_F(RecoveryStoreTest, ListsByStatusOldestFirstInPages) {
-  for (int i = 0; i < 5; ++i) Insert(absl::StrCat("sent", i), OutboxStatus::kSent, 1, 0, 10 + i);
-  Insert("sending", OutboxStatus::kSending, 1, 0);
-  auto p1 = store_->List(OutboxStatus::kSent, 0, 3);
-  ASSERT_OK(p1);
-  ASSERT_EQ(p1->items.size(), 3u);
-  EXPECT_EQ(p1->items[0].message_id, "sent0");
-  auto p2 = store_->List(OutboxStatus::kSent, p1->next_cursor, 3);
-  ASSERT_EQ(p2->items.size(), 2u);
-  EXPECT_EQ(p2->items[1].message_id, "sent4");
-  EXPECT_EQ(p2->next_cursor, 0);
-  auto sending = store_->List(OutboxStatus::kSending, 0, 10);
-  ASSERT_EQ(sending->items.size(), 1u);
-  EXPECT_EQ(sending->items[0].message_id, "sending");
 }
 
 TEST_F(RecoveryStoreTest, NeverCreatesTheFileOrTheSchema) {
@@ -768,27 +523,9 @@ TEST_F(RecoveryStoreTest, OpensOnceTheProducerCreatesTheSchema) {
       absl::Milliseconds(20));
   ASSERT_OK(store);
   EXPECT_EQ(waits, 1);
-  auto counts = (*store)->Counts();
+  auto counts = OperatorStore(**store).Counts();
   ASSERT_OK(counts);
   EXPECT_EQ(counts->sending, 0);
-}
-
-TEST_F(RecoveryStoreTest, MetricsShowRowsByStatusAndTheOldestSendingAge) {
-  ::outbox::testing::ManualClock clock(100'000);
-  MetricsRegistry metrics;
-  store_->RegisterMetrics(metrics, clock);
-  EXPECT_NE(metrics.Render().find("\noutbox_oldest_sending_age_seconds 0\n"), std::string::npos)
-      << metrics.Render();
-
-  Insert("old_sent", OutboxStatus::kSent, 1, 0, 50'000, 10'000);  // not SENDING: ignored
-  Insert("oldest", OutboxStatus::kSending, 1, 0, 0, 40'000);
-  Insert("newer", OutboxStatus::kSending, 1, 0, 0, 90'000);
-  Insert("failed", OutboxStatus::kFailed, 3, 0, 0, 20'000);
-  const std::string text = metrics.Render();
-  EXPECT_NE(text.find("\noutbox_oldest_sending_age_seconds 60\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("outbox_rows{status=\"SENDING\"} 2\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("outbox_rows{status=\"FAILED\"} 1\n"), std::string::npos) << text;
-  EXPECT_EQ(*store_->OldestSendingCreatedAt(), 40'000);
 }
 
 }  // namespace

@@ -1,19 +1,116 @@
-// RecoveryStore's operator actions: re-drive and acknowledge, one row or a
-// failure group, each audited in the transaction of its change; failure
-// groups, a message's history and the audit trail.
+// The operator's verbs on a producer's file (operator_store.h): listings and
+// counts; re-drive and acknowledge, one row or a failure group, each audited
+// in the transaction of its change; a message's history and the audit trail.
+#include "shared/sqlite/operator_store.h"
+
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/outbox/failure.h"
 #include "shared/outbox/state_machine.h"
-#include "shared/sqlite/recovery_store.h"
+#include "shared/sqlite/outbox_table.h"
+#include "shared/sqlite/sqlite_metrics.h"
 
 namespace outbox {
+namespace {
 
-absl::Status RecoveryStore::RecordAudit(const AuditRecord& audit) {
-  absl::Status s = db_->Write([&](SQLite::Database& writer) {
+std::string SelectWhere(const std::string& where) {
+  return absl::StrCat("SELECT ", kOutboxColumns, " FROM outbox o ", where);
+}
+
+// SELECT kOutboxColumns of FAILED rows through the failure-group index,
+// WHERE ... AND `condition`.
+std::string SelectWhereFailed(const std::string& condition) {
+  return absl::StrCat("SELECT ", kOutboxColumns, " FROM outbox o WHERE o.status = 'FAILED' AND ",
+                      condition);
+}
+
+// created_at of the oldest SENDING row, 0 when none; throws.
+int64_t OldestSending(SQLite::Database& reader) {
+  SQLite::Statement oldest(reader, "SELECT MIN(created_at) FROM outbox WHERE status = 'SENDING'");
+  if (oldest.executeStep() && !oldest.getColumn(0).isNull()) return oldest.getColumn(0).getInt64();
+  return 0;
+}
+
+}  // namespace
+
+OperatorStore::OperatorStore(RecoveryStore& recovery)
+    : db_(*recovery.db_), metrics_label_(recovery.metrics_label_) {}
+
+absl::StatusOr<MessagePage> OperatorStore::List(OutboxStatus status, int64_t after_id, int limit) {
+  std::vector<OutboxMessage> rows;
+  RETURN_IF_ERROR(db_.Read("list messages", [&](SQLite::Database& reader) {
+    // SENT rows are nearly all rows: walk ids in order and stop after a page
+    // (the unary + keeps SQLite from sorting every SENT row through the
+    // status index). SENDING and FAILED rows are few: the index finds them.
+    SQLite::Statement stmt(
+        reader, SelectWhere(status == OutboxStatus::kSent
+                                ? "WHERE +o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"
+                                : "WHERE o.status = ?1 AND o.id > ?2 ORDER BY o.id LIMIT ?3"));
+    stmt.bind(1, std::string(StatusName(status)));
+    stmt.bind(2, static_cast<int64_t>(after_id));
+    stmt.bind(3, limit + 1);
+    while (stmt.executeStep()) rows.push_back(ReadOutboxMessage(stmt));
+    return absl::OkStatus();
+  }));
+  return MakePage(std::move(rows), limit, [](const OutboxMessage& r) { return r.id; });
+}
+
+absl::StatusOr<OutboxCounts> OperatorStore::Counts() {
+  OutboxCounts counts;
+  RETURN_IF_ERROR(db_.Read("count messages", [&](SQLite::Database& reader) {
+    SQLite::Statement by_status(reader, "SELECT status, COUNT(*) FROM outbox GROUP BY status");
+    while (by_status.executeStep()) {
+      const std::string s = by_status.getColumn(0).getString();
+      const int64_t n = by_status.getColumn(1).getInt64();
+      if (s == "SENDING") counts.sending = n;
+      if (s == "SENT") counts.sent = n;
+      if (s == "FAILED") counts.failed = n;
+    }
+    counts.oldest_sending_created_at = OldestSending(reader);
+    SQLite::Statement archived(reader, "SELECT COUNT(*) FROM outbox_archive");
+    if (archived.executeStep()) counts.archived = archived.getColumn(0).getInt64();
+    return absl::OkStatus();
+  }));
+  return counts;
+}
+
+absl::StatusOr<int64_t> OperatorStore::OldestSendingCreatedAt() {
+  int64_t oldest = 0;
+  RETURN_IF_ERROR(db_.Read("oldest sending", [&](SQLite::Database& reader) {
+    oldest = OldestSending(reader);
+    return absl::OkStatus();
+  }));
+  return oldest;
+}
+
+void OperatorStore::RegisterMetrics(MetricsRegistry& metrics, const Clock& clock) {
+  RegisterSqliteFileMetrics(db_, metrics_label_, metrics);
+  metrics.AddGaugeFamily("outbox_rows", "outbox rows by status", [this] {
+    std::vector<MetricsRegistry::Sample> out;
+    if (auto c = Counts(); c.ok()) {
+      out = {{{{"status", "SENDING"}}, static_cast<double>(c->sending)},
+             {{{"status", "SENT"}}, static_cast<double>(c->sent)},
+             {{{"status", "FAILED"}}, static_cast<double>(c->failed)},
+             {{{"status", "ARCHIVED"}}, static_cast<double>(c->archived)}};
+    }
+    return out;
+  });
+  // Its own query rather than a second Counts() per scrape: outbox_rows
+  // already runs that one, and it scans the table.
+  metrics.AddGauge("outbox_oldest_sending_age_seconds",
+                   "age of the oldest SENDING row (0 when none)", {}, [this, &clock] {
+                     auto oldest = OldestSendingCreatedAt();
+                     if (!oldest.ok() || *oldest == 0) return 0.0;
+                     return std::max(0.0, (clock.NowMillis() - *oldest) / 1000.0);
+                   });
+}
+
+absl::Status OperatorStore::RecordAudit(const AuditRecord& audit) {
+  absl::Status s = db_.Write([&](SQLite::Database& writer) {
     AppendAudit(writer, audit);
     return absl::OkStatus();
   });
@@ -25,7 +122,7 @@ absl::Status RecoveryStore::RecordAudit(const AuditRecord& audit) {
   return s;
 }
 
-void RecoveryStore::AuditFailure(AuditRecord audit, const absl::Status& why) {
+void OperatorStore::AuditFailure(AuditRecord audit, const absl::Status& why) {
   audit.outcome = std::string(why.message());
   audit.rows = 0;
   // The action's own error is what the caller reports; a failure to record
@@ -33,18 +130,18 @@ void RecoveryStore::AuditFailure(AuditRecord audit, const absl::Status& why) {
   RecordAudit(audit).IgnoreError();
 }
 
-absl::Status RecoveryStore::RecordSettledDeadLetterRemoved(const std::string& message_id,
+absl::Status OperatorStore::RecordSettledDeadLetterRemoved(const std::string& message_id,
                                                            int64_t at_ms) {
   return RecordAudit(
       AuditRecord{0, at_ms, "recovery", "remove_settled_dead_letter", message_id, false, 1, "ok"});
 }
 
-absl::StatusOr<OutboxMessage> RecoveryStore::ChangeOneRow(
+absl::StatusOr<OutboxMessage> OperatorStore::ChangeOneRow(
     const std::string& message_id, int64_t now_ms, const AuditRecord& audit,
     const std::function<absl::Status(OutboxMessage&)>& change, const char* event,
     const std::string& detail) {
   OutboxMessage changed;
-  absl::Status s = db_->Write([&](SQLite::Database& db) -> absl::Status {
+  absl::Status s = db_.Write([&](SQLite::Database& db) -> absl::Status {
     OutboxStateTable table(db);
     std::optional<OutboxMessage> row = table.Load(message_id);
     if (!row.has_value()) {
@@ -67,7 +164,7 @@ absl::StatusOr<OutboxMessage> RecoveryStore::ChangeOneRow(
   return changed;
 }
 
-absl::StatusOr<OutboxMessage> RecoveryStore::Redrive(const std::string& message_id, int64_t now_ms,
+absl::StatusOr<OutboxMessage> OperatorStore::Redrive(const std::string& message_id, int64_t now_ms,
                                                      const std::string& actor,
                                                      const std::string& reason) {
   return ChangeOneRow(
@@ -76,7 +173,7 @@ absl::StatusOr<OutboxMessage> RecoveryStore::Redrive(const std::string& message_
       absl::StrCat("by ", actor));
 }
 
-absl::StatusOr<OutboxMessage> RecoveryStore::AcknowledgeFailure(const std::string& message_id,
+absl::StatusOr<OutboxMessage> OperatorStore::AcknowledgeFailure(const std::string& message_id,
                                                                 int64_t now_ms,
                                                                 const std::string& actor,
                                                                 const std::string& reason) {
@@ -87,7 +184,7 @@ absl::StatusOr<OutboxMessage> RecoveryStore::AcknowledgeFailure(const std::strin
       kEventFailureSeen, absl::StrCat("by ", actor));
 }
 
-absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
+absl::StatusOr<int64_t> OperatorStore::ChangeFailedRows(
     const std::string& group, bool dry_run, int64_t now_ms, const AuditRecord& audit, int page,
     const std::function<bool(OutboxMessage&)>& change, const char* event,
     const std::string& detail) {
@@ -102,7 +199,7 @@ absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
     int64_t page_after_id = after_id;
     int64_t page_audit_id = audit_id;
     bool last = false;
-    absl::Status s = db_->Write([&](SQLite::Database& db) -> absl::Status {
+    absl::Status s = db_.Write([&](SQLite::Database& db) -> absl::Status {
       in_page = 0;
       page_after_id = after_id;
       page_audit_id = audit_id;
@@ -144,7 +241,7 @@ absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
       if (audit_id == 0) {
         AuditFailure(audit, s);
       } else {
-        absl::Status recorded = db_->Write([&](SQLite::Database& writer) {
+        absl::Status recorded = db_.Write([&](SQLite::Database& writer) {
           UpdateAudit(writer, audit_id, total,
                       absl::StrCat("stopped after ", total, " rows: ", s.message()));
           return absl::OkStatus();
@@ -164,7 +261,7 @@ absl::StatusOr<int64_t> RecoveryStore::ChangeFailedRows(
   }
 }
 
-absl::StatusOr<int64_t> RecoveryStore::RedriveFailed(const std::string& group, bool dry_run,
+absl::StatusOr<int64_t> OperatorStore::RedriveFailed(const std::string& group, bool dry_run,
                                                      int64_t now_ms, const std::string& actor,
                                                      int page,
                                                      bool include_rejected_and_acknowledged,
@@ -194,7 +291,7 @@ absl::StatusOr<int64_t> RecoveryStore::RedriveFailed(const std::string& group, b
       absl::StrCat("by ", actor, group.empty() ? " (all FAILED)" : " (group " + group + ")"));
 }
 
-absl::StatusOr<int64_t> RecoveryStore::AcknowledgeGroup(const std::string& group, bool dry_run,
+absl::StatusOr<int64_t> OperatorStore::AcknowledgeGroup(const std::string& group, bool dry_run,
                                                         int64_t now_ms, const std::string& actor,
                                                         int page, const std::string& reason) {
   if (group.empty()) return absl::InvalidArgumentError("a failure group is required");
@@ -207,54 +304,11 @@ absl::StatusOr<int64_t> RecoveryStore::AcknowledgeGroup(const std::string& group
       kEventFailureSeen, absl::StrCat("by ", actor, " (group ", group, ")"));
 }
 
-absl::StatusOr<std::vector<FailureGroup>> RecoveryStore::FailureGroups(int limit,
-                                                                       const std::string& kind) {
-  std::vector<FailureGroup> groups;
-  RETURN_IF_ERROR(db_->Read("list failure groups", [&](SQLite::Database& reader) {
-    SQLite::Statement stmt(reader, R"sql(
-      SELECT failure_group, count(*), sum(acknowledged_by != ''), min(updated_at),
-             max(updated_at), max(id)
-      FROM outbox INDEXED BY outbox_failure_group
-      WHERE status = 'FAILED' AND (?1 = '' OR failure_kind = ?1)
-      GROUP BY failure_group
-      ORDER BY count(*) - sum(acknowledged_by != '') DESC, count(*) DESC, failure_group
-      LIMIT ?2)sql");
-    stmt.bind(1, kind);
-    stmt.bind(2, limit);
-    std::vector<int64_t> examples;
-    while (stmt.executeStep()) {
-      FailureGroup g;
-      g.group = stmt.getColumn(0).getString();
-      g.count = stmt.getColumn(1).getInt64();
-      g.acknowledged = stmt.getColumn(2).getInt64();
-      g.first_seen = stmt.getColumn(3).getInt64();
-      g.last_seen = stmt.getColumn(4).getInt64();
-      examples.push_back(stmt.getColumn(5).getInt64());
-      groups.push_back(std::move(g));
-    }
-    SQLite::Statement example(reader,
-                              "SELECT message_id, topic, failure_kind, last_error FROM outbox "
-                              "WHERE id = ?");
-    for (size_t i = 0; i < groups.size(); ++i) {
-      example.reset();
-      example.bind(1, static_cast<int64_t>(examples[i]));
-      if (!example.executeStep()) continue;
-      groups[i].example_message_id = example.getColumn(0).getString();
-      groups[i].topic = example.getColumn(1).getString();
-      groups[i].kind = example.getColumn(2).getString();
-      groups[i].example_error = example.getColumn(3).getString();
-      groups[i].pattern = FailurePattern(groups[i].example_error);
-    }
-    return absl::OkStatus();
-  }));
-  return groups;
-}
-
-absl::StatusOr<std::vector<HistoryEvent>> RecoveryStore::History(
+absl::StatusOr<std::vector<HistoryEvent>> OperatorStore::History(
     const std::string& message_id_or_biz_key, OutboxMessage* row) {
   std::vector<HistoryEvent> events;
   bool found = false;
-  RETURN_IF_ERROR(db_->Read("read history", [&](SQLite::Database& reader) {
+  RETURN_IF_ERROR(db_.Read("read history", [&](SQLite::Database& reader) {
     for (const char* table : {"outbox", "outbox_archive"}) {
       SQLite::Statement stmt(
           reader,
@@ -278,9 +332,9 @@ absl::StatusOr<std::vector<HistoryEvent>> RecoveryStore::History(
   return events;
 }
 
-absl::StatusOr<std::vector<AuditRecord>> RecoveryStore::Audit(int64_t before_id, int limit) {
+absl::StatusOr<std::vector<AuditRecord>> OperatorStore::Audit(int64_t before_id, int limit) {
   std::vector<AuditRecord> records;
-  RETURN_IF_ERROR(db_->Read("read audit", [&](SQLite::Database& reader) {
+  RETURN_IF_ERROR(db_.Read("read audit", [&](SQLite::Database& reader) {
     records = ListAudit(reader, before_id, limit);
     return absl::OkStatus();
   }));
