@@ -145,6 +145,10 @@ TEST_F(ClusterTest, DialerFailsOverAndQuorumQueuesDeadLetter) {
   auto url = AmqpUrl::Parse(list);
   ASSERT_OK(url);
   ASSERT_EQ(url->Nodes().size(), 4u);
+  // The connection idles while rabbitmqctl answers below (seconds on a busy
+  // machine), and rabbitmq-c sends heartbeats only when it is used: with the
+  // default 3 s the broker would close it after 6 s of that silence.
+  url->heartbeat = absl::Seconds(60);
   const std::string queue = UniqueName("QQ");
   const std::string dlq = Topology::DeadLetterQueue(queue);
   AmqpDialer dialer(*url, Topology{{queue}, "quorum"}, "cluster-itest",
