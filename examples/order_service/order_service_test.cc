@@ -153,9 +153,8 @@ TEST_F(OrderServiceTest, OrdersPlacedAtOnceAreEachWrittenOnce) {
   for (std::thread& c : callers) c.join();
   {
     absl::MutexLock lock(&mu);
-    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
-                                        +[](int* n) { return *n == 16; }, &async_done),
-                                    kPatience));
+    const auto all_answered = +[](int* n) { return *n == 16; };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(all_answered, &async_done), kPatience));
     EXPECT_EQ(async_ok, 16);
   }
   EXPECT_EQ(placed.load(), kCallers + 1);
