@@ -186,16 +186,23 @@ cmd_queues() {
 cmd_leader() {
   [[ $1 =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad queue name '$1'"
   local i j leader t=$((5 * ${OUTBOX_TEST_TIME_SCALE:-1}))
-  for i in "${NODES[@]}"; do
-    leader=$(ctl_on "$i" "$t" eval "{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"$1\">>)),
-      {_, Node} = amqqueue:get_pid(Q), Node." 2>/dev/null) || continue
-    leader=${leader//\'/}
-    for j in "${NODES[@]}"; do
-      [[ $(node_name "$j") == "$leader" ]] && { echo "$j"; return; }
+  # Asked node by node, for up to 30 s: on a busy machine every node's
+  # rabbitmqctl may miss its 5 s once.
+  local deadline=$((SECONDS + 30 * ${OUTBOX_TEST_TIME_SCALE:-1}))
+  while :; do
+    for i in "${NODES[@]}"; do
+      leader=$(ctl_on "$i" "$t" eval "{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"$1\">>)),
+        {_, Node} = amqqueue:get_pid(Q), Node." 2>/dev/null) || continue
+      leader=${leader//\'/}
+      for j in "${NODES[@]}"; do
+        [[ $(node_name "$j") == "$leader" ]] && { echo "$j"; return; }
+      done
+      die "queue $1 is led by '$leader', not one of this cluster's nodes"
     done
-    die "queue $1 is led by '$leader', not one of this cluster's nodes"
+    ((SECONDS < deadline)) || break
+    sleep 1
   done
-  die "no node of $CLUSTER answers, or no quorum queue $1"
+  die "no node of $CLUSTER answers, or no quorum queue $1, for 30 s"
 }
 
 usage="usage: $0 start|stop|fresh|wait|queues DIR | start-node DIR I | leader DIR QUEUE"
