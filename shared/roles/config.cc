@@ -15,42 +15,36 @@ std::string HostName() {
   return name;
 }
 
+// `role` (a copy of the block's member for that role) with the settings
+// every role repeats taken from the block.
+template <typename Options>
+Options WithShared(const Config& config, Options role) {
+  role.amqp = config.amqp;
+  role.signing = config.signing;
+  role.queue = config.queue;
+  role.reply_queue = config.reply_queue;
+  role.clock = config.clock;
+  role.metrics = config.metrics;
+  return role;
+}
+
 }  // namespace
 
 Producer::Options ProducerOptionsOf(const Config& config) {
-  Producer::Options options = config.producer;
-  options.amqp = config.amqp;
-  options.signing = config.signing;
-  options.queue = config.queue;
-  options.reply_queue = config.reply_queue;
+  Producer::Options options = WithShared(config, config.producer);
   options.retry = config.retry;
   options.on_closed = config.on_closed;
-  options.clock = config.clock;
-  options.metrics = config.metrics;
   return options;
 }
 
 Consumer::Options ConsumerOptionsOf(const Config& config) {
-  Consumer::Options options = config.consumer;
-  options.amqp = config.amqp;
-  options.signing = config.signing;
-  options.queue = config.queue;
-  options.reply_queue = config.reply_queue;
-  options.clock = config.clock;
-  options.metrics = config.metrics;
-  return options;
+  return WithShared(config, config.consumer);
 }
 
 Recovery::Options RecoveryOptionsOf(const Config& config) {
-  Recovery::Options options = config.recovery;
-  options.amqp = config.amqp;
-  options.signing = config.signing;
-  options.queue = config.queue;
-  options.reply_queue = config.reply_queue;
+  Recovery::Options options = WithShared(config, config.recovery);
   options.recovery.retry = config.retry;
   options.on_closed = config.on_closed;
-  options.clock = config.clock;
-  options.metrics = config.metrics;
   options.db = config.db;
   if (options.producer_db.schema == nullptr) options.producer_db.schema = config.schema;
   options.db_options = config.db_options;
