@@ -11,6 +11,7 @@
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/schema.h"
 #include "shared/testing/manual_clock.h"
+#include "shared/testing/producer_file_fixture.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox {
@@ -18,23 +19,9 @@ namespace {
 
 using ::outbox::testing::StatusIs;
 
-// A producer's schema: the outbox tables, then one change of its own.
-const DbSchema& ProducerSchema() {
-  static const DbSchema* const schema = new DbSchema{{
-      {"outbox tables", CreateOutboxTable},
-      {"orders", [](SQLite::Database& db) { db.exec("CREATE TABLE orders (id TEXT)"); }},
-  }};
-  return *schema;
-}
-
-const ProducerDb kProducer{&ProducerSchema(), "order_service", "ORDERS_DB", "orders",
-                           "orders database"};
-
-// What the producer does on start: create the file at the latest schema version.
-void CreateProducerDb(const std::string& path) {
-  auto file = OpenSqliteFile(path, DbOptions{}, &ProducerSchema());
-  ASSERT_OK(file);
-}
+using ::outbox::testing::CreateProducerDb;
+using ::outbox::testing::ProducerSchema;
+const ProducerDb& kProducer = testing::Producer();
 
 // Runs SQL in another process (the sqlite3 shell), which closes the file when
 // done: as the last connection to it anywhere, it would checkpoint and delete
@@ -97,53 +84,7 @@ TEST(SqliteLocksTest, AFileOpenedTwiceInOneProcessKeepsItsLocks) {
   std::filesystem::remove_all(dir);
 }
 
-class RecoveryStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/recovery_store_test.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    CreateProducerDb(dir_ + "/orders.db");
-    auto s = RecoveryStore::Open(dir_ + "/orders.db", DbOptions{}, kProducer);
-    ASSERT_OK(s);
-    store_ = std::move(s).value();
-    ops_ = std::make_unique<OperatorStore>(*store_);
-    raw_ = std::make_unique<SQLite::Database>(dir_ + "/orders.db", SQLite::OPEN_READWRITE);
-    policy_.base_delay = absl::Seconds(2);
-    policy_.max_delay = absl::Seconds(5);
-    policy_.max_attempts = 3;
-  }
-  void TearDown() override {
-    raw_.reset();
-    ops_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  void Insert(const std::string& id, OutboxStatus status, int attempts, int64_t next_retry_at,
-              int64_t sent_at = 0, int64_t created_at = 1) {
-    OutboxMessage r;
-    r.message_id = id;
-    r.biz_type = "order";
-    r.biz_key = "order-" + id;
-    r.topic = "orders";
-    r.message_type = "OrderPlaced";
-    r.reply_to = "order-replies";
-    r.payload = "p";
-    r.status = status;
-    r.attempts = attempts;
-    r.max_attempts = 3;
-    r.next_retry_at = next_retry_at;
-    r.created_at = created_at;
-    r.updated_at = created_at;
-    r.sent_at = sent_at;
-    OutboxInserter(*raw_).Insert(r);
-  }
-
-  std::string dir_;
-  std::unique_ptr<RecoveryStore> store_;
-  std::unique_ptr<OperatorStore> ops_;  // the operator's verbs on store_'s file
-  std::unique_ptr<SQLite::Database> raw_;
-  RetryPolicy policy_;
-};
+class RecoveryStoreTest : public testing::ProducerFileTest {};
 
 TEST_F(RecoveryStoreTest, ClaimsDueRowsWithLinearBackoffAndFailsExhaustedOnes) {
   Insert("due1", OutboxStatus::kSending, 1, 1000);
