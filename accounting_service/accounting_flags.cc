@@ -5,7 +5,7 @@
 #include "absl/strings/str_split.h"
 #include "service_kit/service_flags.h"
 #include "shared/base/status_macros.h"
-#include "shared/runtime/env.h"
+#include "shared/runtime/internal/env.h"
 
 using outbox::EnvOr;
 using outbox::EnvOrDuration;

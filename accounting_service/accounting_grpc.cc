@@ -7,7 +7,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "service_kit/grpc/grpc_status.h"
 #include "service_kit/grpc/paging.h"
-#include "shared/observability/trace.h"
+#include "shared/observability/internal/trace.h"
 
 namespace outbox::accounting {
 namespace {

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_codec.h"
 #include "shared/base/status_macros.h"
+#include "shared/observability/internal/trace.h"
 #include "shared/observability/log.h"
-#include "shared/observability/trace.h"
 
 namespace outbox::accounting {
 

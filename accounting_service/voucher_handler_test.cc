@@ -2,7 +2,7 @@
 // a real accounting.db, replies as each publisher understands them, through
 // the library's consumer role as accounting_service configures it. The
 // consumer itself (windows, acks, requeues, dead letters) is the library's,
-// tested in shared/outbox/idempotent_consumer_test.cc.
+// tested in shared/outbox/internal/idempotent_consumer_test.cc.
 #include "accounting_service/voucher_handler.h"
 
 #include <gtest/gtest.h>

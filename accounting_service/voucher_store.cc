@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_db_schema.h"
 #include "shared/base/status_macros.h"
-#include "shared/sqlite/sqlite_metrics.h"
+#include "shared/sqlite/internal/sqlite_metrics.h"
 
 namespace outbox::accounting {
 namespace {

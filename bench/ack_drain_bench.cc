@@ -41,11 +41,11 @@
 #include "client/percentiles.h"
 #include "payment_service/payment_store.h"
 #include "shared/base/clock.h"
-#include "shared/base/ids.h"
+#include "shared/base/internal/ids.h"
 #include "shared/observability/metrics.h"
-#include "shared/outbox/ack_listener.h"
-#include "shared/sqlite/group_writer.h"
-#include "shared/sqlite/sqlite_outbox.h"
+#include "shared/outbox/internal/ack_listener.h"
+#include "shared/sqlite/internal/group_writer.h"
+#include "shared/sqlite/internal/sqlite_outbox.h"
 #include "shared/testing/fakes.h"
 
 ABSL_FLAG(int, replies, 1024, "replies waiting in the reply queue (the listener's prefetch)");

@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "shared/observability/http_client.h"
+#include "shared/observability/internal/http_client.h"
 
 namespace outbox::bench {
 

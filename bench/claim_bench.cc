@@ -30,7 +30,7 @@
 #include "absl/time/time.h"
 #include "service_kit/payment_db_schema.h"
 #include "shared/base/status_macros.h"
-#include "shared/sqlite/recovery_store.h"
+#include "shared/sqlite/internal/recovery_store.h"
 #include "shared/sqlite/sqlite_file.h"
 
 ABSL_FLAG(int64_t, rows, 5000000, "SENT rows in the outbox");

@@ -21,10 +21,10 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "shared/outbox/state_machine.h"
-#include "shared/sqlite/operator_store.h"
+#include "shared/outbox/internal/state_machine.h"
+#include "shared/sqlite/internal/operator_store.h"
+#include "shared/sqlite/internal/recovery_store.h"
 #include "shared/sqlite/outbox_table.h"
-#include "shared/sqlite/recovery_store.h"
 #include "shared/sqlite/schema.h"
 #include "shared/sqlite/sqlite_file.h"
 

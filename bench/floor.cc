@@ -20,7 +20,7 @@
 #include "bench/trivial_server.h"
 #include "client/channel.h"
 #include "client/request.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/internal/amqp_client.h"
 #include "shared/base/status_macros.h"
 #include "shared/sqlite/sqlite_file.h"
 

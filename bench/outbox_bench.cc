@@ -47,9 +47,9 @@
 #include "client/request.h"
 #include "client/sharded_payment_stub.h"
 #include "payment/v1/payment.grpc.pb.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/internal/amqp_client.h"
 #include "shared/base/status_macros.h"
-#include "shared/runtime/env.h"
+#include "shared/runtime/internal/env.h"
 
 ABSL_FLAG(std::string, payment_addr, "",
           "payment_service gRPC address host:port (required); payment shards: every shard's, "

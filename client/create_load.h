@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "client/retry.h"
 #include "payment/v1/payment.grpc.pb.h"
-#include "shared/base/mutex.h"
+#include "shared/base/internal/mutex.h"
 
 namespace outbox::client {
 

@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "fuzz/fuzz_check.h"
-#include "shared/runtime/env.h"
+#include "shared/runtime/internal/env.h"
 #include "shared/sqlite/sqlite_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -6,8 +6,8 @@
 
 #include "events/v1/events.pb.h"
 #include "payment_service/payment_codec.h"
-#include "shared/outbox/ack_listener.h"
-#include "shared/outbox/state_machine.h"
+#include "shared/outbox/internal/ack_listener.h"
+#include "shared/outbox/internal/state_machine.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/message_fixtures.h"
 #include "shared/testing/status_matchers.h"

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "payment_service/payment.h"
-#include "shared/outbox/ack_listener.h"
+#include "shared/outbox/internal/ack_listener.h"
 
 namespace outbox::payment {
 

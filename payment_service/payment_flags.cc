@@ -3,7 +3,7 @@
 #include "absl/flags/flag.h"
 #include "service_kit/service_flags.h"
 #include "shared/base/status_macros.h"
-#include "shared/runtime/env.h"
+#include "shared/runtime/internal/env.h"
 
 using outbox::EnvOr;
 using outbox::EnvOrInt;

@@ -3,12 +3,12 @@
 #include "absl/strings/str_cat.h"
 #include "payment_service/payment_codec.h"
 #include "service_kit/payment_db_schema.h"
-#include "shared/base/mutex.h"
+#include "shared/base/internal/mutex.h"
 #include "shared/base/status_macros.h"
+#include "shared/observability/internal/trace.h"
 #include "shared/observability/log.h"
-#include "shared/observability/trace.h"
+#include "shared/sqlite/internal/sqlite_metrics.h"
 #include "shared/sqlite/outbox_table.h"
-#include "shared/sqlite/sqlite_metrics.h"
 
 namespace outbox::payment {
 namespace {
@@ -176,7 +176,7 @@ void PaymentCreator::CreateAsync(PaymentInput input, std::string traceparent, Cr
 
 CreateOutcome PaymentCreator::Create(const PaymentInput& input, const std::string& traceparent) {
   CreateOutcome outcome;
-  Notification done;  // outbox::Notification: TSan sees it (shared/base/mutex.h)
+  Notification done;  // outbox::Notification: TSan sees it (shared/base/internal/mutex.h)
   CreateAsync(input, traceparent, [&](CreateOutcome out) {
     outcome = std::move(out);
     done.Notify();

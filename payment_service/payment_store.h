@@ -15,9 +15,9 @@
 #include "absl/status/statusor.h"
 #include "payment_service/payment.h"
 #include "shared/base/clock.h"
-#include "shared/base/ids.h"
-#include "shared/base/mutex.h"
-#include "shared/base/page.h"
+#include "shared/base/internal/ids.h"
+#include "shared/base/internal/mutex.h"
+#include "shared/base/internal/page.h"
 #include "shared/observability/metrics.h"
 #include "shared/roles/producer.h"
 #include "shared/sqlite/sqlite_file.h"
@@ -54,7 +54,7 @@ class PaymentStore final {
   SqliteFile& file() { return *db_; }
 
   // The business write of one CreatePayment (a BusinessWrite of the
-  // producer's group, shared/sqlite/group_writer.h): inserts the payments
+  // producer's group, shared/sqlite/internal/group_writer.h): inserts the payments
   // row, or resolves the request against an earlier one with the same
   // idempotency key (written before, or earlier in the same group). `out`
   // starts over on each run: on an insert its record holds the row id; on

@@ -7,9 +7,9 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "shared/outbox/state_machine.h"
-#include "shared/sqlite/group_writer.h"
-#include "shared/sqlite/sqlite_outbox.h"
+#include "shared/outbox/internal/state_machine.h"
+#include "shared/sqlite/internal/group_writer.h"
+#include "shared/sqlite/internal/sqlite_outbox.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
 

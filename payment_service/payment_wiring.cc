@@ -4,7 +4,7 @@
 #include "payment_service/payment_grpc.h"
 #include "service_kit/failpoints.h"
 #include "service_kit/service_main.h"
-#include "shared/amqp/amqp_transport.h"
+#include "shared/amqp/internal/amqp_transport.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/roles/producer.h"

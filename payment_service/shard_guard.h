@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "shared/base/ids.h"
+#include "shared/base/internal/ids.h"
 
 namespace outbox::payment {
 

@@ -7,9 +7,9 @@
 #include "service_kit/grpc/grpc_status.h"
 #include "service_kit/grpc/paging.h"
 #include "service_kit/grpc/proto_convert.h"
+#include "shared/observability/internal/trace.h"
 #include "shared/observability/log.h"
-#include "shared/observability/trace.h"
-#include "shared/outbox/failure.h"
+#include "shared/outbox/internal/failure.h"
 
 namespace outbox::recovery {
 namespace {

@@ -4,11 +4,11 @@
 #include "ops/v1/ops.grpc.pb.h"
 #include "service_kit/grpc/server_security.h"
 #include "shared/base/clock.h"
-#include "shared/observability/alerts.h"
-#include "shared/outbox/dead_letters.h"
-#include "shared/outbox/recovery_loop.h"
-#include "shared/sqlite/operator_store.h"
-#include "shared/sqlite/recovery_store.h"
+#include "shared/observability/internal/alerts.h"
+#include "shared/outbox/internal/dead_letters.h"
+#include "shared/outbox/internal/recovery_loop.h"
+#include "shared/sqlite/internal/operator_store.h"
+#include "shared/sqlite/internal/recovery_store.h"
 
 namespace outbox::recovery {
 

@@ -10,8 +10,8 @@
 #include "absl/time/time.h"
 #include "service_kit/grpc/server_security.h"
 #include "service_kit/service_config.h"
-#include "shared/observability/alerts.h"
-#include "shared/outbox/recovery_options.h"
+#include "shared/observability/internal/alerts.h"
+#include "shared/outbox/internal/recovery_options.h"
 
 namespace outbox::recovery {
 

@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the table's heading adds)
 ROLES = [("Config", "shared/roles/config.h", "struct Config {", ", the process's one block"),
          ("Producer::Options", "shared/roles/producer.h", "  struct Options {", ""),
-         ("GroupWriterOptions", "shared/sqlite/group_writer.h", "struct GroupWriterOptions {",
+         ("GroupWriterOptions", "shared/sqlite/internal/group_writer.h", "struct GroupWriterOptions {",
           ", the producer's `group_commit`"),
          ("Consumer::Options", "shared/roles/consumer.h", "  struct Options {", ""),
          ("Recovery::Options", "shared/roles/recovery.h", "  struct Options {", "")]

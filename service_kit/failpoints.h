@@ -1,9 +1,9 @@
 #pragma once
 
 // The crash points the services define (docs/testing.md, Crash points);
-// evaluated with Failpoint() (shared/runtime/failpoint.h) or handed to the
+// evaluated with Failpoint() (shared/runtime/internal/failpoint.h) or handed to the
 // library's workers by name.
-#include "shared/runtime/failpoint.h"
+#include "shared/runtime/internal/failpoint.h"
 
 namespace outbox {
 

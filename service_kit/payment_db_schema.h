@@ -4,7 +4,7 @@
 // archive, and recovery's lease. payment_service creates and upgrades the
 // file; recovery_service opens it only at the latest version and never
 // changes the schema (see RecoveryStore::Open).
-#include "shared/sqlite/recovery_store.h"
+#include "shared/sqlite/internal/recovery_store.h"
 #include "shared/sqlite/schema.h"
 
 namespace outbox {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "shared/sqlite/audit.h"
+#include "shared/sqlite/internal/audit.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/testing/sqlite_under_test.h"

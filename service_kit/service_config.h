@@ -12,7 +12,7 @@
 #include "service_kit/grpc/server_security.h"
 #include "service_kit/money.h"
 #include "service_kit/topology.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/internal/amqp_client.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/retry_policy.h"
 #include "shared/sqlite/sqlite_file.h"

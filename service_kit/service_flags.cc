@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
-#include "shared/runtime/env.h"
+#include "shared/runtime/internal/env.h"
 
 using outbox::EnvOr;
 using outbox::EnvOrDuration;

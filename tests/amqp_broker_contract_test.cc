@@ -7,9 +7,9 @@
 
 #include <memory>
 
-#include "shared/amqp/amqp_client.h"
-#include "shared/amqp/amqp_transport.h"
 #include "shared/amqp/amqp_url.h"
+#include "shared/amqp/internal/amqp_client.h"
+#include "shared/amqp/internal/amqp_transport.h"
 #include "tests/support/broker.h"
 
 namespace outbox::testing {

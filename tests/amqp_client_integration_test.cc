@@ -1,6 +1,6 @@
 // shared/amqp_client against a real RabbitMQ node.
 #include "service_kit/topology.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/internal/amqp_client.h"
 
 #include <gtest/gtest.h>
 
@@ -20,8 +20,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "shared/amqp/amqp_dialer.h"
-#include "shared/amqp/amqp_transport.h"
+#include "shared/amqp/internal/amqp_dialer.h"
+#include "shared/amqp/internal/amqp_transport.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/broker.h"

@@ -153,7 +153,7 @@ TEST(DocsLinksTest, EveryRelativeLinkAndAnchorResolves) {
 TEST(DocsLinksTest, EveryAlertHasARunbookEntry) {
   const std::set<std::string> runbooks = Anchors(kRoot / "docs" / "operations.md");
   // Prometheus's rules name their runbook_url; recovery_service derives it
-  // from the alert's name (RunbookUrl in shared/observability/alerts.h).
+  // from the alert's name (RunbookUrl in shared/observability/internal/alerts.h).
   static const std::regex kRunbook(
       R"re(runbook_url: '.*\{\{ else \}\}docs/operations\.md\{\{ end \}\}#([a-z0-9_-]+)')re");
   const std::string rules = Read(kRoot / "docker" / "prometheus" / "rules.yml");
@@ -168,7 +168,7 @@ TEST(DocsLinksTest, EveryAlertHasARunbookEntry) {
       R"re(alert\.name = (?:[a-z ?]*)"(Outbox[A-Za-z]+)"(?: : "(Outbox[A-Za-z]+)")?)re");
   int pushed = 0;
   for (const char* source :
-       {"shared/outbox/recovery_alerts.cc", "shared/outbox/republish_hold.cc"}) {
+       {"shared/outbox/internal/recovery_alerts.cc", "shared/outbox/internal/republish_hold.cc"}) {
     const std::string code = Read(kRoot / source);
     for (auto it = std::sregex_iterator(code.begin(), code.end(), kPushed);
          it != std::sregex_iterator(); ++it) {

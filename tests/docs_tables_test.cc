@@ -532,13 +532,13 @@ std::map<std::string, AlertSource> AlertsInCode() {
     if (std::regex_search(body, severity, kSeverity)) a.severities.insert(severity[1].str());
   }
   // recovery_service: `alert.name = "X";` (or `down ? "X" : "Y"`), then its
-  // severity the same way, "critical" when not set (shared/observability/alerts.h).
+  // severity the same way, "critical" when not set (shared/observability/internal/alerts.h).
   static const std::regex kName(
       R"re(alert\.name = (?:[a-z ?]*)"(Outbox\w+)"(?: : "(Outbox\w+)")?;)re");
   static const std::regex kRecoverySeverity(
       R"re(^\s*alert\.severity = (?:[a-z ?]*)"(\w+)"(?: : "(\w+)")?;)re");
   for (const char* source :
-       {"shared/outbox/recovery_alerts.cc", "shared/outbox/republish_hold.cc"}) {
+       {"shared/outbox/internal/recovery_alerts.cc", "shared/outbox/internal/republish_hold.cc"}) {
     const std::string code = Read(kRoot / source);
     for (auto it = std::sregex_iterator(code.begin(), code.end(), kName);
          it != std::sregex_iterator(); ++it) {

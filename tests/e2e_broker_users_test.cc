@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/channel.h"
 #include "service_kit/topology.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/internal/amqp_client.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/load.h"
 #include "tests/support/services.h"

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/channel.h"
 #include "events/v1/events.pb.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/internal/amqp_client.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/load.h"

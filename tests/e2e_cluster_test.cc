@@ -14,7 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "shared/amqp/amqp_dialer.h"
+#include "shared/amqp/internal/amqp_dialer.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/cluster.h"
 #include "tests/support/load.h"

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service_kit/failpoints.h"
-#include "shared/runtime/failpoint.h"
+#include "shared/runtime/internal/failpoint.h"
 #include "tests/support/load.h"
 #include "tests/support/queue_sink.h"
 

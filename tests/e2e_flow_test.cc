@@ -15,7 +15,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
-#include "shared/observability/http_client.h"
+#include "shared/observability/internal/http_client.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/queue_sink.h"

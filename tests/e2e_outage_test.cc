@@ -10,7 +10,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/internal/amqp_client.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"
 #include "tests/support/load.h"

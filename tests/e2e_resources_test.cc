@@ -19,7 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/channel.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/internal/amqp_client.h"
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/services.h"

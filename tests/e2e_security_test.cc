@@ -17,7 +17,7 @@
 #include "events/v1/events.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "service_kit/grpc/channel_security.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/internal/amqp_client.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"

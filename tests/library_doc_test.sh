@@ -45,5 +45,19 @@ for p in $listed; do
     status=1
   }
 done
-((status == 0)) && echo "docs/library.md shows ${#shown[@]} files, each as it is, and $(wc -w <<<"$listed") packages install_deps.sh installs"
+# The public headers it lists (after "<!-- public headers: ... -->"; a bare
+# name is in the folder of the path before it) are the installed headers
+# outside internal/ folders, no more, no fewer.
+listed_headers=$(awk '/<!-- public headers: tests\/library_doc_test.sh -->/ { on = 1; next }
+                      on && (/^- \*\*/ || /^$/) { exit }
+                      on { print }' "$doc" | grep -o '`[^`]*\.h`' | tr -d '`' |
+  awk '/^shared\// { dir = $0; sub(/\/[^\/]*$/, "", dir); print; next } { print dir "/" $0 }' | sort)
+public_headers=$(cd "$root" && find shared/amqp shared/base shared/observability shared/outbox \
+  shared/roles shared/runtime shared/sqlite -name '*.h' -not -path '*/internal/*' | sort)
+if [[ "$listed_headers" != "$public_headers" ]]; then
+  echo "FAIL: docs/library.md's public headers differ from those outside internal/ (< listed, > in the tree):"
+  diff <(printf '%s\n' "$listed_headers") <(printf '%s\n' "$public_headers") || true
+  status=1
+fi
+((status == 0)) && echo "docs/library.md shows ${#shown[@]} files, each as it is, $(wc -l <<<"$public_headers") public headers, and $(wc -w <<<"$listed") packages install_deps.sh installs"
 exit $status

@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "shared/amqp/amqp_transport.h"
+#include "shared/amqp/internal/amqp_transport.h"
+#include "shared/outbox/internal/reply_format.h"
 #include "shared/outbox/message_auth.h"
-#include "shared/outbox/reply_format.h"
 #include "shared/testing/status_matchers.h"
 
 namespace order {

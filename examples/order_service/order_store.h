@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "shared/base/clock.h"
-#include "shared/outbox/state_machine.h"
-#include "shared/sqlite/group_writer.h"
+#include "shared/outbox/internal/state_machine.h"
+#include "shared/sqlite/internal/group_writer.h"
 #include "shared/sqlite/schema.h"
 #include "shared/sqlite/sqlite_file.h"
 

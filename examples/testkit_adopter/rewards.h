@@ -8,10 +8,10 @@
 
 #include "absl/status/statusor.h"
 #include "shared/base/clock.h"
+#include "shared/sqlite/internal/sqlite_outbox.h"
 #include "shared/sqlite/schema.h"
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/sqlite/sqlite_message_handler.h"
-#include "shared/sqlite/sqlite_outbox.h"
 
 namespace rewards {
 

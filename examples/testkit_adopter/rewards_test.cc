@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "shared/observability/metrics.h"
-#include "shared/outbox/idempotent_consumer.h"
+#include "shared/outbox/internal/idempotent_consumer.h"
 #include "shared/testing/consistency.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/manual_clock.h"

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "rewards.h"
-#include "shared/sqlite/recovery_store.h"
+#include "shared/sqlite/internal/recovery_store.h"
 #include "shared/testing/sqlite_under_test.h"
 #include "shared/testing/temp_dir.h"
 

@@ -4,7 +4,7 @@
 # call of sqlite3 that is not -readonly.
 #
 # Why: the services checkpoint the write-ahead log only while they hold the
-# write lock (shared/sqlite/wal_checkpointer.h). SQLite 3.7.0 to 3.51.2
+# write lock (shared/sqlite/internal/wal_checkpointer.h). SQLite 3.7.0 to 3.51.2
 # (except the patched 3.44.6 line; Debian 12 has 3.40.1) can lose pages when
 # a checkpoint without that lock meets a writer starting the log over, and
 # the shell's own autocheckpoint after a commit is such a checkpoint. So a

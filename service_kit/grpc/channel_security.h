@@ -11,7 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
-#include "shared/base/small_file.h"  // ReadSmallFile, ReadTokenFile
+#include "shared/base/internal/small_file.h"  // ReadSmallFile, ReadTokenFile
 
 namespace outbox {
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "shared/base/page.h"
+#include "shared/base/internal/page.h"
 
 namespace outbox {
 namespace {

@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "shared/base/clock.h"
-#include "shared/base/mutex.h"
+#include "shared/base/internal/mutex.h"
 #include "shared/observability/log.h"
 
 namespace outbox {

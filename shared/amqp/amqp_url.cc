@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "shared/amqp/amqp_tls.h"
-#include "shared/base/small_file.h"
+#include "shared/amqp/internal/amqp_tls.h"
+#include "shared/base/internal/small_file.h"
 #include "shared/observability/log.h"
 
 namespace outbox {

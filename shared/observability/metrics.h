@@ -21,7 +21,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/labels.h"
 #include "prometheus/registry.h"
-#include "shared/base/mutex.h"
+#include "shared/base/internal/mutex.h"
 
 namespace outbox {
 

@@ -6,13 +6,13 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
-#include "shared/observability/alert_group.h"
-#include "shared/observability/alerts.h"
-#include "shared/observability/http_client.h"
+#include "shared/observability/internal/alert_group.h"
+#include "shared/observability/internal/alerts.h"
+#include "shared/observability/internal/http_client.h"
+#include "shared/observability/internal/trace.h"
 #include "shared/observability/log.h"
 #include "shared/observability/metrics.h"
 #include "shared/observability/metrics_server.h"
-#include "shared/observability/trace.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/status_matchers.h"

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "shared/observability/metrics.h"
-#include "shared/outbox/dead_letter.h"
+#include "shared/outbox/internal/dead_letter.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
 

@@ -13,9 +13,9 @@
 
 #include "absl/status/statusor.h"
 #include "shared/base/clock.h"
+#include "shared/outbox/internal/state_machine.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/repository.h"
-#include "shared/outbox/state_machine.h"
 #include "shared/postgres/pg_connection.h"
 #include "shared/postgres/pg_outbox_table.h"
 #include "shared/postgres/pg_session.h"

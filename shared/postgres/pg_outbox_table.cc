@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
-#include "shared/outbox/state_machine.h"
+#include "shared/outbox/internal/state_machine.h"
 
 namespace outbox {
 namespace {

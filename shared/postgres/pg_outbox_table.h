@@ -18,7 +18,7 @@
 
 namespace outbox {
 
-// The events of outbox_history, named as shared/sqlite/history.h names them
+// The events of outbox_history, named as shared/sqlite/internal/history.h names them
 // (one table layout, whichever store wrote it).
 inline constexpr char kPgEventRepublished[] = "republished";
 inline constexpr char kPgEventPublishFailed[] = "publish_failed";

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "shared/base/status_macros.h"
-#include "shared/outbox/failure.h"
-#include "shared/outbox/state_machine.h"
+#include "shared/outbox/internal/failure.h"
+#include "shared/outbox/internal/state_machine.h"
 #include "shared/postgres/pg_outbox.h"
 
 namespace outbox {

@@ -1,7 +1,7 @@
 #pragma once
 
 // Recovery's view of a producer's PostgreSQL database (RecoveryRepository),
-// the counterpart of RecoveryStore (shared/sqlite/recovery_store.h): claim
+// the counterpart of RecoveryStore (shared/sqlite/internal/recovery_store.h): claim
 // due SENDING rows under the lease, fail exhausted ones, archive old SENT
 // rows, retention, and the queries recovery's loop and alerts make. Claims
 // lock their rows FOR UPDATE SKIP LOCKED, so several recovery processes on

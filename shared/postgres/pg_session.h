@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "shared/base/mutex.h"
+#include "shared/base/internal/mutex.h"
 #include "shared/postgres/pg_connection.h"
 
 namespace outbox {

@@ -32,7 +32,7 @@
 #include "shared/postgres/pg_recovery_store.h"
 #include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
-#include "shared/sqlite/history.h"
+#include "shared/sqlite/internal/history.h"
 #include "shared/testing/temp_dir.h"
 
 namespace outbox::testing {

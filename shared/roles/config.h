@@ -25,7 +25,7 @@
 #include "shared/roles/consumer.h"
 #include "shared/roles/producer.h"
 #include "shared/roles/recovery.h"
-#include "shared/sqlite/db_options.h"
+#include "shared/sqlite/internal/db_options.h"
 #include "shared/sqlite/schema.h"
 
 namespace outbox {

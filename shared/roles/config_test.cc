@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "shared/outbox/reply_format.h"
+#include "shared/outbox/internal/reply_format.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"

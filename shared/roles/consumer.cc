@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <utility>
 
-#include "shared/amqp/amqp_transport.h"
+#include "shared/amqp/internal/amqp_transport.h"
 #include "shared/base/status_macros.h"
-#include "shared/outbox/reply_format.h"
+#include "shared/outbox/internal/reply_format.h"
 #include "shared/roles/config.h"
-#include "shared/roles/role_options.h"
+#include "shared/roles/internal/role_options.h"
 
 namespace outbox {
 namespace {

@@ -22,13 +22,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "shared/amqp/amqp_client.h"
 #include "shared/amqp/amqp_url.h"
+#include "shared/amqp/internal/amqp_client.h"
 #include "shared/base/clock.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/consumer_handler.h"
-#include "shared/outbox/idempotent_consumer.h"
-#include "shared/outbox/inbox_pruner.h"
+#include "shared/outbox/internal/idempotent_consumer.h"
+#include "shared/outbox/internal/inbox_pruner.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/signing.h"
 #include "shared/outbox/transport.h"
@@ -73,7 +73,8 @@ class Consumer {
     absl::Duration inbox_retention = absl::Hours(720);
     std::string booked_metric;  // the applied messages' counter; "": outbox_consumer_booked_total
     std::string booked_help;    // its help; "": "messages applied"
-    // A crash point (shared/runtime/failpoint.h) once a batch is committed, before its replies.
+    // A crash point (shared/runtime/internal/failpoint.h) once a batch is committed, before its
+    // replies.
     std::string after_apply_failpoint;
     // One once the replies are confirmed, before the deliveries are acked.
     std::string before_ack_failpoint;

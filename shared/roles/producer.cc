@@ -4,13 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "shared/amqp/amqp_transport.h"
-#include "shared/base/mutex.h"
+#include "shared/amqp/internal/amqp_transport.h"
+#include "shared/base/internal/mutex.h"
 #include "shared/base/status_macros.h"
-#include "shared/outbox/reply_format.h"
+#include "shared/outbox/internal/reply_format.h"
 #include "shared/roles/config.h"
+#include "shared/roles/internal/role_options.h"
 #include "shared/roles/recovery.h"
-#include "shared/roles/role_options.h"
 
 namespace outbox {
 namespace {
@@ -143,7 +143,7 @@ void Producer::WriteAsync(MessageSpec spec, BusinessWrite business, GroupWriter:
 
 absl::StatusOr<std::string> Producer::Write(MessageSpec spec, const BusinessWrite& business) {
   absl::StatusOr<OutboxMessage> written;
-  Notification done;  // outbox::Notification: TSan sees it (shared/base/mutex.h)
+  Notification done;  // outbox::Notification: TSan sees it (shared/base/internal/mutex.h)
   WriteAsync(std::move(spec), business, [&](absl::StatusOr<OutboxMessage> row) {
     written = std::move(row);
     done.Notify();

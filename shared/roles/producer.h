@@ -2,7 +2,7 @@
 
 // The producer role in one call: on the adopter's SQLite file (its schema
 // holds the outbox tables, CreateOutboxTable), a SqliteOutbox that stamps
-// the retry policy on each row, a GroupWriter (shared/sqlite/group_writer.h)
+// the retry policy on each row, a GroupWriter (shared/sqlite/internal/group_writer.h)
 // whose thread commits the writes of many callers, with the consumer's
 // acknowledgements, in one transaction per group, a Relay on a broker
 // connection of its own that publishes each message right after its commit
@@ -31,17 +31,17 @@
 #include "absl/time/time.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/base/clock.h"
-#include "shared/base/ids.h"
+#include "shared/base/internal/ids.h"
 #include "shared/observability/metrics.h"
-#include "shared/outbox/ack_listener.h"
-#include "shared/outbox/relay.h"
+#include "shared/outbox/internal/ack_listener.h"
+#include "shared/outbox/internal/relay.h"
+#include "shared/outbox/internal/state_machine.h"
 #include "shared/outbox/retry_policy.h"
 #include "shared/outbox/signing.h"
-#include "shared/outbox/state_machine.h"
 #include "shared/outbox/transport.h"
-#include "shared/sqlite/group_writer.h"
+#include "shared/sqlite/internal/group_writer.h"
+#include "shared/sqlite/internal/sqlite_outbox.h"
 #include "shared/sqlite/sqlite_file.h"
-#include "shared/sqlite/sqlite_outbox.h"
 
 namespace outbox {
 
@@ -79,7 +79,7 @@ class Producer {
     // consumer role answers with (DecodeDefaultReply, reply_format.h).
     ReplyDecoder decode_reply;
     std::string biz_key_label = "biz_key";  // the log key of a reply's business key
-    // A crash point (shared/runtime/failpoint.h) the relay evaluates once
+    // A crash point (shared/runtime/internal/failpoint.h) the relay evaluates once
     // confirms came in (RelayOptions::after_publish_failpoint); empty: none.
     std::string after_publish_failpoint;
     // One the ack listener evaluates before each write of acknowledgements
@@ -135,7 +135,7 @@ class Producer {
   // returns, or a SQLite::Exception it throws, rolls back this write alone
   // and comes back here; nothing of it is written. `business` runs on the
   // writer's thread under a savepoint: read its contract at BusinessWrite
-  // (shared/sqlite/group_writer.h). Once committed the message is handed to
+  // (shared/sqlite/internal/group_writer.h). Once committed the message is handed to
   // the relay; returns its id. Any thread may call it (and Get, CountRows,
   // WaitUntilClosed); callers at the same time share one commit.
   absl::StatusOr<std::string> Write(MessageSpec spec, const BusinessWrite& business);

@@ -4,11 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "shared/amqp/amqp_transport.h"
+#include "shared/amqp/internal/amqp_transport.h"
 #include "shared/base/status_macros.h"
-#include "shared/outbox/reply_format.h"
+#include "shared/outbox/internal/reply_format.h"
 #include "shared/roles/config.h"
-#include "shared/roles/role_options.h"
+#include "shared/roles/internal/role_options.h"
 
 namespace outbox {
 namespace {

@@ -19,9 +19,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "shared/base/mutex.h"
+#include "shared/base/internal/mutex.h"
 #include "shared/observability/log.h"
-#include "shared/outbox/reply_format.h"
+#include "shared/outbox/internal/reply_format.h"
 #include "shared/outbox/signing.h"
 #include "shared/roles/consumer.h"
 #include "shared/roles/producer.h"
@@ -591,7 +591,7 @@ TEST_F(RolesTest, AFailedWriteHandsNothingToTheRelay) {
 }
 
 // The writes of many callers share the producer's commits (its group
-// writer, shared/sqlite/group_writer.h): while one group is being written,
+// writer, shared/sqlite/internal/group_writer.h): while one group is being written,
 // the writes queued behind it form the next one. One failing write fails
 // alone; each WriteAsync answers once.
 TEST_F(RolesTest, TheWritesOfManyCallersShareOneCommit) {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "shared/outbox/state_machine.h"
+#include "shared/outbox/internal/state_machine.h"
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/testing/status_matchers.h"

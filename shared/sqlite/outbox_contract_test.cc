@@ -10,12 +10,12 @@
 #include <optional>
 #include <stdexcept>
 
-#include "shared/sqlite/group_writer.h"
 #include "shared/sqlite/inbox.h"
+#include "shared/sqlite/internal/group_writer.h"
+#include "shared/sqlite/internal/recovery_store.h"
+#include "shared/sqlite/internal/sqlite_outbox.h"
 #include "shared/sqlite/outbox_table.h"
-#include "shared/sqlite/recovery_store.h"
 #include "shared/sqlite/sqlite_file.h"
-#include "shared/sqlite/sqlite_outbox.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/sqlite_under_test.h"
 #include "shared/testing/temp_dir.h"

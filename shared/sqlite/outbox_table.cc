@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/observability/log.h"
-#include "shared/outbox/failure.h"
-#include "shared/sqlite/history.h"
+#include "shared/outbox/internal/failure.h"
+#include "shared/sqlite/internal/history.h"
 #include "shared/sqlite/schema.h"
 
 namespace outbox {

@@ -1,7 +1,7 @@
 #pragma once
 
 // The outbox table in SQLite: rows in and out, and the state machine's
-// transitions (shared/outbox/state_machine.h) applied to stored rows. The
+// transitions (shared/outbox/internal/state_machine.h) applied to stored rows. The
 // producer writes rows and closes acknowledged ones; recovery
 // (recovery_store.h) claims due rows and its operator (operator_store.h)
 // re-drives, on the same file.
@@ -17,9 +17,9 @@
 
 #include "absl/status/status.h"
 
+#include "shared/outbox/internal/state_machine.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/repository.h"
-#include "shared/outbox/state_machine.h"
 
 namespace outbox {
 

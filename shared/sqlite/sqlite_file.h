@@ -13,10 +13,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "shared/base/mutex.h"
-#include "shared/sqlite/db_options.h"
+#include "shared/base/internal/mutex.h"
+#include "shared/sqlite/internal/db_options.h"
+#include "shared/sqlite/internal/wal_checkpointer.h"
 #include "shared/sqlite/schema.h"
-#include "shared/sqlite/wal_checkpointer.h"
 
 namespace outbox {
 

@@ -38,7 +38,7 @@
 #include "absl/status/statusor.h"
 #include "shared/base/clock.h"
 #include "shared/outbox/consumer_handler.h"
-#include "shared/outbox/reply_format.h"
+#include "shared/outbox/internal/reply_format.h"
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/sqlite_file.h"
 
@@ -148,7 +148,7 @@ class SqliteMessageHandler : public ConsumerHandler {
   // The replies, each message answered by exactly one of them (one reply
   // per message, or one listing several messages of the same reply queue),
   // duplicates and rejects included. By default one reply per message in the
-  // library's format (shared/outbox/reply_format.h), the one the producer
+  // library's format (shared/outbox/internal/reply_format.h), the one the producer
   // role's ack listener reads.
   virtual std::vector<Reply> Replies(const std::vector<Answered<Message>>& batch) {
     const int64_t now = applier_.clock().NowMillis();

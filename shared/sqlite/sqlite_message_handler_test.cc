@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "shared/base/status_macros.h"
-#include "shared/outbox/idempotent_consumer.h"
+#include "shared/outbox/internal/idempotent_consumer.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/stamp_handler.h"
 #include "shared/testing/status_matchers.h"

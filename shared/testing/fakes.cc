@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "shared/outbox/failure.h"
-#include "shared/outbox/state_machine.h"
+#include "shared/outbox/internal/failure.h"
+#include "shared/outbox/internal/state_machine.h"
 
 namespace outbox::testing {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "shared/base/mutex.h"
-#include "shared/observability/alerts.h"
+#include "shared/base/internal/mutex.h"
+#include "shared/observability/internal/alerts.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/transport.h"
@@ -223,7 +223,7 @@ class InMemoryProcessedLog final : public ProcessedLog {
   }
 };
 
-// The relay a group writer (shared/sqlite/group_writer.h) hands committed
+// The relay a group writer (shared/sqlite/internal/group_writer.h) hands committed
 // messages to, with their time stamp, in order. Thread-safe: the writer's
 // thread enqueues while the test reads.
 class RecordingRelay final : public RelayQueue {

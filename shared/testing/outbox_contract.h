@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "shared/outbox/internal/state_machine.h"
 #include "shared/outbox/repository.h"
-#include "shared/outbox/state_machine.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/status_matchers.h"
 #include "shared/testing/under_test.h"

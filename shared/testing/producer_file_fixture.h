@@ -16,9 +16,9 @@
 
 #include "shared/outbox/message.h"
 #include "shared/outbox/retry_policy.h"
-#include "shared/sqlite/operator_store.h"
+#include "shared/sqlite/internal/operator_store.h"
+#include "shared/sqlite/internal/recovery_store.h"
 #include "shared/sqlite/outbox_table.h"
-#include "shared/sqlite/recovery_store.h"
 #include "shared/sqlite/schema.h"
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/testing/status_matchers.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "shared/base/ids.h"
+#include "shared/base/internal/ids.h"
 
 namespace outbox::testing {
 

@@ -7,8 +7,8 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "absl/synchronization/barrier.h"
-#include "shared/sqlite/audit.h"
 #include "shared/sqlite/inbox.h"
+#include "shared/sqlite/internal/audit.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/testing/status_matchers.h"
 

@@ -9,7 +9,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "shared/observability/http_client.h"
+#include "shared/observability/internal/http_client.h"
 
 namespace outbox::testing {
 

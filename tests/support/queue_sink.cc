@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "service_kit/topology.h"
-#include "shared/amqp/amqp_client.h"
+#include "shared/amqp/internal/amqp_client.h"
 #include "tests/support/process.h"
 
 namespace outbox::testing {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "shared/base/mutex.h"
+#include "shared/base/internal/mutex.h"
 
 namespace outbox::testing {
 

@@ -14,7 +14,7 @@
 #include "client/listing.h"
 #include "client/sharded_payment_stub.h"
 #include "service_kit/shard_of_payment.h"
-#include "shared/base/ids.h"
+#include "shared/base/internal/ids.h"
 
 namespace outbox::testing {
 

@@ -1,0 +1,369 @@
+#include "shared/sqlite/internal/group_writer.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+#include "shared/observability/log.h"
+#include "shared/runtime/internal/failpoint.h"
+#include "shared/sqlite/outbox_table.h"
+
+namespace outbox {
+
+// The group's statements, prepared once on the writer connection and
+// reused by every group.
+struct GroupWriter::Statements {
+  explicit Statements(SQLite::Database& db)
+      : outbox(db),
+        savepoint(db, "SAVEPOINT outbox_group_write"),
+        release(db, "RELEASE outbox_group_write"),
+        rollback_to(db, "ROLLBACK TO outbox_group_write"),
+        acks(db) {}
+
+  // A statement an exception left mid-step is reset before it is used
+  // again, and none stays mid-step past the transaction: it would hold the
+  // writer's read snapshot, which goes stale once another process commits.
+  void Reset() {
+    for (SQLite::Statement* s : {&savepoint, &release, &rollback_to}) s->tryReset();
+  }
+
+  OutboxInserter outbox;
+  SQLite::Statement savepoint;
+  SQLite::Statement release;
+  SQLite::Statement rollback_to;
+  OutboxStateTable acks;
+};
+
+namespace {
+
+void Run(SQLite::Statement& s) {
+  s.exec();
+  s.reset();
+}
+
+// The next ack batch's share of what is `left` of the group's tally, taken off it.
+AckTally TakeShare(AckTally& left, int room) {
+  AckTally mine;
+  mine.closed = std::min(left.closed, room);
+  mine.late = std::min(left.late, room - mine.closed);
+  left.closed -= mine.closed;
+  left.late -= mine.late;
+  // The latencies of the rows this batch turned SENT, in the same order.
+  const auto taken = left.create_to_sent_ms.begin() +
+                     std::min<size_t>(mine.changed(), left.create_to_sent_ms.size());
+  mine.create_to_sent_ms.assign(left.create_to_sent_ms.begin(), taken);
+  left.create_to_sent_ms.erase(left.create_to_sent_ms.begin(), taken);
+  return mine;
+}
+
+// The business rows and the outbox row of one write, under its savepoint:
+// a failure rolls back this write's rows only. `row.id` is set when written.
+absl::Status WriteOne(SQLite::Statement& savepoint, SQLite::Statement& release,
+                      SQLite::Statement& rollback_to, OutboxInserter& inserter,
+                      SQLite::Database& db, const BusinessWrite& business, OutboxMessage& row) {
+  Run(savepoint);
+  absl::Status status;
+  try {
+    status = business(db);
+    if (status.ok()) row.id = inserter.Insert(row);
+  } catch (const SQLite::Exception& e) {
+    status = SqliteError(e, "write transaction");
+  } catch (const std::exception& e) {
+    status = absl::InternalError(absl::StrCat("write transaction: ", e.what()));
+  }
+  if (status.ok()) {
+    Run(release);
+    return status;
+  }
+  // SQLite itself rolled the whole transaction back (a full disk, an I/O
+  // error): there is no savepoint left, and the group fails with this error.
+  if (sqlite3_get_autocommit(db.getHandle()) != 0) return status;
+  Run(rollback_to);
+  Run(release);
+  return status;
+}
+
+}  // namespace
+
+absl::Status GroupWriterOptions::Validate() const {
+  if (max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
+  if (max_unsent < 0) return absl::InvalidArgumentError("max_unsent must be >= 0 (0: off)");
+  if (max_hold < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_hold must not be negative");
+  }
+  if (ack_linger < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("ack_linger must not be negative");
+  }
+  if (written_metric.empty()) return absl::InvalidArgumentError("written_metric is required");
+  return absl::OkStatus();
+}
+
+GroupWriter::GroupWriter(SqliteFile& file, SqliteOutbox& outbox, RelayQueue& relay,
+                         const Clock& clock, MetricsRegistry& metrics, GroupWriterOptions options)
+    : file_(file),
+      outbox_(outbox),
+      relay_(relay),
+      clock_(clock),
+      options_(std::move(options)),
+      groups_(metrics.AddCounter("outbox_group_commits_total",
+                                 "write transactions (groups of writes and acknowledgements)")),
+      written_(metrics.AddCounter(options_.written_metric, options_.written_help)),
+      holds_(metrics.AddCounter("outbox_writer_holds_total",
+                                "groups of new writes held back while the consumer lagged")),
+      ack_lingers_(metrics.AddCounter(
+          "outbox_writer_ack_lingers_total",
+          "acknowledgements that waited (up to ack_linger) for a write to share their commit")),
+      commit_failures_(StoreWriteFailures(metrics, "commit_group")),
+      create_to_sent_(metrics.AddDurationHistogram(
+          "outbox_create_to_sent_seconds",
+          "from a message's commit to its outbox row turning SENT (the consumer's reply "
+          "applied)")) {}
+
+GroupWriter::~GroupWriter() {
+  Stop();
+}
+
+void GroupWriter::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void GroupWriter::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) {
+    thread_.join();
+  } else {
+    Run();  // never started (or stopped already: nothing is queued)
+  }
+}
+
+void GroupWriter::WriteAsync(MessageSpec spec, BusinessWrite business, WriteDone done) {
+  {
+    MutexLock lock(&mu_);
+    if (!stopping_) {
+      queue_.push_back({std::move(spec), std::move(business), std::move(done)});
+      return;
+    }
+  }
+  std::move(done)(absl::UnavailableError("the producer's writer is stopping"));
+}
+
+absl::StatusOr<OutboxMessage> GroupWriter::Write(MessageSpec spec, BusinessWrite business) {
+  absl::StatusOr<OutboxMessage> outcome;
+  Notification done;  // outbox::Notification: TSan sees it (shared/base/internal/mutex.h)
+  WriteAsync(std::move(spec), std::move(business), [&](absl::StatusOr<OutboxMessage> written) {
+    outcome = std::move(written);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return outcome;
+}
+
+absl::StatusOr<AckTally> GroupWriter::RecordAcks(const std::vector<std::string>& message_ids) {
+  PendingAcks pending{&message_ids, AckTally{}, false};
+  MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("the producer's writer is stopping");
+  acks_.push_back(&pending);
+  mu_.Await(absl::Condition(&pending.done));
+  return pending.tally;
+}
+
+void GroupWriter::Run() {
+  absl::Time hold_until = absl::InfinitePast();  // new writes wait until then
+  while (true) {
+    std::vector<Pending> group;
+    std::vector<PendingAcks*> acks;
+    {
+      MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || !acks_.empty() || stopping_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty() && acks_.empty()) return;  // stopping and drained
+      if (queue_.empty() && !stopping_ && options_.ack_linger > absl::ZeroDuration()) {
+        // Only acknowledgements: give new writes a moment to share the commit.
+        auto write_or_stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return !queue_.empty() || stopping_;
+        };
+        ack_lingers_.Add();
+        mu_.AwaitWithTimeout(absl::Condition(&write_or_stop), options_.ack_linger);
+      }
+      bool hold = acks_.empty() && !stopping_ && clock_.Now() < hold_until;
+      if (hold) {
+        // The consumer lags: acks go first (each lowers the backlog); new
+        // writes wait for one, or for the end of the hold.
+        holds_.Add();
+        auto ack_or_stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return !acks_.empty() || stopping_;
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&ack_or_stop), hold_until - clock_.Now());
+        hold = !acks_.empty() && !stopping_;  // commit those acks alone first
+      }
+      while (!hold && !queue_.empty() && group.size() < options_.max_batch) {
+        group.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      acks.swap(acks_);
+    }
+    const bool wrote = !group.empty();
+    CommitGroup(group, acks);
+    // A hold starts after a group of new writes (or once the last one is
+    // over), never extended by the acks committed during it: no write
+    // waits longer than max_hold for the backlog.
+    const absl::Time now = clock_.Now();
+    if (!Lagging(!acks.empty())) {
+      hold_until = absl::InfinitePast();
+    } else if (wrote || now >= hold_until) {
+      hold_until = now + options_.max_hold;
+    }
+  }
+}
+
+bool GroupWriter::Lagging(bool acked_some) {
+  if (options_.max_unsent <= 0) return false;
+  const int64_t now = clock_.NowMillis();
+  if (acked_some) last_ack_ms_ = now;
+  // No acks for a second: the consumer (or the broker) is away, recovery's
+  // business; holding callers would only make the outage theirs.
+  if (now - last_ack_ms_ > 1000) return false;
+  absl::StatusOr<int64_t> sending = CountSending(options_.max_unsent);
+  if (!sending.ok()) {
+    // Not known: writes are not held (the next group asks again). Logged
+    // once a minute at most, while it lasts.
+    if (now - last_count_error_ms_ >= 60'000) {
+      LogWarning("unsent_count_failed", {KV("error", sending.status().message())});
+      last_count_error_ms_ = now;
+    }
+    return false;
+  }
+  return *sending >= options_.max_unsent;
+}
+
+absl::StatusOr<int64_t> GroupWriter::CountSending(int64_t limit) {
+  int64_t count = 0;
+  RETURN_IF_ERROR(file_.Read("count sending", [&](SQLite::Database& reader) {
+    // The count stops at `limit`, so it stays cheap in an outage.
+    SQLite::Statement stmt(
+        reader, "SELECT count(*) FROM (SELECT 1 FROM outbox WHERE status = 'SENDING' LIMIT ?)");
+    stmt.bind(1, limit);
+    if (stmt.executeStep()) count = stmt.getColumn(0).getInt64();
+    return absl::OkStatus();
+  }));
+  return count;
+}
+
+std::vector<absl::StatusOr<OutboxMessage>> GroupWriter::Commit(
+    std::vector<Pending>& group, const std::vector<OutboxMessage>& rows,
+    const std::vector<std::string>& ack_ids, int64_t now, absl::StatusOr<AckTally>& tally) {
+  std::vector<OutboxMessage> written;
+  std::vector<absl::Status> statuses;
+  AckTally acked;
+  // WithWriter, not Write: the kept statements are reset after the
+  // transaction, still under the writer's mutex.
+  absl::Status tx = file_.WithWriter("commit a group", [&](SQLite::Database& db) {
+    absl::Status s = WriteTransaction(db, [&]() -> absl::Status {
+      written = rows;  // a retried body starts over
+      statuses.assign(rows.size(), absl::OkStatus());
+      if (statements_ == nullptr) statements_ = std::make_unique<Statements>(db);
+      Statements& st = *statements_;
+      st.Reset();
+      for (size_t i = 0; i < rows.size(); ++i) {
+        statuses[i] = WriteOne(st.savepoint, st.release, st.rollback_to, st.outbox, db,
+                               group[i].business, written[i]);
+        if (!statuses[i].ok() && sqlite3_get_autocommit(db.getHandle()) != 0) {
+          return statuses[i];  // the transaction is gone: the whole group fails
+        }
+      }
+      acked = ack_ids.empty() ? AckTally{}
+                              : outbox::RecordAcks(st.acks, db, ack_ids, now, outbox_.on_closed());
+      if (!options_.before_commit_failpoint.empty()) Failpoint(options_.before_commit_failpoint);
+      return absl::OkStatus();
+    });
+    if (statements_ != nullptr) statements_->Reset();
+    return s;
+  });
+  std::vector<absl::StatusOr<OutboxMessage>> outcomes;
+  outcomes.reserve(rows.size());
+  if (!tx.ok()) {
+    commit_failures_.Add();
+    tally = tx;
+    outcomes.assign(rows.size(), tx);
+    return outcomes;
+  }
+  tally = std::move(acked);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (statuses[i].ok()) {
+      outcomes.emplace_back(std::move(written[i]));
+    } else {
+      outcomes.emplace_back(std::move(statuses[i]));
+    }
+  }
+  return outcomes;
+}
+
+void GroupWriter::AnswerAcks(const absl::StatusOr<AckTally>& tally,
+                             const std::vector<PendingAcks*>& acks) {
+  if (acks.empty()) return;
+  MutexLock lock(&mu_);
+  // Each ack batch learns its own counts only roughly (the group's tally is
+  // split in order; there is one ack listener, so nearly always one batch);
+  // what matters to it is success or failure.
+  AckTally left = tally.ok() ? *tally : AckTally{};
+  for (PendingAcks* m : acks) {
+    if (!tally.ok()) {
+      m->tally = tally.status();
+    } else {
+      m->tally = TakeShare(left, static_cast<int>(m->message_ids->size()));
+    }
+    m->done = true;
+  }
+}
+
+void GroupWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingAcks*>& acks) {
+  const int64_t now = clock_.NowMillis();
+  std::vector<OutboxMessage> rows;
+  rows.reserve(group.size());
+  for (Pending& p : group)
+    rows.push_back(NewOutboxMessage(std::move(p.spec), now, outbox_.retry()));
+  // Acks that came in meanwhile ride this commit too, rather than waiting a
+  // whole cycle for the next one.
+  {
+    MutexLock lock(&mu_);
+    acks.insert(acks.end(), acks_.begin(), acks_.end());
+    acks_.clear();
+  }
+  std::vector<std::string> ack_ids;
+  for (const PendingAcks* m : acks) {
+    ack_ids.insert(ack_ids.end(), m->message_ids->begin(), m->message_ids->end());
+  }
+  absl::StatusOr<AckTally> tally = AckTally{};
+  std::vector<absl::StatusOr<OutboxMessage>> outcomes = Commit(group, rows, ack_ids, now, tally);
+
+  // Committed: the new messages to the relay, past the crash point between
+  // commit and publish.
+  std::vector<OutgoingMessage> messages;
+  for (const absl::StatusOr<OutboxMessage>& out : outcomes) {
+    if (out.ok()) messages.push_back(ToOutgoing(*out));
+  }
+  if (!options_.after_commit_failpoint.empty()) Failpoint(options_.after_commit_failpoint);
+  groups_.Add();
+  written_.Add(static_cast<int64_t>(messages.size()));
+  if (!messages.empty()) relay_.Enqueue(std::move(messages), absl::FromUnixMillis(now));
+  if (tally.ok()) {
+    for (int64_t ms : tally->create_to_sent_ms) create_to_sent_.Observe(absl::Milliseconds(ms));
+  }
+  // The ack listener first: its rows are SENT now, and it acks them while
+  // the callers below are answered.
+  AnswerAcks(tally, acks);
+  // The callers' completions, outside the lock: writes queued meanwhile
+  // join the next group.
+  for (size_t i = 0; i < group.size(); ++i) std::move(group[i].done)(std::move(outcomes[i]));
+}
+
+}  // namespace outbox
