@@ -33,6 +33,26 @@ std::string Trimmed(const char* text) {
   return std::string(absl::StripTrailingAsciiWhitespace(text == nullptr ? "" : text));
 }
 
+bool Parses(const std::string& conninfo) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  PQfreemem(error);
+  if (options == nullptr) return false;
+  PQconninfoFree(options);
+  return true;
+}
+
+// The server refused the credentials: libpq had no password to send, or
+// the server's text (28P01, 28000) says so.
+bool CredentialsRefused(PGconn* conn, absl::string_view reason) {
+  if (PQconnectionNeedsPassword(conn)) return true;
+  for (absl::string_view marker : {"authentication failed for user", "no pg_hba.conf entry",
+                                   "pg_hba.conf rejects connection"}) {
+    if (absl::StrContains(reason, marker)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string RedactConninfo(absl::string_view conninfo) {
@@ -59,13 +79,14 @@ absl::Status PgStatus(absl::string_view sqlstate, absl::string_view message) {
   if (cls == "08" || (cls == "57" && sqlstate != "57014") || sqlstate == "25006") {
     return absl::UnavailableError(text);
   }
-  if (sqlstate == "57014") return absl::CancelledError(text);
+  if (sqlstate == "57014") return absl::DeadlineExceededError(text);
   if (sqlstate == "40001" || sqlstate == "40P01") return absl::AbortedError(text);
   // lock_not_available: a lock_timeout or NOWAIT ran out; the same call may succeed later.
   if (sqlstate == "55P03") return absl::UnavailableError(text);
   if (sqlstate == "23505") return absl::AlreadyExistsError(text);
   if (cls == "23") return absl::FailedPreconditionError(text);
   if (cls == "42" || cls == "22") return absl::InvalidArgumentError(text);
+  if (cls == "28") return absl::UnauthenticatedError(text);
   if (cls == "53") return absl::ResourceExhaustedError(text);
   return absl::InternalError(text);
 }
@@ -82,16 +103,23 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Open(absl::string_vi
   const std::string timeout =
       std::to_string(std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout)));
   const std::string text(conninfo);
+  // libpq's reason for a string it cannot parse quotes the string.
+  if (!Parses(text)) {
+    return absl::InvalidArgumentError(
+        "the PostgreSQL connection string cannot be parsed (not shown: it may hold a password)");
+  }
   const char* keywords[] = {"connect_timeout", "application_name", "dbname", nullptr};
   const char* values[] = {timeout.c_str(), options.application_name.c_str(), text.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (conn == nullptr) return absl::ResourceExhaustedError("libpq could not allocate a connection");
   if (PQstatus(conn) != CONNECTION_OK) {
-    absl::Status status = absl::UnavailableError(
-        absl::StrCat("cannot connect to PostgreSQL (", RedactConninfo(conninfo),
-                     "): ", Trimmed(PQerrorMessage(conn))));
+    const std::string reason = Trimmed(PQerrorMessage(conn));
+    const bool refused = CredentialsRefused(conn, reason);
     PQfinish(conn);
-    return status;
+    const std::string message = absl::StrCat(
+        refused ? "PostgreSQL refused the credentials (" : "cannot connect to PostgreSQL (",
+        RedactConninfo(conninfo), "): ", reason);
+    return refused ? absl::UnauthenticatedError(message) : absl::UnavailableError(message);
   }
   return std::unique_ptr<PgConnection>(new PgConnection(conn));
 }

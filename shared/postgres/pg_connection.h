@@ -27,11 +27,16 @@ std::string RedactConninfo(absl::string_view conninfo);
 // server shutting down or a node that is no longer the primary (25006,
 // read-only transaction) are UNAVAILABLE (connect again); serialization
 // failures and deadlocks ABORTED (run the transaction again); a lock not
-// had in time (55P03, lock_timeout) UNAVAILABLE; a unique
-// violation ALREADY_EXISTS, other integrity violations FAILED_PRECONDITION;
-// syntax and undefined objects INVALID_ARGUMENT; a cancelled statement
-// CANCELLED; insufficient resources RESOURCE_EXHAUSTED; anything else
-// INTERNAL. The message holds the SQLSTATE and the server's text.
+// had in time (55P03, lock_timeout) UNAVAILABLE; a cancelled statement
+// (57014: statement_timeout ran out, or an operator's pg_cancel_backend;
+// the library cancels none of its own) DEADLINE_EXCEEDED, its transaction
+// rolled back and the connection still good; a unique violation
+// ALREADY_EXISTS, other integrity violations FAILED_PRECONDITION; syntax
+// and undefined objects INVALID_ARGUMENT; an authorization refused (class
+// 28) UNAUTHENTICATED; insufficient resources (class 53: 53100 disk full,
+// 53200 out of memory, 53300 too many connections) RESOURCE_EXHAUSTED;
+// anything else INTERNAL. The message holds the SQLSTATE and the server's
+// text.
 absl::Status PgStatus(absl::string_view sqlstate, absl::string_view message);
 
 // A statement's rows, text format.
@@ -68,9 +73,15 @@ class PgConnection {
     std::string application_name = "outbox";
   };
 
-  // Connects; any failure to (no host answers, none is read-write when
-  // asked, authentication refused) is UNAVAILABLE, the message naming the
-  // redacted connection string and libpq's reason.
+  // Connects. A connection string libpq cannot parse is INVALID_ARGUMENT,
+  // its text not shown (libpq's reason quotes it, a password too). The
+  // server refusing the credentials (a wrong or missing password, no
+  // pg_hba.conf entry: what no retry mends) is UNAUTHENTICATED; it is told
+  // by libpq's "no password supplied" and by the server's English text
+  // (lc_messages C or en; in another language it is UNAVAILABLE). Any other
+  // failure (no host answers, none is read-write when asked) is UNAVAILABLE.
+  // The message names the redacted connection string and libpq's reason,
+  // never the password.
   static absl::StatusOr<std::unique_ptr<PgConnection>> Open(absl::string_view conninfo,
                                                             const Options& options);
   static absl::StatusOr<std::unique_ptr<PgConnection>> Open(absl::string_view conninfo) {

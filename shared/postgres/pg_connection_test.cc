@@ -97,7 +97,9 @@ TEST(PgStatusTest, MapsSqlstateClasses) {
   EXPECT_THAT(PgStatus("08006", "x"), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(PgStatus("57P01", "x"), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(PgStatus("25006", "x"), StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(PgStatus("57014", "x"), StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_THAT(PgStatus("57014", "x"), StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(PgStatus("28P01", "x"), StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(PgStatus("28000", "x"), StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(PgStatus("40001", "x"), StatusIs(absl::StatusCode::kAborted));
   EXPECT_THAT(PgStatus("40P01", "x"), StatusIs(absl::StatusCode::kAborted));
   EXPECT_THAT(PgStatus("55P03", "x"), StatusIs(absl::StatusCode::kUnavailable));
@@ -179,7 +181,7 @@ TEST_F(PgConnectionTest, ErrorsAreStatusesBySqlstate) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("42601")));
   EXPECT_THAT((*conn)->Exec("SELECT * FROM missing"), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT((*conn)->Exec("SET statement_timeout = 50; SELECT pg_sleep(5)"),
-              StatusIs(absl::StatusCode::kCancelled, HasSubstr("57014")));
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("57014")));
   EXPECT_TRUE((*conn)->ok());
 }
 
@@ -211,11 +213,11 @@ TEST_F(PgConnectionTest, NoHostAnsweringIsUnavailableAndTheMessageHasNoPassword)
   EXPECT_THAT(conn.status().message(), Not(HasSubstr("hunter2")));
 }
 
-TEST_F(PgConnectionTest, AWrongPasswordIsUnavailable) {
+TEST_F(PgConnectionTest, AWrongPasswordIsUnauthenticated) {
   auto conn = PgConnection::Open(
       absl::StrCat("postgresql://outbox:not-the-password@127.0.0.1:", PortOf(primary_), "/outbox"));
-  EXPECT_THAT(
-      conn, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("password authentication failed")));
+  EXPECT_THAT(conn, StatusIs(absl::StatusCode::kUnauthenticated,
+                             HasSubstr("password authentication failed")));
   EXPECT_THAT(conn.status().message(), Not(HasSubstr("not-the-password")));
 }
 

@@ -90,6 +90,11 @@ absl::Status CheckPgSchema(PgSession& session, const PgSchema& schema) {
     return absl::OkStatus();
   }));
   if (version > schema.latest()) return NewerPgSchemaError(schema, version);
+  if (version == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the database holds no schema ", schema.name,
+        " (no row for it in schema_version): its producer creates it; is this its database?"));
+  }
   if (version < schema.latest()) {
     return absl::NotFoundError(absl::StrCat("the database's schema ", schema.name, " has version ",
                                             version, ", not ", schema.latest(),

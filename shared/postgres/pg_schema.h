@@ -47,7 +47,8 @@ absl::Status UpgradePgSchema(PgSession& session, const PgSchema& schema);
 // For a process that works on the database but never creates or upgrades
 // it (recovery, as RecoveryStore::Open does for SQLite): OK at
 // schema.latest(), NOT_FOUND while older (its producer upgrades it),
-// FAILED_PRECONDITION when newer. Reads only.
+// FAILED_PRECONDITION when newer or when the database holds none of it
+// (version 0: not created yet, or the wrong database). Reads only.
 absl::Status CheckPgSchema(PgSession& session, const PgSchema& schema);
 
 // What the pattern keeps in the producer's database, as CreateOutboxTable

@@ -30,8 +30,9 @@ class PgSession {
   // (ABORTED) runs it again from the start, up to 3 times in all, so `body`
   // resets what it collects. UNAVAILABLE when the link is gone (connecting
   // again failed, or it broke during the transaction: a COMMIT cut off may
-  // have committed or not). `what` names the transaction in errors.
-  // Never with the connection string's password (RedactConninfo).
+  // have committed or not); connecting again refused is
+  // PgConnection::Open's error (UNAUTHENTICATED for the credentials). `what` names the transaction
+  // in errors. Never with the connection string's password (RedactConninfo).
   absl::Status Transaction(absl::string_view what,
                            const std::function<absl::Status(PgConnection&)>& body);
 

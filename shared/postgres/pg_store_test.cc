@@ -330,6 +330,9 @@ TEST(PgSchemaTest, AReaderWaitsForTheProducersVersionAndRefusesANewerOne) {
   auto session = PgSession::Open(FreshSchema());
   ASSERT_OK(session);
   const PgSchema schema{"app", {CreateTable("a"), CreateTable("b")}};
+  EXPECT_THAT(CheckPgSchema(**session, schema),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("holds no schema app")));
+  ASSERT_OK(UpgradePgSchema(**session, PgSchema{"app", {CreateTable("a")}}));
   EXPECT_THAT(CheckPgSchema(**session, schema), StatusIs(absl::StatusCode::kNotFound));
   ASSERT_OK(UpgradePgSchema(**session, schema));
   EXPECT_OK(CheckPgSchema(**session, schema));
