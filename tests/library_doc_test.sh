@@ -59,5 +59,12 @@ if [[ "$listed_headers" != "$public_headers" ]]; then
   diff <(printf '%s\n' "$listed_headers") <(printf '%s\n' "$public_headers") || true
   status=1
 fi
+# The code lines it gives for the snippets (no comments, blanks or includes).
+code_lines() { cat "$@" | grep -vE '^\s*(//.*)?$' | grep -vcE '^\s*#include'; }
+snippets=$root/examples/library_snippets
+trio=$(code_lines "$snippets"/{producer.cc,consumer.cc,shipping.h,snippets.h})
+own=$(code_lines "$snippets/recovery.cc")
+tr '\n' ' ' <"$doc" | grep -qE "consumer, with their schemas and the options block they share, is $trio code lines.* adds $own " ||
+  { echo "FAIL: docs/library.md should say the snippets are $trio code lines, and recovery.cc adds $own"; status=1; }
 ((status == 0)) && echo "docs/library.md shows ${#shown[@]} files, each as it is, $(wc -l <<<"$public_headers") public headers, and $(wc -w <<<"$listed") packages install_deps.sh installs"
 exit $status

@@ -25,14 +25,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const shop::Setup setup{*url, std::string(argv[2]) + "/shop.db",
-                          std::string(argv[2]) + "/shipping.db", *signing};
+  const std::string shop_db = std::string(argv[2]) + "/shop.db";
+  const std::string shipping_db = std::string(argv[2]) + "/shipping.db";
+  const outbox::Config shop = shop::ShopOutbox(*url, *signing, shop_db);
   constexpr int kOrders = 20;
   absl::Status shipped;
-  std::thread shipping([&] { shipped = shop::ShipOrders(setup, kOrders); });
-  absl::Status placed = shop::PlaceOrders(setup, kOrders);
+  std::thread shipping([&] { shipped = shop::ShipOrders(shop, shipping_db, kOrders); });
+  absl::Status placed = shop::PlaceOrders(shop, kOrders);
   shipping.join();
-  absl::Status recovered = shop::RunRecovery(setup, absl::Seconds(1));
+  absl::Status recovered = shop::RunRecovery(shop, absl::Seconds(1));
   for (const absl::Status& s : {placed, shipped, recovered}) {
     if (!s.ok()) {
       std::fprintf(stderr, "FAIL: %s\n", s.ToString().c_str());
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   // The library's consistency check, as a production checker runs it: no
   // row left SENDING, each SENT row applied, and the shop's own invariant.
   auto report = outbox::CheckConsistency(
-      setup.shop_db, setup.shipping_db,
+      shop_db, shipping_db,
       {{{"order without its shipment",
          "SELECT count(*) FROM orders o WHERE NOT EXISTS "
          "(SELECT 1 FROM consumer.shipments s WHERE s.order_id = o.order_id)"}}});
@@ -50,8 +51,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "FAIL: %s\n", report.status().ToString().c_str());
     return 1;
   }
-  SQLite::Database shipping_db(setup.shipping_db, SQLite::OPEN_READONLY);
-  const int shipments = shipping_db.execAndGet("SELECT count(*) FROM shipments").getInt();
+  SQLite::Database shipments_db(shipping_db, SQLite::OPEN_READONLY);
+  const int shipments = shipments_db.execAndGet("SELECT count(*) FROM shipments").getInt();
   std::printf("orders %d, outbox rows SENT %ld, shipments %d, inbox rows %ld: %s\n", kOrders,
               static_cast<long>(report->sent), shipments, static_cast<long>(report->inbox),
               report->ToString().c_str());

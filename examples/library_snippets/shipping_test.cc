@@ -11,7 +11,7 @@
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/status_matchers.h"
 #include "shared/testing/temp_dir.h"
-#include "shipping.h"  // your handler and schema: Shipping, ShippingSchema()
+#include "shipping.h"  // your step and schema: ShipOrder, ShippingSchema()
 
 using outbox::testing::FakeConsumer;
 using outbox::testing::FakePublisher;
@@ -22,7 +22,7 @@ TEST(ShippingTest, ShipsEachOrderOnceAndAnswersEveryCopy) {
   auto file = outbox::OpenSqliteFile(dir.path() + "/shipping.db", {}, &shop::ShippingSchema());
   ASSERT_OK(file);
   outbox::testing::ManualClock clock;
-  shop::Shipping shipping(**file, clock);
+  outbox::SqliteApply shipping(**file, "OrderPlaced", shop::ShipOrder, {}, clock);
 
   // A test key: an id and a secret of 32 bytes or more.
   auto keys = outbox::MessageKeys::Parse("test " + std::string(64, 'a'));
@@ -44,12 +44,13 @@ TEST(ShippingTest, ShipsEachOrderOnceAndAnswersEveryCopy) {
   order.type = "OrderPlaced";
   order.reply_to = "shop.orders.replies";
   order.body = "o-1";
+  order.shard_key = "o-1";  // the producer's business key
   outbox::Delivery refund = order;
   refund.message_id = "m-r-1";
   refund.type = "RefundIssued";
   queue.Push(SignedBy(*keys, order));
   queue.Push(SignedBy(*keys, order));   // a copy, as after a lost ack
-  queue.Push(SignedBy(*keys, refund));  // Decode refuses it
+  queue.Push(SignedBy(*keys, refund));  // not an OrderPlaced
   queue.Push(order);                    // unsigned
   ASSERT_TRUE((*consumer)->Step());     // one batch, one transaction
 

@@ -6,6 +6,7 @@
 // any process that reads the row can publish it the same way.
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -75,6 +76,31 @@ inline constexpr char kShardKeyHeader[] = "x-outbox-shard-key";
 
 // A message received from a queue. The tag identifies it to the transport
 // that delivered it (ack, reject, requeue).
+// What the writer of a row decides; the rest is filled in by
+// NewOutboxMessage. Empty fields take the producer's defaults: a
+// time-ordered UUID as message_id, its queue as topic and reply queue.
+struct MessageSpec {
+  std::string message_id;
+  std::string biz_type;
+  std::string biz_key;
+  std::string topic;
+  std::string message_type;
+  std::string reply_to;
+  std::string payload;
+  std::string traceparent;
+
+  // The usual message: of `type` (its message_type, and its biz_type),
+  // about the business key `key`, carrying `payload`.
+  static MessageSpec Of(std::string type, std::string key, std::string payload) {
+    MessageSpec spec;
+    spec.biz_type = type;
+    spec.message_type = std::move(type);
+    spec.biz_key = std::move(key);
+    spec.payload = std::move(payload);
+    return spec;
+  }
+};
+
 struct Delivery {
   uint64_t delivery_tag = 0;
   std::string message_id;

@@ -12,6 +12,13 @@ std::string IndexOf(const InboxTable& t) {
 
 }  // namespace
 
+DbSchema ConsumerSchema(std::string tables, const InboxTable& table) {
+  return DbSchema{{{"the adopter's tables and the inbox", [tables, table](SQLite::Database& db) {
+                      db.exec(tables);
+                      CreateInboxTable(db, table);
+                    }}}};
+}
+
 void CreateInboxTable(SQLite::Database& db, const InboxTable& t) {
   db.exec(absl::StrCat("CREATE TABLE IF NOT EXISTS ", t.table, " (message_id TEXT PRIMARY KEY, ",
                        t.key_column, " TEXT NOT NULL, ", t.reference_column,

@@ -32,6 +32,12 @@ struct InboxTable {
 // unless they are there. A consumer calls it in a migration of its schema.
 void CreateInboxTable(SQLite::Database& db, const InboxTable& table = {});
 
+// A consumer's schema in one call: its migration 1 runs `tables` (the
+// adopter's CREATE statements, several separated by ';') and
+// CreateInboxTable in one transaction. Later versions are migrations
+// appended to the result's `migrations`.
+DbSchema ConsumerSchema(std::string tables, const InboxTable& table = {});
+
 class Inbox {
  public:
   // Prepares its statements once, on `db` (the writer connection).

@@ -14,6 +14,13 @@ const char* const kOutboxColumns =
     "o.created_at, o.updated_at, o.sent_at, o.traceparent, o.failure_kind, o.failure_group, "
     "o.acknowledged_by, o.restarted_at";
 
+DbSchema ProducerSchema(std::string tables) {
+  return DbSchema{{{"the adopter's tables and the outbox", [tables](SQLite::Database& db) {
+                      db.exec(tables);
+                      CreateOutboxTable(db);
+                    }}}};
+}
+
 void CreateOutboxTable(SQLite::Database& db) {
   db.exec(R"sql(
     CREATE TABLE IF NOT EXISTS outbox (

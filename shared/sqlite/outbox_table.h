@@ -20,6 +20,7 @@
 #include "shared/outbox/internal/state_machine.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/repository.h"
+#include "shared/sqlite/schema.h"
 
 namespace outbox {
 
@@ -31,6 +32,12 @@ namespace outbox {
 // calls it in a migration of its own schema (schema.h), in the transaction
 // that writes its business tables.
 void CreateOutboxTable(SQLite::Database& db);
+
+// A producer's schema in one call: its migration 1 runs `tables` (the
+// adopter's CREATE statements, several separated by ';') and
+// CreateOutboxTable in one transaction. Later versions are migrations
+// appended to the result's `migrations`.
+DbSchema ProducerSchema(std::string tables);
 
 // What the operator's tools keep, added to an outbox made before them
 // (unless there): the failure_kind, failure_group and acknowledged_by

@@ -211,4 +211,38 @@ class SqliteMessageHandler : public ConsumerHandler {
   std::vector<internal::InboxApplier::Entry> entries_;
 };
 
+// The shortest handler: the deliveries of one message type, each applied by
+// a function given the delivery as it came. Its body is the producer's
+// payload; its shard_key is the producer's business key (MessageSpec's
+// biz_key, signed with the body), kept in the inbox and looked up in
+// applied_by_key. A delivery of another type is dead-lettered.
+//
+//   outbox::SqliteApply shipping(*file, "OrderPlaced", ShipOrder);
+class SqliteApply final : public SqliteMessageHandler<Delivery> {
+ public:
+  using Function =
+      std::function<absl::StatusOr<std::string>(SQLite::Database& tx, const Delivery& message)>;
+
+  SqliteApply(SqliteFile& file, std::string type, Function apply, SqliteHandlerOptions options = {},
+              const Clock& clock = SystemClock::Get())
+      : SqliteMessageHandler(file, clock, std::move(options)),
+        type_(std::move(type)),
+        apply_(std::move(apply)) {}
+
+  absl::StatusOr<Delivery> Decode(const Delivery& delivery) override {
+    if (delivery.type != type_) {
+      return absl::InvalidArgumentError("a message of type '" + delivery.type + "', not " + type_);
+    }
+    return delivery;
+  }
+  std::string BusinessKey(const Delivery& message) override { return message.shard_key; }
+  absl::StatusOr<std::string> Apply(SQLite::Database& tx, const Delivery& message) override {
+    return apply_(tx, message);
+  }
+
+ private:
+  const std::string type_;
+  const Function apply_;
+};
+
 }  // namespace outbox

@@ -229,5 +229,50 @@ TEST_F(SqliteMessageHandlerTest, ACrashBetweenCommitAndAckNeverAppliesAMessageTw
   EXPECT_EQ(queue.ready(), 0u);
 }
 
+// The shortest handler: one message type, a function, the producer's
+// business key (the delivery's shard_key) kept in the inbox; another type is
+// refused in Add (the consumer dead-letters it); a schema made in one call.
+TEST(SqliteApplyTest, AppliesItsTypeByTheFunctionAndKeysByTheShardKey) {
+  TempDir dir("sqlite_apply_test");
+  const DbSchema schema = ConsumerSchema("CREATE TABLE shipments (order_id TEXT PRIMARY KEY)");
+  ASSERT_EQ(schema.latest(), 1);
+  auto file = OpenSqliteFile(dir.path() + "/shipping.db", {}, &schema);
+  ASSERT_OK(file);
+  int applies = 0;
+  SqliteApply shipping(**file, "OrderPlaced", [&](SQLite::Database& tx, const Delivery& order) {
+    ++applies;
+    SQLite::Statement insert(tx, "INSERT INTO shipments VALUES (?)");
+    insert.bind(1, order.body);
+    insert.exec();
+    return absl::StatusOr<std::string>("ship-" + order.body);
+  });
+  Delivery order;
+  order.message_id = "m1";
+  order.type = "OrderPlaced";
+  order.body = "o-1";
+  order.shard_key = "key-1";
+  Delivery refund = order;
+  refund.message_id = "m2";
+  refund.type = "RefundIssued";
+
+  ConsumerHandler& h = shipping;
+  h.Clear();
+  EXPECT_THAT(h.Add(refund), StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_OK(h.Add(order));
+  ASSERT_OK(h.Add(order));  // a copy in the same batch
+  auto applied = h.ApplyBatch();
+  ASSERT_OK(applied);
+  ASSERT_EQ(applied->size(), 2u);
+  EXPECT_EQ((*applied)[0].reference, "ship-o-1");
+  EXPECT_TRUE((*applied)[1].duplicate);
+  EXPECT_EQ(applies, 1);
+  ASSERT_OK((*file)->Read("read the inbox", [&](SQLite::Database& db) {
+    EXPECT_EQ(db.execAndGet("SELECT biz_key FROM inbox WHERE message_id = 'm1'").getString(),
+              "key-1");
+    EXPECT_EQ(db.execAndGet("SELECT count(*) FROM shipments").getInt(), 1);
+    return absl::OkStatus();
+  }));
+}
+
 }  // namespace
 }  // namespace outbox::testing

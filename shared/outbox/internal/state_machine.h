@@ -28,18 +28,6 @@
 
 namespace outbox {
 
-// What the writer of a row decides; the rest is filled in by NewOutboxMessage.
-struct MessageSpec {
-  std::string message_id;
-  std::string biz_type;
-  std::string biz_key;
-  std::string topic;
-  std::string message_type;
-  std::string reply_to;
-  std::string payload;
-  std::string traceparent;
-};
-
 // A new SENDING row. The publish right after the commit is attempt 1, so the
 // row is due for recovery only after policy.DelayAfter(1); the attempt budget
 // is stored in the row and read from there when the row is retried.

@@ -52,6 +52,16 @@ TEST(RetryPolicyTest, ValidateNamesTheBadSetting) {
   EXPECT_NE(p.Validate().message().find("max attempts"), std::string::npos);
 }
 
+TEST(MessageSpecTest, OfNamesTheTypeTheKeyAndThePayload) {
+  const MessageSpec spec = MessageSpec::Of("OrderPlaced", "o-1", "body");
+  EXPECT_EQ(spec.message_type, "OrderPlaced");
+  EXPECT_EQ(spec.biz_type, "OrderPlaced");
+  EXPECT_EQ(spec.biz_key, "o-1");
+  EXPECT_EQ(spec.payload, "body");
+  EXPECT_EQ(spec.message_id, "");  // the producer's: a time-ordered UUID
+  EXPECT_EQ(spec.topic, "");       // the producer's queue
+}
+
 TEST(NewOutboxMessageTest, CountsTheFastPathPublishAsAttemptOneAndStoresTheBudget) {
   OutboxMessage row = Fresh();
   EXPECT_EQ(row.status, OutboxStatus::kSending);

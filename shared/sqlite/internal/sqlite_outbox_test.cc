@@ -201,5 +201,27 @@ TEST_F(RowClosedTest, AFailingStepRollsBackItsOwnWritesAndTheRowClosesAllTheSame
   EXPECT_EQ(m2->status, OutboxStatus::kSent);
 }
 
+// A producer's schema in one call: the adopter's tables and the outbox's,
+// as version 1; opened again, nothing runs twice.
+TEST(ProducerSchemaTest, MakesTheAdoptersTablesAndTheOutboxInVersionOne) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "producer_schema_test.db").string();
+  std::filesystem::remove(path);
+  const DbSchema schema = outbox::ProducerSchema(
+      "CREATE TABLE orders (id TEXT PRIMARY KEY); CREATE TABLE lines (id TEXT)");
+  for (int open = 0; open < 2; ++open) {
+    auto file = OpenSqliteFile(path, {}, &schema);
+    ASSERT_OK(file);
+    ASSERT_OK((*file)->Read("look", [&](SQLite::Database& db) {
+      EXPECT_EQ(SchemaVersion(db), 1);
+      for (const char* table : {"orders", "lines", "outbox", "outbox_archive", "recovery_lease"}) {
+        EXPECT_TRUE(db.tableExists(table)) << table;
+      }
+      return absl::OkStatus();
+    }));
+  }
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace outbox
