@@ -11,24 +11,33 @@ using outbox::EnvOr;
 using outbox::EnvOrDuration;
 using outbox::EnvOrInt;
 
-ABSL_FLAG(std::string, accounting_listen, EnvOr("ACCOUNTING_LISTEN", "127.0.0.1:50052"),
+namespace {
+// The built-in defaults: AccountingServiceOptions' (accounting_options.h).
+const outbox::accounting::AccountingServiceOptions& Defaults() {
+  static const auto* const defaults = new outbox::accounting::AccountingServiceOptions();
+  return *defaults;
+}
+}  // namespace
+
+ABSL_FLAG(std::string, accounting_listen, EnvOr("ACCOUNTING_LISTEN", Defaults().listen),
           "gRPC listen address host:port [env ACCOUNTING_LISTEN]");
-ABSL_FLAG(std::string, accounting_db, EnvOr("ACCOUNTING_DB", "accounting.db"),
+ABSL_FLAG(std::string, accounting_db, EnvOr("ACCOUNTING_DB", Defaults().db),
           "SQLite file holding vouchers and processed message ids [env ACCOUNTING_DB]");
 ABSL_FLAG(std::string, metrics_listen, EnvOr("ACCOUNTING_METRICS_LISTEN", ""),
           "Prometheus /metrics on host:port; empty = off [env ACCOUNTING_METRICS_LISTEN]");
-ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 256),
+ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", Defaults().prefetch),
           "PAY_QUEUE prefetch, also the largest batch applied in one transaction "
           "[env AMQP_PREFETCH]");
-ABSL_FLAG(int, consume_linger_ms, EnvOrInt("CONSUME_LINGER_MS", 20),
+ABSL_FLAG(int, consume_linger_ms, EnvOrInt("CONSUME_LINGER_MS", Defaults().consume_linger_ms),
           "a batch waits until it holds --consume_linger_batch messages or this long has passed "
           "since its first, so that messages arriving close together share one transaction, "
           "fsync and reply; adds at most this much to create->SENT. 0: no wait "
           "[env CONSUME_LINGER_MS]");
-ABSL_FLAG(int, consume_linger_batch, EnvOrInt("CONSUME_LINGER_BATCH", 4),
+ABSL_FLAG(int, consume_linger_batch,
+          EnvOrInt("CONSUME_LINGER_BATCH", Defaults().consume_linger_batch),
           "the batch size that ends a linger at once (see --consume_linger_ms) "
           "[env CONSUME_LINGER_BATCH]");
-ABSL_FLAG(int, accounting_shard, EnvOrInt("ACCOUNTING_SHARD", 0),
+ABSL_FLAG(int, accounting_shard, EnvOrInt("ACCOUNTING_SHARD", Defaults().shard),
           "which of the --accounting_shards this instance is, 0..M-1: it consumes "
           "<pay_queue>-<shard> (pay_queue itself when M is 1) into its own --accounting_db "
           "[env ACCOUNTING_SHARD]");
@@ -36,7 +45,7 @@ ABSL_FLAG(std::string, api_token_file, EnvOr("API_TOKEN_FILE", ""),
           "file holding the client token; when set every AccountingService call needs "
           "'authorization: Bearer <token>' (health and reflection stay open) [env API_TOKEN_FILE]");
 ABSL_FLAG(absl::Duration, processed_retention,
-          EnvOrDuration("PROCESSED_RETENTION", absl::Hours(720)),
+          EnvOrDuration("PROCESSED_RETENTION", Defaults().processed_retention),
           "processed message ids older than this are deleted, a batch at a time; 0 keeps them "
           "all. A pruned id books nothing again: the payment's voucher stays "
           "[env PROCESSED_RETENTION]");

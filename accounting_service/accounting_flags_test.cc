@@ -10,6 +10,8 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox::accounting {
@@ -85,6 +87,30 @@ TEST(AccountingServiceOptionsTest, ChecksTheShardThenThePrefetchThenTheRetention
   ExpectRefused(o, "--accounting_shard must be 0..0 (--accounting_shards - 1)");
   o.shard = 0;
   ExpectRefused(o, "--prefetch must be 1..65535");
+}
+
+// Each default lives once: the consumer's in the library's options, which
+// AccountingServiceOptions takes, and the flags take AccountingServiceOptions'.
+TEST(AccountingOptionsFromFlagsTest, TheDefaultsAreTheLibrarys) {
+  const AccountingServiceOptions o;
+  const Consumer::Options consumer;
+  EXPECT_EQ(o.prefetch, consumer.prefetch);
+  EXPECT_EQ(o.consume_linger_batch, consumer.linger_batch);
+  EXPECT_EQ(o.processed_retention, consumer.inbox_retention);
+  const std::vector<std::pair<const char*, std::string>> flags = {
+      {"accounting_listen", o.listen},
+      {"accounting_db", o.db},
+      {"prefetch", absl::StrCat(o.prefetch)},
+      {"consume_linger_ms", absl::StrCat(o.consume_linger_ms)},
+      {"consume_linger_batch", absl::StrCat(o.consume_linger_batch)},
+      {"accounting_shard", absl::StrCat(o.shard)},
+      {"processed_retention", absl::FormatDuration(o.processed_retention)},
+  };
+  for (const auto& [name, value] : flags) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    ASSERT_NE(flag, nullptr) << name;
+    EXPECT_EQ(flag->DefaultValue(), value) << name;
+  }
 }
 
 TEST(AccountingOptionsFromFlagsTest, ReadsEveryFlag) {

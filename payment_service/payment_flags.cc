@@ -8,24 +8,32 @@
 using outbox::EnvOr;
 using outbox::EnvOrInt;
 
-ABSL_FLAG(std::string, payment_listen, EnvOr("PAYMENT_LISTEN", "127.0.0.1:50051"),
+namespace {
+// The built-in defaults: PaymentServiceOptions' (payment_options.h).
+const outbox::payment::PaymentServiceOptions& Defaults() {
+  static const auto* const defaults = new outbox::payment::PaymentServiceOptions();
+  return *defaults;
+}
+}  // namespace
+
+ABSL_FLAG(std::string, payment_listen, EnvOr("PAYMENT_LISTEN", Defaults().listen),
           "gRPC listen address host:port [env PAYMENT_LISTEN]");
-ABSL_FLAG(std::string, payment_db, EnvOr("PAYMENT_DB", "payment.db"),
+ABSL_FLAG(std::string, payment_db, EnvOr("PAYMENT_DB", Defaults().db),
           "SQLite file holding payments and the outbox [env PAYMENT_DB]");
 ABSL_FLAG(std::string, metrics_listen, EnvOr("PAYMENT_METRICS_LISTEN", ""),
           "Prometheus /metrics on host:port; empty = off [env PAYMENT_METRICS_LISTEN]");
-ABSL_FLAG(int, publish_window, EnvOrInt("PUBLISH_WINDOW", 1024),
+ABSL_FLAG(int, publish_window, EnvOrInt("PUBLISH_WINDOW", Defaults().publish_window),
           "unconfirmed messages in flight on the fast path [env PUBLISH_WINDOW]");
-ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", 1024),
+ABSL_FLAG(int, prefetch, EnvOrInt("AMQP_PREFETCH", Defaults().prefetch),
           "ACC_QUEUE prefetch, also the ack batch size [env AMQP_PREFETCH]");
-ABSL_FLAG(int, group_commit_max, EnvOrInt("GROUP_COMMIT_MAX", 512),
+ABSL_FLAG(int, group_commit_max, EnvOrInt("GROUP_COMMIT_MAX", Defaults().group_commit_max),
           "most payments committed in one transaction [env GROUP_COMMIT_MAX]");
-ABSL_FLAG(int64_t, max_unsent, EnvOrInt("MAX_UNSENT", 512),
+ABSL_FLAG(int64_t, max_unsent, EnvOrInt("MAX_UNSENT", Defaults().max_unsent),
           "while accounting replies but this many payments are SENDING, new payments wait "
           "(up to --max_hold_ms) for its acks; 0 = never [env MAX_UNSENT]");
-ABSL_FLAG(int, max_hold_ms, EnvOrInt("MAX_HOLD_MS", 20),
+ABSL_FLAG(int, max_hold_ms, EnvOrInt("MAX_HOLD_MS", Defaults().max_hold_ms),
           "longest a new payment waits for accounting's backlog [env MAX_HOLD_MS]");
-ABSL_FLAG(int, ack_linger_ms, EnvOrInt("ACK_LINGER_MS", 5),
+ABSL_FLAG(int, ack_linger_ms, EnvOrInt("ACK_LINGER_MS", Defaults().ack_linger_ms),
           "accounting's acknowledgements wait up to this long for new payments to share their "
           "commit (one fsync for both) when no payment is queued; 0 = commit them at once. Adds "
           "at most this much to create->SENT [env ACK_LINGER_MS]");

@@ -10,6 +10,7 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox::payment {
@@ -94,6 +95,33 @@ TEST(PaymentServiceOptionsTest, TheSizesAreCheckedBeforeTheBackpressure) {
   o.publish_window = 0;
   o.max_hold_ms = 5000;
   ExpectRefused(o, kWindowBatchPrefetch);
+}
+
+// Each default lives once: the producer's in the library's options, which
+// PaymentServiceOptions takes, and the flags take PaymentServiceOptions'.
+TEST(PaymentOptionsFromFlagsTest, TheDefaultsAreTheLibrarys) {
+  const PaymentServiceOptions o;
+  const GroupWriterOptions group;
+  EXPECT_EQ(o.publish_window, static_cast<int>(Producer::Options{}.window));
+  EXPECT_EQ(o.group_commit_max, static_cast<int>(group.max_batch));
+  EXPECT_EQ(o.max_unsent, group.max_unsent);
+  EXPECT_EQ(absl::Milliseconds(o.max_hold_ms), group.max_hold);
+  EXPECT_EQ(absl::Milliseconds(o.ack_linger_ms), group.ack_linger);
+  const std::vector<std::pair<const char*, std::string>> flags = {
+      {"payment_listen", o.listen},
+      {"payment_db", o.db},
+      {"publish_window", absl::StrCat(o.publish_window)},
+      {"prefetch", absl::StrCat(o.prefetch)},
+      {"group_commit_max", absl::StrCat(o.group_commit_max)},
+      {"max_unsent", absl::StrCat(o.max_unsent)},
+      {"max_hold_ms", absl::StrCat(o.max_hold_ms)},
+      {"ack_linger_ms", absl::StrCat(o.ack_linger_ms)},
+  };
+  for (const auto& [name, value] : flags) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    ASSERT_NE(flag, nullptr) << name;
+    EXPECT_EQ(flag->DefaultValue(), value) << name;
+  }
 }
 
 TEST(PaymentOptionsFromFlagsTest, ReadsEveryFlag) {

@@ -155,6 +155,45 @@ TEST(RecoveryOptionsFromFlagsTest, TheAmqpHeartbeatIsWholeSeconds) {
   }
 }
 
+// Each default lives once: the worker's in RecoveryOptions, the retry
+// policy's in RetryPolicy, and the flags take them from there.
+TEST(RecoveryOptionsFromFlagsTest, TheDefaultsAreTheLibrarys) {
+  const RecoveryServiceOptions o;
+  const RecoveryOptions& w = o.worker;
+  const RetryPolicy retry;
+  const std::vector<std::pair<const char*, std::string>> flags = {
+      {"recovery_listen", o.listen},
+      {"payment_db", o.payment_db},
+      {"payment_db_wait", absl::FormatDuration(o.payment_db_wait)},
+      {"runbook_url", o.runbook_url},
+      {"recovery_batch", absl::StrCat(w.batch)},
+      {"recovery_lease_ttl", absl::FormatDuration(w.lease_ttl)},
+      {"recovery_rate", absl::StrCat(w.rate_per_second)},
+      {"recovery_idle_sleep", absl::FormatDuration(w.idle_sleep)},
+      {"recovery_max_publish_failures", absl::StrCat(w.max_publish_failures)},
+      {"backlog_age", absl::FormatDuration(w.backlog_age)},
+      {"backlog_threshold", absl::StrCat(w.backlog_threshold)},
+      {"housekeeping_every", absl::FormatDuration(w.housekeeping_every)},
+      {"recovery_hold_queue_depth", absl::StrCat(w.hold_queue_depth)},
+      {"alert_resend", absl::FormatDuration(w.alert_resend)},
+      {"retention", absl::FormatDuration(w.retention)},
+      {"archive_retention", absl::FormatDuration(w.archive_retention)},
+      {"audit_retention", absl::FormatDuration(w.audit_retention)},
+      {"retry_base_delay", absl::FormatDuration(retry.base_delay)},
+      {"retry_max_delay", absl::FormatDuration(retry.max_delay)},
+      {"retry_max_attempts", absl::StrCat(retry.max_attempts)},
+      {"retry_max_age", absl::FormatDuration(retry.max_age)},
+      {"amqp_heartbeat", absl::FormatDuration(AmqpUrl{}.heartbeat)},
+      {"accounting_shards", absl::StrCat(ServiceConfig{}.accounting_shards)},
+      {"max_amount_minor", absl::StrCat(ServiceConfig{}.max_amount_minor)},
+  };
+  for (const auto& [name, value] : flags) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    ASSERT_NE(flag, nullptr) << name;
+    EXPECT_EQ(flag->DefaultValue(), value) << name;
+  }
+}
+
 TEST(RecoveryOptionsFromFlagsTest, ReadsEveryFlag) {
   outbox::testing::ScopedFlags flags;
   flags.Set("amqp_url", "amqp://guest@127.0.0.1:5672/%2F");

@@ -15,8 +15,9 @@
 
 namespace outbox::recovery {
 
-// The defaults are the flags' built-in ones (no environment), but for
-// worker.instance_id, which OptionsFromFlags() makes <hostname>-<pid>.
+// The flags' built-in defaults (no environment) are these, the worker's
+// RecoveryOptions', but for worker.instance_id, which OptionsFromFlags()
+// makes <hostname>-<pid>.
 struct RecoveryServiceOptions {
   std::string listen = "127.0.0.1:50053";  // --recovery_listen
   std::string payment_db = "payment.db";

@@ -10,6 +10,15 @@ using outbox::EnvOr;
 using outbox::EnvOrDuration;
 using outbox::EnvOrInt;
 
+namespace {
+// The built-in defaults: ServiceConfig's (service_config.h), its retry
+// policy RetryPolicy's and its heartbeat AmqpUrl's.
+const outbox::ServiceConfig& Defaults() {
+  static const auto* const defaults = new outbox::ServiceConfig();
+  return *defaults;
+}
+}  // namespace
+
 ABSL_FLAG(std::string, amqp_url, EnvOr("AMQP_URL", ""),
           "RabbitMQ URL amqp://user:pass@host:port/vhost, or amqps://... for TLS, required "
           "[env AMQP_URL]");
@@ -24,7 +33,8 @@ ABSL_FLAG(std::string, amqp_tls_key_file, EnvOr("AMQP_TLS_KEY_FILE", ""),
 ABSL_FLAG(std::string, amqp_password_file, EnvOr("AMQP_PASSWORD_FILE", ""),
           "file holding the password of the user in --amqp_url, read once at start; "
           "replaces a password in the URL [env AMQP_PASSWORD_FILE]");
-ABSL_FLAG(absl::Duration, amqp_heartbeat, EnvOrDuration("AMQP_HEARTBEAT", outbox::kAmqpHeartbeat),
+ABSL_FLAG(absl::Duration, amqp_heartbeat,
+          EnvOrDuration("AMQP_HEARTBEAT", Defaults().amqp.heartbeat),
           "AMQP heartbeat asked of the broker, whole seconds from 2s (the broker may grant "
           "less): a connection that hears nothing for two of them is taken for dead, and the "
           "broker closes one that sends nothing for two of them (docs/design.md, Noticing a "
@@ -33,7 +43,7 @@ ABSL_FLAG(std::string, pay_queue, EnvOr("PAY_QUEUE", "PAY_QUEUE"),
           "queue of the payment events [env PAY_QUEUE]");
 ABSL_FLAG(std::string, acc_queue, EnvOr("ACC_QUEUE", "ACC_QUEUE"),
           "queue of accounting's acknowledgements (reply_to of payment events) [env ACC_QUEUE]");
-ABSL_FLAG(int, accounting_shards, EnvOrInt("ACCOUNTING_SHARDS", 1),
+ABSL_FLAG(int, accounting_shards, EnvOrInt("ACCOUNTING_SHARDS", Defaults().accounting_shards),
           "accounting instances M: with more than 1, payment events are hashed by payment id "
           "over the queues <pay_queue>-0..M-1, one per accounting instance; the same M for "
           "all services (docs/deployment.md, Accounting shards) [env ACCOUNTING_SHARDS]");
@@ -45,17 +55,20 @@ ABSL_FLAG(std::string, alertmanager_url, EnvOr("ALERTMANAGER_URL", ""),
           "Alertmanager base URL, e.g. http://127.0.0.1:9093; empty = alerts only logged "
           "[env ALERTMANAGER_URL]");
 ABSL_FLAG(absl::Duration, retry_base_delay,
-          EnvOrDuration("RETRY_BASE_DELAY", EnvOrDuration("RECOVERY_BASE_DELAY", absl::Seconds(5))),
+          EnvOrDuration("RETRY_BASE_DELAY",
+                        EnvOrDuration("RECOVERY_BASE_DELAY", Defaults().retry.base_delay)),
           "linear backoff unit: a message is retried base*n after its attempt n "
           "[env RETRY_BASE_DELAY, formerly RECOVERY_BASE_DELAY]");
 ABSL_FLAG(absl::Duration, retry_max_delay,
-          EnvOrDuration("RETRY_MAX_DELAY", EnvOrDuration("RECOVERY_MAX_DELAY", absl::Minutes(5))),
+          EnvOrDuration("RETRY_MAX_DELAY",
+                        EnvOrDuration("RECOVERY_MAX_DELAY", Defaults().retry.max_delay)),
           "cap of the backoff [env RETRY_MAX_DELAY, formerly RECOVERY_MAX_DELAY]");
 ABSL_FLAG(int, retry_max_attempts,
-          EnvOrInt("RETRY_MAX_ATTEMPTS", EnvOrInt("RECOVERY_MAX_ATTEMPTS", 10)),
+          EnvOrInt("RETRY_MAX_ATTEMPTS",
+                   EnvOrInt("RECOVERY_MAX_ATTEMPTS", Defaults().retry.max_attempts)),
           "publishes before a message becomes FAILED; stored in each row when it is written "
           "[env RETRY_MAX_ATTEMPTS, formerly RECOVERY_MAX_ATTEMPTS]");
-ABSL_FLAG(absl::Duration, retry_max_age, EnvOrDuration("RETRY_MAX_AGE", absl::ZeroDuration()),
+ABSL_FLAG(absl::Duration, retry_max_age, EnvOrDuration("RETRY_MAX_AGE", Defaults().retry.max_age),
           "a SENDING message older than this turns FAILED (kind expired) at its next retry "
           "instead of being re-published; 0 = no limit [env RETRY_MAX_AGE]");
 ABSL_FLAG(std::string, topic_retry, EnvOr("TOPIC_RETRY", ""),
@@ -75,7 +88,7 @@ ABSL_FLAG(std::string, tls_ca_file, EnvOr("TLS_CA_FILE", ""),
           "PEM CA bundle --health_check trusts for the server's certificate; "
           "default --tls_client_ca_file [env TLS_CA_FILE]");
 
-ABSL_FLAG(int64_t, max_amount_minor, EnvOrInt("MAX_AMOUNT_MINOR", outbox::kDefaultMaxAmountMinor),
+ABSL_FLAG(int64_t, max_amount_minor, EnvOrInt("MAX_AMOUNT_MINOR", Defaults().max_amount_minor),
           "largest payment amount in minor units: payment refuses larger requests "
           "(INVALID_ARGUMENT), accounting answers larger messages with a business reject "
           "(dead-letters them from a publisher older than rejects) [env MAX_AMOUNT_MINOR]");
