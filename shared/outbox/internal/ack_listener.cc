@@ -30,7 +30,8 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyD
       dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
       unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)),
       record_failures_(StoreWriteFailures(metrics, "record_acks")),
-      clock_(options_.clock ? *options_.clock : SystemClock::Get()) {
+      clock_(options_.clock ? *options_.clock : SystemClock::Get()),
+      backoff_(clock_, options_.store_retry_max) {
   RegisterLinkMetrics(metrics, acks_, "ack_listener");
 }
 
@@ -53,11 +54,11 @@ bool AckListener::Step() {
     thread_.Sleep(absl::Milliseconds(100));
     return true;
   }
-  if (!held_.empty()) {
-    absl::Status s = RetryHeld();
+  if (!waiting_.empty()) {
+    absl::Status s = RetryWaiting();
     if (!s.ok()) {
       acks_.Reset(s);  // the broker requeues what was held
-      held_.clear();
+      waiting_.clear();
     }
     return true;
   }
@@ -70,42 +71,37 @@ bool AckListener::Step() {
   absl::Status s = HandleBatch(*deliveries);
   if (!s.ok()) {
     acks_.Reset(s);  // unacked deliveries come back after reconnect
-    held_.clear();
+    waiting_.clear();
   }
   return true;
 }
 
-absl::Status AckListener::RetryHeld() {
+absl::Status AckListener::RetryWaiting() {
   // Waiting on the connection keeps it alive and takes what else arrives.
-  const absl::Duration wait =
-      std::clamp(retry_at_ - clock_.Now(), absl::ZeroDuration(), absl::Milliseconds(200));
   const size_t prefetch = static_cast<size_t>(std::max(1, options_.prefetch));
-  ASSIGN_OR_RETURN(std::vector<Delivery> more,
-                   acks_.Next(held_.size() < prefetch ? prefetch - held_.size() : 1, wait));
-  held_.insert(held_.end(), std::make_move_iterator(more.begin()),
-               std::make_move_iterator(more.end()));
-  if (clock_.Now() < retry_at_) return absl::OkStatus();
+  ASSIGN_OR_RETURN(
+      std::vector<Delivery> more,
+      acks_.Next(waiting_.size() < prefetch ? prefetch - waiting_.size() : 1, backoff_.WaitNow()));
+  waiting_.insert(waiting_.end(), std::make_move_iterator(more.begin()),
+                  std::make_move_iterator(more.end()));
+  if (!backoff_.Due()) return absl::OkStatus();
   std::vector<Delivery> batch;
-  batch.swap(held_);
+  batch.swap(waiting_);
   return HandleBatch(batch);
 }
 
-void AckListener::Hold(const std::vector<Delivery>& deliveries, uint64_t acked_through,
-                       const std::set<uint64_t>& dead_lettered, const absl::Status& why) {
+void AckListener::BackOff(const std::vector<Delivery>& deliveries, uint64_t acked_through,
+                          const std::set<uint64_t>& dead_lettered, const absl::Status& why) {
   record_failures_.Add();
   for (const Delivery& d : deliveries) {
     if (d.delivery_tag > acked_through && !dead_lettered.count(d.delivery_tag)) {
-      held_.push_back(d);
+      waiting_.push_back(d);
     }
   }
-  absl::Duration pause = absl::Milliseconds(200);
-  for (int i = 0; i < store_failures_ && pause < options_.store_retry_max; ++i) pause *= 2;
-  pause = std::min(pause, options_.store_retry_max);
-  ++store_failures_;
-  retry_at_ = clock_.Now() + pause;
-  LogWarning("replies_held", {KV("queue", options_.queue), KV("messages", held_.size()),
+  const absl::Duration pause = backoff_.Refused();
+  LogWarning("replies_held", {KV("queue", options_.queue), KV("messages", waiting_.size()),
                               KV("retry_in", absl::FormatDuration(pause)),
-                              KV("failures", store_failures_), KV("error", why.message())});
+                              KV("failures", backoff_.failures()), KV("error", why.message())});
 }
 
 absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
@@ -155,7 +151,7 @@ absl::Status AckListener::HandleBatch(const std::vector<Delivery>& deliveries) {
   if (held.ok() && !chunk.empty()) {
     RETURN_IF_ERROR(RecordReplies(chunk, &acked_through, &dead_lettered, &held));
   }
-  if (!held.ok()) Hold(deliveries, acked_through, dead_lettered, held);
+  if (!held.ok()) BackOff(deliveries, acked_through, dead_lettered, held);
   return absl::OkStatus();
 }
 
@@ -246,7 +242,7 @@ absl::Status AckListener::RecordChunk(const std::vector<Decoded>& chunk, absl::S
     total.late += changed->late;
     total.closed += changed->closed;
   }
-  store_failures_ = 0;
+  backoff_.Succeeded();
   acknowledged_.Add(total.changed());
   late_.Add(total.late);
   harmless_.Add(static_cast<int64_t>(message_ids.size()) - total.changed());

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "shared/base/clock.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/internal/store_backoff.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/repository.h"
 #include "shared/outbox/transport.h"
@@ -121,12 +122,12 @@ class AckListener {
   // the broker's.
   absl::Status RecordChunk(const std::vector<Decoded>& chunk, absl::Status* refused);
   // The store cannot write: the deliveries after `acked_through` that
-  // were not dead-lettered are kept for the next try.
-  void Hold(const std::vector<Delivery>& deliveries, uint64_t acked_through,
-            const std::set<uint64_t>& dead_lettered, const absl::Status& why);
-  // The held deliveries, with what arrived while they waited, once their
-  // pause is over.
-  absl::Status RetryHeld();
+  // were not dead-lettered wait for the next try (StoreBackoff).
+  void BackOff(const std::vector<Delivery>& deliveries, uint64_t acked_through,
+               const std::set<uint64_t>& dead_lettered, const absl::Status& why);
+  // The waiting deliveries, with what arrived meanwhile, once the backoff
+  // is over.
+  absl::Status RetryWaiting();
   // max_rows_per_commit, at least 1.
   size_t MaxRowsPerCommit() const;
 
@@ -144,10 +145,9 @@ class AckListener {
   Counter& record_failures_;  // writes the store could not make (held)
   const Clock& clock_;
   // Owned by the listener's thread: deliveries the store refused, unacked,
-  // recorded again at retry_at_; store_failures_ counts refusals in a row.
-  std::vector<Delivery> held_;
-  absl::Time retry_at_;
-  int store_failures_ = 0;
+  // recorded again when the backoff is over.
+  std::vector<Delivery> waiting_;
+  StoreBackoff backoff_;
   WorkerThread thread_;
 };
 

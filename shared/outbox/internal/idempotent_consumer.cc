@@ -32,7 +32,8 @@ IdempotentConsumer::IdempotentConsumer(MessageConsumer& deliveries, MessagePubli
                              "small batches that waited (up to the linger) for more messages")),
       requeued_(metrics.AddCounter("outbox_requeued_total",
                                    "deliveries returned to the queue after a failure")),
-      apply_failures_(StoreWriteFailures(metrics, "apply_batch")) {
+      apply_failures_(StoreWriteFailures(metrics, "apply_batch")),
+      backoff_(clock_, options_.store_retry_max) {
   RegisterLinkMetrics(metrics, deliveries_, "consumer");
   RegisterLinkMetrics(metrics, replies_, "replies");
 }
@@ -65,8 +66,8 @@ bool IdempotentConsumer::Step() {
     thread_.Sleep(absl::Milliseconds(100));
     return true;
   }
-  if (!held_.empty()) {
-    absl::Status s = RetryHeld();
+  if (!waiting_.empty()) {
+    absl::Status s = RetryWaiting();
     if (!s.ok()) AfterError(s);
     return true;
   }
@@ -104,20 +105,19 @@ void IdempotentConsumer::AfterError(const absl::Status& s) {
   if (!replies_.connected()) replies_.Reset(s);
 }
 
-absl::Status IdempotentConsumer::RetryHeld() {
+absl::Status IdempotentConsumer::RetryWaiting() {
   // Waiting on the connection keeps it alive (heartbeats) and takes what
   // else arrives, up to the prefetch.
-  const absl::Duration wait =
-      std::clamp(retry_at_ - clock_.Now(), absl::ZeroDuration(), absl::Milliseconds(200));
   const size_t prefetch = static_cast<size_t>(options_.prefetch);
   ASSIGN_OR_RETURN(std::vector<Delivery> more,
-                   deliveries_.Next(held_.size() < prefetch ? prefetch - held_.size() : 1, wait));
-  held_.insert(held_.end(), std::make_move_iterator(more.begin()),
-               std::make_move_iterator(more.end()));
+                   deliveries_.Next(waiting_.size() < prefetch ? prefetch - waiting_.size() : 1,
+                                    backoff_.WaitNow()));
+  waiting_.insert(waiting_.end(), std::make_move_iterator(more.begin()),
+                  std::make_move_iterator(more.end()));
   if (!window_.empty()) RETURN_IF_ERROR(Settle(absl::ZeroDuration()));
-  if (clock_.Now() < retry_at_) return absl::OkStatus();
+  if (!backoff_.Due()) return absl::OkStatus();
   std::vector<Delivery> batch;
-  batch.swap(held_);
+  batch.swap(waiting_);
   return HandleBatch(batch);
 }
 
@@ -163,7 +163,7 @@ absl::Status IdempotentConsumer::HandleBatch(const std::vector<Delivery>& delive
   if (batch.sources.empty()) return absl::OkStatus();
   absl::StatusOr<std::vector<Applied>> applied = ApplyAdmitted(batch);
   if (applied.ok()) return Answer(batch, *applied);
-  if (StoreUnavailable(applied.status())) return HoldBatch(batch.sources, applied.status());
+  if (StoreUnavailable(applied.status())) return BackOff(batch.sources, applied.status());
   return ApplyOneByOne(batch, applied.status());
 }
 
@@ -199,8 +199,8 @@ absl::Status IdempotentConsumer::ApplyOneByOne(const Admitted& batch, const absl
       RETURN_IF_ERROR(Answer(one, *applied));
     } else if (StoreUnavailable(applied.status())) {
       // The store went away meanwhile: this one and the rest wait for it.
-      return HoldBatch(std::vector<const Delivery*>(batch.sources.begin() + i, batch.sources.end()),
-                       applied.status());
+      return BackOff(std::vector<const Delivery*>(batch.sources.begin() + i, batch.sources.end()),
+                     applied.status());
     } else {
       RETURN_IF_ERROR(DeadLetter(deliveries_, dead_lettered_, options_.queue, d,
                                  std::string(applied.status().message())));
@@ -211,7 +211,7 @@ absl::Status IdempotentConsumer::ApplyOneByOne(const Admitted& batch, const absl
 
 absl::Status IdempotentConsumer::Answer(const Admitted& batch,
                                         const std::vector<Applied>& applied) {
-  store_failures_ = 0;
+  backoff_.Succeeded();
   if (!options_.after_apply_failpoint.empty()) Failpoint(options_.after_apply_failpoint);
   for (size_t i = 0; i < applied.size(); ++i) {
     const Applied& a = applied[i];
@@ -293,20 +293,16 @@ absl::Status IdempotentConsumer::Admit(const std::vector<Delivery>& deliveries, 
   return absl::OkStatus();
 }
 
-absl::Status IdempotentConsumer::HoldBatch(const std::vector<const Delivery*>& deliveries,
-                                           const absl::Status& why) {
+absl::Status IdempotentConsumer::BackOff(const std::vector<const Delivery*>& deliveries,
+                                         const absl::Status& why) {
   // Kept, not requeued: a store outage spends none of a message's
   // deliveries (see the header). The earlier batches' replies settle on.
   apply_failures_.Add();
-  absl::Duration pause = absl::Milliseconds(200);
-  for (int i = 0; i < store_failures_ && pause < options_.store_retry_max; ++i) pause *= 2;
-  pause = std::min(pause, options_.store_retry_max);
-  ++store_failures_;
-  for (const Delivery* d : deliveries) held_.push_back(*d);
-  retry_at_ = clock_.Now() + pause;
-  LogWarning("batch_held", {KV("queue", options_.queue), KV("messages", held_.size()),
+  for (const Delivery* d : deliveries) waiting_.push_back(*d);
+  const absl::Duration pause = backoff_.Refused();
+  LogWarning("batch_held", {KV("queue", options_.queue), KV("messages", waiting_.size()),
                             KV("retry_in", absl::FormatDuration(pause)),
-                            KV("failures", store_failures_), KV("error", why.message())});
+                            KV("failures", backoff_.failures()), KV("error", why.message())});
   return absl::OkStatus();
 }
 
@@ -436,7 +432,7 @@ void IdempotentConsumer::ForgetUnsettled() {
   // Their confirms, if any come, find nothing to settle.
   window_.TakeAll();
   unsettled_.clear();
-  held_.clear();
+  waiting_.clear();
 }
 
 }  // namespace outbox

@@ -56,6 +56,7 @@
 #include "shared/observability/metrics.h"
 #include "shared/outbox/consumer_handler.h"
 #include "shared/outbox/internal/confirm_window.h"
+#include "shared/outbox/internal/store_backoff.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/message_auth.h"
 #include "shared/outbox/transport.h"
@@ -146,10 +147,10 @@ class IdempotentConsumer {
   absl::Status Admit(const std::vector<Delivery>& deliveries, Admitted* batch);
   // Small batches wait up to options_.linger for more (see ConsumerOptions).
   absl::StatusOr<std::vector<Delivery>> Linger(std::vector<Delivery> batch);
-  // The store cannot write: the deliveries are kept for the next try.
-  absl::Status HoldBatch(const std::vector<const Delivery*>& deliveries, const absl::Status& why);
-  // A held batch, with what arrived while it waited, once its pause is over.
-  absl::Status RetryHeld();
+  // The store cannot write: the deliveries wait for the next try (StoreBackoff).
+  absl::Status BackOff(const std::vector<const Delivery*>& deliveries, const absl::Status& why);
+  // The waiting batch, with what arrived meanwhile, once the backoff is over.
+  absl::Status RetryWaiting();
   // Publishes the replies into the confirm window; their deliveries wait.
   absl::Status PublishReplies(const Admitted& batch, const std::vector<Reply>& replies);
   void Track(const Admitted& batch, const Reply& reply);
@@ -187,10 +188,9 @@ class IdempotentConsumer {
   std::map<uint64_t, Unsettled> unsettled_;
   ConfirmWindow<std::vector<uint64_t>> window_;
   // A batch the store could not write, unacked, with what arrived since: applied
-  // again at retry_at_. store_failures_ counts the refusals in a row.
-  std::vector<Delivery> held_;
-  absl::Time retry_at_;
-  int store_failures_ = 0;
+  // again when the backoff is over.
+  std::vector<Delivery> waiting_;
+  StoreBackoff backoff_;
   WorkerThread thread_;
 };
 

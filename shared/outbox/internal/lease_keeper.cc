@@ -19,7 +19,7 @@ LeaseKeeper::LeaseKeeper(RecoveryRepository& outbox, MetricsRegistry& metrics,
                    [this] { return held_.load() ? 1 : 0; });
 }
 
-LeaseKeeper::Turn LeaseKeeper::Hold(absl::Time now) {
+LeaseKeeper::Turn LeaseKeeper::Keep(absl::Time now) {
   const absl::Duration renew_every = ttl_ / 3;
   if (!held_) {
     // A standby sleeps until the holder's lease expires, so it takes over

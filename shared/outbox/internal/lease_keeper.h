@@ -19,7 +19,7 @@ class LeaseKeeper {
   LeaseKeeper(RecoveryRepository& outbox, MetricsRegistry& metrics, std::string instance_id,
               absl::Duration ttl);
 
-  // What Hold() found: held, or how to wait before asking again.
+  // What Keep() found: held, or how to wait before asking again.
   struct Turn {
     bool held = false;
     // Another instance holds it: wait this long (until it runs out, at most
@@ -29,7 +29,7 @@ class LeaseKeeper {
     absl::Duration retry = absl::ZeroDuration();
   };
   // Takes the lease, or renews it when a third of its ttl has passed.
-  Turn Hold(absl::Time now);
+  Turn Keep(absl::Time now);
 
   // The store's fence refused a write: another instance holds it now.
   void Lost();

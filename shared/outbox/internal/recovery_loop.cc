@@ -116,7 +116,7 @@ void RecoveryLoop::NoteConnectFailure(const absl::Status& why) {
 }
 
 bool RecoveryLoop::TakeLease(absl::Time now) {
-  const LeaseKeeper::Turn turn = lease_.Hold(now);
+  const LeaseKeeper::Turn turn = lease_.Keep(now);
   if (turn.held) return true;
   // Another instance holds it (a store failure says nothing of who does).
   if (turn.retry == absl::ZeroDuration()) StandDown();

@@ -233,7 +233,7 @@ RecoveryOptions HoldOptions() {
 
 class RepublishHoldTest : public ::testing::Test {
  protected:
-  RepublishHoldTest() { EXPECT_TRUE(lease_.Hold(clock_.Now()).held); }
+  RepublishHoldTest() { EXPECT_TRUE(lease_.Keep(clock_.Now()).held); }
 
   void Due(const std::string& id) {
     outbox_.Add(
@@ -309,7 +309,7 @@ TEST(RepublishHoldGraceTest, TheAlertWaitsOutABriefHold) {
   RecoveryOptions options = HoldOptions();
   options.hold_alert_after = absl::Seconds(5);
   LeaseKeeper lease{outbox, metrics, "r1", absl::Seconds(10)};
-  ASSERT_TRUE(lease.Hold(clock.Now()).held);
+  ASSERT_TRUE(lease.Keep(clock.Now()).held);
   RepublishHold hold{outbox, lease, alerts, clock, metrics, options};
   outbox.Add(NewOutboxMessage({"m1", "order", "p-m1", "EVENTS", "OrderPlaced", "REPLIES", "body"},
                               clock.NowMillis() - 5'000, options.retry));

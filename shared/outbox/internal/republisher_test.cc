@@ -25,7 +25,7 @@ class RepublisherTest : public ::testing::Test {
     options_.instance_id = "r1";
     options_.retry.base_delay = absl::Seconds(1);
     EXPECT_OK(broker_.Connect());
-    EXPECT_TRUE(lease_.Hold(clock_.Now()).held);
+    EXPECT_TRUE(lease_.Keep(clock_.Now()).held);
   }
 
   // A row whose fast-path publish was never acknowledged, due now.
