@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "service_kit/grpc/grpc_status.h"
 
 namespace outbox::client {
 
@@ -64,9 +65,7 @@ absl::Status WaitHealthy(const std::string& addr, absl::Time deadline,
 }
 
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(what, ": ", status.error_message()));
+  return FromGrpcStatus(status, what);
 }
 
 }  // namespace outbox::client

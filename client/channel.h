@@ -61,8 +61,8 @@ void SetTimeout(grpc::ClientContext* ctx, absl::Duration timeout);
 absl::Status WaitHealthy(const std::string& addr, absl::Time deadline,
                          const ChannelSecurity& security = {});
 
-// The one place a client's gRPC status becomes an absl::Status: the same
-// code, with the message "<what>: <message>".
+// A call's gRPC status as an absl::Status: the same code, with the message
+// "<what>: <message>" (outbox::FromGrpcStatus, service_kit/grpc/grpc_status.h).
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view what);
 
 }  // namespace outbox::client

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/time/clock.h"
+#include "service_kit/grpc/grpc_status.h"
 
 namespace outbox::ctl {
 namespace {
@@ -24,11 +25,6 @@ absl::StatusOr<Response> Call(Stub& stub, Method method, const Request& request,
 }
 
 }  // namespace
-
-absl::Status FromGrpcStatus(const grpc::Status& status) {
-  // grpc::StatusCode and absl::StatusCode share their numbers (0..16).
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
 
 absl::StatusOr<::ops::v1::Stats> GetStats(OpsStub& ops, absl::Duration timeout) {
   return Call<OpsStub, ::ops::v1::GetStatsRequest, ::ops::v1::Stats>(ops, &OpsStub::GetStats, {},

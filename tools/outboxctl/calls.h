@@ -20,9 +20,6 @@ namespace outbox::ctl {
 
 using OpsStub = ::ops::v1::OutboxOps::StubInterface;
 
-// Same code, same message.
-absl::Status FromGrpcStatus(const grpc::Status& status);
-
 absl::StatusOr<::ops::v1::Stats> GetStats(OpsStub& ops, absl::Duration timeout);
 // Pages through ListMessages (`page_size` rows a call) until `limit` rows or
 // the last page; next_page_token is set when more rows may remain.
