@@ -1,0 +1,457 @@
+// PgGroupWriter against a server of scripts/postgres_node.sh: many writes
+// in few transactions, each write failing alone (its business step, its
+// message id or business key), the relay fed only committed rows, and a
+// server killed mid-run failing whole groups. One server for the binary;
+// each test gets a schema of its own.
+#include "shared/postgres/pg_group_writer.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shared/base/clock.h"
+#include "shared/base/internal/mutex.h"
+#include "shared/observability/metrics.h"
+#include "shared/postgres/pg_outbox_table.h"
+#include "shared/postgres/pg_schema.h"
+#include "shared/testing/status_matchers.h"
+#include "shared/testing/temp_dir.h"
+
+namespace outbox::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAreArray;
+
+const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
+
+// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
+std::string Node(const std::string& args) {
+  std::string out;
+  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return "";
+  std::array<char, 512> buf;
+  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
+  if (pclose(pipe) != 0) {
+    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
+    return "";
+  }
+  return std::string(absl::StripTrailingAsciiWhitespace(out));
+}
+
+class PgServer : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    dir_ = std::make_unique<TempDir>("pg_group_writer_test");
+    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
+    node_ = dir_->path() + "/primary";
+    Node("fresh " + node_);
+    url_ = Node("url " + node_);
+  }
+  void TearDown() override {
+    Node("stop " + node_);
+    dir_.reset();
+  }
+  static const std::string& url() { return url_; }
+  static const std::string& node() { return node_; }
+
+ private:
+  std::unique_ptr<TempDir> dir_;
+  static std::string node_;
+  static std::string url_;
+};
+std::string PgServer::node_;
+std::string PgServer::url_;
+::testing::Environment* const kServer = ::testing::AddGlobalTestEnvironment(new PgServer);
+
+int64_t Count(PgConnection& conn, const std::string& sql) {
+  auto r = conn.Query(sql);
+  EXPECT_OK(r);
+  int64_t n = -1;
+  if (r.ok() && r->rows() > 0) EXPECT_TRUE(absl::SimpleAtoi(r->Get(0, 0), &n)) << sql;
+  return n;
+}
+
+std::vector<std::string> Strings(PgConnection& conn, const std::string& sql) {
+  std::vector<std::string> out;
+  auto r = conn.Query(sql);
+  EXPECT_OK(r);
+  if (!r.ok()) return out;
+  for (int i = 0; i < r->rows(); ++i) out.emplace_back(r->Get(i, 0));
+  return out;
+}
+
+// Takes the committed messages, and checks at once, on a connection of its
+// own, that each is committed (visible outside the writer's transaction).
+class CheckingRelay final : public RelayQueue {
+ public:
+  explicit CheckingRelay(const std::string& conninfo) {
+    auto conn = PgConnection::Open(conninfo);
+    EXPECT_OK(conn);
+    if (conn.ok()) conn_ = std::move(conn).value();
+  }
+  using RelayQueue::Enqueue;
+  void Enqueue(std::vector<OutgoingMessage> messages, absl::Time) override {
+    std::vector<std::string> ids;
+    for (const OutgoingMessage& m : messages) ids.push_back(m.message_id);
+    auto r = conn_->Query("SELECT count(*) FROM outbox WHERE message_id = ANY($1::text[])",
+                          {PgTextArray(ids)});
+    MutexLock lock(&mu_);
+    if (!r.ok() || r->Get(0, 0) != std::to_string(ids.size())) uncommitted_ += ids.size();
+    for (std::string& id : ids) ids_.push_back(std::move(id));
+  }
+  std::vector<std::string> ids() {
+    MutexLock lock(&mu_);
+    return ids_;
+  }
+  bool has(const std::string& id) {
+    MutexLock lock(&mu_);
+    for (const std::string& i : ids_)
+      if (i == id) return true;
+    return false;
+  }
+  size_t uncommitted() {
+    MutexLock lock(&mu_);
+    return uncommitted_;
+  }
+
+ private:
+  std::unique_ptr<PgConnection> conn_;
+  Mutex mu_;
+  std::vector<std::string> ids_ ABSL_GUARDED_BY(mu_);
+  size_t uncommitted_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The outcomes of WriteAsync calls, by message id.
+class Outcomes {
+ public:
+  PgGroupWriter::WriteDone For(const std::string& id) {
+    return [this, id](absl::StatusOr<OutboxMessage> out) {
+      MutexLock lock(&mu_);
+      statuses_[id] = out.status();
+    };
+  }
+  // Waits (up to a minute) for `n` outcomes.
+  std::map<std::string, absl::Status> Await(size_t n) {
+    MutexLock lock(&mu_);
+    auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return statuses_.size() >= n; };
+    EXPECT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&done), absl::Minutes(1)));
+    return statuses_;
+  }
+
+ private:
+  Mutex mu_;
+  std::map<std::string, absl::Status> statuses_ ABSL_GUARDED_BY(mu_);
+};
+
+MessageSpec Spec(const std::string& id, const std::string& key) {
+  MessageSpec spec = MessageSpec::Of("payment", key, "body-" + id);
+  spec.message_id = id;
+  spec.topic = "payments";
+  return spec;
+}
+
+// The business step of a payment: its row in payments, with the
+// transaction's id.
+PgBusinessWrite Pay(const std::string& id) {
+  return [id](PgConnection& conn) {
+    return conn.Query("INSERT INTO payments (id, txid) VALUES ($1, txid_current())", {id}).status();
+  };
+}
+
+class PgGroupWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> next{0};
+    const std::string name = absl::StrCat("g", next++);
+    auto admin = PgConnection::Open(PgServer::url());
+    ASSERT_OK(admin);
+    ASSERT_OK((*admin)->Exec("CREATE SCHEMA " + name));
+    const std::string& url = PgServer::url();
+    conninfo_ = absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
+                             "options=-csearch_path%3D", name);
+    auto test = PgConnection::Open(conninfo_);
+    ASSERT_OK(test);
+    test_ = std::move(test).value();
+    ASSERT_OK(CreatePgOutboxTables(*test_));
+    ASSERT_OK(test_->Exec("CREATE TABLE payments (id TEXT PRIMARY KEY, txid BIGINT NOT NULL)"));
+    auto session = PgSession::Open(conninfo_);
+    ASSERT_OK(session);
+    session_ = std::move(session).value();
+    outbox_ = std::make_unique<PgOutbox>(*session_, clock_);
+    relay_ = std::make_unique<CheckingRelay>(conninfo_);
+  }
+
+  std::unique_ptr<PgGroupWriter> NewWriter(size_t max_batch = 512) {
+    PgGroupWriterOptions options;
+    options.max_batch = max_batch;
+    EXPECT_OK(options.Validate());
+    return std::make_unique<PgGroupWriter>(*session_, *outbox_, *relay_, clock_, metrics_, options);
+  }
+
+  PgConnection& test() { return *test_; }
+
+  SystemClock clock_;
+  MetricsRegistry metrics_;
+  std::string conninfo_;
+  std::unique_ptr<PgConnection> test_;
+  std::unique_ptr<PgSession> session_;
+  std::unique_ptr<PgOutbox> outbox_;
+  std::unique_ptr<CheckingRelay> relay_;
+};
+
+// Writes queued from many threads while a group commits join the next
+// groups: far fewer transactions than writes, every row there once, every
+// message at the relay once.
+TEST_F(PgGroupWriterTest, ManyThreadsShareFewTransactions) {
+  auto writer = NewWriter(/*max_batch=*/64);
+  writer->Start();
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 25;
+  constexpr int kWrites = kThreads * kPerThread;
+  std::atomic<int> queued{0};
+  Outcomes outcomes;
+  // The first group's business step holds it until every write is queued.
+  writer->WriteAsync(
+      Spec("gate", "gate"),
+      [&](PgConnection& conn) -> absl::Status {
+        const absl::Time deadline = absl::Now() + absl::Seconds(30);
+        while (queued.load() < kWrites && absl::Now() < deadline)
+          absl::SleepFor(absl::Milliseconds(1));
+        return Pay("gate")(conn);
+      },
+      outcomes.For("gate"));
+  std::vector<std::thread> threads;
+  std::vector<std::string> expected = {"gate"};
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kPerThread; ++i) expected.push_back(absl::StrCat("m-", t, "-", i));
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::string id = absl::StrCat("m-", t, "-", i);
+        writer->WriteAsync(Spec(id, "k" + id), Pay(id), outcomes.For(id));
+        ++queued;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::map<std::string, absl::Status> got = outcomes.Await(kWrites + 1);
+  for (const auto& [id, status] : got) EXPECT_OK(status) << id;
+  EXPECT_EQ(writer->written(), kWrites + 1);
+  // The gate's group (the gate, perhaps a few more), then groups of 64.
+  EXPECT_LE(writer->groups_committed(), 1 + (kWrites + 63) / 64);
+  EXPECT_EQ(writer->rewrites(), 0);
+  EXPECT_EQ(Count(test(), "SELECT count(DISTINCT message_id) FROM outbox"), kWrites + 1);
+  EXPECT_EQ(Count(test(), "SELECT count(*) FROM outbox"), kWrites + 1);
+  EXPECT_EQ(Count(test(), "SELECT count(*) FROM payments"), kWrites + 1);
+  EXPECT_EQ(Count(test(), "SELECT count(DISTINCT txid) FROM payments"), writer->groups_committed());
+  EXPECT_THAT(relay_->ids(), UnorderedElementsAreArray(expected));
+  EXPECT_EQ(relay_->uncommitted(), 0u);
+  // The rows are whole: the payload and the group's time stamp.
+  auto row = LoadPgOutboxRow(test(), "m-3-7");
+  ASSERT_OK(row);
+  ASSERT_TRUE(row->has_value());
+  EXPECT_EQ((*row)->payload, "body-m-3-7");
+  EXPECT_EQ((*row)->biz_key, "km-3-7");
+  EXPECT_EQ((*row)->topic, "payments");
+  EXPECT_EQ((*row)->status, OutboxStatus::kSending);
+  EXPECT_GT((*row)->id, 0);
+}
+
+// A business step that fails (returning an error, or with a statement the
+// server refused) fails its write alone; the rest of the group commits.
+TEST_F(PgGroupWriterTest, AFailingBusinessStepFailsItsWriteAlone) {
+  auto writer = NewWriter();
+  Outcomes outcomes;
+  // Queued before the writer starts: one group.
+  writer->WriteAsync(Spec("a", "ka"), Pay("a"), outcomes.For("a"));
+  writer->WriteAsync(
+      Spec("b", "kb"),
+      [](PgConnection& conn) -> absl::Status {
+        EXPECT_OK(Pay("b")(conn));
+        return absl::FailedPreconditionError("card declined");
+      },
+      outcomes.For("b"));
+  // The server refuses its statement (a payment id taken): the transaction
+  // is aborted until the savepoint is rolled back.
+  writer->WriteAsync(Spec("c", "kc"), Pay("a"), outcomes.For("c"));
+  writer->WriteAsync(Spec("d", "kd"), Pay("d"), outcomes.For("d"));
+  writer->Start();
+  std::map<std::string, absl::Status> got = outcomes.Await(4);
+  EXPECT_OK(got["a"]);
+  EXPECT_THAT(got["b"], StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("declined")));
+  EXPECT_THAT(got["c"], StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_OK(got["d"]);
+  EXPECT_EQ(writer->groups_committed(), 1);
+  EXPECT_THAT(Strings(test(), "SELECT id FROM payments ORDER BY id"), ElementsAre("a", "d"));
+  EXPECT_THAT(Strings(test(), "SELECT message_id FROM outbox ORDER BY id"), ElementsAre("a", "d"));
+  EXPECT_THAT(relay_->ids(), ElementsAre("a", "d"));
+}
+
+// A message id or business key taken (by the table, or by an earlier write
+// of the group) is ALREADY_EXISTS for that write alone, its business rows
+// not written.
+TEST_F(PgGroupWriterTest, ATakenIdOrKeyIsAlreadyExistsAlone) {
+  auto writer = NewWriter();
+  writer->Start();
+  ASSERT_OK(writer->Write(Spec("first", "k1"), Pay("first")));
+  writer->Stop();
+
+  writer = NewWriter();
+  Outcomes outcomes;
+  writer->WriteAsync(Spec("x", "k1"), Pay("x"), outcomes.For("x"));           // the table's key
+  writer->WriteAsync(Spec("first", "k9"), Pay("y0"), outcomes.For("first"));  // the table's id
+  writer->WriteAsync(Spec("y", "k2"), Pay("y"), outcomes.For("y"));
+  writer->WriteAsync(Spec("z", "k2"), Pay("z"), outcomes.For("z"));  // y's key
+  writer->WriteAsync(Spec("w", "k3"), Pay("w"), outcomes.For("w"));
+  writer->Start();
+  std::map<std::string, absl::Status> got = outcomes.Await(5);
+  EXPECT_THAT(got["x"], StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("payment/k1")));
+  EXPECT_THAT(got["first"], StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("'first'")));
+  EXPECT_OK(got["y"]);
+  EXPECT_THAT(got["z"], StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("payment/k2")));
+  EXPECT_OK(got["w"]);
+  EXPECT_THAT(Strings(test(), "SELECT id FROM payments ORDER BY id"),
+              ElementsAre("first", "w", "y"));
+  EXPECT_THAT(Strings(test(), "SELECT message_id FROM outbox ORDER BY message_id"),
+              ElementsAre("first", "w", "y"));
+  EXPECT_EQ(writer->rewrites(), 0);
+}
+
+// Another writer commits a key of the group after the group looked for it:
+// the group's one INSERT meets the unique violation, and the group is
+// written again row by row, that write alone failing.
+TEST_F(PgGroupWriterTest, AKeyTakenMeanwhileFailsThatWriteAlone) {
+  auto other = PgConnection::Open(conninfo_);
+  ASSERT_OK(other);
+  OutboxMessage theirs = NewOutboxMessage(Spec("theirs", "k2"), clock_.NowMillis(), {});
+  auto writer = NewWriter();
+  Outcomes outcomes;
+  writer->WriteAsync(
+      Spec("a", "k1"),
+      [&](PgConnection& conn) -> absl::Status {
+        // The other writer, on its own connection, commits k2 now (the second
+        // run finds it there).
+        InsertPgOutboxRow(**other, theirs).status().IgnoreError();
+        return Pay("a")(conn);
+      },
+      outcomes.For("a"));
+  writer->WriteAsync(Spec("b", "k2"), Pay("b"), outcomes.For("b"));
+  writer->WriteAsync(Spec("c", "k3"), Pay("c"), outcomes.For("c"));
+  writer->Start();
+  std::map<std::string, absl::Status> got = outcomes.Await(3);
+  EXPECT_OK(got["a"]);
+  EXPECT_THAT(got["b"], StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_OK(got["c"]);
+  EXPECT_EQ(writer->rewrites(), 1);
+  EXPECT_THAT(Strings(test(), "SELECT id FROM payments ORDER BY id"), ElementsAre("a", "c"));
+  EXPECT_THAT(Strings(test(), "SELECT message_id FROM outbox ORDER BY message_id"),
+              ElementsAre("a", "c", "theirs"));
+  EXPECT_THAT(relay_->ids(), ElementsAre("a", "c"));
+}
+
+// Each caller hears its outcome after its message went to the relay, and the
+// relay sees only committed rows.
+TEST_F(PgGroupWriterTest, TheRelayGetsTheGroupAfterItsCommit) {
+  auto writer = NewWriter();
+  writer->Start();
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = absl::StrCat("r", i);
+    bool at_relay = false;
+    Notification done;
+    writer->WriteAsync(Spec(id, id), Pay(id), [&](absl::StatusOr<OutboxMessage> out) {
+      EXPECT_OK(out);
+      at_relay = relay_->has(id);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_TRUE(at_relay) << id;
+  }
+  EXPECT_EQ(relay_->uncommitted(), 0u);
+  // A failed write never reaches it.
+  EXPECT_THAT(
+      writer->Write(Spec("r9", "r9"), [](PgConnection&) { return absl::InternalError("no"); }),
+      StatusIs(absl::StatusCode::kInternal));
+  EXPECT_EQ(relay_->ids().size(), 5u);
+}
+
+// The server killed while threads write: every write of a group fails
+// alike (UNAVAILABLE), nothing is half-written (a payment without its
+// outbox row or the reverse), every write reported committed is there, and
+// once the server is back the next write connects again.
+TEST_F(PgGroupWriterTest, AKilledServerFailsWholeGroups) {
+  auto writer = NewWriter(/*max_batch=*/16);
+  writer->Start();
+  Mutex mu;
+  std::map<std::string, absl::Status> outcome;  // by message id
+  std::map<std::string, std::string> txid;      // by message id, from the business step
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5000; ++i) {
+        const std::string id = absl::StrCat("m-", t, "-", i);
+        absl::StatusOr<OutboxMessage> out =
+            writer->Write(Spec(id, id), [&, id](PgConnection& conn) -> absl::Status {
+              auto r = conn.Query(
+                  "INSERT INTO payments (id, txid) VALUES ($1, txid_current()) RETURNING txid",
+                  {id});
+              if (!r.ok()) return r.status();
+              MutexLock lock(&mu);
+              txid[id] = std::string(r->Get(0, 0));
+              return absl::OkStatus();
+            });
+        MutexLock lock(&mu);
+        outcome[id] = out.status();
+        if (!out.ok()) return;  // the server is gone
+      }
+    });
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (writer->written() < 200 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_GE(writer->written(), 200);
+  Node("kill " + PgServer::node());
+  for (std::thread& t : threads) t.join();
+  Node("start " + PgServer::node());
+
+  // Back: the writer's session connects again at the next group.
+  auto check = PgConnection::Open(conninfo_);
+  ASSERT_OK(check);
+  EXPECT_OK(writer->Write(Spec("after", "after"), Pay("after")));
+
+  std::set<std::string> payments, rows;
+  for (std::string& id : Strings(**check, "SELECT id FROM payments")) payments.insert(id);
+  for (std::string& id : Strings(**check, "SELECT message_id FROM outbox")) rows.insert(id);
+  EXPECT_EQ(payments, rows);  // nothing half-written
+  MutexLock lock(&mu);
+  std::map<std::string, std::set<absl::StatusCode>> codes_by_txid;
+  int failed = 0;
+  for (const auto& [id, status] : outcome) {
+    if (status.ok()) {
+      EXPECT_EQ(rows.count(id), 1u) << id;
+    } else {
+      ++failed;
+      EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable)) << id;
+    }
+    if (txid.count(id) > 0) codes_by_txid[txid[id]].insert(status.code());
+  }
+  EXPECT_GE(failed, 8);  // each thread's last
+  // A group's writes share one outcome.
+  for (const auto& [tx, codes] : codes_by_txid) EXPECT_EQ(codes.size(), 1u) << "txid " << tx;
+}
+
+}  // namespace
+}  // namespace outbox::testing
