@@ -8,7 +8,12 @@
 // - grouped: one connection committing --group payments (2 x --group rows,
 //   one INSERT each) per transaction;
 // - batched: the same rows per transaction in two INSERTs, one per table,
-//   over an array of ids (what a group writer would send).
+//   over an array of ids (what a group writer would send);
+// - write: PgOutbox::Write from one thread, one payment per call, its
+//   payment row the business step;
+// - group_writer: PgGroupWriter (shared/postgres/pg_group_writer.h) fed by
+//   each count of --writer_threads threads calling Write at once, the same
+//   payments.
 // The client's CPU is this process's (getrusage: every thread, libpq's
 // work included); the server's is read from /proc for each pid of
 // --server_pids (a postmaster: itself, its live children, and its children
@@ -22,6 +27,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -41,9 +47,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "shared/base/clock.h"
 #include "shared/base/status_macros.h"
+#include "shared/observability/metrics.h"
 #include "shared/postgres/pg_connection.h"
+#include "shared/postgres/pg_group_writer.h"
+#include "shared/postgres/pg_outbox.h"
 #include "shared/postgres/pg_schema.h"
+#include "shared/postgres/pg_session.h"
 
 ABSL_FLAG(std::string, conninfo, "", "libpq connection string (a passfile, not a password)");
 ABSL_FLAG(std::string, server_pids, "",
@@ -51,6 +62,10 @@ ABSL_FLAG(std::string, server_pids, "",
 ABSL_FLAG(double, seconds, 5, "how long each shape runs");
 ABSL_FLAG(int, parallel, 8, "connections committing at once in the parallel shape");
 ABSL_FLAG(int, group, 64, "payments per commit in the grouped shape");
+ABSL_FLAG(std::string, shapes, "serial,parallel,grouped,batched,write,group_writer",
+          "the shapes to run, comma-separated, in this order");
+ABSL_FLAG(std::vector<std::string>, writer_threads, std::vector<std::string>({"8", "32"}),
+          "comma-separated: threads calling PgGroupWriter::Write, one group_writer run each");
 
 namespace outbox::bench {
 namespace {
@@ -226,6 +241,88 @@ absl::Status Shape(const std::string& name, const std::string& conninfo,
   return absl::OkStatus();
 }
 
+// Takes the committed messages and drops them.
+class NoRelay final : public RelayQueue {
+ public:
+  using RelayQueue::Enqueue;
+  void Enqueue(std::vector<OutgoingMessage>, absl::Time) override {}
+};
+
+// `conninfo` with floor_bench as its search_path (a URI or key=value pairs).
+std::string InBenchSchema(const std::string& conninfo) {
+  if (conninfo.find("://") == std::string::npos) {
+    return conninfo + " options=-csearch_path=floor_bench";
+  }
+  return absl::StrCat(conninfo, conninfo.find('?') == std::string::npos ? "?" : "&",
+                      "options=-csearch_path%3Dfloor_bench");
+}
+
+// Payments through the library's writers until `time` is up: PgOutbox::Write
+// from one thread (`threads` 0), or PgGroupWriter::Write from `threads`
+// threads; prints one line.
+absl::Status WriterShape(const std::string& name, const std::string& conninfo,
+                         const std::vector<int>& pids, int threads, absl::Duration time) {
+  RETURN_IF_ERROR(FreshTables(conninfo));
+  ASSIGN_OR_RETURN(std::unique_ptr<PgSession> session, PgSession::Open(InBenchSchema(conninfo)));
+  SystemClock clock;
+  MetricsRegistry metrics;
+  NoRelay relay;
+  PgOutbox outbox(*session, clock);
+  PgGroupWriter writer(*session, outbox, relay, clock, metrics, PgGroupWriterOptions{});
+  if (threads > 0) writer.Start();
+  auto write = [&]() -> absl::Status {
+    const std::string id = absl::StrCat("p-", next_id++);
+    const std::string now = std::to_string(absl::ToUnixMillis(absl::Now()));
+    auto business = [&](PgConnection& conn) {
+      return conn
+          .Query(
+              "INSERT INTO payments (payment_id, amount, currency, status, created_at)"
+              " VALUES ($1, 1250, 'EUR', 'CREATED', $2)",
+              {id, now})
+          .status();
+    };
+    MessageSpec spec = MessageSpec::Of("payment", id, std::string(200, 'x'));
+    spec.message_id = "m-" + id;
+    spec.topic = "payments";
+    if (threads == 0) return outbox.Write(spec, business).status();
+    return writer.Write(std::move(spec), business).status();
+  };
+  std::atomic<int64_t> writes{0};
+  const int callers = std::max(threads, 1);
+  std::vector<absl::Status> errors(static_cast<size_t>(callers));
+  const Cpu before = CpuNow(pids);
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + time;
+  std::vector<std::thread> workers;
+  for (int i = 0; i < callers; ++i) {
+    workers.emplace_back([&, i] {
+      while (absl::Now() < end) {
+        absl::Status s = write();
+        if (!s.ok()) {
+          errors[static_cast<size_t>(i)] = s;
+          return;
+        }
+        ++writes;
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  writer.Stop();
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  const Cpu after = CpuNow(pids);
+  for (const absl::Status& s : errors) RETURN_IF_ERROR(s);
+  const double paid = static_cast<double>(writes.load());
+  const double tx = threads > 0 ? static_cast<double>(writer.groups_committed()) : paid;
+  std::printf(
+      "%-12s threads=%d payments/commit=%5.1f commits/s=%8.0f payments/s=%8.0f"
+      "  client_us/payment=%6.1f  server_us/payment=%7.1f  server_us/commit=%7.1f\n",
+      name.c_str(), callers, paid / tx, tx / elapsed, paid / elapsed,
+      1e6 * (after.client - before.client) / paid, 1e6 * (after.server - before.server) / paid,
+      1e6 * (after.server - before.server) / tx);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string conninfo = absl::GetFlag(FLAGS_conninfo);
@@ -248,10 +345,29 @@ int Main(int argc, char** argv) {
               pids.empty() ? "(none: no server CPU)" : absl::GetFlag(FLAGS_server_pids).c_str(),
               absl::GetFlag(FLAGS_seconds));
   const int group = absl::GetFlag(FLAGS_group);
-  absl::Status s = Shape("serial", conninfo, pids, 1, 1, false, time);
-  if (s.ok()) s = Shape("parallel", conninfo, pids, absl::GetFlag(FLAGS_parallel), 1, false, time);
-  if (s.ok()) s = Shape("grouped", conninfo, pids, 1, group, false, time);
-  if (s.ok()) s = Shape("batched", conninfo, pids, 1, group, true, time);
+  const std::vector<std::string> shapes =
+      absl::StrSplit(absl::GetFlag(FLAGS_shapes), ',', absl::SkipEmpty());
+  auto wanted = [&](const std::string& shape) {
+    return std::find(shapes.begin(), shapes.end(), shape) != shapes.end();
+  };
+  absl::Status s;
+  if (s.ok() && wanted("serial")) s = Shape("serial", conninfo, pids, 1, 1, false, time);
+  if (s.ok() && wanted("parallel")) {
+    s = Shape("parallel", conninfo, pids, absl::GetFlag(FLAGS_parallel), 1, false, time);
+  }
+  if (s.ok() && wanted("grouped")) s = Shape("grouped", conninfo, pids, 1, group, false, time);
+  if (s.ok() && wanted("batched")) s = Shape("batched", conninfo, pids, 1, group, true, time);
+  if (s.ok() && wanted("write")) s = WriterShape("write", conninfo, pids, 0, time);
+  for (const std::string& n : absl::GetFlag(FLAGS_writer_threads)) {
+    int threads = 0;
+    if (!absl::SimpleAtoi(n, &threads) || threads < 1) {
+      std::fprintf(stderr, "pg_floor: --writer_threads: not a count: %s\n", n.c_str());
+      return 2;
+    }
+    if (s.ok() && wanted("group_writer")) {
+      s = WriterShape("group_writer", conninfo, pids, threads, time);
+    }
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "pg_floor: %s\n", s.ToString().c_str());
     return 1;
