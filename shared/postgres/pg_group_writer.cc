@@ -38,6 +38,11 @@ struct TakenSet {
     ids.insert(row.message_id);
     keys.emplace(row.biz_type, row.biz_key);
   }
+  // Only for a row Check passed and Add added.
+  void Remove(const OutboxMessage& row) {
+    ids.erase(row.message_id);
+    keys.erase(Key{row.biz_type, row.biz_key});
+  }
 };
 
 absl::StatusOr<TakenSet> FindTaken(PgConnection& conn, const std::vector<OutboxMessage>& rows) {
@@ -242,14 +247,39 @@ std::vector<absl::StatusOr<OutboxMessage>> PgGroupWriter::Commit(
     // repeating one of them fails before its business step runs.
     ASSIGN_OR_RETURN(TakenSet taken, FindTaken(conn, written));
     std::vector<size_t> live;
+    // The savepoint of live.back() is still open: it is released in the
+    // same round trip as the next write's savepoint is taken.
+    bool open = false;
+    auto close_then = [&](absl::string_view then) -> absl::Status {
+      if (!open) return then.empty() ? absl::OkStatus() : conn.Exec(then);
+      open = false;
+      absl::Status s =
+          conn.Exec(absl::StrCat("RELEASE outbox_group_write", then.empty() ? "" : "; ", then));
+      if (s.ok() || !conn.ok()) return s;
+      // A step that swallowed a failed statement left the transaction
+      // aborted: RELEASE says so, and that write fails with it.
+      const size_t last = live.back();
+      live.pop_back();
+      taken.Remove(written[last]);
+      statuses[last] = s;
+      RETURN_IF_ERROR(conn.Exec("ROLLBACK TO outbox_group_write; RELEASE outbox_group_write"));
+      return then.empty() ? absl::OkStatus() : conn.Exec(then);
+    };
     for (size_t i = 0; i < rows.size(); ++i) {
       statuses[i] = taken.Check(written[i]);
       if (!statuses[i].ok()) continue;
-      RETURN_IF_ERROR(WriteOne(conn, group[i].business, written[i], false, statuses[i]));
-      if (!statuses[i].ok()) continue;
-      taken.Add(written[i]);
-      live.push_back(i);
+      RETURN_IF_ERROR(close_then("SAVEPOINT outbox_group_write"));
+      statuses[i] = group[i].business(conn);
+      if (statuses[i].ok()) {
+        open = true;
+        taken.Add(written[i]);
+        live.push_back(i);
+        continue;
+      }
+      if (!conn.ok()) return statuses[i];  // the link is gone: the whole group fails
+      RETURN_IF_ERROR(conn.Exec("ROLLBACK TO outbox_group_write; RELEASE outbox_group_write"));
     }
+    RETURN_IF_ERROR(close_then(""));
     if (!live.empty()) {
       absl::Status inserted = InsertRows(conn, written, live);
       if (absl::IsAlreadyExists(inserted)) conflict = true;

@@ -73,7 +73,11 @@ namespace outbox {
 using PgBusinessWrite = std::function<absl::Status(PgConnection& conn)>;
 
 struct PgGroupWriterOptions {
-  size_t max_batch = 512;  // most writes committed in one transaction
+  // Most writes committed in one transaction. Each write's savepoint is a
+  // subtransaction of the group's; past 64 of them (PGPROC_MAX_CACHED_SUBXIDS)
+  // the server's snapshots of every session must look them up in
+  // pg_subtrans while the group runs, hence 64 (GroupWriter's is 512).
+  size_t max_batch = 64;
   // A crash point (shared/runtime/internal/failpoint.h) evaluated once a
   // group is written, before its commit; empty: none.
   std::string before_commit_failpoint;

@@ -289,13 +289,23 @@ TEST_F(PgGroupWriterTest, AFailingBusinessStepFailsItsWriteAlone) {
   // The server refuses its statement (a payment id taken): the transaction
   // is aborted until the savepoint is rolled back.
   writer->WriteAsync(Spec("c", "kc"), Pay("a"), outcomes.For("c"));
+  // One that swallows the server's refusal leaves the transaction aborted:
+  // it fails, in the middle of the group or at its end.
+  auto swallowing = [](PgConnection& conn) {
+    EXPECT_FALSE(Pay("a")(conn).ok());
+    return absl::OkStatus();
+  };
+  writer->WriteAsync(Spec("e", "ke"), swallowing, outcomes.For("e"));
   writer->WriteAsync(Spec("d", "kd"), Pay("d"), outcomes.For("d"));
+  writer->WriteAsync(Spec("f", "kf"), swallowing, outcomes.For("f"));
   writer->Start();
-  std::map<std::string, absl::Status> got = outcomes.Await(4);
+  std::map<std::string, absl::Status> got = outcomes.Await(6);
   EXPECT_OK(got["a"]);
   EXPECT_THAT(got["b"], StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("declined")));
   EXPECT_THAT(got["c"], StatusIs(absl::StatusCode::kAlreadyExists));
   EXPECT_OK(got["d"]);
+  EXPECT_THAT(got["e"], StatusIs(absl::StatusCode::kInternal, HasSubstr("aborted")));
+  EXPECT_THAT(got["f"], StatusIs(absl::StatusCode::kInternal, HasSubstr("aborted")));
   EXPECT_EQ(writer->groups_committed(), 1);
   EXPECT_THAT(Strings(test(), "SELECT id FROM payments ORDER BY id"), ElementsAre("a", "d"));
   EXPECT_THAT(Strings(test(), "SELECT message_id FROM outbox ORDER BY id"), ElementsAre("a", "d"));
