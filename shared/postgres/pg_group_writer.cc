@@ -168,9 +168,6 @@ PgGroupWriter::PgGroupWriter(PgSession& session, const PgOutbox& outbox, RelayQu
       groups_(metrics.AddCounter("outbox_group_commits_total",
                                  "write transactions (groups of writes)")),
       written_(metrics.AddCounter(options_.written_metric, options_.written_help)),
-      rewrites_(
-          metrics.AddCounter("outbox_group_rewrites_total",
-                             "groups written again one row at a time after a unique violation")),
       commit_failures_(StoreWriteFailures(metrics, "commit_group")) {}
 
 PgGroupWriter::~PgGroupWriter() {
@@ -291,7 +288,7 @@ std::vector<absl::StatusOr<OutboxMessage>> PgGroupWriter::Commit(
   if (conflict) {
     // Someone else took an id or key after the check: one INSERT per write,
     // each under its savepoint, as PgOutbox::Write would.
-    rewrites_.Add();
+    ++rewrites_;
     tx = session_.Transaction("commit a group row by row", [&](PgConnection& conn) {
       written = rows;
       statuses.assign(rows.size(), absl::OkStatus());

@@ -38,6 +38,7 @@
 // Not here (GroupWriter has them): acknowledgements riding the group commit
 // (the ack listener takes PgOutbox directly, one transaction per batch) and
 // backpressure (max_unsent, max_hold).
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -126,7 +127,7 @@ class PgGroupWriter {
   int64_t written() const { return written_.value(); }          // messages committed
   // Groups written again one INSERT per row (a unique violation the first
   // check could not see).
-  int64_t rewrites() const { return rewrites_.value(); }
+  int64_t rewrites() const { return rewrites_.load(); }
 
  private:
   struct Pending {
@@ -152,8 +153,8 @@ class PgGroupWriter {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Counter& groups_;
   Counter& written_;
-  Counter& rewrites_;
   Counter& commit_failures_;
+  std::atomic<int64_t> rewrites_{0};
   std::thread thread_;
 };
 
