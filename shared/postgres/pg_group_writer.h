@@ -34,6 +34,9 @@
 //    its savepoint, exactly PgOutbox::Write's semantics per write.
 // A business step may therefore run more than once (as it may when
 // PgSession runs a transaction again after a serialization failure).
+// Each write still costs two round trips on the writer's connection (its
+// savepoint, released with the next one's, and its business step), which
+// bounds the groups per second; docs/performance.md has the figures.
 //
 // Not here (GroupWriter has them): acknowledgements riding the group commit
 // (the ack listener takes PgOutbox directly, one transaction per batch) and
