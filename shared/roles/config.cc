@@ -1,19 +1,9 @@
 #include "shared/roles/config.h"
 
-#include <unistd.h>
-
-#include <climits>
-
-#include "absl/strings/str_cat.h"
+#include "shared/roles/internal/producer_links.h"
 
 namespace outbox {
 namespace {
-
-std::string HostName() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "host";
-  return name;
-}
 
 // `role` (a copy of the block's member for that role) with the settings
 // every role repeats taken from the block.
@@ -50,7 +40,7 @@ Recovery::Options RecoveryOptionsOf(const Config& config) {
   options.db_options = config.db_options;
   if (options.recovery.instance_id.empty()) options.recovery.instance_id = config.instance_id;
   if (options.recovery.instance_id.empty()) {
-    options.recovery.instance_id = absl::StrCat(config.queue, "-", HostName(), "-", getpid());
+    options.recovery.instance_id = internal::DefaultInstanceId(config.queue);
   }
   return options;
 }

@@ -4,11 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "shared/amqp/internal/amqp_transport.h"
 #include "shared/base/internal/mutex.h"
 #include "shared/base/status_macros.h"
-#include "shared/outbox/internal/reply_format.h"
 #include "shared/roles/config.h"
+#include "shared/roles/internal/producer_links.h"
 #include "shared/roles/internal/role_options.h"
 #include "shared/roles/recovery.h"
 
@@ -16,42 +15,11 @@ namespace outbox {
 namespace {
 
 absl::Status Validate(Producer::Options& options) {
-  RETURN_IF_ERROR(options.signing.Required("Producer"));
-  if (options.queue.empty())
-    return absl::InvalidArgumentError("Producer: options.queue is required");
-  if (options.reply_queue.empty()) options.reply_queue = DefaultReplyQueue(options.queue);
-  if (options.reply_queue == options.queue) {
-    return absl::InvalidArgumentError("Producer: options.reply_queue must differ from its queue");
-  }
-  if (options.reply_prefetch < 1) {
-    return absl::InvalidArgumentError("Producer: options.reply_prefetch must be >= 1");
-  }
-  if (absl::Status s = options.retry.Validate(); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("Producer: options.retry: ", s.message()));
-  }
-  if (!options.decode_reply) options.decode_reply = DecodeDefaultReply;
+  RETURN_IF_ERROR(internal::ValidateProducerLinks(options, "Producer"));
   if (absl::Status s = options.group_commit.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("Producer: options.group_commit.", s.message()));
   }
   return absl::OkStatus();
-}
-
-RelayOptions RelayOptionsOf(const Producer::Options& options) {
-  RelayOptions relay;
-  relay.window = options.window;
-  relay.hand_over_after = HandOverAfter(options.retry);
-  relay.after_publish_failpoint = options.after_publish_failpoint;
-  return relay;
-}
-
-AckListenerOptions AckListenerOptionsOf(const Producer::Options& options) {
-  AckListenerOptions acks;
-  acks.queue = options.reply_queue;
-  acks.prefetch = options.reply_prefetch;
-  acks.keys = options.signing.keys();
-  acks.biz_key_label = options.biz_key_label;
-  acks.record_failpoint = options.record_acks_failpoint;
-  return acks;
 }
 
 }  // namespace
@@ -66,14 +34,10 @@ absl::Duration HandOverAfter(const RetryPolicy& retry) {
 
 absl::StatusOr<std::unique_ptr<Producer>> Producer::Start(SqliteFile& file, Options options) {
   RETURN_IF_ERROR(Validate(options));
-  const Clock& clock = internal::ClockOr(options.clock);
-  auto publisher = std::make_unique<AmqpPublisher>(options.amqp, Topology{{options.queue}},
-                                                   options.name + "-relay", clock);
-  auto replies = std::make_unique<AmqpConsumer>(options.amqp, Topology{{options.reply_queue}},
-                                                options.name + "-acks", options.reply_queue,
-                                                options.reply_prefetch, clock);
-  ASSIGN_OR_RETURN(std::unique_ptr<Producer> producer,
-                   Create(file, std::move(options), std::move(publisher), std::move(replies)));
+  internal::ProducerLinks links = internal::DialProducerLinks(options);
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Producer> producer,
+      Create(file, std::move(options), std::move(links.publisher), std::move(links.replies)));
   producer->StartWorkers();
   return producer;
 }
@@ -109,11 +73,13 @@ Producer::Producer(SqliteFile& file, Options options, std::unique_ptr<MessagePub
       signing_publisher_(*publisher_, options_.signing.keys()),
       outbox_(file, internal::ClockOr(options_.clock), options_.retry),
       relay_(signing_publisher_, outbox_, internal::ClockOr(options_.clock),
-             internal::MetricsOr(options_.metrics, own_metrics_), RelayOptionsOf(options_)),
+             internal::MetricsOr(options_.metrics, own_metrics_),
+             internal::RelayOptionsOf(options_)),
       writer_(file, outbox_, relay_, internal::ClockOr(options_.clock),
               internal::MetricsOr(options_.metrics, own_metrics_), options_.group_commit),
       acks_(*replies_, writer_, options_.decode_reply,
-            internal::MetricsOr(options_.metrics, own_metrics_), AckListenerOptionsOf(options_)) {
+            internal::MetricsOr(options_.metrics, own_metrics_),
+            internal::AckListenerOptionsOf(options_)) {
   outbox_.set_on_closed(options_.on_closed);
   writer_.Start();
 }

@@ -59,6 +59,19 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
                                      options.wait_for_db, options.on_wait));
   store->set_instance(options.recovery.instance_id);
   store->set_on_closed(options.on_closed);
+  RecoveryStore& store_ref = *store;
+  return StartOn(std::move(options), std::move(store), &store_ref);
+}
+
+absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(
+    Options options, std::unique_ptr<RecoveryRepository> store) {
+  RETURN_IF_ERROR(Validate(options));
+  if (store == nullptr) return absl::InvalidArgumentError("Recovery: no store given");
+  return StartOn(std::move(options), std::move(store), nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Recovery>> Recovery::StartOn(
+    Options options, std::unique_ptr<RecoveryRepository> store, RecoveryStore* sqlite_store) {
   auto publisher = std::make_unique<AmqpPublisher>(
       options.amqp, options.topology, absl::StrCat(options.name, "-", options.recovery.instance_id),
       internal::ClockOr(options.clock));
@@ -69,20 +82,22 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
           ? absl::StrCat(options.name, "-dead-letters-", options.recovery.instance_id)
           : options.dead_letters_name,
       internal::ClockOr(options.clock));
-  RecoveryStore& store_ref = *store;
   Alerter& alerter = *alerts;
   ASSIGN_OR_RETURN(std::unique_ptr<Recovery> recovery,
                    Create(std::move(options), std::move(store), std::move(publisher),
                           std::move(alerts), std::move(browser)));
   MetricsRegistry& metrics =
       internal::MetricsOr(recovery->options_.metrics, recovery->own_metrics_);
-  recovery->operator_store_ = std::make_unique<OperatorStore>(store_ref);
-  recovery->operator_store_->RegisterMetrics(metrics, internal::ClockOr(recovery->options_.clock));
+  if (sqlite_store != nullptr) {
+    recovery->operator_store_ = std::make_unique<OperatorStore>(*sqlite_store);
+    recovery->operator_store_->RegisterMetrics(metrics,
+                                               internal::ClockOr(recovery->options_.clock));
+    recovery->sqlite_store_ = sqlite_store;
+  }
   alerter.RegisterMetrics(metrics);
   recovery->dead_letters_->RegisterMetrics(metrics);
   recovery->dead_letters_->KeepAlive(recovery->options_.amqp.heartbeat);
   recovery->alerter_ = &alerter;
-  recovery->sqlite_store_ = &store_ref;
   if (recovery->options_.start_workers) recovery->StartWorkers();
   return recovery;
 }

@@ -100,6 +100,13 @@ class Recovery {
   // FAILED_PRECONDITION (no signing chosen) naming the setting; the store's
   // error when the file is not there in time.
   static absl::StatusOr<std::unique_ptr<Recovery>> Start(Options options);
+  // The same on a store of the caller's (PgRecoveryStore on PostgreSQL,
+  // its instance and on_closed set by the caller; options.db,
+  // options.producer_db and options.on_closed are not read): the publisher,
+  // the alerter and the dead-letter browser made as above. No
+  // operator_store() then. INVALID_ARGUMENT naming the setting.
+  static absl::StatusOr<std::unique_ptr<Recovery>> Start(Options options,
+                                                         std::unique_ptr<RecoveryRepository> store);
   // The same from the process's one options block (config.h): Start(RecoveryOptionsOf(config)).
   static absl::StatusOr<std::unique_ptr<Recovery>> Start(const Config& config);
   // The same over a store, a publisher, an alert sink and (optionally) a
@@ -145,6 +152,10 @@ class Recovery {
   Recovery(Options options, std::unique_ptr<RecoveryRepository> store,
            std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts,
            std::unique_ptr<QueueBrowser> dead_letter_browser);
+  // Start's links on `store`, already checked; `sqlite_store` is `store`
+  // when it is the producer's file (then the operator's view is made on it).
+  static absl::StatusOr<std::unique_ptr<Recovery>> StartOn(
+      Options options, std::unique_ptr<RecoveryRepository> store, RecoveryStore* sqlite_store);
 
   const Options options_;
   std::unique_ptr<MetricsRegistry> own_metrics_;
