@@ -1,0 +1,272 @@
+// PgProducer on a PostgreSQL server of scripts/postgres_node.sh with the
+// test run's RabbitMQ node: many threads writing payments through the group
+// commit, a consumer booking them on its own SQLite file, every outbox row
+// closed SENT by the replies; and rows whose publishes were lost, closed by
+// the recovery a PgProducer runs in its process on the same database.
+#include "shared/postgres/pg_producer.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "shared/amqp/amqp_url.h"
+#include "shared/postgres/pg_schema.h"
+#include "shared/roles/consumer.h"
+#include "shared/sqlite/inbox.h"
+#include "shared/sqlite/sqlite_file.h"
+#include "shared/sqlite/sqlite_message_handler.h"
+#include "shared/testing/fakes.h"
+#include "shared/testing/status_matchers.h"
+#include "shared/testing/temp_dir.h"
+#include "tests/support/broker.h"
+
+namespace outbox::testing {
+namespace {
+
+const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
+constexpr int kThreads = 8;
+constexpr int kPerThread = 25;
+constexpr int kMessages = kThreads * kPerThread;
+
+// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
+std::string Node(const std::string& args) {
+  std::string out;
+  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return "";
+  std::array<char, 512> buf;
+  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
+  if (pclose(pipe) != 0) {
+    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
+    return "";
+  }
+  return std::string(absl::StripTrailingAsciiWhitespace(out));
+}
+
+class PgServer : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    dir_ = std::make_unique<TempDir>("pg_producer_test");
+    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
+    node_ = dir_->path() + "/primary";
+    Node("fresh " + node_);
+    url_ = Node("url " + node_);
+  }
+  void TearDown() override {
+    Node("stop " + node_);
+    dir_.reset();
+  }
+  static const std::string& url() { return url_; }
+
+ private:
+  std::unique_ptr<TempDir> dir_;
+  static std::string node_;
+  static std::string url_;
+};
+std::string PgServer::node_;
+std::string PgServer::url_;
+::testing::Environment* const kServer = ::testing::AddGlobalTestEnvironment(new PgServer);
+
+inline const DbSchema& BookingSchema() {
+  static const DbSchema schema =
+      ConsumerSchema("CREATE TABLE booked (payment_id TEXT PRIMARY KEY, message_id TEXT)");
+  return schema;
+}
+
+class PgProducerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> next{0};
+    const std::string name = absl::StrCat("p", next++);
+    queue_ = UniqueName("pg.payments");
+    ASSERT_FALSE(PgServer::url().empty());
+    auto admin = PgConnection::Open(PgServer::url());
+    ASSERT_OK(admin);
+    ASSERT_OK((*admin)->Exec("CREATE SCHEMA " + name));
+    const std::string& url = PgServer::url();
+    conninfo_ = absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
+                             "options=-csearch_path%3D", name);
+    auto test = PgConnection::Open(conninfo_);
+    ASSERT_OK(test);
+    test_ = std::move(test).value();
+    ASSERT_OK(CreatePgOutboxTables(*test_));
+    ASSERT_OK(test_->Exec("CREATE TABLE payments (id TEXT PRIMARY KEY)"));
+    auto amqp = AmqpUrl::Parse(TestBroker().amqp_url);
+    ASSERT_OK(amqp);
+    amqp_ = *amqp;
+    auto file = OpenSqliteFile(dir_.path() + "/booking.db", {}, &BookingSchema());
+    ASSERT_OK(file);
+    file_ = std::move(file).value();
+  }
+
+  PgProducer::Options ProducerOptions() {
+    PgProducer::Options options;
+    options.amqp = amqp_;
+    options.queue = queue_;
+    options.signing = Signing::Unsigned();
+    options.retry.base_delay = absl::Seconds(1);
+    return options;
+  }
+
+  // A consumer booking each payment once, on its own SQLite file.
+  std::unique_ptr<Consumer> StartConsumer() {
+    handler_ = std::make_unique<SqliteApply>(
+        *file_, "payment", [](SQLite::Database& tx, const Delivery& payment) {
+          SQLite::Statement insert(tx, "INSERT INTO booked VALUES (?1, ?2)");
+          insert.bind(1, payment.body);
+          insert.bind(2, payment.message_id);
+          insert.exec();
+          return absl::StatusOr<std::string>("booked-" + payment.body);
+        });
+    Consumer::Options options;
+    options.amqp = amqp_;
+    options.queue = queue_;
+    options.signing = Signing::Unsigned();
+    auto consumer = Consumer::Start(*handler_, options);
+    EXPECT_OK(consumer);
+    return consumer.ok() ? std::move(consumer).value() : nullptr;
+  }
+
+  // Writes kMessages payments from kThreads threads, each with its row in
+  // payments; every write succeeds.
+  void WritePayments(PgProducer& producer) {
+    std::atomic<int> failed{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kPerThread; ++i) {
+          const std::string id = absl::StrCat("pay-", t, "-", i);
+          auto written =
+              producer.Write(MessageSpec::Of("payment", id, id), [id](PgConnection& conn) {
+                return conn.Query("INSERT INTO payments (id) VALUES ($1)", {id}).status();
+              });
+          if (!written.ok()) {
+            ++failed;
+            ADD_FAILURE() << id << ": " << written.status();
+          }
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_EQ(failed.load(), 0);
+  }
+
+  int64_t Count(const std::string& sql) {
+    auto r = test_->Query(sql);
+    EXPECT_OK(r);
+    int64_t n = -1;
+    if (r.ok() && r->rows() > 0) EXPECT_TRUE(absl::SimpleAtoi(r->Get(0, 0), &n)) << sql;
+    return n;
+  }
+  int64_t Sent() { return Count("SELECT count(*) FROM outbox WHERE status = 'SENT'"); }
+  int64_t Booked() {
+    int64_t n = -1;
+    EXPECT_OK(file_->Read("count booked", [&](SQLite::Database& db) {
+      SQLite::Statement q(db, "SELECT count(*) FROM booked");
+      q.executeStep();
+      n = q.getColumn(0).getInt64();
+      return absl::OkStatus();
+    }));
+    return n;
+  }
+
+  // Polls `done` until it holds or `timeout` passes.
+  static bool Eventually(const std::function<bool()>& done, absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!done()) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return true;
+  }
+
+  TempDir dir_{"pg_producer_test_files"};
+  std::string queue_;
+  std::string conninfo_;
+  AmqpUrl amqp_;
+  std::unique_ptr<PgConnection> test_;
+  std::unique_ptr<SqliteFile> file_;
+  std::unique_ptr<SqliteApply> handler_;
+};
+
+// Payments from many threads share group commits, the consumer books each
+// once, and its replies close every row SENT.
+TEST_F(PgProducerTest, WritesFromManyThreadsAreBookedAndClosed) {
+  std::unique_ptr<Consumer> consumer = StartConsumer();
+  ASSERT_NE(consumer, nullptr);
+  auto producer = PgProducer::Start(conninfo_, ProducerOptions());
+  ASSERT_OK(producer);
+
+  WritePayments(**producer);
+
+  EXPECT_TRUE(Eventually([&] { return Sent() == kMessages; }, absl::Minutes(2)))
+      << Sent() << " of " << kMessages << " rows SENT";
+  EXPECT_TRUE(Eventually([&] { return Booked() == kMessages; }, absl::Minutes(1)));
+  EXPECT_EQ(Count("SELECT count(*) FROM outbox"), kMessages);
+  EXPECT_EQ(Count("SELECT count(*) FROM payments"), kMessages);
+  EXPECT_EQ(Booked(), kMessages);
+  EXPECT_EQ((*producer)->written(), kMessages);
+  EXPECT_LT((*producer)->group_commits(), kMessages);
+  EXPECT_EQ((*producer)->acknowledged(), kMessages);
+  EXPECT_EQ((*producer)->recovery(), nullptr);
+  printf("%d payments in %lld group commits\n", kMessages,
+         static_cast<long long>((*producer)->group_commits()));
+  (*producer)->Stop();
+  consumer->Stop();
+}
+
+// The relay's publishes are refused (a broker that nacks each one): every
+// row stays SENDING. A PgProducer running recovery in its process on the
+// same database re-publishes them through the real broker, the consumer
+// books each once, and the replies close them SENT.
+TEST_F(PgProducerTest, RecoveryInProcessRepublishesWhatTheRelayLost) {
+  {
+    auto session = PgSession::Open(conninfo_);
+    ASSERT_OK(session);
+    auto publisher = std::make_unique<FakePublisher>();
+    publisher->answer = [](const OutgoingMessage&) { return FakePublisher::Answer::kNack; };
+    auto lost = PgProducer::Create(**session, **session, ProducerOptions(), std::move(publisher),
+                                   std::make_unique<FakeConsumer>());
+    ASSERT_OK(lost);
+    (*lost)->StartWorkers();
+    WritePayments(**lost);
+    EXPECT_TRUE(
+        Eventually([&] { return (*lost)->publish_failed() >= kMessages; }, absl::Minutes(1)))
+        << (*lost)->publish_failed();
+    (*lost)->Stop();
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM outbox WHERE status = 'SENDING'"), kMessages);
+  EXPECT_EQ(Count("SELECT count(*) FROM payments"), kMessages);
+
+  std::unique_ptr<Consumer> consumer = StartConsumer();
+  ASSERT_NE(consumer, nullptr);
+  PgProducer::Options options = ProducerOptions();
+  options.recovery_in_process = true;
+  options.recovery.recovery.idle_sleep = absl::Milliseconds(200);
+  auto producer = PgProducer::Start(conninfo_, options);
+  ASSERT_OK(producer);
+  ASSERT_NE((*producer)->recovery(), nullptr);
+
+  EXPECT_TRUE(Eventually([&] { return Sent() == kMessages; }, absl::Minutes(2)))
+      << Sent() << " of " << kMessages << " rows SENT";
+  EXPECT_TRUE(Eventually([&] { return Booked() == kMessages; }, absl::Minutes(1)));
+  EXPECT_EQ(Count("SELECT count(*) FROM outbox"), kMessages);
+  EXPECT_EQ(Booked(), kMessages);
+  EXPECT_GE((*producer)->recovery()->republished(), kMessages);
+  EXPECT_EQ((*producer)->written(), 0);
+  (*producer)->Stop();
+  consumer->Stop();
+}
+
+}  // namespace
+}  // namespace outbox::testing
