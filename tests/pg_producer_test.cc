@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/postgres/pg_schema.h"
@@ -33,6 +34,8 @@
 
 namespace outbox::testing {
 namespace {
+
+using ::testing::HasSubstr;
 
 const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
 constexpr int kThreads = 8;
@@ -198,6 +201,27 @@ class PgProducerTest : public ::testing::Test {
   std::unique_ptr<SqliteFile> file_;
   std::unique_ptr<SqliteApply> handler_;
 };
+
+// The options are checked before anything connects: SQLite's on_closed is
+// refused for pg_on_closed, and Producer's own checks apply.
+TEST_F(PgProducerTest, OptionsAreChecked) {
+  PgProducer::Options options = ProducerOptions();
+  options.on_closed = [](SQLite::Database&, const OutboxMessage&) { return absl::OkStatus(); };
+  EXPECT_THAT(PgProducer::Start(conninfo_, options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pg_on_closed")));
+  options = ProducerOptions();
+  options.queue.clear();
+  EXPECT_THAT(PgProducer::Start(conninfo_, options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("PgProducer: options.queue")));
+  options = ProducerOptions();
+  options.signing = Signing();
+  EXPECT_THAT(PgProducer::Start(conninfo_, options).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  options = ProducerOptions();
+  options.pg_group_commit.max_batch = 0;
+  EXPECT_THAT(PgProducer::Start(conninfo_, options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pg_group_commit")));
+}
 
 // Payments from many threads share group commits, the consumer books each
 // once, and its replies close every row SENT.

@@ -793,6 +793,43 @@ TEST_F(RolesTest, RecoveryStartedWithoutWorkersWaitsForStartWorkers) {
   (*first)->Stop();
 }
 
+// Start on a store of the caller's (a PostgreSQL one in production) makes
+// the broker links as Start does and runs the loop on that store: it takes
+// the lease there. There is no operator's view of a store it did not open.
+TEST_F(RolesTest, RecoveryStartsOnAStoreOfTheCallers) {
+  auto url = AmqpUrl::Parse("amqp://guest:guest@127.0.0.1:1/%2F");
+  ASSERT_OK(url);
+  Recovery::Options options;
+  options.amqp = *url;
+  options.queue = kQueue;
+  options.signing = Signing::With(Keys());
+  options.recovery.instance_id = "r1";
+  options.recovery.idle_sleep = absl::Milliseconds(10);
+  options.recovery.max_publish_failures = 1000000;  // the broker is away: keep the lease
+  options.start_workers = false;
+  EXPECT_THAT(Recovery::Start(options, nullptr).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("store")));
+  SystemClock clock;
+  auto store = std::make_unique<testing::InMemoryOutbox>(clock);
+  testing::InMemoryOutbox& lease = *store;
+  auto recovery = Recovery::Start(options, std::move(store));
+  ASSERT_OK(recovery);
+  EXPECT_EQ((*recovery)->store(), nullptr);
+  EXPECT_EQ((*recovery)->operator_store(), nullptr);
+  EXPECT_NE((*recovery)->alerter(), nullptr);
+  EXPECT_NE((*recovery)->dead_letters(), nullptr);
+  (*recovery)->StartWorkers();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!(*recovery)->lease_held() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_TRUE((*recovery)->lease_held());
+  (*recovery)->Stop();  // its thread gone: the store is read here alone
+  auto held = lease.Lease();
+  ASSERT_OK(held);
+  EXPECT_EQ(held->holder, "r1");  // taken on this store, given up at Stop
+}
+
 // The dead-letter connection goes by the name given (a broker's connection
 // list shows it, as do the logs).
 TEST_F(RolesTest, RecoveryNamesItsDeadLetterConnectionAsTold) {
