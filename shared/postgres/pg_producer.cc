@@ -1,8 +1,11 @@
 #include "shared/postgres/pg_producer.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "shared/base/internal/mutex.h"
 #include "shared/base/status_macros.h"
 #include "shared/postgres/pg_recovery_store.h"
@@ -87,6 +90,7 @@ PgProducer::PgProducer(PgSession& writer, PgSession& acks, Options options,
                        std::unique_ptr<MessagePublisher> publisher,
                        std::unique_ptr<MessageConsumer> replies)
     : options_(std::move(options)),
+      acks_session_(acks),
       publisher_(std::move(publisher)),
       replies_(std::move(replies)),
       signing_publisher_(*publisher_, options_.signing.keys()),
@@ -126,6 +130,30 @@ void PgProducer::WriteAsync(MessageSpec spec, PgBusinessWrite business,
   if (spec.topic.empty()) spec.topic = options_.queue;
   if (spec.reply_to.empty()) spec.reply_to = options_.reply_queue;
   writer_.WriteAsync(std::move(spec), std::move(business), std::move(done));
+}
+
+absl::StatusOr<int64_t> PgProducer::CountSending() {
+  int64_t sending = 0;
+  RETURN_IF_ERROR(acks_session_.Transaction("count SENDING rows", [&](PgConnection& conn) {
+    ASSIGN_OR_RETURN(PgResult r,
+                     conn.Query("SELECT count(*) FROM outbox WHERE status = 'SENDING'"));
+    if (r.rows() != 1 || !absl::SimpleAtoi(r.Get(0, 0), &sending)) {
+      return absl::InternalError("count SENDING rows: no count");
+    }
+    return absl::OkStatus();
+  }));
+  return sending;
+}
+
+absl::Status PgProducer::WaitUntilClosed(absl::Time deadline, absl::Duration poll) {
+  while (true) {
+    ASSIGN_OR_RETURN(int64_t sending, CountSending());
+    if (sending == 0) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(sending, " rows still SENDING"));
+    }
+    absl::SleepFor(std::min(poll, deadline - absl::Now()));
+  }
 }
 
 absl::StatusOr<std::string> PgProducer::Write(MessageSpec spec, PgBusinessWrite business) {

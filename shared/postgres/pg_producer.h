@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "shared/base/internal/ids.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/internal/ack_listener.h"
@@ -108,6 +109,12 @@ class PgProducer {
     return outbox_.Get(message_id);
   }
 
+  // Rows still SENDING, on the ack listener's connection.
+  absl::StatusOr<int64_t> CountSending();
+  // Until no row is SENDING; DEADLINE_EXCEEDED first. Rows close only while
+  // the ack listener (or recovery) runs: call it before Stop().
+  absl::Status WaitUntilClosed(absl::Time deadline, absl::Duration poll = absl::Milliseconds(100));
+
   const Options& options() const { return options_; }
   Recovery* recovery() { return recovery_.get(); }               // null unless recovery_in_process
   int64_t confirmed() const { return relay_.confirmed(); }       // messages the broker took
@@ -127,6 +134,7 @@ class PgProducer {
   std::unique_ptr<PgSession> own_acks_session_;
   std::unique_ptr<PgSession> own_recovery_session_;
   const Options options_;
+  PgSession& acks_session_;
   std::unique_ptr<MetricsRegistry> own_metrics_;
   std::unique_ptr<MessagePublisher> publisher_;
   std::unique_ptr<MessageConsumer> replies_;
