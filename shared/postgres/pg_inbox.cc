@@ -26,6 +26,29 @@ absl::Status PgInbox::Record(PgConnection& conn, const std::string& message_id,
       .status();
 }
 
+absl::StatusOr<bool> PgInbox::Claim(PgConnection& conn, const std::string& message_id,
+                                    const std::string& biz_key, const std::string& reference,
+                                    int64_t processed_at_ms) const {
+  ASSIGN_OR_RETURN(
+      PgResult r,
+      conn.Query(absl::StrCat("INSERT INTO ", table_,
+                              " (message_id, biz_key, reference, processed_at) VALUES ($1, $2, $3, "
+                              "$4) ON CONFLICT (message_id) DO NOTHING RETURNING 1"),
+                 {message_id, biz_key, reference, std::to_string(processed_at_ms)}));
+  return r.rows() == 1;
+}
+
+absl::Status PgInbox::SetReference(PgConnection& conn, const std::string& message_id,
+                                   const std::string& reference) const {
+  ASSIGN_OR_RETURN(PgResult r, conn.Query(absl::StrCat("UPDATE ", table_,
+                                                       " SET reference = $2 WHERE message_id = $1"),
+                                          {message_id, reference}));
+  if (r.affected() != 1) {
+    return absl::InternalError(absl::StrCat("inbox: ", message_id, " was not claimed"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> PgInbox::PruneProcessed(int64_t cutoff_ms, int limit) {
   int pruned = 0;
   RETURN_IF_ERROR(session_.Transaction("prune processed ids", [&](PgConnection& conn) {

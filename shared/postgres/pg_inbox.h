@@ -36,6 +36,18 @@ class PgInbox final : public ProcessedLog {
   absl::Status Record(PgConnection& conn, const std::string& message_id, const std::string& biz_key,
                       const std::string& reference, int64_t processed_at_ms) const;
 
+  // The step of several consumers sharing this inbox: records
+  // `message_id` with `reference` unless it is there, and says whether it
+  // did. While another transaction holds an uncommitted record of the same
+  // id, this waits for it: false once that one committed (Find then returns
+  // its reference), true if it rolled back.
+  absl::StatusOr<bool> Claim(PgConnection& conn, const std::string& message_id,
+                             const std::string& biz_key, const std::string& reference,
+                             int64_t processed_at_ms) const;
+  // The reference of `message_id`, claimed in this transaction.
+  absl::Status SetReference(PgConnection& conn, const std::string& message_id,
+                            const std::string& reference) const;
+
   // ProcessedLog: up to `limit` ids processed before `cutoff_ms`, oldest
   // first through the processed_at index, in one transaction.
   absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) override;

@@ -39,22 +39,11 @@
 #include "shared/base/clock.h"
 #include "shared/outbox/consumer_handler.h"
 #include "shared/outbox/internal/reply_format.h"
+#include "shared/outbox/internal/typed_handler.h"
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/sqlite_file.h"
 
 namespace outbox {
-
-// A table of the adopter's that names, by business key, what applying a
-// message made, and is kept as long as that (accounting: vouchers by
-// payment_id). A message id the inbox does not know whose key is found here
-// was applied before: under another message id, or before its id was
-// pruned from the inbox. Looked up once per new message: key_column should
-// be UNIQUE.
-struct AppliedByKey {
-  std::string table;
-  std::string key_column;
-  std::string reference_column;
-};
 
 struct SqliteHandlerOptions {
   InboxTable inbox;  // where the ids of applied messages are kept
@@ -70,10 +59,7 @@ class InboxApplier {
   InboxApplier(SqliteFile& file, const Clock& clock, SqliteHandlerOptions options);
   ~InboxApplier();
 
-  struct Entry {
-    std::string message_id;
-    std::string key;  // "" = none
-  };
+  using Entry = InboxEntry;
   // The adopter's half, asked by index into the batch.
   struct Steps {
     std::function<std::string(size_t)> rejects;
@@ -98,41 +84,45 @@ class InboxApplier {
 }  // namespace internal
 
 // What the adopter writes, over its own message type: Decode and Apply;
-// Rejects, AnswersRejects, BusinessKey and Replies if it needs them.
+// Rejects, AnswersRejects, BusinessKey and Replies if it needs them. The
+// virtuals other than Apply are internal::TypedHandler's
+// (shared/outbox/internal/typed_handler.h), the same for every store:
+//
+// absl::StatusOr<Message> Decode(const Delivery& delivery) = 0;
+//   The message in `delivery`, checked; an error dead-letters it (say why).
+//   Never for a passing failure: those must fail Apply with UNAVAILABLE. (A
+//   delivery without a message_id is dead-lettered before Decode: it cannot
+//   be deduplicated.)
+// std::string BusinessKey(const Message& message);
+//   The business key the message is about (an order id), "" if none (the
+//   default): kept in the inbox beside the message id, and looked up in
+//   applied_by_key.
+// std::string Rejects(const Message& message);
+//   Why the business will never accept this well-formed message ("" = it
+//   may; the default). Asked only about a message not applied before:
+//   refused, it is not applied and not kept in the inbox (a copy is judged
+//   again), and is answered with a business reject. Only answer rejects to
+//   publishers that understand them (docs/library.md, "Business rejects").
+// bool AnswersRejects(const Message& message);
+//   Whether `message`'s publisher understands business rejects (true by
+//   default). False: a new message that Rejects refuses is dead-lettered
+//   with the reason.
+// std::vector<Reply> Replies(const std::vector<Answered<Message>>& batch);
+//   The replies, each message answered by exactly one of them (one reply
+//   per message, or one listing several messages of the same reply queue),
+//   duplicates and rejects included. By default one reply per message in
+//   the library's format (shared/outbox/internal/reply_format.h), the one
+//   the producer role's ack listener reads.
 template <typename Message>
-class SqliteMessageHandler : public ConsumerHandler {
+class SqliteMessageHandler : public internal::TypedHandler<Message> {
  public:
   // `file`'s schema holds the inbox table (CreateInboxTable) and whatever
   // Apply writes. The handler books each batch through file.WithWriter.
   SqliteMessageHandler(SqliteFile& file, const Clock& clock, SqliteHandlerOptions options = {})
-      : inbox_(file, options.inbox), applier_(file, clock, std::move(options)) {}
+      : internal::TypedHandler<Message>(clock),
+        inbox_(file, options.inbox),
+        applier_(file, clock, std::move(options)) {}
 
-  // The message in `delivery`, checked; an error dead-letters it (say why).
-  // Never for a passing failure: those must fail Apply with UNAVAILABLE. (A
-  // delivery without a message_id is dead-lettered before Decode: it cannot
-  // be deduplicated.)
-  virtual absl::StatusOr<Message> Decode(const Delivery& delivery) = 0;
-  // The business key the message is about (an order id), "" if none: kept
-  // in the inbox beside the message id, and looked up in applied_by_key.
-  virtual std::string BusinessKey(const Message& message) {
-    (void)message;
-    return "";
-  }
-  // Why the business will never accept this well-formed message ("" = it
-  // may). Asked only about a message not applied before: refused, it is not
-  // applied and not kept in the inbox (a copy is judged again), and is
-  // answered with a business reject. Only answer rejects to publishers that
-  // understand them (docs/library.md, "Business rejects").
-  virtual std::string Rejects(const Message& message) {
-    (void)message;
-    return "";
-  }
-  // Whether `message`'s publisher understands business rejects. False: a
-  // new message that Rejects refuses is dead-lettered with the reason.
-  virtual bool AnswersRejects(const Message& message) {
-    (void)message;
-    return true;
-  }
   // Makes the change of a NEW message inside the batch's transaction, on
   // `tx` (the file's writer): insert, update, as the business needs, and
   // return the reference of what it made (an id its reply names). Never
@@ -145,70 +135,20 @@ class SqliteMessageHandler : public ConsumerHandler {
   // transaction starts over and Apply runs again, so keep nothing of it
   // outside `tx`.
   virtual absl::StatusOr<std::string> Apply(SQLite::Database& tx, const Message& message) = 0;
-  // The replies, each message answered by exactly one of them (one reply
-  // per message, or one listing several messages of the same reply queue),
-  // duplicates and rejects included. By default one reply per message in the
-  // library's format (shared/outbox/internal/reply_format.h), the one the producer
-  // role's ack listener reads.
-  virtual std::vector<Reply> Replies(const std::vector<Answered<Message>>& batch) {
-    const int64_t now = applier_.clock().NowMillis();
-    std::vector<Reply> replies;
-    replies.reserve(batch.size());
-    for (size_t i = 0; i < batch.size(); ++i) {
-      replies.push_back({DefaultReply(batch[i].reply_to, batch[i].delivery.message_id,
-                                      BusinessKey(batch[i].message), batch[i].applied, now),
-                         {i}});
-    }
-    return replies;
-  }
 
  private:
-  void Clear() final {
-    messages_.clear();
-    deliveries_.clear();
-    entries_.clear();
-  }
-  absl::Status Add(const Delivery& delivery) final {
-    if (delivery.message_id.empty()) {
-      return absl::InvalidArgumentError("no message_id: the message cannot be deduplicated");
-    }
-    absl::StatusOr<Message> m = Decode(delivery);
-    if (!m.ok()) return m.status();
-    entries_.push_back({delivery.message_id, BusinessKey(*m)});
-    messages_.push_back(std::move(m).value());
-    deliveries_.push_back(&delivery);
-    return absl::OkStatus();
-  }
   absl::StatusOr<std::vector<Applied>> ApplyBatch() final {
     return applier_.ApplyBatch(
-        entries_, {[this](size_t i) { return Rejects(messages_[i]); },
-                   [this](size_t i) { return AnswersRejects(messages_[i]); },
-                   [this](SQLite::Database& tx, size_t i) { return Apply(tx, messages_[i]); }});
-  }
-  std::vector<Reply> Answer(const std::vector<Applied>& applied,
-                            const std::vector<std::string>& reply_to) final {
-    std::vector<Answered<Message>> batch;
-    std::vector<size_t> index_of;  // batch[k] is message index_of[k]
-    batch.reserve(messages_.size());
-    for (size_t i = 0; i < messages_.size(); ++i) {
-      if (!applied[i].dead_letter_reason.empty()) continue;  // dead-lettered, not answered
-      batch.push_back({messages_[i], *deliveries_[i], applied[i], reply_to[i]});
-      index_of.push_back(i);
-    }
-    std::vector<Reply> replies = Replies(batch);
-    for (Reply& r : replies) {
-      for (size_t& k : r.answers) k = index_of.at(k);
-    }
-    return replies;
+        this->entries(),
+        {[this](size_t i) { return this->Rejects(this->message(i)); },
+         [this](size_t i) { return this->AnswersRejects(this->message(i)); },
+         [this](SQLite::Database& tx, size_t i) { return Apply(tx, this->message(i)); }});
   }
 
   ProcessedLog* processed_log() final { return &inbox_; }
 
   SqliteProcessedLog inbox_;  // the same table, as the consumer role prunes it
   internal::InboxApplier applier_;
-  std::vector<Message> messages_;
-  std::vector<const Delivery*> deliveries_;
-  std::vector<internal::InboxApplier::Entry> entries_;
 };
 
 // The shortest handler: the deliveries of one message type, each applied by
