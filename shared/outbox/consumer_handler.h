@@ -2,9 +2,10 @@
 
 // What the idempotent consumer (idempotent_consumer.h) drives for each
 // batch: the type-erased handler, and what it reports. The library's
-// SqliteMessageHandler<M> (shared/sqlite/sqlite_message_handler.h)
-// implements it over the adopter's decode, apply-one-message and answer,
-// and owns the inbox step and the transaction. A handler for another store
+// SqliteMessageHandler<M> (shared/sqlite/sqlite_message_handler.h) and
+// PgMessageHandler<M> (shared/postgres/pg_message_handler.h) implement it
+// over the adopter's decode, apply-one-message and answer, and own the
+// inbox step and the transaction. A handler for another store
 // implements ConsumerHandler itself, and with it the inbox step: it must
 // pass the same tests.
 #include <cstddef>
