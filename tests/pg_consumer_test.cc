@@ -11,6 +11,7 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <list>
 #include <memory>
 #include <stdexcept>
@@ -253,6 +254,14 @@ TEST_F(PgMessageHandlerTest, AppliedByKeyFindsAChangeMadeUnderAnotherId) {
   EXPECT_EQ((*applied)[0].reference, "booking-before");
   EXPECT_EQ(h.applies.load(), 0);
   EXPECT_EQ(One(*test_, "SELECT reference FROM inbox WHERE message_id = 'm9'"), "booking-before");
+  // Two messages of one key in a batch: the second finds the first's change.
+  applied = RunBatch(h, {Payment("m10", "p5"), Payment("m11", "p5")});
+  ASSERT_OK(applied);
+  EXPECT_FALSE((*applied)[0].duplicate);
+  EXPECT_TRUE((*applied)[1].duplicate);
+  EXPECT_EQ((*applied)[1].reference, "booking-p5-a");
+  EXPECT_EQ(h.applies.load(), 1);
+  EXPECT_EQ(One(*test_, "SELECT reference FROM inbox WHERE message_id = 'm11'"), "booking-p5-a");
 }
 
 // A new message Rejects refuses writes nothing: answered with the reject,
@@ -263,15 +272,17 @@ TEST_F(PgMessageHandlerTest, RejectWritesNothing) {
   old.body = "bad";
   Delivery refused = Payment("m1", "p1");
   refused.body = "bad";
-  auto applied = RunBatch(h, {refused, old, Payment("m3", "p3")});
+  auto applied = RunBatch(h, {refused, old, Payment("m3", "p3"), refused});
   ASSERT_OK(applied);
   EXPECT_EQ((*applied)[0].rejected_reason, "the payment is refused");
   EXPECT_EQ((*applied)[1].dead_letter_reason, "the payment is refused");
   EXPECT_FALSE((*applied)[2].duplicate);
+  EXPECT_EQ((*applied)[3].rejected_reason, "the payment is refused");  // its copy, alike
   EXPECT_EQ(InboxRows(), 1);
   EXPECT_EQ(BookedRows(), 1);
-  std::vector<Reply> replies = static_cast<ConsumerHandler&>(h).Answer(*applied, {"r", "r", "r"});
-  ASSERT_EQ(replies.size(), 2u);  // the dead-lettered one is not answered
+  std::vector<Reply> replies =
+      static_cast<ConsumerHandler&>(h).Answer(*applied, {"r", "r", "r", "r"});
+  ASSERT_EQ(replies.size(), 3u);  // the dead-lettered one is not answered
   EXPECT_THAT(replies[0].message.body, HasSubstr("m1\nrejected\np1\nthe payment is refused"));
   EXPECT_EQ(replies[1].answers, std::vector<size_t>{2});
 }
@@ -322,6 +333,18 @@ TEST_F(PgMessageHandlerTest, ProcessedLogPrunesTheInbox) {
   EXPECT_EQ(InboxRows(), 0);
 }
 
+// An after_apply hook that, at its first call only, says so and waits to be
+// released: the transaction stays open, its claims held.
+std::function<void(const Delivery&)> HoldFirstApply(absl::Notification* applied,
+                                                    absl::Notification* release) {
+  auto held = std::make_shared<std::atomic<bool>>(false);
+  return [held, applied, release](const Delivery&) {
+    if (held->exchange(true)) return;
+    applied->Notify();
+    release->WaitForNotification();
+  };
+}
+
 // Waits until a statement of another session waits on a lock.
 bool SomeoneWaitsOnALock(PgConnection& conn) {
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -346,14 +369,10 @@ TEST_F(PgMessageHandlerTest, ConcurrentCopiesAcrossSessionsBookOnce) {
   Booking second(*second_session);
   second.tag = "b";
   absl::Notification applied_first, release_first;
-  first.after_apply = [&](const Delivery&) {
-    applied_first.Notify();
-    release_first.WaitForNotification();
-  };
+  first.after_apply = HoldFirstApply(&applied_first, &release_first);
   absl::StatusOr<std::vector<Applied>> a, b;
   std::thread t1([&] { a = RunBatch(first, {Payment("m0", "p0"), Payment("m1", "p1")}); });
   applied_first.WaitForNotification();  // m0 claimed and booked, uncommitted
-  first.after_apply = nullptr;
   std::thread t2([&] { b = RunBatch(second, {Payment("m0", "p0"), Payment("m2", "p2")}); });
   EXPECT_TRUE(SomeoneWaitsOnALock(*test_));
   release_first.Notify();
@@ -381,16 +400,12 @@ TEST_F(PgMessageHandlerTest, ConcurrentCopyAppliesWhenTheFirstRollsBack) {
   Booking second(*second_session);
   second.tag = "b";
   absl::Notification applied_first, release_first;
-  first.after_apply = [&](const Delivery&) {
-    applied_first.Notify();
-    release_first.WaitForNotification();
-  };
+  first.after_apply = HoldFirstApply(&applied_first, &release_first);
   Delivery fail = Payment("m1", "p1");
   fail.body = "fail";
   absl::StatusOr<std::vector<Applied>> a, b;
   std::thread t1([&] { a = RunBatch(first, {Payment("m0", "p0"), fail}); });
   applied_first.WaitForNotification();
-  first.after_apply = nullptr;
   std::thread t2([&] { b = RunBatch(second, {Payment("m0", "p0")}); });
   EXPECT_TRUE(SomeoneWaitsOnALock(*test_));
   release_first.Notify();
@@ -404,12 +419,47 @@ TEST_F(PgMessageHandlerTest, ConcurrentCopyAppliesWhenTheFirstRollsBack) {
   EXPECT_EQ(InboxRows(), 1);
 }
 
+// Two consumers given copies of two messages in opposite orders claim them
+// in one order (message ids'), so the second waits for the first instead of
+// deadlocking: the first applies both, the second answers both as
+// duplicates with the first's references.
+TEST_F(PgMessageHandlerTest, CopiesClaimedInOppositeOrdersBookOnce) {
+  std::unique_ptr<PgSession> second_session = OpenSession();
+  ASSERT_NE(second_session, nullptr);
+  Booking first(*session_);
+  Booking second(*second_session);
+  second.tag = "b";
+  absl::Notification applied_first, release_first;
+  first.after_apply = HoldFirstApply(&applied_first, &release_first);
+  absl::StatusOr<std::vector<Applied>> a, b;
+  std::thread t1([&] { a = RunBatch(first, {Payment("m0", "p0"), Payment("m1", "p1")}); });
+  applied_first.WaitForNotification();  // m0 and m1 claimed by the first
+  // The second claims m0 first, and waits on the first.
+  std::thread t2([&] { b = RunBatch(second, {Payment("m1", "p1"), Payment("m0", "p0")}); });
+  EXPECT_TRUE(SomeoneWaitsOnALock(*test_));
+  release_first.Notify();
+  t1.join();
+  t2.join();
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  EXPECT_FALSE((*a)[0].duplicate);
+  EXPECT_FALSE((*a)[1].duplicate);
+  EXPECT_TRUE((*b)[0].duplicate);
+  EXPECT_TRUE((*b)[1].duplicate);
+  EXPECT_EQ((*b)[1].reference, "booking-p0-a");  // m0
+  EXPECT_EQ((*b)[0].reference, "booking-p1-a");  // m1
+  EXPECT_EQ(second.applies.load(), 0);
+  EXPECT_EQ(BookedRows(), 2);
+  EXPECT_EQ(InboxRows(), 2);
+}
+
 // ---- End to end, with the test run's broker.
 
 constexpr int kThreads = 8;
 constexpr int kPerThread = 25;
 constexpr int kMessages = kThreads * kPerThread;
-constexpr int kCopied = 60;  // payments published again, twice each
+constexpr int kCopiedPerThread = 8;  // of each writer's payments, published again twice each
+constexpr int kCopied = kThreads * kCopiedPerThread;
 
 class PgConsumerTest : public ::testing::Test {
  protected:
@@ -460,13 +510,38 @@ class PgConsumerTest : public ::testing::Test {
     return p;
   }
 
-  // Publishes each of `ids`' rows again, as the relay did, twice; returns
-  // once the broker confirmed every copy.
-  void PublishCopies(const std::vector<std::string>& ids) {
+  // The ids the writers hand to the copier as they are written.
+  class Handoff {
+   public:
+    void Put(std::string id) {
+      absl::MutexLock lock(&mu_);
+      ids_.push_back(std::move(id));
+    }
+    // The next id, "" if none came within a minute.
+    std::string Take() {
+      absl::MutexLock lock(&mu_);
+      auto some = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !ids_.empty(); };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&some), absl::Minutes(1))) return "";
+      std::string id = std::move(ids_.front());
+      ids_.pop_front();
+      return id;
+    }
+
+   private:
+    absl::Mutex mu_;
+    std::deque<std::string> ids_ ABSL_GUARDED_BY(mu_);
+  };
+
+  // Publishes `count` rows again as the relay did, twice each, as their ids
+  // come (while their first copies are on their way); returns once the
+  // broker confirmed every copy.
+  void PublishCopies(Handoff& handoff, int count) {
     AmqpPublisher publisher(amqp_, Topology{{queue_}}, "copies");
     ASSERT_OK(publisher.Connect());
     int published = 0;
-    for (const std::string& id : ids) {
+    for (int n = 0; n < count; ++n) {
+      const std::string id = handoff.Take();
+      ASSERT_FALSE(id.empty());
       auto row = LoadPgOutboxRow(*test_, id);
       ASSERT_OK(row);
       ASSERT_TRUE(row->has_value()) << id;
@@ -521,7 +596,8 @@ TEST_F(PgConsumerTest, TwoConsumersOnOneInboxBookEachPaymentOnce) {
   auto producer = PgProducer::Start(conninfo_, options);
   ASSERT_OK(producer);
 
-  std::vector<std::string> ids(kMessages);
+  Handoff handoff;
+  std::thread copier([&] { PublishCopies(handoff, kCopied); });
   std::atomic<int> failed{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -535,16 +611,15 @@ TEST_F(PgConsumerTest, TwoConsumersOnOneInboxBookEachPaymentOnce) {
         if (!written.ok()) {
           ++failed;
           ADD_FAILURE() << id << ": " << written.status();
-        } else {
-          ids[t * kPerThread + i] = *written;
+        } else if (i < kCopiedPerThread) {
+          handoff.Put(*written);
         }
       }
     });
   }
   for (std::thread& thread : threads) thread.join();
+  copier.join();
   ASSERT_EQ(failed.load(), 0);
-  // The last payments written, likely still on their way to the consumers.
-  PublishCopies(std::vector<std::string>(ids.end() - kCopied, ids.end()));
 
   auto handled = [&] {
     return one.consumer->booked() + two.consumer->booked() + one.consumer->duplicates() +

@@ -16,15 +16,16 @@
 //   2. a new message only is judged by Rejects: refused, nothing is written
 //      and it is answered with a reject, or dead-lettered for a publisher
 //      that does not understand rejects (AnswersRejects);
-//   3. its id is claimed in the inbox (PgInbox::Claim), then Apply(tx,
-//      message) makes its change and returns its reference, recorded with
-//      the claim, in the same transaction.
+//   3. the new messages' ids are claimed in the inbox (PgInbox::Claim), in
+//      message id order; then, in delivery order, Apply(tx, message) makes
+//      each one's change and returns its reference, recorded with the
+//      claim, in the same transaction.
 // Several consumers may share one inbox (one database, a handler and a
 // session each). Two copies of a message applied at the same time book
 // once: the second claim waits on the first's uncommitted row, and once
 // that commits the second copy is answered as a duplicate with the first's
-// reference; its Apply never runs. Claims in opposite orders (a deadlock)
-// run the losing batch again.
+// reference; its Apply never runs. Claims taken in one order make
+// consumers wait on each other, not deadlock.
 //
 // The batch commits once. An error anywhere rolls the whole batch back.
 // While the store cannot write (its link lost and not opened again, a full
