@@ -218,7 +218,7 @@ TEST(PgFaultTest, RefusedCredentialsAreUnauthenticatedWithoutThePassword) {
   }
   // No password at all: a password file without the role's line.
   const std::string empty = PgServers::dir() + "/empty.pgpass";
-  { std::ofstream(empty) << ""; }
+  std::ofstream(empty).close();  // an empty file
   chmod(empty.c_str(), 0600);
   auto conn = PgConnection::Open(
       absl::StrCat("postgresql://outbox@127.0.0.1:", port, "/outbox?passfile=", empty));
