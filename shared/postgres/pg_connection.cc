@@ -55,6 +55,10 @@ bool CredentialsRefused(PGconn* conn, absl::string_view reason) {
 
 }  // namespace
 
+bool IsPgConninfo(absl::string_view setting) {
+  return absl::StartsWith(setting, "postgresql://") || absl::StartsWith(setting, "postgres://");
+}
+
 std::string RedactConninfo(absl::string_view conninfo) {
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(std::string(conninfo).c_str(), &error);

@@ -23,6 +23,11 @@ namespace outbox {
 // parameter) shown as "***". A string libpq cannot parse is not echoed.
 std::string RedactConninfo(absl::string_view conninfo);
 
+// Whether a store setting (a service's --db, Config::db) names a PostgreSQL
+// database rather than a SQLite file: a libpq URI, "postgresql://..." or
+// "postgres://...". Anything else is a path.
+bool IsPgConninfo(absl::string_view setting);
+
 // The Status of a failed statement, by its SQLSTATE: a lost connection, a
 // server shutting down or a node that is no longer the primary (25006,
 // read-only transaction) are UNAVAILABLE (connect again); serialization

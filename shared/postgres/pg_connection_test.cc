@@ -66,6 +66,14 @@ int ClosedPort() {
   return ntohs(addr.sin_port);
 }
 
+TEST(IsPgConninfoTest, TakesLibpqUrisAndLeavesPathsToSqlite) {
+  EXPECT_TRUE(IsPgConninfo("postgresql://outbox@127.0.0.1:5432/outbox"));
+  EXPECT_TRUE(IsPgConninfo("postgres://h1,h2/db?target_session_attrs=read-write"));
+  EXPECT_FALSE(IsPgConninfo("payment.db"));
+  EXPECT_FALSE(IsPgConninfo("/var/lib/outbox/postgresql:/payment.db"));
+  EXPECT_FALSE(IsPgConninfo(""));
+}
+
 TEST(RedactConninfoTest, HidesThePasswordOfAUriAndOfKeyValuePairs) {
   for (const char* conninfo : {"postgresql://outbox:hunter2@127.0.0.1:5433/outbox",
                                "postgresql://outbox@127.0.0.1/outbox?password=hunter2",
