@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A private PostgreSQL server for tests and development, without a service
 # manager and never the system's cluster: everything lives under DIR, the
-# server listens on 127.0.0.1 (a free port) and on a Unix socket in DIR.
+# server listens on 127.0.0.1 (a free port; PG_LISTEN picks another
+# address) and on a Unix socket in DIR.
 #
 #   postgres_node.sh fresh DIR             stop a node left in DIR, wipe DIR, initdb, start a primary
 #   postgres_node.sh standby PRIMARY DIR   wipe DIR, start a synchronous standby of the node in PRIMARY
@@ -32,13 +33,19 @@
 # the user postgres (that the Debian package creates), DIR then belongs to it
 # and DIR's parent must be searchable by it. PG_BIN picks the binaries
 # (default: the newest /usr/lib/postgresql/*/bin). PG_PORT picks a new node's
-# port. Paths may hold only [A-Za-z0-9/._-].
+# port. PG_LISTEN picks a new node's one TCP address (default 127.0.0.1), for
+# a server in a network namespace of its own (scripts/netlab.sh); PG_ALLOW
+# (a CIDR, default PG_LISTEN/32) is where password logins and a standby's
+# replication may come from besides 127.0.0.1 and the socket. A standby
+# streams from its primary's address; url names each node's. Paths may hold
+# only [A-Za-z0-9/._-].
 set -euo pipefail
 
 die() { echo "postgres_node: $*" >&2; exit 1; }
 
 DB_USER=outbox
 DB_NAME=outbox
+ADDR_RE='^[0-9]{1,3}(\.[0-9]{1,3}){3}$'
 
 # Ports in use in any state, so we also avoid ones in TIME_WAIT.
 used_ports() {
@@ -87,6 +94,22 @@ load_env() {
   [[ -f $DIR/node.env ]] || die "$DIR holds no node (use fresh or standby)"
   # shellcheck disable=SC1091
   source "$DIR/node.env"
+  PGADDR_NODE=${PGADDR_NODE:-127.0.0.1}  # a node.env that names no address
+}
+
+# node_addr DIR: the TCP address of the node in DIR.
+node_addr() {
+  local a
+  a=$(node_var "$1" PGADDR_NODE)
+  echo "${a:-127.0.0.1}"
+}
+
+# listen_setup: PGADDR_NODE and ALLOW_NET of a new node, from PG_LISTEN and PG_ALLOW.
+listen_setup() {
+  PGADDR_NODE=${PG_LISTEN:-127.0.0.1}
+  [[ $PGADDR_NODE =~ $ADDR_RE ]] || die "PG_LISTEN=$PGADDR_NODE: an IPv4 address"
+  ALLOW_NET=${PG_ALLOW:-$PGADDR_NODE/32}
+  [[ $ALLOW_NET =~ ^[0-9.]+/[0-9]{1,2}$ ]] || die "PG_ALLOW=$ALLOW_NET: an IPv4 CIDR"
 }
 
 # The postmaster's pid if it is alive and really serves DIR/data (its command
@@ -120,6 +143,7 @@ write_env() {  # ROLE
   cat >"$DIR/node.env" <<EOF
 PG_BIN=$PG_BIN
 PGPORT_NODE=$PGPORT_NODE
+PGADDR_NODE=$PGADDR_NODE
 NODE_ROLE=$1
 NODE_NAME=$NODE_NAME
 SERVER_USER=$SERVER_USER
@@ -132,6 +156,7 @@ EOF
 write_node_conf() {
   cat >"$DIR/data/node.conf" <<EOF
 port = $PGPORT_NODE
+listen_addresses = '$PGADDR_NODE'
 unix_socket_directories = '$DIR'
 cluster_name = '$NODE_NAME'
 EOF
@@ -153,6 +178,7 @@ cmd_fresh() {
   PG_BIN=$(find_bin)
   PGPORT_NODE=${PG_PORT:-$(pick_port)}
   NODE_NAME=node$PGPORT_NODE
+  listen_setup
   local password
   password=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
   printf '%s\n' "$password" | private_file "$DIR/password" "$(id -un)"
@@ -167,12 +193,12 @@ cmd_fresh() {
     die "initdb failed"
   fi
   rm -f "$DIR/initdb.pw"
-  # Loopback only; WAL for streaming standbys. Dynamic shared memory in files
-  # under data/ (mmap), so a killed server leaves nothing in /dev/shm.
+  # WAL for streaming standbys. Dynamic shared memory in files under data/
+  # (mmap), so a killed server leaves nothing in /dev/shm. The address it
+  # listens on is node.conf's.
   cat >>"$DIR/data/postgresql.conf" <<EOF
 
 # postgres_node.sh
-listen_addresses = '127.0.0.1'
 wal_level = replica
 max_wal_senders = 10
 max_replication_slots = 10
@@ -184,24 +210,31 @@ max_connections = 50
 logging_collector = off
 include_if_exists = 'node.conf'
 EOF
-  cat >"$DIR/data/pg_hba.conf" <<EOF
+  {
+    cat <<EOF
 local   all          all                     scram-sha-256
 host    all          all        127.0.0.1/32 scram-sha-256
 local   replication  all                     scram-sha-256
 host    replication  all        127.0.0.1/32 scram-sha-256
 EOF
+    if [[ $ALLOW_NET != 127.0.0.1/32 ]]; then
+      printf 'host    all          all        %s scram-sha-256\n' "$ALLOW_NET"
+      printf 'host    replication  all        %s scram-sha-256\n' "$ALLOW_NET"
+    fi
+  } >"$DIR/data/pg_hba.conf"
   write_node_conf
   write_env primary
   start_server
   sql postgres "CREATE DATABASE $DB_NAME" >/dev/null
-  echo "postgres_node: primary $NODE_NAME ready on 127.0.0.1:$PGPORT_NODE (url: $0 url $DIR)"
+  echo "postgres_node: primary $NODE_NAME ready on $PGADDR_NODE:$PGPORT_NODE (url: $0 url $DIR)"
 }
 
 cmd_standby() {
   local primary=$1
   [[ -f $primary/node.env ]] || die "$primary holds no node"
-  local PRIMARY_PORT PRIMARY_BIN
+  local PRIMARY_PORT PRIMARY_BIN PRIMARY_ADDR
   PRIMARY_PORT=$(node_var "$primary" PGPORT_NODE)
+  PRIMARY_ADDR=$(node_addr "$primary")
   PRIMARY_BIN=$(node_var "$primary" PG_BIN)
   cmd_stop >/dev/null
   rm -rf "$DIR"
@@ -209,6 +242,7 @@ cmd_standby() {
   PG_BIN=$PRIMARY_BIN
   PGPORT_NODE=${PG_PORT:-$(pick_port)}
   NODE_NAME=node$PGPORT_NODE
+  listen_setup
   PRIMARY_DIR=$primary
   cp "$primary/password" "$DIR/password"
   cp "$primary/pgpass" "$DIR/pgpass"
@@ -220,7 +254,7 @@ cmd_standby() {
   # synchronous_standby_names of the primary's would make the standby, once
   # promoted, wait for standbys it does not have.
   if ! "${AS[@]}" "$PG_BIN/pg_basebackup" -D "$DIR/data" -R -X stream -c fast --no-sync \
-    -d "host=127.0.0.1 port=$PRIMARY_PORT user=$DB_USER passfile=$DIR/server.pgpass" \
+    -d "host=$PRIMARY_ADDR port=$PRIMARY_PORT user=$DB_USER passfile=$DIR/server.pgpass" \
     >"$DIR/basebackup.log" 2>&1; then
     cat "$DIR/basebackup.log" >&2
     die "pg_basebackup from $primary failed"
@@ -246,14 +280,14 @@ cmd_standby() {
     state=$(sql_at "$primary" "$PRIMARY_PORT" postgres \
       "SELECT sync_state FROM pg_stat_replication WHERE application_name = '$NODE_NAME'") || state=""
   done
-  echo "postgres_node: synchronous standby $NODE_NAME of $primary ready on 127.0.0.1:$PGPORT_NODE"
+  echo "postgres_node: synchronous standby $NODE_NAME of $primary ready on $PGADDR_NODE:$PGPORT_NODE"
 }
 
 cmd_start() {
   load_env
   if postmaster_pid >/dev/null; then echo "postgres_node: $NODE_NAME already running"; return; fi
   start_server
-  echo "postgres_node: $NODE_ROLE $NODE_NAME ready on 127.0.0.1:$PGPORT_NODE"
+  echo "postgres_node: $NODE_ROLE $NODE_NAME ready on $PGADDR_NODE:$PGPORT_NODE"
 }
 
 cmd_stop() {
@@ -308,7 +342,7 @@ url_of() {  # DIRS...: hosts, then the first's passfile
   for d in "$@"; do
     [[ -f $d/node.env ]] || die "$d holds no node"
     port=$(node_var "$d" PGPORT_NODE)
-    hosts+=("127.0.0.1:$port")
+    hosts+=("$(node_addr "$d"):$port")
   done
   local IFS=,
   local url="postgresql://$DB_USER@${hosts[*]}/$DB_NAME?passfile=$1/pgpass"
