@@ -15,22 +15,9 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
-namespace outbox {
+#include "shared/outbox/internal/operator_repository.h"  // AuditRecord
 
-struct AuditRecord {
-  int64_t id = 0;
-  int64_t at = 0;      // unix ms
-  std::string actor;   // the bearer token's name, the client certificate's subject, ...
-  std::string action;  // "redrive_message", "redrive_group", "redrive_all",
-                       // "acknowledge_message", "acknowledge_group", "repair",
-                       // "redrive_dead_letters", "remove_settled_dead_letter" (actor
-                       // "recovery": its housekeeping)
-  std::string target;  // a message id, a failure group, "FAILED", ...
-  bool dry_run = false;
-  int64_t rows = 0;     // rows changed (or that would be, dry run)
-  std::string outcome;  // "ok", "in progress" (a paged change not finished) or the error
-  std::string reason;   // why, in the operator's words ("" when none was given)
-};
+namespace outbox {
 
 // Inserts `record`; returns its id.
 int64_t AppendAudit(SQLite::Database& db, const AuditRecord& record);

@@ -13,6 +13,8 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include "shared/outbox/internal/operator_repository.h"  // HistoryEvent
+
 namespace outbox {
 
 inline constexpr int kHistoryPerMessage = 64;
@@ -26,15 +28,6 @@ inline constexpr char kEventAcknowledged[] = "acknowledged";  // the consumer's 
 inline constexpr char kEventRedriven[] = "redriven";          // an operator: FAILED -> SENDING
 inline constexpr char kEventFailureSeen[] = "failure_acknowledged";  // an operator: leave FAILED
 inline constexpr char kEventRepaired[] = "repaired";                 // the checker's repair
-
-struct HistoryEvent {
-  int64_t id = 0;
-  std::string message_id;
-  int64_t at = 0;        // unix ms
-  std::string instance;  // the process or operator that did it
-  std::string event;
-  std::string detail;
-};
 
 // Appends events with statements prepared once (the transaction's owner
 // keeps one per transaction or longer).

@@ -89,24 +89,7 @@ absl::StatusOr<int64_t> OperatorStore::OldestSendingCreatedAt() {
 
 void OperatorStore::RegisterMetrics(MetricsRegistry& metrics, const Clock& clock) {
   RegisterSqliteFileMetrics(db_, metrics_label_, metrics);
-  metrics.AddGaugeFamily("outbox_rows", "outbox rows by status", [this] {
-    std::vector<MetricsRegistry::Sample> out;
-    if (auto c = Counts(); c.ok()) {
-      out = {{{{"status", "SENDING"}}, static_cast<double>(c->sending)},
-             {{{"status", "SENT"}}, static_cast<double>(c->sent)},
-             {{{"status", "FAILED"}}, static_cast<double>(c->failed)},
-             {{{"status", "ARCHIVED"}}, static_cast<double>(c->archived)}};
-    }
-    return out;
-  });
-  // Its own query rather than a second Counts() per scrape: outbox_rows
-  // already runs that one, and it scans the table.
-  metrics.AddGauge("outbox_oldest_sending_age_seconds",
-                   "age of the oldest SENDING row (0 when none)", {}, [this, &clock] {
-                     auto oldest = OldestSendingCreatedAt();
-                     if (!oldest.ok() || *oldest == 0) return 0.0;
-                     return std::max(0.0, (clock.NowMillis() - *oldest) / 1000.0);
-                   });
+  RegisterRowMetrics(metrics, clock);
 }
 
 absl::Status OperatorStore::RecordAudit(const AuditRecord& audit) {
@@ -128,12 +111,6 @@ void OperatorStore::AuditFailure(AuditRecord audit, const absl::Status& why) {
   // The action's own error is what the caller reports; a failure to record
   // it is logged by RecordAudit.
   RecordAudit(audit).IgnoreError();
-}
-
-absl::Status OperatorStore::RecordSettledDeadLetterRemoved(const std::string& message_id,
-                                                           int64_t at_ms) {
-  return RecordAudit(
-      AuditRecord{0, at_ms, "recovery", "remove_settled_dead_letter", message_id, false, 1, "ok"});
 }
 
 absl::StatusOr<OutboxMessage> OperatorStore::ChangeOneRow(
