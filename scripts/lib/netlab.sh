@@ -25,8 +25,20 @@ LAB_NET=10.213.0                     # the private /24 used only inside the name
 LAB_PREFIX=${LAB_PREFIX:-oblab-$$}   # owner pid in every namespace name
 BROKERS=(b1 b2 b3)
 LAB_HOSTS=(b1 b2 b3 pay acc rec1 rec2 load)
-declare -A HOST_OCTET=([b1]=11 [b2]=12 [b3]=13 [pay]=21 [rec1]=31 [rec2]=32 [acc]=41 [load]=51)
+declare -A HOST_OCTET=([b1]=11 [b2]=12 [b3]=13 [pay]=21 [rec1]=31 [rec2]=32 [acc]=41 [load]=51
+  [pg1]=61 [pg2]=62)
 METRICS_PORT=9100                    # every service's /metrics, on its own address
+# STORE=postgres: the services' databases on PostgreSQL, a primary in pg1 and
+# its synchronous standby in pg2 (scripts/postgres_node.sh); sqlite: files in WORK.
+STORE=${STORE:-sqlite}
+PG_NODE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/postgres_node.sh
+PG_LAB_PORT=5432                     # each server on its own host's address
+PG_OPTIONS=${PG_OPTIONS:-}           # appended to the services' URIs (e.g. &tcp_user_timeout=5000)
+case $STORE in
+  sqlite) ;;
+  postgres) LAB_HOSTS+=(pg1 pg2) ;;
+  *) echo "netlab: STORE must be sqlite or postgres, not '$STORE'" >&2; exit 1 ;;
+esac
 FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
 
 # die MESSAGE: prints it and exits 1 (the EXIT trap cleans up).
@@ -439,6 +451,49 @@ enable_khepri() {
   cluster_whole b1 60 || die "the cluster is not whole after enabling khepri_db"
 }
 
+# ---------------------------------------------------------------- PostgreSQL
+
+# pg_sql DB SQL: runs SQL as outbox on the primary over its socket in
+# WORK/pg1 (a socket file reaches across namespaces: no cut hits it).
+pg_sql() {
+  PGPASSFILE=$WORK/pg1/pgpass psql -X -q -v ON_ERROR_STOP=1 -At -h "$WORK/pg1" -p "$PG_LAB_PORT" \
+    -U outbox -d "$1" -c "$2"
+}
+
+# start_pg: the primary in pg1, its synchronous standby (remote_apply) in
+# pg2, each listening on its host's address and taking logins from the lab's
+# /24; the database accounting beside outbox (payment's and recovery's).
+start_pg() {
+  local h
+  chmod 711 "$WORK"  # the server's user (postgres) reaches WORK/pg1 and WORK/pg2
+  for h in pg1 pg2; do
+    local -a node_env=(PG_LISTEN="$(ip_of "$h")" PG_ALLOW="$LAB_NET.0/24" PG_PORT="$PG_LAB_PORT")
+    if [[ $h == pg1 ]]; then
+      in_host pg1 env "${node_env[@]}" bash "$PG_NODE" fresh "$WORK/pg1" >>"$WORK/pg.log" 2>&1 ||
+        { tail -n 20 "$WORK/pg.log" >&2; die "the PostgreSQL primary did not start in pg1"; }
+    else
+      in_host pg2 env "${node_env[@]}" bash "$PG_NODE" standby "$WORK/pg1" "$WORK/pg2" >>"$WORK/pg.log" 2>&1 ||
+        { tail -n 20 "$WORK/pg.log" >&2; die "the PostgreSQL standby did not start in pg2"; }
+    fi
+  done
+  pg_sql postgres "CREATE DATABASE accounting" >/dev/null || die "cannot create the database accounting"
+}
+
+# stop_pg: stops both servers (pg_ctl stop -m fast; no-op for one not running).
+stop_pg() {
+  local h
+  for h in pg2 pg1; do
+    [[ -d $WORK/$h ]] && bash "$PG_NODE" stop "$WORK/$h" >>"$WORK/pg.log" 2>&1
+  done
+  return 0
+}
+
+# pg_url DB: a service's URI for DB, both hosts, the read-write one wins;
+# the password comes from PGPASSFILE (WORK/pg1/pgpass), never the URI.
+pg_url() {
+  echo "postgresql://outbox@$(ip_of pg1):$PG_LAB_PORT,$(ip_of pg2):$PG_LAB_PORT/$1?target_session_attrs=read-write$PG_OPTIONS"
+}
+
 # ---------------------------------------------------------------- services
 
 # amqp_url USER FIRST: the service's URL listing every node, starting at broker FIRST (1-3).
@@ -456,6 +511,15 @@ common_env() {
   echo "MESSAGE_KEYS_FILE=$WORK/message.keys"
 }
 
+# store_of payment|accounting: the service's store setting (a file in WORK, or a URI).
+store_of() {
+  if [[ $STORE == postgres ]]; then
+    case $1 in payment) pg_url outbox ;; accounting) pg_url accounting ;; esac
+  else
+    echo "$WORK/$1.db"
+  fi
+}
+
 # exec_service INSTANCE [SKEW]: becomes the service INSTANCE (pay, acc,
 # rec1, rec2) in its namespace, with its settings, logging to
 # $WORK/INSTANCE.log: `ip netns exec` and env exec, so the caller's child pid
@@ -469,13 +533,13 @@ exec_service() {
     acc)
       binary=accounting_service
       mapfile -t env < <(common_env outbox-accounting 2)
-      env+=(ACCOUNTING_DB="$WORK/accounting.db" ACCOUNTING_LISTEN="$(ip_of acc):50052"
+      env+=(ACCOUNTING_DB="$(store_of accounting)" ACCOUNTING_LISTEN="$(ip_of acc):50052"
         ACCOUNTING_METRICS_LISTEN="$(ip_of acc):$METRICS_PORT")
       ;;
     pay)
       binary=payment_service
       mapfile -t env < <(common_env outbox-payment 1)
-      env+=(PAYMENT_DB="$WORK/payment.db" PAYMENT_LISTEN="$(ip_of pay):50051"
+      env+=(PAYMENT_DB="$(store_of payment)" PAYMENT_LISTEN="$(ip_of pay):50051"
         PAYMENT_METRICS_LISTEN="$(ip_of pay):$METRICS_PORT")
       ;;
     rec1 | rec2)
@@ -485,11 +549,12 @@ exec_service() {
         [[ -e $FAKETIME_LIB ]] || die "$FAKETIME_LIB is missing: bash scripts/install_deps.sh (faketime)"
         faked=(LD_PRELOAD="$FAKETIME_LIB" FAKETIME="$skew" FAKETIME_DONT_FAKE_MONOTONIC=1)
       fi
-      env+=(PAYMENT_DB="$WORK/payment.db" RECOVERY_LISTEN="$(ip_of "$inst"):50053"
+      env+=(PAYMENT_DB="$(store_of payment)" RECOVERY_LISTEN="$(ip_of "$inst"):50053"
         RECOVERY_METRICS_LISTEN="$(ip_of "$inst"):$METRICS_PORT" RECOVERY_INSTANCE_ID="$inst"
         RECOVERY_LEASE_TTL="${LEASE_TTL}s")
       ;;
     *) die "no service $inst" ;;
   esac
+  [[ $STORE == postgres ]] && env+=(PGPASSFILE="$WORK/pg1/pgpass")
   exec ip netns exec "$(ns_of "$inst")" env "${faked[@]}" "${env[@]}" "$BIN/$binary" >>"$WORK/$inst.log" 2>&1 </dev/null
 }

@@ -5,7 +5,9 @@
 # namespaces. Each call does one thing and exits; the functions are
 # scripts/lib/netlab.sh's. The caller sets LAB_PREFIX (oblab-<its pid>),
 # WORK (its temp dir) and BIN (the binaries); METADATA and
-# PARTITION_HANDLING for start-cluster, LEASE_TTL for start-service.
+# PARTITION_HANDLING for start-cluster, LEASE_TTL for start-service, STORE
+# (sqlite or postgres: with postgres the hosts pg1 and pg2 too) and
+# PG_OPTIONS for the network and the services.
 #
 #   netlab_ns.sh network             namespaces, bridge, every host, all ping
 #   netlab_ns.sh start-cluster       the three nodes, joined, whole, users
@@ -20,6 +22,9 @@
 #                                    exec the service INST (pay, acc, rec1, rec2)
 #                                    in its namespace with its settings; SKEW
 #                                    (+30s, -30s) shifts a recovery's wall clock
+#   netlab_ns.sh start-pg            PostgreSQL: the primary in pg1, its synchronous standby in pg2
+#   netlab_ns.sh stop-pg             stop both servers
+#   netlab_ns.sh pg-sql DB SQL       SQL on the primary over its socket (psql -At)
 #   netlab_ns.sh netem-present       exit 0 if the kernel has netem
 #   netlab_ns.sh remove-lab          stop every process in LAB_PREFIX-*, delete them
 #   netlab_ns.sh clean-stale         remove setups whose owner is gone
@@ -56,6 +61,9 @@ case $cmd in
     exec ip netns exec "$(ns_of "$host")" "$@"
     ;;
   start-service) exec_service "$@" ;;
+  start-pg) start_pg ;;
+  stop-pg) stop_pg ;;
+  pg-sql) pg_sql "$@" ;;
   netem-present) netem_present ;;
   remove-lab) remove_lab "$LAB_PREFIX" ;;
   clean-stale) clean_stale ;;

@@ -6,11 +6,15 @@ A fault passes when every payment the client was answered OK for is stored
 with its amount, SENT, with exactly one voucher of the same amount; no row
 is FAILED; no recovery instance claimed a row while the lease named another;
 every quorum queue has 3 of 3 members online; no alert is left; outbox_check
-exits 0 and PRAGMA integrity_check passes on both files.
+exits 0 and PRAGMA integrity_check passes on both files (SQLite's checks:
+skipped on PostgreSQL, whose tables the lab copies through psql into SQLite
+files of the same columns, snapshot_db, so the ledger is judged by the same
+query).
 """
 
 import csv
 import dataclasses
+import io
 import json
 import re
 import sqlite3
@@ -18,10 +22,13 @@ import sqlite3
 # The table's columns, in order, with their widths (negative: left-aligned).
 COLUMNS = [
     ("fault", -15), ("broker", -13), ("secs", -5), ("acked", 6), ("lost", 4),
-    ("dups", 4), ("heal(s)", 7), ("whole(s)", 8), ("FAILED", 6),
+    ("dups", 4), ("heal(s)", 7), ("db-heal(s)", 10), ("whole(s)", 8), ("FAILED", 6),
     ("attempts", -9), ("copies", 6), ("errors", -16), ("stale", 5),
     ("both", 4), ("quorum", 6), ("alerts", 6), ("check", 0),
 ]
+
+
+SKIPPED = "skipped"  # Row.integrity when the files' checks do not apply (PostgreSQL)
 
 
 @dataclasses.dataclass
@@ -49,22 +56,26 @@ class Row:
     errors: str               # "failed/skipped codes" at the client
     quorum: str               # "3/3" or the worst "n/3"
     alerts: int
-    check_rc: int
-    integrity: str            # "ok" or "BAD"
+    check_rc: int             # outbox_check's exit status; None: skipped (PostgreSQL)
+    integrity: str            # "ok", "BAD" or SKIPPED (PostgreSQL)
     restarted: list = dataclasses.field(default_factory=list)
+    db_heal: str = "-"        # PostgreSQL: seconds from the fault's end to the first payment
+                              # committed after it, "no" if none; "-": not measured
 
     def failures(self):
         """The checks this row fails, by name; empty when it passes."""
         bad = []
-        if self.check_rc != 0:
+        if self.check_rc is not None and self.check_rc != 0:
             bad.append("check")
-        if self.integrity != "ok":
+        if self.integrity not in ("ok", SKIPPED):
             bad.append("files")
         for name in ("lost", "dups", "failed_rows", "stale"):
             if getattr(self.ledger, name) != 0:
                 bad.append(name)
         if self.heal == "timeout":
             bad.append("heal")
+        if self.db_heal == "no":
+            bad.append("db_heal")
         if self.quorum != "3/3":
             bad.append("quorum")
         if self.alerts != 0:
@@ -82,11 +93,15 @@ class Row:
 
     def cells(self):
         restarted = ", restarted " + " ".join(self.restarted) if self.restarted else ""
+        if self.check_rc is None:
+            checks = "outbox_check and files skipped: PostgreSQL"
+        else:
+            checks = f"check {self.check_rc}, files {self.integrity}"
         return [self.fault, self.broker, f"{self.secs}s", self.ledger.acked, self.ledger.lost,
-                self.ledger.dups, self.heal, self.whole, self.ledger.failed_rows,
+                self.ledger.dups, self.heal, self.db_heal, self.whole, self.ledger.failed_rows,
                 self.ledger.attempts, self.ledger.copies, self.errors, self.ledger.stale,
                 self.ledger.both, self.quorum, self.alerts,
-                f"{self.verdict()} (check {self.check_rc}, files {self.integrity}{restarted})"]
+                f"{self.verdict()} ({checks}{restarted})"]
 
 
 def format_line(cells):
@@ -220,6 +235,41 @@ def heal_seconds(last_sent_ms, since_ms):
     """The heal, one decimal: the latest sent_at of the rows created before SINCE_MS,
     minus SINCE_MS; 0.0 when they were all SENT before it."""
     return "%.1f" % (max(last_sent_ms - since_ms, 0) / 1000)
+
+
+# What judge_ledger reads of each PostgreSQL database: (database, [(table, [column
+# definitions])]), the same tables and columns as payment.db's and accounting.db's.
+PG_TABLES = [
+    ("outbox", [
+        ("payments", ["payment_id TEXT", "amount_minor INTEGER"]),
+        ("outbox", ["message_id TEXT", "status TEXT", "attempts INTEGER", "created_at INTEGER",
+                    "sent_at INTEGER"]),
+        ("netlab_claims", ["message_id TEXT", "attempts INTEGER", "holder TEXT",
+                           "expires_at INTEGER"]),
+    ]),
+    ("accounting", [
+        ("vouchers", ["payment_id TEXT", "amount_minor INTEGER"]),
+    ]),
+]
+
+
+def snapshot_db(path, tables):
+    """Writes the SQLite file PATH (replacing it) holding TABLES: (name, [column definitions],
+    CSV text as COPY ... TO STDOUT WITH (FORMAT csv) prints it). The declared types make
+    the numbers numbers again."""
+    db = sqlite3.connect(path)
+    try:
+        for name, columns, text in tables:
+            db.execute(f"DROP TABLE IF EXISTS {name}")
+            db.execute(f"CREATE TABLE {name} ({', '.join(columns)})")
+            rows = [r for r in csv.reader(io.StringIO(text)) if r]
+            for r in rows:
+                if len(r) != len(columns):
+                    raise ValueError(f"{name}: a row of {len(r)} fields, not {len(columns)}: {r}")
+            db.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(columns))})", rows)
+        db.commit()
+    finally:
+        db.close()
 
 
 def judge_ledger(ledger, claims, payment_db, accounting_db, delivered):

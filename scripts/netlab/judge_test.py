@@ -121,6 +121,57 @@ class LedgerTest(unittest.TestCase):
         self.assertEqual(judge.read_ledger(path), [("p1", 100, "m-p1"), ("p2", 250, "m-p2")])
 
 
+class PgSnapshotTest(unittest.TestCase):
+    """PostgreSQL's tables as COPY ... TO STDOUT WITH (FORMAT csv) prints them, made SQLite
+    files of judge.PG_TABLES's columns and judged by the same query."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def snapshot(self, db, **csv_of):
+        path = os.path.join(self.dir.name, f"{db}.db")
+        tables = dict(judge.PG_TABLES)[db]
+        judge.snapshot_db(path, [(t, cols, csv_of.get(t, "")) for t, cols in tables])
+        return path
+
+    def test_copied_tables_are_judged_as_the_files_are(self):
+        pay = self.snapshot(
+            "outbox",
+            payments='p1,100\np2,200\np3,300\n"p,4",400\n',
+            outbox="m-p1,SENT,1,10,20\nm-p2,SENDING,1,10,0\nm-p3,SENT,3,10,30\n"
+                   "m-p4,SENT,1,10,20\nm-p9,FAILED,5,10,0\n",
+            netlab_claims="m-p3,2,rec1,99\nm-p3,3,rec1,99\n")
+        acc = self.snapshot("accounting", vouchers='p1,100\np2,200\np3,300\n"p,4",400\n')
+        f = judge.judge_ledger([("p1", 100, "m-p1"), ("p2", 200, "m-p2"), ("p3", 300, "m-p3"),
+                                ("p,4", 400, "m-p4")],
+                               [("rec1", "m-p3", 2), ("rec2", "m-p3", 3)], pay, acc, 4)
+        self.assertEqual((f.acked, f.lost, f.dups, f.failed_rows, f.stale, f.both),
+                         (4, 1, 0, 1, 1, 1))
+        self.assertEqual(f.attempts, "1.50/3")
+
+    def test_numbers_are_numbers_and_a_snapshot_replaces_the_last(self):
+        self.snapshot("accounting", vouchers="p1,100\n")
+        path = self.snapshot("accounting", vouchers="p1,007\np2,5\n")
+        db = sqlite3.connect(path)
+        try:
+            self.assertEqual(db.execute("SELECT payment_id, amount_minor, typeof(amount_minor) "
+                                        "FROM vouchers ORDER BY 1").fetchall(),
+                             [("p1", 7, "integer"), ("p2", 5, "integer")])
+        finally:
+            db.close()
+
+    def test_empty_tables_and_a_short_row(self):
+        pay = self.snapshot("outbox")
+        acc = self.snapshot("accounting")
+        f = judge.judge_ledger([("p1", 100, "m-p1")], [], pay, acc, 0)
+        self.assertEqual((f.acked, f.lost), (1, 1))
+        with self.assertRaises(ValueError):
+            self.snapshot("accounting", vouchers="p1\n")
+
+
 def row(**changes):
     base = dict(fault="pay-cut", broker="4.0.5/khepri", secs=30,
                 ledger=judge.Ledger(acked=10, attempts="1.00/1", copies="1.00"), heal="0.4",
@@ -147,10 +198,18 @@ class VerdictTest(unittest.TestCase):
             "alerts": row(alerts=1),
             "check": row(check_rc=3),
             "files": row(integrity="BAD"),
+            "db_heal": row(db_heal="no"),
         }
         for name, r in cases.items():
             self.assertEqual(r.failures(), [name], name)
             self.assertEqual(r.verdict(), "FAILED", name)
+
+    def test_on_postgresql_the_files_checks_are_skipped_and_said_so(self):
+        r = row(check_rc=None, integrity=judge.SKIPPED, db_heal="0.7")
+        self.assertEqual(r.verdict(), "OK")
+        line = judge.format_table([r]).splitlines()[2]
+        self.assertTrue(line.endswith("OK (outbox_check and files skipped: PostgreSQL)"), line)
+        self.assertIn(" 0.7 ", line)
 
     def test_a_slow_heal_or_both_instances_publishing_is_reported_not_failed(self):
         self.assertEqual(row(heal="42.0", ledger=judge.Ledger(acked=10, both=3)).verdict(), "OK")

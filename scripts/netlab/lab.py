@@ -28,14 +28,35 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 NS = os.path.join(ROOT, "scripts", "lib", "netlab_ns.sh")
 BROKERS = ["b1", "b2", "b3"]
 HOSTS = BROKERS + ["pay", "acc", "rec1", "rec2", "load"]
+PG_HOSTS = ["pg1", "pg2"]
 FLAP_HOSTS = ["b1", "b2", "b3", "pay", "acc", "rec1", "rec2"]
 FLAP_MIN, FLAP_MAX = 5, 10
 WARMUP = 2
 METRICS_PORT = 9100
 FAULTS = ["pay-cut", "acc-cut", "recovery-cut", "broker-follower", "broker-leader", "pay-oneway",
           "flapping", "pay-slow", "recovery-pause", "skew-ahead", "skew-behind"]
+PG_FAULTS = ["pay-db-cut", "pg-standby-cut"]  # STORE=postgres only
+PG_PORT = 5432
+DB_HEAL_POLL = 0.1
 SERVICES = {"pay": ("payment_service", 50051), "acc": ("accounting_service", 50052),
             "rec1": ("recovery_service", 50053), "rec2": ("recovery_service", 50053)}
+# The claim audit of Lab.add_claim_audit on PostgreSQL: the lease row as each claim's own
+# transaction saw it.
+PG_CLAIM_AUDIT = """
+  CREATE TABLE IF NOT EXISTS netlab_claims (message_id TEXT, attempts INTEGER, holder TEXT,
+                                            expires_at BIGINT);
+  CREATE INDEX IF NOT EXISTS netlab_claims_message ON netlab_claims (message_id, attempts);
+  CREATE OR REPLACE FUNCTION netlab_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    INSERT INTO netlab_claims
+      SELECT new.message_id, new.attempts, coalesce(max(holder), ''), coalesce(max(expires_at), 0)
+      FROM recovery_lease;
+    RETURN new;
+  END $$;
+  DROP TRIGGER IF EXISTS netlab_claim ON outbox;
+  CREATE TRIGGER netlab_claim AFTER UPDATE OF attempts ON outbox FOR EACH ROW
+    WHEN (new.attempts > old.attempts) EXECUTE FUNCTION netlab_claim();
+"""
 
 
 def log(message):
@@ -68,6 +89,12 @@ class Settings:
         self.metadata = env.get("METADATA", "mnesia")
         self.repair = env.get("REPAIR_BROKERS", "auto")
         self.keep = env.get("KEEP", "0") == "1"
+        self.store = env.get("STORE", "sqlite")
+        self.pg_options = env.get("PG_OPTIONS", "")
+
+    @property
+    def pg(self):
+        return self.store == "postgres"
 
 
 class Lab:
@@ -84,6 +111,7 @@ class Lab:
         self.flap_stop = threading.Event()
         self.broker = None
         self.repair = False
+        self.hosts = HOSTS + (PG_HOSTS if settings.pg else [])
 
     # ------------------------------------------------------------ plumbing
 
@@ -91,7 +119,7 @@ class Lab:
         e = dict(os.environ)
         e.update(LAB_PREFIX=self.prefix, WORK=self.work or "", BIN=self.bin,
                  METADATA=self.s.metadata, PARTITION_HANDLING=self.s.partition_handling,
-                 LEASE_TTL=str(self.s.lease_ttl))
+                 LEASE_TTL=str(self.s.lease_ttl), STORE=self.s.store, PG_OPTIONS=self.s.pg_options)
         return e
 
     def ns(self, *args, timeout=None, check=True):
@@ -176,8 +204,31 @@ class Lab:
 
     # ------------------------------------------------------------ the databases
 
+    def psql(self, db, sql, timeout=30):
+        """psql -At on the primary (its socket in WORK/pg1: no cut reaches it); its output,
+        or None if it failed."""
+        env = dict(os.environ, PGPASSFILE=f"{self.work}/pg1/pgpass", PGCONNECT_TIMEOUT="10")
+        try:
+            p = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+                                "-h", f"{self.work}/pg1", "-p", str(PG_PORT), "-U", "outbox",
+                                "-d", db, "-c", sql], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        if p.returncode != 0:
+            log(f"psql on {db}: {p.stderr.strip()}")
+            return None
+        return p.stdout
+
     def pdb(self, sql):
-        """One value from payment.db, opened read-only; None if it could not be read."""
+        """One value from payment's database (payment.db opened read-only, or the database
+        outbox on the primary); None if it could not be read."""
+        if self.s.pg:
+            out = self.psql("outbox", sql)
+            if out is None:
+                return None
+            first = out.splitlines()[0] if out.strip() else ""
+            return int(first) if first.lstrip("-").isdigit() else (first or None)
         try:
             db = sqlite3.connect(f"file:{self.work}/payment.db?mode=ro", uri=True, timeout=5)
             try:
@@ -189,15 +240,21 @@ class Lab:
             return None
 
     def lease_holder(self, default=None):
-        h = self.pdb("SELECT holder FROM recovery_lease WHERE expires_at > "
-                     "CAST(strftime('%s','now') AS INTEGER) * 1000 LIMIT 1")
+        now = ("(extract(epoch FROM clock_timestamp()) * 1000)::bigint" if self.s.pg
+               else "CAST(strftime('%s','now') AS INTEGER) * 1000")
+        h = self.pdb(f"SELECT holder FROM recovery_lease WHERE expires_at > {now} LIMIT 1")
         return h or default
 
     def add_claim_audit(self):
         """A table and trigger in payment.db (the lab's, never a product file) that record,
         inside each recovery claim's own transaction, the lease row as that transaction saw
         it. A claim is the one update that raises attempts. The connection checkpoints
-        nothing itself (scripts/lib/sqlite.sh says why)."""
+        nothing itself (scripts/lib/sqlite.sh says why). On PostgreSQL the same in
+        PL/pgSQL, in the database outbox."""
+        if self.s.pg:
+            if self.psql("outbox", PG_CLAIM_AUDIT) is None:
+                raise LabError("cannot add the claim audit to the database outbox")
+            return
         db = sqlite3.connect(f"{self.work}/payment.db", timeout=10, isolation_level=None)
         try:
             db.execute("PRAGMA wal_autocheckpoint=0")
@@ -214,6 +271,45 @@ class Lab:
               COMMIT;""")
         finally:
             db.close()
+
+    def snapshot(self, stem):
+        """The two databases as judge.judge_ledger reads them: the files themselves on
+        SQLite; on PostgreSQL, the tables it reads copied through psql into two SQLite
+        files, WORK/STEM.outbox.db and WORK/STEM.accounting.db."""
+        if not self.s.pg:
+            return f"{self.work}/payment.db", f"{self.work}/accounting.db"
+        paths = []
+        for db, tables in judge.PG_TABLES:
+            copied = []
+            for table, columns in tables:
+                names = ", ".join(c.split()[0] for c in columns)
+                out = self.psql(db, f"COPY (SELECT {names} FROM {table}) TO STDOUT WITH (FORMAT csv)",
+                                timeout=120)
+                if out is None:
+                    raise LabError(f"cannot read {table} from the database {db}")
+                copied.append((table, columns, out))
+            path = f"{self.work}/{stem}.{db}.db"
+            judge.snapshot_db(path, copied)
+            paths.append(path)
+        return tuple(paths)
+
+    def commits(self):
+        """Payments committed on the primary so far (outbox rows), or None."""
+        n = self.pdb("SELECT count(*) FROM outbox")
+        return n if isinstance(n, int) else None
+
+    def watch_db_heal(self, since_ms, base, stop, result):
+        """From the fault's end: when the primary first shows a payment committed after it
+        (its outbox rows counted every DB_HEAL_POLL s), in seconds with one decimal, into
+        result['secs']; BASE is the count at the fault's end."""
+        while not stop.is_set():
+            n = self.commits()
+            if base is not None and n is not None and n > base:
+                result["secs"] = "%.1f" % ((now_ms() - since_ms) / 1000)
+                return
+            if base is None:
+                base = n
+            stop.wait(DB_HEAL_POLL)
 
     def files_integrity(self, out_path):
         """"ok" when PRAGMA integrity_check passes on both files (answers to OUT_PATH), else "BAD"."""
@@ -341,7 +437,7 @@ class Lab:
 
     def setup(self):
         for b in ("payment_service", "accounting_service", "recovery_service", "outbox_bench",
-                  "outbox_check", "outboxctl"):
+                  "outboxctl") + (() if self.s.pg else ("outbox_check",)):
             if not os.access(os.path.join(self.bin, b), os.X_OK):
                 raise LabError(f"{self.bin}/{b} is missing: build first (scripts/build.sh)")
         version = self.ns("broker-version")
@@ -357,8 +453,13 @@ class Lab:
         self.work = tempfile.mkdtemp(prefix="oblab.")
         log(f"work dir {self.work}; namespaces {self.prefix}-*")
         self.ns("network", timeout=300)
-        self.addrs = {h: self.ip(h) for h in HOSTS}
-        log(f"network up: {len(HOSTS)} hosts on 10.213.0.0/24")
+        self.addrs = {h: self.ip(h) for h in self.hosts}
+        log(f"network up: {len(self.hosts)} hosts on 10.213.0.0/24")
+        if self.s.pg:
+            self.ns("start-pg", timeout=300)
+            log(f"PostgreSQL up: primary {self.addrs['pg1']}:{PG_PORT}, synchronous standby "
+                f"(remote_apply) {self.addrs['pg2']}:{PG_PORT}; databases outbox (payment, "
+                "recovery) and accounting")
         self.ns("start-cluster", timeout=900)
         log(f"RabbitMQ {self.broker} cluster up: rabbit@b1, rabbit@b2, rabbit@b3 "
             f"(repair {'on' if self.repair else 'off'})")
@@ -372,7 +473,7 @@ class Lab:
             self.start_service(inst)
         self.add_claim_audit()
         log(f"services up: payment {self.addrs['pay']}, accounting {self.addrs['acc']}, "
-            f"recovery {self.addrs['rec1']} and {self.addrs['rec2']}")
+            f"recovery {self.addrs['rec1']} and {self.addrs['rec2']}, store {self.s.store}")
 
     def cleanup(self, ok):
         self.stop_flapping()
@@ -381,6 +482,8 @@ class Lab:
             self.bench.wait()
         for inst in list(self.svc):
             self.stop_service(inst)
+        if self.s.pg and self.work:
+            self.ns("stop-pg", timeout=200, check=False)
         self.ns("remove-lab", timeout=300, check=False)
         if self.work and os.path.isdir(self.work):
             if ok and not self.s.keep:
@@ -420,7 +523,7 @@ class Lab:
             victim = self.queue_leader("PAY_QUEUE") or "b1"
             if name == "broker-follower":
                 victim = random.choice([b for b in BROKERS if b != victim])
-            self.cut(victim, *[h for h in HOSTS if h != victim])
+            self.cut(victim, *[h for h in self.hosts if h != victim])
             return victim
         if name == "pay-oneway":
             self.deafen("pay", *BROKERS)
@@ -452,6 +555,13 @@ class Lab:
             self.restart_recovery(victim, f"-{s.skew_secs}s")
             self.svc[self.other_recovery(victim)].send_signal(signal.SIGSTOP)
             return f"{victim} (-{s.skew_secs} s; {self.other_recovery(victim)} paused)"
+        if name == "pay-db-cut":
+            for inst in ("pay", "rec1", "rec2"):
+                self.cut(inst, "pg1")
+            return "payment, recovery <-> pg1"
+        if name == "pg-standby-cut":
+            self.cut("pg1", "pg2")
+            return "pg1 <-> pg2"
         if name == "netem-lossy":
             self.ns("in-host", "pay", "tc", "qdisc", "add", "dev", "eth0", "root", "netem",
                     "delay", "200ms", "50ms", "loss", "5%")
@@ -561,11 +671,20 @@ class Lab:
         time.sleep(WARMUP + s.pre)
         t_fault = now_ms()
         victim = self.fault_start(name)
+        at_fault = self.commits() if self.s.pg else None
         log(f"{name}: fault on {victim} (lease: {self.lease_holder('')})")
         time.sleep(length)
+        at_heal = self.commits() if self.s.pg else None
         self.fault_stop(name, victim)
         t_heal = now_ms()
         log(f"{name}: healed after {(t_heal - t_fault) // 1000} s (lease: {self.lease_holder('')})")
+        db_heal, db_stop = {}, threading.Event()
+        if self.s.pg:
+            if at_fault is not None and at_heal is not None:
+                log(f"{name}: payments committed while the fault lasted: {at_heal - at_fault}")
+            db_watcher = threading.Thread(target=self.watch_db_heal,
+                                          args=(t_heal, at_heal, db_stop, db_heal), daemon=True)
+            db_watcher.start()
         whole = {}
         watcher = threading.Thread(target=self.watch_whole, args=(t_heal, whole), daemon=True)
         watcher.start()
@@ -574,6 +693,11 @@ class Lab:
         if self.bench.wait() != 0:
             log(f"{name}: outbox_bench exited non-zero (see {bench_out})")
         self.bench = None
+        db_stop.set()
+        if self.s.pg:
+            db_watcher.join()
+            log(f"{name}: the first payment committed after the fault's end: "
+                f"{db_heal.get('secs', 'none')} s after it")
         if not self.await_all_sent():
             log(f"{name}: rows still SENDING after {s.heal_timeout} s")
         watcher.join()
@@ -589,22 +713,30 @@ class Lab:
         claims = []
         for inst in ("rec1", "rec2"):
             claims += judge.claims_in_log(self.log_lines(inst)[rec_from[inst]:], inst)
+        payment_db, accounting_db = self.snapshot(stem)
         figures = judge.judge_ledger(judge.read_ledger(ledger) if os.path.exists(ledger) else [],
-                                     claims, f"{self.work}/payment.db", f"{self.work}/accounting.db",
+                                     claims, payment_db, accounting_db,
                                      self.deliveries() - delivered0)
-        with open(f"{self.work}/{stem}.check.txt", "w") as out:
-            check_rc = subprocess.run([f"{self.bin}/outbox_check", f"--payment_db={self.work}/payment.db",
-                                       f"--accounting_db={self.work}/accounting.db"],
-                                      stdout=out, stderr=subprocess.STDOUT).returncode
+        if self.s.pg:
+            check_rc, integrity = None, judge.SKIPPED  # outbox_check and the files are SQLite's
+        else:
+            with open(f"{self.work}/{stem}.check.txt", "w") as out:
+                check_rc = subprocess.run([f"{self.bin}/outbox_check",
+                                           f"--payment_db={self.work}/payment.db",
+                                           f"--accounting_db={self.work}/accounting.db"],
+                                          stdout=out, stderr=subprocess.STDOUT).returncode
+            integrity = self.files_integrity(f"{self.work}/{stem}.integrity.txt")
         row = judge.Row(
             fault=name, broker=self.broker, secs=length, ledger=figures, heal=heal,
             whole=whole.get("secs", "no"),
             errors=f"{'?' if failed is None else failed}/{'?' if skipped is None else skipped} "
                    f"{judge.error_codes(bench_text)}",
             quorum=quorum, alerts=alerts, check_rc=check_rc,
-            integrity=self.files_integrity(f"{self.work}/{stem}.integrity.txt"), restarted=repaired)
+            integrity=integrity, restarted=repaired,
+            db_heal=db_heal.get("secs", "no") if self.s.pg else "-")
         f = row.ledger
-        log(f"{name}: acked={f.acked} lost={f.lost} dups={f.dups} heal={heal} whole={row.whole} "
+        log(f"{name}: acked={f.acked} lost={f.lost} dups={f.dups} heal={heal} db-heal={row.db_heal} "
+            f"whole={row.whole} "
             f"attempts={f.attempts} copies={f.copies} FAILED={f.failed_rows} errors={row.errors} "
             f"stale_claims={f.stale} both={f.both} quorum={quorum} alerts={alerts} "
             f"check={check_rc} files={row.integrity}" + (f" restarted={' '.join(repaired)}" if repaired else "")
@@ -622,22 +754,30 @@ class Lab:
             time.sleep(1)
 
 
-def faults_of(which, netem):
-    """The faults named by WHICH, comma-separated, in order; "all" is every one."""
+def faults_of(which, netem, pg=False):
+    """The faults named by WHICH, comma-separated, in order; "all" is every one (with PG,
+    PostgreSQL's too)."""
+    known = FAULTS + (PG_FAULTS if pg else [])
     faults = []
     for f in which.split(","):
-        faults += list(FAULTS) + (["netem-lossy"] if netem else []) if f == "all" else [f]
+        faults += known + (["netem-lossy"] if netem else []) if f == "all" else [f]
     for f in faults:
-        if f not in FAULTS and f != "netem-lossy":
-            raise LabError(f"unknown fault '{f}' (one of: {' '.join(FAULTS)} netem-lossy, or all)")
+        if f in PG_FAULTS and not pg:
+            raise LabError(f"{f} needs STORE=postgres")
+        if f not in known and f != "netem-lossy":
+            raise LabError(f"unknown fault '{f}' (one of: {' '.join(FAULTS + PG_FAULTS)} "
+                           "netem-lossy, or all)")
     return faults
 
 
 def cmd_run(which):
     if os.geteuid() != 0:
         raise LabError("needs root (network namespaces, nft); run as root")
-    lab = Lab(Settings(os.environ))
-    faults_of(which, True)  # names checked before anything is built
+    settings = Settings(os.environ)
+    if settings.store not in ("sqlite", "postgres"):
+        raise LabError(f"STORE must be sqlite or postgres, not '{settings.store}'")
+    lab = Lab(settings)
+    faults_of(which, True, settings.pg)  # names checked before anything is built
     ok = False
     try:
         lab.ns("clean-stale", timeout=300, check=False)
@@ -647,18 +787,25 @@ def cmd_run(which):
             print("netem: absent, latency/loss faults skipped", flush=True)
             if "netem-lossy" in which.split(","):
                 raise LabError("netem-lossy needs netem")
-        rows = [lab.run_fault(f) for f in faults_of(which, netem)]
+        rows = [lab.run_fault(f) for f in faults_of(which, netem, settings.pg)]
         print(judge.format_table(rows), flush=True)
-        summary = subprocess.run([f"{lab.bin}/outbox_check", f"--payment_db={lab.work}/payment.db",
-                                  f"--accounting_db={lab.work}/accounting.db"],
-                                 stdout=subprocess.PIPE, text=True).stdout
-        inside = False
-        for line in summary.splitlines():
-            inside = inside or line.startswith("payments:")
-            if inside:
-                print(line)
-            if line.startswith("vouchers:"):
-                break
+        if settings.pg:
+            by_status = lab.psql("outbox", "SELECT status || ' ' || count(*) FROM outbox "
+                                 "GROUP BY status ORDER BY status") or ""
+            vouchers = lab.psql("accounting", "SELECT count(*) FROM vouchers") or "?"
+            print(f"payments (outbox rows by status): {', '.join(by_status.split(chr(10))).strip(', ')}")
+            print(f"vouchers: {vouchers.strip()}")
+        else:
+            summary = subprocess.run([f"{lab.bin}/outbox_check", f"--payment_db={lab.work}/payment.db",
+                                      f"--accounting_db={lab.work}/accounting.db"],
+                                     stdout=subprocess.PIPE, text=True).stdout
+            inside = False
+            for line in summary.splitlines():
+                inside = inside or line.startswith("payments:")
+                if inside:
+                    print(line)
+                if line.startswith("vouchers:"):
+                    break
         ok = all(r.verdict() == "OK" for r in rows)
         print("RESULT OK" if ok else "RESULT FAILED", flush=True)
         return 0 if ok else 1
