@@ -2,14 +2,14 @@
 
 // gRPC edge of the accounting service (read side of the ledger).
 #include "accounting/v1/accounting.grpc.pb.h"
-#include "accounting_service/voucher_store.h"
+#include "accounting_service/voucher_reads.h"
 
 namespace outbox::accounting {
 
 class AccountingServiceImpl final : public ::accounting::v1::AccountingService::Service {
  public:
   // The API token is checked before any handler runs (Serving, call_gate.h).
-  explicit AccountingServiceImpl(VoucherStore& store) : store_(store) {}
+  explicit AccountingServiceImpl(VoucherReads& store) : store_(store) {}
 
   grpc::Status GetVoucher(grpc::ServerContext* context,
                           const ::accounting::v1::GetVoucherRequest* request,
@@ -19,7 +19,7 @@ class AccountingServiceImpl final : public ::accounting::v1::AccountingService::
                             ::accounting::v1::ListVouchersResponse* response) override;
 
  private:
-  VoucherStore& store_;
+  VoucherReads& store_;
 };
 
 }  // namespace outbox::accounting

@@ -2,8 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "accounting_service/accounting_grpc.h"
-#include "accounting_service/voucher_handler.h"
-#include "accounting_service/voucher_store.h"
+#include "accounting_service/accounting_store.h"
 #include "service_kit/failpoints.h"
 #include "service_kit/service_main.h"
 #include "shared/base/status_macros.h"
@@ -55,22 +54,23 @@ absl::Status RunAccountingService(const AccountingServiceOptions& options) {
   const Clock& clock = SystemClock::Get();
   TimeOrderedUuidGenerator ids;  // voucher ids: new keys land together in their index
   MetricsRegistry metrics;
-  ASSIGN_OR_RETURN(auto store, VoucherStore::Open(options.db, config.db, ids, clock));
-  store->RegisterMetrics(metrics);
   BookingRules rules;
   rules.max_amount_minor = config.max_amount_minor;
   rules.currencies = options.currencies;
-  VoucherHandler handler(*store, clock, std::move(rules));
-  AccountingServiceImpl service(*store);
+  ASSIGN_OR_RETURN(auto store,
+                   OpenAccountingStore(options.db, config.db, ids, clock, std::move(rules)));
+  store->RegisterMetrics(metrics);
+  AccountingServiceImpl service(store->reads());
   // Ports first: a process that cannot serve (a port in use) exits before it
   // consumes, and books, a single payment.
   ASSIGN_OR_RETURN(auto serving, Serving::Start(listen, {{&service, options.auth}},
                                                 options.metrics_listen, metrics, config.tls));
   // The role's connections, signed replies, idempotent consumer and inbox pruner.
-  ASSIGN_OR_RETURN(auto consumer, Consumer::Start(handler, ConsumerOptionsOf(options, metrics)));
+  ASSIGN_OR_RETURN(auto consumer,
+                   Consumer::Start(store->handler(), ConsumerOptionsOf(options, metrics)));
   const absl::Duration retention = consumer->options().inbox_retention;
   LogInfo("accounting_service_started",
-          {KV("listen", listen), KV("port", serving->port()), KV("db", options.db),
+          {KV("listen", listen), KV("port", serving->port()), KV("db", store->where()),
            KV("queue", consumer->options().queue),
            KV("shard", absl::StrCat(options.shard, "/", config.accounting_shards)),
            KV("amqp", config.amqp.Redacted()), KV("message_signing", config.message_signing()),

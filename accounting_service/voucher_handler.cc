@@ -10,7 +10,7 @@
 
 namespace outbox::accounting {
 
-absl::StatusOr<PaymentEvent> VoucherHandler::Decode(const Delivery& delivery) {
+absl::StatusOr<PaymentEvent> DecodePaymentDelivery(const Delivery& delivery) {
   // The booking rules are applied after the inbox (Rejects), not by the
   // codec: a payment booked before is answered as booked whatever they say.
   ASSIGN_OR_RETURN(PaymentEvent event,
@@ -19,12 +19,8 @@ absl::StatusOr<PaymentEvent> VoucherHandler::Decode(const Delivery& delivery) {
   return event;
 }
 
-std::string VoucherHandler::Rejects(const PaymentEvent& event) {
-  return RejectReason(event, rules_);
-}
-
-std::vector<Reply> VoucherHandler::Replies(const std::vector<Answered<PaymentEvent>>& batch) {
-  const int64_t now = clock_.NowMillis();
+std::vector<Reply> AccountingReplies(const std::vector<Answered<PaymentEvent>>& batch,
+                                     int64_t now) {
   std::vector<Reply> replies;
   // Publishers that accept batch replies: one reply per reply queue, listing
   // every message of theirs in this batch, new and duplicate alike.

@@ -18,6 +18,14 @@
 
 namespace outbox::accounting {
 
+// The steps every store's handler shares (VoucherHandler here,
+// PgVoucherHandler in pg_voucher_store.h): a PaymentCreated delivery
+// decoded (the booking rules are applied after the inbox, by Rejects), and
+// the batch's answers.
+absl::StatusOr<PaymentEvent> DecodePaymentDelivery(const Delivery& delivery);
+std::vector<Reply> AccountingReplies(const std::vector<Answered<PaymentEvent>>& batch,
+                                     int64_t now_ms);
+
 // Accounting's side of the consumer: decode, book, answer. The library
 // looks each payment up first (its message id in processed_messages, its
 // payment in vouchers): one booked before is answered as booked, whatever
@@ -30,17 +38,21 @@ class VoucherHandler final : public SqliteMessageHandler<PaymentEvent> {
         clock_(clock),
         rules_(std::move(rules)) {}
 
-  absl::StatusOr<PaymentEvent> Decode(const Delivery& delivery) override;
+  absl::StatusOr<PaymentEvent> Decode(const Delivery& delivery) override {
+    return DecodePaymentDelivery(delivery);
+  }
   std::string BusinessKey(const PaymentEvent& event) override { return event.payment_id; }
   // RejectReason under the rules, for a payment not booked before: answered
   // with a reject, or dead-lettered for a publisher that does not
   // understand rejects.
-  std::string Rejects(const PaymentEvent& event) override;
+  std::string Rejects(const PaymentEvent& event) override { return RejectReason(event, rules_); }
   bool AnswersRejects(const PaymentEvent& event) override { return event.rejects_accepted; }
   absl::StatusOr<std::string> Apply(SQLite::Database& tx, const PaymentEvent& event) override {
     return store_.Book(tx, event);
   }
-  std::vector<Reply> Replies(const std::vector<Answered<PaymentEvent>>& batch) override;
+  std::vector<Reply> Replies(const std::vector<Answered<PaymentEvent>>& batch) override {
+    return AccountingReplies(batch, clock_.NowMillis());
+  }
 
  private:
   VoucherStore& store_;

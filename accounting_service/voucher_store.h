@@ -12,9 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "accounting_service/voucher.h"
+#include "accounting_service/voucher_reads.h"
 #include "shared/base/clock.h"
 #include "shared/base/internal/ids.h"
-#include "shared/base/internal/page.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/internal/inbox_pruner.h"
 #include "shared/sqlite/inbox.h"
@@ -23,15 +23,13 @@
 
 namespace outbox::accounting {
 
-using VoucherPage = Page<Voucher>;
-
 // accounting.db's inbox: processed_messages, by payment and voucher.
 inline const InboxTable kInbox{"processed_messages", "payment_id", "voucher_id"};
 // Vouchers are kept for good: a payment booked under another message id, or
 // whose message id was pruned from the inbox, is found here by payment.
 inline const AppliedByKey kVouchersByPayment{"vouchers", "payment_id", "voucher_id"};
 
-class VoucherStore final : public ProcessedLog {
+class VoucherStore final : public ProcessedLog, public VoucherReads {
  public:
   // Creates accounting.db or upgrades it to the latest schema version
   // (AccountingDbSchema); FAILED_PRECONDITION, untouched, for a newer file.
@@ -49,8 +47,8 @@ class VoucherStore final : public ProcessedLog {
 
   absl::StatusOr<int> PruneProcessed(int64_t cutoff_ms, int limit) override;
 
-  absl::StatusOr<Voucher> GetByPayment(const std::string& payment_id);
-  absl::StatusOr<VoucherPage> List(int64_t after_id, int limit);
+  absl::StatusOr<Voucher> GetByPayment(const std::string& payment_id) override;
+  absl::StatusOr<VoucherPage> List(int64_t after_id, int limit) override;
 
   // The file's log length and skipped checkpoints (sqlite_metrics.h), db="accounting".
   void RegisterMetrics(MetricsRegistry& metrics) const;

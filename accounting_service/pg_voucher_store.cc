@@ -1,0 +1,133 @@
+#include "accounting_service/pg_voucher_store.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "accounting_service/voucher_store.h"
+#include "shared/base/status_macros.h"
+
+namespace outbox::accounting {
+namespace {
+
+constexpr char kSelect[] =
+    "SELECT id, voucher_id, payment_id, message_id, debit_account, credit_account, "
+    "amount_minor, currency, created_at, traceparent FROM vouchers ";
+
+int64_t Int(absl::string_view text) {
+  int64_t v = 0;
+  (void)absl::SimpleAtoi(text, &v);
+  return v;
+}
+
+Voucher ReadVoucher(const PgResult& r, int row) {
+  Voucher v;
+  v.id = Int(r.Get(row, 0));
+  v.voucher_id = std::string(r.Get(row, 1));
+  v.payment_id = std::string(r.Get(row, 2));
+  v.message_id = std::string(r.Get(row, 3));
+  v.debit_account = std::string(r.Get(row, 4));
+  v.credit_account = std::string(r.Get(row, 5));
+  v.amount_minor = Int(r.Get(row, 6));
+  v.currency = std::string(r.Get(row, 7));
+  v.created_at = Int(r.Get(row, 8));
+  v.traceparent = std::string(r.Get(row, 9));
+  return v;
+}
+
+// 1: accounting.db's tables as of its version 3 (accounting_db_schema.cc).
+absl::Status CreateVouchersAndProcessed(PgConnection& conn) {
+  RETURN_IF_ERROR(conn.Exec(R"sql(
+    CREATE TABLE vouchers (
+      id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      voucher_id     TEXT   NOT NULL UNIQUE,
+      payment_id     TEXT   NOT NULL UNIQUE,
+      message_id     TEXT   NOT NULL,
+      debit_account  TEXT   NOT NULL,
+      credit_account TEXT   NOT NULL,
+      amount_minor   BIGINT NOT NULL CHECK (amount_minor > 0),
+      currency       TEXT   NOT NULL,
+      created_at     BIGINT NOT NULL,
+      traceparent    TEXT   NOT NULL DEFAULT ''
+    ))sql"));
+  return CreatePgInboxTable(conn, kInbox.table);
+}
+
+}  // namespace
+
+const PgSchema& AccountingPgSchema() {
+  static const PgSchema* const schema =
+      new PgSchema{"accounting", {{"vouchers and processed_messages", CreateVouchersAndProcessed}}};
+  return *schema;
+}
+
+PgHandlerOptions AccountingPgHandlerOptions() {
+  PgHandlerOptions options;
+  options.inbox_table = kInbox.table;
+  options.applied_by_key = kVouchersByPayment;
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<PgVoucherStore>> PgVoucherStore::Open(const std::string& conninfo,
+                                                                     IdGenerator& ids,
+                                                                     const Clock& clock) {
+  PgConnection::Options options;
+  options.application_name = "accounting_service";
+  ASSIGN_OR_RETURN(auto session, PgSession::Open(conninfo, options));
+  RETURN_IF_ERROR(UpgradePgSchema(*session, AccountingPgSchema()));
+  ASSIGN_OR_RETURN(auto reads, PgSession::Open(conninfo, options));
+  return std::unique_ptr<PgVoucherStore>(
+      new PgVoucherStore(std::move(session), std::move(reads), ids, clock));
+}
+
+absl::StatusOr<std::string> PgVoucherStore::Book(PgConnection& tx, const PaymentEvent& e) {
+  // ON CONFLICT waits for another transaction booking the same payment;
+  // once that one commits, its voucher is the payment's.
+  ASSIGN_OR_RETURN(PgResult inserted,
+                   tx.Query(R"sql(
+        INSERT INTO vouchers (voucher_id, payment_id, message_id, debit_account, credit_account,
+                              amount_minor, currency, created_at, traceparent)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+        ON CONFLICT (payment_id) DO NOTHING
+        RETURNING voucher_id)sql",
+                            {ids_.NewId(), e.payment_id, e.message_id, e.payer_account,
+                             e.payee_account, absl::StrCat(e.amount_minor), e.currency,
+                             absl::StrCat(clock_.NowMillis()), e.traceparent}));
+  if (inserted.rows() == 1) return std::string(inserted.Get(0, 0));
+  ASSIGN_OR_RETURN(
+      PgResult booked,
+      tx.Query("SELECT voucher_id FROM vouchers WHERE payment_id = $1", {e.payment_id}));
+  if (booked.rows() == 0) {
+    return absl::AbortedError(absl::StrCat("payment ", e.payment_id, " booked and gone"));
+  }
+  return std::string(booked.Get(0, 0));
+}
+
+absl::StatusOr<Voucher> PgVoucherStore::GetByPayment(const std::string& payment_id) {
+  std::optional<Voucher> v;
+  RETURN_IF_ERROR(reads_->Transaction("get voucher", [&](PgConnection& conn) -> absl::Status {
+    ASSIGN_OR_RETURN(PgResult r,
+                     conn.Query(absl::StrCat(kSelect, "WHERE payment_id = $1"), {payment_id}));
+    if (r.rows() > 0) v = ReadVoucher(r, 0);
+    return absl::OkStatus();
+  }));
+  if (!v) return absl::NotFoundError(absl::StrCat("no voucher for payment '", payment_id, "'"));
+  return *std::move(v);
+}
+
+absl::StatusOr<VoucherPage> PgVoucherStore::List(int64_t after_id, int limit) {
+  std::vector<Voucher> rows;
+  RETURN_IF_ERROR(reads_->Transaction("list vouchers", [&](PgConnection& conn) -> absl::Status {
+    rows.clear();
+    ASSIGN_OR_RETURN(PgResult r, conn.Query(absl::StrCat(kSelect,
+                                                         "WHERE id > $1 ORDER BY id "
+                                                         "LIMIT $2"),
+                                            {absl::StrCat(after_id), absl::StrCat(limit + 1)}));
+    for (int i = 0; i < r.rows(); ++i) rows.push_back(ReadVoucher(r, i));
+    return absl::OkStatus();
+  }));
+  return MakePage(std::move(rows), limit, [](const Voucher& v) { return v.id; });
+}
+
+}  // namespace outbox::accounting
