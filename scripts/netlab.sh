@@ -5,7 +5,12 @@
 # recovery_service instances and the load client, joined by veth pairs to a
 # bridge in a namespace of the lab's own, on 10.213.0.0/24. Faults are nft
 # drop rules inside the namespaces (Jepsen's iptables drops) and SIGSTOP;
-# the root namespace is never touched. `run` is scripts/netlab/lab.py
+# the root namespace is never touched. With STORE=postgres the services'
+# databases are PostgreSQL's (scripts/postgres_node.sh): a primary in the
+# host pg1 and its synchronous standby (remote_apply) in pg2, payment and
+# recovery on the database outbox, accounting on the database accounting,
+# each service's URI naming both hosts with target_session_attrs=read-write,
+# the password in PGPASSFILE. `run` is scripts/netlab/lab.py
 # (Debian's Python 3: runs the faults, collects the ledger and the databases'
 # state, judges them with judge.py, prints the table), which calls the Bash
 # plumbing scripts/lib/netlab_ns.sh (namespaces, bridge, veths, nft, tc, the
@@ -34,6 +39,9 @@
 #   (the three lease faults also keep acks from payment, as pay-oneway does,
 #   so that rows fall due and both instances have something to claim)
 #   netem-lossy      200 ms +- 50 ms delay and 5 % loss on payment's link (only with netem)
+# With STORE=postgres only (and in its "all"):
+#   pay-db-cut       payment and both recovery instances <-> the primary (pg1) dropped
+#   pg-standby-cut   the primary <-> its synchronous standby dropped: commits wait for it
 #
 # After each fault heals, the client's ledger (every acknowledged create) is
 # checked against both databases: each payment stored with its amount, SENT,
@@ -45,7 +53,8 @@
 # (creates the client was answered OK), lost (acked but missing, with another
 # amount, not SENT or without voucher), dups (payments with more than one
 # voucher), heal (fault end -> the latest sent_at of the rows created before
-# it, i.e. when the last payment made so far was delivered), whole (fault
+# it, i.e. when the last payment made so far was delivered), db-heal
+# (PostgreSQL: below), whole (fault
 # end -> b1 sees 3 running nodes and no partition, "no" if not within 120 s),
 # FAILED,
 # attempts (the rows' publishes, avg/max, lost ones included), copies
@@ -54,6 +63,15 @@
 # the lease did not name: must be 0), both (messages re-published by both
 # instances), quorum (fewest online members of a quorum queue), alerts (left
 # active), check (outbox_check, and PRAGMA integrity_check of both files).
+# On PostgreSQL: the ledger is judged by the same query on copies of the
+# tables it reads (psql COPY over the primary's socket into SQLite files,
+# WORK/<fault>.outbox.db and .accounting.db); the claim audit is a PL/pgSQL
+# trigger of the same table; outbox_check and the integrity checks are
+# SQLite's, skipped, and the check column says so; db-heal is the fault's
+# end -> the first payment committed on the primary after it (its outbox rows
+# counted every 0.1 s; "no" fails the fault), "-" on SQLite. The log line
+# "payments committed while the fault lasted" says whether any create got
+# through during it.
 #
 # Settings (environment): RATE (300), FAULT_SECS (30), PRE (10 s of load
 # before the fault), POST (10 s after), LEASE_TTL (10), SKEW_SECS (30),
@@ -70,6 +88,9 @@
 # The broker line: the host's RabbitMQ, or 4.0 through
 # `scripts/rabbitmq40.sh run scripts/netlab.sh run ...`; the table names
 # the version and metadata store of each row.
+# STORE (sqlite, the default, or postgres), PG_OPTIONS (appended to the
+# services' URIs, e.g. "&tcp_user_timeout=5000&keepalives_idle=5"; default
+# none: libpq's and the services' own settings).
 # KEEP=1 keeps the work dir (logs, databases).
 # Needs root. Exit status: 0 every fault passed, 1 otherwise or on error.
 # The judging's own tests: scripts/netlab/judge_test.py (ctest netlab.judge).
