@@ -7,9 +7,7 @@
 #include "shared/postgres/pg_message_handler.h"
 
 #include <stdio.h>
-#include <sys/stat.h>
 
-#include <array>
 #include <atomic>
 #include <deque>
 #include <list>
@@ -19,9 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -36,8 +32,8 @@
 #include "shared/postgres/pg_producer.h"
 #include "shared/postgres/pg_schema.h"
 #include "shared/roles/consumer.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
-#include "shared/testing/temp_dir.h"
 #include "tests/support/broker.h"
 
 namespace outbox::testing {
@@ -45,65 +41,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
-
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  if (pclose(pipe) != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
-
-class PgServer : public ::testing::Environment {
- public:
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("pg_consumer_test");
-    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
-    node_ = dir_->path() + "/primary";
-    Node("fresh " + node_);
-    url_ = Node("url " + node_);
-  }
-  void TearDown() override {
-    Node("stop " + node_);
-    dir_.reset();
-  }
-  static const std::string& url() { return url_; }
-
- private:
-  std::unique_ptr<TempDir> dir_;
-  std::string node_;
-  static std::string url_;
-};
-std::string PgServer::url_;
-::testing::Environment* const kServer = ::testing::AddGlobalTestEnvironment(new PgServer);
+PgServersEnvironment* const kServer = AddPgServers("pg_consumer_test");
 
 // A schema of its own for each test: the connection string that works in it,
 // with `extra` server options ("%20-c..." each).
 std::string FreshSchema(const std::string& extra = "") {
   static std::atomic<int> next{0};
-  const std::string name = absl::StrCat("c", next++);
-  auto admin = PgConnection::Open(PgServer::url());
-  EXPECT_OK(admin);
-  if (!admin.ok()) return "";
-  EXPECT_OK((*admin)->Exec("CREATE SCHEMA " + name));
-  const std::string& url = PgServer::url();
-  return absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
-                      "options=-csearch_path%3D", name, extra);
-}
-
-int64_t Count(PgConnection& conn, const std::string& sql) {
-  auto r = conn.Query(sql);
-  EXPECT_OK(r);
-  int64_t n = -1;
-  if (r.ok() && r->rows() > 0) EXPECT_TRUE(absl::SimpleAtoi(r->Get(0, 0), &n)) << sql;
-  return n;
+  return FreshPgSchema(kServer->url(), absl::StrCat("c", next++), extra);
 }
 
 std::string One(PgConnection& conn, const std::string& sql) {
@@ -193,8 +137,8 @@ class PgMessageHandlerTest : public ::testing::Test {
     return s.ok() ? std::move(s).value() : nullptr;
   }
 
-  int64_t InboxRows() { return Count(*test_, "SELECT count(*) FROM inbox"); }
-  int64_t BookedRows() { return Count(*test_, "SELECT count(*) FROM booked"); }
+  int64_t InboxRows() { return PgCount(*test_, "SELECT count(*) FROM inbox"); }
+  int64_t BookedRows() { return PgCount(*test_, "SELECT count(*) FROM booked"); }
 
   std::string conninfo_;
   std::unique_ptr<PgConnection> test_;
@@ -349,7 +293,7 @@ std::function<void(const Delivery&)> HoldFirstApply(absl::Notification* applied,
 bool SomeoneWaitsOnALock(PgConnection& conn) {
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
-    if (Count(conn, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") > 0) {
+    if (PgCount(conn, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") > 0) {
       return true;
     }
     absl::SleepFor(absl::Milliseconds(10));
@@ -628,17 +572,17 @@ TEST_F(PgConsumerTest, TwoConsumersOnOneInboxBookEachPaymentOnce) {
   EXPECT_TRUE(Eventually([&] { return handled() >= kMessages + 2 * kCopied; }, absl::Minutes(2)))
       << handled();
   EXPECT_OK((*producer)->WaitUntilClosed(absl::Now() + absl::Minutes(2)));
-  EXPECT_EQ(Count(*test_, "SELECT count(*) FROM outbox WHERE status = 'SENT'"), kMessages);
-  EXPECT_EQ(Count(*test_, "SELECT count(*) FROM outbox"), kMessages);
+  EXPECT_EQ(PgCount(*test_, "SELECT count(*) FROM outbox WHERE status = 'SENT'"), kMessages);
+  EXPECT_EQ(PgCount(*test_, "SELECT count(*) FROM outbox"), kMessages);
   EXPECT_EQ(one.consumer->booked() + two.consumer->booked(), kMessages);
   EXPECT_GE(one.consumer->duplicates() + two.consumer->duplicates(), 2 * kCopied);
   EXPECT_EQ(one.consumer->dead_lettered() + two.consumer->dead_lettered(), 0);
-  EXPECT_EQ(Count(*test_, "SELECT count(*) FROM booked"), kMessages);
-  EXPECT_EQ(Count(*test_, "SELECT count(*) FROM inbox"), kMessages);
+  EXPECT_EQ(PgCount(*test_, "SELECT count(*) FROM booked"), kMessages);
+  EXPECT_EQ(PgCount(*test_, "SELECT count(*) FROM inbox"), kMessages);
   // Every inbox row names the booking its payment made.
-  EXPECT_EQ(Count(*test_,
-                  "SELECT count(*) FROM inbox i JOIN booked b ON b.payment_id = i.biz_key "
-                  "AND b.reference = i.reference"),
+  EXPECT_EQ(PgCount(*test_,
+                    "SELECT count(*) FROM inbox i JOIN booked b ON b.payment_id = i.biz_key "
+                    "AND b.reference = i.reference"),
             kMessages);
   printf("consumer-1: %lld booked, %lld duplicates; consumer-2: %lld booked, %lld duplicates\n",
          static_cast<long long>(one.consumer->booked()),

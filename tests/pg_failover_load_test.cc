@@ -21,10 +21,8 @@
 // after it), the time from the kill until no row is SENDING, the rows
 // recovery re-published.
 #include <stdio.h>
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -35,7 +33,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "shared/amqp/amqp_url.h"
@@ -46,29 +43,14 @@
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/sqlite/sqlite_message_handler.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
-#include "shared/testing/temp_dir.h"
 #include "tests/support/broker.h"
 
 namespace outbox::testing {
 namespace {
 
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
 constexpr int kWriters = 8;
-
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  if (pclose(pipe) != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
 
 inline const DbSchema& BookingSchema() {
   // No key on payment_id: a payment booked twice shows as two rows.
@@ -89,14 +71,11 @@ struct Outcomes {
 class PgFailoverLoadTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    chmod(dir_.path().c_str(), 0755);  // for the user postgres, under root
-    primary_ = dir_.path() + "/primary";
-    standby_ = dir_.path() + "/standby";
-    ASSERT_NE(Node("fresh " + primary_), "");
-    ASSERT_NE(Node("standby " + primary_ + " " + standby_), "");
+    servers_ = std::make_unique<PgServers>("pg_failover_load_test", PgServers::kWithStandby);
+    ASSERT_TRUE(servers_->ok());
     // Both hosts, the read-write one wins; the password comes from the
     // node's pgpass (passfile), never from the string.
-    conninfo_ = Node("url " + primary_ + " " + standby_);
+    conninfo_ = servers_->FailoverUrl();
     ASSERT_NE(conninfo_.find("target_session_attrs=read-write"), std::string::npos);
     auto setup = PgConnection::Open(conninfo_);
     ASSERT_OK(setup);
@@ -106,13 +85,9 @@ class PgFailoverLoadTest : public ::testing::Test {
     ASSERT_OK(amqp);
     amqp_ = *amqp;
     queue_ = UniqueName("pg.failover");
-    auto file = OpenSqliteFile(dir_.path() + "/booking.db", {}, &BookingSchema());
+    auto file = OpenSqliteFile(servers_->dir() + "/booking.db", {}, &BookingSchema());
     ASSERT_OK(file);
     file_ = std::move(file).value();
-  }
-  void TearDown() override {
-    Node("stop " + standby_);
-    Node("stop " + primary_);
   }
 
   std::unique_ptr<Consumer> StartConsumer() {
@@ -176,9 +151,7 @@ class PgFailoverLoadTest : public ::testing::Test {
     return true;
   }
 
-  TempDir dir_{"pg_failover_load_test"};
-  std::string primary_;
-  std::string standby_;
+  std::unique_ptr<PgServers> servers_;
   std::string conninfo_;
   std::string queue_;
   AmqpUrl amqp_;
@@ -241,8 +214,8 @@ TEST_F(PgFailoverLoadTest, PrimaryKilledUnderLoadStandbyPromotedNothingLostOrDup
   const size_t ok_before_kill = ok_count();
 
   const absl::Time killed_at = absl::Now();
-  EXPECT_NE(Node("kill " + primary_), "");
-  EXPECT_NE(Node("promote " + standby_), "");
+  EXPECT_TRUE(PgServers::Kill(servers_->primary()));
+  EXPECT_TRUE(PgServers::Promote(servers_->standby()));
   const absl::Time promoted_at = absl::Now();
 
   // About 3 s more, and writes succeed again on the promoted server: the

@@ -6,18 +6,14 @@
 #include "shared/postgres/pg_producer.h"
 
 #include <stdio.h>
-#include <sys/stat.h>
 
-#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -28,6 +24,7 @@
 #include "shared/sqlite/sqlite_file.h"
 #include "shared/sqlite/sqlite_message_handler.h"
 #include "shared/testing/fakes.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
 #include "shared/testing/temp_dir.h"
 #include "tests/support/broker.h"
@@ -37,48 +34,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
 constexpr int kThreads = 8;
 constexpr int kPerThread = 25;
 constexpr int kMessages = kThreads * kPerThread;
 
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  if (pclose(pipe) != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
-
-class PgServer : public ::testing::Environment {
- public:
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("pg_producer_test");
-    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
-    node_ = dir_->path() + "/primary";
-    Node("fresh " + node_);
-    url_ = Node("url " + node_);
-  }
-  void TearDown() override {
-    Node("stop " + node_);
-    dir_.reset();
-  }
-  static const std::string& url() { return url_; }
-
- private:
-  std::unique_ptr<TempDir> dir_;
-  static std::string node_;
-  static std::string url_;
-};
-std::string PgServer::node_;
-std::string PgServer::url_;
-::testing::Environment* const kServer = ::testing::AddGlobalTestEnvironment(new PgServer);
+PgServersEnvironment* const kServer = AddPgServers("pg_producer_test");
 
 inline const DbSchema& BookingSchema() {
   static const DbSchema schema =
@@ -92,13 +52,8 @@ class PgProducerTest : public ::testing::Test {
     static std::atomic<int> next{0};
     const std::string name = absl::StrCat("p", next++);
     queue_ = UniqueName("pg.payments");
-    ASSERT_FALSE(PgServer::url().empty());
-    auto admin = PgConnection::Open(PgServer::url());
-    ASSERT_OK(admin);
-    ASSERT_OK((*admin)->Exec("CREATE SCHEMA " + name));
-    const std::string& url = PgServer::url();
-    conninfo_ = absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
-                             "options=-csearch_path%3D", name);
+    conninfo_ = FreshPgSchema(kServer->url(), name);
+    ASSERT_FALSE(conninfo_.empty());
     auto test = PgConnection::Open(conninfo_);
     ASSERT_OK(test);
     test_ = std::move(test).value();
@@ -164,13 +119,7 @@ class PgProducerTest : public ::testing::Test {
     EXPECT_EQ(failed.load(), 0);
   }
 
-  int64_t Count(const std::string& sql) {
-    auto r = test_->Query(sql);
-    EXPECT_OK(r);
-    int64_t n = -1;
-    if (r.ok() && r->rows() > 0) EXPECT_TRUE(absl::SimpleAtoi(r->Get(0, 0), &n)) << sql;
-    return n;
-  }
+  int64_t Count(const std::string& sql) { return PgCount(*test_, sql); }
   int64_t Sent() { return Count("SELECT count(*) FROM outbox WHERE status = 'SENT'"); }
   int64_t Booked() {
     int64_t n = -1;

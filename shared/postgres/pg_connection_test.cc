@@ -1,70 +1,23 @@
 #include "shared/postgres/pg_connection.h"
 
-#include <netinet/in.h>
-#include <stdio.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <array>
-#include <fstream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
-#include "shared/testing/temp_dir.h"
 
 namespace outbox {
 namespace {
 
 using ::outbox::testing::IsOk;
+using ::outbox::testing::PgNode;
+using ::outbox::testing::PgNodePort;
 using ::outbox::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
-
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  const int rc = pclose(pipe);
-  if (rc != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-// A port nothing listens on: bound, then closed.
-int ClosedPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 TEST(IsPgConninfoTest, TakesLibpqUrisAndLeavesPathsToSqlite) {
   EXPECT_TRUE(IsPgConninfo("postgresql://outbox@127.0.0.1:5432/outbox"));
@@ -123,42 +76,27 @@ TEST(PgStatusTest, MapsSqlstateClasses) {
 class PgConnectionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir("pg_connection_test");
-    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
-    primary_ = dir_->path() + "/primary";
-    standby_ = dir_->path() + "/standby";
-    Node("fresh " + primary_);
-    Node(absl::StrCat("standby ", primary_, " ", standby_));
+    servers_ = new testing::PgServers("pg_connection_test", testing::PgServers::kWithStandby);
+    ASSERT_TRUE(servers_->ok());
+    primary_ = servers_->primary();
+    standby_ = servers_->standby();
   }
-  static void TearDownTestSuite() {
-    Node("stop " + standby_);
-    Node("stop " + primary_);
-    delete dir_;
-  }
-  static int PortOf(const std::string& dir) {
-    std::ifstream in(dir + "/node.env");
-    std::string line;
-    while (std::getline(in, line)) {
-      absl::string_view rest = line;
-      if (absl::ConsumePrefix(&rest, "PGPORT_NODE=")) return std::stoi(std::string(rest));
-    }
-    return 0;
-  }
+  static void TearDownTestSuite() { delete servers_; }
 
-  static TempDir* dir_;
+  static testing::PgServers* servers_;
   static std::string primary_;
   static std::string standby_;
 };
-TempDir* PgConnectionTest::dir_ = nullptr;
+testing::PgServers* PgConnectionTest::servers_ = nullptr;
 std::string PgConnectionTest::primary_;
 std::string PgConnectionTest::standby_;
 
 TEST_F(PgConnectionTest, ConnectsWithTheScriptsUrlAndRunsStatements) {
-  const std::string url = Node("url " + primary_);
-  EXPECT_THAT(url, Not(HasSubstr(ReadFile(primary_ + "/password"))));
+  const std::string url = PgNode("url " + primary_);
+  EXPECT_THAT(url, Not(HasSubstr(testing::PgNodePassword(primary_))));
   auto conn = PgConnection::Open(url);
   ASSERT_THAT(conn, IsOk());
-  EXPECT_EQ((*conn)->port(), PortOf(primary_));
+  EXPECT_EQ((*conn)->port(), PgNodePort(primary_));
   EXPECT_TRUE((*conn)->ok());
   ASSERT_THAT((*conn)->Exec("CREATE TABLE kv (k text PRIMARY KEY, v text)"), IsOk());
   auto inserted =
@@ -179,7 +117,7 @@ TEST_F(PgConnectionTest, ConnectsWithTheScriptsUrlAndRunsStatements) {
 }
 
 TEST_F(PgConnectionTest, ErrorsAreStatusesBySqlstate) {
-  auto conn = PgConnection::Open(Node("url " + primary_));
+  auto conn = PgConnection::Open(PgNode("url " + primary_));
   ASSERT_THAT(conn, IsOk());
   ASSERT_THAT((*conn)->Exec("CREATE TABLE once (id int PRIMARY KEY)"), IsOk());
   ASSERT_THAT((*conn)->Query("INSERT INTO once VALUES ($1)", {"1"}), IsOk());
@@ -194,7 +132,7 @@ TEST_F(PgConnectionTest, ErrorsAreStatusesBySqlstate) {
 }
 
 TEST_F(PgConnectionTest, AWriteOnTheStandbyIsUnavailable) {
-  auto conn = PgConnection::Open(Node("url " + standby_));
+  auto conn = PgConnection::Open(PgNode("url " + standby_));
   ASSERT_THAT(conn, IsOk());
   EXPECT_THAT((*conn)->Exec("CREATE TABLE nope (id int)"),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("25006")));
@@ -202,18 +140,18 @@ TEST_F(PgConnectionTest, AWriteOnTheStandbyIsUnavailable) {
 
 TEST_F(PgConnectionTest, SeveralHostsReachTheReadWriteOne) {
   // The standby first: target_session_attrs=read-write passes it over.
-  const std::string url = Node(absl::StrCat("url ", standby_, " ", primary_));
+  const std::string url = PgNode(absl::StrCat("url ", standby_, " ", primary_));
   EXPECT_THAT(url, HasSubstr("target_session_attrs=read-write"));
   auto conn = PgConnection::Open(url);
   ASSERT_THAT(conn, IsOk());
-  EXPECT_EQ((*conn)->port(), PortOf(primary_));
+  EXPECT_EQ((*conn)->port(), PgNodePort(primary_));
   auto recovery = (*conn)->Query("SELECT pg_is_in_recovery()");
   ASSERT_THAT(recovery, IsOk());
   EXPECT_EQ(recovery->Get(0, 0), "f");
 }
 
 TEST_F(PgConnectionTest, NoHostAnsweringIsUnavailableAndTheMessageHasNoPassword) {
-  const int port = ClosedPort();
+  const int port = testing::ClosedLocalPort();
   ASSERT_NE(port, 0);
   auto conn =
       PgConnection::Open(absl::StrCat("postgresql://outbox:hunter2@127.0.0.1:", port, "/outbox"));
@@ -222,20 +160,20 @@ TEST_F(PgConnectionTest, NoHostAnsweringIsUnavailableAndTheMessageHasNoPassword)
 }
 
 TEST_F(PgConnectionTest, AWrongPasswordIsUnauthenticated) {
-  auto conn = PgConnection::Open(
-      absl::StrCat("postgresql://outbox:not-the-password@127.0.0.1:", PortOf(primary_), "/outbox"));
+  auto conn = PgConnection::Open(absl::StrCat(
+      "postgresql://outbox:not-the-password@127.0.0.1:", PgNodePort(primary_), "/outbox"));
   EXPECT_THAT(conn, StatusIs(absl::StatusCode::kUnauthenticated,
                              HasSubstr("password authentication failed")));
   EXPECT_THAT(conn.status().message(), Not(HasSubstr("not-the-password")));
 }
 
 TEST_F(PgConnectionTest, AServerKilledUnderAConnectionMakesItUnavailable) {
-  const std::string node = dir_->path() + "/killed";
-  Node("fresh " + node);
-  auto conn = PgConnection::Open(Node("url " + node));
+  const std::string node = servers_->dir() + "/killed";
+  PgNode("fresh " + node);
+  auto conn = PgConnection::Open(PgNode("url " + node));
   ASSERT_THAT(conn, IsOk());
   ASSERT_THAT((*conn)->Exec("SELECT 1"), IsOk());
-  Node("kill " + node);
+  PgNode("kill " + node);
   EXPECT_THAT((*conn)->Query("SELECT 1"), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_FALSE((*conn)->ok());
 }

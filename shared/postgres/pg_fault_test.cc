@@ -23,23 +23,18 @@
 //   Shown with a tablespace on a small tmpfs, which needs root (mount); the
 //   test is skipped without it.
 #include <grp.h>
-#include <netinet/in.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <fstream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
-#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/base/clock.h"
@@ -47,8 +42,8 @@
 #include "shared/postgres/pg_outbox.h"
 #include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
-#include "shared/testing/temp_dir.h"
 
 namespace outbox {
 namespace {
@@ -59,98 +54,15 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
-
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  if (pclose(pipe) != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
-
-std::string FirstLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-int PortOf(const std::string& dir) {
-  std::ifstream in(dir + "/node.env");
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view rest = line;
-    if (absl::ConsumePrefix(&rest, "PGPORT_NODE=")) return std::stoi(std::string(rest));
-  }
-  return 0;
-}
-
-// A port nothing listens on: bound, then closed.
-int ClosedPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 // The binary's primary and its synchronous standby.
-class PgServers : public ::testing::Environment {
- public:
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("pg_fault_test");
-    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
-    primary_ = dir_->path() + "/primary";
-    standby_ = dir_->path() + "/standby";
-    Node("fresh " + primary_);
-    Node(absl::StrCat("standby ", primary_, " ", standby_));
-  }
-  void TearDown() override {
-    Node("stop " + standby_);
-    Node("stop " + primary_);
-    // The full disk's tmpfs, once no server holds its files.
-    if (!mounted_.empty()) system(absl::StrCat("umount ", mounted_).c_str());
-    dir_.reset();
-  }
-  static const std::string& dir() { return dir_->path(); }
-  static const std::string& primary() { return primary_; }
-  static const std::string& standby() { return standby_; }
-  static void set_mounted(const std::string& path) { mounted_ = path; }
-
- private:
-  static std::unique_ptr<TempDir> dir_;
-  static std::string primary_;
-  static std::string standby_;
-  static std::string mounted_;
-};
-std::unique_ptr<TempDir> PgServers::dir_;
-std::string PgServers::primary_;
-std::string PgServers::standby_;
-std::string PgServers::mounted_;
-::testing::Environment* const kServers = ::testing::AddGlobalTestEnvironment(new PgServers);
+testing::PgServersEnvironment* const kServers =
+    testing::AddPgServers("pg_fault_test", testing::PgServers::kWithStandby);
 
 // A database of its own on the primary, made now: the URL of `node` (the
 // primary or its standby, which replays it) for it.
 std::string FreshDatabase(const std::string& name, const std::string& node) {
-  auto admin = PgConnection::Open(Node("url " + PgServers::primary()));
-  EXPECT_THAT(admin, IsOk());
-  if (!admin.ok()) return "";
-  EXPECT_THAT((*admin)->Exec("CREATE DATABASE " + name), IsOk());
-  return absl::StrReplaceAll(Node("url " + node), {{"/outbox?", absl::StrCat("/", name, "?")}});
+  if (testing::FreshPgDatabase(kServers->url(), name).empty()) return "";
+  return testing::PgUrlOfDatabase(testing::PgServers::UrlOf(node), name);
 }
 
 int64_t Count(const std::string& url, const std::string& sql) {
@@ -185,7 +97,7 @@ std::function<absl::Status(PgConnection&)> InsertOrder(const std::string& id) {
 }
 
 TEST(PgFaultTest, NoServerAnsweringIsUnavailableWithoutThePassword) {
-  const int port = ClosedPort();
+  const int port = testing::ClosedLocalPort();
   ASSERT_NE(port, 0);
   for (const std::string& conninfo :
        {absl::StrCat("postgresql://outbox:hunter2@127.0.0.1:", port, "/outbox"),
@@ -201,7 +113,7 @@ TEST(PgFaultTest, NoServerAnsweringIsUnavailableWithoutThePassword) {
 }
 
 TEST(PgFaultTest, RefusedCredentialsAreUnauthenticatedWithoutThePassword) {
-  const int port = PortOf(PgServers::primary());
+  const int port = testing::PgNodePort(kServers->servers().primary());
   const std::string uri =
       absl::StrCat("postgresql://outbox:wrong-secret-7@127.0.0.1:", port, "/outbox");
   const std::string pairs =
@@ -217,7 +129,7 @@ TEST(PgFaultTest, RefusedCredentialsAreUnauthenticatedWithoutThePassword) {
                 StatusIs(absl::StatusCode::kUnauthenticated, Not(HasSubstr("wrong-secret-7"))));
   }
   // No password at all: a password file without the role's line.
-  const std::string empty = PgServers::dir() + "/empty.pgpass";
+  const std::string empty = kServers->servers().dir() + "/empty.pgpass";
   std::ofstream(empty).close();  // an empty file
   chmod(empty.c_str(), 0600);
   auto conn = PgConnection::Open(
@@ -236,7 +148,7 @@ TEST(PgFaultTest, AConnectionStringLibpqCannotParseIsNotEchoed) {
 }
 
 TEST(PgFaultTest, ADatabaseWithoutTheSchemaIsRefusedAndLeftEmpty) {
-  const std::string url = FreshDatabase("no_schema", PgServers::primary());
+  const std::string url = FreshDatabase("no_schema", kServers->servers().primary());
   auto session = PgSession::Open(url);
   ASSERT_THAT(session, IsOk());
   EXPECT_THAT(CheckPgSchema(**session, PgOutboxSchema()),
@@ -246,11 +158,11 @@ TEST(PgFaultTest, ADatabaseWithoutTheSchemaIsRefusedAndLeftEmpty) {
 }
 
 TEST(PgFaultTest, AWriteOnAStandbyIsUnavailableAndWritesNothing) {
-  const std::string primary = FreshDatabase("on_standby", PgServers::primary());
+  const std::string primary = FreshDatabase("on_standby", kServers->servers().primary());
   ASSERT_NO_FATAL_FAILURE(CreateTables(primary));
   // The standby alone: no read-write host to pass over to.
-  const std::string standby =
-      absl::StrReplaceAll(Node("url " + PgServers::standby()), {{"/outbox?", "/on_standby?"}});
+  const std::string standby = testing::PgUrlOfDatabase(
+      testing::PgServers::UrlOf(kServers->servers().standby()), "on_standby");
   auto session = PgSession::Open(standby);
   ASSERT_THAT(session, IsOk());
   SystemClock clock;
@@ -262,7 +174,7 @@ TEST(PgFaultTest, AWriteOnAStandbyIsUnavailableAndWritesNothing) {
 }
 
 TEST(PgFaultTest, AStatementTimeoutIsDeadlineExceededAndRollsBack) {
-  const std::string url = FreshDatabase("timeout", PgServers::primary());
+  const std::string url = FreshDatabase("timeout", kServers->servers().primary());
   ASSERT_NO_FATAL_FAILURE(CreateTables(url));
   auto session = PgSession::Open(url + "&options=-cstatement_timeout%3D200");
   ASSERT_THAT(session, IsOk());
@@ -289,14 +201,15 @@ TEST(PgFaultTest, AFullDiskIsResourceExhaustedAndRollsBack) {
   const passwd* server = getpwnam("postgres");
   if (server == nullptr) GTEST_SKIP() << "no user postgres";
   // A 1 MiB tmpfs, the server's, as the tablespace of the outbox table.
-  const std::string space = PgServers::dir() + "/small";
+  const std::string space = kServers->servers().dir() + "/small";
   ASSERT_EQ(mkdir(space.c_str(), 0700), 0);
   ASSERT_EQ(system(absl::StrCat("mount -t tmpfs -o size=1m,mode=0700,uid=", server->pw_uid,
                                 ",gid=", server->pw_gid, " outbox-pg-fault ", space)
                        .c_str()),
             0);
-  PgServers::set_mounted(space);
-  const std::string url = FreshDatabase("full_disk", PgServers::primary());
+  // Unmounted once no server holds its files.
+  kServers->servers().AtStop([space] { system(absl::StrCat("umount ", space).c_str()); });
+  const std::string url = FreshDatabase("full_disk", kServers->servers().primary());
   ASSERT_NO_FATAL_FAILURE(CreateTables(url));
   auto conn = PgConnection::Open(url);
   ASSERT_THAT(conn, IsOk());

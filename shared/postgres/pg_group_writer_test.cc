@@ -5,10 +5,6 @@
 // each test gets a schema of its own.
 #include "shared/postgres/pg_group_writer.h"
 
-#include <stdio.h>
-#include <sys/stat.h>
-
-#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -17,9 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -28,8 +22,8 @@
 #include "shared/observability/metrics.h"
 #include "shared/postgres/pg_outbox_table.h"
 #include "shared/postgres/pg_schema.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
-#include "shared/testing/temp_dir.h"
 
 namespace outbox::testing {
 namespace {
@@ -38,63 +32,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAreArray;
 
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
-
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  if (pclose(pipe) != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
-
-class PgServer : public ::testing::Environment {
- public:
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("pg_group_writer_test");
-    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
-    node_ = dir_->path() + "/primary";
-    Node("fresh " + node_);
-    url_ = Node("url " + node_);
-  }
-  void TearDown() override {
-    Node("stop " + node_);
-    dir_.reset();
-  }
-  static const std::string& url() { return url_; }
-  static const std::string& node() { return node_; }
-
- private:
-  std::unique_ptr<TempDir> dir_;
-  static std::string node_;
-  static std::string url_;
-};
-std::string PgServer::node_;
-std::string PgServer::url_;
-::testing::Environment* const kServer = ::testing::AddGlobalTestEnvironment(new PgServer);
-
-int64_t Count(PgConnection& conn, const std::string& sql) {
-  auto r = conn.Query(sql);
-  EXPECT_OK(r);
-  int64_t n = -1;
-  if (r.ok() && r->rows() > 0) EXPECT_TRUE(absl::SimpleAtoi(r->Get(0, 0), &n)) << sql;
-  return n;
-}
-
-std::vector<std::string> Strings(PgConnection& conn, const std::string& sql) {
-  std::vector<std::string> out;
-  auto r = conn.Query(sql);
-  EXPECT_OK(r);
-  if (!r.ok()) return out;
-  for (int i = 0; i < r->rows(); ++i) out.emplace_back(r->Get(i, 0));
-  return out;
-}
+PgServersEnvironment* const kServer = AddPgServers("pg_group_writer_test");
 
 // Takes the committed messages, and checks at once, on a connection of its
 // own, that each is committed (visible outside the writer's transaction).
@@ -179,12 +117,8 @@ class PgGroupWriterTest : public ::testing::Test {
   void SetUp() override {
     static std::atomic<int> next{0};
     const std::string name = absl::StrCat("g", next++);
-    auto admin = PgConnection::Open(PgServer::url());
-    ASSERT_OK(admin);
-    ASSERT_OK((*admin)->Exec("CREATE SCHEMA " + name));
-    const std::string& url = PgServer::url();
-    conninfo_ = absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
-                             "options=-csearch_path%3D", name);
+    conninfo_ = FreshPgSchema(kServer->url(), name);
+    ASSERT_FALSE(conninfo_.empty());
     auto test = PgConnection::Open(conninfo_);
     ASSERT_OK(test);
     test_ = std::move(test).value();
@@ -255,10 +189,11 @@ TEST_F(PgGroupWriterTest, ManyThreadsShareFewTransactions) {
   // The gate's group (the gate, perhaps a few more), then groups of 64.
   EXPECT_LE(writer->groups_committed(), 1 + (kWrites + 63) / 64);
   EXPECT_EQ(writer->rewrites(), 0);
-  EXPECT_EQ(Count(test(), "SELECT count(DISTINCT message_id) FROM outbox"), kWrites + 1);
-  EXPECT_EQ(Count(test(), "SELECT count(*) FROM outbox"), kWrites + 1);
-  EXPECT_EQ(Count(test(), "SELECT count(*) FROM payments"), kWrites + 1);
-  EXPECT_EQ(Count(test(), "SELECT count(DISTINCT txid) FROM payments"), writer->groups_committed());
+  EXPECT_EQ(PgCount(test(), "SELECT count(DISTINCT message_id) FROM outbox"), kWrites + 1);
+  EXPECT_EQ(PgCount(test(), "SELECT count(*) FROM outbox"), kWrites + 1);
+  EXPECT_EQ(PgCount(test(), "SELECT count(*) FROM payments"), kWrites + 1);
+  EXPECT_EQ(PgCount(test(), "SELECT count(DISTINCT txid) FROM payments"),
+            writer->groups_committed());
   EXPECT_THAT(relay_->ids(), UnorderedElementsAreArray(expected));
   EXPECT_EQ(relay_->uncommitted(), 0u);
   // The rows are whole: the payload and the group's time stamp.
@@ -307,8 +242,9 @@ TEST_F(PgGroupWriterTest, AFailingBusinessStepFailsItsWriteAlone) {
   EXPECT_THAT(got["e"], StatusIs(absl::StatusCode::kInternal, HasSubstr("aborted")));
   EXPECT_THAT(got["f"], StatusIs(absl::StatusCode::kInternal, HasSubstr("aborted")));
   EXPECT_EQ(writer->groups_committed(), 1);
-  EXPECT_THAT(Strings(test(), "SELECT id FROM payments ORDER BY id"), ElementsAre("a", "d"));
-  EXPECT_THAT(Strings(test(), "SELECT message_id FROM outbox ORDER BY id"), ElementsAre("a", "d"));
+  EXPECT_THAT(PgStrings(test(), "SELECT id FROM payments ORDER BY id"), ElementsAre("a", "d"));
+  EXPECT_THAT(PgStrings(test(), "SELECT message_id FROM outbox ORDER BY id"),
+              ElementsAre("a", "d"));
   EXPECT_THAT(relay_->ids(), ElementsAre("a", "d"));
 }
 
@@ -335,9 +271,9 @@ TEST_F(PgGroupWriterTest, ATakenIdOrKeyIsAlreadyExistsAlone) {
   EXPECT_OK(got["y"]);
   EXPECT_THAT(got["z"], StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("payment/k2")));
   EXPECT_OK(got["w"]);
-  EXPECT_THAT(Strings(test(), "SELECT id FROM payments ORDER BY id"),
+  EXPECT_THAT(PgStrings(test(), "SELECT id FROM payments ORDER BY id"),
               ElementsAre("first", "w", "y"));
-  EXPECT_THAT(Strings(test(), "SELECT message_id FROM outbox ORDER BY message_id"),
+  EXPECT_THAT(PgStrings(test(), "SELECT message_id FROM outbox ORDER BY message_id"),
               ElementsAre("first", "w", "y"));
   EXPECT_EQ(writer->rewrites(), 0);
 }
@@ -368,8 +304,8 @@ TEST_F(PgGroupWriterTest, AKeyTakenMeanwhileFailsThatWriteAlone) {
   EXPECT_THAT(got["b"], StatusIs(absl::StatusCode::kAlreadyExists));
   EXPECT_OK(got["c"]);
   EXPECT_EQ(writer->rewrites(), 1);
-  EXPECT_THAT(Strings(test(), "SELECT id FROM payments ORDER BY id"), ElementsAre("a", "c"));
-  EXPECT_THAT(Strings(test(), "SELECT message_id FROM outbox ORDER BY message_id"),
+  EXPECT_THAT(PgStrings(test(), "SELECT id FROM payments ORDER BY id"), ElementsAre("a", "c"));
+  EXPECT_THAT(PgStrings(test(), "SELECT message_id FROM outbox ORDER BY message_id"),
               ElementsAre("a", "c", "theirs"));
   EXPECT_THAT(relay_->ids(), ElementsAre("a", "c"));
 }
@@ -433,9 +369,9 @@ TEST_F(PgGroupWriterTest, AKilledServerFailsWholeGroups) {
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (writer->written() < 200 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
   ASSERT_GE(writer->written(), 200);
-  Node("kill " + PgServer::node());
+  PgServers::Kill(kServer->servers().primary());
   for (std::thread& t : threads) t.join();
-  Node("start " + PgServer::node());
+  PgServers::Start(kServer->servers().primary());
 
   // Back: the writer's session connects again at the next group.
   auto check = PgConnection::Open(conninfo_);
@@ -443,8 +379,8 @@ TEST_F(PgGroupWriterTest, AKilledServerFailsWholeGroups) {
   EXPECT_OK(writer->Write(Spec("after", "after"), Pay("after")));
 
   std::set<std::string> payments, rows;
-  for (std::string& id : Strings(**check, "SELECT id FROM payments")) payments.insert(id);
-  for (std::string& id : Strings(**check, "SELECT message_id FROM outbox")) rows.insert(id);
+  for (std::string& id : PgStrings(**check, "SELECT id FROM payments")) payments.insert(id);
+  for (std::string& id : PgStrings(**check, "SELECT message_id FROM outbox")) rows.insert(id);
   EXPECT_EQ(payments, rows);  // nothing half-written
   MutexLock lock(&mu);
   std::map<std::string, std::set<absl::StatusCode>> codes_by_txid;

@@ -8,10 +8,6 @@
 
 #include "shared/testing/inbox_contract.h"
 
-#include <stdio.h>
-#include <sys/stat.h>
-
-#include <array>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -22,7 +18,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/barrier.h"
 #include "shared/base/status_macros.h"
 #include "shared/postgres/pg_connection.h"
@@ -33,7 +28,7 @@
 #include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
 #include "shared/sqlite/internal/history.h"
-#include "shared/testing/temp_dir.h"
+#include "shared/testing/pg_servers.h"
 
 namespace outbox::testing {
 namespace {
@@ -42,78 +37,15 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
-
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  if (pclose(pipe) != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
-
-// The binary's server: started before the first test, stopped after the last.
-class PgServer : public ::testing::Environment {
- public:
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("pg_store_test");
-    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
-    node_ = dir_->path() + "/primary";
-    Node("fresh " + node_);
-    url_ = Node("url " + node_);
-  }
-  void TearDown() override {
-    Node("stop " + node_);
-    dir_.reset();
-  }
-  static const std::string& url() { return url_; }
-
- private:
-  std::unique_ptr<TempDir> dir_;
-  std::string node_;
-  static std::string url_;
-};
-std::string PgServer::url_;
-::testing::Environment* const kServer = ::testing::AddGlobalTestEnvironment(new PgServer);
+PgServersEnvironment* const kServer = AddPgServers("pg_store_test");
 
 // A schema of its own for each test, made now: the connection string that
 // works in it (its search_path). Names are unique on the binary's server.
 std::string FreshSchema() {
   static std::atomic<int> next{0};
-  const std::string name = absl::StrCat("t", next++);
-  auto admin = PgConnection::Open(PgServer::url());
-  EXPECT_OK(admin);
-  if (!admin.ok()) return "";
-  EXPECT_OK((*admin)->Exec("CREATE SCHEMA " + name));
-  const std::string& url = PgServer::url();
-  return absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
-                      "options=-csearch_path%3D", name,
-                      // A statement waiting on a lock fails after 10 s: a
-                      // claim that waits for rows it must skip fails, not hangs.
-                      "%20-clock_timeout%3D10s");
-}
-
-int64_t Count(PgConnection& conn, const std::string& sql) {
-  auto r = conn.Query(sql);
-  EXPECT_OK(r);
-  int64_t n = -1;
-  if (r.ok() && r->rows() > 0) EXPECT_TRUE(absl::SimpleAtoi(r->Get(0, 0), &n)) << sql;
-  return n;
-}
-
-std::vector<std::string> Strings(PgConnection& conn, const std::string& sql) {
-  std::vector<std::string> out;
-  auto r = conn.Query(sql);
-  EXPECT_OK(r);
-  if (!r.ok()) return out;
-  for (int i = 0; i < r->rows(); ++i) out.emplace_back(r->Get(i, 0));
-  return out;
+  // A statement waiting on a lock fails after 10 s: a claim that waits for
+  // rows it must skip fails, not hangs.
+  return FreshPgSchema(kServer->url(), absl::StrCat("t", next++), "%20-clock_timeout%3D10s");
 }
 
 // PgOutbox and PgRecoveryStore on one database, each on a connection of
@@ -160,7 +92,7 @@ OutboxUnderTest MakePg(ManualClock& clock) {
     return row.ok() ? *row : std::nullopt;
   };
   t.archived = [conn] {
-    return Strings(*conn, "SELECT message_id FROM outbox_archive ORDER BY id");
+    return PgStrings(*conn, "SELECT message_id FROM outbox_archive ORDER BY id");
   };
   t.add_audit = [conn](int64_t at, const std::string& action) {
     EXPECT_OK(
@@ -168,7 +100,7 @@ OutboxUnderTest MakePg(ManualClock& clock) {
                     "outcome) VALUES ($1, 'alice', $2, 'target', 0, 1, 'ok')",
                     {std::to_string(at), action}));
   };
-  t.audit = [conn] { return Strings(*conn, "SELECT action FROM outbox_audit ORDER BY id"); };
+  t.audit = [conn] { return PgStrings(*conn, "SELECT action FROM outbox_audit ORDER BY id"); };
   auto watermark = [conn](const std::string& table) -> int64_t {
     auto r = conn->Query("SELECT pruned_before FROM outbox_retention WHERE name = $1", {table});
     EXPECT_OK(r);
@@ -217,7 +149,7 @@ InboxUnderTest MakePgInbox() {
   t.add = [conn, inbox](const std::string& id, int64_t at) {
     EXPECT_OK(inbox->Record(*conn, id, "key-" + id, "ref-" + id, at));
   };
-  t.count = [conn] { return Count(*conn, "SELECT count(*) FROM inbox"); };
+  t.count = [conn] { return PgCount(*conn, "SELECT count(*) FROM inbox"); };
   t.has = [conn, inbox](const std::string& id) {
     auto found = inbox->Find(*conn, id);
     EXPECT_OK(found);
@@ -249,7 +181,7 @@ TEST(PgSchemaTest, MigrationsRunInOrderOnceAndRecordTheVersion) {
   ASSERT_OK((*session)->Transaction("check", [](PgConnection& conn) -> absl::Status {
     EXPECT_EQ(*PgSchemaVersion(conn, "app"), 3);
     EXPECT_EQ(*PgSchemaVersion(conn, "other"), 0);
-    EXPECT_EQ(Count(conn, "SELECT count(*) FROM c"), 0);
+    EXPECT_EQ(PgCount(conn, "SELECT count(*) FROM c"), 0);
     return absl::OkStatus();
   }));
 }
@@ -264,7 +196,7 @@ TEST(PgSchemaTest, ANewerDatabaseIsRefusedUntouched) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("version 3")));
   ASSERT_OK((*session)->Transaction("check", [](PgConnection& conn) -> absl::Status {
     EXPECT_EQ(*PgSchemaVersion(conn, "app"), 3);
-    EXPECT_EQ(Count(conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'x'"), 0);
+    EXPECT_EQ(PgCount(conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'x'"), 0);
     return absl::OkStatus();
   }));
 }
@@ -281,7 +213,7 @@ TEST(PgSchemaTest, AFailedMigrationLeavesNothingAndTheVersionBefore) {
   EXPECT_THAT(UpgradePgSchema(**session, schema), Not(IsOk()));
   ASSERT_OK((*session)->Transaction("check", [](PgConnection& conn) -> absl::Status {
     EXPECT_EQ(*PgSchemaVersion(conn, "app"), 1);
-    EXPECT_EQ(Count(conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'half'"), 0);
+    EXPECT_EQ(PgCount(conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'half'"), 0);
     return absl::OkStatus();
   }));
 }
@@ -321,7 +253,7 @@ TEST(PgSchemaTest, OpenersStartingTogetherApplyEachMigrationOnce) {
   for (const absl::Status& s : results) EXPECT_OK(s);
   auto conn = PgConnection::Open(conninfo);
   ASSERT_OK(conn);
-  EXPECT_THAT(Strings(**conn, "SELECT what FROM applied ORDER BY what"),
+  EXPECT_THAT(PgStrings(**conn, "SELECT what FROM applied ORDER BY what"),
               ElementsAre("one", "three", "two"));
 }
 
@@ -346,17 +278,17 @@ TEST(PgSchemaTest, TheOutboxTablesHaveTheSqliteColumns) {
   ASSERT_OK(UpgradePgSchema(**session, PgOutboxSchema()));
   ASSERT_OK((*session)->Transaction("check", [](PgConnection& conn) -> absl::Status {
     for (const char* table : {"outbox", "outbox_archive"}) {
-      EXPECT_EQ(Count(conn, absl::StrCat("SELECT count(*) FROM information_schema.columns WHERE "
-                                         "table_schema = current_schema() AND table_name = '",
-                                         table, "'")),
+      EXPECT_EQ(PgCount(conn, absl::StrCat("SELECT count(*) FROM information_schema.columns WHERE "
+                                           "table_schema = current_schema() AND table_name = '",
+                                           table, "'")),
                 22)
           << table;
     }
     for (const char* table : {"recovery_lease", "outbox_history", "outbox_audit",
                               "outbox_retention", "schema_version"}) {
-      EXPECT_EQ(Count(conn, absl::StrCat("SELECT count(*) FROM pg_tables WHERE schemaname = "
-                                         "current_schema() AND tablename = '",
-                                         table, "'")),
+      EXPECT_EQ(PgCount(conn, absl::StrCat("SELECT count(*) FROM pg_tables WHERE schemaname = "
+                                           "current_schema() AND tablename = '",
+                                           table, "'")),
                 1)
           << table;
     }
@@ -421,8 +353,8 @@ TEST_F(PgStoreTest, WriteCommitsTheBusinessRowsAndTheOutboxRowTogether) {
                                return conn.Query("INSERT INTO orders VALUES ('o-3')").status();
                              }),
       StatusIs(absl::StatusCode::kAlreadyExists));
-  EXPECT_THAT(Strings(test(), "SELECT id FROM orders ORDER BY id"), ElementsAre("o-1"));
-  EXPECT_EQ(Count(test(), "SELECT count(*) FROM outbox"), 1);
+  EXPECT_THAT(PgStrings(test(), "SELECT id FROM orders ORDER BY id"), ElementsAre("o-1"));
+  EXPECT_EQ(PgCount(test(), "SELECT count(*) FROM outbox"), 1);
 }
 
 // A row another transaction holds (a claim in flight elsewhere, an
@@ -479,7 +411,7 @@ TEST_F(PgStoreTest, TwoStoresClaimingAtOnceNeverClaimARowTwice) {
     for (const std::string& id : ids) EXPECT_TRUE(all.insert(id).second) << id << " claimed twice";
   }
   EXPECT_EQ(all.size(), static_cast<size_t>(kRows));
-  EXPECT_EQ(Count(test(), "SELECT count(*) FROM outbox WHERE attempts = 2"), kRows);
+  EXPECT_EQ(PgCount(test(), "SELECT count(*) FROM outbox WHERE attempts = 2"), kRows);
   RecordProperty("claimed_by_first", static_cast<int>(claimed[0].size()));
   RecordProperty("claimed_by_second", static_cast<int>(claimed[1].size()));
 }
@@ -497,11 +429,11 @@ TEST_F(PgStoreTest, TransitionsLeaveTheHistorySqliteLeaves) {
   ASSERT_OK(stores_->recovery->ClaimDue(kT0 + 3000, 10, "", policy_));
   clock_.SetMillis(kT0 + 3100);
   ASSERT_OK(stores_->outbox->RecordAcks({"m1"}));
-  EXPECT_THAT(Strings(test(), "SELECT event || ' ' || detail FROM outbox_history ORDER BY id"),
+  EXPECT_THAT(PgStrings(test(), "SELECT event || ' ' || detail FROM outbox_history ORDER BY id"),
               ElementsAre("republished attempt 2", "acknowledged after 2 attempts"));
   // Archived with the row.
   ASSERT_OK(stores_->recovery->ArchiveSent(kT0 + 5000, 10));
-  EXPECT_EQ(Count(test(), "SELECT count(*) FROM outbox_history"), 0);
+  EXPECT_EQ(PgCount(test(), "SELECT count(*) FROM outbox_history"), 0);
 }
 
 TEST_F(PgStoreTest, TheRowClosedStepCommitsWithTheRowOrAloneRollsBack) {
@@ -515,8 +447,8 @@ TEST_F(PgStoreTest, TheRowClosedStepCommitsWithTheRowOrAloneRollsBack) {
   auto tally = stores_->outbox->RecordAcks({"ok", "bad"});
   ASSERT_OK(tally);
   EXPECT_EQ(tally->closed, 2);
-  EXPECT_THAT(Strings(test(), "SELECT id FROM confirmed"), ElementsAre("ok"));
-  EXPECT_EQ(Count(test(), "SELECT count(*) FROM outbox WHERE status = 'SENT'"), 2);
+  EXPECT_THAT(PgStrings(test(), "SELECT id FROM confirmed"), ElementsAre("ok"));
+  EXPECT_EQ(PgCount(test(), "SELECT count(*) FROM outbox WHERE status = 'SENT'"), 2);
 }
 
 // The server ends the idle session (a restart, a failover): the next call
