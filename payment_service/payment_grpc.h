@@ -4,7 +4,7 @@
 // CreatePayment uses gRPC's callback API: the handler queues the request with
 // the producer and returns; the producer's writer thread finishes the call
 // right after the group commit, so no thread is parked per call in flight. The reads stay
-// synchronous (they run in the handler thread against SQLite).
+// synchronous (they run in the handler thread against the store).
 #include "payment/v1/payment.grpc.pb.h"
 #include "payment_service/payment_store.h"
 #include "payment_service/shard_guard.h"
@@ -19,7 +19,8 @@ class PaymentServiceImpl final
   // `max_amount_minor`: the largest amount a payment may carry; `shard`:
   // which payments are this instance's (all by default, shard_guard.h). The
   // API token is checked before any handler runs (Serving, call_gate.h).
-  PaymentServiceImpl(PaymentCreator& creator, PaymentStore& store,
+  // `creator` and `store` are one store's (SQLite's or PostgreSQL's).
+  PaymentServiceImpl(PaymentCreator& creator, PaymentReads& store,
                      int64_t max_amount_minor = kDefaultMaxAmountMinor, ShardGuard shard = {})
       : creator_(creator),
         store_(store),
@@ -38,7 +39,7 @@ class PaymentServiceImpl final
 
  private:
   PaymentCreator& creator_;
-  PaymentStore& store_;
+  PaymentReads& store_;
   const int64_t max_amount_minor_;
   const ShardGuard shard_;
 };

@@ -132,6 +132,21 @@ absl::Status PaymentStore::WritePayment(SQLite::Database& db, const NewPayment& 
   return absl::OkStatus();
 }
 
+PaymentCreator::PaymentCreator(WriteAsyncFn write, PaymentStore& store, IdGenerator& ids,
+                               const Clock& clock)
+    : PaymentCreator(
+          [write = std::move(write), &store](
+              MessageSpec spec, std::shared_ptr<const NewPayment> payment,
+              std::shared_ptr<CreateOutcome> outcome, GroupWriter::WriteDone done) {
+            write(
+                std::move(spec),
+                [&store, payment, outcome](SQLite::Database& db) {
+                  return store.WritePayment(db, *payment, *outcome);
+                },
+                std::move(done));
+          },
+          ids, clock) {}
+
 void PaymentCreator::CreateAsync(PaymentInput input, std::string traceparent, CreateDone done) {
   auto payment = std::make_shared<NewPayment>();
   payment->input = std::move(input);
@@ -148,30 +163,26 @@ void PaymentCreator::CreateAsync(PaymentInput input, std::string traceparent, Cr
   // Written on the writer thread by the business write, read by the
   // completion after it.
   auto outcome = std::make_shared<CreateOutcome>();
-  PaymentStore& store = store_;
-  write_(
-      std::move(spec),
-      [&store, payment, outcome](SQLite::Database& db) {
-        return store.WritePayment(db, *payment, *outcome);
-      },
-      [payment, outcome, done = std::move(done)](absl::StatusOr<OutboxMessage> row) mutable {
-        CreateOutcome out = std::move(*outcome);
-        if (row.ok()) {
-          out.record.payment_id = payment->payment_id;
-          out.record.input = std::move(payment->input);
-          out.record.created_at = payment->created_at;
-          out.record.outbox = std::move(row).value();
-          if (LogEnabled(LogLevel::kDebug)) {
-            LogDebug("payment_created", {KV("payment_id", out.record.payment_id),
-                                         KV("message_id", out.record.outbox.message_id),
-                                         KV("trace_id", TraceIdOf(out.record.outbox.traceparent))});
-          }
-        } else if (!(out.replayed && absl::IsAlreadyExists(row.status()) &&
-                     row.status().message() == kReplayed)) {
-          out = CreateOutcome{row.status(), {}, false};
-        }
-        std::move(done)(std::move(out));
-      });
+  queue_(std::move(spec), payment, outcome,
+         [payment, outcome, done = std::move(done)](absl::StatusOr<OutboxMessage> row) mutable {
+           CreateOutcome out = std::move(*outcome);
+           if (row.ok()) {
+             out.record.payment_id = payment->payment_id;
+             out.record.input = std::move(payment->input);
+             out.record.created_at = payment->created_at;
+             out.record.outbox = std::move(row).value();
+             if (LogEnabled(LogLevel::kDebug)) {
+               LogDebug("payment_created",
+                        {KV("payment_id", out.record.payment_id),
+                         KV("message_id", out.record.outbox.message_id),
+                         KV("trace_id", TraceIdOf(out.record.outbox.traceparent))});
+             }
+           } else if (!(out.replayed && absl::IsAlreadyExists(row.status()) &&
+                        row.status().message() == kReplayed)) {
+             out = CreateOutcome{row.status(), {}, false};
+           }
+           std::move(done)(std::move(out));
+         });
 }
 
 CreateOutcome PaymentCreator::Create(const PaymentInput& input, const std::string& traceparent) {

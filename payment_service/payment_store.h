@@ -40,11 +40,25 @@ struct NewPayment {
 
 using PaymentPage = Page<PaymentRecord>;
 
+// The reads of payment_service, whichever store holds the payments: this
+// SQLite file (PaymentStore) or a PostgreSQL database (PgPaymentStore,
+// payment_pg_store.h).
+class PaymentReads {
+ public:
+  virtual ~PaymentReads() = default;
+  // NOT_FOUND naming the id.
+  virtual absl::StatusOr<PaymentRecord> Get(const std::string& payment_id) = 0;
+  // Payments after row id `after_id` in id order, with their outbox rows'
+  // state; `status` filters by it.
+  virtual absl::StatusOr<PaymentPage> List(std::optional<OutboxStatus> status, int64_t after_id,
+                                           int limit) = 0;
+};
+
 struct PaymentStatements;  // payment_store.cc
 
-class PaymentStore final {
+class PaymentStore final : public PaymentReads {
  public:
-  ~PaymentStore();
+  ~PaymentStore() override;
   // Creates payment.db or upgrades it to the latest schema version
   // (PaymentDbSchema); FAILED_PRECONDITION, untouched, for a newer file.
   static absl::StatusOr<std::unique_ptr<PaymentStore>> Open(const std::string& path,
@@ -63,8 +77,9 @@ class PaymentStore final {
   // returns ALREADY_EXISTS naming the key.
   absl::Status WritePayment(SQLite::Database& db, const NewPayment& payment, CreateOutcome& out);
 
-  absl::StatusOr<PaymentRecord> Get(const std::string& payment_id);
-  absl::StatusOr<PaymentPage> List(std::optional<OutboxStatus> status, int64_t after_id, int limit);
+  absl::StatusOr<PaymentRecord> Get(const std::string& payment_id) override;
+  absl::StatusOr<PaymentPage> List(std::optional<OutboxStatus> status, int64_t after_id,
+                                   int limit) override;
 
   // The file's log length and skipped checkpoints (sqlite_metrics.h), db="payment".
   void RegisterMetrics(MetricsRegistry& metrics) const;
@@ -84,10 +99,17 @@ inline constexpr char kReplayed[] = "payment: replay of an earlier request";
 
 // CreatePayment on the producer: a payment's id, its PaymentCreated event
 // and its outbox row, written with the payments row in the producer's next
-// group commit.
+// group commit. The store is the queue function's: SQLite's here,
+// PostgreSQL's in payment_pg_store.h.
 class PaymentCreator {
  public:
-  // How a write is queued: Producer::WriteAsync, or a GroupWriter's.
+  // Queues one payment's business write (its payments row, written by the
+  // store into `outcome`) with the outbox row of `spec`: Producer's
+  // WriteAsync on SQLite, PgProducer's on PostgreSQL.
+  using QueueFn =
+      std::function<void(MessageSpec spec, std::shared_ptr<const NewPayment> payment,
+                         std::shared_ptr<CreateOutcome> outcome, GroupWriter::WriteDone done)>;
+  // How a write is queued on SQLite: Producer::WriteAsync, or a GroupWriter's.
   using WriteAsyncFn = std::function<void(MessageSpec, BusinessWrite, GroupWriter::WriteDone)>;
   // All outlive this; `ids` is called from the callers' threads.
   PaymentCreator(Producer& producer, PaymentStore& store, IdGenerator& ids, const Clock& clock)
@@ -96,8 +118,9 @@ class PaymentCreator {
               producer.WriteAsync(std::move(spec), std::move(business), std::move(done));
             },
             store, ids, clock) {}
-  PaymentCreator(WriteAsyncFn write, PaymentStore& store, IdGenerator& ids, const Clock& clock)
-      : write_(std::move(write)), store_(store), ids_(ids), clock_(clock) {}
+  PaymentCreator(WriteAsyncFn write, PaymentStore& store, IdGenerator& ids, const Clock& clock);
+  PaymentCreator(QueueFn queue, IdGenerator& ids, const Clock& clock)
+      : queue_(std::move(queue)), ids_(ids), clock_(clock) {}
 
   // Runs once the request's group is committed (or failed), with its outcome.
   using CreateDone = absl::AnyInvocable<void(CreateOutcome) &&>;
@@ -111,8 +134,7 @@ class PaymentCreator {
   CreateOutcome Create(const PaymentInput& input, const std::string& traceparent = "");
 
  private:
-  const WriteAsyncFn write_;
-  PaymentStore& store_;
+  const QueueFn queue_;
   IdGenerator& ids_;
   const Clock& clock_;
 };
