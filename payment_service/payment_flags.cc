@@ -19,7 +19,8 @@ const outbox::payment::PaymentServiceOptions& Defaults() {
 ABSL_FLAG(std::string, payment_listen, EnvOr("PAYMENT_LISTEN", Defaults().listen),
           "gRPC listen address host:port [env PAYMENT_LISTEN]");
 ABSL_FLAG(std::string, payment_db, EnvOr("PAYMENT_DB", Defaults().db),
-          "SQLite file holding payments and the outbox [env PAYMENT_DB]");
+          "SQLite file, or a postgresql:// URI (its password in a passfile, never in the "
+          "URI), holding payments and the outbox [env PAYMENT_DB]");
 ABSL_FLAG(std::string, metrics_listen, EnvOr("PAYMENT_METRICS_LISTEN", ""),
           "Prometheus /metrics on host:port; empty = off [env PAYMENT_METRICS_LISTEN]");
 ABSL_FLAG(int, publish_window, EnvOrInt("PUBLISH_WINDOW", Defaults().publish_window),
