@@ -6,19 +6,19 @@
 #include "shared/base/clock.h"
 #include "shared/observability/internal/alerts.h"
 #include "shared/outbox/internal/dead_letters.h"
+#include "shared/outbox/internal/operator_repository.h"
 #include "shared/outbox/internal/recovery_loop.h"
-#include "shared/sqlite/internal/operator_store.h"
-#include "shared/sqlite/internal/recovery_store.h"
+#include "shared/outbox/repository.h"
 
 namespace outbox::recovery {
 
 class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
  public:
   // `store` is the loop's (its lease, failure groups and rows), `operator_store`
-  // the operator's verbs on the same file.
-  OutboxOpsImpl(RecoveryStore& store, OperatorStore& operator_store, const RecoveryLoop& worker,
-                const Alerter& alerter, DeadLetters& dead_letters, const Clock& clock,
-                BearerTokenCheck auth = {}, RetryPolicy retry = {})
+  // the operator's verbs on the same database (a SQLite file or PostgreSQL).
+  OutboxOpsImpl(RecoveryRepository& store, OperatorRepository& operator_store,
+                const RecoveryLoop& worker, const Alerter& alerter, DeadLetters& dead_letters,
+                const Clock& clock, BearerTokenCheck auth = {}, RetryPolicy retry = {})
       : store_(store),
         operator_store_(operator_store),
         worker_(worker),
@@ -54,8 +54,8 @@ class OutboxOpsImpl final : public ::ops::v1::OutboxOps::Service {
                                   ::ops::v1::RedriveDeadLettersResponse*) override;
 
  private:
-  RecoveryStore& store_;
-  OperatorStore& operator_store_;
+  RecoveryRepository& store_;
+  OperatorRepository& operator_store_;
   const RecoveryLoop& worker_;
   const Alerter& alerter_;
   DeadLetters& dead_letters_;

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "service_kit/payment_db_schema.h"
+#include "shared/sqlite/internal/operator_store.h"
+#include "shared/sqlite/internal/recovery_store.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/manual_clock.h"
 #include "shared/testing/status_matchers.h"

@@ -6,16 +6,24 @@
 #include "service_kit/topology.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
+#include "shared/postgres/pg_connection.h"
+#include "shared/postgres/pg_recovery.h"
 #include "shared/roles/recovery.h"
 
 namespace outbox::recovery {
 
 namespace {
 
-// The recovery role on payment_service's file: it waits for payment_service
-// to create it (the two may start in any order) rather than create an empty
-// file at a wrong path. Re-publishing goes through the payments exchange;
-// the dead letters of each payment event queue go back through it, those of
+// --payment_db as logs show it: a connection string without its password.
+std::string DbForLogs(const std::string& payment_db) {
+  return IsPgConninfo(payment_db) ? RedactConninfo(payment_db) : payment_db;
+}
+
+// The recovery role on payment_service's database, a SQLite file or a
+// PostgreSQL database (--payment_db a libpq URI): it waits for
+// payment_service to create it (the two may start in any order) rather than
+// create an empty file at a wrong path or tables in a wrong database. Re-publishing goes through
+// the payments exchange; the dead letters of each payment event queue go back through it, those of
 // the reply queue through the replies exchange.
 Recovery::Options RecoveryOptionsOf(const RecoveryServiceOptions& service_options,
                                     MetricsRegistry& metrics) {
@@ -26,7 +34,7 @@ Recovery::Options RecoveryOptionsOf(const RecoveryServiceOptions& service_option
   recovery.producer_db = PaymentProducerDb();
   recovery.db_options = config.db;
   recovery.wait_for_db = service_options.payment_db_wait;
-  recovery.on_wait = [path = service_options.payment_db,
+  recovery.on_wait = [path = DbForLogs(service_options.payment_db),
                       wait = service_options.payment_db_wait](const absl::Status& why) {
     LogInfo("waiting_for_payment_db", {KV("path", path), KV("wait", absl::FormatDuration(wait)),
                                        KV("reason", why.message())});
@@ -61,7 +69,7 @@ void ServeUntilSignal(const RecoveryServiceOptions& service_options, Serving& se
   recovery.StartWorkers();
   LogInfo("recovery_service_started",
           {KV("listen", service_options.listen), KV("port", serving.port()),
-           KV("db", service_options.payment_db), KV("instance", options.instance_id),
+           KV("db", DbForLogs(service_options.payment_db)), KV("instance", options.instance_id),
            KV("amqp", config.amqp.Redacted()), KV("message_signing", config.message_signing()),
            KV("base_delay", absl::FormatDuration(options.retry.base_delay)),
            KV("alertmanager", config.alertmanager_url),
@@ -89,8 +97,11 @@ absl::Status RunRecoveryService(const RecoveryServiceOptions& service_options) {
   }
 
   MetricsRegistry metrics;
-  ASSIGN_OR_RETURN(auto recovery, Recovery::Start(RecoveryOptionsOf(service_options, metrics)));
-  OutboxOpsImpl ops(*recovery->store(), *recovery->operator_store(), recovery->loop(),
+  Recovery::Options recovery_options = RecoveryOptionsOf(service_options, metrics);
+  ASSIGN_OR_RETURN(auto recovery, IsPgConninfo(service_options.payment_db)
+                                      ? StartPgRecovery(std::move(recovery_options))
+                                      : Recovery::Start(std::move(recovery_options)));
+  OutboxOpsImpl ops(recovery->repository(), *recovery->operator_store(), recovery->loop(),
                     *recovery->alerter(), *recovery->dead_letters(), SystemClock::Get(),
                     service_options.auth, service_options.worker.retry);
 

@@ -10,7 +10,9 @@
 // take turns on one connection (PgSession).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,6 +26,9 @@ class PgRecoveryStore final : public RecoveryRepository {
  public:
   // `session` reaches a database with the outbox tables and outlives this.
   explicit PgRecoveryStore(PgSession& session) : session_(session) {}
+  // The same on a session of its own.
+  explicit PgRecoveryStore(std::unique_ptr<PgSession> session)
+      : owned_session_(std::move(session)), session_(*owned_session_) {}
 
   absl::StatusOr<OutboxMessage> Get(const std::string& message_id) override;
   absl::StatusOr<Claimed> ClaimDue(int64_t now_ms, int limit, const std::string& lease_holder,
@@ -69,6 +74,7 @@ class PgRecoveryStore final : public RecoveryRepository {
   absl::StatusOr<int> PruneOlderThan(const char* table, const char* column, int64_t cutoff_ms,
                                      int batch);
 
+  const std::unique_ptr<PgSession> owned_session_;  // when it has one of its own
   PgSession& session_;
   std::string instance_ = "recovery";
   PgRowClosed on_closed_;

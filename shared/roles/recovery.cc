@@ -60,18 +60,20 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
   store->set_instance(options.recovery.instance_id);
   store->set_on_closed(options.on_closed);
   RecoveryStore& store_ref = *store;
-  return StartOn(std::move(options), std::move(store), &store_ref);
+  return StartOn(std::move(options), std::move(store), &store_ref, nullptr);
 }
 
 absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(
-    Options options, std::unique_ptr<RecoveryRepository> store) {
+    Options options, std::unique_ptr<RecoveryRepository> store,
+    std::unique_ptr<OperatorRepository> operator_store) {
   RETURN_IF_ERROR(Validate(options));
   if (store == nullptr) return absl::InvalidArgumentError("Recovery: no store given");
-  return StartOn(std::move(options), std::move(store), nullptr);
+  return StartOn(std::move(options), std::move(store), nullptr, std::move(operator_store));
 }
 
 absl::StatusOr<std::unique_ptr<Recovery>> Recovery::StartOn(
-    Options options, std::unique_ptr<RecoveryRepository> store, RecoveryStore* sqlite_store) {
+    Options options, std::unique_ptr<RecoveryRepository> store, RecoveryStore* sqlite_store,
+    std::unique_ptr<OperatorRepository> operator_store) {
   auto publisher = std::make_unique<AmqpPublisher>(
       options.amqp, options.topology, absl::StrCat(options.name, "-", options.recovery.instance_id),
       internal::ClockOr(options.clock));
@@ -89,10 +91,12 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::StartOn(
   MetricsRegistry& metrics =
       internal::MetricsOr(recovery->options_.metrics, recovery->own_metrics_);
   if (sqlite_store != nullptr) {
-    recovery->operator_store_ = std::make_unique<OperatorStore>(*sqlite_store);
-    recovery->operator_store_->RegisterMetrics(metrics,
-                                               internal::ClockOr(recovery->options_.clock));
+    operator_store = std::make_unique<OperatorStore>(*sqlite_store);
     recovery->sqlite_store_ = sqlite_store;
+  }
+  if (operator_store != nullptr) {
+    operator_store->RegisterMetrics(metrics, internal::ClockOr(recovery->options_.clock));
+    recovery->operator_store_ = std::move(operator_store);
   }
   alerter.RegisterMetrics(metrics);
   recovery->dead_letters_->RegisterMetrics(metrics);

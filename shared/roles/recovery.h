@@ -6,7 +6,8 @@
 // it re-publishes with the process's Signing (which must be chosen: keys,
 // or Signing::Unsigned()), and an Alerter (logs only without an
 // alertmanager_url). It also gives the operator's tools: operator_store()
-// (counts, listings, re-drives, history, audit) and dead_letters() (peek at and
+// (counts, listings, re-drives, history, audit; OperatorRepository, on the
+// producer's file or the store given to Start) and dead_letters() (peek at and
 // re-drive the dead-letter queues), and its housekeeping removes dead
 // letters whose message was booked since (dead_letter_sweep.h).
 //
@@ -34,6 +35,7 @@
 #include "shared/observability/metrics.h"
 #include "shared/outbox/internal/dead_letter_sweep.h"
 #include "shared/outbox/internal/dead_letters.h"
+#include "shared/outbox/internal/operator_repository.h"
 #include "shared/outbox/internal/recovery_loop.h"
 #include "shared/outbox/internal/recovery_options.h"
 #include "shared/outbox/message_auth.h"
@@ -103,10 +105,15 @@ class Recovery {
   // The same on a store of the caller's (PgRecoveryStore on PostgreSQL,
   // its instance and on_closed set by the caller; options.db,
   // options.producer_db and options.on_closed are not read): the publisher,
-  // the alerter and the dead-letter browser made as above. No
-  // operator_store() then. INVALID_ARGUMENT naming the setting.
-  static absl::StatusOr<std::unique_ptr<Recovery>> Start(Options options,
-                                                         std::unique_ptr<RecoveryRepository> store);
+  // the alerter and the dead-letter browser made as above.
+  // `operator_store`, the operator's verbs on the same database (PgOperatorStore),
+  // is operator_store() then, its metrics registered, and records the
+  // sweep's removals; none: no operator_store(). StartPgRecovery
+  // (shared/postgres/pg_recovery.h) makes both on PostgreSQL.
+  // INVALID_ARGUMENT naming the setting.
+  static absl::StatusOr<std::unique_ptr<Recovery>> Start(
+      Options options, std::unique_ptr<RecoveryRepository> store,
+      std::unique_ptr<OperatorRepository> operator_store = nullptr);
   // The same from the process's one options block (config.h): Start(RecoveryOptionsOf(config)).
   static absl::StatusOr<std::unique_ptr<Recovery>> Start(const Config& config);
   // The same over a store, a publisher, an alert sink and (optionally) a
@@ -138,11 +145,14 @@ class Recovery {
   // given another alert sink.
   const Alerter* alerter() const { return alerter_; }
   // The store the loop works on, the producer's file (recovery_store.h);
-  // null when Create was given another store.
+  // null when Create or Start was given another store.
   RecoveryStore* store() { return sqlite_store_; }
-  // The operator's view of the same file, each change audited
-  // (operator_store.h); null when Create was given another store.
-  OperatorStore* operator_store() { return operator_store_.get(); }
+  // The store the loop works on, whichever it is.
+  RecoveryRepository& repository() { return *store_; }
+  // The operator's view of the same database, each change audited
+  // (operator_repository.h): OperatorStore on the file Start opened, or the
+  // one given to Start; null when Create made this.
+  OperatorRepository* operator_store() { return operator_store_.get(); }
   // The dead-letter queues of options.recovery.dead_letter_sources (by
   // default the producer's queue and reply queue), each re-driven through
   // its options.redrive_exchanges; null when Create was given no browser.
@@ -153,14 +163,17 @@ class Recovery {
            std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<AlertSink> alerts,
            std::unique_ptr<QueueBrowser> dead_letter_browser);
   // Start's links on `store`, already checked; `sqlite_store` is `store`
-  // when it is the producer's file (then the operator's view is made on it).
+  // when it is the producer's file (then the operator's view is made on it,
+  // and `operator_store` is null).
   static absl::StatusOr<std::unique_ptr<Recovery>> StartOn(
-      Options options, std::unique_ptr<RecoveryRepository> store, RecoveryStore* sqlite_store);
+      Options options, std::unique_ptr<RecoveryRepository> store, RecoveryStore* sqlite_store,
+      std::unique_ptr<OperatorRepository> operator_store);
 
   const Options options_;
   std::unique_ptr<MetricsRegistry> own_metrics_;
   std::unique_ptr<RecoveryRepository> store_;
-  std::unique_ptr<OperatorStore> operator_store_;  // on store_'s file, when Start opened it
+  // On store_'s database, when Start opened it or was given it.
+  std::unique_ptr<OperatorRepository> operator_store_;
   std::unique_ptr<MessagePublisher> publisher_;
   std::unique_ptr<AlertSink> alerts_;
   SigningPublisher signing_publisher_;
