@@ -316,6 +316,41 @@ TEST_F(PaymentOnPostgresTest, StartUpFaultsExitNonZeroWithoutThePassword) {
   EXPECT_THAT(help.out + help.err, Not(HasSubstr(secret)));
 }
 
+// The crash points around the commit (OUTBOX_FAILPOINTS) on PgGroupWriter:
+// killed before the commit nothing is written; killed after it the payment
+// is there, SENDING, and its key replays once the service is back.
+TEST_F(PaymentOnPostgresTest, CrashPointsAroundTheCommit) {
+  ServiceSet services;
+  const std::string payments = "SELECT count(*) FROM " + schema_ + ".payments";
+  struct Case {
+    const char* point;
+    int64_t rows_after;
+  };
+  int64_t rows = 0;
+  for (const Case& c :
+       {Case{"payment.before_commit", 0}, Case{"payment.after_commit_before_publish", 1}}) {
+    SCOPED_TRACE(c.point);
+    services.StartPayment(
+        {{"PAYMENT_DB", conninfo_}, {"OUTBOX_FAILPOINTS", absl::StrCat(c.point, "=crash@1")}});
+    CreatePaymentResponse r;
+    EXPECT_FALSE(Create(services.payments(), Request(c.point), &r).ok());
+    ASSERT_TRUE(PollUntil([&] { return !services.payment().Running(); }, absl::Seconds(30)));
+    EXPECT_EQ(services.payment().exit_code(), 128 + 9);  // SIGKILL
+    EXPECT_THAT(services.payment().Log(),
+                HasSubstr(absl::StrCat("failpoint_crash point=", c.point)));
+    rows += c.rows_after;
+    EXPECT_EQ(Count(payments), rows);
+    services.StartPayment({{"PAYMENT_DB", conninfo_}});
+    grpc::Status again = Create(services.payments(), Request(c.point), &r);
+    ASSERT_TRUE(again.ok()) << again.error_message();
+    EXPECT_EQ(r.replayed(), c.rows_after == 1);
+    if (c.rows_after == 1) EXPECT_EQ(r.payment().outbox().status(), ::payment::v1::SENDING);
+    rows += 1 - c.rows_after;
+    EXPECT_EQ(Count(payments), rows);
+    EXPECT_EQ(services.payment().Terminate(), 0);
+  }
+}
+
 // A database gone while serving: CreatePayment answers UNAVAILABLE, and
 // works again once the server is back.
 TEST_F(PaymentOnPostgresTest, ACreateWhileTheDatabaseIsGoneIsUnavailable) {
