@@ -59,7 +59,9 @@
 # FAILED,
 # attempts (the rows' publishes, avg/max, lost ones included), copies
 # (messages accounting took from PAY_QUEUE per acked payment), errors
-# (failed/skipped creates and their gRPC codes), stale (claims by an instance
+# (failed/skipped creates and their gRPC codes at the client; "refused N":
+# the creates payment_service answered with an error, from its log, which
+# the client's channel sends again while UNAVAILABLE, client/channel.h), stale (claims by an instance
 # the lease did not name: must be 0), both (messages re-published by both
 # instances), quorum (fewest online members of a quorum queue), alerts (left
 # active), check (outbox_check, and PRAGMA integrity_check of both files).
@@ -90,7 +92,11 @@
 # the version and metadata store of each row.
 # STORE (sqlite, the default, or postgres), PG_OPTIONS (appended to the
 # services' URIs, e.g. "&tcp_user_timeout=5000&keepalives_idle=5"; default
-# none: libpq's and the services' own settings).
+# none: libpq's and the services' own settings), PG_WAL_TIMEOUT (seconds:
+# the replication link's timeouts on both ends, wal_sender_timeout,
+# wal_receiver_timeout and the standby's TCP keepalives, tcp_user_timeout and
+# connect_timeout, so that the standby reconnects within about that after a
+# cut; default none: PostgreSQL's 60 s and TCP's retransmission backoff).
 # KEEP=1 keeps the work dir (logs, databases).
 # Needs root. Exit status: 0 every fault passed, 1 otherwise or on error.
 # The judging's own tests: scripts/netlab/judge_test.py (ctest netlab.judge).

@@ -34,6 +34,7 @@ STORE=${STORE:-sqlite}
 PG_NODE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/postgres_node.sh
 PG_LAB_PORT=5432                     # each server on its own host's address
 PG_OPTIONS=${PG_OPTIONS:-}           # appended to the services' URIs (e.g. &tcp_user_timeout=5000)
+PG_WAL_TIMEOUT=${PG_WAL_TIMEOUT:-}   # seconds: the replication link's timeouts (empty: PostgreSQL's)
 case $STORE in
   sqlite) ;;
   postgres) LAB_HOSTS+=(pg1 pg2) ;;
@@ -477,6 +478,42 @@ start_pg() {
     fi
   done
   pg_sql postgres "CREATE DATABASE accounting" >/dev/null || die "cannot create the database accounting"
+  [[ -z $PG_WAL_TIMEOUT ]] || pg_wal_timeout "$PG_WAL_TIMEOUT"
+}
+
+# pg_sql_at NODE SQL: runs SQL as outbox on the node in WORK/NODE (pg1, pg2), database postgres.
+pg_sql_at() {
+  PGPASSFILE=$WORK/pg1/pgpass psql -X -q -v ON_ERROR_STOP=1 -At -h "$WORK/$1" -p "$PG_LAB_PORT" \
+    -U outbox -d postgres -c "$2"
+}
+
+# pg_wal_timeout SECS: the replication link gives up after SECS without an
+# answer, on both ends (wal_sender_timeout, wal_receiver_timeout, and the
+# standby's connection to the primary: TCP keepalives, tcp_user_timeout,
+# connect_timeout), so that after a cut the standby connects again within
+# about SECS (plus wal_retrieve_retry_interval) instead of waiting out TCP's
+# retransmission backoff. Waits until the standby is synchronous again.
+pg_wal_timeout() {
+  local secs=$1 conninfo state deadline
+  [[ $secs =~ ^[1-9][0-9]*$ ]] || die "PG_WAL_TIMEOUT=$secs: whole seconds"
+  conninfo=$(pg_sql_at pg2 "SHOW primary_conninfo") || die "cannot read the standby's primary_conninfo"
+  conninfo+=" keepalives_idle=1 keepalives_interval=1 keepalives_count=$secs"
+  conninfo+=" tcp_user_timeout=$((secs * 1000)) connect_timeout=$secs"
+  { pg_sql_at pg1 "ALTER SYSTEM SET wal_sender_timeout = '${secs}s'" &&
+    pg_sql_at pg1 "SELECT pg_reload_conf()" &&
+    pg_sql_at pg2 "ALTER SYSTEM SET wal_receiver_timeout = '${secs}s'" &&
+    pg_sql_at pg2 "ALTER SYSTEM SET primary_conninfo = '${conninfo//\'/\'\'}'" &&
+    pg_sql_at pg2 "SELECT pg_reload_conf()"; } >/dev/null || die "cannot set the replication timeouts"
+  deadline=$((SECONDS + 60))
+  state=
+  until [[ $state == sync ]]; do
+    ((SECONDS < deadline)) || die "the standby is not synchronous again after PG_WAL_TIMEOUT (state: ${state:-none})"
+    sleep 0.2
+    [[ $(pg_sql_at pg2 "SELECT count(*) FROM pg_stat_wal_receiver
+           WHERE status = 'streaming' AND conninfo LIKE '%tcp_user_timeout=$((secs * 1000))%'") == 1 ]] ||
+      continue
+    state=$(pg_sql_at pg1 "SELECT sync_state FROM pg_stat_replication") || state=
+  done
 }
 
 # stop_pg: stops both servers (pg_ctl stop -m fast; no-op for one not running).

@@ -161,6 +161,13 @@ def claims_in_log(lines, instance):
     return out
 
 
+def refusals_in_log(lines):
+    """The creates payment_service answered with an error (create_payment_failed lines: the
+    event is the third field). The client's channel sends an UNAVAILABLE one again
+    (client/channel.h), so they need not show among the client's failures."""
+    return sum(1 for line in lines if line.split()[2:3] == ["create_payment_failed"])
+
+
 def metric_sum(text, name):
     """The sum of NAME's samples in a Prometheus text page (0 when absent)."""
     total = 0.0

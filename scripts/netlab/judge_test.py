@@ -253,6 +253,16 @@ class ParseTest(unittest.TestCase):
         ]
         self.assertEqual(judge.claims_in_log(lines, "rec2"), [("rec2", "m1", 2), ("rec2", "m2", 3)])
 
+    def test_refusals_are_the_create_payment_failed_events_of_payments_log(self):
+        lines = [
+            '2026-01-01T00:00:00Z error create_payment_failed idempotency_key=k1 error="lost"\n',
+            "2026-01-01T00:00:00Z error create_payment_failed idempotency_key=k2\n",
+            "2026-01-01T00:00:00Z info payment_created error=create_payment_failed\n",
+            "\n",
+        ]
+        self.assertEqual(judge.refusals_in_log(lines), 2)
+        self.assertEqual(judge.refusals_in_log([]), 0)
+
     def test_metric_sums_every_sample_of_the_name_only(self):
         page = ("# HELP outbox_alerts_active x\n"
                 'outbox_alerts_active{alert="a"} 1\noutbox_alerts_active{alert="b"} 2\n'

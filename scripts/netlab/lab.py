@@ -656,7 +656,7 @@ class Lab:
             stem, n = f"{name}.{n}", n + 1
         bench_out, ledger = f"{self.work}/{stem}.bench.txt", f"{self.work}/{stem}.ledger.csv"
         length = self.fault_length(name)
-        rec_from = {i: len(self.log_lines(i)) for i in ("rec1", "rec2")}
+        rec_from = {i: len(self.log_lines(i)) for i in ("rec1", "rec2", "pay")}
         delivered0 = self.deliveries()
         log(f"{name}: load at {s.rate}/s for {WARMUP + s.pre + length + s.post} s, "
             f"fault for {length} s after {WARMUP + s.pre} s")
@@ -708,6 +708,7 @@ class Lab:
             f"quorum members {quorum}, alerts left {alerts}")
         with open(bench_out, errors="replace") as f:
             bench_text = f.read()
+        refused = judge.refusals_in_log(self.log_lines("pay")[rec_from["pay"]:])
         failed = judge.json_figure(bench_text, "create_failed")
         skipped = judge.json_figure(bench_text, "create_skipped")
         claims = []
@@ -730,7 +731,7 @@ class Lab:
             fault=name, broker=self.broker, secs=length, ledger=figures, heal=heal,
             whole=whole.get("secs", "no"),
             errors=f"{'?' if failed is None else failed}/{'?' if skipped is None else skipped} "
-                   f"{judge.error_codes(bench_text)}",
+                   f"{judge.error_codes(bench_text)}" + (f" refused {refused}" if refused else ""),
             quorum=quorum, alerts=alerts, check_rc=check_rc,
             integrity=integrity, restarted=repaired,
             db_heal=db_heal.get("secs", "no") if self.s.pg else "-")
