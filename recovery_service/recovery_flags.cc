@@ -31,11 +31,13 @@ ABSL_FLAG(std::string, ops_token_file, EnvOr("OPS_TOKEN_FILE", ""),
 ABSL_FLAG(std::string, recovery_listen, EnvOr("RECOVERY_LISTEN", Defaults().listen),
           "ops gRPC listen address host:port [env RECOVERY_LISTEN]");
 ABSL_FLAG(std::string, payment_db, EnvOr("PAYMENT_DB", Defaults().payment_db),
-          "the payment service's SQLite file [env PAYMENT_DB]");
+          "the payment service's SQLite file, or a postgresql:// URI of its database (its "
+          "password in a passfile, never in the URI) [env PAYMENT_DB]");
 ABSL_FLAG(absl::Duration, payment_db_wait,
           EnvOrDuration("PAYMENT_DB_WAIT", Defaults().payment_db_wait),
-          "how long to wait for payment_service to create --payment_db, or to upgrade it to "
-          "this version's schema; recovery never creates or migrates it [env PAYMENT_DB_WAIT]");
+          "how long to wait for payment_service to create --payment_db (on PostgreSQL: its "
+          "outbox tables), or to upgrade it to this version's schema; recovery never creates or "
+          "migrates it [env PAYMENT_DB_WAIT]");
 ABSL_FLAG(std::string, metrics_listen, EnvOr("RECOVERY_METRICS_LISTEN", ""),
           "Prometheus /metrics on host:port; empty = off [env RECOVERY_METRICS_LISTEN]");
 ABSL_FLAG(int, recovery_batch, EnvOrInt("RECOVERY_BATCH", Defaults().worker.batch),
