@@ -17,9 +17,6 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -31,7 +28,6 @@
 #include "shared/amqp/amqp_url.h"
 #include "shared/amqp/internal/amqp_transport.h"
 #include "shared/base/internal/small_file.h"
-#include "shared/observability/internal/http_client.h"
 #include "shared/postgres/pg_connection.h"
 #include "shared/postgres/pg_outbox.h"
 #include "shared/postgres/pg_schema.h"
@@ -102,22 +98,6 @@ std::string PercentEncoded(const std::string& s) {
     }
   }
   return out;
-}
-
-// A loopback port nothing listens on now (bound, then closed).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 class PgRecoveryServiceTest : public ::testing::Test {
@@ -220,11 +200,8 @@ class PgRecoveryServiceTest : public ::testing::Test {
   }
 
   // Starts recovery_service; its port, 0 when it did not start.
-  int Start(Process& p, const std::string& instance, const std::string& db,
-            const std::map<std::string, std::string>& extra_env = {}) {
-    auto env = Env(instance, db);
-    for (const auto& [k, v] : extra_env) env[k] = v;
-    p.Start(BinaryPath("recovery_service"), {}, env,
+  int Start(Process& p, const std::string& instance, const std::string& db) {
+    p.Start(BinaryPath("recovery_service"), {}, Env(instance, db),
             absl::StrCat(dir_.path(), "/", instance, ".log"));
     std::string log;
     PollUntil(
@@ -276,10 +253,7 @@ TEST_F(PgRecoveryServiceTest, RepublishesFailsAndServesTheOpsApi) {
   with_password.replace(user, 7, absl::StrCat("outbox:", PercentEncoded(password), "@"));
 
   Process p;
-  const int metrics_port = FreePort();
-  ASSERT_NE(metrics_port, 0);
-  const int port = Start(p, "pg-recovery-1", with_password,
-                         {{"RECOVERY_METRICS_LISTEN", absl::StrCat("127.0.0.1:", metrics_port)}});
+  const int port = Start(p, "pg-recovery-1", with_password);
   ASSERT_NE(port, 0);
 
   ASSERT_TRUE(PollUntil(
@@ -341,15 +315,6 @@ TEST_F(PgRecoveryServiceTest, RepublishesFailsAndServesTheOpsApi) {
     EXPECT_EQ(audit.records(0).rows(), 1);
     EXPECT_EQ(audit.records(0).reason(), "the consumer is fixed");
   }
-
-  // The loop's metrics and the rows' gauges; no SQLite file, so none of its.
-  auto metrics =
-      HttpGet(absl::StrCat("http://127.0.0.1:", metrics_port, "/metrics"), absl::Seconds(5));
-  ASSERT_OK(metrics);
-  EXPECT_THAT(metrics->body, HasSubstr("outbox_rows{status=\"SENDING\"} 3")) << metrics->body;
-  EXPECT_THAT(metrics->body, HasSubstr("outbox_oldest_sending_age_seconds")) << metrics->body;
-  EXPECT_THAT(metrics->body, HasSubstr("outbox_recovery_round_seconds")) << metrics->body;
-  EXPECT_THAT(metrics->body, Not(HasSubstr("outbox_sqlite_"))) << metrics->body;
 
   // outboxctl over the same API.
   const std::map<std::string, std::string> ctl_env = {

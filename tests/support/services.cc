@@ -5,22 +5,74 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/listing.h"
 #include "client/sharded_payment_stub.h"
 #include "service_kit/shard_of_payment.h"
 #include "shared/base/internal/ids.h"
+#include "shared/postgres/pg_connection.h"
+#include "shared/testing/pg_servers.h"
 
 namespace outbox::testing {
 
 std::string BinaryPath(const std::string& name) {
-  return absl::StrCat(OUTBOX_BIN_DIR, "/", name);
+  const char* dir = std::getenv("OUTBOX_E2E_BIN_DIR");
+  return absl::StrCat(dir != nullptr && *dir != 0 ? dir : OUTBOX_BIN_DIR, "/", name);
 }
+
+bool OnPostgres() {
+  const char* store = std::getenv("OUTBOX_E2E_STORE");
+  return store != nullptr && std::string(store) == "postgres";
+}
+
+namespace {
+
+// The test run's PostgreSQL server (the ctest fixture's): the URL of its
+// database outbox, the server's pgpass as passfile, for the test's own
+// connections; the URI of a database `name` without either, for the
+// services; and the pgpass, their PGPASSFILE.
+struct PgServer {
+  std::string admin_url;
+  std::string uri_prefix;  // postgresql://outbox@host:port/
+  std::string pgpass;
+};
+
+const PgServer& TestPostgres() {
+  static const PgServer* const server = [] {
+    const char* dir = std::getenv("OUTBOX_TEST_PG_DIR");
+    if (dir == nullptr || *dir == 0) {
+      throw std::runtime_error(
+          "OUTBOX_E2E_STORE=postgres needs OUTBOX_TEST_PG_DIR: run the test through ctest, "
+          "whose fixture starts a private PostgreSQL server");
+    }
+    auto* s = new PgServer;
+    s->admin_url = PgServers::UrlOf(dir);
+    s->pgpass = PgNodePgpass(dir);
+    const std::string base = s->admin_url.substr(0, s->admin_url.find('?'));
+    s->uri_prefix = base.substr(0, base.rfind('/') + 1);
+    if (s->admin_url.empty() || s->uri_prefix.empty()) {
+      throw std::runtime_error(absl::StrCat("no PostgreSQL server in ", dir));
+    }
+    return s;
+  }();
+  return *server;
+}
+
+// `db` (a service's URI) with the server's pgpass, for the test's connections.
+std::string TestConninfo(const std::string& db) {
+  return PgUrlWith(db, "passfile=" + TestPostgres().pgpass);
+}
+
+}  // namespace
 
 ServiceSet::ServiceSet(std::map<std::string, std::string> extra_env)
     : ServiceSet(TestBroker(), std::move(extra_env)) {}
@@ -32,6 +84,8 @@ ServiceSet::ServiceSet(Broker broker, std::map<std::string, std::string> extra_e
       acc_queue_(UniqueName("ACC")),
       message_keys_file_(dir_ + "/message.keys"),
       extra_env_(std::move(extra_env)) {
+  payment_db_ = OnPostgres() ? NewDatabase("pay") : dir_ + "/payment.db";
+  accounting_db_ = OnPostgres() ? NewDatabase("acc") : dir_ + "/accounting.db";
   UuidGenerator secret;
   const std::string text =
       absl::StrCat(UniqueName("e2e"), " ", secret.NewId(), secret.NewId(), "\n");
@@ -54,18 +108,52 @@ ServiceSet::~ServiceSet() {
   for (auto& [shard, a] : accounting_shards_) a->process.Terminate();
   payment_.Terminate();
   accounting_.Terminate();
-  if (std::getenv("OUTBOX_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(dir_);
+  if (std::getenv("OUTBOX_KEEP_TEST_DIRS") == nullptr) {
+    std::filesystem::remove_all(dir_);
+    // Best effort: the next run's server is fresh anyway.
+    if (!pg_databases_.empty()) {
+      auto admin = PgConnection::Open(TestPostgres().admin_url);
+      for (const std::string& name : pg_databases_) {
+        if (admin.ok()) (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+      }
+    }
+  }
+}
+
+std::string ServiceSet::NewDatabase(const std::string& what) {
+  static std::atomic<int> next{0};
+  const std::string name =
+      absl::AsciiStrToLower(absl::StrCat("e2e_", getpid(), "_", next++, "_", what));
+  auto admin = PgConnection::Open(TestPostgres().admin_url);
+  if (!admin.ok()) throw std::runtime_error(std::string(admin.status().message()));
+  const absl::Status made = (*admin)->Exec("CREATE DATABASE " + name);
+  if (!made.ok()) throw std::runtime_error(std::string(made.message()));
+  pg_databases_.push_back(name);
+  return TestPostgres().uri_prefix + name;
+}
+
+int64_t ServiceSet::Count(const std::string& db, const std::string& sql) const {
+  if (IsPgConninfo(db)) {
+    auto conn = PgConnection::Open(TestConninfo(db));
+    if (!conn.ok()) throw std::runtime_error(std::string(conn.status().message()));
+    auto r = (*conn)->Query(sql);
+    int64_t n = 0;
+    if (!r.ok() || r->rows() != 1 || !absl::SimpleAtoi(r->Get(0, 0), &n)) {
+      throw std::runtime_error(absl::StrCat(sql, ": ", r.status().ToString()));
+    }
+    return n;
+  }
+  SQLite::Database file(db, SQLite::OPEN_READONLY);
+  return file.execAndGet(sql).getInt64();
 }
 
 Env ServiceSet::ServiceEnv(const std::string& broker_user) const {
   std::map<std::string, std::string> env = {
-      {"AMQP_URL", broker_.amqp_url},
-      {"PAY_QUEUE", pay_queue_},
-      {"ACC_QUEUE", acc_queue_},
-      {"PAYMENT_DB", dir_ + "/payment.db"},
-      {"ACCOUNTING_DB", dir_ + "/accounting.db"},
-      {"MESSAGE_KEYS_FILE", message_keys_file_},
+      {"AMQP_URL", broker_.amqp_url},    {"PAY_QUEUE", pay_queue_},
+      {"ACC_QUEUE", acc_queue_},         {"PAYMENT_DB", payment_db_},
+      {"ACCOUNTING_DB", accounting_db_}, {"MESSAGE_KEYS_FILE", message_keys_file_},
   };
+  if (OnPostgres()) env["PGPASSFILE"] = TestPostgres().pgpass;
   if (!broker_user.empty()) {
     const BrokerUser user = ServiceBrokerUser(broker_, broker_user);
     env["AMQP_URL"] = user.url;
@@ -136,7 +224,10 @@ ServiceSet::AccountingShard& ServiceSet::StartAccountingShard(int shard, Env ext
   auto& slot = accounting_shards_[shard];
   if (!slot) slot = std::make_unique<AccountingShard>();
   AccountingShard& a = *slot;
-  a.db = absl::StrCat(dir_, "/accounting-", shard, ".db");
+  if (a.db.empty()) {  // the same store on a restart
+    a.db = OnPostgres() ? NewDatabase(absl::StrCat("acc", shard))
+                        : absl::StrCat(dir_, "/accounting-", shard, ".db");
+  }
   auto env = ServiceEnv("outbox-accounting");
   env["ACCOUNTING_SHARD"] = absl::StrCat(shard);
   env["ACCOUNTING_DB"] = a.db;
@@ -152,7 +243,7 @@ ServiceSet::AccountingShard& ServiceSet::StartAccountingShard(int shard, Env ext
 }
 
 std::string ServiceSet::accounting_dbs() const {
-  if (accounting_shards_.empty()) return dir_ + "/accounting.db";
+  if (accounting_shards_.empty()) return accounting_db_;
   std::string dbs;
   for (const auto& [shard, a] : accounting_shards_) {
     absl::StrAppend(&dbs, dbs.empty() ? "" : ",", a->db);
@@ -211,11 +302,13 @@ void ServiceSet::UsePaymentShards(int count) {
     }
     shard_ports_.push_back(port);
     shard_processes_.push_back(std::make_unique<Process>());
+    payment_shard_dbs_.push_back(OnPostgres() ? NewDatabase(absl::StrCat("pay_s", k))
+                                              : absl::StrCat(dir_, "/payment.s", k, ".db"));
   }
 }
 
 std::string ServiceSet::payment_shard_db(int k) const {
-  return absl::StrCat(dir_, "/payment.s", k, ".db");
+  return payment_shard_dbs_.at(static_cast<size_t>(k));
 }
 std::string ServiceSet::shard_acc_queue(int k) const {
   return absl::StrCat(acc_queue_, ".s", k);
@@ -284,6 +377,12 @@ std::vector<::accounting::v1::Voucher> ServiceSet::ShardVouchers(int shard) {
                              [&](const ::accounting::v1::Voucher& v) { out.push_back(v); });
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
   return out;
+}
+
+std::vector<int> ServiceSet::accounting_shard_ids() const {
+  std::vector<int> ids;
+  for (const auto& [shard, a] : accounting_shards_) ids.push_back(shard);
+  return ids;
 }
 
 std::vector<::accounting::v1::Voucher> ServiceSet::AllVouchers() {

@@ -1,7 +1,16 @@
 #pragma once
 
-// The real binaries, wired to the test broker with queues and files of their
-// own, and gRPC clients to them over real sockets.
+// The real binaries, wired to the test broker with queues and stores of
+// their own, and gRPC clients to them over real sockets.
+//
+// The store: SQLite files in dir() by default; with OUTBOX_E2E_STORE=postgres
+// (the e2e.pg.* tests) databases of the ServiceSet's own on the test run's
+// PostgreSQL server (OUTBOX_TEST_PG_DIR, cmake/PostgresFixture.cmake): one
+// for payment and its recoveries, one for accounting and one per accounting
+// or payment shard, each made by the constructor (or the shard's start) and
+// dropped by the destructor. The services get libpq URIs without a password
+// and PGPASSFILE, the server's pgpass.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +28,10 @@
 namespace outbox::testing {
 
 using Env = std::map<std::string, std::string>;
+
+// Whether this test process runs the services on PostgreSQL
+// (OUTBOX_E2E_STORE=postgres).
+bool OnPostgres();
 
 class ServiceSet {
  public:
@@ -48,10 +61,21 @@ class ServiceSet {
   AccountingShard& StartAccountingShard(int shard, Env extra_env = {});
   AccountingShard& accounting_shard(int shard) { return *accounting_shards_.at(shard); }
   // The accounting.db files in use, comma-separated as outbox_check takes
-  // them: the shards' when any was started, else accounting.db.
+  // them: the shards' when any was started, else accounting.db (on
+  // PostgreSQL, the databases' URIs).
   std::string accounting_dbs() const;
+  // The services' store settings as they get them (PAYMENT_DB,
+  // ACCOUNTING_DB): a file path, or on PostgreSQL a libpq URI.
+  const std::string& payment_db() const { return payment_db_; }
+  const std::string& accounting_db() const { return accounting_db_; }
+  // The number `sql` selects in `db` (one of the settings above), read
+  // beside the services, while they run or not: a SQLite file opened
+  // read-only, or the PostgreSQL database. Throws when it cannot.
+  int64_t Count(const std::string& db, const std::string& sql) const;
   // Every voucher of one accounting shard, paging through its ListVouchers.
   std::vector<::accounting::v1::Voucher> ShardVouchers(int shard);
+  // The accounting shards started so far.
+  std::vector<int> accounting_shard_ids() const;
 
   struct Recovery {
     Process process;
@@ -121,9 +145,17 @@ class ServiceSet {
   int StartService(Process& p, const std::string& name, const std::string& event,
                    std::map<std::string, std::string> env, const std::string& log_name = "");
 
+  // On PostgreSQL: a database of its own, made now; its URI for the
+  // services. `what` names it ("pay", "acc", "acc1", ...).
+  std::string NewDatabase(const std::string& what);
+
   Broker broker_;
   std::string binary_dir_;
   std::string dir_;
+  std::string payment_db_;
+  std::string accounting_db_;
+  std::vector<std::string> pg_databases_;  // made by NewDatabase, dropped at the end
+  std::vector<std::string> payment_shard_dbs_;
   std::string pay_queue_;
   std::string acc_queue_;
   std::string message_keys_file_;
@@ -143,6 +175,8 @@ class ServiceSet {
   std::vector<std::unique_ptr<Process>> shard_processes_;
 };
 
+// The build's binary `name`; $OUTBOX_E2E_BIN_DIR/name when that is set (a
+// copy of the binaries, kept apart from a build going on meanwhile).
 std::string BinaryPath(const std::string& name);
 
 }  // namespace outbox::testing
