@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "shared/amqp/internal/amqp_transport.h"
 #include "shared/base/status_macros.h"
@@ -50,6 +51,15 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(const Config& config) 
 absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Start(Options options) {
   RETURN_IF_ERROR(Validate(options));
   if (options.db.empty()) return absl::InvalidArgumentError("Recovery: options.db is required");
+  // IsPgConninfo's test (shared/postgres/pg_connection.h), which this
+  // library cannot call: the file would be waited for in vain, and named
+  // with its password.
+  if (absl::StartsWith(options.db, "postgresql://") ||
+      absl::StartsWith(options.db, "postgres://")) {
+    return absl::InvalidArgumentError(
+        "Recovery: options.db is a PostgreSQL URI; StartPgRecovery (shared/postgres/pg_recovery.h) "
+        "runs recovery on it");
+  }
   if (options.producer_db.schema == nullptr) {
     return absl::InvalidArgumentError("Recovery: options.producer_db.schema is required");
   }

@@ -55,7 +55,8 @@ class Recovery {
   struct Options {
     AmqpUrl amqp;  // the broker (Start); Create takes the links instead
     // Required (Start): the producer's file, opened once its producer has
-    // created it; recovery never creates it.
+    // created it; recovery never creates it. A PostgreSQL database's URI is
+    // StartPgRecovery's (shared/postgres/pg_recovery.h), which Start refuses.
     std::string db;
     // Required (Start): its schema, and the names its errors use.
     ProducerDb producer_db;

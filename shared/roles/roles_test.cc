@@ -304,6 +304,17 @@ TEST_F(RolesTest, OptionsAreChecked) {
   recovery.recovery.instance_id = "r1";
   EXPECT_THAT(Recovery::Start(recovery).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("options.db")));
+  // A PostgreSQL database is StartPgRecovery's: refused as such, not looked
+  // for as a file, and its password never echoed.
+  recovery.producer_db.schema = &OrdersSchema();
+  recovery.wait_for_db = absl::ZeroDuration();
+  for (const char* db : {"postgresql://shop:s3cret@db.example/shop", "postgres://db/shop"}) {
+    recovery.db = db;
+    const absl::Status refused = Recovery::Start(recovery).status();
+    EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument,
+                                  AllOf(HasSubstr("StartPgRecovery"), Not(HasSubstr("s3cret")))))
+        << db;
+  }
 }
 
 // One key set for the process: the producer signs, the consumer checks and
