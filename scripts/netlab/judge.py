@@ -263,7 +263,8 @@ PG_TABLES = [
 def snapshot_db(path, tables):
     """Writes the SQLite file PATH (replacing it) holding TABLES: (name, [column definitions],
     CSV text as COPY ... TO STDOUT WITH (FORMAT csv) prints it). The declared types make
-    the numbers numbers again."""
+    the numbers numbers again; each table is indexed on its first two columns, the keys
+    judge_ledger looks rows up by (payment_id, message_id, with amount or attempts)."""
     db = sqlite3.connect(path)
     try:
         for name, columns, text in tables:
@@ -274,6 +275,8 @@ def snapshot_db(path, tables):
                 if len(r) != len(columns):
                     raise ValueError(f"{name}: a row of {len(r)} fields, not {len(columns)}: {r}")
             db.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(columns))})", rows)
+            keys = ", ".join(c.split()[0] for c in columns[:2])
+            db.execute(f"CREATE INDEX {name}_keys ON {name} ({keys})")
         db.commit()
     finally:
         db.close()

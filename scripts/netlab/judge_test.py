@@ -163,6 +163,23 @@ class PgSnapshotTest(unittest.TestCase):
         finally:
             db.close()
 
+    def test_a_large_ledger_is_judged_through_the_indexes(self):
+        n = 20000
+        ids = [f"p{i}" for i in range(n)]
+        pay = self.snapshot("outbox",
+                            payments="".join(f"{p},1\n" for p in ids),
+                            outbox="".join(f"m-{p},SENT,1,0,0\n" for p in ids))
+        acc = self.snapshot("accounting", vouchers="".join(f"{p},1\n" for p in ids))
+        db = sqlite3.connect(pay)
+        try:
+            plan = " ".join(r[-1] for r in db.execute(
+                "EXPLAIN QUERY PLAN SELECT status FROM outbox WHERE message_id = 'm-p1'"))
+        finally:
+            db.close()
+        self.assertIn("INDEX outbox_keys", plan)
+        f = judge.judge_ledger([(p, 1, f"m-{p}") for p in ids], [], pay, acc, n)
+        self.assertEqual((f.acked, f.lost, f.dups), (n, 0, 0))
+
     def test_empty_tables_and_a_short_row(self):
         pay = self.snapshot("outbox")
         acc = self.snapshot("accounting")
