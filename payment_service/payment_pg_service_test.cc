@@ -6,10 +6,7 @@
 // faults exit non-zero with a clear line and no password; a database gone
 // while serving answers UNAVAILABLE. Each test gets a PostgreSQL schema
 // (search_path) of its own.
-#include <stdio.h>
-#include <sys/stat.h>
 
-#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -18,12 +15,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/postgres/pg_connection.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
-#include "shared/testing/temp_dir.h"
 #include "tests/support/process.h"
 #include "tests/support/services.h"
 
@@ -35,54 +31,7 @@ using ::payment::v1::CreatePaymentResponse;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
-
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  if (pclose(pipe) != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
-
-class PgServer : public ::testing::Environment {
- public:
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("payment_pg_service_test");
-    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
-    node_ = dir_->path() + "/primary";
-    Node("fresh " + node_);
-    url_ = Node("url " + node_);
-  }
-  void TearDown() override {
-    Node("stop " + node_);
-    dir_.reset();
-  }
-  static const std::string& url() { return url_; }
-  static const std::string& node() { return node_; }
-  static std::string dir() { return dir_->path(); }
-
- private:
-  static std::unique_ptr<TempDir> dir_;
-  static std::string node_;
-  static std::string url_;
-};
-std::unique_ptr<TempDir> PgServer::dir_;
-std::string PgServer::node_;
-std::string PgServer::url_;
-::testing::Environment* const kServer = ::testing::AddGlobalTestEnvironment(new PgServer);
-
-// `url` with the search_path set to `schema`.
-std::string InSchema(const std::string& url, const std::string& schema) {
-  return absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
-                      "options=-csearch_path%3D", schema);
-}
+PgServersEnvironment* const kServer = AddPgServers("payment_pg_service_test");
 
 CreatePaymentRequest Request(const std::string& key, int64_t amount = 100) {
   CreatePaymentRequest r;
@@ -134,21 +83,14 @@ class PaymentOnPostgresTest : public ::testing::Test {
   void SetUp() override {
     static std::atomic<int> next{0};
     schema_ = absl::StrCat("s", next++);
-    ASSERT_FALSE(PgServer::url().empty());
-    auto admin = PgConnection::Open(PgServer::url());
+    conninfo_ = FreshPgSchema(kServer->url(), schema_);
+    ASSERT_FALSE(conninfo_.empty());
+    auto admin = PgConnection::Open(kServer->url());
     ASSERT_OK(admin);
     admin_ = std::move(admin).value();
-    ASSERT_OK(admin_->Exec("CREATE SCHEMA " + schema_));
-    conninfo_ = InSchema(PgServer::url(), schema_);
   }
 
-  int64_t Count(const std::string& sql) {
-    auto r = admin_->Query(sql);
-    EXPECT_OK(r);
-    int64_t n = -1;
-    if (r.ok() && r->rows() > 0) EXPECT_TRUE(absl::SimpleAtoi(r->Get(0, 0), &n)) << sql;
-    return n;
-  }
+  int64_t Count(const std::string& sql) { return PgCount(*admin_, sql); }
 
   // Another payment_service process on the same settings; its port.
   int StartAnother(ServiceSet& services, Process& p, const std::string& db) {
@@ -211,6 +153,9 @@ TEST_F(PaymentOnPostgresTest, PaymentsGoOutOnPayQueueAndTurnSent) {
   EXPECT_EQ(got.idempotency_key(), "key-5");
   EXPECT_EQ(got.outbox().status(), ::payment::v1::SENT);
   EXPECT_EQ(services.payment().Terminate(), 0);
+  EXPECT_THAT(services.payment().Log(), HasSubstr("payment_service_started"));
+  EXPECT_THAT(services.payment().Log(),
+              Not(HasSubstr(PgNodePassword(kServer->servers().primary()))));
 }
 
 // Two processes on one database: the same key sent to both at once is one
@@ -276,10 +221,7 @@ TEST_F(PaymentOnPostgresTest, StartUpFaultsExitNonZeroWithoutThePassword) {
   env["PAYMENT_LISTEN"] = "127.0.0.1:0";
   const std::string secret = "not-the-password-7q";
   // The server's address, with a password in the URI (wrong) and no passfile.
-  const std::string url = PgServer::url();
-  const size_t at = url.find('@');
-  const size_t slash = url.find('/', at);
-  const std::string hostport = url.substr(at + 1, slash - at - 1);
+  const std::string hostport = absl::StrCat("127.0.0.1:", PgNodePort(kServer->servers().primary()));
   auto run = [&](const std::string& db, const std::string& name,
                  std::vector<std::string> args = {}) {
     Env e = env;
@@ -293,8 +235,9 @@ TEST_F(PaymentOnPostgresTest, StartUpFaultsExitNonZeroWithoutThePassword) {
   EXPECT_THAT(wrong.out + wrong.err, HasSubstr("password authentication failed"));
   EXPECT_THAT(wrong.out + wrong.err, Not(HasSubstr(secret)));
 
-  CommandResult unreachable =
-      run("postgresql://outbox@127.0.0.1:1/outbox?connect_timeout=2", "unreachable");
+  CommandResult unreachable = run(absl::StrCat("postgresql://outbox@127.0.0.1:", ClosedLocalPort(),
+                                               "/outbox?connect_timeout=2"),
+                                  "unreachable");
   EXPECT_NE(unreachable.exit_code, 0);
   EXPECT_THAT(unreachable.out + unreachable.err, HasSubstr("127.0.0.1"));
 
@@ -354,17 +297,18 @@ TEST_F(PaymentOnPostgresTest, CrashPointsAroundTheCommit) {
 // A database gone while serving: CreatePayment answers UNAVAILABLE, and
 // works again once the server is back.
 TEST_F(PaymentOnPostgresTest, ACreateWhileTheDatabaseIsGoneIsUnavailable) {
-  const std::string node = PgServer::dir() + "/gone";
-  Node("fresh " + node);
-  const std::string db = Node("url " + node);
+  PgServers own("payment_pg_service_test_gone");
+  ASSERT_TRUE(own.ok());
+  const std::string node = own.primary();
+  const std::string db = own.url();
   ServiceSet services;
   services.StartPayment({{"PAYMENT_DB", db}});
   CreatePaymentResponse r;
   ASSERT_TRUE(Create(services.payments(), Request("before"), &r).ok());
-  Node("kill " + node);
+  ASSERT_TRUE(PgServers::Kill(node));
   grpc::Status gone = Create(services.payments(), Request("while-gone"), &r);
   EXPECT_EQ(gone.error_code(), grpc::StatusCode::UNAVAILABLE) << gone.error_message();
-  Node("start " + node);
+  ASSERT_TRUE(PgServers::Start(node));
   grpc::Status back;
   EXPECT_TRUE(PollUntil(
       [&] {
@@ -374,7 +318,6 @@ TEST_F(PaymentOnPostgresTest, ACreateWhileTheDatabaseIsGoneIsUnavailable) {
       absl::Seconds(30)))
       << back.error_message();
   EXPECT_EQ(services.payment().Terminate(), 0);
-  Node("stop " + node);
 }
 
 }  // namespace

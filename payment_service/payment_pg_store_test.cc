@@ -5,10 +5,6 @@
 // for the binary; each test gets a PostgreSQL schema (search_path) of its own.
 #include "payment_service/payment_pg_store.h"
 
-#include <stdio.h>
-#include <sys/stat.h>
-
-#include <array>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -17,7 +13,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -25,55 +20,21 @@
 #include "shared/postgres/pg_group_writer.h"
 #include "shared/postgres/pg_outbox.h"
 #include "shared/testing/fakes.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
-#include "shared/testing/temp_dir.h"
 
 namespace outbox::payment {
 namespace {
 
+using ::outbox::testing::AddPgServers;
+using ::outbox::testing::FreshPgSchema;
+using ::outbox::testing::PgServersEnvironment;
+using ::outbox::testing::PgUrlWith;
 using ::outbox::testing::RecordingRelay;
 using ::outbox::testing::StatusIs;
 using ::testing::HasSubstr;
 
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
-
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  if (pclose(pipe) != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
-
-class PgServer : public ::testing::Environment {
- public:
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("payment_pg_store_test");
-    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
-    node_ = dir_->path() + "/primary";
-    Node("fresh " + node_);
-    url_ = Node("url " + node_);
-  }
-  void TearDown() override {
-    Node("stop " + node_);
-    dir_.reset();
-  }
-  static const std::string& url() { return url_; }
-
- private:
-  std::unique_ptr<TempDir> dir_;
-  static std::string node_;
-  static std::string url_;
-};
-std::string PgServer::node_;
-std::string PgServer::url_;
-::testing::Environment* const kServer = ::testing::AddGlobalTestEnvironment(new PgServer);
+PgServersEnvironment* const kServer = AddPgServers("payment_pg_store_test");
 
 // Hands out "id-1", "id-2", ... (payment ids and message ids alike).
 class CountingIds final : public IdGenerator {
@@ -129,14 +90,11 @@ class PgPaymentStoreTest : public ::testing::Test {
   void SetUp() override {
     static std::atomic<int> next{0};
     schema_ = absl::StrCat("t", next++);
-    ASSERT_FALSE(PgServer::url().empty());
-    auto admin = PgConnection::Open(PgServer::url());
+    conninfo_ = FreshPgSchema(kServer->url(), schema_);
+    ASSERT_FALSE(conninfo_.empty());
+    auto admin = PgConnection::Open(kServer->url());
     ASSERT_OK(admin);
     admin_ = std::move(admin).value();
-    ASSERT_OK(admin_->Exec("CREATE SCHEMA " + schema_));
-    const std::string& url = PgServer::url();
-    conninfo_ = absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
-                             "options=-csearch_path%3D", schema_);
   }
 
   void OpenStore() {
@@ -164,13 +122,7 @@ class PgPaymentStoreTest : public ::testing::Test {
     return outcomes;
   }
 
-  int64_t Count(const std::string& sql) {
-    auto r = admin_->Query(sql);
-    EXPECT_OK(r);
-    int64_t n = -1;
-    if (r.ok() && r->rows() > 0) EXPECT_TRUE(absl::SimpleAtoi(r->Get(0, 0), &n)) << sql;
-    return n;
-  }
+  int64_t Count(const std::string& sql) { return ::outbox::testing::PgCount(*admin_, sql); }
 
   std::string schema_;
   std::string conninfo_;
@@ -326,9 +278,8 @@ TEST_F(PgPaymentStoreTest, OpenUpgradesBothSchemasAndRefusesANewerDatabaseUntouc
                                       "NOT NULL); INSERT INTO ",
                                       newer, ".schema_version VALUES ('payment', ",
                                       PaymentPgSchema().latest() + 1, ")")));
-  const std::string& url = PgServer::url();
-  auto refused = PgPaymentStore::Open(absl::StrCat(
-      url, url.find('?') == std::string::npos ? "?" : "&", "options=-csearch_path%3D", newer));
+  auto refused = PgPaymentStore::Open(
+      PgUrlWith(kServer->url(), absl::StrCat("options=-csearch_path%3D", newer)));
   EXPECT_THAT(refused.status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("schema payment has version " +
