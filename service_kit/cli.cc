@@ -95,13 +95,22 @@ std::string UsageLine(absl::string_view program, absl::string_view synopsis) {
 std::string RedactUserinfo(absl::string_view value) {
   const size_t scheme = value.find("://");
   if (scheme == absl::string_view::npos) return std::string(value);
+  std::string out(value);
   const size_t start = scheme + 3;
-  const size_t at = value.find('@', start);
-  const size_t colon = value.find(':', start);
-  if (at == absl::string_view::npos || colon == absl::string_view::npos || colon > at) {
-    return std::string(value);
+  const size_t at = out.find('@', start);
+  const size_t colon = out.find(':', start);
+  if (at != std::string::npos && colon != std::string::npos && colon < at) {
+    out = absl::StrCat(out.substr(0, colon + 1), "***", out.substr(at));
   }
-  return absl::StrCat(value.substr(0, colon + 1), "***", value.substr(at));
+  // libpq's URIs may also carry the password as a query parameter.
+  for (size_t key = out.find("password=", start); key != std::string::npos;
+       key = out.find("password=", key + 1)) {
+    if (out[key - 1] != '?' && out[key - 1] != '&') continue;
+    const size_t begin = key + 9;
+    const size_t end = std::min(out.find('&', begin), out.size());
+    out.replace(begin, end - begin, "***");
+  }
+  return out;
 }
 
 std::optional<int> ParseServiceCommandLine(int argc, char** argv, absl::string_view program,

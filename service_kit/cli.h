@@ -27,8 +27,9 @@ std::string VersionLine(absl::string_view program);
 // "usage: <program> <synopsis>".
 std::string UsageLine(absl::string_view program, absl::string_view synopsis);
 
-// "scheme://user:***@host" for a value carrying a password, so --help never
-// prints one that came from the environment.
+// "scheme://user:***@host" (and "?password=***", libpq's query form) for a
+// value carrying a password, so --help never prints one that came from the
+// environment.
 std::string RedactUserinfo(absl::string_view value);
 
 // For the service binaries, whose flags are Abseil flags defined in main.cc

@@ -52,6 +52,10 @@ TEST(CliTest, RedactsThePasswordOfAUrl) {
   EXPECT_EQ(RedactUserinfo("amqp://user:secret@host:5672/%2F"), "amqp://user:***@host:5672/%2F");
   EXPECT_EQ(RedactUserinfo("http://127.0.0.1:9093"), "http://127.0.0.1:9093");
   EXPECT_EQ(RedactUserinfo("plain"), "plain");
+  EXPECT_EQ(RedactUserinfo("postgresql://u@h/db?password=s3cret&sslmode=disable"),
+            "postgresql://u@h/db?password=***&sslmode=disable");
+  EXPECT_EQ(RedactUserinfo("postgresql://u:pw@h/db?connect_timeout=5&password=s3cret"),
+            "postgresql://u:***@h/db?connect_timeout=5&password=***");
 }
 
 TEST(ListenAddressTest, RefusesWhatCannotBeListenedOn) {
