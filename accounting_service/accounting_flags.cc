@@ -1,12 +1,10 @@
 #include "accounting_service/accounting_flags.h"
 
 #include "absl/flags/flag.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "service_kit/service_flags.h"
 #include "shared/base/status_macros.h"
-#include "shared/postgres/pg_connection.h"
 #include "shared/runtime/internal/env.h"
 
 using outbox::EnvOr;
@@ -19,22 +17,11 @@ const outbox::accounting::AccountingServiceOptions& Defaults() {
   static const auto* const defaults = new outbox::accounting::AccountingServiceOptions();
   return *defaults;
 }
-
-// ACCOUNTING_DB, unless it is a connection string that holds a password
-// (or one libpq cannot read): --help shows a flag's default, so that one is
-// read at start (OptionsFromFlags) and --help shows the built-in default.
-std::string DbDefault() {
-  const std::string env = EnvOr("ACCOUNTING_DB", Defaults().db);
-  if (!outbox::IsPgConninfo(env)) return env;
-  const std::string redacted = outbox::RedactConninfo(env);
-  const bool secret = absl::StrContains(redacted, "password=") || absl::StartsWith(redacted, "(");
-  return secret ? Defaults().db : env;
-}
 }  // namespace
 
 ABSL_FLAG(std::string, accounting_listen, EnvOr("ACCOUNTING_LISTEN", Defaults().listen),
           "gRPC listen address host:port [env ACCOUNTING_LISTEN]");
-ABSL_FLAG(std::string, accounting_db, DbDefault(),
+ABSL_FLAG(std::string, accounting_db, EnvOr("ACCOUNTING_DB", Defaults().db),
           "where vouchers and processed message ids are kept: a SQLite file, or a "
           "postgresql:// URI of a PostgreSQL database (its password in PGPASSFILE, not the URI; "
           "several instances may share one database) [env ACCOUNTING_DB]");
@@ -81,9 +68,7 @@ absl::StatusOr<AccountingServiceOptions> OptionsFromFlags() {
   o.listen = absl::GetFlag(FLAGS_accounting_listen);
   ASSIGN_OR_RETURN(o.service, ServiceConfigFromFlags());
   ASSIGN_OR_RETURN(o.auth, LoadBearerToken(absl::GetFlag(FLAGS_api_token_file), "api_token_file"));
-  // The default shown by --help stands for a hidden ACCOUNTING_DB (DbDefault).
   o.db = absl::GetFlag(FLAGS_accounting_db);
-  if (o.db == DbDefault()) o.db = EnvOr("ACCOUNTING_DB", o.db);
   o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
   o.consume_linger_ms = absl::GetFlag(FLAGS_consume_linger_ms);

@@ -14,11 +14,15 @@
 #include "absl/strings/str_cat.h"
 #include "accounting_service/booking_for_tests.h"
 #include "accounting_service/pg_test_server.h"
+#include "accounting_service/pg_voucher_store.h"
 #include "events/v1/events.pb.h"
 #include "gtest/gtest.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/amqp/internal/amqp_client.h"
+#include "shared/testing/manual_clock.h"
+#include "shared/testing/sequential_ids.h"
 #include "shared/testing/status_matchers.h"
+#include "shared/testing/temp_dir.h"
 #include "tests/support/broker.h"
 #include "tests/support/process.h"
 #include "tests/support/services.h"
@@ -206,6 +210,54 @@ TEST_F(AccountingOnPostgresTest, HoldsBatchesWhileTheDatabaseIsDownAndBooksThemO
   EXPECT_EQ(services_.AllVouchers().size(), static_cast<size_t>(kPayments));
   for (const std::string& log : {services_.accounting().Log(), second_->process.Log()}) {
     EXPECT_EQ(log.find("password="), std::string::npos);
+  }
+}
+
+// Start-up refusals: a clear line and a non-zero exit, never the password
+// of a connection string that holds one (nor in --help).
+TEST(AccountingOnPostgresStartTest, RefusesADatabaseItCannotUseWithAClearLineAndNoPassword) {
+  const std::string secret = "hunter2-not-for-logs";
+  std::string with_password = PgTestServer::url();
+  with_password.replace(with_password.find("outbox@"), 7, "outbox:" + secret + "@");
+  const std::string newer = PgTestServer::FreshSchema();
+  {
+    testing::SequentialIds ids;
+    testing::ManualClock clock;
+    ASSERT_OK(PgVoucherStore::Open(newer, ids, clock));
+    auto conn = PgConnection::Open(newer);
+    ASSERT_OK(conn);
+    ASSERT_OK((*conn)->Exec("UPDATE schema_version SET version = 99 WHERE name = 'accounting'"));
+  }
+  const struct {
+    std::string db;
+    std::string line;
+  } cases[] = {
+      {"postgresql://outbox:" + secret + "@127.0.0.1:1/outbox", "cannot connect to PostgreSQL"},
+      {with_password, "refused the credentials"},
+      {newer, "refusing to open a newer database"},
+  };
+  outbox::TempDir dir("accounting_pg_start");
+  for (const auto& c : cases) {
+    const testing::CommandResult r =
+        testing::RunToCompletion(testing::BinaryPath("accounting_service"), {},
+                                 {{"ACCOUNTING_DB", c.db},
+                                  {"AMQP_URL", "amqp://127.0.0.1:1"},
+                                  {"ALLOW_UNSIGNED_MESSAGES", "true"},
+                                  {"ACCOUNTING_LISTEN", "127.0.0.1:0"}},
+                                 dir.path() + "/run");
+    const std::string output = r.out + r.err;
+    EXPECT_NE(r.exit_code, 0) << output;
+    EXPECT_NE(output.find("accounting_service_failed"), std::string::npos) << output;
+    EXPECT_NE(output.find(c.line), std::string::npos) << output;
+    EXPECT_EQ(output.find(secret), std::string::npos) << output;
+  }
+  for (const std::string& db :
+       {with_password, "postgresql://outbox@127.0.0.1:1/outbox?password=" + secret}) {
+    const testing::CommandResult help =
+        testing::RunToCompletion(testing::BinaryPath("accounting_service"), {"--help"},
+                                 {{"ACCOUNTING_DB", db}}, dir.path() + "/help");
+    EXPECT_NE(help.out.find("--accounting_db"), std::string::npos);
+    EXPECT_EQ((help.out + help.err).find(secret), std::string::npos);
   }
 }
 
