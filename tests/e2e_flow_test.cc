@@ -1,5 +1,6 @@
 // End to end on real parts: the real binaries, a real RabbitMQ node, real
-// SQLite files, real gRPC over loopback sockets.
+// SQLite files (or, as e2e.pg.flow, a real PostgreSQL server), real gRPC
+// over loopback sockets.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "shared/observability/internal/http_client.h"
 #include "shared/testing/status_matchers.h"
 #include "tests/support/alertmanager.h"
+#include "tests/support/load.h"
 #include "tests/support/queue_sink.h"
 #include "tests/support/services.h"
 
@@ -120,6 +122,11 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
     EXPECT_EQ(it->second.message_id(), p.outbox().message_id());
     EXPECT_TRUE(p.outbox().has_sent_at());
   }
+  // The audit of RunChecker on PostgreSQL holds on either store.
+  const CheckResult audit = AuditThroughApis(services);
+  EXPECT_EQ(audit.exit_code, 0) << audit.output;
+  EXPECT_NE(audit.output.find(absl::StrCat("\"vouchers\": ", kThreads * kEach)), std::string::npos)
+      << audit.output;
   // GetVoucher and GetPayment agree with the lists.
   grpc::ClientContext ctx;
   ::accounting::v1::GetVoucherRequest gv;
@@ -157,7 +164,7 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
             std::string::npos)
       << payment_text->body;
   // recovery_service, started now that every row is SENT (nothing to
-  // re-publish), reads them from payment.db and times its rounds.
+  // re-publish), reads them from the payment store and times its rounds.
   services.StartRecovery("r1");
   std::string recovery_text;
   EXPECT_TRUE(PollUntil(
