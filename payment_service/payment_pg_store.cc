@@ -122,9 +122,13 @@ absl::Status PgPaymentStore::WritePayment(PgConnection& conn, const NewPayment& 
   }
   PaymentRecord earlier = ReadRecord(found, 0);
   if (found.IsNull(0, 0)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "idempotency_key '", in.idempotency_key, "' is being used by a concurrent request (",
-        earlier.payment_id, "); retry to read its outcome"));
+    // A payments row without its outbox row is an earlier write of this
+    // same group (another transaction's row is seen only once it committed,
+    // with its outbox row): the group's one INSERT adds the rows after the
+    // business steps. It commits, or fails, with this write, SENDING.
+    earlier.outbox.status = OutboxStatus::kSending;
+    earlier.outbox.biz_type = "payment";
+    earlier.outbox.biz_key = earlier.payment_id;
   }
   if (!SameRequest(earlier.input, in)) {
     return absl::AlreadyExistsError(absl::StrCat("idempotency_key '", in.idempotency_key,
