@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "shared/observability/log.h"
 
 namespace outbox {
 namespace {
@@ -125,6 +126,17 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Open(absl::string_vi
         RedactConninfo(conninfo), "): ", reason);
     return refused ? absl::UnauthenticatedError(message) : absl::UnavailableError(message);
   }
+  // The server's notices would go to stderr, past the process's log: the
+  // harmless ones ("relation ... already exists, skipping" of CREATE ... IF
+  // NOT EXISTS) are dropped, warnings become log lines.
+  PQsetNoticeReceiver(
+      conn,
+      [](void*, const PGresult* notice) {
+        const char* severity = PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+        if (severity == nullptr || absl::string_view(severity) != "WARNING") return;
+        LogWarning("postgres_warning", {KV("message", Trimmed(PQresultErrorMessage(notice)))});
+      },
+      nullptr);
   return std::unique_ptr<PgConnection>(new PgConnection(conn));
 }
 
