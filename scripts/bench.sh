@@ -48,6 +48,18 @@
 #   BENCH_TLS=1              gRPC with TLS and an API token (scripts/dev_certs.sh
 #                            certificates in the temp dir); default plaintext, as
 #                            the figures in docs/performance.md were taken
+#   BENCH_STORE [sqlite]     the services' store: sqlite (a file per service in the run's
+#                            dir) or postgres (a private PostgreSQL primary of
+#                            scripts/postgres_node.sh in the temp dir, a fresh database per
+#                            service and run, PAYMENT_DB / ACCOUNTING_DB its URI, the password
+#                            in PGPASSFILE). Several, e.g. sqlite,postgres: the curve runs
+#                            every point on each (interleaved), the other runs on the first.
+#                            The curve counts PostgreSQL's CPU (the postmaster and its
+#                            children) as a column of its own and runs bench/pg_floor on
+#                            the server (serial and 64 payments per commit) as the store's
+#                            floor; needs pg_floor built beside outbox_bench
+#   BENCH_PG_STANDBY=1       with postgres: a synchronous standby too (remote_apply), its CPU
+#                            counted with the primary's
 #   BENCH_PAYMENT_SHARDS [1] payment_service instances, each with its own payment.db
 #                            and reply queue (docs/deployment.md, Payment shards); outbox_bench
 #                            sends each call to its key's shard. Peak RSS is shard
@@ -68,6 +80,16 @@ SHARDS=${BENCH_PAYMENT_SHARDS:-1}
 [[ $SHARDS =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_PAYMENT_SHARDS must be a positive number" >&2; exit 2; }
 ACC_SHARDS=${BENCH_ACCOUNTING_SHARDS:-1}
 [[ $ACC_SHARDS =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_ACCOUNTING_SHARDS must be a positive number" >&2; exit 2; }
+IFS=, read -r -a STORES <<<"${BENCH_STORE:-sqlite}"
+for s in "${STORES[@]}"; do
+  [[ $s == sqlite || $s == postgres ]] || { echo "bench: BENCH_STORE: sqlite or postgres, not '$s'" >&2; exit 2; }
+done
+((${#STORES[@]} > 0)) || { echo "bench: BENCH_STORE is empty" >&2; exit 2; }
+STORE=${STORES[0]}  # the store of the runs but the curve's, and start_services'
+if [[ " ${STORES[*]} " == *" postgres "* ]] && ((SHARDS > 1 || ACC_SHARDS > 1)); then
+  echo "bench: BENCH_STORE=postgres runs without shards" >&2
+  exit 2
+fi
 
 say() { echo "bench: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -83,6 +105,7 @@ if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
   if cmake --build "$BUILD_DIR" --target help | grep -w claim_bench >/dev/null; then
     targets+=(claim_bench)
   fi
+  [[ " ${STORES[*]} " != *" postgres "* ]] || targets+=(pg_floor)
   cmake --build "$BUILD_DIR" -j"$JOBS" --target "${targets[@]}" >&2
 fi
 BIN=$BUILD_DIR/bin
@@ -127,6 +150,7 @@ cleanup() {
   [[ -n $CHILD ]] && stop_pid "$CHILD"
   stop_services
   "$ROOT/scripts/rabbitmq_node.sh" stop "$WORK/broker" >/dev/null 2>&1 || true
+  pg_stop
   if declare -F curve_brokers_stop >/dev/null; then curve_brokers_stop; fi
   if [[ ${BENCH_KEEP:-0} == 1 || $rc != 0 ]]; then
     say "logs and databases kept in $WORK"
@@ -138,6 +162,82 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- PostgreSQL
+# With BENCH_STORE=postgres: one primary (and with BENCH_PG_STANDBY=1 its
+# synchronous standby) for the whole run, in $WORK/pg; each run of the
+# services gets databases of its own on it.
+PG_DIR=$WORK/pg
+PG_NODES=()        # node dirs, primary first
+PG_SERVER_PIDS=()  # their postmasters
+pg_start() {
+  [[ " ${STORES[*]} " == *" postgres "* ]] || return 0
+  local node=$ROOT/scripts/postgres_node.sh d
+  chmod 711 "$WORK"  # the server's user (postgres, under root) must reach $PG_DIR
+  say "starting a private PostgreSQL primary$([[ ${BENCH_PG_STANDBY:-0} == 1 ]] && echo " and its synchronous standby")"
+  PG_NODES=("$PG_DIR/primary")
+  bash "$node" fresh "$PG_DIR/primary" >/dev/null
+  if [[ ${BENCH_PG_STANDBY:-0} == 1 ]]; then
+    PG_NODES+=("$PG_DIR/standby")
+    bash "$node" standby "$PG_DIR/primary" "$PG_DIR/standby" >/dev/null
+  fi
+  for d in "${PG_NODES[@]}"; do PG_SERVER_PIDS+=("$(bash "$node" pid "$d")"); done
+  PG_PORT=$(bash "$node" env "$PG_DIR/primary" | sed -n 's/^export PGPORT=//p')
+  PG_BINDIR=$(bash "$node" env "$PG_DIR/primary" | sed -n 's/^export PG_BIN=//p')
+  PGPASS_FILE=$PG_DIR/primary/pgpass
+  echo "PostgreSQL: $("$PG_BINDIR/postgres" --version), primary on 127.0.0.1:$PG_PORT" \
+    "$([[ ${BENCH_PG_STANDBY:-0} == 1 ]] && echo "with a synchronous standby (remote_apply)" || echo "alone")"
+}
+pg_stop() {
+  local i
+  for ((i = ${#PG_NODES[@]} - 1; i >= 0; i--)); do
+    bash "$ROOT/scripts/postgres_node.sh" stop "${PG_NODES[i]}" >/dev/null 2>&1 || true
+  done
+}
+
+# pg_url DB: the URI of database DB on the primary, no password (PGPASSFILE).
+pg_url() {
+  echo "postgresql://outbox@127.0.0.1:$PG_PORT/$1"
+}
+
+# pg_fresh_db NAME: creates database NAME (dropped first) on the primary.
+pg_fresh_db() {
+  local sql
+  for sql in "DROP DATABASE IF EXISTS $1" "CREATE DATABASE $1"; do
+    PGPASSFILE=$PGPASS_FILE PGOPTIONS='-c client_min_messages=warning' "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$PG_DIR/primary" \
+      -p "$PG_PORT" -U outbox -d outbox -c "$sql" >/dev/null || die "PostgreSQL: $sql failed"
+  done
+}
+
+# pg_cpu_ticks: utime + stime so far of every PostgreSQL server process, in
+# clock ticks: each postmaster, its live children, and its children that
+# exited and were waited for (its cutime + cstime).
+pg_cpu_ticks() {
+  local pid child sum=0 t
+  for pid in "${PG_SERVER_PIDS[@]}"; do
+    t=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 + $14 + $15 }' "/proc/$pid/stat")
+    sum=$((sum + t))
+    for child in $(ps -o pid= --ppid "$pid"); do
+      t=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$child/stat" 2>/dev/null) || t=0
+      sum=$((sum + ${t:-0}))
+    done
+  done
+  echo "$sum"
+}
+
+# store_db RUN NAME FILE: sets DB, the database of service NAME in RUN: FILE
+# on SQLite; on PostgreSQL (STORE) a fresh database named after both.
+store_db() {
+  if [[ $STORE == sqlite ]]; then
+    DB=$3
+    return
+  fi
+  local name=${2}_${1//[^A-Za-z0-9]/_}
+  name=${name,,}
+  name=${name:0:63}
+  pg_fresh_db "$name"
+  DB=$(pg_url "$name")
+}
 
 # ---------------------------------------------------------------- services
 # shellcheck source=SCRIPTDIR/lib/bench_curve.sh
@@ -187,7 +287,8 @@ start_service() {
     fi
     sleep 0.1
   done
-  PORT=$(sed -nE 's/.* port=([0-9]+).*/\1/p' <<<"$line")
+  # The first port= (a PostgreSQL database in the line names its server's port after it).
+  PORT=$(grep -oE ' port=[0-9]+' <<<"$line" | head -n 1 | cut -d= -f2)
   [[ $PORT =~ ^[0-9]+$ && $PORT != 0 ]] || die "$name: no port in: $line"
 }
 
@@ -203,6 +304,7 @@ start_services() {
     (umask 077 && echo "bench $(openssl rand -hex 32)" >"$WORK/message.keys")
   COMMON_ENV=(PAY_QUEUE="bench.$run.PAY" ACC_QUEUE="bench.$run.ACC" ACCOUNTING_SHARDS="$ACC_SHARDS"
     MESSAGE_KEYS_FILE="$WORK/message.keys" "${SERVICE_SECURITY[@]}")
+  [[ $STORE == sqlite ]] || COMMON_ENV+=(PGPASSFILE="$PGPASS_FILE")
   local common=("${COMMON_ENV[@]}") users=$BROKER_DIR/users k db logs acc_env
   # Each service on its own broker user (scripts/rabbitmq_node.sh).
   # Payment shards: every shard's address is known before any starts.
@@ -223,6 +325,8 @@ start_services() {
       db=$dir/accounting-$k.db logs=$dir/accounting-$k
       mkdir -p "$logs"
     fi
+    store_db "$run" accounting "$db"
+    db=$DB
     acc_env=("${common[@]}" AMQP_URL="$(cat "$users/outbox-accounting.url")"
       AMQP_PASSWORD_FILE="$users/outbox-accounting.password" ACCOUNTING_SHARD="$k" ACCOUNTING_DB="$db"
       REPLY_QUEUES="$reply_queues")
@@ -238,9 +342,11 @@ start_services() {
   free_port port
   PAYMENT_METRICS=127.0.0.1:$port
   if ((SHARDS == 1)); then
+    store_db "$run" payment "$dir/payment.db"
+    PAYMENT_DB_OF_RUN=$DB
     start_service payment_service "$dir" "${common[@]}" \
       AMQP_URL="$(cat "$users/outbox-payment.url")" AMQP_PASSWORD_FILE="$users/outbox-payment.password" \
-      PAYMENT_DB="$dir/payment.db" PAYMENT_LISTEN=127.0.0.1:0 PAYMENT_METRICS_LISTEN="$PAYMENT_METRICS"
+      PAYMENT_DB="$DB" PAYMENT_LISTEN=127.0.0.1:0 PAYMENT_METRICS_LISTEN="$PAYMENT_METRICS"
     PAYMENT_ADDR=127.0.0.1:$PORT PAYMENT_PID=$PID OTHER_PAYMENT_PIDS=
     return
   fi
@@ -258,12 +364,12 @@ start_services() {
 }
 
 # start_recovery RUN: recovery_service (defaults, RECOVERY_RATE included) on
-# RUN's payment.db and queues, after start_services RUN.
+# RUN's payment database and queues, after start_services RUN.
 start_recovery() {
   local dir=$WORK/$1 users=$BROKER_DIR/users
   start_service recovery_service "$dir" "${COMMON_ENV[@]}" \
     AMQP_URL="$(cat "$users/outbox-recovery.url")" AMQP_PASSWORD_FILE="$users/outbox-recovery.password" \
-    PAYMENT_DB="$dir/payment.db" RECOVERY_LISTEN=127.0.0.1:0
+    PAYMENT_DB="$PAYMENT_DB_OF_RUN" RECOVERY_LISTEN=127.0.0.1:0
 }
 
 # seconds DURATION: whole seconds of "90", "90s" or "2m".
@@ -293,6 +399,7 @@ run_outbox_bench() {  # extra outbox_bench flags (a flag given again wins)...
 echo "outbox benchmarks on $(hostname), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ), $SHARDS payment shard(s)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 ((ACC_SHARDS == 1)) || echo "accounting shards: $ACC_SHARDS (BENCH_ACCOUNTING_SHARDS)"
+pg_start
 
 # profile_start NAME PID / profile_report: perf samples (call graphs) of a service while it runs.
 profile_pids=()

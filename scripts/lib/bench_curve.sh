@@ -2,7 +2,8 @@
 # The load curve, BENCH_RUNS=curve of scripts/bench.sh, which sources this
 # file, calls curve_setup before it starts the broker and curve_run after its
 # other runs. Both use bench.sh's helpers and state (start_services,
-# stop_services, run_outbox_bench, PIDS, WORK, BIN, BROKER_DIR, say, die).
+# stop_services, run_outbox_bench, PIDS, WORK, BIN, BROKER_DIR, say, die,
+# and for PostgreSQL STORES, pg_url, pg_cpu_ticks, PG_SERVER_PIDS, PGPASS_FILE).
 #
 # One outbox_bench run per point of CURVE_RATES: an open loop at each rate,
 # and "sat", a closed loop at BENCH_CONCURRENCY. Every point gets fresh
@@ -18,6 +19,19 @@
 # that rate (a gRPC call to a trivial server, a broker message on the run's
 # node, a 2-row SQLite transaction) and the CPU floor per payment they
 # compose (bench/floor.h); its figures go in the point's row(s).
+#
+# With BENCH_STORE=postgres (scripts/bench.sh) the services run on the run's
+# PostgreSQL server, each point on fresh databases, and the CPU of the
+# server's processes (the postmaster and its children, /proc/<pid>/stat
+# utime + stime, over outbox_bench's run) is the column cpu_us_postgres and
+# part of cpu_us_system; the point's floor keeps its gRPC and broker parts
+# (its SQLite part and the payment's sum stay empty), and before the first
+# point, once per round, PostgreSQL's own floor: bench/pg_floor on that
+# server (one 2-row transaction per commit, then 64 payments per commit with
+# an INSERT per row and with an INSERT per table), printed and kept in
+# reports/. With several
+# stores (BENCH_STORE=sqlite,postgres) every point runs on each, as with
+# several builds; the build column names the store.
 #
 # Knobs:
 #   CURVE_RATES [100,200,500,1000,2000,sat]  offered payments/s; sat = closed loop
@@ -47,14 +61,15 @@
 #   BENCH_OUT [a new /tmp/outbox_curve.* dir]   where the CSV, PNG and reports go
 
 # The CSV's columns, in order. Per payment: everything from cpu_us_* to
-# broker_msgs. Times are ms.
+# broker_msgs, and cpu_us_postgres. Times are ms. cpu_us_system is payment +
+# accounting + broker (+ postgres on PostgreSQL).
 CURVE_COLUMNS=(build point round offered_per_s concurrency achieved_per_s sent_per_s payments
   cpu_us_payment cpu_us_accounting cpu_us_broker cpu_us_system cpu_us_client
   switches_payment switches_accounting switches_broker
   fsyncs_payment fsyncs_accounting fsyncs_broker broker_msgs
   create_p50_ms create_p99_ms to_sent_p50_ms to_sent_p99_ms skipped failed load1
   floor_us_grpc floor_us_broker_msg floor_us_sqlite_tx floor_us_payment
-  broker rss_mib_payment rss_mib_accounting rss_mib_broker)
+  broker rss_mib_payment rss_mib_accounting rss_mib_broker store cpu_us_postgres)
 
 # The CSV's figures that outbox_bench's JSON line gives, in the CSV's order;
 # curve_point fills in the rest (the point, payments, fsyncs, load, the floor).
@@ -124,9 +139,9 @@ curve_row() {
     function f(v, fmt) { return v == "" ? "n/a" : sprintf(fmt, v) }
     {
       offered = $2 == "sat" ? "sat(" $5 ")" : $4
-      printf "%-8s %-" w "s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s |%6s %6s %6s %6s |%5s %5s %5s\n",
+      printf "%-8s %-" w "s %8s %8s |%6s %6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s |%6s %6s %6s %6s |%5s %5s %5s\n",
         offered, series, f($6, "%.0f"), f($8, "%.0f"),
-        f($9, "%.0f"), f($10, "%.0f"), f($11, "%.0f"), f($12, "%.0f"),
+        f($9, "%.0f"), f($10, "%.0f"), f($11, "%.0f"), f($37, "%.0f"), f($12, "%.0f"),
         f($14, "%.2f"), f($15, "%.2f"), f($16, "%.2f"),
         f($17, "%.3f"), f($18, "%.3f"), f($19, "%.3f"), f($20, "%.2f"),
         f($21, "%.1f"), f($22, "%.1f"), f($23, "%.1f"), f($24, "%.1f"),
@@ -136,11 +151,11 @@ curve_row() {
 }
 
 curve_header() {
-  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%-28s|%-20s |%-20s |%5s |%-15s |%-15s |%-27s |%-s\n" \
+  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%-35s|%-20s |%-20s |%5s |%-15s |%-15s |%-27s |%-s\n" \
     offered build achieved payments " CPU µs per payment" " switches/payment" \
     " fsyncs/payment" msgs " create ms" " create->SENT ms" " floor µs (parts alone)" " RSS MiB"
-  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s |%6s %6s %6s %6s |%5s %5s %5s\n" \
-    "per s" "" "per s" "" pay acc broker sum pay acc broker pay acc broker "/pay" \
+  printf "%-8s %-${CURVE_WIDTH}s %8s %8s |%6s %6s %6s %6s %6s |%6s %6s %6s |%6s %6s %6s |%5s |%7s %7s |%7s %7s |%6s %6s %6s %6s |%5s %5s %5s\n" \
+    "per s" "" "per s" "" pay acc broker pg sum pay acc broker pay acc broker "/pay" \
     p50 p99 p50 p99 grpc brk/m sql/tx pay pay acc brk
 }
 
@@ -199,6 +214,7 @@ rss_mib() {
 curve_point() {
   local label=${CURVE_LABELS[$1]} bin=${CURVE_DIRS[$1]} point=$2 round=$3 run json payments load1 line
   local BROKER_DIR=$BROKER_DIR AMQP_URL=${AMQP_URL:-} broker='' broker_rss series
+  local STORE=${CURVE_STORES[$1]} pg_before='' pg_after='' pg_us=''
   curve_use_broker "$4"
   broker=${CURVE_BROKER_LABELS[${4:-0}]-}
   series=$(curve_series "$1" "$4")
@@ -209,8 +225,10 @@ curve_point() {
   local load=(--rate="$point")
   [[ $point == sat ]] && load=(--concurrency="$CONCURRENCY")
   curve_fsync_start "$WORK/$run"
+  [[ $STORE == sqlite ]] || pg_before=$(pg_cpu_ticks)
   run_outbox_bench --label="$run" "${load[@]}" --duration="$CURVE_DURATION" --json=true \
     >"$CURVE_OUT/reports/$run.txt" || die "outbox_bench ($run) failed: $CURVE_OUT/reports/$run.txt"
+  [[ $STORE == sqlite ]] || pg_after=$(pg_cpu_ticks)
   curve_fsync_stop "$WORK/$run"
   broker_rss=$(rss_mib "$(cat "$BROKER_DIR/rabbitmq.pid")")
   stop_services
@@ -220,6 +238,10 @@ curve_point() {
   # figures divide by: from the whole run's heading.
   payments=$(sed -nE 's/^CPU per payment, whole run .* ([0-9]+) payments\)$/\1/p' \
     "$CURVE_OUT/reports/$run.txt")
+  if [[ -n $pg_before ]]; then
+    pg_us=$(awk -v a="$pg_before" -v b="$pg_after" -v hz="$(getconf CLK_TCK)" -v p="$payments" \
+      'BEGIN { if (p > 0) printf "%.1f", 1e6 * (b - a) / hz / p }')
+  fi
   local per=() key
   for key in payment accounting broker; do
     per+=("$(awk -v n="${FSYNCS[$key]}" -v p="$payments" \
@@ -232,12 +254,16 @@ curve_point() {
   fi
   line+=$(jq -r "[$CURVE_JSON_FRONT] | $CURVE_JQ_CSV" <<<"$json")
   line+=",$payments,"
-  line+=$(jq -r "[$CURVE_JSON_CPU] | $CURVE_JQ_CSV" <<<"$json")
+  line+=$(jq -r --arg pg "$pg_us" "[$CURVE_JSON_CPU]
+    | if \$pg != \"\" then .[3] += (\$pg | tonumber) else . end | $CURVE_JQ_CSV" <<<"$json")
   line+=",${per[0]},${per[1]},${per[2]},"
   line+=$(jq -r "[$CURVE_JSON_BACK] | $CURVE_JQ_CSV" <<<"$json")
-  line+=",$load1,$CURVE_FLOOR_FIELDS,$broker,"
+  local floor=$CURVE_FLOOR_FIELDS
+  # On PostgreSQL the floor's SQLite part and its sum are not this store's.
+  [[ $STORE == sqlite ]] || floor=$(awk -F, -v OFS=, '{ $3 = ""; $4 = ""; print }' <<<"$floor")
+  line+=",$load1,$floor,$broker,"
   line+=$(jq -r "[$CURVE_JSON_RSS] | $CURVE_JQ_CSV" <<<"$json")
-  line+=",$broker_rss"
+  line+=",$broker_rss,$STORE,$pg_us"
   echo "$line" >>"$CURVE_CSV"
   curve_row "$line" "$series"
 }
@@ -252,6 +278,7 @@ cpu_ticks() {
 # broker's over CURVE_IDLE seconds, as % of one core; a row of idle.csv.
 curve_idle() {
   local label=${CURVE_LABELS[$1]} bin=${CURVE_DIRS[$1]} round=$2 run pids=()
+  local STORE=${CURVE_STORES[$1]}
   local BROKER_DIR=$BROKER_DIR AMQP_URL=${AMQP_URL:-} broker
   curve_use_broker "$3"
   broker=${CURVE_BROKER_LABELS[${3:-0}]-}
@@ -378,15 +405,30 @@ curve_setup() {
     die "CURVE_FLOOR_TIME: a duration such as 10s, not '$CURVE_FLOOR_TIME'"
   ((SHARDS == 1 && ACC_SHARDS == 1)) || die "the curve runs without shards"
   IFS=, read -r -a builds <<<"${CURVE_BUILDS:-$(basename "$BUILD_DIR")=$BIN}"
-  CURVE_LABELS=() CURVE_DIRS=() CURVE_WIDTH=5  # the table's build column
+  CURVE_LABELS=() CURVE_DIRS=() CURVE_STORES=() CURVE_WIDTH=5  # the table's build column
+  local store
   for b in "${builds[@]}"; do
     label=${b%%=*} dir=${b#*=}
     [[ $b == *=* && $label =~ ^[A-Za-z0-9_-]+$ ]] || die "CURVE_BUILDS: LABEL=BIN_DIR, LABEL of [A-Za-z0-9_-], not '$b'"
     for p in payment_service accounting_service; do
       [[ -x $dir/$p ]] || die "CURVE_BUILDS: $dir/$p is missing"
     done
-    CURVE_LABELS+=("$label") CURVE_DIRS+=("$(cd "$dir" && pwd)")
+    # Each build on each store (BENCH_STORE): the label names the store when there are several.
+    # shellcheck disable=SC2153 # STORES is bench.sh's
+    for store in "${STORES[@]}"; do
+      if ((${#STORES[@]} == 1)); then
+        CURVE_LABELS+=("$label")
+      elif ((${#builds[@]} == 1)); then
+        CURVE_LABELS+=("$store")
+      else
+        CURVE_LABELS+=("$label-$store")
+      fi
+      CURVE_DIRS+=("$(cd "$dir" && pwd)") CURVE_STORES+=("$store")
+    done
   done
+  if [[ " ${STORES[*]} " == *" postgres "* && $CURVE_FLOOR == 1 && ! -x $BIN/pg_floor ]]; then
+    die "the floor on PostgreSQL needs $BIN/pg_floor (cmake --build ... --target pg_floor); CURVE_FLOOR=0 goes without"
+  fi
   CURVE_BROKER_LABELS=() CURVE_BROKER_ROOTS=() CURVE_BROKER_DIRS=() CURVE_BROKER_ORDER=('')
   local rootfs version
   for b in ${CURVE_BROKERS:-}; do
@@ -422,6 +464,20 @@ curve_setup() {
   (IFS=,; echo "${CURVE_COLUMNS[*]}") >"$CURVE_CSV"
 }
 
+# curve_pg_floor ROUND: PostgreSQL's own floor on the run's server, no
+# services running: bench/pg_floor, CURVE_FLOOR_TIME per shape; prints its
+# lines and keeps its report in reports/.
+curve_pg_floor() {
+  local out=$CURVE_OUT/reports/pg-floor-r$1.txt secs pids
+  secs=$(awk -v t="$CURVE_FLOOR_TIME" 'BEGIN {
+    n = t + 0; if (t ~ /ms$/) n /= 1000; else if (t ~ /m$/) n *= 60; print n }')
+  pids=$(IFS=,; echo "${PG_SERVER_PIDS[*]}")
+  PGPASSFILE=$PGPASS_FILE run "$BIN/pg_floor" --conninfo="$(pg_url outbox)" --server_pids="$pids" \
+    --seconds="$secs" --group=64 --shapes=serial,grouped,batched >"$out" ||
+    die "pg_floor failed: $out"
+  sed -nE 's/^(serial|grouped|batched) /pg floor r'"$1"' \1 /p' "$out"
+}
+
 # curve_order ROUND: sets ORDER, the brokers' indices for that round (the
 # first order in odd rounds, reversed in even ones).
 curve_order() {
@@ -446,6 +502,11 @@ curve_run() {
       "trivial gRPC server per call, broker per persistent message, SQLite per 2-row tx;" \
       "pay = grpc + 2 x brk/m + 2 x sql/tx"
   fi
+  if [[ $CURVE_FLOOR == 1 && " ${STORES[*]} " == *" postgres "* ]]; then
+    echo "PostgreSQL's floor (bench/pg_floor, services stopped, once per round before the points):" \
+      "2-row transactions, one per commit (serial), 64 payments per commit with an INSERT per row" \
+      "(grouped) and with an INSERT per table (batched); server CPU from its postmaster and children"
+  fi
   echo "rows also go to $CURVE_CSV"
   if ((CURVE_IDLE > 0)); then
     echo "build,round,payment_pct,accounting_pct,recovery_pct,broker_pct,services_pct,broker" >"$CURVE_OUT/idle.csv"
@@ -457,6 +518,12 @@ curve_run() {
           curve_idle "$b" "$round" "$k"
         done
       done
+    done
+  fi
+  if [[ $CURVE_FLOOR == 1 && " ${STORES[*]} " == *" postgres "* ]]; then
+    for ((round = 1; round <= CURVE_ROUNDS; round++)); do
+      say "curve: PostgreSQL's floor, round $round/$CURVE_ROUNDS"
+      curve_pg_floor "$round"
     done
   fi
   curve_header
