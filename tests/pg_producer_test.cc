@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/postgres/pg_schema.h"
+#include "shared/roles/config.h"
 #include "shared/roles/consumer.h"
 #include "shared/sqlite/inbox.h"
 #include "shared/sqlite/sqlite_file.h"
@@ -194,6 +195,52 @@ TEST_F(PgProducerTest, WritesFromManyThreadsAreBookedAndClosed) {
   EXPECT_EQ((*producer)->recovery(), nullptr);
   printf("%d payments in %lld group commits\n", kMessages,
          static_cast<long long>((*producer)->group_commits()));
+  (*producer)->Stop();
+  consumer->Stop();
+}
+
+// The process's one options block chooses PostgreSQL by its connection
+// string: the library's schema and the adopter's are made on a database
+// that has neither, recovery runs in the process, and what is written is
+// booked and closed. A SQLite path, or SQLite's closing step, is refused.
+TEST_F(PgProducerTest, StartsFromTheProcesssConfig) {
+  static const PgSchema* const shop =
+      new PgSchema{"shop", {{"orders", [](PgConnection& conn) {
+                               return conn.Exec("CREATE TABLE orders (id TEXT PRIMARY KEY)");
+                             }}}};
+  Config config;
+  config.amqp = amqp_;
+  config.queue = queue_;
+  config.signing = Signing::Unsigned();
+  config.retry.base_delay = absl::Seconds(1);
+  config.db = dir_.path() + "/shop.db";
+  EXPECT_THAT(PgProducer::Start(config, shop).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Producer::Start")));
+  config.db = FreshPgSchema(kServer->url(), "from_config");
+  ASSERT_FALSE(config.db.empty());
+  config.on_closed = [](SQLite::Database&, const OutboxMessage&) { return absl::OkStatus(); };
+  EXPECT_THAT(PgProducer::Start(config, shop).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("config.on_closed")));
+  config.on_closed = nullptr;
+
+  std::unique_ptr<Consumer> consumer = StartConsumer();
+  ASSERT_NE(consumer, nullptr);
+  auto producer = PgProducer::Start(config, shop);
+  ASSERT_OK(producer);
+  EXPECT_NE((*producer)->recovery(), nullptr);
+  constexpr int kOrders = 20;
+  for (int i = 0; i < kOrders; ++i) {
+    const std::string id = absl::StrCat("order-", i);
+    ASSERT_OK((*producer)->Write(MessageSpec::Of("payment", id, id), [id](PgConnection& conn) {
+      return conn.Query("INSERT INTO orders (id) VALUES ($1)", {id}).status();
+    }));
+  }
+  EXPECT_OK((*producer)->WaitUntilClosed(absl::Now() + absl::Minutes(1)));
+  EXPECT_TRUE(Eventually([&] { return Booked() == kOrders; }, absl::Minutes(1)));
+  auto shop_db = PgConnection::Open(config.db);
+  ASSERT_OK(shop_db);
+  EXPECT_EQ(PgCount(**shop_db, "SELECT count(*) FROM orders"), kOrders);
+  EXPECT_EQ(PgCount(**shop_db, "SELECT count(*) FROM outbox WHERE status = 'SENT'"), kOrders);
   (*producer)->Stop();
   consumer->Stop();
 }

@@ -78,6 +78,30 @@ absl::StatusOr<std::unique_ptr<PgProducer>> PgProducer::Start(absl::string_view 
   return producer;
 }
 
+absl::StatusOr<std::unique_ptr<PgProducer>> PgProducer::Start(const Config& config,
+                                                              const PgSchema* schema,
+                                                              PgRowClosed on_closed) {
+  if (!IsPgConninfo(config.db)) {
+    return absl::InvalidArgumentError(
+        "PgProducer: config.db is not a postgresql:// URI (a SQLite file: Producer::Start)");
+  }
+  if (config.on_closed) {
+    return absl::InvalidArgumentError(
+        "PgProducer: config.on_closed is SQLite's; pass the closing step to Start");
+  }
+  Options options;
+  static_cast<Producer::Options&>(options) = ProducerOptionsOf(config);
+  options.pg_on_closed = std::move(on_closed);
+  options.recovery_in_process = config.recovery_in_process;
+  options.recovery = ::outbox::RecoveryOptionsOf(config);
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<PgSession> session, PgSession::Open(config.db));
+    RETURN_IF_ERROR(UpgradePgSchema(*session, PgOutboxSchema()));
+    if (schema != nullptr) RETURN_IF_ERROR(UpgradePgSchema(*session, *schema));
+  }
+  return Start(config.db, std::move(options));
+}
+
 absl::StatusOr<std::unique_ptr<PgProducer>> PgProducer::Create(
     PgSession& writer, PgSession& acks, Options options,
     std::unique_ptr<MessagePublisher> publisher, std::unique_ptr<MessageConsumer> replies) {

@@ -19,8 +19,9 @@
 //   OUTBOX_ASSIGN_OR_RETURN(auto producer, outbox::PgProducer::Start(conninfo, options));
 //   OUTBOX_ASSIGN_OR_RETURN(std::string id, producer->Write(spec, write_my_rows));
 //
-// The database holds the outbox tables (CreatePgOutboxTables, or
-// UpgradePgSchema with the library's schema) before Start.
+// Or from the process's Config, its db a postgresql:// URI:
+// PgProducer::Start(config, &ShopPgSchema()). The database holds the outbox tables
+// (CreatePgOutboxTables, or UpgradePgSchema with the library's schema) before Start.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,7 +37,9 @@
 #include "shared/outbox/transport.h"
 #include "shared/postgres/pg_group_writer.h"
 #include "shared/postgres/pg_outbox.h"
+#include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
+#include "shared/roles/config.h"
 #include "shared/roles/producer.h"
 #include "shared/roles/recovery.h"
 
@@ -73,6 +76,19 @@ class PgProducer {
   // naming the setting; PgSession::Open's errors.
   static absl::StatusOr<std::unique_ptr<PgProducer>> Start(absl::string_view conninfo,
                                                            Options options);
+  // The process's producer on PostgreSQL from its one options block
+  // (config.h), as Producer::Start(config) is on SQLite: config.db is the
+  // database's libpq URI (IsPgConninfo), brought to the library's
+  // PgOutboxSchema() and then to `schema`, the adopter's tables (null:
+  // none); the options are ProducerOptionsOf(config), with the group commit
+  // of PgGroupWriterOptions' defaults; recovery runs in the same process
+  // with config.recovery's settings unless config.recovery_in_process is
+  // false. `on_closed` is the closing step (config.on_closed, SQLite's, set
+  // is refused). INVALID_ARGUMENT for a config.db that is not a libpq URI;
+  // then Start's errors and the schemas'.
+  static absl::StatusOr<std::unique_ptr<PgProducer>> Start(const Config& config,
+                                                           const PgSchema* schema = nullptr,
+                                                           PgRowClosed on_closed = nullptr);
   // The same over sessions and broker links of the caller's (a test's
   // fakes; `writer` and `acks` may be one session), not started:
   // StartWorkers(), or drive it with RelayStep() and AckStep(). No recovery.
