@@ -13,13 +13,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "accounting_service/booking_for_tests.h"
-#include "accounting_service/pg_test_server.h"
 #include "accounting_service/pg_voucher_store.h"
 #include "events/v1/events.pb.h"
 #include "gtest/gtest.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/amqp/internal/amqp_client.h"
 #include "shared/testing/manual_clock.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/sequential_ids.h"
 #include "shared/testing/status_matchers.h"
 #include "shared/testing/temp_dir.h"
@@ -34,13 +34,12 @@ using testing::Env;
 using testing::PollUntil;
 using testing::ServiceSet;
 
-::testing::Environment* const kServer =
-    ::testing::AddGlobalTestEnvironment(new PgTestServer("accounting_pg_service_test"));
+testing::PgServersEnvironment* const kServer = testing::AddPgServers("accounting_pg_service_test");
 
 class AccountingOnPostgresTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    db_ = PgTestServer::FreshSchema();
+    db_ = kServer->FreshSchema();
     replies_ = testing::UniqueName("ACCPG-REPLIES");
     // A small prefetch: the broker hands the queue out to both processes,
     // not all of it to whichever asked first.
@@ -181,7 +180,7 @@ TEST_F(AccountingOnPostgresTest, TwoProcessesOnOneDatabaseBookEachPaymentOnce) {
 
 TEST_F(AccountingOnPostgresTest, HoldsBatchesWhileTheDatabaseIsDownAndBooksThemOnceAfter) {
   constexpr int kPayments = 10;
-  PgNode("stop " + PgTestServer::node());
+  testing::PgNode("stop " + kServer->servers().primary());
   std::vector<OutgoingMessage> messages;
   for (int i = 0; i < kPayments; ++i) {
     const OutgoingMessage m = Payment(absl::StrCat("accpg-down-m", i), absl::StrCat("down-p", i));
@@ -197,7 +196,7 @@ TEST_F(AccountingOnPostgresTest, HoldsBatchesWhileTheDatabaseIsDownAndBooksThemO
       },
       absl::Seconds(60)));
   EXPECT_EQ(replies_taken_, 0u);
-  PgNode("start " + PgTestServer::node());
+  testing::PgNode("start " + kServer->servers().primary());
 
   TakeReplies(2 * kPayments);
   ASSERT_EQ(replies_taken_, static_cast<size_t>(2 * kPayments));
@@ -217,9 +216,9 @@ TEST_F(AccountingOnPostgresTest, HoldsBatchesWhileTheDatabaseIsDownAndBooksThemO
 // of a connection string that holds one (nor in --help).
 TEST(AccountingOnPostgresStartTest, RefusesADatabaseItCannotUseWithAClearLineAndNoPassword) {
   const std::string secret = "hunter2-not-for-logs";
-  std::string with_password = PgTestServer::url();
+  std::string with_password = kServer->url();
   with_password.replace(with_password.find("outbox@"), 7, "outbox:" + secret + "@");
-  const std::string newer = PgTestServer::FreshSchema();
+  const std::string newer = kServer->FreshSchema();
   {
     testing::SequentialIds ids;
     testing::ManualClock clock;

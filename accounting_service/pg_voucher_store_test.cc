@@ -9,23 +9,21 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "accounting_service/accounting_store.h"
 #include "accounting_service/booking_for_tests.h"
-#include "accounting_service/pg_test_server.h"
 #include "gtest/gtest.h"
 #include "shared/postgres/pg_inbox.h"
 #include "shared/testing/manual_clock.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/sequential_ids.h"
 #include "shared/testing/status_matchers.h"
 
 namespace outbox::accounting {
 namespace {
 
-::testing::Environment* const kServer =
-    ::testing::AddGlobalTestEnvironment(new PgTestServer("accounting_pg_test"));
+testing::PgServersEnvironment* const kServer = testing::AddPgServers("accounting_pg_test");
 
 PaymentEvent Event(const std::string& message_id, const std::string& payment_id,
                    int64_t amount = 1000, const std::string& currency = "EUR") {
@@ -52,17 +50,13 @@ int64_t Count(const std::string& url, const std::string& sql) {
   auto conn = PgConnection::Open(url);
   EXPECT_OK(conn);
   if (!conn.ok()) return -1;
-  auto r = (*conn)->Query(sql);
-  EXPECT_OK(r);
-  int64_t n = -1;
-  if (r.ok() && r->rows() > 0) EXPECT_TRUE(absl::SimpleAtoi(r->Get(0, 0), &n));
-  return n;
+  return testing::PgCount(**conn, sql);
 }
 
 class PgVoucherStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    url_ = PgTestServer::FreshSchema();
+    url_ = kServer->FreshSchema();
     auto store = PgVoucherStore::Open(url_, ids_, clock_);
     ASSERT_OK(store);
     store_ = std::move(store).value();

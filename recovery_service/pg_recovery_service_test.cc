@@ -5,11 +5,6 @@
 // ops API (and outboxctl over it) lists, re-drives and shows the history on
 // the database; two instances share one database; and a database that
 // cannot be used stops the start with one clear line, never the password.
-#include <stdio.h>
-#include <sys/stat.h>
-
-#include <array>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -20,19 +15,19 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/v1/ops.grpc.pb.h"
 #include "service_kit/topology.h"
 #include "shared/amqp/amqp_url.h"
 #include "shared/amqp/internal/amqp_transport.h"
-#include "shared/base/internal/small_file.h"
+#include "shared/observability/internal/http_client.h"
 #include "shared/postgres/pg_connection.h"
 #include "shared/postgres/pg_outbox.h"
 #include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
 #include "shared/testing/manual_clock.h"
+#include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
 #include "shared/testing/temp_dir.h"
 #include "tests/support/broker.h"
@@ -45,47 +40,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
-
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  if (pclose(pipe) != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
-
-// The binary's server: started before the first test, stopped after the last.
-class PgServer : public ::testing::Environment {
- public:
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("pg_recovery_service_test");
-    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
-    node_ = dir_->path() + "/primary";
-    Node("fresh " + node_);
-    url_ = Node("url " + node_);
-  }
-  void TearDown() override {
-    Node("stop " + node_);
-    dir_.reset();
-  }
-  static const std::string& url() { return url_; }
-  static const std::string& node() { return node_; }
-
- private:
-  std::unique_ptr<TempDir> dir_;
-  static std::string node_;
-  static std::string url_;
-};
-std::string PgServer::node_;
-std::string PgServer::url_;
-::testing::Environment* const kServer = ::testing::AddGlobalTestEnvironment(new PgServer);
+PgServersEnvironment* const kServer = AddPgServers("pg_recovery_service_test");
 
 // "%XX" for each byte of `s` a URI's user info may not hold as it is.
 std::string PercentEncoded(const std::string& s) {
@@ -105,13 +60,8 @@ class PgRecoveryServiceTest : public ::testing::Test {
   static constexpr int64_t kHour = 3'600'000;
 
   void SetUp() override {
-    ASSERT_FALSE(PgServer::url().empty());
-    static std::atomic<int> next{0};
-    schema_ = absl::StrCat("r", next++);
-    auto admin = PgConnection::Open(PgServer::url());
-    ASSERT_OK(admin);
-    ASSERT_OK((*admin)->Exec("CREATE SCHEMA " + schema_));
-    conninfo_ = InSchema(PgServer::url());
+    conninfo_ = kServer->FreshSchema();
+    ASSERT_FALSE(conninfo_.empty());
     broker_ = TestBroker();
     pay_queue_ = UniqueName("pgrec.pay");
     acc_queue_ = UniqueName("pgrec.acc");
@@ -129,12 +79,6 @@ class PgRecoveryServiceTest : public ::testing::Test {
     ASSERT_OK(consumer_->Connect());
   }
   void TearDown() override { consumer_.reset(); }
-
-  // `url` with the test's schema first on the search_path.
-  std::string InSchema(const std::string& url) const {
-    return absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
-                        "options=-csearch_path%3D", schema_);
-  }
 
   // What payment_service does on start: the outbox tables, then its own.
   void CreateSchema() {
@@ -200,8 +144,11 @@ class PgRecoveryServiceTest : public ::testing::Test {
   }
 
   // Starts recovery_service; its port, 0 when it did not start.
-  int Start(Process& p, const std::string& instance, const std::string& db) {
-    p.Start(BinaryPath("recovery_service"), {}, Env(instance, db),
+  int Start(Process& p, const std::string& instance, const std::string& db,
+            const std::map<std::string, std::string>& extra_env = {}) {
+    auto env = Env(instance, db);
+    for (const auto& [k, v] : extra_env) env[k] = v;
+    p.Start(BinaryPath("recovery_service"), {}, env,
             absl::StrCat(dir_.path(), "/", instance, ".log"));
     std::string log;
     PollUntil(
@@ -223,7 +170,6 @@ class PgRecoveryServiceTest : public ::testing::Test {
   }
 
   TempDir dir_{"pg_recovery_service"};
-  std::string schema_;
   std::string conninfo_;
   Broker broker_;
   AmqpUrl amqp_;
@@ -243,9 +189,7 @@ TEST_F(PgRecoveryServiceTest, RepublishesFailsAndServesTheOpsApi) {
   Write("due-2", kHour, 5);
   Write("spent", kHour, 1);  // its one attempt was the lost publish
 
-  auto read = ReadSmallFile(PgServer::node() + "/password", "password");
-  ASSERT_OK(read);
-  const std::string password(absl::StripTrailingAsciiWhitespace(*read));
+  const std::string password = PgNodePassword(kServer->servers().primary());
   ASSERT_FALSE(password.empty());
   std::string with_password = conninfo_;
   const size_t user = with_password.find("outbox@");
@@ -253,7 +197,10 @@ TEST_F(PgRecoveryServiceTest, RepublishesFailsAndServesTheOpsApi) {
   with_password.replace(user, 7, absl::StrCat("outbox:", PercentEncoded(password), "@"));
 
   Process p;
-  const int port = Start(p, "pg-recovery-1", with_password);
+  const int metrics_port = ClosedLocalPort();
+  ASSERT_NE(metrics_port, 0);
+  const int port = Start(p, "pg-recovery-1", with_password,
+                         {{"RECOVERY_METRICS_LISTEN", absl::StrCat("127.0.0.1:", metrics_port)}});
   ASSERT_NE(port, 0);
 
   ASSERT_TRUE(PollUntil(
@@ -315,6 +262,15 @@ TEST_F(PgRecoveryServiceTest, RepublishesFailsAndServesTheOpsApi) {
     EXPECT_EQ(audit.records(0).rows(), 1);
     EXPECT_EQ(audit.records(0).reason(), "the consumer is fixed");
   }
+
+  // The loop's metrics and the rows' gauges; no SQLite file, so none of its.
+  auto metrics =
+      HttpGet(absl::StrCat("http://127.0.0.1:", metrics_port, "/metrics"), absl::Seconds(5));
+  ASSERT_OK(metrics);
+  EXPECT_THAT(metrics->body, HasSubstr("outbox_rows{status=\"SENDING\"} 3")) << metrics->body;
+  EXPECT_THAT(metrics->body, HasSubstr("outbox_oldest_sending_age_seconds")) << metrics->body;
+  EXPECT_THAT(metrics->body, HasSubstr("outbox_recovery_round_seconds")) << metrics->body;
+  EXPECT_THAT(metrics->body, Not(HasSubstr("outbox_sqlite_"))) << metrics->body;
 
   // outboxctl over the same API.
   const std::map<std::string, std::string> ctl_env = {

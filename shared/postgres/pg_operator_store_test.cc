@@ -5,80 +5,21 @@
 // its own (search_path) in its database.
 #include "shared/testing/operator_contract.h"
 
-#include <stdio.h>
-#include <sys/stat.h>
-
-#include <array>
-#include <atomic>
 #include <memory>
 #include <string>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "shared/postgres/pg_connection.h"
 #include "shared/postgres/pg_operator_store.h"
 #include "shared/postgres/pg_outbox_table.h"
 #include "shared/postgres/pg_recovery_store.h"
 #include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
-#include "shared/testing/temp_dir.h"
+#include "shared/testing/pg_servers.h"
 
 namespace outbox::testing {
 namespace {
 
-const std::string kNodeScript = std::string(OUTBOX_SOURCE_DIR) + "/scripts/postgres_node.sh";
-
-// scripts/postgres_node.sh ARGS: its standard output, or "" when it fails.
-std::string Node(const std::string& args) {
-  std::string out;
-  FILE* pipe = popen(absl::StrCat("bash ", kNodeScript, " ", args, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  if (pclose(pipe) != 0) {
-    ADD_FAILURE() << "postgres_node.sh " << args << ": " << out;
-    return "";
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
-
-// The binary's server: started before the first test, stopped after the last.
-class PgServer : public ::testing::Environment {
- public:
-  void SetUp() override {
-    dir_ = std::make_unique<TempDir>("pg_operator_store_test");
-    chmod(dir_->path().c_str(), 0755);  // for the user postgres, under root
-    node_ = dir_->path() + "/primary";
-    Node("fresh " + node_);
-    url_ = Node("url " + node_);
-  }
-  void TearDown() override {
-    Node("stop " + node_);
-    dir_.reset();
-  }
-  static const std::string& url() { return url_; }
-
- private:
-  std::unique_ptr<TempDir> dir_;
-  std::string node_;
-  static std::string url_;
-};
-std::string PgServer::url_;
-::testing::Environment* const kServer = ::testing::AddGlobalTestEnvironment(new PgServer);
-
-// A schema of its own for each test, made now: the connection string that
-// works in it (its search_path).
-std::string FreshSchema() {
-  static std::atomic<int> next{0};
-  const std::string name = absl::StrCat("t", next++);
-  auto admin = PgConnection::Open(PgServer::url());
-  EXPECT_OK(admin);
-  if (!admin.ok()) return "";
-  EXPECT_OK((*admin)->Exec("CREATE SCHEMA " + name));
-  const std::string& url = PgServer::url();
-  return absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
-                      "options=-csearch_path%3D", name, "%20-clock_timeout%3D10s");
-}
+PgServersEnvironment* const kServer = AddPgServers("pg_operator_store_test");
 
 // The operator's store and the loop's, each on a connection of its own as
 // recovery_service opens them, and the test's connection, which writes rows
@@ -93,7 +34,7 @@ struct PgOperatorStores {
 };
 
 OperatorUnderTest MakePg() {
-  const std::string conninfo = FreshSchema();
+  const std::string conninfo = kServer->FreshSchema("%20-clock_timeout%3D10s");
   auto s = std::make_shared<PgOperatorStores>();
   auto recovery = PgSession::Open(conninfo);
   auto ops = PgSession::Open(conninfo);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <fstream>
 #include <functional>
@@ -198,11 +199,15 @@ class PgServersEnvironment : public ::testing::Environment {
   void TearDown() override { servers_.reset(); }
   PgServers& servers() { return *servers_; }
   const std::string& url() const { return servers_->url(); }
+  // A schema of its own on the primary (t0, t1, ... as asked):
+  // FreshPgSchema's URL, "" (and a test failure) when it cannot.
+  std::string FreshSchema(const std::string& options = "");
 
  private:
   std::string prefix_;
   PgServers::Standby standby_;
   std::unique_ptr<PgServers> servers_;
+  std::atomic<int> next_schema_{0};
 };
 
 // Registers the binary's servers with GoogleTest, at namespace scope:
@@ -227,6 +232,10 @@ inline std::string FreshPgSchema(const std::string& url, const std::string& name
   EXPECT_TRUE(made.ok()) << made;
   if (!made.ok()) return "";
   return PgUrlWith(url, absl::StrCat("options=-csearch_path%3D", name, options));
+}
+
+inline std::string PgServersEnvironment::FreshSchema(const std::string& options) {
+  return FreshPgSchema(url(), absl::StrCat("t", next_schema_++), options);
 }
 
 // Creates the database `name` on `url`'s server and returns `url` naming
