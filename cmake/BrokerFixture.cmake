@@ -3,9 +3,8 @@
 # name or vhost and find the node through $OUTBOX_TEST_BROKER_DIR/broker.env.
 # The node has a TLS listener as well, with certificates that dev_certs.sh
 # makes anew for each run (CA, server and client, in OUTBOX_TEST_BROKER_TLS_DIR).
-set(OUTBOX_TEST_BROKER_DIR ${CMAKE_BINARY_DIR}/test_broker)
-set(OUTBOX_TEST_BROKER_TLS_DIR ${CMAKE_BINARY_DIR}/test_broker_tls)
-set(OUTBOX_NODE_SCRIPT ${PROJECT_SOURCE_DIR}/scripts/rabbitmq_node.sh)
+# Its directories and outbox_require_broker are RequireBroker.cmake's.
+include(${CMAKE_CURRENT_LIST_DIR}/RequireBroker.cmake)
 
 # "fresh" stops a node that a killed earlier run left behind, wipes it, starts anew.
 add_test(NAME broker_start
@@ -20,14 +19,3 @@ set_tests_properties(broker_start PROPERTIES
 add_test(NAME broker_stop COMMAND env OUTBOX_CHECK_QUEUES=1 bash ${OUTBOX_NODE_SCRIPT} stop ${OUTBOX_TEST_BROKER_DIR})
 set_tests_properties(broker_stop PROPERTIES
   FIXTURES_CLEANUP broker LABELS "integration;e2e" TIMEOUT 120)
-
-# outbox_require_broker(<test>...): each test needs the node and learns where
-# it lives and how to stop/start it (only restart tests should).
-function(outbox_require_broker)
-  foreach(test IN LISTS ARGN)
-    set_property(TEST ${test} APPEND PROPERTY FIXTURES_REQUIRED broker)
-    set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT
-      OUTBOX_TEST_BROKER_DIR=${OUTBOX_TEST_BROKER_DIR}
-      OUTBOX_NODE_SCRIPT=${OUTBOX_NODE_SCRIPT})
-  endforeach()
-endfunction()
