@@ -175,58 +175,26 @@ PgGroupWriter::~PgGroupWriter() {
 }
 
 void PgGroupWriter::Start() {
-  thread_ = std::thread([this] { Run(); });
+  writes_.Start();
 }
 
 void PgGroupWriter::Stop() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) {
-    thread_.join();
-  } else {
-    Run();  // never started (or stopped already: nothing is queued)
-  }
+  writes_.Stop();
 }
 
 void PgGroupWriter::WriteAsync(MessageSpec spec, PgBusinessWrite business, WriteDone done) {
-  {
-    MutexLock lock(&mu_);
-    if (!stopping_) {
-      queue_.push_back({std::move(spec), std::move(business), std::move(done)});
-      return;
-    }
-  }
-  std::move(done)(absl::UnavailableError("the producer's writer is stopping"));
+  writes_.Push({std::move(spec), std::move(business), std::move(done)});
 }
 
 absl::StatusOr<OutboxMessage> PgGroupWriter::Write(MessageSpec spec, PgBusinessWrite business) {
-  absl::StatusOr<OutboxMessage> outcome;
-  Notification done;
-  WriteAsync(std::move(spec), std::move(business), [&](absl::StatusOr<OutboxMessage> written) {
-    outcome = std::move(written);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return outcome;
+  return writes_.PushAndWait({std::move(spec), std::move(business), nullptr});
 }
 
 void PgGroupWriter::Run() {
-  while (true) {
-    std::vector<Pending> group;
-    {
-      MutexLock lock(&mu_);
-      auto ready = [this]()
-                       ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
-      mu_.Await(absl::Condition(&ready));
-      if (queue_.empty()) return;  // stopping and drained
-      while (!queue_.empty() && group.size() < options_.max_batch) {
-        group.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-    }
+  std::vector<Pending> group;
+  while (writes_.Next(options_.max_batch, group)) {
     CommitGroup(group);
+    group.clear();
   }
 }
 

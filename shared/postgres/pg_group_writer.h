@@ -44,20 +44,17 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "shared/base/clock.h"
-#include "shared/base/internal/mutex.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/internal/state_machine.h"
+#include "shared/outbox/internal/write_queue.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/repository.h"
 #include "shared/postgres/pg_connection.h"
@@ -140,7 +137,7 @@ class PgGroupWriter {
   };
 
   void Run();
-  void CommitGroup(std::vector<Pending>& group) ABSL_LOCKS_EXCLUDED(mu_);
+  void CommitGroup(std::vector<Pending>& group);
   // The transaction: each write's outcome, or the transaction's error for all.
   std::vector<absl::StatusOr<OutboxMessage>> Commit(std::vector<Pending>& group,
                                                     const std::vector<OutboxMessage>& rows);
@@ -151,14 +148,11 @@ class PgGroupWriter {
   const Clock& clock_;
   const PgGroupWriterOptions options_;
 
-  Mutex mu_;
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  WriteQueue<Pending> writes_{[this] { Run(); }};
   Counter& groups_;
   Counter& written_;
   Counter& commit_failures_;
   std::atomic<int64_t> rewrites_{0};
-  std::thread thread_;
 };
 
 }  // namespace outbox

@@ -128,49 +128,27 @@ GroupWriter::~GroupWriter() {
 }
 
 void GroupWriter::Start() {
-  thread_ = std::thread([this] { Run(); });
+  writes_.Start();
 }
 
 void GroupWriter::Stop() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) {
-    thread_.join();
-  } else {
-    Run();  // never started (or stopped already: nothing is queued)
-  }
+  writes_.Stop();
 }
 
 void GroupWriter::WriteAsync(MessageSpec spec, BusinessWrite business, WriteDone done) {
-  {
-    MutexLock lock(&mu_);
-    if (!stopping_) {
-      queue_.push_back({std::move(spec), std::move(business), std::move(done)});
-      return;
-    }
-  }
-  std::move(done)(absl::UnavailableError("the producer's writer is stopping"));
+  writes_.Push({std::move(spec), std::move(business), std::move(done)});
 }
 
 absl::StatusOr<OutboxMessage> GroupWriter::Write(MessageSpec spec, BusinessWrite business) {
-  absl::StatusOr<OutboxMessage> outcome;
-  Notification done;  // outbox::Notification: TSan sees it (shared/base/internal/mutex.h)
-  WriteAsync(std::move(spec), std::move(business), [&](absl::StatusOr<OutboxMessage> written) {
-    outcome = std::move(written);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return outcome;
+  return writes_.PushAndWait({std::move(spec), std::move(business), nullptr});
 }
 
 absl::StatusOr<AckTally> GroupWriter::RecordAcks(const std::vector<std::string>& message_ids) {
   PendingAcks pending{&message_ids, AckTally{}, false};
-  MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("the producer's writer is stopping");
+  MutexLock lock(&writes_.mu());
+  if (writes_.stopping()) return WriterStopping();
   acks_.push_back(&pending);
-  mu_.Await(absl::Condition(&pending.done));
+  writes_.mu().Await(absl::Condition(&pending.done));
   return pending.tally;
 }
 
@@ -180,35 +158,32 @@ void GroupWriter::Run() {
     std::vector<Pending> group;
     std::vector<PendingAcks*> acks;
     {
-      MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || !acks_.empty() || stopping_;
+      MutexLock lock(&writes_.mu());
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(writes_.mu()) {
+        return !writes_.empty() || !acks_.empty() || writes_.stopping();
       };
-      mu_.Await(absl::Condition(&ready));
-      if (queue_.empty() && acks_.empty()) return;  // stopping and drained
-      if (queue_.empty() && !stopping_ && options_.ack_linger > absl::ZeroDuration()) {
+      writes_.mu().Await(absl::Condition(&ready));
+      if (writes_.empty() && acks_.empty()) return;  // stopping and drained
+      if (writes_.empty() && !writes_.stopping() && options_.ack_linger > absl::ZeroDuration()) {
         // Only acknowledgements: give new writes a moment to share the commit.
-        auto write_or_stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-          return !queue_.empty() || stopping_;
+        auto write_or_stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(writes_.mu()) {
+          return !writes_.empty() || writes_.stopping();
         };
         ack_lingers_.Add();
-        mu_.AwaitWithTimeout(absl::Condition(&write_or_stop), options_.ack_linger);
+        writes_.mu().AwaitWithTimeout(absl::Condition(&write_or_stop), options_.ack_linger);
       }
-      bool hold = acks_.empty() && !stopping_ && clock_.Now() < hold_until;
+      bool hold = acks_.empty() && !writes_.stopping() && clock_.Now() < hold_until;
       if (hold) {
         // The consumer lags: acks go first (each lowers the backlog); new
         // writes wait for one, or for the end of the hold.
         holds_.Add();
-        auto ack_or_stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-          return !acks_.empty() || stopping_;
+        auto ack_or_stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(writes_.mu()) {
+          return !acks_.empty() || writes_.stopping();
         };
-        mu_.AwaitWithTimeout(absl::Condition(&ack_or_stop), hold_until - clock_.Now());
-        hold = !acks_.empty() && !stopping_;  // commit those acks alone first
+        writes_.mu().AwaitWithTimeout(absl::Condition(&ack_or_stop), hold_until - clock_.Now());
+        hold = !acks_.empty() && !writes_.stopping();  // commit those acks alone first
       }
-      while (!hold && !queue_.empty() && group.size() < options_.max_batch) {
-        group.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      if (!hold) writes_.Take(options_.max_batch, group);
       acks.swap(acks_);
     }
     const bool wrote = !group.empty();
@@ -310,7 +285,7 @@ std::vector<absl::StatusOr<OutboxMessage>> GroupWriter::Commit(
 void GroupWriter::AnswerAcks(const absl::StatusOr<AckTally>& tally,
                              const std::vector<PendingAcks*>& acks) {
   if (acks.empty()) return;
-  MutexLock lock(&mu_);
+  MutexLock lock(&writes_.mu());
   // Each ack batch learns its own counts only roughly (the group's tally is
   // split in order; there is one ack listener, so nearly always one batch);
   // what matters to it is success or failure.
@@ -334,7 +309,7 @@ void GroupWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingAc
   // Acks that came in meanwhile ride this commit too, rather than waiting a
   // whole cycle for the next one.
   {
-    MutexLock lock(&mu_);
+    MutexLock lock(&writes_.mu());
     acks.insert(acks.end(), acks_.begin(), acks_.end());
     acks_.clear();
   }

@@ -23,11 +23,9 @@
 // outbox::Producer (shared/roles/producer.h) wires exactly that.
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -41,6 +39,7 @@
 #include "shared/base/internal/mutex.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/internal/state_machine.h"
+#include "shared/outbox/internal/write_queue.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/repository.h"
 #include "shared/sqlite/internal/sqlite_outbox.h"
@@ -166,7 +165,7 @@ class GroupWriter final : public OutboxRepository {
   // One group: its writes and acknowledgements in one transaction, the
   // messages to the relay, then the ack batches and the callers answered.
   void CommitGroup(std::vector<Pending>& group, std::vector<PendingAcks*>& acks)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(writes_.mu());
   // The transaction: each write's outcome (or the transaction's error for
   // all), and the acknowledgements' tally in `tally`.
   std::vector<absl::StatusOr<OutboxMessage>> Commit(std::vector<Pending>& group,
@@ -175,7 +174,7 @@ class GroupWriter final : public OutboxRepository {
                                                     int64_t now, absl::StatusOr<AckTally>& tally);
   // Hands each ack batch its part of the commit's tally (or its error).
   void AnswerAcks(const absl::StatusOr<AckTally>& tally, const std::vector<PendingAcks*>& acks)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(writes_.mu());
   absl::StatusOr<int64_t> CountSending(int64_t limit);
 
   SqliteFile& file_;
@@ -188,10 +187,8 @@ class GroupWriter final : public OutboxRepository {
   // never ran).
   std::unique_ptr<Statements> statements_;
 
-  Mutex mu_;
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
-  std::vector<PendingAcks*> acks_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  WriteQueue<Pending> writes_{[this] { Run(); }};
+  std::vector<PendingAcks*> acks_ ABSL_GUARDED_BY(writes_.mu());
   Counter& groups_;
   Counter& written_;
   Counter& holds_;
@@ -200,7 +197,6 @@ class GroupWriter final : public OutboxRepository {
   DurationHistogram& create_to_sent_;
   int64_t last_ack_ms_ = INT64_MIN / 2;          // writer thread only; none yet
   int64_t last_count_error_ms_ = INT64_MIN / 2;  // when Lagging last logged a failed count
-  std::thread thread_;
 };
 
 }  // namespace outbox

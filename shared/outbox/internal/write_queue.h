@@ -1,0 +1,117 @@
+#pragma once
+
+// The queue of a group writer, whatever its store (GroupWriter on SQLite,
+// PgGroupWriter on PostgreSQL): writes from many threads queued under one
+// mutex, the writer's thread, and the stop that drains the queue and turns
+// later writes away. Only the group's transaction differs between the
+// stores: the writer's loop (`run`) takes its groups off queue() under mu().
+//
+// `Pending` is one write: a movable type with a member `done`, a one-shot
+// callable taking absl::StatusOr<OutboxMessage>, aggregate-initialised
+// with `done` last. Header-only.
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shared/base/internal/mutex.h"
+#include "shared/outbox/message.h"
+
+namespace outbox {
+
+// What a write hears once its writer is stopping.
+inline absl::Status WriterStopping() {
+  return absl::UnavailableError("the producer's writer is stopping");
+}
+
+template <typename Pending>
+class WriteQueue {
+ public:
+  // `run` is the writer's loop: it returns once stopping() and nothing it
+  // takes is left. The owner calls Stop before its own members go.
+  explicit WriteQueue(std::function<void()> run) : run_(std::move(run)) {}
+  WriteQueue(const WriteQueue&) = delete;
+  WriteQueue& operator=(const WriteQueue&) = delete;
+
+  // Runs the loop on a thread of its own.
+  void Start() { thread_ = std::thread(run_); }
+  // Sets stopping(), then waits for the loop to drain the queue; runs the
+  // loop on the calling thread when Start never ran (or Stop ran already:
+  // nothing is queued).
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    if (thread_.joinable()) {
+      thread_.join();
+    } else {
+      run_();
+    }
+  }
+
+  // Queues `write` and returns at once; when stopping, `write.done` hears
+  // WriterStopping() at once on the calling thread.
+  void Push(Pending write) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      MutexLock lock(&mu_);
+      if (!stopping_) {
+        queue_.push_back(std::move(write));
+        return;
+      }
+    }
+    std::move(write.done)(WriterStopping());
+  }
+  // Push, waiting for the outcome (`write.done` is set here).
+  absl::StatusOr<OutboxMessage> PushAndWait(Pending write) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::StatusOr<OutboxMessage> outcome;
+    Notification done;  // outbox::Notification: TSan sees it (shared/base/internal/mutex.h)
+    write.done = [&](absl::StatusOr<OutboxMessage> written) {
+      outcome = std::move(written);
+      done.Notify();
+    };
+    Push(std::move(write));
+    done.WaitForNotification();
+    return outcome;
+  }
+
+  // Waits for a write or the stop, then moves up to `max` of the oldest
+  // writes onto `group`; false once stopping and drained. For a loop that
+  // waits for nothing else.
+  bool Next(size_t max, std::vector<Pending>& group) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
+    mu_.Await(absl::Condition(&ready));
+    if (queue_.empty()) return false;
+    Take(max, group);
+    return true;
+  }
+  // Moves up to `max` of the oldest writes onto `group` (which may hold
+  // some already).
+  void Take(size_t max, std::vector<Pending>& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (!queue_.empty() && group.size() < max) {
+      group.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+  }
+
+  // For a loop that waits for more than writes (state of its own guarded
+  // by the same mutex).
+  Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  bool empty() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.empty(); }
+  bool stopping() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; }
+
+ private:
+  const std::function<void()> run_;
+  Mutex mu_;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace outbox
