@@ -35,11 +35,12 @@ PG_NODE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/postgres_node.sh
 PG_LAB_PORT=5432                     # each server on its own host's address
 PG_OPTIONS=${PG_OPTIONS:-}           # appended to the services' URIs (e.g. &tcp_user_timeout=5000)
 PG_WAL_TIMEOUT=${PG_WAL_TIMEOUT:-}   # seconds: the replication link's timeouts (empty: PostgreSQL's)
-case $STORE in
-  sqlite) ;;
-  postgres) LAB_HOSTS+=(pg1 pg2) ;;
-  *) echo "netlab: STORE must be sqlite or postgres, not '$STORE'" >&2; exit 1 ;;
-esac
+if [[ $STORE == postgres ]]; then
+  LAB_HOSTS+=(pg1 pg2)
+elif [[ $STORE != sqlite ]]; then
+  echo "netlab: STORE must be sqlite or postgres, not '$STORE'" >&2
+  exit 1
+fi
 FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
 
 # die MESSAGE: prints it and exits 1 (the EXIT trap cleans up).
@@ -454,10 +455,15 @@ enable_khepri() {
 
 # ---------------------------------------------------------------- PostgreSQL
 
+# pg_bin: the PostgreSQL binaries the nodes run (scripts/postgres_node.sh's PG_BIN).
+pg_bin() {
+  sed -n 's/^PG_BIN=//p' "$WORK/pg1/node.env"
+}
+
 # pg_sql DB SQL: runs SQL as outbox on the primary over its socket in
 # WORK/pg1 (a socket file reaches across namespaces: no cut hits it).
 pg_sql() {
-  PGPASSFILE=$WORK/pg1/pgpass psql -X -q -v ON_ERROR_STOP=1 -At -h "$WORK/pg1" -p "$PG_LAB_PORT" \
+  PGPASSFILE=$WORK/pg1/pgpass "$(pg_bin)/psql" -X -q -v ON_ERROR_STOP=1 -At -h "$WORK/pg1" -p "$PG_LAB_PORT" \
     -U outbox -d "$1" -c "$2"
 }
 
@@ -483,7 +489,7 @@ start_pg() {
 
 # pg_sql_at NODE SQL: runs SQL as outbox on the node in WORK/NODE (pg1, pg2), database postgres.
 pg_sql_at() {
-  PGPASSFILE=$WORK/pg1/pgpass psql -X -q -v ON_ERROR_STOP=1 -At -h "$WORK/$1" -p "$PG_LAB_PORT" \
+  PGPASSFILE=$WORK/pg1/pgpass "$(pg_bin)/psql" -X -q -v ON_ERROR_STOP=1 -At -h "$WORK/$1" -p "$PG_LAB_PORT" \
     -U outbox -d postgres -c "$2"
 }
 

@@ -112,6 +112,7 @@ class Lab:
         self.broker = None
         self.repair = False
         self.hosts = HOSTS + (PG_HOSTS if settings.pg else [])
+        self.pg_bin = None  # the nodes' binaries, read from WORK/pg1/node.env
 
     # ------------------------------------------------------------ plumbing
 
@@ -208,8 +209,12 @@ class Lab:
         """psql -At on the primary (its socket in WORK/pg1: no cut reaches it); its output,
         or None if it failed."""
         env = dict(os.environ, PGPASSFILE=f"{self.work}/pg1/pgpass", PGCONNECT_TIMEOUT="10")
+        if self.pg_bin is None:
+            with open(f"{self.work}/pg1/node.env") as f:  # scripts/postgres_node.sh's
+                self.pg_bin = next(line.split("=", 1)[1].strip() for line in f
+                                   if line.startswith("PG_BIN="))
         try:
-            p = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+            p = subprocess.run([f"{self.pg_bin}/psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
                                 "-h", f"{self.work}/pg1", "-p", str(PG_PORT), "-U", "outbox",
                                 "-d", db, "-c", sql], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, timeout=timeout)
