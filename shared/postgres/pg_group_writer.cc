@@ -267,44 +267,22 @@ std::vector<absl::StatusOr<OutboxMessage>> PgGroupWriter::Commit(
       return absl::OkStatus();
     });
   }
-  std::vector<absl::StatusOr<OutboxMessage>> outcomes;
-  outcomes.reserve(rows.size());
-  if (!tx.ok()) {
-    commit_failures_.Add();
-    outcomes.assign(rows.size(), tx);
-    return outcomes;
-  }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (statuses[i].ok()) {
-      outcomes.emplace_back(std::move(written[i]));
-    } else {
-      outcomes.emplace_back(std::move(statuses[i]));
-    }
-  }
-  return outcomes;
+  if (!tx.ok()) commit_failures_.Add();
+  return GroupOutcomes(rows.size(), tx, written, statuses);
 }
 
 void PgGroupWriter::CommitGroup(std::vector<Pending>& group) {
   const int64_t now = clock_.NowMillis();
-  std::vector<OutboxMessage> rows;
-  rows.reserve(group.size());
-  for (Pending& p : group) {
-    rows.push_back(NewOutboxMessage(std::move(p.spec), now, outbox_.retry()));
-  }
-  std::vector<absl::StatusOr<OutboxMessage>> outcomes = Commit(group, rows);
-
+  std::vector<absl::StatusOr<OutboxMessage>> outcomes =
+      Commit(group, NewGroupRows(group, now, outbox_.retry()));
   // Committed: the new messages to the relay, past the crash point between
-  // commit and publish.
-  std::vector<OutgoingMessage> messages;
-  for (const absl::StatusOr<OutboxMessage>& out : outcomes) {
-    if (out.ok()) messages.push_back(ToOutgoing(*out));
-  }
+  // commit and publish; then the callers.
+  std::vector<OutgoingMessage> messages = CommittedMessages(outcomes);
   if (!options_.after_commit_failpoint.empty()) Failpoint(options_.after_commit_failpoint);
   groups_.Add();
   written_.Add(static_cast<int64_t>(messages.size()));
   if (!messages.empty()) relay_.Enqueue(std::move(messages), absl::FromUnixMillis(now));
-  // The callers' completions: writes queued meanwhile join the next group.
-  for (size_t i = 0; i < group.size(); ++i) std::move(group[i].done)(std::move(outcomes[i]));
+  AnswerWrites(group, outcomes);
 }
 
 }  // namespace outbox

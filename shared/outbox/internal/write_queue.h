@@ -6,10 +6,13 @@
 // later writes away. Only the group's transaction differs between the
 // stores: the writer's loop (`run`) takes its groups off queue() under mu().
 //
-// `Pending` is one write: a movable type with a member `done`, a one-shot
-// callable taking absl::StatusOr<OutboxMessage>, aggregate-initialised
-// with `done` last. Header-only.
+// `Pending` is one write: a movable type with members `spec` (its
+// MessageSpec) and `done` (a one-shot callable taking
+// absl::StatusOr<OutboxMessage>), aggregate-initialised with `done` last.
+// Below the queue, the steps of a group around the store's transaction,
+// which both writers take alike. Header-only.
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <thread>
@@ -20,7 +23,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "shared/base/internal/mutex.h"
+#include "shared/outbox/internal/state_machine.h"
 #include "shared/outbox/message.h"
+#include "shared/outbox/retry_policy.h"
 
 namespace outbox {
 
@@ -113,5 +118,57 @@ class WriteQueue {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
+
+// The outbox rows of `group`'s writes, made at `now_ms` (their specs moved
+// out).
+template <typename Pending>
+std::vector<OutboxMessage> NewGroupRows(std::vector<Pending>& group, int64_t now_ms,
+                                        const RetryPolicy& retry) {
+  std::vector<OutboxMessage> rows;
+  rows.reserve(group.size());
+  for (Pending& p : group) rows.push_back(NewOutboxMessage(std::move(p.spec), now_ms, retry));
+  return rows;
+}
+
+// The outcomes of a group of `writes` once its transaction is over: `tx`'s
+// error for every write when it failed (`written` and `statuses` may be
+// empty then), else each write's row in `written` or its own error in
+// `statuses` (both moved out).
+inline std::vector<absl::StatusOr<OutboxMessage>> GroupOutcomes(
+    size_t writes, const absl::Status& tx, std::vector<OutboxMessage>& written,
+    std::vector<absl::Status>& statuses) {
+  std::vector<absl::StatusOr<OutboxMessage>> outcomes;
+  outcomes.reserve(writes);
+  if (!tx.ok()) {
+    outcomes.assign(writes, tx);
+    return outcomes;
+  }
+  for (size_t i = 0; i < writes; ++i) {
+    if (statuses[i].ok()) {
+      outcomes.emplace_back(std::move(written[i]));
+    } else {
+      outcomes.emplace_back(std::move(statuses[i]));
+    }
+  }
+  return outcomes;
+}
+
+// The messages of the writes that committed, for the relay.
+inline std::vector<OutgoingMessage> CommittedMessages(
+    const std::vector<absl::StatusOr<OutboxMessage>>& outcomes) {
+  std::vector<OutgoingMessage> messages;
+  for (const absl::StatusOr<OutboxMessage>& out : outcomes) {
+    if (out.ok()) messages.push_back(ToOutgoing(*out));
+  }
+  return messages;
+}
+
+// Each caller's completion with its outcome, in the group's order, no lock
+// held: writes queued meanwhile join the next group.
+template <typename Pending>
+void AnswerWrites(std::vector<Pending>& group,
+                  std::vector<absl::StatusOr<OutboxMessage>>& outcomes) {
+  for (size_t i = 0; i < group.size(); ++i) std::move(group[i].done)(std::move(outcomes[i]));
+}
 
 }  // namespace outbox

@@ -263,23 +263,13 @@ std::vector<absl::StatusOr<OutboxMessage>> GroupWriter::Commit(
     if (statements_ != nullptr) statements_->Reset();
     return s;
   });
-  std::vector<absl::StatusOr<OutboxMessage>> outcomes;
-  outcomes.reserve(rows.size());
-  if (!tx.ok()) {
+  if (tx.ok()) {
+    tally = std::move(acked);
+  } else {
     commit_failures_.Add();
     tally = tx;
-    outcomes.assign(rows.size(), tx);
-    return outcomes;
   }
-  tally = std::move(acked);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (statuses[i].ok()) {
-      outcomes.emplace_back(std::move(written[i]));
-    } else {
-      outcomes.emplace_back(std::move(statuses[i]));
-    }
-  }
-  return outcomes;
+  return GroupOutcomes(rows.size(), tx, written, statuses);
 }
 
 void GroupWriter::AnswerAcks(const absl::StatusOr<AckTally>& tally,
@@ -302,10 +292,7 @@ void GroupWriter::AnswerAcks(const absl::StatusOr<AckTally>& tally,
 
 void GroupWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingAcks*>& acks) {
   const int64_t now = clock_.NowMillis();
-  std::vector<OutboxMessage> rows;
-  rows.reserve(group.size());
-  for (Pending& p : group)
-    rows.push_back(NewOutboxMessage(std::move(p.spec), now, outbox_.retry()));
+  const std::vector<OutboxMessage> rows = NewGroupRows(group, now, outbox_.retry());
   // Acks that came in meanwhile ride this commit too, rather than waiting a
   // whole cycle for the next one.
   {
@@ -322,10 +309,7 @@ void GroupWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingAc
 
   // Committed: the new messages to the relay, past the crash point between
   // commit and publish.
-  std::vector<OutgoingMessage> messages;
-  for (const absl::StatusOr<OutboxMessage>& out : outcomes) {
-    if (out.ok()) messages.push_back(ToOutgoing(*out));
-  }
+  std::vector<OutgoingMessage> messages = CommittedMessages(outcomes);
   if (!options_.after_commit_failpoint.empty()) Failpoint(options_.after_commit_failpoint);
   groups_.Add();
   written_.Add(static_cast<int64_t>(messages.size()));
@@ -336,9 +320,7 @@ void GroupWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingAc
   // The ack listener first: its rows are SENT now, and it acks them while
   // the callers below are answered.
   AnswerAcks(tally, acks);
-  // The callers' completions, outside the lock: writes queued meanwhile
-  // join the next group.
-  for (size_t i = 0; i < group.size(); ++i) std::move(group[i].done)(std::move(outcomes[i]));
+  AnswerWrites(group, outcomes);
 }
 
 }  // namespace outbox
