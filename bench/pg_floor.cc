@@ -11,7 +11,7 @@
 //   over an array of ids (what a group writer would send);
 // - write: PgOutbox::Write from one thread, one payment per call, its
 //   payment row the business step;
-// - group_writer: PgGroupWriter (shared/postgres/pg_group_writer.h) fed by
+// - group_writer: PgGroupWriter (shared/postgres/internal/pg_group_writer.h) fed by
 //   each count of --writer_threads threads calling Write at once, the same
 //   payments.
 // The client's CPU is this process's (getrusage: every thread, libpq's
@@ -50,9 +50,9 @@
 #include "shared/base/clock.h"
 #include "shared/base/status_macros.h"
 #include "shared/observability/metrics.h"
+#include "shared/postgres/internal/pg_group_writer.h"
+#include "shared/postgres/internal/pg_outbox.h"
 #include "shared/postgres/pg_connection.h"
-#include "shared/postgres/pg_group_writer.h"
-#include "shared/postgres/pg_outbox.h"
 #include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
 

@@ -30,7 +30,7 @@ class PgPaymentStore final : public PaymentReads {
   static absl::StatusOr<std::unique_ptr<PgPaymentStore>> Open(absl::string_view conninfo);
 
   // The business write of one CreatePayment (a PgBusinessWrite of
-  // PgProducer's group commit, shared/postgres/pg_group_writer.h), SQLite's
+  // PgProducer's group commit, shared/postgres/internal/pg_group_writer.h), SQLite's
   // PaymentStore::WritePayment on PostgreSQL: inserts the payments row
   // unless its idempotency key is taken, and otherwise resolves the request
   // against the earlier one. A key taken by a transaction still open (another

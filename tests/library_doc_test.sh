@@ -53,7 +53,7 @@ listed_headers=$(awk '/<!-- public headers: tests\/library_doc_test.sh -->/ { on
                       on { print }' "$doc" | grep -o '`[^`]*\.h`' | tr -d '`' |
   awk '/^shared\// { dir = $0; sub(/\/[^\/]*$/, "", dir); print; next } { print dir "/" $0 }' | sort)
 public_headers=$(cd "$root" && find shared/amqp shared/base shared/observability shared/outbox \
-  shared/roles shared/runtime shared/sqlite -name '*.h' -not -path '*/internal/*' | sort)
+  shared/postgres shared/roles shared/runtime shared/sqlite -name '*.h' -not -path '*/internal/*' | sort)
 if [[ "$listed_headers" != "$public_headers" ]]; then
   echo "FAIL: docs/library.md's public headers differ from those outside internal/ (< listed, > in the tree):"
   diff <(printf '%s\n' "$listed_headers") <(printf '%s\n' "$public_headers") || true

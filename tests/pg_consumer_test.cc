@@ -28,7 +28,7 @@
 #include "shared/base/status_macros.h"
 #include "shared/outbox/internal/dead_letter.h"
 #include "shared/outbox/repository.h"
-#include "shared/postgres/pg_outbox.h"
+#include "shared/postgres/internal/pg_outbox.h"
 #include "shared/postgres/pg_producer.h"
 #include "shared/postgres/pg_schema.h"
 #include "shared/roles/consumer.h"

@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "shared/base/internal/mutex.h"
 #include "shared/base/status_macros.h"
-#include "shared/postgres/pg_recovery_store.h"
+#include "shared/postgres/internal/pg_recovery_store.h"
 #include "shared/roles/internal/producer_links.h"
 #include "shared/roles/internal/role_options.h"
 

@@ -5,9 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "shared/base/status_macros.h"
+#include "shared/postgres/internal/pg_operator_store.h"
+#include "shared/postgres/internal/pg_recovery_store.h"
 #include "shared/postgres/pg_connection.h"
-#include "shared/postgres/pg_operator_store.h"
-#include "shared/postgres/pg_recovery_store.h"
 #include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
 

@@ -2,7 +2,7 @@
 
 // The operator's verbs on a producer's database, whichever store keeps it
 // (OperatorStore on SQLite, shared/sqlite/internal/operator_store.h;
-// PgOperatorStore on PostgreSQL, shared/postgres/pg_operator_store.h):
+// PgOperatorStore on PostgreSQL, shared/postgres/internal/pg_operator_store.h):
 // listings and counts, re-drive and acknowledge (one row or a failure
 // group), a message's history and the audit trail. Each change is audited
 // in the transaction that makes it, and each changed row gets a history

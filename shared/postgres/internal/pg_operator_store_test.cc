@@ -8,10 +8,10 @@
 #include <memory>
 #include <string>
 
+#include "shared/postgres/internal/pg_operator_store.h"
+#include "shared/postgres/internal/pg_recovery_store.h"
 #include "shared/postgres/pg_connection.h"
-#include "shared/postgres/pg_operator_store.h"
 #include "shared/postgres/pg_outbox_table.h"
-#include "shared/postgres/pg_recovery_store.h"
 #include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
 #include "shared/testing/pg_servers.h"

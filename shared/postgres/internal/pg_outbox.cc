@@ -1,4 +1,4 @@
-#include "shared/postgres/pg_outbox.h"
+#include "shared/postgres/internal/pg_outbox.h"
 
 #include <optional>
 #include <utility>

@@ -3,7 +3,7 @@
 // message id or business key), the relay fed only committed rows, and a
 // server killed mid-run failing whole groups. One server for the binary;
 // each test gets a schema of its own.
-#include "shared/postgres/pg_group_writer.h"
+#include "shared/postgres/internal/pg_group_writer.h"
 
 #include <atomic>
 #include <map>

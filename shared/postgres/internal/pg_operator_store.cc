@@ -1,7 +1,7 @@
 // The operator's verbs on a producer's PostgreSQL database
 // (pg_operator_store.h), statement for statement what OperatorStore does on
 // a SQLite file.
-#include "shared/postgres/pg_operator_store.h"
+#include "shared/postgres/internal/pg_operator_store.h"
 
 #include <limits>
 #include <optional>

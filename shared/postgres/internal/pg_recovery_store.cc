@@ -1,4 +1,4 @@
-#include "shared/postgres/pg_recovery_store.h"
+#include "shared/postgres/internal/pg_recovery_store.h"
 
 #include <algorithm>
 #include <optional>
@@ -10,7 +10,7 @@
 #include "shared/base/status_macros.h"
 #include "shared/outbox/internal/failure.h"
 #include "shared/outbox/internal/state_machine.h"
-#include "shared/postgres/pg_outbox.h"
+#include "shared/postgres/internal/pg_outbox.h"
 
 namespace outbox {
 namespace {

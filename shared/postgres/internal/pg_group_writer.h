@@ -57,8 +57,8 @@
 #include "shared/outbox/internal/write_queue.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/repository.h"
+#include "shared/postgres/internal/pg_outbox.h"
 #include "shared/postgres/pg_connection.h"
-#include "shared/postgres/pg_outbox.h"
 #include "shared/postgres/pg_session.h"
 
 namespace outbox {

@@ -1,4 +1,4 @@
-#include "shared/postgres/pg_group_writer.h"
+#include "shared/postgres/internal/pg_group_writer.h"
 
 #include <map>
 #include <set>
