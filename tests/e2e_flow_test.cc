@@ -155,15 +155,11 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
       std::string::npos)
       << accounting_text->body;
   // The latency histograms: every row turned SENT once, each fast-path
-  // confirm, each recovery round. On PostgreSQL payment_service exports no
-  // outbox_create_to_sent_seconds (PgRecordAcks's tally of it is not
-  // observed): checked on SQLite only.
-  if (!OnPostgres()) {
-    EXPECT_NE(payment_text->body.find(
-                  absl::StrCat("\noutbox_create_to_sent_seconds_count ", kThreads * kEach, "\n")),
-              std::string::npos)
-        << payment_text->body;
-  }
+  // confirm, each recovery round.
+  EXPECT_NE(payment_text->body.find(
+                absl::StrCat("\noutbox_create_to_sent_seconds_count ", kThreads * kEach, "\n")),
+            std::string::npos)
+      << payment_text->body;
   EXPECT_NE(payment_text->body.find("\noutbox_fast_publish_confirm_seconds_bucket{le=\"+Inf\"} "),
             std::string::npos)
       << payment_text->body;

@@ -30,6 +30,10 @@ AckListener::AckListener(MessageConsumer& acks, OutboxRepository& outbox, ReplyD
       dead_lettered_(DeadLetteredCounter(metrics, options_.queue)),
       unauthenticated_(UnauthenticatedCounter(metrics, options_.queue)),
       record_failures_(StoreWriteFailures(metrics, "record_acks")),
+      create_to_sent_(metrics.AddDurationHistogram(
+          "outbox_create_to_sent_seconds",
+          "from a message's commit to its outbox row turning SENT (the consumer's reply "
+          "applied)")),
       clock_(options_.clock ? *options_.clock : SystemClock::Get()),
       backoff_(clock_, options_.store_retry_max) {
   RegisterLinkMetrics(metrics, acks_, "ack_listener");
@@ -241,6 +245,7 @@ absl::Status AckListener::RecordChunk(const std::vector<Decoded>& chunk, absl::S
     }
     total.late += changed->late;
     total.closed += changed->closed;
+    for (int64_t ms : changed->create_to_sent_ms) create_to_sent_.Observe(absl::Milliseconds(ms));
   }
   backoff_.Succeeded();
   acknowledged_.Add(total.changed());

@@ -143,6 +143,8 @@ class AckListener {
   Counter& dead_lettered_;
   Counter& unauthenticated_;  // of those, missing or bad signatures
   Counter& record_failures_;  // writes the store could not make (held)
+  // Each row it closed SENT: the commit to the reply applied, whatever the store.
+  DurationHistogram& create_to_sent_;
   const Clock& clock_;
   // Owned by the listener's thread: deliveries the store refused, unacked,
   // recorded again when the backoff is over.

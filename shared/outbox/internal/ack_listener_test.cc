@@ -70,12 +70,17 @@ class AckListenerTest : public ::testing::Test {
 TEST_F(AckListenerTest, ABatchOfRepliesClosesItsRowsThenIsAcked) {
   const uint64_t t1 = queue_.Push(Reply("m1"));
   const uint64_t t2 = queue_.Push(Reply("m2"));
+  clock_.Advance(absl::Milliseconds(1500));
   ASSERT_TRUE(listener_.Step());
   EXPECT_EQ(outbox_.Row("m1").status, OutboxStatus::kSent);
   EXPECT_EQ(outbox_.Row("m2").status, OutboxStatus::kSent);
   EXPECT_EQ(outbox_.Row("m3").status, OutboxStatus::kSending);
   EXPECT_EQ(queue_.acked, (std::set<uint64_t>{t1, t2}));
   EXPECT_EQ(listener_.acknowledged(), 2);
+  // Each row closed, from its commit: whatever store tallied it.
+  const std::string text = metrics_.Render();
+  EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_count 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\noutbox_create_to_sent_seconds_sum 3\n"), std::string::npos) << text;
 }
 
 TEST_F(AckListenerTest, ACumulativeReplyClosesEveryRowItListsLateOnesToo) {

@@ -117,11 +117,7 @@ GroupWriter::GroupWriter(SqliteFile& file, SqliteOutbox& outbox, RelayQueue& rel
       ack_lingers_(metrics.AddCounter(
           "outbox_writer_ack_lingers_total",
           "acknowledgements that waited (up to ack_linger) for a write to share their commit")),
-      commit_failures_(StoreWriteFailures(metrics, "commit_group")),
-      create_to_sent_(metrics.AddDurationHistogram(
-          "outbox_create_to_sent_seconds",
-          "from a message's commit to its outbox row turning SENT (the consumer's reply "
-          "applied)")) {}
+      commit_failures_(StoreWriteFailures(metrics, "commit_group")) {}
 
 GroupWriter::~GroupWriter() {
   Stop();
@@ -314,9 +310,6 @@ void GroupWriter::CommitGroup(std::vector<Pending>& group, std::vector<PendingAc
   groups_.Add();
   written_.Add(static_cast<int64_t>(messages.size()));
   if (!messages.empty()) relay_.Enqueue(std::move(messages), absl::FromUnixMillis(now));
-  if (tally.ok()) {
-    for (int64_t ms : tally->create_to_sent_ms) create_to_sent_.Observe(absl::Milliseconds(ms));
-  }
   // The ack listener first: its rows are SENT now, and it acks them while
   // the callers below are answered.
   AnswerAcks(tally, acks);

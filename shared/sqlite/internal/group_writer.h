@@ -194,7 +194,6 @@ class GroupWriter final : public OutboxRepository {
   Counter& holds_;
   Counter& ack_lingers_;      // acknowledgements that waited for a write to share their commit
   Counter& commit_failures_;  // group transactions the file refused (full, damaged)
-  DurationHistogram& create_to_sent_;
   int64_t last_ack_ms_ = INT64_MIN / 2;          // writer thread only; none yet
   int64_t last_count_error_ms_ = INT64_MIN / 2;  // when Lagging last logged a failed count
 };
