@@ -113,8 +113,20 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Open(absl::string_vi
     return absl::InvalidArgumentError(
         "the PostgreSQL connection string cannot be parsed (not shown: it may hold a password)");
   }
-  const char* keywords[] = {"connect_timeout", "application_name", "dbname", nullptr};
-  const char* values[] = {timeout.c_str(), options.application_name.c_str(), text.c_str(), nullptr};
+  const std::string user_timeout =
+      std::to_string(absl::ToInt64Milliseconds(options.tcp_user_timeout));
+  const std::string idle = std::to_string(absl::ToInt64Seconds(options.keepalives_idle));
+  const char* keywords[] = {
+      "connect_timeout",     "application_name", "tcp_user_timeout", "keepalives_idle",
+      "keepalives_interval", "keepalives_count", "dbname",           nullptr};
+  const char* values[] = {timeout.c_str(),
+                          options.application_name.c_str(),
+                          user_timeout.c_str(),
+                          idle.c_str(),
+                          "1",
+                          "2",
+                          text.c_str(),
+                          nullptr};
   PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (conn == nullptr) return absl::ResourceExhaustedError("libpq could not allocate a connection");
   if (PQstatus(conn) != CONNECTION_OK) {

@@ -76,6 +76,15 @@ class PgConnection {
     absl::Duration connect_timeout = absl::Seconds(10);
     // The server's application_name, unless the connection string sets one.
     std::string application_name = "outbox";
+    // A link whose data the server has not acknowledged for this long is
+    // dropped (libpq's tcp_user_timeout), and an idle one is probed by TCP
+    // keepalives after keepalives_idle, every second, dropped after two
+    // unanswered probes; unless the connection string sets them. Without
+    // them a connection cut off from its server (a partition, a host gone)
+    // waits out TCP's retransmission backoff, tens of seconds, before the
+    // session connects again. Zero: the system's.
+    absl::Duration tcp_user_timeout = absl::Seconds(3);
+    absl::Duration keepalives_idle = absl::Seconds(2);
   };
 
   // Connects. A connection string libpq cannot parse is INVALID_ARGUMENT,
