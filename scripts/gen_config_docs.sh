@@ -63,6 +63,17 @@ it, change the flag's help text beside its `ABSL_FLAG` and run the script.
   one user and vhost: `amqp://user@10.0.0.1:5672,10.0.0.2:5672/%2F`. No
   password is built in; give it with `AMQP_PASSWORD_FILE` (see
   [security](security.md)).
+- The stores: `PAYMENT_DB` and `ACCOUNTING_DB` are a SQLite file's path
+  (the default), or a PostgreSQL database as a libpq URI, `postgresql://`
+  or `postgres://`, for example
+  `postgresql://payment@db1:5432,db2:5432/payments?target_session_attrs=read-write`
+  (several hosts: the read-write one is used, and found again after a
+  failover). Keep the password out of the URI: libpq reads it from the
+  file `PGPASSFILE` names (mode 0600) or from the URI's `passfile=`; logs
+  and `--help` show a URI without its password. The SQLite settings
+  (`SQLITE_SYNCHRONOUS`, and payment's `MAX_UNSENT`, `MAX_HOLD_MS`,
+  `ACK_LINGER_MS`) do not apply to PostgreSQL
+  ([deployment](deployment.md#postgresql-replicas-on-one-database-a-standby-that-takes-over)).
 - The services and `outboxctl`: `--help` prints this text and exits 0;
   `--version` prints the version, the commit it was built from (none
   outside a git checkout) and the build type. An unknown flag, a value that
