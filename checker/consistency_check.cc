@@ -8,6 +8,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "checker/pg_copy.h"
 
 namespace outbox::checker {
 namespace {
@@ -343,8 +345,7 @@ absl::Status WithDatabases(
   if (!prefix.ok()) return prefix;
   absl::StatusOr<std::string> payment_uri = ReadOnlyUri(config.payment_db, "payment db");
   if (!payment_uri.ok()) return payment_uri.status();
-  const std::vector<std::string> accounting_dbs =
-      absl::StrSplit(config.accounting_db, ',', absl::SkipEmpty());
+  const std::vector<std::string> accounting_dbs = SplitAccountingDbs(config.accounting_db);
   absl::StatusOr<std::vector<std::string>> accounting_uris = AccountingUris(accounting_dbs);
   if (!accounting_uris.ok()) return accounting_uris.status();
 
@@ -385,7 +386,9 @@ std::vector<RepairCandidate> Candidates(SQLite::Database& db, const AccountingTa
 
 }  // namespace
 
-absl::StatusOr<RepairCandidates> FindRepairCandidates(const CheckConfig& config) {
+namespace {
+
+absl::StatusOr<RepairCandidates> FindRepairCandidatesOnFiles(const CheckConfig& config) {
   RepairCandidates found;
   absl::Status s = WithDatabases(
       config, [&](SQLite::Database& db, const AccountingTables& acc, std::string* step) {
@@ -427,7 +430,7 @@ absl::StatusOr<RepairCandidates> FindRepairCandidates(const CheckConfig& config)
   return found;
 }
 
-absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
+absl::StatusOr<Report> RunChecksOnFiles(const CheckConfig& config, absl::Time now) {
   Report report;
   report.payment_db = config.payment_db;
   report.accounting_db = config.accounting_db;
@@ -446,6 +449,97 @@ absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
         CheckPaymentFirst(db, config, acc, now, report);
       });
   if (!s.ok()) return s;
+  return report;
+}
+
+bool UsesPg(const CheckConfig& config) {
+  if (IsPgDatabase(config.payment_db)) return true;
+  for (const std::string& db : SplitAccountingDbs(config.accounting_db)) {
+    if (IsPgDatabase(db)) return true;
+  }
+  return false;
+}
+
+// The configuration with each PostgreSQL database replaced by a SQLite copy
+// in `dir` (pg_copy.h), copied in the order the checks need: payment's
+// snapshot, then accounting's; `again` (payment on PostgreSQL only) is
+// payment's once more, taken after accounting's.
+struct Copies {
+  CheckConfig first;
+  std::optional<CheckConfig> again;
+};
+
+absl::StatusOr<Copies> CopyPgDatabases(const CheckConfig& config, const CopyDir& dir,
+                                       bool payment_again) {
+  if (!dir.ok()) return absl::InternalError("cannot make a directory for the PostgreSQL copies");
+  Copies copies;
+  copies.first = config;
+  const bool payment_pg = IsPgDatabase(config.payment_db);
+  if (payment_pg) {
+    copies.first.payment_db = dir.File("payment.db");
+    absl::Status s = CopyPgDatabase(config.payment_db, PgSide::kPayment, copies.first.payment_db);
+    if (!s.ok()) return s;
+  }
+  std::vector<std::string> accounting = SplitAccountingDbs(config.accounting_db);
+  for (size_t k = 0; k < accounting.size(); ++k) {
+    if (!IsPgDatabase(accounting[k])) continue;
+    const std::string path = dir.File(absl::StrCat("accounting", k, ".db"));
+    absl::Status s = CopyPgDatabase(accounting[k], PgSide::kAccounting, path);
+    if (!s.ok()) return s;
+    accounting[k] = path;
+  }
+  copies.first.accounting_db = absl::StrJoin(accounting, ",");
+  if (payment_pg && payment_again) {
+    copies.again = copies.first;
+    copies.again->payment_db = dir.File("payment_again.db");
+    absl::Status s = CopyPgDatabase(config.payment_db, PgSide::kPayment, copies.again->payment_db);
+    if (!s.ok()) return s;
+  }
+  return copies;
+}
+
+std::string DisplayAccounting(const std::string& accounting_db) {
+  std::vector<std::string> names;
+  for (const std::string& db : SplitAccountingDbs(accounting_db)) names.push_back(DisplayName(db));
+  return absl::StrJoin(names, ",");
+}
+
+}  // namespace
+
+absl::StatusOr<RepairCandidates> FindRepairCandidates(const CheckConfig& config) {
+  if (!UsesPg(config)) return FindRepairCandidatesOnFiles(config);
+  // Payment's snapshot first, as on SQLite files.
+  const CopyDir dir;
+  absl::StatusOr<Copies> copies = CopyPgDatabases(config, dir, /*payment_again=*/false);
+  if (!copies.ok()) return copies.status();
+  return FindRepairCandidatesOnFiles(copies->first);
+}
+
+absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
+  if (!UsesPg(config)) return RunChecksOnFiles(config, now);
+  if (absl::Status prefix = ValidatePaymentIdPrefix(config.payment_id_prefix); !prefix.ok()) {
+    return prefix;
+  }
+  // The checks run on the copies. As on files (see RunChecksOnFiles), a
+  // voucher is judged against a payment snapshot taken after accounting's
+  // (the second copy of payment), every other check against payment's first.
+  const CopyDir dir;
+  absl::StatusOr<Copies> copies = CopyPgDatabases(config, dir, /*payment_again=*/true);
+  if (!copies.ok()) return copies.status();
+  absl::StatusOr<Report> report = RunChecksOnFiles(copies->first, now);
+  if (!report.ok()) return report.status();
+  if (copies->again.has_value()) {
+    absl::StatusOr<Report> later = RunChecksOnFiles(*copies->again, now);
+    if (!later.ok()) return later.status();
+    for (CheckResult& check : report->checks) {
+      if (const CheckResult* judged = later->Find(check.name);
+          judged != nullptr && check.name == "voucher_without_payment") {
+        check = *judged;
+      }
+    }
+  }
+  report->payment_db = DisplayName(config.payment_db);
+  report->accounting_db = DisplayAccounting(config.accounting_db);
   return report;
 }
 

@@ -1,5 +1,7 @@
 // outbox_check: audits payment.db and accounting.db (read-only) for broken
-// outbox guarantees. Exit 0 = consistent, 1 = violations, 2 = usage/IO error.
+// outbox guarantees; either may be a PostgreSQL database instead (a
+// postgresql:// URI), whose rows it copies and checks the same way
+// (checker/pg_copy.h). Exit 0 = consistent, 1 = violations, 2 = usage/IO error.
 // With --repair it also fixes what is safe to fix in payment.db (a dry run
 // unless --apply; checker/repair.h): exit 0 = nothing left for an operator.
 #include <pwd.h>
@@ -28,10 +30,12 @@ std::string Env(const char* name) {
 }
 }  // namespace
 
-ABSL_FLAG(std::string, payment_db, Env("PAYMENT_DB"), "path to payment.db (env PAYMENT_DB)");
+ABSL_FLAG(std::string, payment_db, Env("PAYMENT_DB"),
+          "path to payment.db, or payment's PostgreSQL database as a postgresql:// URI (the "
+          "password in PGPASSFILE, never printed) (env PAYMENT_DB)");
 ABSL_FLAG(std::string, accounting_db, Env("ACCOUNTING_DB"),
-          "path to accounting.db; with accounting shards every shard's, comma-separated "
-          "(env ACCOUNTING_DB)");
+          "path to accounting.db, or accounting's PostgreSQL database as a postgresql:// URI; "
+          "with accounting shards every shard's, comma-separated (env ACCOUNTING_DB)");
 ABSL_FLAG(std::string, payment_id_prefix, Env("PAYMENT_ID_PREFIX"),
           "payment shards (one accounting for several payment dbs): only vouchers whose payment "
           "id starts with this prefix (s<shard>-, e.g. s0-) must have their payment in "
@@ -45,7 +49,8 @@ ABSL_FLAG(bool, repair, false,
           "also repair what is safe in payment.db (SENT or archived rows without a voucher go "
           "back to SENDING, FAILED rows with one are closed SENT) and list what needs an "
           "operator; a dry run unless --apply");
-ABSL_FLAG(bool, apply, false, "with --repair: change payment.db (default: a dry run)");
+ABSL_FLAG(bool, apply, false,
+          "with --repair: change payment.db or payment's PostgreSQL database (default: a dry run)");
 ABSL_FLAG(std::string, actor, "",
           "with --repair: who repairs, for outbox_audit and outbox_history (default: the OS "
           "user name)");
@@ -87,7 +92,9 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "Checks payment.db and accounting.db (opened read-only) for broken outbox guarantees; "
-      "--repair fixes in payment.db what is safe to fix.\n"
+      "--repair fixes in payment.db what is safe to fix. Either may be a PostgreSQL database "
+      "(postgresql://...): its rows are copied in one read-only snapshot and checked the same "
+      "way.\n"
       "Usage: outbox_check --payment_db=payment.db --accounting_db=accounting.db[,shard2.db...] "
       "[--json] [--repair [--apply] [--actor=NAME]]\n"
       "Exit status: 0 consistent, 1 violations found, 2 usage or I/O error; with --repair: 0 "

@@ -3,17 +3,24 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "checker/pg_copy.h"
 #include "checker/report.h"
 #include "shared/outbox/internal/state_machine.h"
+#include "shared/postgres/pg_connection.h"
+#include "shared/postgres/pg_outbox_table.h"
+#include "shared/postgres/pg_session.h"
 #include "shared/sqlite/internal/audit.h"
 #include "shared/sqlite/internal/db_options.h"
 #include "shared/sqlite/internal/history.h"
@@ -183,10 +190,154 @@ AuditRecord Audit(const RepairOptions& options, const std::string& target, bool 
   return r;
 }
 
+// payment's database as the repair writes it: a SQLite file or a
+// PostgreSQL database, the same rows, history and audit records in each.
+class RepairWriter {
+ public:
+  virtual ~RepairWriter() = default;
+  // Runs `body` in one write transaction; it may run again from the start
+  // (busy, serialization failure).
+  virtual absl::Status Transaction(const std::function<absl::Status()>& body) = 0;
+  // Inside Transaction: the row repaired with its history (true), or left
+  // alone as no longer what was read (false).
+  virtual absl::StatusOr<bool> RepairRow(const std::string& target, const RepairCandidate& c) = 0;
+  virtual absl::StatusOr<int64_t> AppendAuditRecord(const AuditRecord& record) = 0;
+  virtual absl::Status UpdateAuditRecord(int64_t id, int64_t rows, const std::string& outcome) = 0;
+};
+
+class SqliteRepairWriter : public RepairWriter {
+ public:
+  SqliteRepairWriter(SQLite::Database& db, const std::string& actor, int64_t now_ms)
+      : db_(db), actor_(actor), now_ms_(now_ms) {}
+  absl::Status Transaction(const std::function<absl::Status()>& body) override {
+    return WriteTransaction(db_, [&]() -> absl::Status {
+      repairer_.emplace(db_, actor_, now_ms_);  // statements prepared once per transaction
+      absl::Status s = body();
+      repairer_.reset();
+      return s;
+    });
+  }
+  absl::StatusOr<bool> RepairRow(const std::string& target, const RepairCandidate& c) override {
+    return repairer_->Repair(target, c);
+  }
+  absl::StatusOr<int64_t> AppendAuditRecord(const AuditRecord& record) override {
+    return AppendAudit(db_, record);
+  }
+  absl::Status UpdateAuditRecord(int64_t id, int64_t rows, const std::string& outcome) override {
+    UpdateAudit(db_, id, rows, outcome);
+    return absl::OkStatus();
+  }
+
+ private:
+  SQLite::Database& db_;
+  const std::string& actor_;
+  const int64_t now_ms_;
+  std::optional<RowRepairer> repairer_;
+};
+
+// The same steps on payment's PostgreSQL database (pg_schema.cc's outbox
+// tables): the row locked FOR UPDATE, changed by the state machine and
+// stored as the library's PostgreSQL stores do, its history and the audit
+// record in the same transaction. An archived row is found by its message id.
+class PgRepairWriter : public RepairWriter {
+ public:
+  PgRepairWriter(PgSession& session, const std::string& actor, int64_t now_ms)
+      : session_(session), actor_(actor), now_ms_(now_ms) {}
+  absl::Status Transaction(const std::function<absl::Status()>& body) override {
+    return session_.Transaction("repair", [&](PgConnection& conn) -> absl::Status {
+      conn_ = &conn;
+      absl::Status s = body();
+      conn_ = nullptr;
+      return s;
+    });
+  }
+  absl::StatusOr<bool> RepairRow(const std::string& target, const RepairCandidate& c) override {
+    if (target == kRepairArchivedWithoutVoucher) {
+      absl::StatusOr<bool> moved = MoveBack(c);
+      if (!moved.ok() || !*moved) return moved;
+    }
+    absl::StatusOr<std::map<std::string, OutboxMessage>> rows =
+        LockPgOutboxRows(*conn_, {c.message_id});
+    if (!rows.ok()) return rows.status();
+    auto found = rows->find(c.message_id);
+    if (found == rows->end()) return false;
+    OutboxMessage& row = found->second;
+    if (target == kRepairFailedWithVoucher) {
+      if (row.status != OutboxStatus::kFailed) return false;
+      OnAck(row, now_ms_);
+    } else if (!OnResend(row, Reason(target), now_ms_).ok()) {
+      return false;  // not SENT any more: acknowledged again, or re-driven
+    }
+    if (absl::Status s = SavePgOutboxRow(*conn_, row); !s.ok()) return s;
+    if (absl::Status s =
+            AppendPgHistory(*conn_, c.message_id, now_ms_, actor_, kEventRepaired, Reason(target));
+        !s.ok()) {
+      return s;
+    }
+    return true;
+  }
+  absl::StatusOr<int64_t> AppendAuditRecord(const AuditRecord& r) override {
+    absl::StatusOr<PgResult> id = conn_->Query(
+        "INSERT INTO outbox_audit (at, actor, action, target, dry_run, rows, "
+        "outcome, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        {std::to_string(r.at), r.actor, r.action, r.target, r.dry_run ? "1" : "0",
+         std::to_string(r.rows), r.outcome, r.reason});
+    if (!id.ok()) return id.status();
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(id->Get(0, 0), &value)) return absl::InternalError("outbox_audit id");
+    return value;
+  }
+  absl::Status UpdateAuditRecord(int64_t id, int64_t rows, const std::string& outcome) override {
+    return conn_
+        ->Query("UPDATE outbox_audit SET rows = $1, outcome = $2 WHERE id = $3",
+                {std::to_string(rows), outcome, std::to_string(id)})
+        .status();
+  }
+
+ private:
+  // The archived row back into outbox, still SENT, with a new id; RepairRow
+  // then resends it.
+  absl::StatusOr<bool> MoveBack(const RepairCandidate& c) {
+    absl::StatusOr<PgResult> archived = conn_->Query(
+        "SELECT count(*) FROM outbox_archive WHERE message_id = $1 AND biz_type = 'payment' "
+        "AND biz_key = $2 AND status = 'SENT'",
+        {c.message_id, c.payment_id});
+    if (!archived.ok()) return archived.status();
+    if (archived->Get(0, 0) != "1") return false;
+    absl::StatusOr<PgResult> live = conn_->Query(
+        "SELECT 1 FROM outbox WHERE message_id = $1 OR (biz_type = 'payment' AND biz_key = $2)",
+        {c.message_id, c.payment_id});
+    if (!live.ok()) return live.status();
+    if (live->rows() > 0) return false;
+    // The archive's columns are outbox's (pg_schema.cc), read from the
+    // catalog so that a column added to both moves with the row.
+    absl::StatusOr<PgResult> columns = conn_->Query(
+        "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute "
+        "WHERE attrelid = 'outbox_archive'::regclass AND attnum > 0 AND NOT attisdropped "
+        "AND attname <> 'id'");
+    if (!columns.ok()) return columns.status();
+    const std::string list(columns->Get(0, 0));
+    absl::StatusOr<PgResult> moved =
+        conn_->Query(absl::StrCat("INSERT INTO outbox (", list, ") SELECT ", list,
+                                  " FROM outbox_archive WHERE message_id = $1"),
+                     {c.message_id});
+    if (!moved.ok()) return moved.status();
+    absl::StatusOr<PgResult> deleted =
+        conn_->Query("DELETE FROM outbox_archive WHERE message_id = $1", {c.message_id});
+    if (!deleted.ok()) return deleted.status();
+    return true;
+  }
+
+  PgSession& session_;
+  PgConnection* conn_ = nullptr;
+  const std::string& actor_;
+  const int64_t now_ms_;
+};
+
 // One kind, page by page: each page's rows, their history and the kind's one
 // audit record (inserted by the first page, updated by the others) commit
 // together, so the record always counts what is committed.
-absl::Status ApplyKind(SQLite::Database& db, const Planned& kind, const RepairOptions& options,
+absl::Status ApplyKind(RepairWriter& writer, const Planned& kind, const RepairOptions& options,
                        int64_t now_ms, RepairAction& action, int64_t& audit_records) {
   int64_t audit_id = 0;
   int64_t changed = 0;
@@ -195,30 +346,34 @@ absl::Status ApplyKind(SQLite::Database& db, const Planned& kind, const RepairOp
     const size_t end = std::min(first + page, kind.rows.size());
     std::vector<std::string> page_changed, page_skipped;
     int64_t page_audit_id = audit_id;
-    absl::Status s = WriteTransaction(db, [&]() -> absl::Status {
+    absl::Status s = writer.Transaction([&]() -> absl::Status {
       page_changed.clear();  // a busy attempt runs the body again
       page_skipped.clear();
-      RowRepairer repairer(db, options.actor, now_ms);
+      page_audit_id = audit_id;
       for (size_t i = first; i < end; ++i) {
         const RepairCandidate& c = *kind.rows[i];
-        (repairer.Repair(kind.target, c) ? page_changed : page_skipped).push_back(c.payment_id);
+        absl::StatusOr<bool> repaired = writer.RepairRow(kind.target, c);
+        if (!repaired.ok()) return repaired.status();
+        (*repaired ? page_changed : page_skipped).push_back(c.payment_id);
       }
       const int64_t rows = changed + static_cast<int64_t>(page_changed.size());
       const char* outcome = end == kind.rows.size() ? "ok" : "in progress";
       if (audit_id == 0) {
-        page_audit_id =
-            AppendAudit(db, Audit(options, kind.target, /*dry_run=*/false, rows, outcome, now_ms));
-      } else {
-        UpdateAudit(db, audit_id, rows, outcome);
+        absl::StatusOr<int64_t> id = writer.AppendAuditRecord(
+            Audit(options, kind.target, /*dry_run=*/false, rows, outcome, now_ms));
+        if (!id.ok()) return id.status();
+        page_audit_id = *id;
+        return absl::OkStatus();
       }
-      return absl::OkStatus();
+      return writer.UpdateAuditRecord(audit_id, rows, outcome);
     });
     if (!s.ok()) {
       if (audit_id != 0) {  // the record says how far it got, and why it stopped
-        WriteTransaction(db, [&]() -> absl::Status {
-          UpdateAudit(db, audit_id, changed, std::string(s.message()));
-          return absl::OkStatus();
-        }).IgnoreError();
+        writer
+            .Transaction([&]() -> absl::Status {
+              return writer.UpdateAuditRecord(audit_id, changed, std::string(s.message()));
+            })
+            .IgnoreError();
       }
       return s;
     }
@@ -229,6 +384,53 @@ absl::Status ApplyKind(SQLite::Database& db, const Planned& kind, const RepairOp
     for (std::string& id : page_skipped) action.skipped.push_back(std::move(id));
   }
   return absl::OkStatus();
+}
+
+// Opens payment's database for the repair: a SQLite file of schema version
+// kRepairPaymentDbSchemaVersion or newer, or a PostgreSQL database (its
+// outbox tables hold outbox_audit and outbox_history from the start).
+struct OpenedPaymentDb {
+  std::unique_ptr<SQLite::Database> sqlite;
+  std::unique_ptr<PgSession> pg;
+  std::unique_ptr<RepairWriter> writer;
+};
+
+absl::StatusOr<OpenedPaymentDb> OpenForRepair(const CheckConfig& config,
+                                              const RepairOptions& options, int64_t now_ms) {
+  OpenedPaymentDb opened;
+  if (IsPgDatabase(config.payment_db)) {
+    PgConnection::Options pg_options;
+    pg_options.application_name = "outbox_check";
+    absl::StatusOr<std::unique_ptr<PgSession>> session =
+        PgSession::Open(config.payment_db, pg_options);
+    if (!session.ok()) return session.status();
+    opened.pg = *std::move(session);
+    opened.writer = std::make_unique<PgRepairWriter>(*opened.pg, options.actor, now_ms);
+    return opened;
+  }
+  DbOptions db_options;
+  db_options.create_if_missing = false;
+  db_options.busy_timeout_ms = options.busy_timeout_ms;
+  absl::StatusOr<std::unique_ptr<SQLite::Database>> db =
+      OpenDatabase(config.payment_db, db_options);
+  if (!db.ok()) return db.status();
+  int version = 0;
+  absl::Status read =
+      CatchSqlite(absl::StrCat("read the schema version of ", config.payment_db), [&] {
+        version = SchemaVersion(**db);
+        return absl::OkStatus();
+      });
+  if (!read.ok()) return read;
+  if (version < kRepairPaymentDbSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(config.payment_db, " has schema version ", version,
+                     "; the repair needs version ", kRepairPaymentDbSchemaVersion,
+                     " (outbox_audit, outbox_history, restarted_at): start payment_service once to "
+                     "upgrade it"));
+  }
+  opened.sqlite = *std::move(db);
+  opened.writer = std::make_unique<SqliteRepairWriter>(*opened.sqlite, options.actor, now_ms);
+  return opened;
 }
 
 }  // namespace
@@ -276,33 +478,17 @@ absl::StatusOr<RepairResult> Repair(const CheckConfig& config, const Report& rep
   }
   if (kinds.empty()) return result;  // nothing to change: nothing written, not even an audit
 
-  DbOptions db_options;
-  db_options.create_if_missing = false;
-  db_options.busy_timeout_ms = options.busy_timeout_ms;
-  absl::StatusOr<std::unique_ptr<SQLite::Database>> db =
-      OpenDatabase(config.payment_db, db_options);
-  if (!db.ok()) return db.status();
-  int version = 0;
-  absl::Status read =
-      CatchSqlite(absl::StrCat("read the schema version of ", config.payment_db), [&] {
-        version = SchemaVersion(**db);
-        return absl::OkStatus();
-      });
-  if (!read.ok()) return read;
-  if (version < kRepairPaymentDbSchemaVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(config.payment_db, " has schema version ", version,
-                     "; the repair needs version ", kRepairPaymentDbSchemaVersion,
-                     " (outbox_audit, outbox_history, restarted_at): start payment_service once to "
-                     "upgrade it"));
-  }
-
   const int64_t now_ms = absl::ToUnixMillis(now);
+  absl::StatusOr<OpenedPaymentDb> db = OpenForRepair(config, options, now_ms);
+  if (!db.ok()) return db.status();
+  RepairWriter& writer = *db->writer;
   if (!options.apply) {
-    absl::Status s = WriteTransaction(**db, [&]() -> absl::Status {
+    absl::Status s = writer.Transaction([&]() -> absl::Status {
       for (const Planned& kind : kinds) {
-        AppendAudit(**db, Audit(options, kind.target, /*dry_run=*/true,
-                                static_cast<int64_t>(kind.rows.size()), "ok", now_ms));
+        absl::StatusOr<int64_t> id =
+            writer.AppendAuditRecord(Audit(options, kind.target, /*dry_run=*/true,
+                                           static_cast<int64_t>(kind.rows.size()), "ok", now_ms));
+        if (!id.ok()) return id.status();
       }
       return absl::OkStatus();
     });
@@ -320,7 +506,7 @@ absl::StatusOr<RepairResult> Repair(const CheckConfig& config, const Report& rep
   for (const Planned& kind : kinds) {
     RepairAction action;
     action.target = kind.target;
-    absl::Status s = ApplyKind(**db, kind, options, now_ms, action, result.audit_records);
+    absl::Status s = ApplyKind(writer, kind, options, now_ms, action, result.audit_records);
     if (!s.ok()) return s;
     for (const std::string& id : action.skipped) {
       result.tasks.push_back(
