@@ -1,5 +1,6 @@
 #include "accounting_service/pg_voucher_store.h"
 
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "accounting_service/voucher_store.h"
 #include "shared/base/status_macros.h"
+#include "shared/postgres/pg_outbox_table.h"
 
 namespace outbox::accounting {
 namespace {
@@ -102,6 +104,65 @@ absl::StatusOr<std::string> PgVoucherStore::Book(PgConnection& tx, const Payment
     return absl::AbortedError(absl::StrCat("payment ", e.payment_id, " booked and gone"));
   }
   return std::string(booked.Get(0, 0));
+}
+
+absl::StatusOr<std::vector<std::string>> PgVoucherStore::BookAll(
+    PgConnection& tx, const std::vector<const PaymentEvent*>& events) {
+  std::vector<std::string> voucher_ids, payment_ids, message_ids, debits, credits, amounts,
+      currencies, times, traceparents;
+  const std::string now = absl::StrCat(clock_.NowMillis());
+  for (const PaymentEvent* e : events) {
+    voucher_ids.push_back(ids_.NewId());
+    payment_ids.push_back(e->payment_id);
+    message_ids.push_back(e->message_id);
+    debits.push_back(e->payer_account);
+    credits.push_back(e->payee_account);
+    amounts.push_back(absl::StrCat(e->amount_minor));
+    currencies.push_back(e->currency);
+    times.push_back(now);
+    traceparents.push_back(e->traceparent);
+  }
+  // As Book, row by row in the events' order: ON CONFLICT waits for another
+  // transaction booking the same payment; once that one commits, its
+  // voucher is the payment's.
+  ASSIGN_OR_RETURN(
+      PgResult inserted,
+      tx.Query(R"sql(
+        INSERT INTO vouchers (voucher_id, payment_id, message_id, debit_account, credit_account,
+                              amount_minor, currency, created_at, traceparent)
+        SELECT v, p, m, d, c, a::bigint, cur, t::bigint, tp
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                    $7::text[], $8::text[], $9::text[]) WITH ORDINALITY
+             AS e (v, p, m, d, c, a, cur, t, tp, n)
+        ORDER BY n
+        ON CONFLICT (payment_id) DO NOTHING
+        RETURNING payment_id, voucher_id)sql",
+               {PgTextArray(voucher_ids), PgTextArray(payment_ids), PgTextArray(message_ids),
+                PgTextArray(debits), PgTextArray(credits), PgTextArray(amounts),
+                PgTextArray(currencies), PgTextArray(times), PgTextArray(traceparents)}));
+  std::map<std::string, std::string> by_payment;
+  for (int i = 0; i < inserted.rows(); ++i)
+    by_payment.emplace(inserted.Get(i, 0), inserted.Get(i, 1));
+  std::vector<std::string> booked_before;
+  for (const std::string& p : payment_ids) {
+    if (!by_payment.count(p)) booked_before.push_back(p);
+  }
+  if (!booked_before.empty()) {
+    ASSIGN_OR_RETURN(PgResult booked,
+                     tx.Query("SELECT payment_id, voucher_id FROM vouchers WHERE payment_id = "
+                              "ANY($1::text[])",
+                              {PgTextArray(booked_before)}));
+    for (int i = 0; i < booked.rows(); ++i) by_payment.emplace(booked.Get(i, 0), booked.Get(i, 1));
+  }
+  std::vector<std::string> references;
+  for (const std::string& p : payment_ids) {
+    auto found = by_payment.find(p);
+    if (found == by_payment.end()) {
+      return absl::AbortedError(absl::StrCat("payment ", p, " booked and gone"));
+    }
+    references.push_back(found->second);
+  }
+  return references;
 }
 
 absl::StatusOr<Voucher> PgVoucherStore::GetByPayment(const std::string& payment_id) {

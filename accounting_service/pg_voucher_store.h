@@ -9,6 +9,7 @@
 // given to two of them at once book one voucher.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "accounting_service/voucher.h"
@@ -45,6 +46,10 @@ class PgVoucherStore final : public VoucherReads {
   // its id. Another process that booked the same payment under another
   // message id and committed first: that voucher's id, nothing inserted.
   absl::StatusOr<std::string> Book(PgConnection& tx, const PaymentEvent& event);
+  // Book for several events, in their order, in one INSERT (and one SELECT
+  // for the payments booked already): their voucher ids, in that order.
+  absl::StatusOr<std::vector<std::string>> BookAll(PgConnection& tx,
+                                                   const std::vector<const PaymentEvent*>& events);
 
   absl::StatusOr<Voucher> GetByPayment(const std::string& payment_id) override;
   absl::StatusOr<VoucherPage> List(int64_t after_id, int limit) override;
@@ -78,6 +83,10 @@ class PgVoucherHandler final : public PgMessageHandler<PaymentEvent> {
   bool AnswersRejects(const PaymentEvent& event) override { return event.rejects_accepted; }
   absl::StatusOr<std::string> Apply(PgConnection& tx, const PaymentEvent& event) override {
     return store_.Book(tx, event);
+  }
+  absl::StatusOr<std::vector<std::string>> ApplyAll(
+      PgConnection& tx, const std::vector<const PaymentEvent*>& events) override {
+    return store_.BookAll(tx, events);
   }
   std::vector<Reply> Replies(const std::vector<Answered<PaymentEvent>>& batch) override {
     return AccountingReplies(batch, clock_.NowMillis());

@@ -97,6 +97,47 @@ TEST_F(PgVoucherStoreTest, BooksEachPaymentOnceAndAnswersCopiesWithItsVoucher) {
   EXPECT_EQ(store_->GetByPayment("p9").status().code(), absl::StatusCode::kNotFound);
 }
 
+// A batch costs a few statements, not a few per message: the rows one
+// statement writes share its command id (cmin).
+TEST_F(PgVoucherStoreTest, BooksABatchInOneStatementPerTable) {
+  PgVoucherHandler handler(*store_, clock_, {});
+  ASSERT_OK(Book(handler, {Event("m0", "p0")}));
+  std::vector<PaymentEvent> events;
+  for (int i = 1; i <= 5; ++i) events.push_back(Event(absl::StrCat("m", i), absl::StrCat("p", i)));
+  events.push_back(Event("m9", "p0"));  // booked before, under another message id
+  events.push_back(Event("m7", "p2"));  // another message of a payment of this batch
+  events.push_back(Event("m3", "p3"));  // a copy
+  auto r = Book(handler, events);
+  ASSERT_OK(r);
+  ASSERT_EQ(r->size(), events.size());
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE((*r)[i].duplicate) << i;
+    auto v = store_->GetByPayment(absl::StrCat("p", i + 1));
+    ASSERT_OK(v);
+    EXPECT_EQ(v->voucher_id, (*r)[i].reference);
+    EXPECT_EQ(v->message_id, absl::StrCat("m", i + 1));
+  }
+  EXPECT_TRUE((*r)[5].duplicate);
+  EXPECT_EQ((*r)[5].reference, store_->GetByPayment("p0")->voucher_id);
+  EXPECT_TRUE((*r)[6].duplicate);
+  EXPECT_EQ((*r)[6].reference, (*r)[1].reference);
+  EXPECT_TRUE((*r)[7].duplicate);
+  EXPECT_EQ((*r)[7].reference, (*r)[2].reference);
+  // In delivery order.
+  EXPECT_EQ(Count(url_,
+                  "SELECT count(*) FROM vouchers a JOIN vouchers b ON a.id < b.id "
+                  "WHERE a.message_id > b.message_id"),
+            0);
+  EXPECT_EQ(Count(url_, "SELECT count(*) FROM vouchers"), 6);
+  EXPECT_EQ(Count(url_, "SELECT count(DISTINCT cmin::text) FROM vouchers WHERE payment_id <> 'p0'"),
+            1);
+  EXPECT_EQ(Count(url_, "SELECT count(*) FROM processed_messages"), 8);
+  EXPECT_EQ(Count(url_,
+                  "SELECT count(DISTINCT cmin::text) FROM processed_messages "
+                  "WHERE message_id NOT IN ('m0', 'm9', 'm7')"),
+            1);
+}
+
 TEST_F(PgVoucherStoreTest, FindsAPaymentBookedUnderAnotherOrAPrunedMessageIdByItsPayment) {
   PgVoucherHandler handler(*store_, clock_, {});
   auto booked = Book(handler, {Event("m1", "p1")});

@@ -8,8 +8,12 @@
 // reply names the same reference. Pruned by age (ProcessedLog) once no copy
 // can still arrive. The table is CreatePgInboxTable's (pg_schema.h).
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -47,6 +51,24 @@ class PgInbox final : public ProcessedLog {
   // The reference of `message_id`, claimed in this transaction.
   absl::Status SetReference(PgConnection& conn, const std::string& message_id,
                             const std::string& reference) const;
+
+  // The same steps for many ids, each in one statement.
+  // The references recorded for those of `message_ids` found, by id.
+  absl::StatusOr<std::map<std::string, std::string>> FindAll(
+      PgConnection& conn, const std::vector<std::string>& message_ids) const;
+  struct ClaimRow {
+    std::string message_id;
+    std::string biz_key;
+    std::string reference;
+  };
+  // Claim of each row, taken in message id order (consumers claiming
+  // overlapping ids wait on each other, never deadlock); the ids claimed.
+  absl::StatusOr<std::set<std::string>> ClaimAll(PgConnection& conn,
+                                                 const std::vector<ClaimRow>& rows,
+                                                 int64_t processed_at_ms) const;
+  // SetReference of each (message id, reference); the ids are distinct.
+  absl::Status SetReferences(
+      PgConnection& conn, const std::vector<std::pair<std::string, std::string>>& references) const;
 
   // ProcessedLog: up to `limit` ids processed before `cutoff_ms`, oldest
   // first through the processed_at index, in one transaction.

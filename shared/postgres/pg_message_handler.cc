@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/outbox/internal/dead_letter.h"
+#include "shared/postgres/pg_outbox_table.h"
 
 namespace outbox::internal {
 namespace {
@@ -22,6 +23,21 @@ absl::StatusOr<std::optional<std::string>> FindByKey(PgConnection& tx,
                             {key}));
   if (r.rows() == 0) return std::optional<std::string>();
   return std::optional<std::string>(std::string(r.Get(0, 0)));
+}
+
+// The references applied_by_key names for those of `keys` found, by key.
+absl::StatusOr<std::map<std::string, std::string>> FindAllByKey(
+    PgConnection& tx, const std::optional<AppliedByKey>& by_key,
+    const std::vector<std::string>& keys) {
+  std::map<std::string, std::string> found;
+  if (!by_key || keys.empty()) return found;
+  ASSIGN_OR_RETURN(
+      PgResult r,
+      tx.Query(absl::StrCat("SELECT ", by_key->key_column, ", ", by_key->reference_column, " FROM ",
+                            by_key->table, " WHERE ", by_key->key_column, " = ANY($1::text[])"),
+               {PgTextArray(keys)}));
+  for (int i = 0; i < r.rows(); ++i) found.emplace(r.Get(i, 0), r.Get(i, 1));
+  return found;
 }
 
 // The session's errors that say the store cannot write now, whatever the
@@ -51,27 +67,40 @@ absl::StatusOr<std::vector<Applied>> PgInboxApplier::ApplyBatch(
         // Message i is a copy of message copy_of[i] of this batch (itself if none).
         std::vector<size_t> copy_of(batch.size());
         std::map<std::string, size_t> first_of;  // by message id
-        std::vector<size_t> fresh;               // new messages to claim, in delivery order
-        // Known before judged: a message applied before is answered as
-        // applied, whatever today's rules say.
+        std::vector<std::string> first_ids;
         for (size_t i = 0; i < batch.size(); ++i) {
+          copy_of[i] = first_of.emplace(batch[i].message_id, i).first->second;
+          if (copy_of[i] == i) first_ids.push_back(batch[i].message_id);
+        }
+        // Known before judged: a message applied before is answered as
+        // applied, whatever today's rules say. Each lookup is one statement
+        // for the whole batch: by id in the inbox, then by business key.
+        ASSIGN_OR_RETURN(auto by_id, inbox_.FindAll(tx, first_ids));
+        std::vector<std::string> keys;
+        for (size_t i = 0; i < batch.size(); ++i) {
+          if (copy_of[i] == i && !by_id.count(batch[i].message_id) && !batch[i].key.empty()) {
+            keys.push_back(batch[i].key);
+          }
+        }
+        ASSIGN_OR_RETURN(auto by_key, FindAllByKey(tx, options_.applied_by_key, keys));
+        std::vector<PgInbox::ClaimRow> claims;
+        std::vector<size_t> fresh;  // new messages to claim, in delivery order
+        for (size_t i = 0; i < batch.size(); ++i) {
+          if (copy_of[i] != i) continue;  // answered as its first copy, below
           const InboxEntry& e = batch[i];
           Applied& a = applied[i];
-          copy_of[i] = first_of.emplace(e.message_id, i).first->second;
-          if (copy_of[i] != i) continue;  // answered as its first copy, below
-          ASSIGN_OR_RETURN(std::optional<std::string> reference, inbox_.Find(tx, e.message_id));
-          if (reference) {
+          if (auto found = by_id.find(e.message_id); found != by_id.end()) {
             a.duplicate = true;
-            a.reference = std::move(*reference);
+            a.reference = found->second;
             continue;
           }
-          ASSIGN_OR_RETURN(reference, FindByKey(tx, options_.applied_by_key, e.key));
-          if (reference) {
+          if (auto found = e.key.empty() ? by_key.end() : by_key.find(e.key);
+              found != by_key.end()) {
             // Another message for a change already made: remembered by its
             // id too, nothing applied.
             a.duplicate = true;
-            a.reference = std::move(*reference);
-            RETURN_IF_ERROR(inbox_.Claim(tx, e.message_id, e.key, a.reference, now).status());
+            a.reference = found->second;
+            claims.push_back({e.message_id, e.key, a.reference});
             continue;
           }
           if (std::string reason = steps.rejects(i); !reason.empty()) {
@@ -80,54 +109,78 @@ absl::StatusOr<std::vector<Applied>> PgInboxApplier::ApplyBatch(
             continue;
           }
           fresh.push_back(i);
+          claims.push_back({e.message_id, e.key, ""});
         }
-        // The claims, in message id order: consumers claiming the same ids
-        // take them in one order, so they wait on each other, never
-        // deadlock. A claim waits for another consumer's transaction holding
-        // the same id; not claimed, that one committed: its copy was applied.
-        std::vector<size_t> by_id = fresh;
-        std::sort(by_id.begin(), by_id.end(),
-                  [&](size_t x, size_t y) { return batch[x].message_id < batch[y].message_id; });
-        std::vector<bool> claimed(batch.size(), false);
-        for (size_t i : by_id) {
-          ASSIGN_OR_RETURN(bool mine, inbox_.Claim(tx, batch[i].message_id, batch[i].key, "", now));
-          if (mine) {
-            claimed[i] = true;
-            continue;
-          }
-          ASSIGN_OR_RETURN(std::optional<std::string> reference,
-                           inbox_.Find(tx, batch[i].message_id));
-          if (!reference) {  // pruned meanwhile: look again from the start
-            return absl::AbortedError(
-                absl::StrCat(batch[i].message_id, " was recorded and pruned"));
-          }
-          applied[i].duplicate = true;
-          applied[i].reference = std::move(*reference);
-        }
-        // The changes, in delivery order.
-        std::set<std::string> keys_applied;  // by this batch
+        // The claims, in message id order, in one statement: consumers
+        // claiming the same ids take them in one order, so they wait on each
+        // other, never deadlock. A claim waits for another consumer's
+        // transaction holding the same id; not claimed, that one committed:
+        // its copy was applied.
+        ASSIGN_OR_RETURN(std::set<std::string> claimed, inbox_.ClaimAll(tx, claims, now));
+        std::vector<std::string> taken;  // by another consumer meanwhile
         for (size_t i : fresh) {
-          if (!claimed[i]) continue;
+          if (!claimed.count(batch[i].message_id)) taken.push_back(batch[i].message_id);
+        }
+        if (!taken.empty()) {
+          ASSIGN_OR_RETURN(auto references, inbox_.FindAll(tx, taken));
+          for (size_t i : fresh) {
+            if (claimed.count(batch[i].message_id)) continue;
+            auto found = references.find(batch[i].message_id);
+            if (found == references.end()) {  // pruned meanwhile: look again from the start
+              return absl::AbortedError(
+                  absl::StrCat(batch[i].message_id, " was recorded and pruned"));
+            }
+            applied[i].duplicate = true;
+            applied[i].reference = found->second;
+          }
+        }
+        // The changes, in delivery order: the adopter's step takes the
+        // claimed messages in runs of distinct keys; a message whose key an
+        // earlier one of this batch changed is looked up by its key first.
+        std::vector<std::pair<std::string, std::string>> references;  // for the inbox
+        std::set<std::string> keys_applied;                           // by this batch
+        std::set<std::string> keys_pending;
+        std::vector<size_t> pending;
+        auto apply_pending = [&]() -> absl::Status {
+          if (pending.empty()) return absl::OkStatus();
+          absl::StatusOr<std::vector<std::string>> made =
+              CatchThrown("Apply", [&]() -> absl::StatusOr<std::vector<std::string>> {
+                return steps.apply(tx, pending);
+              });
+          if (!made.ok()) return made.status();
+          if (made->size() != pending.size()) {
+            return absl::InternalError(absl::StrCat("Apply made ", made->size(), " references for ",
+                                                    pending.size(), " messages"));
+          }
+          for (size_t k = 0; k < pending.size(); ++k) {
+            applied[pending[k]].reference = std::move((*made)[k]);
+            references.emplace_back(batch[pending[k]].message_id, applied[pending[k]].reference);
+          }
+          keys_applied.insert(keys_pending.begin(), keys_pending.end());
+          keys_pending.clear();
+          pending.clear();
+          return absl::OkStatus();
+        };
+        for (size_t i : fresh) {
+          if (!claimed.count(batch[i].message_id)) continue;
           const InboxEntry& e = batch[i];
-          Applied& a = applied[i];
+          if (!e.key.empty() && keys_pending.count(e.key) > 0) RETURN_IF_ERROR(apply_pending());
           if (!e.key.empty() && keys_applied.count(e.key) > 0) {
             // An earlier message of this batch made the change of this key.
             ASSIGN_OR_RETURN(std::optional<std::string> reference,
                              FindByKey(tx, options_.applied_by_key, e.key));
             if (reference) {
-              a.duplicate = true;
-              a.reference = std::move(*reference);
-              RETURN_IF_ERROR(inbox_.SetReference(tx, e.message_id, a.reference));
+              applied[i].duplicate = true;
+              applied[i].reference = std::move(*reference);
+              references.emplace_back(e.message_id, applied[i].reference);
               continue;
             }
           }
-          absl::StatusOr<std::string> made = CatchThrown(
-              "Apply", [&]() -> absl::StatusOr<std::string> { return steps.apply(tx, i); });
-          if (!made.ok()) return made.status();
-          a.reference = *std::move(made);
-          RETURN_IF_ERROR(inbox_.SetReference(tx, e.message_id, a.reference));
-          if (!e.key.empty()) keys_applied.insert(e.key);
+          pending.push_back(i);
+          if (!e.key.empty()) keys_pending.insert(e.key);
         }
+        RETURN_IF_ERROR(apply_pending());
+        RETURN_IF_ERROR(inbox_.SetReferences(tx, references));
         // A copy in the same batch is answered as its first copy: a
         // duplicate of what that one made, or refused alike.
         for (size_t i = 0; i < batch.size(); ++i) {

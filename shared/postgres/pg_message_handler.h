@@ -6,20 +6,21 @@
 // same answers: the library owns the inbox step and the transaction, the
 // adopter writes what one new message changes.
 //
-// For each batch, ONE transaction on the handler's PgSession and, for each
-// message in delivery order:
-//   1. its message id is looked up in the inbox (PgInbox), and its business
-//      key in the adopter's table when the options name one
+// For each batch, ONE transaction on the handler's PgSession, and in it a
+// few statements for the whole batch, not a few per message:
+//   1. the messages' ids are looked up in the inbox (PgInbox), and their
+//      business keys in the adopter's table when the options name one
 //      (applied_by_key). Found: it was applied before, and is answered as a
 //      duplicate with the reference its first copy made (a message found by
 //      its key alone is recorded by id too);
 //   2. a new message only is judged by Rejects: refused, nothing is written
 //      and it is answered with a reject, or dead-lettered for a publisher
 //      that does not understand rejects (AnswersRejects);
-//   3. the new messages' ids are claimed in the inbox (PgInbox::Claim), in
-//      message id order; then, in delivery order, Apply(tx, message) makes
-//      each one's change and returns its reference, recorded with the
-//      claim, in the same transaction.
+//   3. the new messages' ids are claimed in the inbox (PgInbox::ClaimAll), in
+//      message id order; then, in delivery order, ApplyAll(tx, messages)
+//      makes their changes and returns their references, recorded with the
+//      claims, in the same transaction. ApplyAll calls Apply for each
+//      message unless the adopter writes it for many rows at once.
 // Several consumers may share one inbox (one database, a handler and a
 // session each). Two copies of a message applied at the same time book
 // once: the second claim waits on the first's uncommitted row, and once
@@ -68,7 +69,10 @@ class PgInboxApplier {
   struct Steps {
     std::function<std::string(size_t)> rejects;
     std::function<bool(size_t)> answers_rejects;
-    std::function<absl::StatusOr<std::string>(PgConnection&, size_t)> apply;
+    // The references of the messages at these indices, in their order.
+    std::function<absl::StatusOr<std::vector<std::string>>(PgConnection&,
+                                                           const std::vector<size_t>&)>
+        apply;
   };
   absl::StatusOr<std::vector<Applied>> ApplyBatch(const std::vector<InboxEntry>& batch,
                                                   const Steps& steps);
@@ -107,13 +111,34 @@ class PgMessageHandler : public internal::TypedHandler<Message> {
   // so keep nothing of it outside `tx`.
   virtual absl::StatusOr<std::string> Apply(PgConnection& tx, const Message& message) = 0;
 
+  // Apply for several new messages of one batch at once, in delivery order,
+  // their business keys distinct: one reference per message, in their
+  // order. The rules of Apply hold (one error rolls the whole batch back).
+  // By default Apply for each; override it to write all the rows in a few
+  // statements (e.g. one INSERT ... SELECT FROM unnest): on PostgreSQL each
+  // statement is a round trip.
+  virtual absl::StatusOr<std::vector<std::string>> ApplyAll(
+      PgConnection& tx, const std::vector<const Message*>& messages) {
+    std::vector<std::string> references;
+    for (const Message* message : messages) {
+      absl::StatusOr<std::string> made = Apply(tx, *message);
+      if (!made.ok()) return made.status();
+      references.push_back(*std::move(made));
+    }
+    return references;
+  }
+
  private:
   absl::StatusOr<std::vector<Applied>> ApplyBatch() final {
-    return applier_.ApplyBatch(
-        this->entries(),
-        {[this](size_t i) { return this->Rejects(this->message(i)); },
-         [this](size_t i) { return this->AnswersRejects(this->message(i)); },
-         [this](PgConnection& tx, size_t i) { return Apply(tx, this->message(i)); }});
+    return applier_.ApplyBatch(this->entries(),
+                               {[this](size_t i) { return this->Rejects(this->message(i)); },
+                                [this](size_t i) { return this->AnswersRejects(this->message(i)); },
+                                [this](PgConnection& tx, const std::vector<size_t>& indices) {
+                                  std::vector<const Message*> messages;
+                                  messages.reserve(indices.size());
+                                  for (size_t i : indices) messages.push_back(&this->message(i));
+                                  return ApplyAll(tx, messages);
+                                }});
   }
 
   ProcessedLog* processed_log() final { return &applier_.inbox(); }

@@ -166,10 +166,54 @@ absl::Status RunPgRowClosed(const PgRowClosed& on_closed, PgConnection& conn,
   return conn.Exec("RELEASE SAVEPOINT row_closed");
 }
 
+absl::Status SavePgOutboxRows(PgConnection& conn, const std::vector<const OutboxMessage*>& rows) {
+  if (rows.empty()) return absl::OkStatus();
+  std::vector<std::vector<std::string>> cols(12);
+  for (const OutboxMessage* row : rows) {
+    cols[0].push_back(std::to_string(row->id));
+    cols[1].push_back(std::string(StatusName(row->status)));
+    cols[2].push_back(std::to_string(row->attempts));
+    cols[3].push_back(std::to_string(row->next_retry_at));
+    cols[4].push_back(std::to_string(row->last_attempt_at));
+    cols[5].push_back(row->last_error);
+    cols[6].push_back(std::to_string(row->updated_at));
+    cols[7].push_back(std::to_string(row->sent_at));
+    cols[8].push_back(row->failure_kind);
+    cols[9].push_back(row->failure_group);
+    cols[10].push_back(row->acknowledged_by);
+    cols[11].push_back(std::to_string(row->restarted_at));
+  }
+  std::vector<PgParam> params;
+  for (const std::vector<std::string>& col : cols) params.emplace_back(PgTextArray(col));
+  ASSIGN_OR_RETURN(PgResult r, conn.Query(R"sql(
+        UPDATE outbox AS o SET status = u.status, attempts = u.attempts::integer,
+                               next_retry_at = u.next_retry_at::bigint,
+                               last_attempt_at = u.last_attempt_at::bigint,
+                               last_error = u.last_error, updated_at = u.updated_at::bigint,
+                               sent_at = u.sent_at::bigint, failure_kind = u.failure_kind,
+                               failure_group = u.failure_group,
+                               acknowledged_by = u.acknowledged_by,
+                               restarted_at = u.restarted_at::bigint
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                    $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+             AS u (id, status, attempts, next_retry_at, last_attempt_at, last_error, updated_at,
+                   sent_at, failure_kind, failure_group, acknowledged_by, restarted_at)
+        WHERE o.id = u.id::bigint)sql",
+                                          params));
+  if (r.affected() != static_cast<int>(rows.size())) {
+    return absl::InternalError(
+        absl::StrCat("outbox: ", r.affected(), " of ", rows.size(), " rows stored"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<AckTally> PgRecordAcks(PgConnection& conn, const std::vector<std::string>& ids,
                                       int64_t now_ms, const PgRowClosed& on_closed) {
   ASSIGN_OR_RETURN(auto rows, LockPgOutboxRows(conn, ids));
   AckTally tally;
+  // Without a step per closed row, the rows are stored in one statement.
+  const bool one_by_one = static_cast<bool>(on_closed);
+  std::vector<const OutboxMessage*> closed;
   for (const std::string& id : ids) {
     auto it = rows.find(id);
     if (it == rows.end()) continue;
@@ -183,8 +227,12 @@ absl::StatusOr<AckTally> PgRecordAcks(PgConnection& conn, const std::vector<std:
       case AckEffect::kAlreadySent: continue;
     }
     tally.create_to_sent_ms.push_back(now_ms - row.created_at);
-    RETURN_IF_ERROR(SavePgOutboxRow(conn, row));
-    RETURN_IF_ERROR(RunPgRowClosed(on_closed, conn, row));
+    if (one_by_one) {
+      RETURN_IF_ERROR(SavePgOutboxRow(conn, row));
+      RETURN_IF_ERROR(RunPgRowClosed(on_closed, conn, row));
+    } else {
+      closed.push_back(&row);
+    }
     if (retried || was_failed) {  // published once and acknowledged: the row says it all
       RETURN_IF_ERROR(AppendPgHistory(
           conn, id, now_ms, "consumer", kPgEventAcknowledged,
@@ -193,6 +241,7 @@ absl::StatusOr<AckTally> PgRecordAcks(PgConnection& conn, const std::vector<std:
               : absl::StrCat("after ", row.attempts, " attempts")));
     }
   }
+  RETURN_IF_ERROR(SavePgOutboxRows(conn, closed));
   return tally;
 }
 

@@ -49,6 +49,8 @@ absl::StatusOr<std::map<std::string, OutboxMessage>> LockPgOutboxRows(
 // Stores the state columns of `row` (by id): status, attempts, times,
 // last_error, failure kind and group, acknowledged_by, restarted_at.
 absl::Status SavePgOutboxRow(PgConnection& conn, const OutboxMessage& row);
+// SavePgOutboxRow for each of `rows` (distinct ids), in one statement.
+absl::Status SavePgOutboxRows(PgConnection& conn, const std::vector<const OutboxMessage*>& rows);
 
 // Appends an event to outbox_history, keeping the newest
 // kPgHistoryPerMessage of the message.
@@ -69,6 +71,8 @@ absl::Status RunPgRowClosed(const PgRowClosed& on_closed, PgConnection& conn,
                             const OutboxMessage& row);
 
 // The transitions of OutboxRepository inside the caller's transaction.
+// PgRecordAcks stores the rows it closes in one statement, unless
+// `on_closed` is set (then row by row, each followed by its step).
 absl::StatusOr<AckTally> PgRecordAcks(PgConnection& conn, const std::vector<std::string>& ids,
                                       int64_t now_ms, const PgRowClosed& on_closed);
 absl::StatusOr<int> PgRecordRejects(PgConnection& conn, const std::vector<Rejection>& rejects,

@@ -436,6 +436,30 @@ TEST_F(PgStoreTest, TransitionsLeaveTheHistorySqliteLeaves) {
   EXPECT_EQ(PgCount(test(), "SELECT count(*) FROM outbox_history"), 0);
 }
 
+// The acknowledgements of a batch close their rows in one statement: the
+// rows one statement writes share its command id (cmin).
+TEST_F(PgStoreTest, AcknowledgementsCloseTheirRowsInOneStatement) {
+  for (const char* id : {"a", "b", "c", "d"}) ASSERT_OK(InsertPgOutboxRow(test(), Row(id)));
+  clock_.SetMillis(kT0 + 700);
+  auto tally = stores_->outbox->RecordAcks({"c", "a", "unknown", "b", "a"});
+  ASSERT_OK(tally);
+  EXPECT_EQ(tally->closed, 3);
+  EXPECT_EQ(tally->late, 0);
+  EXPECT_THAT(tally->create_to_sent_ms, ElementsAre(700, 700, 700));
+  EXPECT_THAT(PgStrings(test(), "SELECT message_id || ' ' || status || ' ' || (updated_at - " +
+                                    std::to_string(kT0) + ") FROM outbox ORDER BY message_id"),
+              ElementsAre("a SENT 700", "b SENT 700", "c SENT 700", "d SENDING 0"));
+  EXPECT_EQ(
+      PgCount(test(), "SELECT count(*) FROM outbox WHERE sent_at = " + std::to_string(kT0 + 700)),
+      3);
+  EXPECT_EQ(PgCount(test(), "SELECT count(DISTINCT cmin::text) FROM outbox WHERE status = 'SENT'"),
+            1);
+  EXPECT_EQ(PgCount(test(), "SELECT count(*) FROM outbox_history"), 0);
+  tally = stores_->outbox->RecordAcks({"a"});  // again: already SENT
+  ASSERT_OK(tally);
+  EXPECT_EQ(tally->changed(), 0);
+}
+
 TEST_F(PgStoreTest, TheRowClosedStepCommitsWithTheRowOrAloneRollsBack) {
   ASSERT_OK(test().Exec("CREATE TABLE confirmed (id TEXT)"));
   for (const char* id : {"ok", "bad"}) ASSERT_OK(InsertPgOutboxRow(test(), Row(id)));
