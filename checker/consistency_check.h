@@ -20,6 +20,13 @@ inline constexpr size_t kMaxAccountingDbs = 10;  // SQLite attaches at most 10
 // direction. Older ones, versioned or not, are checked as they are.
 inline constexpr int kPaymentDbSchemaVersion = 7;
 inline constexpr int kAccountingDbSchemaVersion = 3;
+// The same for PostgreSQL databases (their schema_version rows, by schema
+// name): the library's outbox tables (shared/postgres/pg_schema.cc),
+// payment's (payment_service/payment_pg_store.cc) and accounting's
+// (accounting_service/pg_voucher_store.cc).
+inline constexpr int kPgOutboxSchemaVersion = 1;
+inline constexpr int kPgPaymentSchemaVersion = 1;
+inline constexpr int kPgAccountingSchemaVersion = 1;
 
 struct CheckConfig {
   std::string payment_db;

@@ -318,6 +318,21 @@ TEST_F(PgCheckTest, ADatabaseWithoutTheTablesIsRefused) {
   EXPECT_EQ(Exit(), kExitError);
 }
 
+TEST_F(PgCheckTest, ANewerSchemaVersionIsRefused) {
+  Sent("p1");
+  EXPECT_TRUE(Check().ok());
+  Exec(*acc_, absl::StrCat("UPDATE schema_version SET version = ", kPgAccountingSchemaVersion + 1,
+                           " WHERE name = 'accounting'"));
+  absl::StatusOr<Report> report = RunChecks(config_, kNow);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(report.status().message(), HasSubstr("refusing to check a newer database"));
+  Exec(*acc_, "UPDATE schema_version SET version = 1 WHERE name = 'accounting'");
+  Exec(*pay_, absl::StrCat("UPDATE schema_version SET version = ", kPgOutboxSchemaVersion + 1,
+                           " WHERE name = 'outbox'"));
+  EXPECT_EQ(RunChecks(config_, kNow).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Exit(), kExitError);
+}
+
 TEST_F(PgCheckTest, APasswordIsNeverPrinted) {
   config_.payment_db = "postgresql://alice:s3cret-pw@127.0.0.1:1/payment?connect_timeout=2";
   EXPECT_EQ(Exit(), kExitError);

@@ -9,9 +9,11 @@
 #include <system_error>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "checker/consistency_check.h"
 #include "shared/postgres/pg_connection.h"
 
 namespace outbox::checker {
@@ -75,6 +77,31 @@ const std::vector<CopiedTable>& Tables(PgSide side) {
   return side == PgSide::kPayment ? *payment : *accounting;
 }
 
+// FAILED_PRECONDITION when a schema of the database is newer than the
+// checks know (consistency_check.h): its changes could make a check wrong.
+absl::Status CheckPgSchemaVersions(PgConnection& pg, PgSide side, const std::string& name) {
+  const std::vector<std::pair<const char*, int>> known =
+      side == PgSide::kPayment
+          ? std::vector<std::pair<const char*, int>>{{"outbox", kPgOutboxSchemaVersion},
+                                                     {"payment", kPgPaymentSchemaVersion}}
+          : std::vector<std::pair<const char*, int>>{{"accounting", kPgAccountingSchemaVersion}};
+  absl::StatusOr<PgResult> table = pg.Query("SELECT to_regclass('schema_version') IS NOT NULL");
+  if (!table.ok()) return table.status();
+  if (table->Get(0, 0) != "t") return absl::OkStatus();  // unversioned: checked as it is
+  for (const auto& [schema, version] : known) {
+    absl::StatusOr<PgResult> row =
+        pg.Query("SELECT version FROM schema_version WHERE name = $1", {std::string(schema)});
+    if (!row.ok()) return row.status();
+    int found = 0;
+    if (row->rows() > 0 && absl::SimpleAtoi(row->Get(0, 0), &found) && found > version) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name, " has schema ", schema, " version ", found, "; this outbox_check knows up to ",
+          version, ": refusing to check a newer database"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool IsUriPrefix(absl::string_view s) {
   return absl::StartsWith(s, "postgresql://") || absl::StartsWith(s, "postgres://");
 }
@@ -117,6 +144,9 @@ absl::Status CopyPgDatabase(const std::string& conninfo, PgSide side, const std:
   // One snapshot for every table of the database.
   if (absl::Status s = pg.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); !s.ok()) {
     return failed(s, "begin");
+  }
+  if (absl::Status s = CheckPgSchemaVersions(pg, side, name); !s.ok()) {
+    return s.code() == absl::StatusCode::kFailedPrecondition ? s : failed(s, "schema_version");
   }
   try {
     SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
