@@ -10,18 +10,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
-#include "shared/observability/log.h"
-#include "shared/outbox/internal/failure.h"
-#include "shared/outbox/internal/state_machine.h"
 #include "shared/postgres/pg_outbox_table.h"
 
 namespace outbox {
 namespace {
-
-// history.h's names of the operator's events (one table layout, whichever
-// store wrote it).
-constexpr char kEventRedriven[] = "redriven";
-constexpr char kEventFailureSeen[] = "failure_acknowledged";
 
 int64_t Int64(const PgResult& r, int row, int column) {
   int64_t v = 0;
@@ -35,23 +27,60 @@ absl::StatusOr<int64_t> OldestSending(PgConnection& conn) {
   return Int64(r, 0, 0);
 }
 
-absl::StatusOr<int64_t> AppendAudit(PgConnection& conn, const AuditRecord& r) {
-  ASSIGN_OR_RETURN(
-      PgResult id,
-      conn.Query("INSERT INTO outbox_audit (at, actor, action, target, dry_run, rows, "
-                 "outcome, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
-                 "RETURNING id",
-                 {std::to_string(r.at), r.actor, r.action, r.target, r.dry_run ? "1" : "0",
-                  std::to_string(r.rows), r.outcome, r.reason}));
-  return Int64(id, 0, 0);
-}
+class PgOperatorTransaction final : public OperatorTransaction {
+ public:
+  explicit PgOperatorTransaction(PgConnection& conn) : conn_(conn) {}
 
-absl::Status UpdateAudit(PgConnection& conn, int64_t id, int64_t rows, const std::string& outcome) {
-  return conn
-      .Query("UPDATE outbox_audit SET rows = $1, outcome = $2 WHERE id = $3",
-             {std::to_string(rows), outcome, std::to_string(id)})
-      .status();
-}
+  absl::StatusOr<std::optional<OutboxMessage>> Load(const std::string& message_id) override {
+    ASSIGN_OR_RETURN(auto rows, LockPgOutboxRows(conn_, {message_id}));
+    auto row = rows.find(message_id);
+    if (row == rows.end()) return std::optional<OutboxMessage>();
+    return std::optional<OutboxMessage>(std::move(row->second));
+  }
+  absl::StatusOr<std::vector<OutboxMessage>> FailedRows(const std::string& group, int64_t after_id,
+                                                        int limit) override {
+    // Locked in id order, as every writer of several rows locks them.
+    ASSIGN_OR_RETURN(
+        PgResult r,
+        conn_.Query(
+            absl::StrCat("SELECT ", kPgOutboxColumns,
+                         " FROM outbox o WHERE o.status = 'FAILED' AND ",
+                         group.empty() ? "" : "o.failure_group = $3 AND ",
+                         "o.id > $1 ORDER BY o.id LIMIT $2 FOR UPDATE"),
+            group.empty()
+                ? std::vector<PgParam>{std::to_string(after_id), std::to_string(limit)}
+                : std::vector<PgParam>{std::to_string(after_id), std::to_string(limit), group}));
+    std::vector<OutboxMessage> rows;
+    for (int i = 0; i < r.rows(); ++i) rows.push_back(ReadPgOutboxRow(r, i));
+    return rows;
+  }
+  absl::Status Save(const OutboxMessage& row) override { return SavePgOutboxRow(conn_, row); }
+  absl::Status AppendHistory(const std::string& message_id, int64_t at_ms,
+                             const std::string& instance, const char* event,
+                             const std::string& detail) override {
+    return AppendPgHistory(conn_, message_id, at_ms, instance, event, detail);
+  }
+  absl::StatusOr<int64_t> AppendAudit(const AuditRecord& audit) override {
+    ASSIGN_OR_RETURN(
+        PgResult id,
+        conn_.Query(
+            "INSERT INTO outbox_audit (at, actor, action, target, dry_run, rows, "
+            "outcome, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+            "RETURNING id",
+            {std::to_string(audit.at), audit.actor, audit.action, audit.target,
+             audit.dry_run ? "1" : "0", std::to_string(audit.rows), audit.outcome, audit.reason}));
+    return Int64(id, 0, 0);
+  }
+  absl::Status UpdateAudit(int64_t id, int64_t rows, const std::string& outcome) override {
+    return conn_
+        .Query("UPDATE outbox_audit SET rows = $1, outcome = $2 WHERE id = $3",
+               {std::to_string(rows), outcome, std::to_string(id)})
+        .status();
+  }
+
+ private:
+  PgConnection& conn_;
+};
 
 }  // namespace
 
@@ -105,189 +134,12 @@ void PgOperatorStore::RegisterMetrics(MetricsRegistry& metrics, const Clock& clo
   RegisterRowMetrics(metrics, clock);
 }
 
-absl::Status PgOperatorStore::RecordAudit(const AuditRecord& audit) {
-  absl::Status s = session_.Transaction(
-      "record audit", [&](PgConnection& conn) { return AppendAudit(conn, audit).status(); });
-  if (!s.ok()) {
-    LogError("audit_not_recorded",
-             {KV("actor", audit.actor), KV("action", audit.action), KV("target", audit.target),
-              KV("outcome", audit.outcome), KV("error", s.message())});
-  }
-  return s;
-}
-
-void PgOperatorStore::AuditFailure(AuditRecord audit, const absl::Status& why) {
-  audit.outcome = std::string(why.message());
-  audit.rows = 0;
-  // The action's own error is what the caller reports; a failure to record
-  // it is logged by RecordAudit.
-  RecordAudit(audit).IgnoreError();
-}
-
-absl::StatusOr<OutboxMessage> PgOperatorStore::ChangeOneRow(
-    const std::string& message_id, int64_t now_ms, const AuditRecord& audit,
-    const std::function<absl::Status(OutboxMessage&)>& change, const char* event,
-    const std::string& detail) {
-  OutboxMessage changed;
-  absl::Status s = session_.Transaction(audit.action, [&](PgConnection& conn) -> absl::Status {
-    ASSIGN_OR_RETURN(auto rows, LockPgOutboxRows(conn, {message_id}));
-    auto row = rows.find(message_id);
-    if (row == rows.end()) {
-      return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
-    }
-    RETURN_IF_ERROR(change(row->second));
-    RETURN_IF_ERROR(SavePgOutboxRow(conn, row->second));
-    RETURN_IF_ERROR(AppendPgHistory(conn, message_id, now_ms, audit.actor, event, detail));
-    AuditRecord done = audit;
-    done.rows = 1;
-    done.outcome = "ok";
-    RETURN_IF_ERROR(AppendAudit(conn, done).status());
-    changed = std::move(row->second);
-    return absl::OkStatus();
+absl::Status PgOperatorStore::InTransaction(
+    const std::string& what, const std::function<absl::Status(OperatorTransaction&)>& body) {
+  return session_.Transaction(what, [&](PgConnection& conn) {
+    PgOperatorTransaction tx(conn);
+    return body(tx);
   });
-  if (!s.ok()) {
-    AuditFailure(audit, s);
-    return s;
-  }
-  return changed;
-}
-
-absl::StatusOr<OutboxMessage> PgOperatorStore::Redrive(const std::string& message_id,
-                                                       int64_t now_ms, const std::string& actor,
-                                                       const std::string& reason) {
-  return ChangeOneRow(
-      message_id, now_ms, {0, now_ms, actor, "redrive_message", message_id, false, 0, "", reason},
-      [&](OutboxMessage& row) { return OnRedrive(row, now_ms); }, kEventRedriven,
-      absl::StrCat("by ", actor));
-}
-
-absl::StatusOr<OutboxMessage> PgOperatorStore::AcknowledgeFailure(const std::string& message_id,
-                                                                  int64_t now_ms,
-                                                                  const std::string& actor,
-                                                                  const std::string& reason) {
-  return ChangeOneRow(
-      message_id, now_ms,
-      {0, now_ms, actor, "acknowledge_message", message_id, false, 0, "", reason},
-      [&](OutboxMessage& row) { return OnAcknowledgeFailure(row, actor, now_ms); },
-      kEventFailureSeen, absl::StrCat("by ", actor));
-}
-
-absl::StatusOr<int64_t> PgOperatorStore::ChangeFailedRows(
-    const std::string& group, bool dry_run, int64_t now_ms, const AuditRecord& audit, int page,
-    const std::function<bool(OutboxMessage&)>& change, const char* event,
-    const std::string& detail) {
-  if (page < 1) return absl::InvalidArgumentError("page must be at least 1");
-  int64_t total = 0;
-  int64_t audit_id = 0;
-  int64_t after_id = 0;  // rows are walked by id: a changed row leaves the set or stays behind
-  while (true) {
-    // The body may run again (a serialization failure): what it learns
-    // stays in these until the page commits.
-    int64_t in_page = 0;
-    int64_t page_after_id = after_id;
-    int64_t page_audit_id = audit_id;
-    bool last = false;
-    absl::Status s = session_.Transaction(audit.action, [&](PgConnection& conn) -> absl::Status {
-      in_page = 0;
-      page_after_id = after_id;
-      page_audit_id = audit_id;
-      // Locked in id order, as every writer of several rows locks them.
-      ASSIGN_OR_RETURN(
-          PgResult r,
-          conn.Query(
-              absl::StrCat("SELECT ", kPgOutboxColumns,
-                           " FROM outbox o WHERE o.status = 'FAILED' AND ",
-                           group.empty() ? "" : "o.failure_group = $3 AND ",
-                           "o.id > $1 ORDER BY o.id LIMIT $2 FOR UPDATE"),
-              group.empty()
-                  ? std::vector<PgParam>{std::to_string(after_id), std::to_string(page)}
-                  : std::vector<PgParam>{std::to_string(after_id), std::to_string(page), group}));
-      last = r.rows() < page;
-      for (int i = 0; i < r.rows(); ++i) {
-        OutboxMessage row = ReadPgOutboxRow(r, i);
-        page_after_id = row.id;
-        if (!change(row)) continue;
-        ++in_page;
-        if (dry_run) continue;
-        RETURN_IF_ERROR(SavePgOutboxRow(conn, row));
-        RETURN_IF_ERROR(AppendPgHistory(conn, row.message_id, now_ms, audit.actor, event, detail));
-      }
-      const std::string outcome = last ? "ok" : "in progress";
-      if (page_audit_id == 0) {
-        AuditRecord first = audit;
-        first.rows = total + in_page;
-        first.outcome = outcome;
-        ASSIGN_OR_RETURN(page_audit_id, AppendAudit(conn, first));
-        return absl::OkStatus();
-      }
-      return UpdateAudit(conn, page_audit_id, total + in_page, outcome);
-    });
-    if (!s.ok()) {
-      // Nothing of the page committed, its audit record included: a first
-      // page's failure is recorded on its own.
-      if (audit_id == 0) {
-        AuditFailure(audit, s);
-      } else {
-        absl::Status recorded = session_.Transaction("record audit", [&](PgConnection& conn) {
-          return UpdateAudit(conn, audit_id, total,
-                             absl::StrCat("stopped after ", total, " rows: ", s.message()));
-        });
-        if (!recorded.ok()) {
-          LogError("audit_not_recorded", {KV("actor", audit.actor), KV("action", audit.action),
-                                          KV("target", audit.target), KV("outcome", s.message()),
-                                          KV("error", recorded.message())});
-        }
-      }
-      return s;
-    }
-    after_id = page_after_id;
-    audit_id = page_audit_id;
-    total += in_page;
-    if (last) return total;
-  }
-}
-
-absl::StatusOr<int64_t> PgOperatorStore::RedriveFailed(const std::string& group, bool dry_run,
-                                                       int64_t now_ms, const std::string& actor,
-                                                       int page,
-                                                       bool include_rejected_and_acknowledged,
-                                                       const std::string& reason) {
-  const bool everything = !group.empty() || include_rejected_and_acknowledged;
-  const AuditRecord audit{0,
-                          now_ms,
-                          actor,
-                          group.empty() ? "redrive_all" : "redrive_group",
-                          !group.empty() ? group
-                          : include_rejected_and_acknowledged
-                              ? "FAILED (rejected and acknowledged too)"
-                              : "FAILED",
-                          dry_run,
-                          0,
-                          "",
-                          reason};
-  return ChangeFailedRows(
-      group, dry_run, now_ms, audit, page,
-      [&](OutboxMessage& row) {
-        if (!everything && (row.failure_kind == kFailureRejected || !row.acknowledged_by.empty())) {
-          return false;  // left FAILED on purpose
-        }
-        return OnRedrive(row, now_ms).ok();
-      },
-      kEventRedriven,
-      absl::StrCat("by ", actor, group.empty() ? " (all FAILED)" : " (group " + group + ")"));
-}
-
-absl::StatusOr<int64_t> PgOperatorStore::AcknowledgeGroup(const std::string& group, bool dry_run,
-                                                          int64_t now_ms, const std::string& actor,
-                                                          int page, const std::string& reason) {
-  if (group.empty()) return absl::InvalidArgumentError("a failure group is required");
-  const AuditRecord audit{0, now_ms, actor, "acknowledge_group", group, dry_run, 0, "", reason};
-  return ChangeFailedRows(
-      group, dry_run, now_ms, audit, page,
-      [&](OutboxMessage& row) {
-        return row.acknowledged_by.empty() && OnAcknowledgeFailure(row, actor, now_ms).ok();
-      },
-      kEventFailureSeen, absl::StrCat("by ", actor, " (group ", group, ")"));
 }
 
 absl::StatusOr<std::vector<HistoryEvent>> PgOperatorStore::History(

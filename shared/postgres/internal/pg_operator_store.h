@@ -20,11 +20,12 @@
 
 #include "absl/status/statusor.h"
 #include "shared/outbox/internal/operator_repository.h"
+#include "shared/outbox/internal/operator_verbs.h"
 #include "shared/postgres/pg_session.h"
 
 namespace outbox {
 
-class PgOperatorStore final : public OperatorRepository {
+class PgOperatorStore final : public OperatorVerbs {
  public:
   // `session` reaches a database with the outbox tables and outlives this.
   explicit PgOperatorStore(PgSession& session) : session_(session) {}
@@ -35,41 +36,18 @@ class PgOperatorStore final : public OperatorRepository {
   absl::StatusOr<MessagePage> List(OutboxStatus status, int64_t after_id, int limit) override;
   absl::StatusOr<OutboxCounts> Counts() override;
   absl::StatusOr<int64_t> OldestSendingCreatedAt() override;
-  absl::StatusOr<OutboxMessage> Redrive(const std::string& message_id, int64_t now_ms,
-                                        const std::string& actor,
-                                        const std::string& reason = "") override;
-  absl::StatusOr<int64_t> RedriveFailed(const std::string& group, bool dry_run, int64_t now_ms,
-                                        const std::string& actor, int page = 1000,
-                                        bool include_rejected_and_acknowledged = false,
-                                        const std::string& reason = "") override;
-  absl::StatusOr<OutboxMessage> AcknowledgeFailure(const std::string& message_id, int64_t now_ms,
-                                                   const std::string& actor,
-                                                   const std::string& reason = "") override;
-  absl::StatusOr<int64_t> AcknowledgeGroup(const std::string& group, bool dry_run, int64_t now_ms,
-                                           const std::string& actor, int page = 1000,
-                                           const std::string& reason = "") override;
   absl::StatusOr<std::vector<HistoryEvent>> History(const std::string& message_id_or_biz_key,
                                                     OutboxMessage* row) override;
-  absl::Status RecordAudit(const AuditRecord& audit) override;
   absl::StatusOr<std::vector<AuditRecord>> Audit(int64_t before_id, int limit) override;
-  // outbox_rows{status=...} and outbox_oldest_sending_age_seconds.
   void RegisterMetrics(MetricsRegistry& metrics, const Clock& clock) override;
 
- private:
-  // Applies `change` (true: changed) to FAILED rows of `group` ("" = all),
-  // `page` rows per transaction, with the audit record kept in step.
-  absl::StatusOr<int64_t> ChangeFailedRows(const std::string& group, bool dry_run, int64_t now_ms,
-                                           const AuditRecord& audit, int page,
-                                           const std::function<bool(OutboxMessage&)>& change,
-                                           const char* event, const std::string& detail);
-  // One row's operator change, audited.
-  absl::StatusOr<OutboxMessage> ChangeOneRow(
-      const std::string& message_id, int64_t now_ms, const AuditRecord& audit,
-      const std::function<absl::Status(OutboxMessage&)>& change, const char* event,
-      const std::string& detail);
-  // Records an action that failed, in a transaction of its own.
-  void AuditFailure(AuditRecord audit, const absl::Status& why);
+ protected:
+  // Rows are locked FOR UPDATE, several in id order.
+  absl::Status InTransaction(
+      const std::string& what,
+      const std::function<absl::Status(OperatorTransaction&)>& body) override;
 
+ private:
   const std::unique_ptr<PgSession> owned_session_;  // when it has one of its own
   PgSession& session_;
 };

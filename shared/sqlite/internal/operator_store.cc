@@ -8,9 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
-#include "shared/observability/log.h"
-#include "shared/outbox/internal/failure.h"
-#include "shared/outbox/internal/state_machine.h"
 #include "shared/sqlite/internal/sqlite_metrics.h"
 #include "shared/sqlite/outbox_table.h"
 
@@ -34,6 +31,58 @@ int64_t OldestSending(SQLite::Database& reader) {
   if (oldest.executeStep() && !oldest.getColumn(0).isNull()) return oldest.getColumn(0).getInt64();
   return 0;
 }
+
+// An operator's transaction on the writer: its statements throw, which
+// rolls the transaction back (SqliteFile::Write).
+class SqliteOperatorTransaction final : public OperatorTransaction {
+ public:
+  explicit SqliteOperatorTransaction(SQLite::Database& db) : db_(db) {}
+
+  absl::StatusOr<std::optional<OutboxMessage>> Load(const std::string& message_id) override {
+    return Table().Load(message_id);
+  }
+  absl::StatusOr<std::vector<OutboxMessage>> FailedRows(const std::string& group, int64_t after_id,
+                                                        int limit) override {
+    SQLite::Statement select(db_,
+                             SelectWhereFailed(group.empty() ? "o.id > ?1 ORDER BY o.id LIMIT ?2"
+                                                             : "o.failure_group = ?3 AND o.id > ?1 "
+                                                               "ORDER BY o.id LIMIT ?2"));
+    select.bind(1, static_cast<int64_t>(after_id));
+    select.bind(2, limit);
+    if (!group.empty()) select.bind(3, group);
+    std::vector<OutboxMessage> rows;
+    while (select.executeStep()) rows.push_back(ReadOutboxMessage(select));
+    return rows;
+  }
+  absl::Status Save(const OutboxMessage& row) override {
+    Table().Save(row);
+    return absl::OkStatus();
+  }
+  absl::Status AppendHistory(const std::string& message_id, int64_t at_ms,
+                             const std::string& instance, const char* event,
+                             const std::string& detail) override {
+    if (!history_) history_.emplace(db_);
+    history_->Append(message_id, at_ms, instance, event, detail);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> AppendAudit(const AuditRecord& audit) override {
+    return outbox::AppendAudit(db_, audit);
+  }
+  absl::Status UpdateAudit(int64_t id, int64_t rows, const std::string& outcome) override {
+    outbox::UpdateAudit(db_, id, rows, outcome);
+    return absl::OkStatus();
+  }
+
+ private:
+  OutboxStateTable& Table() {
+    if (!table_) table_.emplace(db_);
+    return *table_;
+  }
+
+  SQLite::Database& db_;
+  std::optional<OutboxStateTable> table_;
+  std::optional<HistoryLog> history_;
+};
 
 }  // namespace
 
@@ -92,193 +141,12 @@ void OperatorStore::RegisterMetrics(MetricsRegistry& metrics, const Clock& clock
   RegisterRowMetrics(metrics, clock);
 }
 
-absl::Status OperatorStore::RecordAudit(const AuditRecord& audit) {
-  absl::Status s = db_.Write([&](SQLite::Database& writer) {
-    AppendAudit(writer, audit);
-    return absl::OkStatus();
+absl::Status OperatorStore::InTransaction(
+    const std::string& /*what*/, const std::function<absl::Status(OperatorTransaction&)>& body) {
+  return db_.Write([&](SQLite::Database& db) {
+    SqliteOperatorTransaction tx(db);
+    return body(tx);
   });
-  if (!s.ok()) {
-    LogError("audit_not_recorded",
-             {KV("actor", audit.actor), KV("action", audit.action), KV("target", audit.target),
-              KV("outcome", audit.outcome), KV("error", s.message())});
-  }
-  return s;
-}
-
-void OperatorStore::AuditFailure(AuditRecord audit, const absl::Status& why) {
-  audit.outcome = std::string(why.message());
-  audit.rows = 0;
-  // The action's own error is what the caller reports; a failure to record
-  // it is logged by RecordAudit.
-  RecordAudit(audit).IgnoreError();
-}
-
-absl::StatusOr<OutboxMessage> OperatorStore::ChangeOneRow(
-    const std::string& message_id, int64_t now_ms, const AuditRecord& audit,
-    const std::function<absl::Status(OutboxMessage&)>& change, const char* event,
-    const std::string& detail) {
-  OutboxMessage changed;
-  absl::Status s = db_.Write([&](SQLite::Database& db) -> absl::Status {
-    OutboxStateTable table(db);
-    std::optional<OutboxMessage> row = table.Load(message_id);
-    if (!row.has_value()) {
-      return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
-    }
-    RETURN_IF_ERROR(change(*row));
-    table.Save(*row);
-    HistoryLog(db).Append(message_id, now_ms, audit.actor, event, detail);
-    AuditRecord done = audit;
-    done.rows = 1;
-    done.outcome = "ok";
-    AppendAudit(db, done);
-    changed = *std::move(row);
-    return absl::OkStatus();
-  });
-  if (!s.ok()) {
-    AuditFailure(audit, s);
-    return s;
-  }
-  return changed;
-}
-
-absl::StatusOr<OutboxMessage> OperatorStore::Redrive(const std::string& message_id, int64_t now_ms,
-                                                     const std::string& actor,
-                                                     const std::string& reason) {
-  return ChangeOneRow(
-      message_id, now_ms, {0, now_ms, actor, "redrive_message", message_id, false, 0, "", reason},
-      [&](OutboxMessage& row) { return OnRedrive(row, now_ms); }, kEventRedriven,
-      absl::StrCat("by ", actor));
-}
-
-absl::StatusOr<OutboxMessage> OperatorStore::AcknowledgeFailure(const std::string& message_id,
-                                                                int64_t now_ms,
-                                                                const std::string& actor,
-                                                                const std::string& reason) {
-  return ChangeOneRow(
-      message_id, now_ms,
-      {0, now_ms, actor, "acknowledge_message", message_id, false, 0, "", reason},
-      [&](OutboxMessage& row) { return OnAcknowledgeFailure(row, actor, now_ms); },
-      kEventFailureSeen, absl::StrCat("by ", actor));
-}
-
-absl::StatusOr<int64_t> OperatorStore::ChangeFailedRows(
-    const std::string& group, bool dry_run, int64_t now_ms, const AuditRecord& audit, int page,
-    const std::function<bool(OutboxMessage&)>& change, const char* event,
-    const std::string& detail) {
-  if (page < 1) return absl::InvalidArgumentError("page must be at least 1");
-  int64_t total = 0;
-  int64_t audit_id = 0;
-  int64_t after_id = 0;  // rows are walked by id: a changed row leaves the set or stays behind
-  while (true) {
-    // The body may run again (a busy database): what it learns stays in
-    // these until the page commits.
-    int64_t in_page = 0;
-    int64_t page_after_id = after_id;
-    int64_t page_audit_id = audit_id;
-    bool last = false;
-    absl::Status s = db_.Write([&](SQLite::Database& db) -> absl::Status {
-      in_page = 0;
-      page_after_id = after_id;
-      page_audit_id = audit_id;
-      SQLite::Statement select(
-          db, SelectWhereFailed(group.empty() ? "o.id > ?1 ORDER BY o.id LIMIT ?2"
-                                              : "o.failure_group = ?3 AND o.id > ?1 "
-                                                "ORDER BY o.id LIMIT ?2"));
-      select.bind(1, static_cast<int64_t>(after_id));
-      select.bind(2, page);
-      if (!group.empty()) select.bind(3, group);
-      std::vector<OutboxMessage> rows;
-      while (select.executeStep()) rows.push_back(ReadOutboxMessage(select));
-      last = static_cast<int>(rows.size()) < page;
-      OutboxStateTable table(db);
-      std::optional<HistoryLog> history;
-      for (OutboxMessage& row : rows) {
-        page_after_id = row.id;
-        if (!change(row)) continue;
-        ++in_page;
-        if (dry_run) continue;
-        table.Save(row);
-        if (!history) history.emplace(db);
-        history->Append(row.message_id, now_ms, audit.actor, event, detail);
-      }
-      const std::string outcome = last ? "ok" : "in progress";
-      if (page_audit_id == 0) {
-        AuditRecord first = audit;
-        first.rows = total + in_page;
-        first.outcome = outcome;
-        page_audit_id = AppendAudit(db, first);
-      } else {
-        UpdateAudit(db, page_audit_id, total + in_page, outcome);
-      }
-      return absl::OkStatus();
-    });
-    if (!s.ok()) {
-      // Nothing of the page committed, its audit record included: a first
-      // page's failure is recorded on its own.
-      if (audit_id == 0) {
-        AuditFailure(audit, s);
-      } else {
-        absl::Status recorded = db_.Write([&](SQLite::Database& writer) {
-          UpdateAudit(writer, audit_id, total,
-                      absl::StrCat("stopped after ", total, " rows: ", s.message()));
-          return absl::OkStatus();
-        });
-        if (!recorded.ok()) {
-          LogError("audit_not_recorded", {KV("actor", audit.actor), KV("action", audit.action),
-                                          KV("target", audit.target), KV("outcome", s.message()),
-                                          KV("error", recorded.message())});
-        }
-      }
-      return s;
-    }
-    after_id = page_after_id;
-    audit_id = page_audit_id;
-    total += in_page;
-    if (last) return total;
-  }
-}
-
-absl::StatusOr<int64_t> OperatorStore::RedriveFailed(const std::string& group, bool dry_run,
-                                                     int64_t now_ms, const std::string& actor,
-                                                     int page,
-                                                     bool include_rejected_and_acknowledged,
-                                                     const std::string& reason) {
-  const bool everything = !group.empty() || include_rejected_and_acknowledged;
-  const AuditRecord audit{0,
-                          now_ms,
-                          actor,
-                          group.empty() ? "redrive_all" : "redrive_group",
-                          !group.empty() ? group
-                          : include_rejected_and_acknowledged
-                              ? "FAILED (rejected and acknowledged too)"
-                              : "FAILED",
-                          dry_run,
-                          0,
-                          "",
-                          reason};
-  return ChangeFailedRows(
-      group, dry_run, now_ms, audit, page,
-      [&](OutboxMessage& row) {
-        if (!everything && (row.failure_kind == kFailureRejected || !row.acknowledged_by.empty())) {
-          return false;  // left FAILED on purpose
-        }
-        return OnRedrive(row, now_ms).ok();
-      },
-      kEventRedriven,
-      absl::StrCat("by ", actor, group.empty() ? " (all FAILED)" : " (group " + group + ")"));
-}
-
-absl::StatusOr<int64_t> OperatorStore::AcknowledgeGroup(const std::string& group, bool dry_run,
-                                                        int64_t now_ms, const std::string& actor,
-                                                        int page, const std::string& reason) {
-  if (group.empty()) return absl::InvalidArgumentError("a failure group is required");
-  const AuditRecord audit{0, now_ms, actor, "acknowledge_group", group, dry_run, 0, "", reason};
-  return ChangeFailedRows(
-      group, dry_run, now_ms, audit, page,
-      [&](OutboxMessage& row) {
-        return row.acknowledged_by.empty() && OnAcknowledgeFailure(row, actor, now_ms).ok();
-      },
-      kEventFailureSeen, absl::StrCat("by ", actor, " (group ", group, ")"));
 }
 
 absl::StatusOr<std::vector<HistoryEvent>> OperatorStore::History(
