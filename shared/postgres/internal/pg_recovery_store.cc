@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "shared/base/status_macros.h"
+#include "shared/outbox/internal/due_rows.h"
 #include "shared/outbox/internal/failure.h"
 #include "shared/outbox/internal/state_machine.h"
 #include "shared/postgres/internal/pg_outbox.h"
@@ -28,6 +29,45 @@ int64_t Int64(const PgResult& r, int row, int column) {
   return absl::SimpleAtoi(r.Get(row, column), &v) ? v : 0;
 }
 
+class PgDueRows final : public DueRowsTransaction {
+ public:
+  PgDueRows(PgConnection& conn, const PgRowClosed& on_closed)
+      : conn_(conn), on_closed_(on_closed) {}
+
+  absl::StatusOr<std::optional<LeaseState>> LockLease() override {
+    ASSIGN_OR_RETURN(PgResult lease, conn_.Query("SELECT holder, expires_at FROM recovery_lease "
+                                                 "WHERE name = $1 FOR SHARE",
+                                                 {kLeaseName}));
+    if (lease.rows() == 0) return std::optional<LeaseState>();
+    return std::optional<LeaseState>(LeaseState{std::string(lease.Get(0, 0)), Int64(lease, 0, 1)});
+  }
+  absl::StatusOr<std::vector<OutboxMessage>> LoadDue(int64_t now_ms, int limit) override {
+    ASSIGN_OR_RETURN(
+        PgResult r,
+        conn_.Query(absl::StrCat("SELECT ", kPgOutboxColumns,
+                                 " FROM outbox o WHERE o.status = 'SENDING' AND "
+                                 "o.next_retry_at <= $1 ORDER BY o.next_retry_at LIMIT $2 "
+                                 "FOR UPDATE SKIP LOCKED"),
+                    {std::to_string(now_ms), std::to_string(limit)}));
+    std::vector<OutboxMessage> rows;
+    for (int i = 0; i < r.rows(); ++i) rows.push_back(ReadPgOutboxRow(r, i));
+    return rows;
+  }
+  absl::Status Save(const OutboxMessage& row) override { return SavePgOutboxRow(conn_, row); }
+  absl::Status Closed(const OutboxMessage& row) override {
+    return RunPgRowClosed(on_closed_, conn_, row);
+  }
+  absl::Status AppendHistory(const std::string& message_id, int64_t at_ms,
+                             const std::string& instance, const char* event,
+                             const std::string& detail) override {
+    return AppendPgHistory(conn_, message_id, at_ms, instance, event, detail);
+  }
+
+ private:
+  PgConnection& conn_;
+  const PgRowClosed& on_closed_;
+};
+
 }  // namespace
 
 absl::StatusOr<OutboxMessage> PgRecoveryStore::Get(const std::string& message_id) {
@@ -40,85 +80,25 @@ absl::StatusOr<OutboxMessage> PgRecoveryStore::Get(const std::string& message_id
   return *std::move(row);
 }
 
-absl::StatusOr<std::vector<PgRecoveryStore::Transitioned>> PgRecoveryStore::TransitionDueRows(
-    int64_t now_ms, int limit, const std::string& lease_holder,
-    const std::function<bool(OutboxMessage&)>& transition, bool note_history) {
-  std::vector<Transitioned> due;
-  RETURN_IF_ERROR(session_.Transaction("claim due rows", [&](PgConnection& conn) -> absl::Status {
-    due.clear();  // a transaction run again starts over
-    if (!lease_holder.empty()) {
-      ASSIGN_OR_RETURN(PgResult lease, conn.Query("SELECT holder, expires_at FROM recovery_lease "
-                                                  "WHERE name = $1 FOR SHARE",
-                                                  {kLeaseName}));
-      if (lease.rows() == 0 || lease.Get(0, 0) != lease_holder || Int64(lease, 0, 1) <= now_ms) {
-        return absl::FailedPreconditionError("recovery lease is not held by this instance");
-      }
-    }
-    ASSIGN_OR_RETURN(
-        PgResult rows,
-        conn.Query(absl::StrCat("SELECT ", kPgOutboxColumns,
-                                " FROM outbox o WHERE o.status = 'SENDING' AND "
-                                "o.next_retry_at <= $1 ORDER BY o.next_retry_at LIMIT $2 "
-                                "FOR UPDATE SKIP LOCKED"),
-                   {std::to_string(now_ms), std::to_string(limit)}));
-    for (int i = 0; i < rows.rows(); ++i) due.push_back({ReadPgOutboxRow(rows, i), false});
-    std::vector<const OutboxMessage*> changed;
-    for (Transitioned& d : due) {
-      d.changed = transition(d.row);
-      if (d.changed) changed.push_back(&d.row);
-    }
-    std::sort(changed.begin(), changed.end(),
-              [](const OutboxMessage* a, const OutboxMessage* b) { return a->id < b->id; });
-    for (const OutboxMessage* row : changed) {
-      RETURN_IF_ERROR(SavePgOutboxRow(conn, *row));
-      if (row->status == OutboxStatus::kFailed) {
-        RETURN_IF_ERROR(RunPgRowClosed(on_closed_, conn, *row));
-      }
-    }
-    if (!note_history) return absl::OkStatus();
-    const std::string& who = lease_holder.empty() ? instance_ : lease_holder;
-    for (const OutboxMessage* row : changed) {
-      if (row->status == OutboxStatus::kFailed) {
-        RETURN_IF_ERROR(AppendPgHistory(conn, row->message_id, now_ms, who, kPgEventFailed,
-                                        absl::StrCat(row->failure_kind, ": ", row->last_error)));
-      } else {
-        RETURN_IF_ERROR(AppendPgHistory(conn, row->message_id, now_ms, who, kPgEventRepublished,
-                                        absl::StrCat("attempt ", row->attempts)));
-      }
-    }
-    return absl::OkStatus();
-  }));
-  return due;
+DueRowsRunner PgRecoveryStore::DueRows() {
+  return [this](const std::function<absl::Status(DueRowsTransaction&)>& body) {
+    return session_.Transaction("claim due rows", [&](PgConnection& conn) {
+      PgDueRows tx(conn, on_closed_);
+      return body(tx);
+    });
+  };
 }
 
 absl::StatusOr<Claimed> PgRecoveryStore::ClaimDue(int64_t now_ms, int limit,
                                                   const std::string& lease_holder,
                                                   const RetryPolicy& policy) {
-  ASSIGN_OR_RETURN(
-      std::vector<Transitioned> due,
-      TransitionDueRows(
-          now_ms, limit, lease_holder,
-          [&](OutboxMessage& row) { return OnDue(row, now_ms, policy) != DueAction::kNotDue; },
-          /*note_history=*/true));
-  Claimed claimed;
-  for (Transitioned& d : due) {
-    if (!d.changed) continue;
-    (d.row.status == OutboxStatus::kFailed ? claimed.exhausted : claimed.to_publish)
-        .push_back(std::move(d.row));
-  }
-  return claimed;
+  return ClaimDueRows(DueRows(), now_ms, limit, lease_holder, instance_, policy);
 }
 
 absl::StatusOr<int> PgRecoveryStore::DeferDue(int64_t now_ms, int limit,
                                               const std::string& lease_holder,
                                               const RetryPolicy& policy) {
-  ASSIGN_OR_RETURN(std::vector<Transitioned> due,
-                   TransitionDueRows(
-                       now_ms, limit, lease_holder,
-                       [&](OutboxMessage& row) { return OnHold(row, now_ms, policy); },
-                       /*note_history=*/false));
-  return static_cast<int>(
-      std::count_if(due.begin(), due.end(), [](const Transitioned& d) { return d.changed; }));
+  return DeferDueRows(DueRows(), now_ms, limit, lease_holder, instance_, policy);
 }
 
 absl::StatusOr<std::vector<OutboxMessage>> PgRecoveryStore::ListFailed(int limit) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "shared/outbox/internal/due_rows.h"
 #include "shared/outbox/repository.h"
 #include "shared/postgres/pg_outbox_table.h"
 #include "shared/postgres/pg_session.h"
@@ -58,17 +59,10 @@ class PgRecoveryStore final : public RecoveryRepository {
   void set_on_closed(PgRowClosed on_closed) { on_closed_ = std::move(on_closed); }
 
  private:
-  struct Transitioned {
-    OutboxMessage row;
-    bool changed = false;
-  };
-  // In one transaction: checks the lease fence (its row locked FOR SHARE, so
-  // the lease cannot change hands before the commit), locks up to `limit`
-  // due rows, oldest due first, skipping rows another transaction holds,
-  // applies `transition` to each and saves the changed ones.
-  absl::StatusOr<std::vector<Transitioned>> TransitionDueRows(
-      int64_t now_ms, int limit, const std::string& lease_holder,
-      const std::function<bool(OutboxMessage&)>& transition, bool note_history);
+  // Runs a claim's transaction (due_rows.h): the lease row locked FOR
+  // SHARE, so it cannot change hands before the commit; due rows locked
+  // SKIP LOCKED, so rows another transaction holds are left to the next claim.
+  DueRowsRunner DueRows();
   // Deletes up to `batch` rows of `table` whose `column` is below
   // `cutoff_ms`, oldest first, with the table's watermark in outbox_retention.
   absl::StatusOr<int> PruneOlderThan(const char* table, const char* column, int64_t cutoff_ms,

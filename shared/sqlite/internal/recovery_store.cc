@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "shared/base/status_macros.h"
+#include "shared/outbox/internal/due_rows.h"
 #include "shared/outbox/internal/failure.h"
 #include "shared/outbox/internal/state_machine.h"
 #include "shared/sqlite/internal/history.h"
@@ -37,6 +39,52 @@ std::string ClaimSql() {
 std::string SelectWhere(const std::string& where) {
   return absl::StrCat("SELECT ", kOutboxColumns, " FROM outbox o ", where);
 }
+
+// A claim's transaction on the writer: its statements throw, which rolls
+// the transaction back (SqliteFile::Write).
+class SqliteDueRows final : public DueRowsTransaction {
+ public:
+  SqliteDueRows(SQLite::Database& db, const RowClosed& on_closed)
+      : db_(db), on_closed_(on_closed) {}
+
+  absl::StatusOr<std::optional<LeaseState>> LockLease() override {
+    SQLite::Statement lease(db_, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
+    lease.bind(1, kLeaseName);
+    if (!lease.executeStep()) return std::optional<LeaseState>();
+    return std::optional<LeaseState>(
+        LeaseState{lease.getColumn(0).getString(), lease.getColumn(1).getInt64()});
+  }
+  absl::StatusOr<std::vector<OutboxMessage>> LoadDue(int64_t now_ms, int limit) override {
+    SQLite::Statement select(db_, ClaimSql());
+    select.bind(1, static_cast<int64_t>(now_ms));
+    select.bind(2, limit);
+    std::vector<OutboxMessage> rows;
+    while (select.executeStep()) rows.push_back(ReadOutboxMessage(select));
+    return rows;
+  }
+  absl::Status Save(const OutboxMessage& row) override {
+    if (!table_) table_.emplace(db_);
+    table_->Save(row);
+    return absl::OkStatus();
+  }
+  absl::Status Closed(const OutboxMessage& row) override {
+    RunRowClosed(on_closed_, db_, row);  // its failure is logged; the row closes all the same
+    return absl::OkStatus();
+  }
+  absl::Status AppendHistory(const std::string& message_id, int64_t at_ms,
+                             const std::string& instance, const char* event,
+                             const std::string& detail) override {
+    if (!history_) history_.emplace(db_);
+    history_->Append(message_id, at_ms, instance, event, detail);
+    return absl::OkStatus();
+  }
+
+ private:
+  SQLite::Database& db_;
+  const RowClosed& on_closed_;
+  std::optional<OutboxStateTable> table_;
+  std::optional<HistoryLog> history_;
+};
 
 }  // namespace
 
@@ -115,85 +163,25 @@ absl::StatusOr<std::unique_ptr<RecoveryStore>> RecoveryStore::OpenWhenCreated(
   }
 }
 
-absl::StatusOr<std::vector<RecoveryStore::Transitioned>> RecoveryStore::TransitionDueRows(
-    int64_t now_ms, int limit, const std::string& lease_holder,
-    const std::function<bool(OutboxMessage&)>& transition, bool note_history) {
-  std::vector<Transitioned> due;
-  RETURN_IF_ERROR(db_->Write([&](SQLite::Database& db) -> absl::Status {
-    due.clear();  // a retried transaction starts over
-    if (!lease_holder.empty()) {
-      SQLite::Statement lease(db, "SELECT holder, expires_at FROM recovery_lease WHERE name = ?");
-      lease.bind(1, kLeaseName);
-      if (!lease.executeStep() || lease.getColumn(0).getString() != lease_holder ||
-          lease.getColumn(1).getInt64() <= now_ms) {
-        return absl::FailedPreconditionError("recovery lease is not held by this instance");
-      }
-    }
-    SQLite::Statement select(db, ClaimSql());
-    select.bind(1, static_cast<int64_t>(now_ms));
-    select.bind(2, limit);
-    while (select.executeStep()) due.push_back({ReadOutboxMessage(select), false});
-    std::vector<const OutboxMessage*> changed;
-    for (Transitioned& d : due) {
-      d.changed = transition(d.row);
-      if (d.changed) changed.push_back(&d.row);
-    }
-    // In id order: rows next to each other in the table share pages, and the
-    // B-tree walks from one to the next through pages just visited.
-    std::sort(changed.begin(), changed.end(),
-              [](const OutboxMessage* a, const OutboxMessage* b) { return a->id < b->id; });
-    OutboxStateTable table(db);
-    for (const OutboxMessage* row : changed) {
-      table.Save(*row);
-      if (row->status == OutboxStatus::kFailed) RunRowClosed(on_closed_, db, *row);
-    }
-    if (note_history && !changed.empty()) {
-      HistoryLog history(db);
-      const std::string& who = lease_holder.empty() ? instance_ : lease_holder;
-      for (const OutboxMessage* row : changed) {
-        if (row->status == OutboxStatus::kFailed) {
-          history.Append(row->message_id, now_ms, who, kEventFailed,
-                         absl::StrCat(row->failure_kind, ": ", row->last_error));
-        } else {
-          history.Append(row->message_id, now_ms, who, kEventRepublished,
-                         absl::StrCat("attempt ", row->attempts));
-        }
-      }
-    }
-    return absl::OkStatus();
-  }));
-  return due;
+DueRowsRunner RecoveryStore::DueRows() {
+  return [this](const std::function<absl::Status(DueRowsTransaction&)>& body) {
+    return db_->Write([&](SQLite::Database& db) {
+      SqliteDueRows tx(db, on_closed_);
+      return body(tx);
+    });
+  };
 }
 
 absl::StatusOr<Claimed> RecoveryStore::ClaimDue(int64_t now_ms, int limit,
                                                 const std::string& lease_holder,
                                                 const RetryPolicy& policy) {
-  ASSIGN_OR_RETURN(
-      std::vector<Transitioned> due,
-      TransitionDueRows(
-          now_ms, limit, lease_holder,
-          [&](OutboxMessage& row) { return OnDue(row, now_ms, policy) != DueAction::kNotDue; },
-          /*note_history=*/true));
-  Claimed claimed;
-  for (Transitioned& d : due) {
-    if (!d.changed) continue;
-    // OnDue turned an exhausted row FAILED; the others stay SENDING.
-    (d.row.status == OutboxStatus::kFailed ? claimed.exhausted : claimed.to_publish)
-        .push_back(std::move(d.row));
-  }
-  return claimed;
+  return ClaimDueRows(DueRows(), now_ms, limit, lease_holder, instance_, policy);
 }
 
 absl::StatusOr<int> RecoveryStore::DeferDue(int64_t now_ms, int limit,
                                             const std::string& lease_holder,
                                             const RetryPolicy& policy) {
-  ASSIGN_OR_RETURN(std::vector<Transitioned> due,
-                   TransitionDueRows(
-                       now_ms, limit, lease_holder,
-                       [&](OutboxMessage& row) { return OnHold(row, now_ms, policy); },
-                       /*note_history=*/false));
-  return static_cast<int>(
-      std::count_if(due.begin(), due.end(), [](const Transitioned& d) { return d.changed; }));
+  return DeferDueRows(DueRows(), now_ms, limit, lease_holder, instance_, policy);
 }
 
 absl::StatusOr<std::vector<OutboxMessage>> RecoveryStore::ListFailed(int limit) {

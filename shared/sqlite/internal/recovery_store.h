@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "shared/base/internal/mutex.h"
+#include "shared/outbox/internal/due_rows.h"
 #include "shared/outbox/repository.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/schema.h"
@@ -105,18 +106,8 @@ class RecoveryStore final : public RecoveryRepository {
       : db_(std::move(db)),
         metrics_label_(std::move(metrics_label)),
         retention_tables_(retention_tables) {}
-  // A due row as `transition` left it; `changed` rows were saved.
-  struct Transitioned {
-    OutboxMessage row;
-    bool changed = false;
-  };
-  // In one write transaction: checks the lease fence, loads up to `limit` due
-  // rows (oldest due first), applies `transition` to each (true: it changed
-  // the row) and saves the changed ones in id order. Returns them in the
-  // order loaded.
-  absl::StatusOr<std::vector<Transitioned>> TransitionDueRows(
-      int64_t now_ms, int limit, const std::string& lease_holder,
-      const std::function<bool(OutboxMessage&)>& transition, bool note_history);
+  // Runs a claim's transaction (due_rows.h) on the writer.
+  DueRowsRunner DueRows();
   // Deletes up to `batch` rows of `table` whose `column` is below
   // `cutoff_ms`, oldest first through `index`, with the table's watermark,
   // in one write transaction; looks first, so nothing due takes no lock.
