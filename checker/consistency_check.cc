@@ -8,7 +8,6 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
-#include <optional>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -67,8 +66,11 @@ class AccountingTables {
     if (shards <= 1) return;
     std::vector<std::string> vouchers, processed;
     for (size_t k = 0; k < shards; ++k) {
-      vouchers.push_back(absl::StrCat("SELECT * FROM acc", k, ".vouchers"));
-      processed.push_back(absl::StrCat("SELECT * FROM acc", k, ".processed_messages"));
+      // The columns the checks read, named: shards of different schema
+      // versions (or a PostgreSQL copy beside a file) have different others.
+      vouchers.push_back(absl::StrCat(
+          "SELECT payment_id, message_id, amount_minor, currency FROM acc", k, ".vouchers"));
+      processed.push_back(absl::StrCat("SELECT message_id FROM acc", k, ".processed_messages"));
     }
     replacements_ = {
         {"acc.vouchers", absl::StrCat("(", absl::StrJoin(vouchers, " UNION ALL "), ")")},
@@ -460,41 +462,56 @@ bool UsesPg(const CheckConfig& config) {
   return false;
 }
 
-// The configuration with each PostgreSQL database replaced by a SQLite copy
-// in `dir` (pg_copy.h), copied in the order the checks need: payment's
-// snapshot, then accounting's; `again` (payment on PostgreSQL only) is
-// payment's once more, taken after accounting's.
+// A SQLite file's copy in one read transaction (SQLite's backup), so that
+// it takes its place in the order of the snapshots below.
+absl::Status CopySqliteDatabase(const std::string& path, const char* what,
+                                const std::string& copy) {
+  absl::StatusOr<std::string> uri = ReadOnlyUri(path, what);
+  if (!uri.ok()) return uri.status();
+  try {
+    SQLite::Database db(*uri, SQLite::OPEN_READONLY | SQLite::OPEN_URI);
+    db.setBusyTimeout(5000);
+    db.backup(copy.c_str(), SQLite::Database::Save);
+  } catch (const SQLite::Exception& e) {
+    return FromSqlite(e, absl::StrCat("copy ", path));
+  }
+  return absl::OkStatus();
+}
+
+// The configuration with each database replaced by a copy in `dir`
+// (pg_copy.h; a SQLite file beside a PostgreSQL database copied too),
+// taken in the order the checks need: payment's snapshot, then each of
+// accounting's; `again` is payment's once more, taken after accounting's.
 struct Copies {
   CheckConfig first;
-  std::optional<CheckConfig> again;
+  CheckConfig again;
 };
 
-absl::StatusOr<Copies> CopyPgDatabases(const CheckConfig& config, const CopyDir& dir,
-                                       bool payment_again) {
+absl::StatusOr<Copies> CopyDatabases(const CheckConfig& config, const CopyDir& dir) {
   if (!dir.ok()) return absl::InternalError("cannot make a directory for the PostgreSQL copies");
+  auto copy_payment = [&](const std::string& to) {
+    return IsPgDatabase(config.payment_db)
+               ? CopyPgDatabase(config.payment_db, PgSide::kPayment, to)
+               : CopySqliteDatabase(config.payment_db, "payment db", to);
+  };
   Copies copies;
   copies.first = config;
-  const bool payment_pg = IsPgDatabase(config.payment_db);
-  if (payment_pg) {
-    copies.first.payment_db = dir.File("payment.db");
-    absl::Status s = CopyPgDatabase(config.payment_db, PgSide::kPayment, copies.first.payment_db);
-    if (!s.ok()) return s;
-  }
+  copies.first.payment_db = dir.File("payment.db");
+  if (absl::Status s = copy_payment(copies.first.payment_db); !s.ok()) return s;
   std::vector<std::string> accounting = SplitAccountingDbs(config.accounting_db);
+  if (accounting.size() > kMaxAccountingDbs) return AccountingUris(accounting).status();
   for (size_t k = 0; k < accounting.size(); ++k) {
-    if (!IsPgDatabase(accounting[k])) continue;
     const std::string path = dir.File(absl::StrCat("accounting", k, ".db"));
-    absl::Status s = CopyPgDatabase(accounting[k], PgSide::kAccounting, path);
+    absl::Status s = IsPgDatabase(accounting[k])
+                         ? CopyPgDatabase(accounting[k], PgSide::kAccounting, path)
+                         : CopySqliteDatabase(accounting[k], "accounting db", path);
     if (!s.ok()) return s;
     accounting[k] = path;
   }
   copies.first.accounting_db = absl::StrJoin(accounting, ",");
-  if (payment_pg && payment_again) {
-    copies.again = copies.first;
-    copies.again->payment_db = dir.File("payment_again.db");
-    absl::Status s = CopyPgDatabase(config.payment_db, PgSide::kPayment, copies.again->payment_db);
-    if (!s.ok()) return s;
-  }
+  copies.again = copies.first;
+  copies.again.payment_db = dir.File("payment_again.db");
+  if (absl::Status s = copy_payment(copies.again.payment_db); !s.ok()) return s;
   return copies;
 }
 
@@ -510,7 +527,7 @@ absl::StatusOr<RepairCandidates> FindRepairCandidates(const CheckConfig& config)
   if (!UsesPg(config)) return FindRepairCandidatesOnFiles(config);
   // Payment's snapshot first, as on SQLite files.
   const CopyDir dir;
-  absl::StatusOr<Copies> copies = CopyPgDatabases(config, dir, /*payment_again=*/false);
+  absl::StatusOr<Copies> copies = CopyDatabases(config, dir);
   if (!copies.ok()) return copies.status();
   return FindRepairCandidatesOnFiles(copies->first);
 }
@@ -522,20 +539,19 @@ absl::StatusOr<Report> RunChecks(const CheckConfig& config, absl::Time now) {
   }
   // The checks run on the copies. As on files (see RunChecksOnFiles), a
   // voucher is judged against a payment snapshot taken after accounting's
-  // (the second copy of payment), every other check against payment's first.
+  // (the second copy of payment), every other check against payment's
+  // first, taken before accounting's.
   const CopyDir dir;
-  absl::StatusOr<Copies> copies = CopyPgDatabases(config, dir, /*payment_again=*/true);
+  absl::StatusOr<Copies> copies = CopyDatabases(config, dir);
   if (!copies.ok()) return copies.status();
   absl::StatusOr<Report> report = RunChecksOnFiles(copies->first, now);
   if (!report.ok()) return report.status();
-  if (copies->again.has_value()) {
-    absl::StatusOr<Report> later = RunChecksOnFiles(*copies->again, now);
-    if (!later.ok()) return later.status();
-    for (CheckResult& check : report->checks) {
-      if (const CheckResult* judged = later->Find(check.name);
-          judged != nullptr && check.name == "voucher_without_payment") {
-        check = *judged;
-      }
+  absl::StatusOr<Report> later = RunChecksOnFiles(copies->again, now);
+  if (!later.ok()) return later.status();
+  for (CheckResult& check : report->checks) {
+    if (const CheckResult* judged = later->Find(check.name);
+        judged != nullptr && check.name == "voucher_without_payment") {
+      check = *judged;
     }
   }
   report->payment_db = DisplayName(config.payment_db);

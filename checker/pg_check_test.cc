@@ -7,6 +7,7 @@
 // each database.
 #include <sys/wait.h>
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -28,6 +29,7 @@
 #include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
 #include "shared/testing/pg_servers.h"
+#include "shared/testing/temp_dir.h"
 
 namespace outbox::checker {
 namespace {
@@ -45,6 +47,7 @@ class PgCheckTest : public ::testing::Test {
   void SetUp() override {
     config_.payment_db = kServer->FreshSchema();
     config_.accounting_db = kServer->FreshSchema();
+    acc_conninfo_ = config_.accounting_db;
     pay_ = Connect(config_.payment_db, {&PgOutboxSchema(), &payment::PaymentPgSchema()});
     acc_ = Connect(config_.accounting_db, {&accounting::AccountingPgSchema()});
     ASSERT_NE(pay_, nullptr);
@@ -160,6 +163,7 @@ class PgCheckTest : public ::testing::Test {
   }
 
   CheckConfig config_;
+  std::string acc_conninfo_;
   std::unique_ptr<PgConnection> pay_;
   std::unique_ptr<PgConnection> acc_;
   int vouchers_ = 0;
@@ -310,6 +314,36 @@ TEST_F(PgCheckTest, AccountingShardsAreOneSetOfVouchers) {
        "credit_account, amount_minor, currency, created_at) VALUES "
        "('v3', 'p1', 'm-p1', 'a', 'b', 100, 'EUR', 0)");
   ExpectOnly(Check(), "payment_multiple_vouchers", 1);
+}
+
+// A SQLite file beside a PostgreSQL database: the file is copied in its
+// place in the order of the snapshots, and checked with the same checks.
+TEST_F(PgCheckTest, ASqliteFileAndAPostgresqlDatabaseMix) {
+  const TempDir dir;
+  const std::string accounting_file = dir.path() + "/accounting.db";
+  {
+    SQLite::Database acc(accounting_file, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    acc.exec(R"sql(
+      CREATE TABLE vouchers (id INTEGER PRIMARY KEY, voucher_id TEXT NOT NULL UNIQUE, payment_id TEXT NOT NULL UNIQUE, message_id TEXT NOT NULL, debit_account TEXT NOT NULL, credit_account TEXT NOT NULL, amount_minor INTEGER NOT NULL CHECK (amount_minor > 0), currency TEXT NOT NULL, created_at INTEGER NOT NULL);
+      CREATE TABLE processed_messages (message_id TEXT PRIMARY KEY, payment_id TEXT NOT NULL, voucher_id TEXT NOT NULL, processed_at INTEGER NOT NULL) WITHOUT ROWID;
+      INSERT INTO vouchers VALUES (1, 'v1', 'p1', 'm-p1', 'a', 'b', 100, 'EUR', 0);
+      INSERT INTO processed_messages VALUES ('m-p1', 'p1', 'v1', 0);)sql");
+  }
+  Payment("p1");
+  Outbox("p1", "SENT");
+  Payment("p2");
+  Outbox("p2", "SENT");
+  config_.accounting_db = accounting_file;
+  const Report r = Check();
+  ExpectOnly(r, "sent_without_voucher", 1);
+  EXPECT_EQ(r.Find("sent_without_voucher")->examples, std::vector<std::string>{"p2"});
+  EXPECT_EQ(r.accounting_db, accounting_file);
+  // p2's voucher on a PostgreSQL shard of accounting, beside the file.
+  Voucher("p2");
+  config_.accounting_db = absl::StrCat(accounting_file, ",", acc_conninfo_);
+  EXPECT_TRUE(Check().ok());
+  EXPECT_EQ(Repair(/*apply=*/true), kExitOk) << out_.str() << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("nothing to repair"));
 }
 
 TEST_F(PgCheckTest, ADatabaseWithoutTheTablesIsRefused) {
