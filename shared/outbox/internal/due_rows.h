@@ -65,15 +65,15 @@ inline absl::StatusOr<std::vector<DueRow>> TransitionDueRows(
     const std::string& instance, const std::function<bool(OutboxMessage&)>& transition,
     bool note_history) {
   std::vector<DueRow> due;
-  RETURN_IF_ERROR(run([&](DueRowsTransaction& tx) -> absl::Status {
+  OUTBOX_RETURN_IF_ERROR(run([&](DueRowsTransaction& tx) -> absl::Status {
     due.clear();  // a transaction run again starts over
     if (!lease_holder.empty()) {
-      ASSIGN_OR_RETURN(std::optional<LeaseState> lease, tx.LockLease());
+      OUTBOX_ASSIGN_OR_RETURN(std::optional<LeaseState> lease, tx.LockLease());
       if (!lease.has_value() || lease->holder != lease_holder || lease->expires_at <= now_ms) {
         return absl::FailedPreconditionError("recovery lease is not held by this instance");
       }
     }
-    ASSIGN_OR_RETURN(std::vector<OutboxMessage> rows, tx.LoadDue(now_ms, limit));
+    OUTBOX_ASSIGN_OR_RETURN(std::vector<OutboxMessage> rows, tx.LoadDue(now_ms, limit));
     for (OutboxMessage& row : rows) due.push_back({std::move(row), false});
     std::vector<const OutboxMessage*> changed;
     for (DueRow& d : due) {
@@ -85,18 +85,19 @@ inline absl::StatusOr<std::vector<DueRow>> TransitionDueRows(
     std::sort(changed.begin(), changed.end(),
               [](const OutboxMessage* a, const OutboxMessage* b) { return a->id < b->id; });
     for (const OutboxMessage* row : changed) {
-      RETURN_IF_ERROR(tx.Save(*row));
-      if (row->status == OutboxStatus::kFailed) RETURN_IF_ERROR(tx.Closed(*row));
+      OUTBOX_RETURN_IF_ERROR(tx.Save(*row));
+      if (row->status == OutboxStatus::kFailed) OUTBOX_RETURN_IF_ERROR(tx.Closed(*row));
     }
     if (!note_history) return absl::OkStatus();
     const std::string& who = lease_holder.empty() ? instance : lease_holder;
     for (const OutboxMessage* row : changed) {
       if (row->status == OutboxStatus::kFailed) {
-        RETURN_IF_ERROR(tx.AppendHistory(row->message_id, now_ms, who, kDueEventFailed,
-                                         absl::StrCat(row->failure_kind, ": ", row->last_error)));
+        OUTBOX_RETURN_IF_ERROR(
+            tx.AppendHistory(row->message_id, now_ms, who, kDueEventFailed,
+                             absl::StrCat(row->failure_kind, ": ", row->last_error)));
       } else {
-        RETURN_IF_ERROR(tx.AppendHistory(row->message_id, now_ms, who, kDueEventRepublished,
-                                         absl::StrCat("attempt ", row->attempts)));
+        OUTBOX_RETURN_IF_ERROR(tx.AppendHistory(row->message_id, now_ms, who, kDueEventRepublished,
+                                                absl::StrCat("attempt ", row->attempts)));
       }
     }
     return absl::OkStatus();
@@ -109,7 +110,7 @@ inline absl::StatusOr<Claimed> ClaimDueRows(const DueRowsRunner& run, int64_t no
                                             const std::string& lease_holder,
                                             const std::string& instance,
                                             const RetryPolicy& policy) {
-  ASSIGN_OR_RETURN(
+  OUTBOX_ASSIGN_OR_RETURN(
       std::vector<DueRow> due,
       TransitionDueRows(
           run, now_ms, limit, lease_holder, instance,
@@ -129,11 +130,11 @@ inline absl::StatusOr<Claimed> ClaimDueRows(const DueRowsRunner& run, int64_t no
 inline absl::StatusOr<int> DeferDueRows(const DueRowsRunner& run, int64_t now_ms, int limit,
                                         const std::string& lease_holder,
                                         const std::string& instance, const RetryPolicy& policy) {
-  ASSIGN_OR_RETURN(std::vector<DueRow> due,
-                   TransitionDueRows(
-                       run, now_ms, limit, lease_holder, instance,
-                       [&](OutboxMessage& row) { return OnHold(row, now_ms, policy); },
-                       /*note_history=*/false));
+  OUTBOX_ASSIGN_OR_RETURN(std::vector<DueRow> due,
+                          TransitionDueRows(
+                              run, now_ms, limit, lease_holder, instance,
+                              [&](OutboxMessage& row) { return OnHold(row, now_ms, policy); },
+                              /*note_history=*/false));
   return static_cast<int>(
       std::count_if(due.begin(), due.end(), [](const DueRow& d) { return d.changed; }));
 }

@@ -146,17 +146,17 @@ class OperatorVerbs : public OperatorRepository {
       const std::string& detail) {
     OutboxMessage changed;
     absl::Status s = InTransaction(audit.action, [&](OperatorTransaction& tx) -> absl::Status {
-      ASSIGN_OR_RETURN(std::optional<OutboxMessage> row, tx.Load(message_id));
+      OUTBOX_ASSIGN_OR_RETURN(std::optional<OutboxMessage> row, tx.Load(message_id));
       if (!row.has_value()) {
         return absl::NotFoundError(absl::StrCat("message '", message_id, "' not found"));
       }
-      RETURN_IF_ERROR(change(*row));
-      RETURN_IF_ERROR(tx.Save(*row));
-      RETURN_IF_ERROR(tx.AppendHistory(message_id, now_ms, audit.actor, event, detail));
+      OUTBOX_RETURN_IF_ERROR(change(*row));
+      OUTBOX_RETURN_IF_ERROR(tx.Save(*row));
+      OUTBOX_RETURN_IF_ERROR(tx.AppendHistory(message_id, now_ms, audit.actor, event, detail));
       AuditRecord done = audit;
       done.rows = 1;
       done.outcome = "ok";
-      RETURN_IF_ERROR(tx.AppendAudit(done).status());
+      OUTBOX_RETURN_IF_ERROR(tx.AppendAudit(done).status());
       changed = *std::move(row);
       return absl::OkStatus();
     });
@@ -188,22 +188,24 @@ class OperatorVerbs : public OperatorRepository {
         in_page = 0;
         page_after_id = after_id;
         page_audit_id = audit_id;
-        ASSIGN_OR_RETURN(std::vector<OutboxMessage> rows, tx.FailedRows(group, after_id, page));
+        OUTBOX_ASSIGN_OR_RETURN(std::vector<OutboxMessage> rows,
+                                tx.FailedRows(group, after_id, page));
         last = static_cast<int>(rows.size()) < page;
         for (OutboxMessage& row : rows) {
           page_after_id = row.id;
           if (!change(row)) continue;
           ++in_page;
           if (dry_run) continue;
-          RETURN_IF_ERROR(tx.Save(row));
-          RETURN_IF_ERROR(tx.AppendHistory(row.message_id, now_ms, audit.actor, event, detail));
+          OUTBOX_RETURN_IF_ERROR(tx.Save(row));
+          OUTBOX_RETURN_IF_ERROR(
+              tx.AppendHistory(row.message_id, now_ms, audit.actor, event, detail));
         }
         const std::string outcome = last ? "ok" : "in progress";
         if (page_audit_id == 0) {
           AuditRecord first = audit;
           first.rows = total + in_page;
           first.outcome = outcome;
-          ASSIGN_OR_RETURN(page_audit_id, tx.AppendAudit(first));
+          OUTBOX_ASSIGN_OR_RETURN(page_audit_id, tx.AppendAudit(first));
           return absl::OkStatus();
         }
         return tx.UpdateAudit(page_audit_id, total + in_page, outcome);
