@@ -122,8 +122,8 @@ TEST(EndToEndTest, EveryPaymentReachesSentWithExactlyOneVoucher) {
     EXPECT_EQ(it->second.message_id(), p.outbox().message_id());
     EXPECT_TRUE(p.outbox().has_sent_at());
   }
-  // The audit of RunChecker on PostgreSQL holds on either store.
-  const CheckResult audit = AuditThroughApis(services);
+  // outbox_check on the services' stores, files or databases.
+  const CheckResult audit = RunChecker(services);
   EXPECT_EQ(audit.exit_code, 0) << audit.output;
   EXPECT_NE(audit.output.find(absl::StrCat("\"vouchers\": ", kThreads * kEach)), std::string::npos)
       << audit.output;

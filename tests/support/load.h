@@ -42,27 +42,13 @@ struct CheckResult {
   std::string output;  // outbox_check --json
 };
 
-// Audits the services' stores: on SQLite the real outbox_check binary on
-// their files (payment.db and every accounting shard's); on PostgreSQL
-// AuditThroughApis, which needs the services running.
+// Audits the services' stores with the real outbox_check binary: their
+// files (payment.db and every accounting shard's) on SQLite, their
+// databases' URIs on PostgreSQL.
 CheckResult RunChecker(ServiceSet& services);
 // ... on payment shard `shard`'s database and the shared accounting one
 // (--payment_id_prefix: the shard's vouchers only).
 CheckResult RunChecker(ServiceSet& services, int shard);
-
-// outbox_check's checks that the services' gRPC reads can see, on either
-// store: each payment's outbox row there (payment_without_outbox), a SENT
-// row's voucher (sent_without_voucher), a FAILED row's none
-// (failed_with_voucher), at most one voucher a payment
-// (payment_multiple_vouchers) with the payment's amount, currency and
-// message id (voucher_amount_mismatch, voucher_message_id_mismatch), and
-// no voucher without its payment (voucher_without_payment). Payments from
-// ListPayments (of payment shard `shard`, or the single service when
-// shard < 0), vouchers from ListVouchers (of every accounting shard
-// started, or the single service). exit_code 0 when every check holds, 1
-// when one fails, 2 when a listing fails; output is JSON like
-// outbox_check's ("ok", "counts", "checks").
-CheckResult AuditThroughApis(ServiceSet& services, int shard = -1);
 
 // Waits until every payment is SENT (or `timeout`); returns the SENT count.
 int WaitAllSent(ServiceSet& services, size_t expected, absl::Duration timeout);
