@@ -6,8 +6,12 @@
 # read-only), the `shards` profile's payment shards and reply queues, every
 # published port on loopback only, the brokers on RabbitMQ 4.0 with its
 # deprecated features denied (conf.d), the images' Debian release from DEBIAN_RELEASE
-# (12 unless set), and the console on recovery_service's ops API over TLS,
-# serving HTTPS.
+# (12 unless set), the console on recovery_service's ops API over TLS,
+# serving HTTPS, no host port published twice, and the `pg` profile: a
+# primary and its synchronous standby (remote_apply) on the PostgreSQL of
+# DEBIAN_RELEASE's Debian, the services on both hosts with
+# target_session_attrs=read-write and a read-only passfile, no password in
+# a URI or in the file, two payment replicas behind the one proxy address.
 #   bash tests/compose_config_test.sh [path/to/docker-compose.yml]
 set -euo pipefail
 file=${1:-$(cd "$(dirname "$0")/.." && pwd)/docker-compose.yml}
@@ -178,4 +182,84 @@ done
 listen_port=$(cq '.environment.CONSOLE_LISTEN | split(":")[-1]')
 [[ $(cq "[ports[] | select(.target == \"$listen_port\")] | length") == 1 ]] ||
   { echo "FAIL: console: its port $listen_port is not published" >&2; exit 1; }
+# No host port is published twice, whichever profiles run together.
+dups=$(q '[.services | to_entries[] | .value | ports[] | "\(.host_ip):\(.published)"] | group_by(.) | map(select(length > 1) | .[0]) | join(" ")')
+[[ -z $dups ]] || { echo "FAIL: published by more than one service: $dups" >&2; exit 1; }
+
+# Profile `pg`: the services on PostgreSQL.
+pg_fail() { echo "FAIL: profile pg: $*" >&2; exit 1; }
+pg_dir=$(dirname "$file")/docker/postgres
+# Its passwords come from the environment only: with them set the
+# containers get them, without them nothing (the file holds no default).
+pg_pw=(POSTGRES_PASSWORD=test-only-pg PAYMENT_DB_PASSWORD=test-only-pay ACCOUNTING_DB_PASSWORD=test-only-acc)
+with_pw=$(resolve "${pg_pw[@]}")
+[[ $(q '.services["pg-primary"].environment | "\(.POSTGRES_PASSWORD) \(.PAYMENT_DB_PASSWORD) \(.ACCOUNTING_DB_PASSWORD)"' "$with_pw") == "test-only-pg test-only-pay test-only-acc" &&
+  $(q '.services["pg-standby"].environment.POSTGRES_PASSWORD' "$with_pw") == test-only-pg &&
+  $(q '.services["pg-passfiles"].environment | "\(.PAYMENT_DB_PASSWORD) \(.ACCOUNTING_DB_PASSWORD)"' "$with_pw") == "test-only-pay test-only-acc" ]] ||
+  pg_fail "the PostgreSQL passwords do not reach pg-primary, pg-standby and pg-passfiles from the environment"
+bad=$(q '[.services | to_entries[] | select(.value.profiles // [] | index("pg")) | .value.environment // {} | to_entries[]
+  | select(.key | test("PASSWORD")) | select(.value != "") | .key] | unique | join(" ")')
+[[ -z $bad ]] || pg_fail "a default for $bad"
+if grep -q 'test-only-pay\|test-only-acc\|test-only-pg' <<<"$(q '[.services[] | .environment // {} | to_entries[] | select(.key | test("PASSWORD") | not) | .value] | join(" ")' "$with_pw")"; then
+  pg_fail "a PostgreSQL password is in a setting other than a password's"
+fi
+# The primary and its synchronous standby.
+pcmd=$(q '.services["pg-primary"].command | join(" ")')
+scmd=$(q '.services["pg-standby"].command | join(" ")')
+standby_name=$(sed -n 's/.*-c cluster_name=\([a-z_0-9]*\).*/\1/p' <<<"$scmd")
+[[ -n $standby_name && $pcmd == postgres\ * && $pcmd == *"-c synchronous_standby_names=FIRST 1 ($standby_name)"* &&
+  $pcmd == *"-c synchronous_commit=remote_apply"* && $pcmd == *"-c wal_level=replica"* ]] ||
+  pg_fail "pg-primary does not wait for pg-standby ($standby_name) with remote_apply: $pcmd"
+[[ $scmd == "bash /etc/outbox/standby.sh "* && $scmd != *synchronous_standby_names* ]] ||
+  pg_fail "pg-standby is not started by standby.sh, or would wait for a standby once promoted: $scmd"
+[[ $(q '.services["pg-standby"] | mounts[] | select(.target == "/etc/outbox/standby.sh") | "\(.source | endswith("/docker/postgres/standby.sh")) \(.read_only)"') == "true true" &&
+  $(q '.services["pg-standby"].environment.PRIMARY_HOST') == pg-primary ]] ||
+  pg_fail "pg-standby does not run docker/postgres/standby.sh (read-only) against pg-primary"
+grep -q 'pg_basebackup .*-R ' "$pg_dir/standby.sh" || pg_fail "standby.sh makes no pg_basebackup -R"
+[[ $(q '.services["pg-primary"] | mounts[] | select(.target | startswith("/docker-entrypoint-initdb.d/")) | .source | endswith("/docker/postgres/init-outbox.sh")') == true ]] ||
+  pg_fail "pg-primary does not run docker/postgres/init-outbox.sh at its first start"
+# The PostgreSQL of DEBIAN_RELEASE's Debian: 15 on 12, 17 on 13.
+for node in pg-primary pg-standby pg-passfiles; do
+  [[ $(q ".services[\"$node\"].build.context | endswith(\"/docker/postgres\")") == true ]] || pg_fail "$node is not built from docker/postgres"
+done
+for pair in 12:15 13:17; do
+  grep -qx "FROM postgres:${pair#*:} AS debian-${pair%:*}" "$pg_dir/Dockerfile" ||
+    pg_fail "docker/postgres/Dockerfile does not take postgres:${pair#*:} on Debian ${pair%:*}"
+done
+grep -qx 'FROM debian-${DEBIAN_RELEASE}' "$pg_dir/Dockerfile" || pg_fail "docker/postgres/Dockerfile does not follow DEBIAN_RELEASE"
+# Every service of ours in the profile: both hosts, the read-write one, no
+# password in the URI, the passfile from a read-only volume that
+# pg-passfiles writes, pg's own queues.
+pg_ours=$(q '[ours | select(.env.PAYMENT_DB // .env.ACCOUNTING_DB // "" | startswith("postgresql://")) | .name] | join(" ")')
+[[ -n $pg_ours ]] || pg_fail "no service on postgresql://"
+for s in $pg_ours; do
+  svc=$(q ".services[\"$s\"] | @json")
+  url=$(q '.environment.PAYMENT_DB // .environment.ACCOUNTING_DB' "$svc")
+  [[ $url =~ ^postgresql://(payment|accounting)@pg-primary:5432,pg-standby:5432/(payments|accounting)\?target_session_attrs=read-write$ ]] ||
+    pg_fail "$s: $url is not both hosts with target_session_attrs=read-write, without a password"
+  [[ $(q '.profiles // [] | index("pg") != null' "$svc") == true ]] || pg_fail "$s is not in profile pg only"
+  pass=$(q '.environment.PGPASSFILE // ""' "$svc")
+  vol=$(q "mounts[] | select(.target == \"${pass%/*}\") | select(.read_only) | .source" "$svc")
+  [[ -n $pass && -n $vol && $(q ".services[\"pg-passfiles\"] | [mounts[] | select(.source == \"$vol\")] | length") == 1 ]] ||
+    pg_fail "$s: PGPASSFILE ($pass) is not in a read-only volume that pg-passfiles writes"
+  [[ $(q '"\(.environment.PAY_QUEUE) \(.environment.ACC_QUEUE)"' "$svc") == "pg.PAY_QUEUE pg.ACC_QUEUE" ]] ||
+    pg_fail "$s does not use the queues pg.PAY_QUEUE and pg.ACC_QUEUE"
+done
+for queue in pg.PAY_QUEUE:OUTBOX_PAY_QUEUES pg.ACC_QUEUE:OUTBOX_ACC_QUEUES; do
+  grep -qE "^($(q ".services.rabbitmq.environment.${queue#*:}"))\$" <<<"${queue%%:*}" ||
+    pg_fail "the broker's ${queue#*:} does not let the services use ${queue%%:*}"
+done
+# Two payment replicas, reached at one address: the proxy's servers are
+# exactly them, and no replica publishes its gRPC port.
+replicas=$(q '[ours | select(.binary == "payment_service" and (.env.PAYMENT_DB // "" | startswith("postgresql://"))) | .name] | sort | join(" ")')
+servers=$(awk '$1 == "server" { sub(/:.*/, "", $3); print $3 }' "$(dirname "$file")/docker/haproxy/haproxy.cfg" | sort | tr '\n' ' ')
+[[ $replicas == "payment_pg_1 payment_pg_2" && $servers == "payment_pg_1 payment_pg_2 " ]] ||
+  pg_fail "the payment replicas are '$replicas', the proxy's servers '$servers'"
+for r in $replicas; do
+  [[ $(q ".services[\"$r\"] | [ports[] | select(.target == \"50051\")] | length") == 0 ]] ||
+    pg_fail "$r publishes its gRPC port: clients reach the replicas through payment_pg only"
+done
+[[ $(q '.services.payment_pg | [ports[] | "\(.host_ip):\(.published)->\(.target)"] | join(" ")') == "127.0.0.1:50081->50051" &&
+  $(q '.services.payment_pg.build.context | endswith("/docker/haproxy")') == true ]] ||
+  pg_fail "payment_pg is not the proxy (docker/haproxy) on 127.0.0.1:50081"
 echo "PASS: $file"
