@@ -49,7 +49,12 @@ words_of() {
     }' "$1" | sort -u
 }
 
+declare -A package_cache=()
 package_of() {  # the Debian package that owns command $1, "" if none
+  if [[ -z ${package_cache[$1]+set} ]]; then package_cache[$1]=$(package_lookup "$1"); fi
+  echo "${package_cache[$1]}"
+}
+package_lookup() {
   local path p
   path=$(command -v "$1") || return 0
   for p in "$path" "$(readlink -f "$path")" "${path/#\/usr\/bin\//\/bin\/}" "${path/#\/usr\/sbin\//\/sbin\/}"; do
@@ -75,7 +80,8 @@ for script in scripts/*.sh scripts/lib/*.sh tests/*.sh .ci/run; do
     [[ -z $word || $builtins == *" $word "* || $functions == *" $word "* ]] && continue
     [[ $(type -t "$word" 2>/dev/null) == file ]] || continue
     checked=$((checked + 1))
-    pkg=$(package_of "$word")
+    package_of "$word" >/dev/null  # fills the cache in this shell, not a subshell
+    pkg=${package_cache[$word]}
     [[ -z $pkg ]] && continue
     [[ -n ${provided_by[$word]:-} ]] && continue
     if [[ $pkg == "?" ]]; then
