@@ -39,6 +39,14 @@ driver = None
 def fail(message):
     print("FAIL: %s" % message, file=sys.stderr)
     if driver is not None:
+        # What the page says to the operator at that moment.
+        for element_id in ("banner", "notice", "confirm-text"):
+            try:
+                element = driver.find_element(By.ID, element_id)
+                if element.is_displayed():
+                    print("page %s: %s" % (element_id, element.text), file=sys.stderr)
+            except Exception:  # noqa: BLE001 - a page that is not the console's
+                pass
         for entry in driver.get_log("browser"):
             print("browser: %s" % entry, file=sys.stderr)
     sys.exit(1)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The operator's console (console/) over the real services, used as a person
 # would, in headless chromium (Debian's chromium, chromium-driver and
-# python3-selenium), over two payment shards (each its own payment.db and
+# python3-selenium), over two payment shards (each its own store and
 # recovery_service: two ops endpoints, a and b). accounting_service keeps only
 # EUR and books at most 1,000,000 minor units: of shard a's 14 payments, 4 in
 # GBP (one of them with markup in its description) and 3 over the limit are
@@ -19,10 +19,16 @@
 #   wrong queue's error, gone with the next listing; the dead letter
 #   inspected and re-driven; the shard switcher showing shard b's own
 #   figures; a malformed link at start-up;
-# - the audit trail in payment.db, and no token in the console's log.
-#   bash tests/e2e_console_test.sh BUILD   (through ctest: the broker fixture)
+# - the audit trail in shard a's store, and no token in the console's log
+#   (on PostgreSQL, no password of the server in any log either).
+# The stores: SQLite files (e2e.console), or with OUTBOX_E2E_STORE=postgres
+# (e2e.pg.console) a database of its own for each shard and for accounting
+# on the run's PostgreSQL server (tests/lib/e2e_services.sh); the same checks.
+#   bash tests/e2e_console_test.sh BUILD   (through ctest: the broker fixture,
+#                                           and the PostgreSQL one for e2e.pg.console)
 set -euo pipefail
 E2E_TAG=console
+E2E_STORES=any
 # shellcheck source=SCRIPTDIR/lib/e2e_services.sh
 source "$(dirname "$0")/lib/e2e_services.sh"
 
@@ -45,12 +51,12 @@ start_other() {
     kill -0 "${pid_of[$label]}" 2>/dev/null || fail "$label exited at start"
     sleep 0.1
   done
-  port_of[$label]=$(sed -n "s/.*${binary}_started.* port=\([0-9]*\).*/\1/p" "$tmp/$label.log")
+  port_of[$label]=$(grep "${binary}_started" "$tmp/$label.log" | started_port || true)
   [[ -n ${port_of[$label]} ]] || fail "$label did not start"
 }
 
 # Two payment shards (docs/deployment.md, Payment shards), each with its own
-# payment.db, reply queue and recovery_service (its ops endpoint), and one
+# store, reply queue and recovery_service (its ops endpoint), and one
 # accounting. A shard's address must be known before it starts.
 read -r p0 p1 < <(/usr/bin/python3 -c 'import socket; s = [socket.socket() for _ in range(2)]; [x.bind(("127.0.0.1", 0)) for x in s]; print(*[x.getsockname()[1] for x in s])')
 shards=(PAYMENT_SHARDS="127.0.0.1:$p0,127.0.0.1:$p1" MAX_AMOUNT_MINOR=1000000000)
@@ -60,7 +66,7 @@ port_of[payment_service]=$p0
 start payment_service PAYMENT_LISTEN "${shards[@]}" PAYMENT_SHARD_INDEX=0 ACC_QUEUE="ACC.$tag.s0"
 start recovery_service RECOVERY_LISTEN OPS_TOKEN_FILE="$tmp/ops.tokens" ACC_QUEUE="ACC.$tag.s0" \
   RECOVERY_HOUSEKEEPING_EVERY=1s
-pay1_db=$tmp/payment1.db
+pay1_db=$(new_db payment1)
 start_other payment1 payment_service "${shards[@]}" PAYMENT_SHARD_INDEX=1 ACC_QUEUE="ACC.$tag.s1" \
   PAYMENT_DB="$pay1_db" PAYMENT_LISTEN="127.0.0.1:$p1"
 start_other recovery1 recovery_service OPS_TOKEN_FILE="$tmp/ops.tokens" ACC_QUEUE="ACC.$tag.s1" \
@@ -100,7 +106,7 @@ xss_key=$(sed -n 's/.*"payment_id": *"\([^"]*\)".*/\1/p' "$tmp/payment.14.json" 
 wait_for "no row left SENDING" "SELECT count(*) FROM outbox WHERE status = 'SENDING'" 0
 expect_eq "rejected rows" "$(sql "SELECT count(*) FROM outbox WHERE failure_kind = 'rejected'")" 7
 deadline=$((SECONDS + 30 * scale))
-until [[ $(sqlite_read "$pay1_db" "SELECT count(*) FROM outbox WHERE status = 'FAILED'") == 2 ]]; do
+until [[ $(db_read "$pay1_db" "SELECT count(*) FROM outbox WHERE status = 'FAILED'") == 2 ]]; do
   ((SECONDS < deadline)) || fail "shard 1's rejects did not end FAILED"
   sleep 0.2
 done
@@ -161,7 +167,7 @@ echo "ok: Outbox-Shard picks shard b"
 # --- The browser.
 /usr/bin/python3 "$root/tests/console_browser_test.py" "$url" "$alice" "$xss_key" 2 "PAY.$tag"
 
-# --- What the browser did, in the files.
+# --- What the browser did, in the stores.
 gbp_group=$(sql "SELECT DISTINCT failure_group FROM outbox WHERE failure_kind = 'rejected'
                  AND message_id IN (SELECT message_id FROM outbox o2 WHERE o2.biz_key = '$xss_key')")
 expect_eq "acknowledged by alice, from the console (the group's 4 less the one re-driven)" \
@@ -174,4 +180,8 @@ alice|redrive_message|$(sql "SELECT message_id FROM outbox WHERE biz_key = '$xss
 expect_eq "every audit record by alice" "$(sql "SELECT count(*) FROM outbox_audit WHERE actor != 'alice'")" 0
 if grep -q -e "$alice" -e 'Bearer' "$tmp/console.log"; then fail "a token in the console's log"; fi
 echo "ok: no token in the console's log ($(grep -c console_call "$tmp/console.log") calls logged)"
+if [[ $store == postgres ]]; then
+  if grep -qF -f "$OUTBOX_TEST_PG_DIR/password" "$tmp"/*.log; then fail "the server's password in a log"; fi
+  echo "ok: no password of the server in the logs"
+fi
 echo "PASS"
