@@ -28,10 +28,6 @@ scale=${OUTBOX_TEST_TIME_SCALE:-1}  # sanitizer builds: longer deadlines (tests/
 # shellcheck source=SCRIPTDIR/../../scripts/lib/sqlite.sh
 source "$root/scripts/lib/sqlite.sh"
 
-tmp=$(mktemp -d)
-tag=${E2E_TAG:?set E2E_TAG}.$$.$RANDOM  # this run's own queues
-declare -A pid_of=() port_of=()
-
 store=sqlite
 if [[ ${OUTBOX_E2E_STORE:-} == postgres ]]; then
   [[ ${E2E_STORES:-} == any ]] || { echo "FAIL: $(basename "$0") runs on SQLite only" >&2; exit 1; }
@@ -46,6 +42,11 @@ if [[ ${OUTBOX_E2E_STORE:-} == postgres ]]; then
   pg_prefix=${pg_prefix%/*}/  # postgresql://outbox@HOST:PORT/
   pg_names=e2e_sh_$$_${RANDOM}_  # every database this script makes starts so
 fi
+
+tmp=$(mktemp -d)
+tag=${E2E_TAG:?set E2E_TAG}.$$.$RANDOM  # this run's own queues
+declare -A pid_of=() port_of=()
+
 # psql on the database of URI: unaligned, no headers, as sqlite3 prints.
 pg_sql() {  # URI SQL
   PGPASSFILE=$pg_passfile "$pg_psql" -X -q -v ON_ERROR_STOP=1 -At -d "$1" -c "$2"
