@@ -147,7 +147,7 @@ absl::Status AppendPgHistory(PgConnection& conn, const std::string& message_id, 
       .Query(absl::StrCat("DELETE FROM outbox_history WHERE message_id = $1 AND id <= ("
                           "SELECT id FROM outbox_history WHERE message_id = $1 "
                           "ORDER BY id DESC LIMIT 1 OFFSET ",
-                          kPgHistoryPerMessage, ")"),
+                          kHistoryPerMessage, ")"),
              {message_id})
       .status();
 }
@@ -235,7 +235,7 @@ absl::StatusOr<AckTally> PgRecordAcks(PgConnection& conn, const std::vector<std:
     }
     if (retried || was_failed) {  // published once and acknowledged: the row says it all
       RETURN_IF_ERROR(AppendPgHistory(
-          conn, id, now_ms, "consumer", kPgEventAcknowledged,
+          conn, id, now_ms, "consumer", kEventAcknowledged,
           was_failed
               ? absl::StrCat("after ", row.attempts, " attempts, while FAILED (", failed_with, ")")
               : absl::StrCat("after ", row.attempts, " attempts")));
@@ -257,7 +257,7 @@ absl::StatusOr<int> PgRecordRejects(PgConnection& conn, const std::vector<Reject
     RETURN_IF_ERROR(SavePgOutboxRow(conn, it->second));
     RETURN_IF_ERROR(RunPgRowClosed(on_closed, conn, it->second));
     RETURN_IF_ERROR(
-        AppendPgHistory(conn, r.message_id, now_ms, "consumer", kPgEventRejected, r.reason));
+        AppendPgHistory(conn, r.message_id, now_ms, "consumer", kEventRejected, r.reason));
     ++changed;
   }
   return changed;
@@ -271,7 +271,7 @@ absl::Status PgRecordPublishFailure(PgConnection& conn, const std::vector<std::s
     auto it = rows.find(id);
     if (it == rows.end() || !OnPublishFailure(it->second, error, now_ms)) continue;
     RETURN_IF_ERROR(SavePgOutboxRow(conn, it->second));
-    RETURN_IF_ERROR(AppendPgHistory(conn, id, now_ms, instance, kPgEventPublishFailed,
+    RETURN_IF_ERROR(AppendPgHistory(conn, id, now_ms, instance, kEventPublishFailed,
                                     absl::StrCat("attempt ", it->second.attempts, ": ", error)));
   }
   return absl::OkStatus();

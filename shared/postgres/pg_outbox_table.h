@@ -12,21 +12,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shared/outbox/internal/history_events.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/repository.h"
 #include "shared/postgres/pg_connection.h"
 
 namespace outbox {
-
-// The events of outbox_history, named as shared/sqlite/internal/history.h names them
-// (one table layout, whichever store wrote it).
-inline constexpr char kPgEventRepublished[] = "republished";
-inline constexpr char kPgEventPublishFailed[] = "publish_failed";
-inline constexpr char kPgEventFailed[] = "failed";
-inline constexpr char kPgEventRejected[] = "rejected";
-inline constexpr char kPgEventAcknowledged[] = "acknowledged";
-// The newest events kept per message (history.h's kHistoryPerMessage).
-inline constexpr int kPgHistoryPerMessage = 64;
 
 // Column list matching ReadPgOutboxRow, for SELECTs (table alias "o").
 extern const char* const kPgOutboxColumns;
@@ -53,7 +44,7 @@ absl::Status SavePgOutboxRow(PgConnection& conn, const OutboxMessage& row);
 absl::Status SavePgOutboxRows(PgConnection& conn, const std::vector<const OutboxMessage*>& rows);
 
 // Appends an event to outbox_history, keeping the newest
-// kPgHistoryPerMessage of the message.
+// kHistoryPerMessage of the message.
 absl::Status AppendPgHistory(PgConnection& conn, const std::string& message_id, int64_t at_ms,
                              const std::string& instance, const std::string& event,
                              const std::string& detail);

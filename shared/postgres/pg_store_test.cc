@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
 #include "shared/base/status_macros.h"
+#include "shared/outbox/internal/history_events.h"
 #include "shared/postgres/internal/pg_outbox.h"
 #include "shared/postgres/internal/pg_recovery_store.h"
 #include "shared/postgres/pg_connection.h"
@@ -27,7 +28,6 @@
 #include "shared/postgres/pg_outbox_table.h"
 #include "shared/postgres/pg_schema.h"
 #include "shared/postgres/pg_session.h"
-#include "shared/sqlite/internal/history.h"
 #include "shared/testing/pg_servers.h"
 
 namespace outbox::testing {
@@ -417,12 +417,6 @@ TEST_F(PgStoreTest, TwoStoresClaimingAtOnceNeverClaimARowTwice) {
 }
 
 TEST_F(PgStoreTest, TransitionsLeaveTheHistorySqliteLeaves) {
-  EXPECT_STREQ(kPgEventRepublished, kEventRepublished);
-  EXPECT_STREQ(kPgEventPublishFailed, kEventPublishFailed);
-  EXPECT_STREQ(kPgEventFailed, kEventFailed);
-  EXPECT_STREQ(kPgEventRejected, kEventRejected);
-  EXPECT_STREQ(kPgEventAcknowledged, kEventAcknowledged);
-  EXPECT_EQ(kPgHistoryPerMessage, kHistoryPerMessage);
   ASSERT_OK(InsertPgOutboxRow(test(), Row("m1")));
   EXPECT_THAT(stores_->recovery->ClaimDue(kT0 + 3000, 10, "r1", policy_),  // nobody's lease
               StatusIs(absl::StatusCode::kFailedPrecondition));

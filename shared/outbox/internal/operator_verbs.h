@@ -19,6 +19,7 @@
 #include "shared/base/status_macros.h"
 #include "shared/observability/log.h"
 #include "shared/outbox/internal/failure.h"
+#include "shared/outbox/internal/history_events.h"
 #include "shared/outbox/internal/operator_repository.h"
 #include "shared/outbox/internal/state_machine.h"
 #include "shared/outbox/message.h"
@@ -46,10 +47,6 @@ class OperatorTransaction {
 
 class OperatorVerbs : public OperatorRepository {
  public:
-  // The history events of the operator's changes (the names history.h lists).
-  static constexpr char kEventRedriven[] = "redriven";
-  static constexpr char kEventFailureSeen[] = "failure_acknowledged";
-
   absl::StatusOr<OutboxMessage> Redrive(const std::string& message_id, int64_t now_ms,
                                         const std::string& actor,
                                         const std::string& reason = "") override {

@@ -13,21 +13,10 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include "shared/outbox/internal/history_events.h"       // kEvent*, kHistoryPerMessage
 #include "shared/outbox/internal/operator_repository.h"  // HistoryEvent
 
 namespace outbox {
-
-inline constexpr int kHistoryPerMessage = 64;
-
-// The events, as stored in outbox_history.event.
-inline constexpr char kEventRepublished[] = "republished";       // recovery: attempt N
-inline constexpr char kEventPublishFailed[] = "publish_failed";  // returned, nacked, timed out
-inline constexpr char kEventFailed[] = "failed";                 // attempts spent, or too old
-inline constexpr char kEventRejected[] = "rejected";             // the consumer said no
-inline constexpr char kEventAcknowledged[] = "acknowledged";  // the consumer's reply, after retries
-inline constexpr char kEventRedriven[] = "redriven";          // an operator: FAILED -> SENDING
-inline constexpr char kEventFailureSeen[] = "failure_acknowledged";  // an operator: leave FAILED
-inline constexpr char kEventRepaired[] = "repaired";                 // the checker's repair
 
 // Appends events with statements prepared once (the transaction's owner
 // keeps one per transaction or longer).
