@@ -2,6 +2,8 @@
 
 #include <errno.h>  // program_invocation_short_name
 
+#include <utility>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
@@ -35,6 +37,21 @@ absl::StatusOr<int> ReadVersion(PgConnection& conn, const std::string& schema_na
   return version;
 }
 
+// An adopter's schema named as none of the library's: its versions are its own.
+absl::Status CheckName(const PgSchema& schema) {
+  if (schema.name.empty()) {
+    return absl::InvalidArgumentError(
+        "a PgSchema has no name: name it (its row of schema_version), e.g. after the service");
+  }
+  const PgSchema& library = PgOutboxSchema();
+  if (schema.name == library.name && &schema != &library) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a PgSchema named \"", schema.name, "\": the name is the library's (PgOutboxSchema), ",
+        "whose versions would be taken for this schema's; give it a name of its own"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<int> PgSchemaVersion(PgConnection& conn, const std::string& schema_name) {
@@ -42,6 +59,7 @@ absl::StatusOr<int> PgSchemaVersion(PgConnection& conn, const std::string& schem
 }
 
 absl::Status UpgradePgSchema(PgSession& session, const PgSchema& schema) {
+  RETURN_IF_ERROR(CheckName(schema));
   int version = 0;
   // The usual start: up to date, found without the lock.
   RETURN_IF_ERROR(session.Transaction("read the schema version", [&](PgConnection& conn) {
@@ -84,6 +102,7 @@ absl::Status UpgradePgSchema(PgSession& session, const PgSchema& schema) {
 }
 
 absl::Status CheckPgSchema(PgSession& session, const PgSchema& schema) {
+  RETURN_IF_ERROR(CheckName(schema));
   int version = 0;
   RETURN_IF_ERROR(session.Transaction("read the schema version", [&](PgConnection& conn) {
     ASSIGN_OR_RETURN(version, ReadVersion(conn, schema.name));
@@ -189,6 +208,16 @@ absl::Status CreatePgInboxTable(PgConnection& conn, const std::string& table) {
                    " (message_id TEXT PRIMARY KEY, biz_key TEXT NOT NULL, reference TEXT NOT NULL, "
                    "processed_at BIGINT NOT NULL); CREATE INDEX ",
                    table, "_processed_at ON ", table, " (processed_at)"));
+}
+
+PgSchema PgConsumerSchema(std::string name, std::string tables, std::string inbox_table) {
+  return PgSchema{std::move(name),
+                  {{"the adopter's tables and the inbox",
+                    [tables = std::move(tables),
+                     inbox_table = std::move(inbox_table)](PgConnection& conn) -> absl::Status {
+                      RETURN_IF_ERROR(conn.Exec(tables));
+                      return CreatePgInboxTable(conn, inbox_table);
+                    }}}};
 }
 
 const PgSchema& PgOutboxSchema() {

@@ -24,12 +24,18 @@ struct PgMigration {
   // What it changes, one line: in the upgrade's log line.
   std::string what;
   // Takes the database from the previous version to this one, inside the
-  // transaction that sets the version.
+  // transaction that sets the version: its statements on `conn`, an error
+  // returned rolls the migration back. Never begin, commit or roll back.
   std::function<absl::Status(PgConnection&)> apply;
 };
 
 struct PgSchema {
-  std::string name = "outbox";          // its row of schema_version
+  // Its row of schema_version, the key its version is kept under: required,
+  // and the adopter's own. The library's schemas ("outbox", PgOutboxSchema)
+  // have theirs; UpgradePgSchema and CheckPgSchema refuse an empty name or
+  // one of theirs with INVALID_ARGUMENT, since the versions of two schemas
+  // under one name would be taken for each other's.
+  std::string name;
   std::vector<PgMigration> migrations;  // migrations[i] makes version i + 1
   int latest() const { return static_cast<int>(migrations.size()); }
 };
@@ -42,13 +48,16 @@ absl::StatusOr<int> PgSchemaVersion(PgConnection& conn, const std::string& schem
 // each under pg_advisory_xact_lock and reading the version again under it.
 // FAILED_PRECONDITION, with nothing changed, when the database is newer
 // than the schema; the migration's own error otherwise (nothing of it kept).
+// INVALID_ARGUMENT, before anything is read, for a schema without a name or
+// named as one of the library's.
 absl::Status UpgradePgSchema(PgSession& session, const PgSchema& schema);
 
 // For a process that works on the database but never creates or upgrades
 // it (recovery, as RecoveryStore::Open does for SQLite): OK at
 // schema.latest(), NOT_FOUND while older (its producer upgrades it),
 // FAILED_PRECONDITION when newer or when the database holds none of it
-// (version 0: not created yet, or the wrong database). Reads only.
+// (version 0: not created yet, or the wrong database); INVALID_ARGUMENT as
+// for UpgradePgSchema. Reads only.
 absl::Status CheckPgSchema(PgSession& session, const PgSchema& schema);
 
 // What the pattern keeps in the producer's database, as CreateOutboxTable
@@ -62,6 +71,14 @@ absl::Status CreatePgOutboxTables(PgConnection& conn);
 // the reference of what applying it made and processed_at, with the index
 // the pruner walks. `table` is an SQL identifier of the adopter's choosing.
 absl::Status CreatePgInboxTable(PgConnection& conn, const std::string& table = "inbox");
+
+// A consumer's schema in one call, as ConsumerSchema (shared/sqlite/inbox.h)
+// is on SQLite: named `name` (the adopter's own, as every PgSchema), its
+// migration 1 runs `tables` (the adopter's CREATE statements, several
+// separated by ';') and CreatePgInboxTable(conn, inbox_table) in one
+// transaction. Later versions are migrations appended to the result's
+// `migrations`. The consumer brings its database to it with UpgradePgSchema.
+PgSchema PgConsumerSchema(std::string name, std::string tables, std::string inbox_table = "inbox");
 
 // The library's own schema: version 1 is CreatePgOutboxTables.
 const PgSchema& PgOutboxSchema();

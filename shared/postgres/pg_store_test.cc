@@ -272,6 +272,64 @@ TEST(PgSchemaTest, AReaderWaitsForTheProducersVersionAndRefusesANewerOne) {
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
+// The library's own schema row is "outbox": an adopter's schema left
+// unnamed, or named so, would have its migration 1 taken for the library's,
+// recorded already, and never run.
+TEST(PgSchemaTest, AnAdoptersSchemaNeedsANameOfItsOwn) {
+  auto session = PgSession::Open(FreshSchema());
+  ASSERT_OK(session);
+  ASSERT_OK(UpgradePgSchema(**session, PgOutboxSchema()));
+  PgSchema unnamed;
+  unnamed.migrations = {CreateTable("orders")};
+  EXPECT_THAT(UpgradePgSchema(**session, unnamed),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has no name")));
+  EXPECT_THAT(CheckPgSchema(**session, unnamed), StatusIs(absl::StatusCode::kInvalidArgument));
+  const PgSchema libraryname{"outbox", {CreateTable("orders")}};
+  EXPECT_THAT(UpgradePgSchema(**session, libraryname),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("the library's")));
+  ASSERT_OK((*session)->Transaction("check", [](PgConnection& conn) -> absl::Status {
+    EXPECT_EQ(PgCount(conn, "SELECT count(*) FROM pg_tables WHERE tablename = 'orders'"), 0);
+    EXPECT_EQ(*PgSchemaVersion(conn, "outbox"), 1);
+    return absl::OkStatus();
+  }));
+  ASSERT_OK(UpgradePgSchema(**session, PgSchema{"orders", {CreateTable("orders")}}));
+  ASSERT_OK((*session)->Transaction("check", [](PgConnection& conn) -> absl::Status {
+    EXPECT_EQ(PgCount(conn, "SELECT count(*) FROM orders"), 0);
+    EXPECT_EQ(*PgSchemaVersion(conn, "orders"), 1);
+    return absl::OkStatus();
+  }));
+}
+
+// PgConsumerSchema: the consumer's tables and its inbox in migration 1.
+TEST(PgSchemaTest, AConsumersSchemaHoldsItsTablesAndTheInbox) {
+  auto session = PgSession::Open(FreshSchema());
+  ASSERT_OK(session);
+  const PgSchema schema = PgConsumerSchema(
+      "shipping",
+      "CREATE TABLE shipments (order_id TEXT PRIMARY KEY); CREATE TABLE parcels (id TEXT)",
+      "shipping_inbox");
+  EXPECT_EQ(schema.latest(), 1);
+  ASSERT_OK(UpgradePgSchema(**session, schema));
+  ASSERT_OK(UpgradePgSchema(**session, schema));  // up to date: nothing runs twice
+  const PgInbox inbox(**session, "shipping_inbox");
+  ASSERT_OK((*session)->Transaction("check", [&](PgConnection& conn) -> absl::Status {
+    EXPECT_EQ(*PgSchemaVersion(conn, "shipping"), 1);
+    EXPECT_EQ(PgCount(conn, "SELECT count(*) FROM shipments"), 0);
+    EXPECT_EQ(PgCount(conn, "SELECT count(*) FROM parcels"), 0);
+    EXPECT_EQ(PgCount(conn,
+                      "SELECT count(*) FROM pg_indexes WHERE indexname = "
+                      "'shipping_inbox_processed_at'"),
+              1);
+    EXPECT_OK(inbox.Record(conn, "m-1", "o-1", "ship-1", 5));
+    auto found = inbox.Find(conn, "m-1");
+    EXPECT_OK(found);
+    if (found.ok()) EXPECT_EQ(found->value_or(""), "ship-1");
+    return absl::OkStatus();
+  }));
+  EXPECT_THAT(UpgradePgSchema(**session, PgConsumerSchema("", "CREATE TABLE x (id TEXT)")),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(PgSchemaTest, TheOutboxTablesHaveTheSqliteColumns) {
   auto session = PgSession::Open(FreshSchema());
   ASSERT_OK(session);
