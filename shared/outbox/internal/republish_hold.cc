@@ -228,11 +228,16 @@ void RepublishHold::Hold(const HoldStep& step, const QueueState& queue) {
   // listener needs to drain it. They get their step when the hold ends.
   const DeliveryHold hold = step.next.hold;
   auto waiting = outbox_.CountSendingOlderThan(std::numeric_limits<int64_t>::max());
-  if (step.held) {
-    LogWarning("delivery_held",
-               {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.watched_name()),
-                KV("ready", queue.ready), KV("consumers", queue.consumers),
-                KV("rows_waiting", waiting.ok() ? *waiting : -1)});
+  // A hold that keeps no row from its consumer (an idle producer's queue
+  // without a consumer) is noted at info; it is a warning once rows wait.
+  const bool rows_wait = !waiting.ok() || *waiting > 0;
+  if (step.held) hold_warned_ = false;
+  if (step.held || (rows_wait && !hold_warned_)) {
+    Log(rows_wait ? LogLevel::kWarning : LogLevel::kInfo, "delivery_held",
+        {KV("reason", DeliveryHoldName(hold)), KV("queue", options_.watched_name()),
+         KV("ready", queue.ready), KV("consumers", queue.consumers),
+         KV("rows_waiting", waiting.ok() ? *waiting : -1)});
+    hold_warned_ = rows_wait;
   }
   hold_ = static_cast<int>(hold);
   if (!waiting.ok()) return;  // keep the alert as it is

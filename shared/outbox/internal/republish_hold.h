@@ -86,7 +86,8 @@ absl::StatusOr<QueueState> InspectQueues(MessagePublisher& broker,
 //
 // "queue hold": consumer_down or queue_backlog (one hold that may change its
 // reason; a tenth: hold_queue_depth / 10); "stall": acks_stalled (AcksStalled).
-// A hold that begins or changes its reason logs delivery_held. One that ends
+// A hold that begins or changes its reason logs delivery_held (a queue hold
+// that keeps no row waiting at info, and at warning once rows wait). One that ends
 // logs delivery_resumed, after every due row got one more backoff step
 // (defer_due), unless a stall ends with nothing ready in the queue. A stall
 // is not looked at in the round a queue hold ends (its consumers have only
@@ -172,8 +173,9 @@ class RepublishHold {
   void Resume(DeliveryHold before, const QueueState& queue, bool defer_due);
   // Pushes every due row one backoff step; returns how many.
   int64_t DeferAllDue();
-  // A queue hold: logged when new; its alert says how many rows wait, or is
-  // cleared when none do.
+  // A queue hold: logged when new (a warning when rows wait, info when none
+  // do) and again as a warning once rows wait; its alert says how many rows
+  // wait, or is cleared when none do.
   void Hold(const HoldStep& step, const QueueState& queue);
   Alert HeldAlert(DeliveryHold hold, const QueueState& queue, int64_t waiting) const;
 
@@ -186,6 +188,7 @@ class RepublishHold {
   AlertGroup alert_;
   HoldState state_;                     // the loop thread's
   HoldRound round_ = HoldRound::kWait;  // the last Update's
+  bool hold_warned_ = false;            // the queue hold's delivery_held was a warning
   std::atomic<int> hold_{0};            // state_.hold, for the ops API
   std::atomic<int64_t> queue_ready_{0};
   std::atomic<int> queue_consumers_{0};

@@ -1,7 +1,13 @@
 #include "shared/outbox/internal/republish_hold.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shared/observability/log.h"
 #include "shared/outbox/internal/state_machine.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
@@ -335,6 +341,27 @@ TEST_F(RepublishHoldTest, NoRowsWaitingMeansNoAlert) {
   EXPECT_EQ(hold_.Update({0, 0}), DeliveryHold::kConsumerDown);
   EXPECT_TRUE(alerts_.raised.empty());
   EXPECT_EQ(hold_.current(), DeliveryHold::kConsumerDown);
+}
+
+// A queue without a consumer keeps nothing back from an idle producer: the
+// hold is noted at info, and becomes a warning once rows wait behind it.
+TEST_F(RepublishHoldTest, AHoldWithNoRowWaitingIsNoWarningUntilRowsWait) {
+  std::vector<std::pair<LogLevel, std::string>> held;  // each delivery_held: level, rows_waiting
+  SetLogSink([&](const LogRecord& r) {
+    if (r.event != "delivery_held") return;
+    for (const LogField& f : r.fields) {
+      if (f.first == "rows_waiting") held.emplace_back(r.level, f.second);
+    }
+  });
+  EXPECT_EQ(hold_.Update({0, 0}), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(hold_.Update({0, 0}), DeliveryHold::kConsumerDown);
+  Due("m1");
+  EXPECT_EQ(hold_.Update({1, 0}), DeliveryHold::kConsumerDown);
+  EXPECT_EQ(hold_.Update({1, 0}), DeliveryHold::kConsumerDown);
+  SetLogSink(nullptr);
+  using Held = std::pair<LogLevel, std::string>;
+  EXPECT_THAT(held,
+              ::testing::ElementsAre(Held{LogLevel::kInfo, "0"}, Held{LogLevel::kWarning, "1"}));
 }
 
 TEST_F(RepublishHoldTest, WhenTheHoldEndsEveryDueRowGetsOneMoreStepAndTheAlertResolves) {
