@@ -429,22 +429,61 @@ TEST_F(AmqpClientTest, AQuorumDeadLetterQueueDeclaredWithoutALimitIsTakenAsItIs)
   EXPECT_OK(conn->DeleteQueue(dlq));
 }
 
-TEST_F(AmqpClientTest, WhatAUsersPermissionsForbidIsPermissionDenied) {
-  // outbox-recovery may configure nothing and read only the DLQs.
-  const testing::BrokerUser user = testing::ServiceBrokerUser(broker_, "outbox-recovery");
+// The URL of a service's broker user, with its password.
+AmqpUrl ServiceUserUrl(const testing::Broker& broker, const std::string& name) {
+  const testing::BrokerUser user = testing::ServiceBrokerUser(broker, name);
   auto url = AmqpUrl::Parse(user.url);
-  ASSERT_OK(url);
+  EXPECT_OK(url);
+  if (!url.ok()) return {};
   std::ifstream in(user.password_file);
   url->password.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   absl::StripAsciiWhitespace(&url->password);
+  return *url;
+}
+
+TEST_F(AmqpClientTest, WhatAUsersPermissionsForbidIsPermissionDenied) {
+  // outbox-recovery may configure only the DLQs' locks and read only the DLQs.
+  const AmqpUrl url = ServiceUserUrl(broker_, "outbox-recovery");
   for (const bool declare : {true, false}) {
-    auto conn = AmqpConnection::Connect(*url, "recovery-user");
+    auto conn = AmqpConnection::Connect(url, "recovery-user");
     ASSERT_OK(conn);
     absl::Status s =
         declare ? (*conn)->DeclareQueue(queue_ + ".mine", "") : (*conn)->Consume(queue_, 10);
     EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
     EXPECT_NE(s.message().find("403 ACCESS_REFUSED"), std::string::npos) << s;
   }
+}
+
+// Recovery's user takes and gives back a dead-letter queue's lock (an
+// exclusive queue it declares and deletes), and no other queue's; a lock
+// refused closes neither the connection nor its channel.
+TEST_F(AmqpClientTest, RecoverysUserLocksTheDeadLetterQueuesOnly) {
+  auto conn = AmqpConnection::Connect(ServiceUserUrl(broker_, "outbox-recovery"), "recovery-user");
+  ASSERT_OK(conn);
+  AmqpConnection& c = **conn;
+  const std::string pay = testing::UniqueName("PAY");
+  for (const std::string& queue : {queue_ + ".DLQ", pay}) {
+    auto locked = c.Lock(queue);
+    EXPECT_THAT(locked, StatusIs(absl::StatusCode::kPermissionDenied)) << queue;
+    EXPECT_TRUE(c.healthy());
+  }
+  const std::string dlq = DeadLetterQueueOf(pay);
+  auto locked = c.Lock(dlq);
+  ASSERT_OK(locked);
+  EXPECT_TRUE(*locked);
+  auto other =
+      AmqpConnection::Connect(ServiceUserUrl(broker_, "outbox-recovery"), "recovery-other");
+  ASSERT_OK(other);
+  auto refused = (*other)->Lock(dlq);
+  ASSERT_OK(refused);
+  EXPECT_FALSE(*refused);  // 405 RESOURCE_LOCKED
+  EXPECT_TRUE((*other)->healthy());
+  EXPECT_OK(c.Unlock(dlq));
+  auto taken = (*other)->Lock(dlq);
+  ASSERT_OK(taken);
+  EXPECT_TRUE(*taken);
+  EXPECT_OK((*other)->Unlock(dlq));
+  EXPECT_TRUE(absl::IsNotFound(admin_->Inspect(LockQueueOf(dlq)).status()));  // deleted
 }
 
 // A consumer whose queue is not declared yet (its writer declares it) asks

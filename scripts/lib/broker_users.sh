@@ -7,7 +7,9 @@
 # "<pay>-<k>" must match OUTBOX_PAY_QUEUES too, and payment alone declares,
 # feeds (exchange.bind) and binds the consistent-hash exchange
 # "<pay queue>.hash" (a name that P and A do not match, so no other user
-# may read, so bind to, it).
+# may read, so bind to, it). Recovery declares nothing but the dead-letter
+# queues' locks "<queue>.DLQ.lock" (exclusive queues of its connection,
+# LockQueueOf in shared/outbox/transport.h), which it may not bind.
 
 # shellcheck disable=SC2034  # read by the scripts that source this
 BROKER_USERS="outbox-payment outbox-accounting outbox-recovery"
@@ -25,7 +27,7 @@ broker_permissions() {
       echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$acc\\.DLQ)\$"
       echo "^(outbox\\.replies(\\.dead-letters)?|$acc|$pay)\$" ;;
     outbox-recovery)
-      echo '^$'
+      echo "^($pay|$acc)\\.DLQ\\.lock\$"
       echo '^outbox\.(payments|replies)$'
       echo "^($pay|$acc)\\.DLQ\$" ;;
     *) return 1 ;;

@@ -117,12 +117,29 @@ class QueueBrowser : public BrokerLink {
   virtual absl::StatusOr<bool> PublishConfirmed(const std::string& exchange,
                                                 const OutgoingMessage& message,
                                                 absl::Duration timeout) = 0;
+  // The lock on `queue` that every browser holds while it takes from the
+  // queue, across connections and processes: what another one has taken
+  // and not yet given back is not ready, so Inspect would not count it.
+  // true: this connection holds it now (also when it held it already);
+  // false: another connection holds it. It goes with this connection, so
+  // a process that dies leaves it free.
+  virtual absl::StatusOr<bool> TryLock(const std::string& queue) = 0;
+  // Gives the lock back (OK when this connection does not hold it).
+  virtual absl::Status Unlock(const std::string& queue) = 0;
 };
 
 // Where a queue's dead letters go: "<queue>.DLQ" (declared by the AMQP
 // adapter, named in logs and alerts).
 inline std::string DeadLetterQueueOf(const std::string& queue) {
   return queue + ".DLQ";
+}
+
+// The broker's name of QueueBrowser::TryLock's lock on `queue`: the AMQP
+// adapter holds it as an exclusive queue "<queue>.lock" of its connection
+// (the broker refuses another connection's declare of it), which recovery's
+// broker user may declare and delete (scripts/lib/broker_users.sh).
+inline std::string LockQueueOf(const std::string& queue) {
+  return queue + ".lock";
 }
 
 // Publishes every message without waiting in between, then waits up to

@@ -5,7 +5,8 @@
 // against the AMQP adapters on a real broker, so that the fakes the workers'
 // tests use behave as the broker does where the workers depend on it:
 // confirms and returns, what a delivery carries, the order requeued and
-// reset deliveries come back in, dead letters, browsing a queue.
+// reset deliveries come back in, dead letters, browsing a queue, and the
+// browsers' lock on a queue across connections.
 //
 // Include this header in exactly one .cc of a test binary (it defines the
 // TEST_Ps) and instantiate the suite there for each implementation:
@@ -14,7 +15,7 @@
 //                            ::testing::Values(BrokerImpl{"Fakes", MakeFakeBroker}),
 //                            BrokerImplName);
 //
-// An implementation is a factory of a BrokerUnderTest: the three links, a
+// An implementation is a factory of a BrokerUnderTest: its links, a
 // queue of the test's own, and (for fakes) what the broker does between them.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -37,11 +38,12 @@ struct BrokerUnderTest {
   // Publishes to `queue` with the queue's name as its topic, declaring the
   // queue (and its dead-letter queue) when it connects, as a producer does.
   MessagePublisher* publisher = nullptr;
-  MessageConsumer* consumer = nullptr;  // consumes `queue`
-  QueueBrowser* browser = nullptr;      // browses any queue; publishes through exchange ""
-  std::string queue;                    // unique to the test
-  std::string unrouted_topic;           // no queue is bound to it
-  std::string missing_queue;            // does not exist
+  MessageConsumer* consumer = nullptr;    // consumes `queue`
+  QueueBrowser* browser = nullptr;        // browses any queue; publishes through exchange ""
+  QueueBrowser* other_browser = nullptr;  // another connection browsing, as another process's
+  std::string queue;                      // unique to the test
+  std::string unrouted_topic;             // no queue is bound to it
+  std::string missing_queue;              // does not exist
   // What the broker does between the links (routing published messages,
   // dead-lettering rejected ones); the suite calls it before each read. A
   // real broker needs none.
@@ -70,6 +72,7 @@ struct FakeBroker {
   FakePublisher publisher;
   FakeConsumer consumer;
   FakeQueueBrowser browser;
+  std::unique_ptr<FakeQueueBrowser> other_browser = FakeQueueBrowser::OnSameBroker(browser);
   std::string queue = "contract";
   size_t published = 0, browsed = 0, dead = 0;  // how far each was routed
 
@@ -113,6 +116,7 @@ inline BrokerUnderTest MakeFakeBroker() {
   b.publisher = &fakes->publisher;
   b.consumer = &fakes->consumer;
   b.browser = &fakes->browser;
+  b.other_browser = fakes->other_browser.get();
   b.queue = queue;
   b.unrouted_topic = "contract.nowhere";
   b.missing_queue = "contract.missing";
@@ -213,6 +217,13 @@ class BrokerContractTest : public ::testing::TestWithParam<BrokerImpl> {
       if (state->ready == ready || absl::Now() >= deadline) return state->ready;
       absl::SleepFor(absl::Milliseconds(50));
     }
+  }
+
+  // Whether `browser` holds the lock on `queue` now (TryLock).
+  static bool Locks(QueueBrowser& browser, const std::string& queue) {
+    auto locked = browser.TryLock(queue);
+    EXPECT_OK(locked);
+    return locked.ok() && *locked;
   }
 
   static std::vector<std::string> Ids(const std::vector<Delivery>& ds) {
@@ -370,6 +381,43 @@ TEST_P(BrokerContractTest, ABrowsedQueueKeepsItsOrderThroughRequeues) {
   auto empty = b_.browser->Take(dlq);
   ASSERT_OK(empty);
   EXPECT_EQ(empty->delivery_tag, 0u);  // an empty queue gives tag 0
+}
+
+TEST_P(BrokerContractTest, ALockIsOneConnectionsUntilItUnlocksOrGoes) {
+  ASSERT_NE(b_.other_browser, nullptr);
+  QueueBrowser& mine = *b_.browser;
+  QueueBrowser& other = *b_.other_browser;
+  ASSERT_OK(mine.Connect());
+  ASSERT_OK(other.Connect());
+  const std::string dlq = DeadLetterQueueOf(b_.queue);
+  EXPECT_TRUE(Locks(mine, dlq));
+  EXPECT_TRUE(Locks(mine, dlq));  // held already
+  EXPECT_FALSE(Locks(other, dlq));
+  // Refused, the other link stays usable, and its Unlock of a lock it does
+  // not hold frees nothing.
+  EXPECT_OK(other.Inspect(dlq));
+  auto empty = other.Take(dlq);
+  ASSERT_OK(empty);
+  EXPECT_EQ(empty->delivery_tag, 0u);
+  EXPECT_OK(other.Unlock(dlq));
+  EXPECT_FALSE(Locks(other, dlq));
+  // Another queue's lock is another lock.
+  EXPECT_TRUE(Locks(other, b_.queue));
+  EXPECT_OK(other.Unlock(b_.queue));
+  // Unlocked, it is the other's to take.
+  EXPECT_OK(mine.Unlock(dlq));
+  EXPECT_OK(mine.Unlock(dlq));  // not held: nothing to do
+  EXPECT_TRUE(Locks(other, dlq));
+  EXPECT_FALSE(Locks(mine, dlq));
+  // The lock goes with the connection that holds it (a process that dies).
+  other.Reset(absl::UnavailableError("the test drops the connection"));
+  const absl::Time deadline = absl::Now() + kPatience;
+  bool locked = false;
+  while (!(locked = Locks(mine, dlq)) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(locked);
+  EXPECT_OK(mine.Unlock(dlq));
 }
 
 TEST_P(BrokerContractTest, InspectCountsReadyMessagesAndAMissingQueueIsNotFound) {

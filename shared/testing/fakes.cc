@@ -1,6 +1,9 @@
 #include "shared/testing/fakes.h"
 
 #include <algorithm>
+#include <iterator>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "shared/outbox/internal/failure.h"
@@ -407,15 +410,47 @@ absl::StatusOr<AckProgress> InMemoryOutbox::ReadAckProgress() {
   return p;
 }
 
+struct FakeQueueBrowser::Broker {
+  std::map<std::string, std::deque<Delivery>> queues;
+  std::set<std::string> missing;
+  uint64_t next_place = 0;
+  // The places of the messages given back, which sit at the head of their
+  // queue, in queue order.
+  std::map<std::string, std::deque<uint64_t>> returned;
+  Mutex mu;
+  std::map<std::string, const FakeQueueBrowser*> locks ABSL_GUARDED_BY(mu);  // queue -> holder
+};
+
+FakeQueueBrowser::FakeQueueBrowser() : FakeQueueBrowser(std::make_shared<Broker>()) {}
+
+FakeQueueBrowser::FakeQueueBrowser(std::shared_ptr<Broker> broker)
+    : broker_(std::move(broker)), queues(broker_->queues), missing(broker_->missing) {}
+
+FakeQueueBrowser::~FakeQueueBrowser() {
+  Gone();
+}
+
+std::unique_ptr<FakeQueueBrowser> FakeQueueBrowser::OnSameBroker(FakeQueueBrowser& first) {
+  return std::unique_ptr<FakeQueueBrowser>(new FakeQueueBrowser(first.broker_));
+}
+
+void FakeQueueBrowser::Gone() {
+  PutBack(UINT64_MAX);
+  MutexLock lock(&broker_->mu);
+  for (auto it = broker_->locks.begin(); it != broker_->locks.end();) {
+    it = it->second == this ? broker_->locks.erase(it) : std::next(it);
+  }
+}
+
 void FakeQueueBrowser::Reset(const absl::Status& why) {
   DoReset(why);
-  PutBack(UINT64_MAX);
+  Gone();
   next_tag_ = 1;  // a new connection starts a new tag sequence
 }
 
 absl::Status FakeQueueBrowser::Live() {
   absl::Status s = Check();
-  if (!s.ok()) PutBack(UINT64_MAX);  // the broker saw the connection go
+  if (!s.ok()) Gone();  // the broker saw the connection go
   return s;
 }
 
@@ -433,13 +468,13 @@ absl::StatusOr<Delivery> FakeQueueBrowser::Take(const std::string& queue) {
   CountTowardFailure(takes_, fail_take);
   if (absl::Status s = Live(); !s.ok()) return s;
   std::deque<Delivery>& ready = queues[queue];
-  std::deque<uint64_t>& returned = returned_[queue];
+  std::deque<uint64_t>& returned = broker_->returned[queue];
   while (returned.size() > ready.size()) returned.pop_back();  // the test emptied the queue
   if (ready.empty()) return Delivery{};
   Taken taken{queue, 0, std::move(ready.front())};
   ready.pop_front();
   if (returned.empty()) {
-    taken.place = next_place_++;
+    taken.place = broker_->next_place++;
   } else {
     taken.place = returned.front();
     returned.pop_front();
@@ -447,6 +482,7 @@ absl::StatusOr<Delivery> FakeQueueBrowser::Take(const std::string& queue) {
   taken.d.delivery_tag = next_tag_++;
   Delivery d = taken.d;
   unacked_[d.delivery_tag] = std::move(taken);
+  if (on_take) on_take(d);
   return d;
 }
 
@@ -478,6 +514,24 @@ absl::StatusOr<bool> FakeQueueBrowser::PublishConfirmed(const std::string& excha
   return true;
 }
 
+absl::StatusOr<bool> FakeQueueBrowser::TryLock(const std::string& queue) {
+  if (absl::Status s = Live(); !s.ok()) return s;
+  MutexLock lock(&broker_->mu);
+  const FakeQueueBrowser*& holder = broker_->locks[queue];
+  if (holder == nullptr) holder = this;
+  if (holder == this) return true;
+  ++lock_refusals;
+  return false;
+}
+
+absl::Status FakeQueueBrowser::Unlock(const std::string& queue) {
+  if (absl::Status s = Live(); !s.ok()) return s;
+  MutexLock lock(&broker_->mu);
+  auto it = broker_->locks.find(queue);
+  if (it != broker_->locks.end() && it->second == this) broker_->locks.erase(it);
+  return absl::OkStatus();
+}
+
 void FakeQueueBrowser::PutBack(uint64_t tag) {
   for (auto it = unacked_.begin(); it != unacked_.end() && it->first <= tag;) {
     GiveBack(std::move(it->second));
@@ -487,7 +541,7 @@ void FakeQueueBrowser::PutBack(uint64_t tag) {
 
 void FakeQueueBrowser::GiveBack(Taken taken) {
   std::deque<Delivery>& ready = queues[taken.queue];
-  std::deque<uint64_t>& returned = returned_[taken.queue];
+  std::deque<uint64_t>& returned = broker_->returned[taken.queue];
   // Before the messages never taken and the given-back ones from later places.
   const size_t at = static_cast<size_t>(
       std::upper_bound(returned.begin(), returned.end(), taken.place) - returned.begin());

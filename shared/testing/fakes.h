@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -134,11 +135,25 @@ class FakeConsumer final : public MessageConsumer, public FakeLink {
 
 // Queues of parked messages an operator browses. Taken messages stay
 // unacked until Ack; Requeue and Reset put each back at its place in its
-// queue, as the broker does.
+// queue, as the broker does. OnSameBroker gives a second connection to the
+// same queues, as another process has; TryLock's locks are the broker's.
 class FakeQueueBrowser final : public QueueBrowser, public FakeLink {
+ private:
+  struct Broker;                    // what the connections to one broker share
+  std::shared_ptr<Broker> broker_;  // first: `queues` and `missing` refer into it
+
  public:
-  std::map<std::string, std::deque<Delivery>> queues;  // ready messages
-  std::set<std::string> missing;                       // Inspect: NOT_FOUND
+  FakeQueueBrowser();
+  ~FakeQueueBrowser() override;  // a lock held goes with the connection
+  FakeQueueBrowser(const FakeQueueBrowser&) = delete;
+  FakeQueueBrowser& operator=(const FakeQueueBrowser&) = delete;
+  // Another connection to `first`'s broker: the same queues, missing queues
+  // and locks; its own connection, unacked messages, tags, `answer`,
+  // `published`, `acked` and failures.
+  static std::unique_ptr<FakeQueueBrowser> OnSameBroker(FakeQueueBrowser& first);
+
+  std::map<std::string, std::deque<Delivery>>& queues;  // ready messages
+  std::set<std::string>& missing;                       // Inspect: NOT_FOUND
   // How the broker answers each publish (default: confirmed); the test may
   // also route the message somewhere.
   std::function<bool(const std::string& exchange, const OutgoingMessage&)> answer =
@@ -150,8 +165,13 @@ class FakeQueueBrowser final : public QueueBrowser, public FakeLink {
   // middle of a pass.
   int fail_take = 0;
   int fail_ack = 0;
-  // Calls of Poll (a test may read it while another thread polls).
+  // Called with each message Take hands out, once it is unacked: a test
+  // may pause a pass there (and look from another connection meanwhile).
+  std::function<void(const Delivery&)> on_take;
+  // Calls of Poll, and of TryLock that found the lock held by another
+  // connection (a test may read them while another thread polls or waits).
   std::atomic<int> polls{0};
+  std::atomic<int> lock_refusals{0};
 
   absl::Status Connect() override { return DoConnect(); }
   bool connected() const override { return connected_; }
@@ -168,10 +188,18 @@ class FakeQueueBrowser final : public QueueBrowser, public FakeLink {
   absl::Status Requeue(uint64_t delivery_tag, bool multiple) override;
   absl::StatusOr<bool> PublishConfirmed(const std::string& exchange, const OutgoingMessage& message,
                                         absl::Duration timeout) override;
+  // Thread-safe, unlike the rest: a test may hold a lock in one thread while
+  // another connection asks for it in another.
+  absl::StatusOr<bool> TryLock(const std::string& queue) override;
+  absl::Status Unlock(const std::string& queue) override;
 
  private:
-  // Check(), and a lost connection gives its unacked messages back.
+  explicit FakeQueueBrowser(std::shared_ptr<Broker> broker);
+  // Check(), and a lost connection gives its unacked messages back and its
+  // locks up.
   absl::Status Live();
+  // What the broker does when this connection goes.
+  void Gone();
   struct Taken {
     std::string queue;
     uint64_t place = 0;  // in its queue: where a requeue or a reset puts it back
@@ -186,11 +214,7 @@ class FakeQueueBrowser final : public QueueBrowser, public FakeLink {
   int takes_ = 0;
   int acks_ = 0;
   uint64_t next_tag_ = 1;
-  uint64_t next_place_ = 0;
   std::map<uint64_t, Taken> unacked_;  // by tag
-  // The places of the messages given back, which sit at the head of their
-  // queue, in queue order.
-  std::map<std::string, std::deque<uint64_t>> returned_;
 };
 
 class RecordingAlerts final : public AlertSink {

@@ -301,7 +301,7 @@ absl::Status AmqpConnection::DeclareQueue(const std::string& queue, const std::s
   }
   auto declare_dlq = [&] {
     const amqp_table_t arguments{static_cast<int>(dlq_args.size()), dlq_args.data()};
-    return DeclareAside(dlq, /*passive=*/false, arguments, "queue.declare dead-letter queue");
+    return DeclareAside(dlq, Declare::kDurable, arguments, "queue.declare dead-letter queue");
   };
   auto declared = declare_dlq();
   if (queue_type == "quorum" && absl::IsFailedPrecondition(declared.status())) {
@@ -634,37 +634,79 @@ absl::Status AmqpConnection::Poll(absl::Duration wait) {
 }
 
 absl::StatusOr<QueueState> AmqpConnection::Inspect(const std::string& queue) {
-  return DeclareAside(queue, /*passive=*/true, amqp_empty_table, "queue.declare passive");
+  return DeclareAside(queue, Declare::kPassive, amqp_empty_table, "queue.declare passive");
 }
 
-absl::StatusOr<QueueState> AmqpConnection::DeclareAside(const std::string& queue, bool passive,
-                                                        const amqp_table_t& arguments,
-                                                        const char* what) {
-  if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
-  if (!inspect_channel_open_) {
-    amqp_channel_open(state_->conn, kInspectChannel);
-    absl::Status s = Check("channel.open (inspect)");
-    if (!s.ok()) return s;
-    inspect_channel_open_ = true;
+absl::StatusOr<bool> AmqpConnection::Lock(const std::string& queue) {
+  // Classic whatever the virtual host's default queue type: a quorum queue
+  // cannot be exclusive.
+  amqp_table_entry_t type;
+  type.key = amqp_cstring_bytes("x-queue-type");
+  type.value.kind = AMQP_FIELD_KIND_UTF8;
+  type.value.value.bytes = amqp_cstring_bytes("classic");
+  int refused = 0;
+  auto declared = DeclareAside(LockQueueOf(queue), Declare::kExclusive, {1, &type},
+                               "queue.declare lock", &refused);
+  if (declared.ok()) {
+    locks_.insert(queue);
+    return true;
   }
+  if (refused == AMQP_RESOURCE_LOCKED) return false;
+  return declared.status();
+}
+
+absl::Status AmqpConnection::Unlock(const std::string& queue) {
+  if (locks_.count(queue) == 0) return absl::OkStatus();
+  if (absl::Status s = OpenInspectChannel(); !s.ok()) return s;
+  amqp_queue_delete(state_->conn, kInspectChannel, Bytes(LockQueueOf(queue)), /*if_unused=*/0,
+                    /*if_empty=*/0);
+  const amqp_rpc_reply_t r = amqp_get_rpc_reply(state_->conn);
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    return InspectChannelClosed(ReplyStatus("queue.delete lock", r));
+  }
+  absl::Status s = Check("queue.delete lock");
+  if (s.ok()) locks_.erase(queue);
+  return s;
+}
+
+absl::Status AmqpConnection::OpenInspectChannel() {
+  if (!healthy_) return absl::UnavailableError("amqp: connection is broken");
+  if (inspect_channel_open_) return absl::OkStatus();
+  amqp_channel_open(state_->conn, kInspectChannel);
+  absl::Status s = Check("channel.open (inspect)");
+  if (s.ok()) inspect_channel_open_ = true;
+  return s;
+}
+
+absl::Status AmqpConnection::InspectChannelClosed(absl::Status why) {
+  inspect_channel_open_ = false;
+  amqp_channel_close_ok_t close_ok{};
+  int rc = amqp_send_method(state_->conn, kInspectChannel, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
+  if (rc != AMQP_STATUS_OK) {
+    return Broken(
+        absl::UnavailableError(absl::StrCat("amqp: channel.close-ok: ", amqp_error_string2(rc))));
+  }
+  return why;
+}
+
+absl::StatusOr<QueueState> AmqpConnection::DeclareAside(const std::string& queue, Declare how,
+                                                        const amqp_table_t& arguments,
+                                                        const char* what, int* refused) {
+  if (absl::Status s = OpenInspectChannel(); !s.ok()) return s;
+  const bool passive = how == Declare::kPassive;
   amqp_queue_declare_ok_t* ok = amqp_queue_declare(
       state_->conn, kInspectChannel, Bytes(queue), passive ? 1 : 0,
-      /*durable=*/passive ? 0 : 1, /*exclusive=*/0, /*auto_delete=*/0, arguments);
+      /*durable=*/how == Declare::kDurable ? 1 : 0,
+      /*exclusive=*/how == Declare::kExclusive ? 1 : 0, /*auto_delete=*/0, arguments);
   const amqp_rpc_reply_t r = amqp_get_rpc_reply(state_->conn);
   if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
     // Only that channel is closed: acknowledge it; the next call opens it again.
-    absl::Status why = passive && CloseReplyCode(r) == AMQP_NOT_FOUND
-                           ? absl::NotFoundError(absl::StrCat("amqp: no queue '", queue, "'"))
-                           : ReplyStatus(what, r);
-    inspect_channel_open_ = false;
-    amqp_channel_close_ok_t close_ok{};
-    int rc =
-        amqp_send_method(state_->conn, kInspectChannel, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
-    if (rc != AMQP_STATUS_OK) {
-      return Broken(
-          absl::UnavailableError(absl::StrCat("amqp: channel.close-ok: ", amqp_error_string2(rc))));
-    }
-    return why;
+    const int code = CloseReplyCode(r);
+    if (refused != nullptr) *refused = code;
+    return InspectChannelClosed(
+        passive && code == AMQP_NOT_FOUND
+            ? absl::NotFoundError(absl::StrCat("amqp: no queue '", queue, "'"))
+            : ReplyStatus(what, r));
   }
   absl::Status s = Check(what);
   if (!s.ok()) return s;

@@ -5,6 +5,7 @@
 // AmqpConnection.
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -171,6 +172,15 @@ class AmqpConnection {
   // channel of its own). NOT_FOUND when there is no such queue; the
   // connection stays usable.
   absl::StatusOr<QueueState> Inspect(const std::string& queue);
+  // QueueBrowser::TryLock: declares LockQueueOf(queue) exclusive (so
+  // transient: RabbitMQ 4.0 deprecates transient queues that are not
+  // exclusive, not these) and classic, on the inspect channel. false while
+  // another connection holds it: the broker refuses the declare with 405
+  // RESOURCE_LOCKED, which closes only that channel. The broker deletes it
+  // with this connection.
+  absl::StatusOr<bool> Lock(const std::string& queue);
+  // Deletes the lock Lock took; OK when this connection holds none on `queue`.
+  absl::Status Unlock(const std::string& queue);
   // Number of messages ready in `queue`, for tests and ops.
   absl::StatusOr<uint32_t> MessageCount(const std::string& queue);
   absl::Status DeleteQueue(const std::string& queue);
@@ -191,11 +201,20 @@ class AmqpConnection {
   absl::Status Check(const char* what);
   absl::Status Broken(absl::Status s);  // marks the connection unusable
   absl::Status DeclareExchange(const std::string& exchange);
+  // How DeclareAside declares: only looks (passive), a durable queue, or
+  // an exclusive, transient one of this connection.
+  enum class Declare { kPassive, kDurable, kExclusive };
   // queue.declare on the inspect channel: a refusal closes only that channel
-  // (opened again by the next call), never the connection. NOT_FOUND for a
-  // passive one that finds no queue.
-  absl::StatusOr<QueueState> DeclareAside(const std::string& queue, bool passive,
-                                          const amqp_table_t_& arguments, const char* what);
+  // (opened again by the next call), never the connection, and its reply
+  // code goes to `*refused` when given. NOT_FOUND for a passive one that
+  // finds no queue.
+  absl::StatusOr<QueueState> DeclareAside(const std::string& queue, Declare how,
+                                          const amqp_table_t_& arguments, const char* what,
+                                          int* refused = nullptr);
+  absl::Status OpenInspectChannel();
+  // The broker closed the inspect channel with `why`: acknowledged, so the
+  // next call opens it again; `why` unless the acknowledgement fails.
+  absl::Status InspectChannelClosed(absl::Status why);
   absl::Status DeclareShards(const Topology& topology);
 
   std::unique_ptr<State> state_;
@@ -205,6 +224,7 @@ class AmqpConnection {
   bool persistent_ = true;
   std::string exchange_;
   bool inspect_channel_open_ = false;
+  std::set<std::string> locks_;  // the queues whose lock (Lock) this connection holds
 };
 
 }  // namespace outbox

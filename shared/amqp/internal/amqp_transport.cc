@@ -78,4 +78,12 @@ absl::StatusOr<bool> AmqpQueueBrowser::PublishConfirmed(const std::string& excha
   });
 }
 
+absl::StatusOr<bool> AmqpQueueBrowser::TryLock(const std::string& queue) {
+  return Use([&](AmqpConnection& c) { return c.Lock(queue); });
+}
+
+absl::Status AmqpQueueBrowser::Unlock(const std::string& queue) {
+  return Use([&](AmqpConnection& c) { return c.Unlock(queue); });
+}
+
 }  // namespace outbox

@@ -65,7 +65,9 @@ class AmqpConsumer final : public AmqpLink<MessageConsumer> {
   absl::Status Requeue(uint64_t delivery_tag, bool multiple) override;
 };
 
-// Declares nothing (an operator's user may not) and publishes with confirms.
+// Declares nothing but its locks (TryLock: exclusive queues of its own
+// connection, which recovery's broker user may declare) and publishes with
+// confirms.
 class AmqpQueueBrowser final : public AmqpLink<QueueBrowser> {
  public:
   AmqpQueueBrowser(AmqpUrl url, std::string name, const Clock& clock = SystemClock::Get());
@@ -76,6 +78,8 @@ class AmqpQueueBrowser final : public AmqpLink<QueueBrowser> {
   absl::Status Requeue(uint64_t delivery_tag, bool multiple) override;
   absl::StatusOr<bool> PublishConfirmed(const std::string& exchange, const OutgoingMessage& message,
                                         absl::Duration timeout) override;
+  absl::StatusOr<bool> TryLock(const std::string& queue) override;
+  absl::Status Unlock(const std::string& queue) override;
 };
 
 }  // namespace outbox

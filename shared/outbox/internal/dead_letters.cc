@@ -10,8 +10,26 @@
 
 namespace outbox {
 
-DeadLetters::DeadLetters(QueueBrowser& broker, std::vector<Source> sources)
-    : sources_(std::move(sources)), broker_(&broker) {}
+namespace {
+// How often a call waiting for a dead-letter queue's lock asks again.
+constexpr absl::Duration kLockPoll = absl::Milliseconds(10);
+}  // namespace
+
+class DeadLetters::Held {
+ public:
+  Held(DeadLetters& owner, std::string dlq) : owner_(owner), dlq_(std::move(dlq)) {}
+  ~Held() ABSL_NO_THREAD_SAFETY_ANALYSIS { owner_.Release(dlq_); }  // within the call's lock
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+
+ private:
+  DeadLetters& owner_;
+  const std::string dlq_;
+};
+
+DeadLetters::DeadLetters(QueueBrowser& broker, std::vector<Source> sources,
+                         absl::Duration lock_wait)
+    : sources_(std::move(sources)), lock_wait_(lock_wait), broker_(&broker) {}
 
 DeadLetters::~DeadLetters() {
   keeper_.Stop();
@@ -63,13 +81,42 @@ absl::StatusOr<DeadLetters::Parked> DeadLetters::OpenParked(const std::string& q
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (absl::Status up = broker_->Connect(); !up.ok()) return up;
     absl::Status alive = broker_->Poll(absl::ZeroDuration());
-    auto state = alive.ok() ? broker_->Inspect(dlq) : absl::StatusOr<QueueState>(alive);
+    absl::StatusOr<bool> locked = alive.ok() ? AwaitLock(dlq) : absl::StatusOr<bool>(alive);
+    if (locked.ok() && !*locked) {
+      return absl::UnavailableError(
+          absl::StrCat("dead-letter queue ", dlq, " is being read by another process; try again"));
+    }
+    if (!locked.ok() && !absl::IsUnavailable(locked.status())) {
+      // Refused (the connection is fine), e.g. a broker user without the
+      // permission to declare the lock's queue.
+      return absl::Status(locked.status().code(),
+                          absl::StrCat("dead-letter queue ", dlq, ": its lock ", LockQueueOf(dlq),
+                                       ": ", locked.status().message()));
+    }
+    auto state = locked.ok() ? broker_->Inspect(dlq) : absl::StatusOr<QueueState>(locked.status());
     if (state.ok()) return Parked{dlq, state->ready};
-    if (absl::IsNotFound(state.status())) return state.status();  // the connection is fine
+    if (absl::IsNotFound(state.status())) {  // the connection is fine
+      Release(dlq);
+      return state.status();
+    }
     last = state.status();
-    broker_->Reset(last);
+    broker_->Reset(last);  // the lock goes with the connection
   }
   return last;
+}
+
+absl::StatusOr<bool> DeadLetters::AwaitLock(const std::string& dlq) {
+  const absl::Time deadline = absl::Now() + lock_wait_;
+  for (;;) {
+    absl::StatusOr<bool> locked = broker_->TryLock(dlq);
+    if (!locked.ok() || *locked || absl::Now() >= deadline) return locked;
+    absl::SleepFor(kLockPoll);
+  }
+}
+
+void DeadLetters::Release(const std::string& dlq) {
+  if (!broker_->connected()) return;  // reset on the way: the lock went with the connection
+  if (absl::Status s = broker_->Unlock(dlq); !s.ok()) broker_->Reset(s);  // so it goes now
 }
 
 absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int limit) {
@@ -77,6 +124,7 @@ absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int l
   auto parked = OpenParked(queue);
   if (!parked.ok()) return parked.status();
   const std::string& dlq = parked->dlq;
+  const Held held(*this, dlq);
   DeadLetterPeek peek;
   peek.total = parked->count;
   uint64_t last_tag = 0;
@@ -123,6 +171,7 @@ DeadLettersRedriven DeadLetters::Redrive(const std::string& queue, int limit,
     return result;
   }
   const std::string& dlq = parked->dlq;
+  const Held held(*this, dlq);
   // Only what is parked now: a message that fails again comes back to the
   // dead-letter queue and must not be re-driven in a loop.
   const int64_t budget = limit <= 0 ? parked->count : std::min<int64_t>(limit, parked->count);
@@ -171,6 +220,7 @@ DeadLettersRemoved DeadLetters::RemoveSettled(const std::string& queue, int limi
     return result;
   }
   const std::string& dlq = parked->dlq;
+  const Held held(*this, dlq);
   const int64_t budget = std::min<int64_t>(limit, parked->count);
   uint64_t last_kept = 0;
   for (int64_t looked = 0; looked < budget; ++looked) {

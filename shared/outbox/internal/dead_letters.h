@@ -18,6 +18,12 @@
 
 namespace outbox {
 
+// How long a call waits while another connection (another process's
+// DeadLetters) holds a dead-letter queue's lock (QueueBrowser::TryLock),
+// polling, before it answers UNAVAILABLE. Taking from a queue hides what
+// is taken from its count, so a call never reads it while another takes.
+inline constexpr absl::Duration kDeadLetterLockWait = absl::Seconds(2);
+
 struct DeadLetterPeek {
   std::vector<Delivery> messages;
   int64_t total = 0;
@@ -43,8 +49,13 @@ class DeadLetters {
     std::string queue;
     std::string exchange;
   };
-  // `broker` is used from the callers' threads, one call at a time.
-  DeadLetters(QueueBrowser& broker, std::vector<Source> sources);
+  // `broker` is used from the callers' threads, one call at a time. Each
+  // call holds the dead-letter queue's lock while it counts and takes
+  // (waiting up to `lock_wait` for it): UNAVAILABLE, saying so, while
+  // another process holds it longer, never a count without what that
+  // process has taken.
+  DeadLetters(QueueBrowser& broker, std::vector<Source> sources,
+              absl::Duration lock_wait = kDeadLetterLockWait);
   ~DeadLetters();
 
   // Keeps the connection alive between calls: a thread of its own polls it
@@ -77,8 +88,17 @@ class DeadLetters {
     std::string dlq;
     int64_t count;  // messages in the dead-letter queue now
   };
-  // Checks `queue`, connects, and counts what is parked in its DLQ.
+  // Gives a dead-letter queue's lock back when a call ends.
+  class Held;
+  // Checks `queue`, connects, takes the lock of its DLQ and counts what is
+  // parked there. The caller gives the lock back (Held).
   absl::StatusOr<Parked> OpenParked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits up to lock_wait_ for the lock of `dlq`: false when another
+  // connection still holds it.
+  absl::StatusOr<bool> AwaitLock(const std::string& dlq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the lock of `dlq` back, unless the connection went (and the lock
+  // with it).
+  void Release(const std::string& dlq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Source* Find(const std::string& queue) const;
 
   // Waits (briefly) until `dlq` counts `total` again after a requeue.
@@ -88,6 +108,7 @@ class DeadLetters {
   void PollIdle();
 
   const std::vector<Source> sources_;
+  const absl::Duration lock_wait_;
   Mutex mu_;
   QueueBrowser* const broker_ ABSL_PT_GUARDED_BY(mu_);
   WorkerThread keeper_;  // KeepAlive's; declared last, so stopped first

@@ -2,6 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "shared/base/internal/mutex.h"
 #include "shared/testing/fakes.h"
 #include "shared/testing/status_matchers.h"
 
@@ -155,6 +162,124 @@ TEST_F(DeadLettersTest, TheConnectionIsCountedAsDeadLetters) {
   ASSERT_OK(dead_letters_.Peek("orders", 1));
   EXPECT_NE(metrics.Render().find("outbox_amqp_connected{connection=\"dead_letters\"} 1"),
             std::string::npos);
+}
+
+// Another process (its own DeadLetters, on its own connection to the same
+// broker) in the middle of a pass over orders.DLQ: it has taken the first
+// message and not given it back yet, so the broker does not count it ready.
+class DeadLettersOfTwoProcessesTest : public DeadLettersTest {
+ protected:
+  void TearDown() override { Resume(); }
+
+  // Starts the other process's sweep (it keeps every message), in a thread
+  // of its own, and returns once that sweep holds the first message.
+  void StartOtherSweep() {
+    other_broker_->on_take = [this](const Delivery&) {
+      if (taken_.HasBeenNotified()) return;
+      taken_.Notify();
+      resume_.WaitForNotification();
+    };
+    other_thread_ = std::thread([this] {
+      other_removed_ = other_.RemoveSettled("orders", 100, [](const Delivery&) { return false; });
+    });
+    taken_.WaitForNotification();
+  }
+  // Lets the other sweep finish, and waits for it.
+  void Resume() {
+    if (!resume_.HasBeenNotified()) resume_.Notify();
+    if (other_thread_.joinable()) other_thread_.join();
+  }
+  // Runs `call` (on this process's connection) in a thread of its own while
+  // the other sweep holds the first message; lets the sweep finish once
+  // `call` has found the queue's lock held, or has returned.
+  void WhileTheOtherHolds(const std::function<void()>& call) {
+    StartOtherSweep();
+    std::atomic<bool> done{false};
+    std::thread mine([&] {
+      call();
+      done = true;
+    });
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (mine_->lock_refusals.load() == 0 && !done && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    Resume();
+    mine.join();
+    ASSERT_OK(other_removed_.status);
+  }
+
+  std::unique_ptr<FakeQueueBrowser> other_broker_ = FakeQueueBrowser::OnSameBroker(broker_);
+  DeadLetters other_{*other_broker_, {{"orders", "shop.orders"}}};
+  std::unique_ptr<FakeQueueBrowser> mine_ = FakeQueueBrowser::OnSameBroker(broker_);
+  // Waits as long as a slow machine may need.
+  DeadLetters patient_{*mine_, {{"orders", "shop.orders"}}, absl::Minutes(1)};
+  Notification taken_, resume_;
+  std::thread other_thread_;
+  DeadLettersRemoved other_removed_;
+};
+
+TEST_F(DeadLettersOfTwoProcessesTest, AListingWaitsForTheOthersPassAndCountsWhatItHeld) {
+  Park("orders", {"m1", "m2", "m3"});
+  absl::StatusOr<DeadLetterPeek> peek;
+  WhileTheOtherHolds([&] { peek = patient_.Peek("orders", 10); });
+  ASSERT_OK(peek);
+  EXPECT_EQ(peek->total, 3);
+  ASSERT_EQ(peek->messages.size(), 3u);
+  EXPECT_EQ(peek->messages[0].message_id, "m1");
+  EXPECT_GT(mine_->lock_refusals.load(), 0);  // it waited
+  EXPECT_EQ(ParkedIds("orders"), (std::vector<std::string>{"m1", "m2", "m3"}));
+}
+
+TEST_F(DeadLettersOfTwoProcessesTest, ARedriveWaitsForTheOthersPassAndMovesEveryMessage) {
+  Park("orders", {"m1", "m2"});
+  DeadLettersRedriven moved;
+  WhileTheOtherHolds([&] { moved = patient_.Redrive("orders", 0); });
+  ASSERT_OK(moved.status);
+  EXPECT_EQ(moved.moved, 2);
+  EXPECT_EQ(mine_->published.size(), 2u);
+  EXPECT_TRUE(ParkedIds("orders").empty());
+}
+
+TEST_F(DeadLettersOfTwoProcessesTest, ASweepWaitsForTheOthersPassAndRemovesWhatItHeld) {
+  Park("orders", {"m1"});
+  DeadLettersRemoved removed;
+  WhileTheOtherHolds([&] {
+    removed = patient_.RemoveSettled("orders", 100, [](const Delivery&) { return true; });
+  });
+  ASSERT_OK(removed.status);
+  EXPECT_EQ(removed.message_ids, (std::vector<std::string>{"m1"}));
+  EXPECT_TRUE(ParkedIds("orders").empty());
+}
+
+TEST_F(DeadLettersOfTwoProcessesTest, PastTheWaitACallIsUnavailableNeverAnEmptyQueue) {
+  Park("orders", {"m1"});
+  DeadLetters hasty(*mine_, {{"orders", "shop.orders"}}, absl::ZeroDuration());
+  absl::StatusOr<DeadLetterPeek> peek;
+  DeadLettersRedriven moved;
+  DeadLettersRemoved removed;
+  // Each asked while the other's pass holds m1 (in that pass, right after its take).
+  bool asked = false;
+  other_broker_->on_take = [&](const Delivery&) {
+    if (std::exchange(asked, true)) return;
+    peek = hasty.Peek("orders", 10);
+    moved = hasty.Redrive("orders", 0);
+    removed = hasty.RemoveSettled("orders", 10, [](const Delivery&) { return true; });
+  };
+  ASSERT_OK(other_.Peek("orders", 10));
+  ASSERT_TRUE(asked);
+  EXPECT_THAT(peek.status(), testing::StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(peek.status().message(),
+            "dead-letter queue orders.DLQ is being read by another process; try again");
+  EXPECT_TRUE(absl::IsUnavailable(moved.status)) << moved.status;
+  EXPECT_EQ(moved.moved, 0);
+  EXPECT_TRUE(absl::IsUnavailable(removed.status)) << removed.status;
+  EXPECT_TRUE(removed.message_ids.empty());
+  EXPECT_TRUE(mine_->published.empty());
+  EXPECT_TRUE(mine_->resets.empty());  // the connection is fine
+  // The other's pass over, the lock is free.
+  auto after = hasty.Peek("orders", 10);
+  ASSERT_OK(after);
+  EXPECT_EQ(after->total, 1);
 }
 
 }  // namespace
