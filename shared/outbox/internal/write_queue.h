@@ -9,12 +9,13 @@
 // `Pending` is one write: a movable type with members `spec` (its
 // MessageSpec) and `done` (a one-shot callable taking
 // absl::StatusOr<OutboxMessage>), aggregate-initialised with `done` last.
-// Below the queue, the steps of a group around the store's transaction,
-// which both writers take alike. Header-only.
+// Below the queue, the steps of a group around the store's transaction and
+// the backpressure (WriteHold), which both writers take alike. Header-only.
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -22,7 +23,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shared/base/clock.h"
 #include "shared/base/internal/mutex.h"
+#include "shared/observability/log.h"
 #include "shared/outbox/internal/state_machine.h"
 #include "shared/outbox/message.h"
 #include "shared/outbox/retry_policy.h"
@@ -117,6 +121,69 @@ class WriteQueue {
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
+};
+
+// A group writer's backpressure (its options max_unsent and max_hold, as
+// GroupWriterOptions says): while the consumer replies (acknowledgements
+// applied in the last second) but at least `max_unsent` rows are SENDING,
+// new writes wait until until(), `max_hold` after the last group of new
+// writes. No acknowledgements for a second: the consumer (or the broker) is
+// away, recovery's business, and holding callers would only make the
+// outage theirs; nothing is held. The writer's thread only.
+class WriteHold {
+ public:
+  // The SENDING rows, counted up to `limit` (the count stays cheap in an
+  // outage).
+  using CountSending = std::function<absl::StatusOr<int64_t>(int64_t limit)>;
+
+  // `max_unsent` 0: never held.
+  WriteHold(int64_t max_unsent, absl::Duration max_hold, const Clock& clock, CountSending count)
+      : max_unsent_(max_unsent), max_hold_(max_hold), clock_(clock), count_(std::move(count)) {}
+
+  // After a group: `wrote` when it took new writes (rather than only ending a
+  // hold early for acknowledgements), `last_ack_ms` when acknowledgements
+  // were last applied (the clock's milliseconds; kNoAck: none yet). A hold
+  // starts after a group of new writes, or once the last one is over, never
+  // extended by acknowledgements during it: no write waits longer than
+  // max_hold for the backlog.
+  void After(bool wrote, int64_t last_ack_ms) {
+    const absl::Time now = clock_.Now();
+    if (!Lagging(last_ack_ms)) {
+      until_ = absl::InfinitePast();
+    } else if (wrote || now >= until_) {
+      until_ = now + max_hold_;
+    }
+  }
+  // New writes wait until then (InfinitePast: they do not).
+  absl::Time until() const { return until_; }
+
+  static constexpr int64_t kNoAck = std::numeric_limits<int64_t>::min() / 2;
+
+ private:
+  bool Lagging(int64_t last_ack_ms) {
+    if (max_unsent_ <= 0) return false;
+    const int64_t now = clock_.NowMillis();
+    if (now - last_ack_ms > 1000) return false;
+    absl::StatusOr<int64_t> sending = count_(max_unsent_);
+    if (!sending.ok()) {
+      // Not known: writes are not held (the next group asks again). Logged
+      // once a minute at most, while it lasts.
+      if (now - last_count_error_ms_ >= 60'000) {
+        LogWarning("unsent_count_failed", {KV("error", sending.status().message())});
+        last_count_error_ms_ = now;
+      }
+      return false;
+    }
+    return *sending >= max_unsent_;
+  }
+
+  const int64_t max_unsent_;
+  const absl::Duration max_hold_;
+  const Clock& clock_;
+  const CountSending count_;
+  absl::Time until_ = absl::InfinitePast();
+  // When a failed count was last logged (never yet).
+  int64_t last_count_error_ms_ = std::numeric_limits<int64_t>::min() / 2;
 };
 
 // The outbox rows of `group`'s writes, made at `now_ms` (their specs moved

@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
-#include "shared/observability/log.h"
 #include "shared/runtime/internal/failpoint.h"
 #include "shared/sqlite/outbox_table.h"
 
@@ -117,7 +116,9 @@ GroupWriter::GroupWriter(SqliteFile& file, SqliteOutbox& outbox, RelayQueue& rel
       ack_lingers_(metrics.AddCounter(
           "outbox_writer_ack_lingers_total",
           "acknowledgements that waited (up to ack_linger) for a write to share their commit")),
-      commit_failures_(StoreWriteFailures(metrics, "commit_group")) {}
+      commit_failures_(StoreWriteFailures(metrics, "commit_group")),
+      hold_(options_.max_unsent, options_.max_hold, clock_,
+            [this](int64_t limit) { return CountSending(limit); }) {}
 
 GroupWriter::~GroupWriter() {
   Stop();
@@ -149,7 +150,6 @@ absl::StatusOr<AckTally> GroupWriter::RecordAcks(const std::vector<std::string>&
 }
 
 void GroupWriter::Run() {
-  absl::Time hold_until = absl::InfinitePast();  // new writes wait until then
   while (true) {
     std::vector<Pending> group;
     std::vector<PendingAcks*> acks;
@@ -168,7 +168,7 @@ void GroupWriter::Run() {
         ack_lingers_.Add();
         writes_.mu().AwaitWithTimeout(absl::Condition(&write_or_stop), options_.ack_linger);
       }
-      bool hold = acks_.empty() && !writes_.stopping() && clock_.Now() < hold_until;
+      bool hold = acks_.empty() && !writes_.stopping() && clock_.Now() < hold_.until();
       if (hold) {
         // The consumer lags: acks go first (each lowers the backlog); new
         // writes wait for one, or for the end of the hold.
@@ -176,7 +176,7 @@ void GroupWriter::Run() {
         auto ack_or_stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(writes_.mu()) {
           return !acks_.empty() || writes_.stopping();
         };
-        writes_.mu().AwaitWithTimeout(absl::Condition(&ack_or_stop), hold_until - clock_.Now());
+        writes_.mu().AwaitWithTimeout(absl::Condition(&ack_or_stop), hold_.until() - clock_.Now());
         hold = !acks_.empty() && !writes_.stopping();  // commit those acks alone first
       }
       if (!hold) writes_.Take(options_.max_batch, group);
@@ -184,36 +184,9 @@ void GroupWriter::Run() {
     }
     const bool wrote = !group.empty();
     CommitGroup(group, acks);
-    // A hold starts after a group of new writes (or once the last one is
-    // over), never extended by the acks committed during it: no write
-    // waits longer than max_hold for the backlog.
-    const absl::Time now = clock_.Now();
-    if (!Lagging(!acks.empty())) {
-      hold_until = absl::InfinitePast();
-    } else if (wrote || now >= hold_until) {
-      hold_until = now + options_.max_hold;
-    }
+    if (!acks.empty()) last_ack_ms_ = clock_.NowMillis();
+    hold_.After(wrote, last_ack_ms_);
   }
-}
-
-bool GroupWriter::Lagging(bool acked_some) {
-  if (options_.max_unsent <= 0) return false;
-  const int64_t now = clock_.NowMillis();
-  if (acked_some) last_ack_ms_ = now;
-  // No acks for a second: the consumer (or the broker) is away, recovery's
-  // business; holding callers would only make the outage theirs.
-  if (now - last_ack_ms_ > 1000) return false;
-  absl::StatusOr<int64_t> sending = CountSending(options_.max_unsent);
-  if (!sending.ok()) {
-    // Not known: writes are not held (the next group asks again). Logged
-    // once a minute at most, while it lasts.
-    if (now - last_count_error_ms_ >= 60'000) {
-      LogWarning("unsent_count_failed", {KV("error", sending.status().message())});
-      last_count_error_ms_ = now;
-    }
-    return false;
-  }
-  return *sending >= options_.max_unsent;
 }
 
 absl::StatusOr<int64_t> GroupWriter::CountSending(int64_t limit) {

@@ -160,8 +160,6 @@ class GroupWriter final : public OutboxRepository {
   struct Statements;  // group_writer.cc
 
   void Run();
-  // After a commit: true when new writes should wait (see max_unsent).
-  bool Lagging(bool acked_some);
   // One group: its writes and acknowledgements in one transaction, the
   // messages to the relay, then the ack batches and the callers answered.
   void CommitGroup(std::vector<Pending>& group, std::vector<PendingAcks*>& acks)
@@ -194,8 +192,10 @@ class GroupWriter final : public OutboxRepository {
   Counter& holds_;
   Counter& ack_lingers_;      // acknowledgements that waited for a write to share their commit
   Counter& commit_failures_;  // group transactions the file refused (full, damaged)
-  int64_t last_ack_ms_ = INT64_MIN / 2;          // writer thread only; none yet
-  int64_t last_count_error_ms_ = INT64_MIN / 2;  // when Lagging last logged a failed count
+  // The backpressure (max_unsent, max_hold) and when acknowledgements last
+  // committed: the writer thread's.
+  WriteHold hold_;
+  int64_t last_ack_ms_ = WriteHold::kNoAck;
 };
 
 }  // namespace outbox

@@ -1,6 +1,7 @@
 // The group writer (group_writer.h) on a real SQLite file: writes of many
 // callers in one transaction, each under its own savepoint; acknowledgements
-// in the same commit; backpressure; Stop; the relay fed after the commit.
+// in the same commit; backpressure (and WriteHold, its decisions, which
+// PostgreSQL's writer shares); Stop; the relay fed after the commit.
 #include "shared/sqlite/internal/group_writer.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/internal/mutex.h"
+#include "shared/observability/log.h"
+#include "shared/outbox/internal/write_queue.h"
 #include "shared/sqlite/outbox_table.h"
 #include "shared/sqlite/schema.h"
 #include "shared/testing/fakes.h"
@@ -469,6 +472,81 @@ TEST_F(GroupWriterTest, TheWrittenCounterTakesTheServicesName) {
   const std::string text = metrics_.Render();
   EXPECT_NE(text.find("\noutbox_loans_opened_total 1\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("outbox_messages_written_total"), std::string::npos) << text;
+}
+
+// WriteHold (write_queue.h), the backpressure both group writers take: its
+// decisions after each group, with the count in the test's hands.
+class WriteHoldTest : public ::testing::Test {
+ protected:
+  WriteHold Hold(int64_t max_unsent) {
+    return WriteHold(max_unsent, absl::Milliseconds(20), clock_, [this](int64_t limit) {
+      ++counts_;
+      EXPECT_EQ(limit, 2);
+      return sending_;
+    });
+  }
+
+  ManualClock clock_;
+  absl::StatusOr<int64_t> sending_ = 2;
+  int counts_ = 0;
+};
+
+TEST_F(WriteHoldTest, HoldsWhileAcksFlowAndTheBacklogIsAtTheBound) {
+  WriteHold hold = Hold(2);
+  hold.After(/*wrote=*/true, WriteHold::kNoAck);
+  EXPECT_EQ(hold.until(), absl::InfinitePast()) << "no acks yet";
+  EXPECT_EQ(counts_, 0) << "nothing counted without acks";
+  const int64_t acked = clock_.NowMillis();
+  hold.After(true, acked);
+  const absl::Time until = clock_.Now() + absl::Milliseconds(20);
+  EXPECT_EQ(hold.until(), until);
+  // Acknowledgements during the hold do not extend it...
+  clock_.Advance(absl::Milliseconds(5));
+  hold.After(/*wrote=*/false, clock_.NowMillis());
+  EXPECT_EQ(hold.until(), until);
+  // ...a group of new writes starts the next one.
+  hold.After(/*wrote=*/true, clock_.NowMillis());
+  EXPECT_EQ(hold.until(), clock_.Now() + absl::Milliseconds(20));
+  // Under the bound: no hold.
+  sending_ = 1;
+  hold.After(true, clock_.NowMillis());
+  EXPECT_EQ(hold.until(), absl::InfinitePast());
+  // The last ack over a second ago: the consumer is away, nothing counted.
+  sending_ = 2;
+  const int counted = counts_;
+  clock_.Advance(absl::Milliseconds(1001));
+  hold.After(true, acked);
+  EXPECT_EQ(hold.until(), absl::InfinitePast());
+  EXPECT_EQ(counts_, counted);
+}
+
+TEST_F(WriteHoldTest, MaxUnsentZeroNeverCounts) {
+  WriteHold hold = Hold(0);
+  hold.After(true, clock_.NowMillis());
+  EXPECT_EQ(hold.until(), absl::InfinitePast());
+  EXPECT_EQ(counts_, 0);
+}
+
+TEST_F(WriteHoldTest, ACountThatFailsHoldsNothingAndIsLoggedOnceAMinute) {
+  Mutex mu;
+  int logged = 0;
+  SetLogSink([&](const LogRecord& r) {
+    MutexLock lock(&mu);
+    if (r.event == "unsent_count_failed") ++logged;
+  });
+  WriteHold hold = Hold(2);
+  sending_ = absl::UnavailableError("the reader is gone");
+  for (int i = 0; i < 3; ++i) {
+    hold.After(true, clock_.NowMillis());
+    EXPECT_EQ(hold.until(), absl::InfinitePast());
+    clock_.Advance(absl::Seconds(1));
+  }
+  clock_.Advance(absl::Minutes(1));
+  hold.After(true, clock_.NowMillis());
+  SetLogSink(nullptr);
+  EXPECT_EQ(counts_, 4);
+  MutexLock lock(&mu);
+  EXPECT_EQ(logged, 2);
 }
 
 TEST(GroupWriterOptionsTest, Validate) {
