@@ -125,7 +125,8 @@ PgProducer::PgProducer(PgSession& writer, PgSession& acks, Options options,
              internal::RelayOptionsOf(options_)),
       writer_(writer, writer_outbox_, relay_, internal::ClockOr(options_.clock),
               internal::MetricsOr(options_.metrics, own_metrics_), options_.pg_group_commit),
-      acks_(*replies_, outbox_, options_.decode_reply,
+      ack_repository_(outbox_, writer_),
+      acks_(*replies_, ack_repository_, options_.decode_reply,
             internal::MetricsOr(options_.metrics, own_metrics_),
             internal::AckListenerOptionsOf(options_)) {
   outbox_.set_on_closed(options_.pg_on_closed);

@@ -159,6 +159,7 @@ class PgProducer {
   PgOutbox outbox_;         // the relay's and the ack listener's repository
   Relay relay_;
   PgGroupWriter writer_;
+  PgAckRepository ack_repository_;  // outbox_, each batch applied told to writer_
   AckListener acks_;
   TimeOrderedUuidGenerator ids_;        // message ids the caller left empty
   std::unique_ptr<Recovery> recovery_;  // last: stopped and gone first

@@ -153,6 +153,10 @@ absl::Status WriteOne(PgConnection& conn, const PgBusinessWrite& business, Outbo
 
 absl::Status PgGroupWriterOptions::Validate() const {
   if (max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
+  if (max_unsent < 0) return absl::InvalidArgumentError("max_unsent must be >= 0 (0: off)");
+  if (max_hold < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_hold must not be negative");
+  }
   if (written_metric.empty()) return absl::InvalidArgumentError("written_metric is required");
   return absl::OkStatus();
 }
@@ -168,7 +172,11 @@ PgGroupWriter::PgGroupWriter(PgSession& session, const PgOutbox& outbox, RelayQu
       groups_(metrics.AddCounter("outbox_group_commits_total",
                                  "write transactions (groups of writes)")),
       written_(metrics.AddCounter(options_.written_metric, options_.written_help)),
-      commit_failures_(StoreWriteFailures(metrics, "commit_group")) {}
+      holds_(metrics.AddCounter("outbox_writer_holds_total",
+                                "groups of new writes held back while the consumer lagged")),
+      commit_failures_(StoreWriteFailures(metrics, "commit_group")),
+      hold_(options_.max_unsent, options_.max_hold, clock_,
+            [this](int64_t limit) { return CountSending(limit); }) {}
 
 PgGroupWriter::~PgGroupWriter() {
   Stop();
@@ -190,12 +198,61 @@ absl::StatusOr<OutboxMessage> PgGroupWriter::Write(MessageSpec spec, PgBusinessW
   return writes_.PushAndWait({std::move(spec), std::move(business), nullptr});
 }
 
+void PgGroupWriter::AcksApplied() {
+  MutexLock lock(&writes_.mu());
+  ++acks_applied_;
+  last_ack_ms_ = clock_.NowMillis();
+}
+
 void PgGroupWriter::Run() {
   std::vector<Pending> group;
-  while (writes_.Next(options_.max_batch, group)) {
-    CommitGroup(group);
+  while (true) {
+    bool acked = false;  // acknowledgements ended a hold: the backlog is counted again first
+    {
+      MutexLock lock(&writes_.mu());
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(writes_.mu()) {
+        return !writes_.empty() || writes_.stopping();
+      };
+      writes_.mu().Await(absl::Condition(&ready));
+      if (writes_.empty()) return;  // stopping and drained
+      if (!writes_.stopping() && clock_.Now() < hold_.until()) {
+        // The consumer lags: new writes wait for its next acknowledgements
+        // (each lowers the backlog), or for the end of the hold.
+        holds_.Add();
+        const int64_t seen = acks_applied_;
+        auto ack_or_stop = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(writes_.mu()) {
+          return acks_applied_ != seen || writes_.stopping();
+        };
+        writes_.mu().AwaitWithTimeout(absl::Condition(&ack_or_stop), hold_.until() - clock_.Now());
+        acked = acks_applied_ != seen && !writes_.stopping();
+      }
+      if (!acked) writes_.Take(options_.max_batch, group);
+    }
+    if (!group.empty()) CommitGroup(group);
     group.clear();
+    int64_t last_ack_ms;
+    {
+      MutexLock lock(&writes_.mu());
+      last_ack_ms = last_ack_ms_;
+    }
+    hold_.After(/*wrote=*/!acked, last_ack_ms);
   }
+}
+
+absl::StatusOr<int64_t> PgGroupWriter::CountSending(int64_t limit) {
+  int64_t count = 0;
+  RETURN_IF_ERROR(session_.Transaction("count SENDING rows", [&](PgConnection& conn) {
+    ASSIGN_OR_RETURN(
+        PgResult r,
+        conn.Query(
+            "SELECT count(*) FROM (SELECT 1 FROM outbox WHERE status = 'SENDING' LIMIT $1) AS s",
+            {std::to_string(limit)}));
+    if (r.rows() != 1 || !absl::SimpleAtoi(r.Get(0, 0), &count)) {
+      return absl::InternalError("count SENDING rows: no count");
+    }
+    return absl::OkStatus();
+  }));
+  return count;
 }
 
 std::vector<absl::StatusOr<OutboxMessage>> PgGroupWriter::Commit(

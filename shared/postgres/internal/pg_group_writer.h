@@ -38,9 +38,14 @@
 // savepoint, released with the next one's, and its business step), which
 // bounds the groups per second; docs/performance.md has the figures.
 //
-// Not here (GroupWriter has them): acknowledgements riding the group commit
-// (the ack listener takes PgOutbox directly, one transaction per batch) and
-// backpressure (max_unsent, max_hold).
+// Backpressure (max_unsent, max_hold) is GroupWriter's (WriteHold,
+// write_queue.h). The SENDING rows are counted database-wide, on the
+// writer's session: replicas on one database share the consumer's backlog.
+// Acknowledgements do not ride the group commit (no ack_linger): the ack
+// listener applies them in transactions of its own (PgOutbox, through
+// PgAckRepository below), and each batch applied tells the writer
+// (AcksApplied) that the consumer replies, and wakes a held group to count
+// the backlog again.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -48,9 +53,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "shared/base/clock.h"
 #include "shared/observability/metrics.h"
 #include "shared/outbox/internal/state_machine.h"
@@ -60,6 +67,7 @@
 #include "shared/postgres/internal/pg_outbox.h"
 #include "shared/postgres/pg_connection.h"
 #include "shared/postgres/pg_session.h"
+#include "shared/sqlite/internal/group_writer.h"
 
 namespace outbox {
 
@@ -79,6 +87,14 @@ struct PgGroupWriterOptions {
   // the server's snapshots of every session must look them up in
   // pg_subtrans while the group runs, hence 64 (GroupWriter's is 512).
   size_t max_batch = 64;
+  // Backpressure, GroupWriterOptions' with its defaults: while the consumer
+  // replies (acknowledgements applied in the last second) but at least this
+  // many rows are SENDING in the database, new writes wait up to `max_hold`
+  // before their group. 0: off. In a consumer or broker outage no
+  // acknowledgements flow and nothing is held.
+  int64_t max_unsent = GroupWriterOptions{}.max_unsent;
+  // The longest a write waits for the backlog (max_unsent) to shrink.
+  absl::Duration max_hold = GroupWriterOptions{}.max_hold;
   // A crash point (shared/runtime/internal/failpoint.h) evaluated once a
   // group is written, before its commit; empty: none.
   std::string before_commit_failpoint;
@@ -123,8 +139,14 @@ class PgGroupWriter {
   // The same, waiting for the outcome.
   absl::StatusOr<OutboxMessage> Write(MessageSpec spec, PgBusinessWrite business);
 
+  // The ack path's word that a batch of acknowledgements was applied (its
+  // transaction committed): the consumer replies. A group held for the
+  // backlog wakes and counts it again. Any thread; PgAckRepository calls it.
+  void AcksApplied();
+
   int64_t groups_committed() const { return groups_.value(); }  // transactions
   int64_t written() const { return written_.value(); }          // messages committed
+  int64_t holds() const { return holds_.value(); }              // groups of new writes held back
   // Groups written again one INSERT per row (a unique violation the first
   // check could not see).
   int64_t rewrites() const { return rewrites_.load(); }
@@ -138,6 +160,7 @@ class PgGroupWriter {
 
   void Run();
   void CommitGroup(std::vector<Pending>& group);
+  absl::StatusOr<int64_t> CountSending(int64_t limit);
   // The transaction: each write's outcome, or the transaction's error for all.
   std::vector<absl::StatusOr<OutboxMessage>> Commit(std::vector<Pending>& group,
                                                     const std::vector<OutboxMessage>& rows);
@@ -151,8 +174,43 @@ class PgGroupWriter {
   WriteQueue<Pending> writes_{[this] { Run(); }};
   Counter& groups_;
   Counter& written_;
+  Counter& holds_;
   Counter& commit_failures_;
   std::atomic<int64_t> rewrites_{0};
+  WriteHold hold_;  // the writer thread's
+  // Batches of acknowledgements applied, and when the last one was.
+  int64_t acks_applied_ ABSL_GUARDED_BY(writes_.mu()) = 0;
+  int64_t last_ack_ms_ ABSL_GUARDED_BY(writes_.mu()) = WriteHold::kNoAck;
+};
+
+// The ack listener's repository on PostgreSQL: `acks` (a PgOutbox on a
+// session of its own) does the work; each batch of acknowledgements it
+// applies is told to `writer` (AcksApplied) for its backpressure. Both
+// outlive this.
+class PgAckRepository final : public OutboxRepository {
+ public:
+  PgAckRepository(OutboxRepository& acks, PgGroupWriter& writer) : acks_(acks), writer_(writer) {}
+
+  absl::StatusOr<AckTally> RecordAcks(const std::vector<std::string>& message_ids) override {
+    absl::StatusOr<AckTally> tally = acks_.RecordAcks(message_ids);
+    if (tally.ok()) writer_.AcksApplied();
+    return tally;
+  }
+  absl::StatusOr<int> RecordRejects(const std::vector<Rejection>& rejects) override {
+    return acks_.RecordRejects(rejects);
+  }
+  absl::Status RecordPublishFailure(const std::vector<std::string>& message_ids,
+                                    const std::string& error) override {
+    return acks_.RecordPublishFailure(message_ids, error);
+  }
+  absl::StatusOr<std::vector<std::string>> TakenOver(
+      const std::vector<std::string>& message_ids) override {
+    return acks_.TakenOver(message_ids);
+  }
+
+ private:
+  OutboxRepository& acks_;
+  PgGroupWriter& writer_;
 };
 
 }  // namespace outbox

@@ -1,11 +1,13 @@
 // PgGroupWriter against a server of scripts/postgres_node.sh: many writes
 // in few transactions, each write failing alone (its business step, its
-// message id or business key), the relay fed only committed rows, and a
-// server killed mid-run failing whole groups. One server for the binary;
+// message id or business key), the relay fed only committed rows, a
+// server killed mid-run failing whole groups, and new writes held while the
+// consumer lags (max_unsent, max_hold). One server for the binary;
 // each test gets a schema of its own.
 #include "shared/postgres/internal/pg_group_writer.h"
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -20,8 +22,12 @@
 #include "shared/base/clock.h"
 #include "shared/base/internal/mutex.h"
 #include "shared/observability/metrics.h"
+#include "shared/outbox/internal/reply_format.h"
 #include "shared/postgres/pg_outbox_table.h"
+#include "shared/postgres/pg_producer.h"
 #include "shared/postgres/pg_schema.h"
+#include "shared/testing/fakes.h"
+#include "shared/testing/manual_clock.h"
 #include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
 
@@ -397,6 +403,222 @@ TEST_F(PgGroupWriterTest, AKilledServerFailsWholeGroups) {
   EXPECT_GE(failed, 8);  // each thread's last
   // A group's writes share one outcome.
   for (const auto& [tx, codes] : codes_by_txid) EXPECT_EQ(codes.size(), 1u) << "txid " << tx;
+}
+
+// Polls `done` until it holds or 30 s pass.
+bool Eventually(const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+// A write queued with WriteAsync, and whether it committed.
+class Pending {
+ public:
+  PgGroupWriter::WriteDone Done() {
+    return [this](absl::StatusOr<OutboxMessage> row) {
+      EXPECT_OK(row);
+      done_.Notify();
+    };
+  }
+  bool committed() const { return done_.HasBeenNotified(); }
+  // Up to 30 s: a hold the test did not expect lasts a minute.
+  bool Wait() { return done_.WaitForNotificationWithTimeout(absl::Seconds(30)); }
+
+ private:
+  Notification done_;
+};
+
+// The backpressure (max_unsent, max_hold): the consumer's acknowledgements
+// applied on a session of their own, as the ack listener's, through
+// PgAckRepository; the writer's clock in the test's hands.
+class PgGroupWriterHoldTest : public PgGroupWriterTest {
+ protected:
+  void SetUp() override {
+    PgGroupWriterTest::SetUp();
+    auto acks = PgSession::Open(conninfo_);
+    ASSERT_OK(acks);
+    acks_session_ = std::move(acks).value();
+    acks_outbox_ = std::make_unique<PgOutbox>(*acks_session_, clock_);
+  }
+
+  std::unique_ptr<PgGroupWriter> HoldingWriter(int64_t max_unsent, absl::Duration max_hold) {
+    PgGroupWriterOptions options;
+    options.max_unsent = max_unsent;
+    options.max_hold = max_hold;
+    EXPECT_OK(options.Validate());
+    return std::make_unique<PgGroupWriter>(*session_, *outbox_, *relay_, manual_, metrics_,
+                                           options);
+  }
+
+  // The consumer's replies for `ids` applied (unknown ids change nothing).
+  void Ack(PgGroupWriter& writer, const std::vector<std::string>& ids) {
+    PgAckRepository acks(*acks_outbox_, writer);
+    ASSERT_OK(acks.RecordAcks(ids));
+  }
+
+  int64_t Sending() {
+    return PgCount(test(), "SELECT count(*) FROM outbox WHERE status = 'SENDING'");
+  }
+
+  ManualClock manual_;
+  std::unique_ptr<PgSession> acks_session_;
+  std::unique_ptr<PgOutbox> acks_outbox_;
+};
+
+// While acknowledgements are applied and the database holds max_unsent
+// SENDING rows (another replica's among them), a new write waits; an
+// acknowledgement wakes it to count again, and it goes once the backlog is
+// under the bound.
+TEST_F(PgGroupWriterHoldTest, WhileTheConsumerLagsNewWritesWaitForItsAcks) {
+  auto writer = HoldingWriter(/*max_unsent=*/2, /*max_hold=*/absl::Minutes(1));  // acks end it
+  writer->Start();
+  for (const char* id : {"0", "1"}) ASSERT_OK(writer->Write(Spec(id, id), Pay(id)));
+  // Another replica's row on the same database: the consumer's backlog too.
+  ASSERT_OK(InsertPgOutboxRow(test(),
+                              NewOutboxMessage(Spec("theirs", "theirs"), clock_.NowMillis(), {})));
+  EXPECT_EQ(writer->holds(), 0);  // no acks yet: nothing is held for them
+  // Acks flow, and 2 rows are still SENDING: the consumer lags. The hold
+  // starts after the next group.
+  Ack(*writer, {"0"});
+  ASSERT_OK(writer->Write(Spec("2", "2"), Pay("2")));
+  Pending held;
+  writer->WriteAsync(Spec("3", "3"), Pay("3"), held.Done());
+  ASSERT_TRUE(Eventually([&] { return writer->holds() == 1; }));
+  EXPECT_FALSE(held.committed());
+  // An acknowledgement that closes nothing: counted again, still 3 SENDING,
+  // held again.
+  Ack(*writer, {"unknown"});
+  ASSERT_TRUE(Eventually([&] { return writer->holds() == 2; }));
+  EXPECT_FALSE(held.committed());
+  EXPECT_EQ(Sending(), 3);
+  // Under the bound again: the held write goes into the next group.
+  Ack(*writer, {"1", "theirs"});
+  ASSERT_TRUE(held.Wait());
+  writer->Stop();
+  EXPECT_EQ(writer->holds(), 2);
+  EXPECT_THAT(relay_->ids(), ElementsAre("0", "1", "2", "3"));
+  const std::string text = metrics_.Render();
+  EXPECT_NE(text.find("\noutbox_writer_holds_total 2\n"), std::string::npos) << text;
+}
+
+// No acknowledgement comes: the hold ends after max_hold and the write goes.
+TEST_F(PgGroupWriterHoldTest, AHoldEndsAfterMaxHold) {
+  auto writer = HoldingWriter(/*max_unsent=*/1, /*max_hold=*/absl::Milliseconds(200));
+  writer->Start();
+  ASSERT_OK(writer->Write(Spec("0", "0"), Pay("0")));
+  Ack(*writer, {"unknown"});
+  ASSERT_OK(writer->Write(Spec("1", "1"), Pay("1")));
+  Pending held;
+  writer->WriteAsync(Spec("2", "2"), Pay("2"), held.Done());
+  ASSERT_TRUE(held.Wait());
+  EXPECT_EQ(writer->holds(), 1);
+  EXPECT_EQ(Sending(), 3);
+}
+
+// No acknowledgement for a second: the consumer (or the broker) is away and
+// the backlog grows without holding anyone.
+TEST_F(PgGroupWriterHoldTest, WithoutAcksForASecondNothingIsHeld) {
+  auto writer = HoldingWriter(/*max_unsent=*/1, /*max_hold=*/absl::Minutes(1));
+  writer->Start();
+  ASSERT_OK(writer->Write(Spec("0", "0"), Pay("0")));
+  Ack(*writer, {"unknown"});
+  manual_.Advance(absl::Milliseconds(1001));
+  for (const char* id : {"1", "2", "3"}) {
+    Pending write;
+    writer->WriteAsync(Spec(id, id), Pay(id), write.Done());
+    ASSERT_TRUE(write.Wait()) << id;
+  }
+  EXPECT_EQ(writer->holds(), 0);
+  EXPECT_EQ(Sending(), 4);
+}
+
+// max_unsent 0: never held, acknowledgements or not.
+TEST_F(PgGroupWriterHoldTest, MaxUnsentZeroHoldsNothing) {
+  auto writer = HoldingWriter(/*max_unsent=*/0, /*max_hold=*/absl::Minutes(1));
+  writer->Start();
+  ASSERT_OK(writer->Write(Spec("0", "0"), Pay("0")));
+  for (const char* id : {"1", "2", "3"}) {
+    Ack(*writer, {"unknown"});
+    Pending write;
+    writer->WriteAsync(Spec(id, id), Pay(id), write.Done());
+    ASSERT_TRUE(write.Wait()) << id;
+  }
+  EXPECT_EQ(writer->holds(), 0);
+}
+
+// Stopping ends a hold at once: the held write commits.
+TEST_F(PgGroupWriterHoldTest, StoppingEndsAHold) {
+  auto writer = HoldingWriter(/*max_unsent=*/1, /*max_hold=*/absl::Minutes(1));
+  writer->Start();
+  ASSERT_OK(writer->Write(Spec("0", "0"), Pay("0")));
+  Ack(*writer, {"unknown"});
+  ASSERT_OK(writer->Write(Spec("1", "1"), Pay("1")));
+  Pending held;
+  writer->WriteAsync(Spec("2", "2"), Pay("2"), held.Done());
+  ASSERT_TRUE(Eventually([&] { return writer->holds() == 1; }));
+  writer->Stop();
+  EXPECT_TRUE(held.committed());
+  EXPECT_EQ(Sending(), 3);
+}
+
+// PgProducer's ack listener is what tells its writer: a reply taken from the
+// broker and applied wakes a held write.
+TEST_F(PgGroupWriterHoldTest, PgProducersAckListenerEndsAHold) {
+  PgProducer::Options options;
+  options.queue = "payments";
+  options.signing = Signing::Unsigned();
+  options.clock = &manual_;
+  options.metrics = &metrics_;
+  options.pg_group_commit.max_unsent = 1;
+  options.pg_group_commit.max_hold = absl::Minutes(1);  // only acks end it
+  auto publisher = std::make_unique<FakePublisher>();
+  auto replies = std::make_unique<FakeConsumer>();
+  FakeConsumer& broker = *replies;
+  auto producer = PgProducer::Create(*session_, *acks_session_, options, std::move(publisher),
+                                     std::move(replies));
+  ASSERT_OK(producer);
+  auto reply = [&](const std::string& id) {
+    broker.Push(DeliveryOf(DefaultReply("payments.replies", id, id, Applied{})));
+    (*producer)->AckStep();
+  };
+  ASSERT_OK((*producer)->Write(Spec("a", "a"), Pay("a")));
+  ASSERT_OK((*producer)->Write(Spec("b", "b"), Pay("b")));
+  reply("a");  // acks flow; "b" is SENDING
+  ASSERT_OK((*producer)->Write(Spec("c", "c"), Pay("c")));
+  Counter& holds = metrics_.AddCounter("outbox_writer_holds_total",
+                                       "groups of new writes held back while the consumer lagged");
+  Pending held;
+  (*producer)->WriteAsync(Spec("d", "d"), Pay("d"), held.Done());
+  ASSERT_TRUE(Eventually([&] { return holds.value() == 1; }));
+  EXPECT_FALSE(held.committed());
+  reply("b");  // "c" still SENDING: held again
+  ASSERT_TRUE(Eventually([&] { return holds.value() == 2; }));
+  EXPECT_FALSE(held.committed());
+  reply("c");
+  ASSERT_TRUE(held.Wait());
+  EXPECT_EQ((*producer)->acknowledged(), 3);
+  EXPECT_EQ(holds.value(), 2);
+  (*producer)->Stop();
+}
+
+TEST(PgGroupWriterOptionsTest, Validate) {
+  EXPECT_OK(PgGroupWriterOptions{}.Validate());
+  // The backpressure's defaults are GroupWriter's.
+  EXPECT_EQ(PgGroupWriterOptions{}.max_unsent, GroupWriterOptions{}.max_unsent);
+  EXPECT_EQ(PgGroupWriterOptions{}.max_hold, GroupWriterOptions{}.max_hold);
+  PgGroupWriterOptions o;
+  o.max_batch = 0;
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_batch")));
+  o = {};
+  o.max_unsent = -1;
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_unsent")));
+  o = {};
+  o.max_hold = absl::Milliseconds(-1);
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_hold")));
 }
 
 }  // namespace
