@@ -4,8 +4,10 @@
 // out on PAY_QUEUE and turn SENT; two payment_service processes on one
 // database make one payment per key and close each other's rows; start-up
 // faults exit non-zero with a clear line and no password; a database gone
-// while serving answers UNAVAILABLE. Each test gets a PostgreSQL schema
-// (search_path) of its own.
+// while serving answers UNAVAILABLE; creates held while accounting lags. Each test gets a
+// PostgreSQL schema (search_path) of its own.
+
+#include <stdio.h>
 
 #include <atomic>
 #include <memory>
@@ -17,9 +19,11 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/observability/internal/http_client.h"
 #include "shared/postgres/pg_connection.h"
 #include "shared/testing/pg_servers.h"
 #include "shared/testing/status_matchers.h"
+#include "tests/support/alertmanager.h"
 #include "tests/support/process.h"
 #include "tests/support/services.h"
 
@@ -156,6 +160,69 @@ TEST_F(PaymentOnPostgresTest, PaymentsGoOutOnPayQueueAndTurnSent) {
   EXPECT_THAT(services.payment().Log(), HasSubstr("payment_service_started"));
   EXPECT_THAT(services.payment().Log(),
               Not(HasSubstr(PgNodePassword(kServer->servers().primary()))));
+}
+
+// MAX_UNSENT and MAX_HOLD_MS act on PostgreSQL as on SQLite: with a bound of
+// one SENDING payment, creates from a closed loop of callers are held
+// while accounting replies (outbox_writer_holds_total), and every payment
+// still turns SENT.
+TEST_F(PaymentOnPostgresTest, CreatesWaitForAccountingsBacklog) {
+  const int metrics_port = FreeLoopbackPort();
+  ServiceSet services;
+  services.StartAccounting();
+  services.StartPayment({{"PAYMENT_DB", conninfo_},
+                         {"MAX_UNSENT", "1"},
+                         {"MAX_HOLD_MS", "1000"},
+                         {"PAYMENT_METRICS_LISTEN", absl::StrCat("127.0.0.1:", metrics_port)}});
+  auto holds = [&]() -> int64_t {
+    auto r = HttpGet(absl::StrCat("http://127.0.0.1:", metrics_port, "/metrics"), absl::Seconds(5));
+    if (!r.ok()) return -1;
+    const std::string name = "\noutbox_writer_holds_total ";
+    const size_t at = r->body.find(name);
+    if (at == std::string::npos) return -1;
+    double value = 0;
+    const size_t start = at + name.size();
+    if (!absl::SimpleAtod(r->body.substr(start, r->body.find('\n', start) - start), &value)) {
+      return -1;
+    }
+    return static_cast<int64_t>(value);
+  };
+  std::atomic<bool> stop{false};
+  std::atomic<int> created{0}, failed{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; !stop.load() && i < 2000; ++i) {
+        CreatePaymentResponse resp;
+        if (Create(services.payments(), Request(absl::StrCat("held-", t, "-", i)), &resp).ok()) {
+          ++created;
+        } else {
+          ++failed;
+        }
+      }
+    });
+  }
+  int64_t held = 0;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        held = holds();
+        return held > 0;
+      },
+      absl::Seconds(60)))
+      << "outbox_writer_holds_total " << held << " after " << created.load() << " creates";
+  stop = true;
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  std::vector<::payment::v1::Payment> all;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        all = ListAll(services.payments());
+        return AllSent(all, static_cast<size_t>(created.load()));
+      },
+      absl::Seconds(60)))
+      << all.size() << " payments listed, " << created.load() << " created";
+  printf("held %lld times in %d creates\n", static_cast<long long>(held), created.load());
+  EXPECT_EQ(services.payment().Terminate(), 0);
 }
 
 // Two processes on one database: the same key sent to both at once is one

@@ -50,10 +50,11 @@ Producer::Options ProducerOptionsOf(const PaymentServiceOptions& options,
 }
 
 // The same on PostgreSQL: PgProducer reads Producer's options but its group
-// commit's, which are PgGroupWriter's (the crash points and the counter
-// alike; no backpressure: max_unsent, max_hold and ack_linger are
-// GroupWriter's). A --group_commit_max left at SQLite's default takes
-// PgGroupWriter's (a savepoint per write: see PgGroupWriterOptions).
+// commit's, which are PgGroupWriter's (the backpressure, the crash points
+// and the counter alike; ack_linger is SQLite's: acknowledgements commit in
+// the ack listener's own transactions). A --group_commit_max left at
+// SQLite's default takes PgGroupWriter's (a savepoint per write: see
+// PgGroupWriterOptions).
 PgProducer::Options PgProducerOptionsOf(const PaymentServiceOptions& options,
                                         MetricsRegistry& metrics) {
   PgProducer::Options producer;
@@ -63,6 +64,8 @@ PgProducer::Options PgProducerOptionsOf(const PaymentServiceOptions& options,
   if (options.group_commit_max != static_cast<int>(GroupWriterOptions{}.max_batch)) {
     group.max_batch = static_cast<size_t>(options.group_commit_max);
   }
+  group.max_unsent = sqlite_group.max_unsent;
+  group.max_hold = sqlite_group.max_hold;
   group.before_commit_failpoint = sqlite_group.before_commit_failpoint;
   group.after_commit_failpoint = sqlite_group.after_commit_failpoint;
   group.written_metric = sqlite_group.written_metric;

@@ -71,8 +71,9 @@ it, change the flag's help text beside its `ABSL_FLAG` and run the script.
   failover). Keep the password out of the URI: libpq reads it from the
   file `PGPASSFILE` names (mode 0600) or from the URI's `passfile=`; logs
   and `--help` show a URI without its password. The SQLite settings
-  (`SQLITE_SYNCHRONOUS`, and payment's `MAX_UNSENT`, `MAX_HOLD_MS`,
-  `ACK_LINGER_MS`) do not apply to PostgreSQL
+  (`SQLITE_SYNCHRONOUS`, and payment's `ACK_LINGER_MS`) do not apply to
+  PostgreSQL; payment's `MAX_UNSENT` and `MAX_HOLD_MS` do, counting the
+  SENDING payments of the whole database
   ([deployment](deployment.md#postgresql-replicas-on-one-database-a-standby-that-takes-over)).
 - The services and `outboxctl`: `--help` prints this text and exits 0;
   `--version` prints the version, the commit it was built from (none
