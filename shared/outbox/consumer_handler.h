@@ -35,6 +35,19 @@ struct Applied {
   std::string dead_letter_reason;
 };
 
+// A table of the adopter's that names, by business key, what applying a
+// message made, and is kept as long as that (accounting: vouchers by
+// payment_id): the handlers' applied_by_key (SqliteHandlerOptions,
+// PgHandlerOptions). A message id the inbox does not know whose key is
+// found here was applied before: under another message id, or before its id
+// was pruned from the inbox. Looked up once per new message: key_column
+// should be UNIQUE.
+struct AppliedByKey {
+  std::string table;             // e.g. "shipments"
+  std::string key_column;        // the business key, e.g. "order_id"
+  std::string reference_column;  // what the reply names, e.g. "shipment_id"
+};
+
 // One reply and the messages of the batch it answers (their indexes).
 struct Reply {
   OutgoingMessage message;  // its topic is the reply queue

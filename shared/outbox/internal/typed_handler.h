@@ -23,18 +23,6 @@
 
 namespace outbox {
 
-// A table of the adopter's that names, by business key, what applying a
-// message made, and is kept as long as that (accounting: vouchers by
-// payment_id). A message id the inbox does not know whose key is found here
-// was applied before: under another message id, or before its id was
-// pruned from the inbox. Looked up once per new message: key_column should
-// be UNIQUE.
-struct AppliedByKey {
-  std::string table;
-  std::string key_column;
-  std::string reference_column;
-};
-
 namespace internal {
 
 // One message of a batch as the inbox step sees it.
