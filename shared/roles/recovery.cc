@@ -146,6 +146,9 @@ Recovery::Recovery(Options options, std::unique_ptr<RecoveryRepository> store,
         {queue, exchange == options_.redrive_exchanges.end() ? "" : exchange->second});
   }
   dead_letters_ = std::make_unique<DeadLetters>(*dead_letter_browser_, std::move(sources));
+  // Under the queue's lock, as a listing: not empty while another process looks.
+  loop_.CountDeadLettersWith(
+      [this](const std::string& queue) { return dead_letters_->Count(queue); });
   if (options_.sweep_dead_letters == 0) return;
   sweep_ = std::make_unique<DeadLetterSweep>(
       *dead_letters_, options_.signing.keys(), *store_,

@@ -988,6 +988,32 @@ TEST(RecoveryRoleTest, SweepsBookedDeadLettersAndRedrivesTheRest) {
   EXPECT_THAT(parked, SizeIs(0));
 }
 
+// OutboxDeadLetters counts a dead-letter queue as a listing does (under the
+// queue's lock), not by the broker's ready count, which leaves out what
+// another process has taken to look at.
+TEST(RecoveryRoleTest, TheDeadLetterAlertCountsAsAListingDoes) {
+  testing::ManualClock clock;
+  const Signing signing = Signing::With(Keys());
+  Recovery::Options options = RecoveryOptionsFor(clock, signing);
+  options.recovery.idle_sleep = absl::ZeroDuration();
+  options.recovery.housekeeping_every = absl::ZeroDuration();
+  auto browser = std::make_unique<testing::FakeQueueBrowser>();
+  OutboxMessage row = OrderRow("m-1", clock, options.recovery.retry);
+  browser->queues[std::string(kQueue) + ".DLQ"].push_back(
+      testing::SignedBy(*signing.keys(), testing::DeliveryOf(ToOutgoing(row))));
+  auto publisher = std::make_unique<FakePublisher>();
+  publisher->queues[std::string(kQueue) + ".DLQ"] = {0, 0};  // all of it out with another
+  auto alerts = std::make_unique<testing::RecordingAlerts>();
+  testing::RecordingAlerts* sink = alerts.get();
+  auto store = std::make_unique<testing::InMemoryOutbox>(clock);
+  store->Add(row);
+  auto recovery = Recovery::Create(options, std::move(store), std::move(publisher),
+                                   std::move(alerts), std::move(browser));
+  ASSERT_OK(recovery);
+  (*recovery)->Step();
+  EXPECT_EQ(sink->Active("OutboxDeadLetters"), 1);
+}
+
 // Each dead-letter source goes back through the exchange named for it, the
 // others through the default exchange; a name that is not a source is refused.
 TEST(RecoveryRoleTest, RedrivesEachSourceThroughItsExchange) {

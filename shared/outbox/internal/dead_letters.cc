@@ -149,6 +149,14 @@ absl::StatusOr<DeadLetterPeek> DeadLetters::Peek(const std::string& queue, int l
   return peek;
 }
 
+absl::StatusOr<int64_t> DeadLetters::Count(const std::string& queue) {
+  MutexLock lock(&mu_);
+  auto parked = OpenParked(queue);
+  if (!parked.ok()) return parked.status();
+  const Held held(*this, parked->dlq);
+  return parked->count;
+}
+
 void DeadLetters::AwaitCount(const std::string& dlq, int64_t total) {
   // The requeue has no reply, and the count is read on another channel:
   // wait (briefly) until the broker counts the peeked messages again, so a

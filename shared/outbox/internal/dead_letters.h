@@ -72,6 +72,9 @@ class DeadLetters {
 
   // `queue` is a source's queue (INVALID_ARGUMENT otherwise).
   absl::StatusOr<DeadLetterPeek> Peek(const std::string& queue, int limit);
+  // How many messages are parked in its dead-letter queue now (Peek's
+  // total without the messages). NOT_FOUND while that queue does not exist.
+  absl::StatusOr<int64_t> Count(const std::string& queue);
   // Moves up to `limit` (0 = all) of the messages parked now back to their
   // queue; returns how many moved, also when an error stopped it (logged:
   // dead_letters_redriven, or dead_letters_redrive_stopped with the error).

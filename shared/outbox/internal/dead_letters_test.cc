@@ -55,6 +55,18 @@ TEST_F(DeadLettersTest, PeekShowsParkedMessagesAndLeavesThemInOrder) {
   EXPECT_TRUE(broker_.published.empty());
 }
 
+TEST_F(DeadLettersTest, CountIsPeeksTotal) {
+  Park("orders", {"m1", "m2", "m3"});
+  auto count = dead_letters_.Count("orders");
+  ASSERT_OK(count);
+  EXPECT_EQ(*count, 3);
+  EXPECT_EQ(ParkedIds("orders"), (std::vector<std::string>{"m1", "m2", "m3"}));
+  broker_.missing = {"orders.replies.DLQ"};
+  EXPECT_THAT(dead_letters_.Count("orders.replies"),
+              testing::StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(dead_letters_.Count("OTHER"), testing::StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST_F(DeadLettersTest, OnlyTheConfiguredQueuesAndTheirDeclaredDeadLetterQueues) {
   auto unknown = dead_letters_.Peek("OTHER", 10);
   EXPECT_TRUE(absl::IsInvalidArgument(unknown.status()));
@@ -228,6 +240,14 @@ TEST_F(DeadLettersOfTwoProcessesTest, AListingWaitsForTheOthersPassAndCountsWhat
   EXPECT_EQ(peek->messages[0].message_id, "m1");
   EXPECT_GT(mine_->lock_refusals.load(), 0);  // it waited
   EXPECT_EQ(ParkedIds("orders"), (std::vector<std::string>{"m1", "m2", "m3"}));
+}
+
+TEST_F(DeadLettersOfTwoProcessesTest, ACountWaitsForTheOthersPassAndCountsWhatItHeld) {
+  Park("orders", {"m1", "m2"});
+  absl::StatusOr<int64_t> count;
+  WhileTheOtherHolds([&] { count = patient_.Count("orders"); });
+  ASSERT_OK(count);
+  EXPECT_EQ(*count, 2);
 }
 
 TEST_F(DeadLettersOfTwoProcessesTest, ARedriveWaitsForTheOthersPassAndMovesEveryMessage) {

@@ -131,21 +131,28 @@ void RecoveryAlerts::RefreshDeadLetters(MessagePublisher& broker) {
   bool seen_all = true;
   for (const std::string& queue : options_.dead_letter_sources) {
     const std::string dlq = DeadLetterQueueOf(queue);
-    auto state = broker.Inspect(dlq);                // UNAVAILABLE while not connected
-    if (absl::IsNotFound(state.status())) continue;  // not declared yet: nothing parked
-    if (!state.ok()) {
+    absl::StatusOr<int64_t> depth;  // UNAVAILABLE while not connected
+    if (count_dead_letters_) {
+      depth = count_dead_letters_(queue);
+    } else if (auto state = broker.Inspect(dlq); state.ok()) {
+      depth = state->ready;
+    } else {
+      depth = state.status();
+    }
+    if (absl::IsNotFound(depth.status())) continue;  // not declared yet: nothing parked
+    if (!depth.ok()) {
       seen_all = false;
       continue;
     }
-    if (state->ready == 0) continue;
+    if (*depth == 0) continue;
     Alert alert;
     alert.name = "OutboxDeadLetters";
     alert.severity = "warning";
     alert.labels = {{"queue", dlq}};
     alert.annotations = {
-        {"summary", absl::StrCat(state->ready, " messages dead-lettered from ", queue, " wait in ",
-                                 dlq, " (ListDeadLetters / RedriveDeadLetters)")},
-        {"depth", absl::StrCat(state->ready)}};
+        {"summary", absl::StrCat(*depth, " messages dead-lettered from ", queue, " wait in ", dlq,
+                                 " (ListDeadLetters / RedriveDeadLetters)")},
+        {"depth", absl::StrCat(*depth)}};
     parked.push_back(std::move(alert));
   }
   dead_letters_.Update(std::move(parked), seen_all);

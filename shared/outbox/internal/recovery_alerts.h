@@ -8,6 +8,10 @@
 // drained DLQ) resolves with the same labels. The delivery hold's alert is
 // republish_hold.h's.
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
 
 #include "shared/base/clock.h"
 #include "shared/observability/internal/alert_group.h"
@@ -27,6 +31,16 @@ Alert RejectedAlert(const FailureGroup& group);
 class RecoveryAlerts {
  public:
   RecoveryAlerts(AlertSink& sink, const Clock& clock, RecoveryOptions options);
+
+  // The messages parked in a dead-letter source's DLQ (the source queue's
+  // name given); NOT_FOUND while that DLQ does not exist.
+  using DeadLetterCount = std::function<absl::StatusOr<int64_t>(const std::string& queue)>;
+  // OutboxDeadLetters counts with `count` instead of a passive declare on
+  // the broker Refresh is given. The recovery role gives DeadLetters::Count,
+  // which counts under the queue's lock: a DLQ another process is looking
+  // at is not empty, and an alert is not resolved on its count. Before the
+  // first Refresh.
+  void CountDeadLettersWith(DeadLetterCount count) { count_dead_letters_ = std::move(count); }
 
   // A row the claim just turned FAILED: its alert is raised now.
   void MessageFailed(const OutboxMessage& row);
@@ -52,6 +66,8 @@ class RecoveryAlerts {
   AlertGroup backlog_;       // OutboxBacklog
   AlertGroup dead_letters_;  // OutboxDeadLetters, one per non-empty DLQ
   AlertGroup rejected_;      // OutboxMessagesRejected, one per reject group
+
+  DeadLetterCount count_dead_letters_;  // empty: the broker's passive declare
 };
 
 }  // namespace outbox

@@ -111,6 +111,32 @@ TEST_F(RecoveryAlertsTest, ADeadLetterQueueAlertsWhileNotEmptyAndStaysWhileUnsee
   EXPECT_EQ(sink_.Active("OutboxDeadLetters"), 0);
 }
 
+// The recovery role counts under the queue's lock (DeadLetters::Count): a
+// queue another process is looking at is not counted empty but unavailable,
+// and its alert stays.
+TEST_F(RecoveryAlertsTest, ADeadLetterQueueCountedAsAListingDoesStaysWhileItCannotBe) {
+  absl::StatusOr<int64_t> depth = 2;
+  alerts_.CountDeadLettersWith([&](const std::string& queue) {
+    EXPECT_EQ(queue, "EVENTS");
+    return depth;
+  });
+  broker_.queues["EVENTS.DLQ"] = {0, 0};  // the broker's ready count is not asked
+  alerts_.Refresh(outbox_, broker_);
+  ASSERT_EQ(sink_.raised.size(), 1u);
+  EXPECT_EQ(sink_.raised[0].annotations.at("depth"), "2");
+  depth = absl::UnavailableError(
+      "dead-letter queue EVENTS.DLQ is being read by another process; try again");
+  alerts_.Refresh(outbox_, broker_);
+  EXPECT_EQ(sink_.Active("OutboxDeadLetters"), 1);
+  EXPECT_TRUE(sink_.resolved.empty());
+  depth = 0;
+  alerts_.Refresh(outbox_, broker_);
+  EXPECT_EQ(sink_.Active("OutboxDeadLetters"), 0);
+  depth = absl::NotFoundError("no queue");
+  alerts_.Refresh(outbox_, broker_);
+  EXPECT_EQ(sink_.raised.size(), 1u);
+}
+
 TEST_F(RecoveryAlertsTest, ADeadLetterQueueNotDeclaredYetHoldsNothing) {
   broker_.missing = {"EVENTS.DLQ"};
   alerts_.Refresh(outbox_, broker_);

@@ -42,6 +42,11 @@ class RecoveryLoop {
   // lease holder before the alerts are refreshed (so they see its effect).
   // Before Start() only.
   void AddHousekeeping(std::function<void()> task) { housekeeping_.push_back(std::move(task)); }
+  // How OutboxDeadLetters counts a dead-letter queue
+  // (RecoveryAlerts::CountDeadLettersWith). Before Start() only.
+  void CountDeadLettersWith(RecoveryAlerts::DeadLetterCount count) {
+    alerts_.CountDeadLettersWith(std::move(count));
+  }
 
   void Start();
   void Stop();  // finishes the round in hand and releases the lease
