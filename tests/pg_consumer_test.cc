@@ -537,6 +537,7 @@ TEST_F(PgConsumerTest, TwoConsumersOnOneInboxBookEachPaymentOnce) {
   options.queue = queue_;
   options.signing = Signing::Unsigned();
   options.retry.base_delay = absl::Seconds(1);
+  options.recovery_in_process = false;  // the copies are the test's own
   auto producer = PgProducer::Start(conninfo_, options);
   ASSERT_OK(producer);
 

@@ -178,12 +178,17 @@ TEST_F(PgProducerTest, OptionsAreChecked) {
 TEST_F(PgProducerTest, WritesFromManyThreadsAreBookedAndClosed) {
   std::unique_ptr<Consumer> consumer = StartConsumer();
   ASSERT_NE(consumer, nullptr);
-  auto producer = PgProducer::Start(conninfo_, ProducerOptions());
+  PgProducer::Options options = ProducerOptions();
+  options.recovery_in_process = false;
+  auto producer = PgProducer::Start(conninfo_, options);
   ASSERT_OK(producer);
 
   WritePayments(**producer);
 
-  EXPECT_OK((*producer)->WaitUntilClosed(absl::Now() + absl::Minutes(2)));
+  auto closed = (*producer)->WaitUntilClosed(absl::Now() + absl::Minutes(2));
+  ASSERT_OK(closed);
+  EXPECT_EQ(closed->sending, 0);
+  EXPECT_EQ(closed->sent, kMessages);
   EXPECT_EQ(Sent(), kMessages);
   EXPECT_TRUE(Eventually([&] { return Booked() == kMessages; }, absl::Minutes(1)));
   EXPECT_EQ(Count("SELECT count(*) FROM outbox"), kMessages);
@@ -197,6 +202,37 @@ TEST_F(PgProducerTest, WritesFromManyThreadsAreBookedAndClosed) {
          static_cast<long long>((*producer)->group_commits()));
   (*producer)->Stop();
   consumer->Stop();
+}
+
+// PgProducer is Producer on another store: the same defaults, and the same
+// counts and waits for a producer that exits, on rows its relay never
+// published (no broker: the links are fakes, the relay is not started).
+TEST_F(PgProducerTest, CountsAndWaitsAsProducerDoes) {
+  EXPECT_EQ(PgProducer::Options().recovery_in_process, Config().recovery_in_process);
+  EXPECT_EQ(PgProducer::Options().name, Producer::Options().name);
+  auto session = PgSession::Open(conninfo_);
+  ASSERT_OK(session);
+  auto producer =
+      PgProducer::Create(**session, **session, ProducerOptions(), std::make_unique<FakePublisher>(),
+                         std::make_unique<FakeConsumer>());
+  ASSERT_OK(producer);
+  EXPECT_EQ((*producer)->recovery(), nullptr);  // Create never runs it
+  for (const std::string id : {"o-1", "o-2"}) {
+    ASSERT_OK((*producer)->Write(MessageSpec::Of("payment", id, id), [id](PgConnection& conn) {
+      return conn.Query("INSERT INTO payments (id) VALUES ($1)", {id}).status();
+    }));
+  }
+  auto counts = (*producer)->CountRows();
+  ASSERT_OK(counts);
+  EXPECT_EQ(counts->sending, 2);
+  EXPECT_EQ(counts->sent, 0);
+  EXPECT_EQ(counts->failed, 0);
+  EXPECT_THAT(
+      (*producer)->WaitUntilClosed(absl::Now()).status(),
+      StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("2 outbox rows still SENDING")));
+  EXPECT_THAT((*producer)->WaitUntilClosed(absl::InfiniteFuture(), [] { return true; }).status(),
+              StatusIs(absl::StatusCode::kCancelled));
+  (*producer)->Stop();
 }
 
 // The process's one options block chooses PostgreSQL by its connection

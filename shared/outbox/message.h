@@ -57,6 +57,14 @@ struct OutboxMessage {
   int64_t restarted_at = 0;
 };
 
+// The producer's outbox rows by status, archived rows not counted: "are my
+// rows closed?" (CountRows and WaitUntilClosed of Producer and PgProducer).
+struct OutboxRowCounts {
+  int64_t sending = 0;
+  int64_t sent = 0;
+  int64_t failed = 0;
+};
+
 // What goes on the wire, whatever the broker.
 struct OutgoingMessage {
   std::string topic;  // the AMQP adapter publishes it as the routing key

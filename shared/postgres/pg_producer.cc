@@ -1,13 +1,12 @@
 #include "shared/postgres/pg_producer.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "shared/base/internal/mutex.h"
 #include "shared/base/status_macros.h"
+#include "shared/outbox/internal/rows_closed.h"
 #include "shared/postgres/internal/pg_recovery_store.h"
 #include "shared/roles/internal/producer_links.h"
 #include "shared/roles/internal/role_options.h"
@@ -157,28 +156,34 @@ void PgProducer::WriteAsync(MessageSpec spec, PgBusinessWrite business,
   writer_.WriteAsync(std::move(spec), std::move(business), std::move(done));
 }
 
-absl::StatusOr<int64_t> PgProducer::CountSending() {
-  int64_t sending = 0;
-  RETURN_IF_ERROR(acks_session_.Transaction("count SENDING rows", [&](PgConnection& conn) {
-    ASSIGN_OR_RETURN(PgResult r,
-                     conn.Query("SELECT count(*) FROM outbox WHERE status = 'SENDING'"));
-    if (r.rows() != 1 || !absl::SimpleAtoi(r.Get(0, 0), &sending)) {
-      return absl::InternalError("count SENDING rows: no count");
+absl::StatusOr<OutboxRowCounts> PgProducer::CountRows() {
+  OutboxRowCounts counts;
+  RETURN_IF_ERROR(acks_session_.Transaction("count outbox rows", [&](PgConnection& conn) {
+    counts = {};
+    ASSIGN_OR_RETURN(PgResult r, conn.Query("SELECT status, count(*) FROM outbox GROUP BY status"));
+    for (int i = 0; i < r.rows(); ++i) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(r.Get(i, 1), &n)) {
+        return absl::InternalError("count outbox rows: not a count");
+      }
+      if (r.Get(i, 0) == "SENDING") counts.sending = n;
+      if (r.Get(i, 0) == "SENT") counts.sent = n;
+      if (r.Get(i, 0) == "FAILED") counts.failed = n;
     }
     return absl::OkStatus();
   }));
-  return sending;
+  return counts;
 }
 
-absl::Status PgProducer::WaitUntilClosed(absl::Time deadline, absl::Duration poll) {
-  while (true) {
-    ASSIGN_OR_RETURN(int64_t sending, CountSending());
-    if (sending == 0) return absl::OkStatus();
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(sending, " rows still SENDING"));
-    }
-    absl::SleepFor(std::min(poll, deadline - absl::Now()));
-  }
+absl::StatusOr<OutboxRowCounts> PgProducer::WaitUntilClosed(absl::Time deadline,
+                                                            absl::Duration poll) {
+  return internal::WaitUntilRowsClosed([this] { return CountRows(); }, deadline, poll, nullptr);
+}
+
+absl::StatusOr<OutboxRowCounts> PgProducer::WaitUntilClosed(absl::Time deadline,
+                                                            const std::function<bool()>& stop) {
+  return internal::WaitUntilRowsClosed([this] { return CountRows(); }, deadline,
+                                       absl::Milliseconds(100), stop);
 }
 
 absl::StatusOr<std::string> PgProducer::Write(MessageSpec spec, PgBusinessWrite business) {

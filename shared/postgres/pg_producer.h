@@ -11,18 +11,19 @@
 // runs in the same process on a PgRecoveryStore (a third connection), under
 // the lease, so that one process is a complete producer.
 //
-//   outbox::PgProducer::Options options;
-//   options.amqp = url;
-//   options.queue = "shop.orders";
-//   options.signing = *outbox::Signing::FromKeyFile(keys_path);
-//   options.recovery_in_process = true;
-//   OUTBOX_ASSIGN_OR_RETURN(auto producer, outbox::PgProducer::Start(conninfo, options));
+//   OUTBOX_ASSIGN_OR_RETURN(auto producer, outbox::PgProducer::Start(config, &ShopSchema()));
 //   OUTBOX_ASSIGN_OR_RETURN(std::string id, producer->Write(spec, write_my_rows));
+//   producer->WaitUntilClosed(deadline);  // every row answered
 //
-// Or from the process's Config, its db a postgresql:// URI:
-// PgProducer::Start(config, &ShopPgSchema()). The database holds the outbox tables
-// (CreatePgOutboxTables, or UpgradePgSchema with the library's schema) before Start.
+// from the process's Config (config.h), its db a postgresql:// URI, as
+// Producer::Start(config) on SQLite; or PgProducer::Start(conninfo, options)
+// on a database that holds the outbox tables already (UpgradePgSchema with
+// PgOutboxSchema()). Its calls are Producer's, with the same names, results
+// and defaults; what differs is the store: the business step gets a
+// PgConnection (PgBusinessWrite), the group commit's options are
+// pg_group_commit, the closing step is a PgRowClosed.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,7 @@
 #include "shared/observability/metrics.h"
 #include "shared/outbox/internal/ack_listener.h"
 #include "shared/outbox/internal/relay.h"
+#include "shared/outbox/message.h"
 #include "shared/outbox/signing.h"
 #include "shared/outbox/transport.h"
 #include "shared/postgres/internal/pg_group_writer.h"
@@ -59,8 +61,9 @@ class PgProducer {
     PgRowClosed pg_on_closed;
     // Start also runs the recovery role here, on a PgRecoveryStore of its
     // own connection; its lease lets many producer processes share one
-    // database, one of them re-publishing at a time.
-    bool recovery_in_process = false;
+    // database, one of them re-publishing at a time. As Config's: false,
+    // recovery runs elsewhere (StartPgRecovery). Create never runs it.
+    bool recovery_in_process = true;
     // Recovery's other settings (recovery.recovery: the loop's, alerts, the
     // sweep). amqp, signing, queue, reply_queue, clock, metrics and
     // recovery.recovery.retry are taken from the options above; db,
@@ -71,9 +74,10 @@ class PgProducer {
 
   // Connects to `conninfo` (twice: the writer's connection and the ack
   // listener's; a third for recovery), makes the producer's own AMQP
-  // connections and starts its relay, ack listener and, when asked,
-  // recovery. INVALID_ARGUMENT or FAILED_PRECONDITION (no signing chosen)
-  // naming the setting; PgSession::Open's errors.
+  // connections and starts its relay, ack listener and, unless
+  // options.recovery_in_process is false, recovery. INVALID_ARGUMENT or
+  // FAILED_PRECONDITION (no signing chosen) naming the setting;
+  // PgSession::Open's errors.
   static absl::StatusOr<std::unique_ptr<PgProducer>> Start(absl::string_view conninfo,
                                                            Options options);
   // The process's producer on PostgreSQL from its one options block
@@ -125,11 +129,16 @@ class PgProducer {
     return outbox_.Get(message_id);
   }
 
-  // Rows still SENDING, on the ack listener's connection.
-  absl::StatusOr<int64_t> CountSending();
-  // Until no row is SENDING; DEADLINE_EXCEEDED first. Rows close only while
-  // the ack listener (or recovery) runs: call it before Stop().
-  absl::Status WaitUntilClosed(absl::Time deadline, absl::Duration poll = absl::Milliseconds(100));
+  // The rows by status, on the ack listener's connection.
+  absl::StatusOr<OutboxRowCounts> CountRows();
+  // Until no row is SENDING, then the counts; DEADLINE_EXCEEDED first. Rows
+  // close only while the ack listener runs: call it before Stop().
+  absl::StatusOr<OutboxRowCounts> WaitUntilClosed(absl::Time deadline,
+                                                  absl::Duration poll = absl::Milliseconds(100));
+  // The same, and CANCELLED once `stop` returns true (asked every 100 ms):
+  // WaitUntilClosed(deadline, outbox::ShutdownRequested) ends at SIGTERM.
+  absl::StatusOr<OutboxRowCounts> WaitUntilClosed(absl::Time deadline,
+                                                  const std::function<bool()>& stop);
 
   const Options& options() const { return options_; }
   Recovery* recovery() { return recovery_.get(); }               // null unless recovery_in_process

@@ -36,6 +36,7 @@
 #include "shared/outbox/internal/ack_listener.h"
 #include "shared/outbox/internal/relay.h"
 #include "shared/outbox/internal/state_machine.h"
+#include "shared/outbox/message.h"
 #include "shared/outbox/retry_policy.h"
 #include "shared/outbox/signing.h"
 #include "shared/outbox/transport.h"
@@ -150,17 +151,17 @@ class Producer {
   absl::StatusOr<OutboxMessage> Get(const std::string& message_id) {
     return outbox_.Get(message_id);
   }
-  absl::StatusOr<SqliteOutbox::Counts> CountRows() { return outbox_.CountRows(); }
+  absl::StatusOr<OutboxRowCounts> CountRows() { return outbox_.CountRows(); }
   // Until no row is SENDING; DEADLINE_EXCEEDED first. Rows close only while
   // the ack listener runs: call it before Stop().
-  absl::StatusOr<SqliteOutbox::Counts> WaitUntilClosed(
-      absl::Time deadline, absl::Duration poll = absl::Milliseconds(100)) {
+  absl::StatusOr<OutboxRowCounts> WaitUntilClosed(absl::Time deadline,
+                                                  absl::Duration poll = absl::Milliseconds(100)) {
     return outbox_.WaitUntilClosed(deadline, poll);
   }
   // The same, and CANCELLED once `stop` returns true (asked every 100 ms):
   // WaitUntilClosed(deadline, outbox::ShutdownRequested) ends at SIGTERM.
-  absl::StatusOr<SqliteOutbox::Counts> WaitUntilClosed(absl::Time deadline,
-                                                       const std::function<bool()>& stop) {
+  absl::StatusOr<OutboxRowCounts> WaitUntilClosed(absl::Time deadline,
+                                                  const std::function<bool()>& stop) {
     return outbox_.WaitUntilClosed(deadline, absl::Milliseconds(100), stop);
   }
 

@@ -1,11 +1,9 @@
 #include "shared/sqlite/internal/sqlite_outbox.h"
 
-#include <algorithm>
 #include <optional>
 
-#include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "shared/base/status_macros.h"
+#include "shared/outbox/internal/rows_closed.h"
 #include "shared/sqlite/outbox_table.h"
 
 namespace outbox {
@@ -52,22 +50,7 @@ absl::StatusOr<SqliteOutbox::Counts> SqliteOutbox::CountRows() {
 
 absl::StatusOr<SqliteOutbox::Counts> SqliteOutbox::WaitUntilClosed(
     absl::Time deadline, absl::Duration poll, const std::function<bool()>& stop) {
-  while (true) {
-    ASSIGN_OR_RETURN(Counts counts, CountRows());
-    if (counts.sending == 0) return counts;
-    if (stop && stop()) {
-      return absl::CancelledError(absl::StrCat("stopped waiting: ", counts.sending,
-                                               " outbox rows still SENDING (", counts.sent,
-                                               " SENT, ", counts.failed, " FAILED)"));
-    }
-    const absl::Time now = absl::Now();  // a real wait: real time
-    if (now >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          counts.sending, " outbox rows still SENDING (", counts.sent, " SENT, ", counts.failed,
-          " FAILED): is an AckListener reading the reply queue, and is the consumer up?"));
-    }
-    absl::SleepFor(std::min(poll, deadline - now));
-  }
+  return internal::WaitUntilRowsClosed([this] { return CountRows(); }, deadline, poll, stop);
 }
 
 absl::StatusOr<AckTally> SqliteOutbox::RecordAcks(const std::vector<std::string>& message_ids) {

@@ -46,11 +46,7 @@ class SqliteOutbox final : public OutboxRepository {
 
   // Rows by status in `outbox` (archived rows not counted), on this
   // producer's own connection: "are my rows closed?".
-  struct Counts {
-    int64_t sending = 0;
-    int64_t sent = 0;
-    int64_t failed = 0;
-  };
+  using Counts = OutboxRowCounts;  // message.h
   absl::StatusOr<Counts> CountRows();
   // Waits until no row is SENDING (each SENT, or FAILED for an operator)
   // and returns the counts then; DEADLINE_EXCEEDED, naming how many are
