@@ -2,7 +2,8 @@
 # docs/library.md shows its code verbatim: each ```cpp block after a
 # "<!-- snippet: PATH -->" line must equal the file PATH (which
 # tests/example_package_test.sh builds against the installed package and
-# runs), and every file of examples/library_snippets is shown; the tables of
+# runs, and tests/example_pg_adopter_test.sh those of examples/pg_adopter),
+# and every file of both folders is shown; the tables of
 # the roles' options match their headers; the packages it lists for the
 # build are ones scripts/install_deps.sh installs.
 #   bash tests/library_doc_test.sh
@@ -25,7 +26,7 @@ while IFS= read -r path; do
     status=1
   fi
 done < <(sed -n 's/^<!-- snippet: \(.*\) -->$/\1/p' "$doc")
-for f in "$root"/examples/library_snippets/*.cc "$root"/examples/library_snippets/*.h; do
+for f in "$root"/examples/{library_snippets,pg_adopter}/*.{cc,h}; do
   rel=${f#"$root/"}
   [[ $rel == */main.cc ]] && continue  # the harness that runs them, not shown
   [[ " ${shown[*]} " == *" $rel "* ]] || { echo "FAIL: $rel is not shown in docs/library.md"; status=1; }
