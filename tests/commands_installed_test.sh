@@ -49,12 +49,9 @@ words_of() {
     }' "$1" | sort -u
 }
 
+# package_cache[COMMAND]: package_of's answer, asked once per command.
 declare -A package_cache=()
 package_of() {  # the Debian package that owns command $1, "" if none
-  if [[ -z ${package_cache[$1]+set} ]]; then package_cache[$1]=$(package_lookup "$1"); fi
-  echo "${package_cache[$1]}"
-}
-package_lookup() {
   local path p
   path=$(command -v "$1") || return 0
   for p in "$path" "$(readlink -f "$path")" "${path/#\/usr\/bin\//\/bin\/}" "${path/#\/usr\/sbin\//\/sbin\/}"; do
@@ -80,7 +77,7 @@ for script in scripts/*.sh scripts/lib/*.sh tests/*.sh .ci/run; do
     [[ -z $word || $builtins == *" $word "* || $functions == *" $word "* ]] && continue
     [[ $(type -t "$word" 2>/dev/null) == file ]] || continue
     checked=$((checked + 1))
-    package_of "$word" >/dev/null  # fills the cache in this shell, not a subshell
+    [[ -n ${package_cache[$word]+set} ]] || package_cache[$word]=$(package_of "$word")
     pkg=${package_cache[$word]}
     [[ -z $pkg ]] && continue
     [[ -n ${provided_by[$word]:-} ]] && continue
